@@ -1,0 +1,84 @@
+/**
+ * @file common.h
+ * @brief Conventions shared by every pinio header: export macro, error codes,
+ *        diagnostics, runtime version.
+ *
+ * Errors: every function that can fail returns 0 (or a non-negative count) on
+ * success and a negative error code on failure. The codes are negated errno
+ * values (-ENOMEM, -EINVAL, ...) plus the few pinio-specific codes below, which
+ * lie outside the errno range. pinio never relies on errno to report an error
+ * and never prints, exits or installs signal handlers: the caller decides.
+ */
+#ifndef PINIO_COMMON_H
+#define PINIO_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pinio/version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(PINIO_BUILDING_LIBRARY) && defined(__GNUC__)
+#define PINIO_API __attribute__((visibility("default")))
+#else
+#define PINIO_API
+#endif
+
+/**
+ * pinio-specific error codes (negative, below every errno value).
+ * X-macro: NAME, value, message.
+ */
+#define PINIO_ERRNO_MAP(X)                                                                 \
+    X(WOULD_COPY, -4001, "operation would copy or materialize, and zero-copy was demanded") \
+    X(FORMAT, -4002, "invalid file format")                                                 \
+    X(CHANGED, -4003, "file changed while it was being read")                               \
+    X(UNALIGNED, -4004, "memory or offset not aligned as required")
+
+enum pinio_error {
+#define PINIO_ERR_ENUM_(name, val, msg) PINIO_E##name = (val),
+    PINIO_ERRNO_MAP(PINIO_ERR_ENUM_)
+#undef PINIO_ERR_ENUM_
+};
+
+/**
+ * A one-line description of an error code returned by pinio.
+ *
+ * @param err a negative pinio or errno code (a positive errno is accepted too).
+ * @return a static, NUL-terminated string; never NULL, also for unknown codes.
+ *         Thread-safe (does not use strerror's shared buffer).
+ */
+PINIO_API const char *pinio_strerror(int err);
+
+/**
+ * The symbolic name of an error code ("ENOMEM", "PINIO_EFORMAT", ...).
+ * @return a static string; "unknown" for codes pinio does not know.
+ */
+PINIO_API const char *pinio_err_name(int err);
+
+/** Size of the message buffer in a #pinio_diag. */
+#define PINIO_DIAG_MSG_MAX 512
+
+/**
+ * An optional diagnostic filled by parsers and loaders next to their return
+ * code: the same code, and one line naming the file, the rule and the offset
+ * or tensor that failed. Functions that take a `pinio_diag *` accept NULL.
+ */
+typedef struct pinio_diag {
+    int code;                      /**< same value the function returned; 0 when ok */
+    char msg[PINIO_DIAG_MSG_MAX];  /**< NUL-terminated, no trailing newline */
+} pinio_diag;
+
+/** The runtime library version as "MAJOR.MINOR.PATCH" (may differ from the headers'). */
+PINIO_API const char *pinio_version(void);
+
+/** The runtime library version as PINIO_VERSION_NUMBER computes it. */
+PINIO_API unsigned pinio_version_number(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PINIO_COMMON_H */

@@ -1,0 +1,12 @@
+/**
+ * @file pinio.h
+ * @brief Umbrella header: includes every public pinio header.
+ */
+#ifndef PINIO_PINIO_H
+#define PINIO_PINIO_H
+
+#include "pinio/common.h"
+#include "pinio/version.h"
+#include "pinio/view.h"
+
+#endif /* PINIO_PINIO_H */

@@ -1,0 +1,49 @@
+/* The `pinio` command. It uses the public API only; each subcommand lives in
+ * its own cmd_*.c file and is listed in the table below. */
+#include <stdio.h>
+#include <string.h>
+
+#include "pinio/pinio.h"
+#include "cli.h"
+
+static const struct pinio_cmd *const commands[] = {
+    NULL,
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: pinio [--help] [--version] <command> [args]\n"
+            "\n"
+            "pinio moves file bytes (model checkpoints above all) from storage into\n"
+            "pinned, NUMA-local, io_uring-registered memory with O_DIRECT reads.\n"
+            "\n");
+    if (commands[0]) {
+        fprintf(out, "commands:\n");
+        for (size_t i = 0; commands[i]; i++)
+            fprintf(out, "  %-8s %s\n", commands[i]->name, commands[i]->summary);
+        fprintf(out, "\n'pinio <command> --help' explains each command.\n");
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *arg = argv[1];
+    if (!strcmp(arg, "--help") || !strcmp(arg, "-h") || !strcmp(arg, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(arg, "--version") || !strcmp(arg, "-V")) {
+        printf("pinio %s\n", pinio_version());
+        return 0;
+    }
+    for (size_t i = 0; commands[i]; i++)
+        if (!strcmp(arg, commands[i]->name))
+            return commands[i]->run(argc - 1, argv + 1);
+    fprintf(stderr, "pinio: unknown command '%s' (see 'pinio --help')\n", arg);
+    return 2;
+}
