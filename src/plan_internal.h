@@ -1,0 +1,58 @@
+/*
+ * Load planning: from the byte ranges a load wants to the aligned reads that
+ * fill one arena. Pure computation (no I/O), so it is tested exhaustively.
+ *
+ * Layout rule: every read starts at a file offset aligned to `align` and at
+ * an arena offset aligned to `align`, and reads are laid out back to back in
+ * (file, offset) order. O_DIRECT can then read straight into the arena with
+ * no bounce buffer, and a wanted range lands at
+ *     arena + read.arena_off + (range.off - read.off).
+ * Neighbouring ranges are merged into one read when the hole between them is
+ * at most `merge_gap` bytes: reading a small hole costs less than another
+ * request, while a large hole (a filtered-out tensor) is skipped.
+ * Reads never cross a multiple of `seg` in the arena, so each lies inside one
+ * registered buffer (io_uring caps a registered buffer at 1 GiB).
+ */
+#ifndef PINIO_SRC_PLAN_INTERNAL_H
+#define PINIO_SRC_PLAN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/** A wanted byte range of one file (absolute offsets). */
+typedef struct pinio__range {
+    uint32_t file;
+    uint64_t off;
+    uint64_t len;
+} pinio__range;
+
+/** One aligned read of the plan. */
+typedef struct pinio__read {
+    uint32_t file;
+    uint64_t off;       /**< aligned file offset */
+    uint64_t len;       /**< multiple of align; may run past EOF (the tail reads short) */
+    uint64_t need;      /**< bytes from `off` that must actually be read (last wanted byte) */
+    uint64_t arena_off; /**< aligned arena offset */
+} pinio__read;
+
+typedef struct pinio__plan {
+    pinio__read *reads;
+    size_t nreads;
+    uint64_t *range_arena_off; /**< per input range: arena offset of its first byte */
+    uint64_t arena_size;       /**< total arena bytes, a multiple of align */
+    uint64_t wanted_bytes;     /**< sum of the input ranges' lengths */
+} pinio__plan;
+
+/**
+ * Builds the plan. `align` and `seg` must be powers of two with seg >= align;
+ * ranges may come in any order and may overlap or repeat (each is placed).
+ * @return 0; -EINVAL for bad parameters; -EOVERFLOW when an offset + length
+ *         overflows; -ENOMEM. On failure `*out` is zeroed and owns nothing.
+ */
+int pinio__plan_build(const pinio__range *ranges, size_t n, uint64_t align, uint64_t merge_gap,
+                      uint64_t seg, pinio__plan *out);
+
+/** Frees what pinio__plan_build() allocated; safe on a zeroed plan. */
+void pinio__plan_free(pinio__plan *p);
+
+#endif
