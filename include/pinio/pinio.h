@@ -6,6 +6,7 @@
 #define PINIO_PINIO_H
 
 #include "pinio/common.h"
+#include "pinio/ring.h"
 #include "pinio/sys.h"
 #include "pinio/version.h"
 #include "pinio/view.h"

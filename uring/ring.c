@@ -1,0 +1,422 @@
+/* Ring lifetime: the setup-flag ladder, the sparse file and buffer tables,
+ * the staging area, memory registration, teardown. Reads live in read.c,
+ * files in rfile.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ring_internal.h"
+
+/* Defaults, measured on the development VM (2 vCPU, virtio ext4, kernel 6.18),
+ * cold 2 GiB file, bench/readbench (see bench/engine_vs_fio for the script):
+ *   bs 1 MiB: qd 4 ~1.9 GB/s, qd 16 ~2.2 GB/s, qd 32 ~2.2 GB/s
+ *   bs 4 MiB: qd 4 ~2.1 GB/s, qd 16 ~2.2 GB/s, qd 32 ~2.1 GB/s
+ * Throughput is flat from qd 16 / 1 MiB on (the device is the limit), and
+ * 1 MiB x 16 keeps the in-flight destination window small (16 MiB), so a
+ * streaming consumer gets its first bytes early. A request size above
+ * max_sectors_kb (4 MiB here) is split by the block layer anyway. */
+#define DEFAULT_QD 16u
+#define DEFAULT_RS (1u << 20)
+/* Staging slots carry the unaligned head/tail blocks of O_DIRECT requests and
+ * whole pieces only when the destination is misaligned. They are registered,
+ * so they are charged to RLIMIT_MEMLOCK (8 MiB by default for a user):
+ * 8 x 256 KiB = 2 MiB leaves room for the ring itself and a small pool. */
+#define STAGE_SLOT_MAX (256u << 10)
+#define STAGE_SLOTS_MAX 8u
+
+void pinio_ring_opts_default(pinio_ring_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->queue_depth = DEFAULT_QD;
+    o->request_size = DEFAULT_RS;
+    o->backend = PINIO_BACKEND_AUTO;
+    o->direct = PINIO_DIRECT_AUTO;
+    o->pread_threads = 4;
+    o->max_files = 64;
+}
+
+const char *pinio_backend_name(pinio_backend b)
+{
+    switch (b) {
+    case PINIO_BACKEND_AUTO:
+        return "auto";
+    case PINIO_BACKEND_FIXED_DIRECT:
+        return "fixed+direct";
+    case PINIO_BACKEND_DIRECT:
+        return "direct";
+    case PINIO_BACKEND_BUFFERED:
+        return "buffered";
+    case PINIO_BACKEND_PREAD:
+        return "pread";
+    }
+    return "unknown";
+}
+
+static void flag_names(unsigned flags, char *buf, size_t n)
+{
+    static const struct {
+        unsigned f;
+        const char *name;
+    } names[] = {
+        {IORING_SETUP_SINGLE_ISSUER, "SINGLE_ISSUER"}, {IORING_SETUP_DEFER_TASKRUN, "DEFER_TASKRUN"},
+        {IORING_SETUP_COOP_TASKRUN, "COOP_TASKRUN"},   {IORING_SETUP_TASKRUN_FLAG, "TASKRUN_FLAG"},
+        {IORING_SETUP_SUBMIT_ALL, "SUBMIT_ALL"},       {IORING_SETUP_CQSIZE, "CQSIZE"},
+        {IORING_SETUP_SQPOLL, "SQPOLL"},               {IORING_SETUP_IOPOLL, "IOPOLL"},
+    };
+    size_t used = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if ((flags & names[i].f) && used < n)
+            used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? "|" : "", names[i].name);
+    if (!used)
+        snprintf(buf, n, "none");
+}
+
+/* One rung of the setup ladder. The fault hook answers first so tests can
+ * play a kernel that lacks a flag. */
+static int try_setup(pinio_ring *r, unsigned entries, unsigned flags)
+{
+    if (r->faults) {
+        if (r->faults->setupnosys)
+            return -ENOSYS;
+        if (flags & r->faults->setupinval)
+            return -EINVAL;
+    }
+    struct io_uring_params p;
+    memset(&p, 0, sizeof p);
+    p.flags = flags;
+    p.cq_entries = entries * 2;
+    return io_uring_queue_init_params(entries, &r->ring, &p);
+}
+
+/* The ladder, as fio does it (engines/io_uring.c fio_ioring_queue_init):
+ * newest flags first, drop one on -EINVAL. SINGLE_ISSUER|DEFER_TASKRUN (6.1)
+ * defers completion work to our own io_uring_enter (no IPIs, no task_work
+ * interrupting the submitter); COOP_TASKRUN|TASKRUN_FLAG (5.19) is the next
+ * best. CQSIZE = 2 x SQ guarantees the CQ can hold every request in flight,
+ * so overflow cannot happen; SUBMIT_ALL (5.18) keeps one bad SQE from
+ * stalling the rest of a batch. */
+static int setup_ladder(pinio_ring *r)
+{
+    unsigned qd = r->opts.queue_depth;
+    unsigned common = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
+    unsigned extra = 0;
+    if (r->opts.flags & PINIO_RING_IOPOLL)
+        extra |= IORING_SETUP_IOPOLL;
+    unsigned ladder[] = {
+        common | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+        common | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN |
+            IORING_SETUP_TASKRUN_FLAG,
+        common | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
+        common | IORING_SETUP_COOP_TASKRUN,
+        common,
+        IORING_SETUP_CQSIZE,
+        0,
+    };
+    size_t n = sizeof ladder / sizeof ladder[0];
+    if (r->opts.flags & PINIO_RING_SQPOLL) {
+        /* SQPOLL excludes COOP/DEFER (EINVAL, verified on 6.18): its own ladder. */
+        extra |= IORING_SETUP_SQPOLL;
+        unsigned sq[] = {common | IORING_SETUP_SINGLE_ISSUER, common, IORING_SETUP_CQSIZE, 0};
+        memcpy(ladder, sq, sizeof sq);
+        n = sizeof sq / sizeof sq[0];
+    }
+    int ret = -EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        ret = try_setup(r, qd, ladder[i] | extra);
+        if (ret == 0) {
+            r->setup_flags = ladder[i] | extra;
+            r->cq_entries = r->ring.cq.ring_entries;
+            char acc[100], drop[100];
+            flag_names(r->setup_flags, acc, sizeof acc);
+            flag_names(ladder[0] & ~ladder[i], drop, sizeof drop);
+            snprintf(r->reason, sizeof r->reason, "io_uring flags %s%s%s", acc,
+                     i ? "; dropped on EINVAL: " : "", i ? drop : "");
+            return 0;
+        }
+        if (ret != -EINVAL)
+            break;
+    }
+    return ret;
+}
+
+static int stage_init(pinio_ring *r)
+{
+    size_t sz = r->opts.request_size < STAGE_SLOT_MAX ? r->opts.request_size : STAGE_SLOT_MAX;
+    unsigned n = r->opts.queue_depth < STAGE_SLOTS_MAX ? r->opts.queue_depth : STAGE_SLOTS_MAX;
+    void *p = mmap(NULL, sz * n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return -ENOMEM;
+    r->stage_free = calloc(n, sizeof *r->stage_free);
+    if (!r->stage_free) {
+        munmap(p, sz * n);
+        return -ENOMEM;
+    }
+    r->stage = p;
+    r->stage_size = sz;
+    r->nstage = n;
+    for (unsigned i = 0; i < n; i++)
+        r->stage_free[i] = n - 1 - i;
+    r->nstage_free = n;
+    return 0;
+}
+
+int pinio_ring_create(pinio_ring **out, const pinio_ring_opts *opts, pinio_diag *diag)
+{
+    pinio_ring_opts o;
+    pinio_ring_opts_default(&o);
+    if (opts) {
+        if (opts->struct_size < offsetof(pinio_ring_opts, faults) ||
+            opts->struct_size > sizeof o) {
+            pinio__uring_diag(diag, -EINVAL, "pinio_ring_create: unknown options size %zu",
+                              opts->struct_size);
+            return -EINVAL;
+        }
+        memcpy(&o, opts, opts->struct_size);
+        o.struct_size = sizeof o;
+    }
+    size_t rs = o.request_size;
+    if (!o.queue_depth || o.queue_depth > 4096 || rs < 4096 || rs > (1u << 30) ||
+        (rs & (rs - 1)) || o.backend > PINIO_BACKEND_PREAD || o.direct > PINIO_DIRECT_OFF ||
+        !o.max_files || o.max_files > 32768 || o.pread_threads > 256) {
+        pinio__uring_diag(diag, -EINVAL,
+                          "pinio_ring_create: invalid options (queue depth %u, request size %zu)",
+                          o.queue_depth, rs);
+        return -EINVAL;
+    }
+    if (!o.pread_threads)
+        o.pread_threads = 4;
+
+    pinio_ring *r = calloc(1, sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    r->opts = o;
+    r->opts.faults = NULL; /* the string is only borrowed for the call */
+    r->stage_slot = -1;
+    const char *spec = o.faults ? o.faults : getenv("PINIO_FAULTS");
+    int ret = pinio__faults_parse(spec, &r->faults, diag);
+    if (ret)
+        goto fail;
+    ret = -ENOMEM;
+    r->slot_used = calloc(PINIO__BUF_TABLE, 1);
+    r->regions = calloc(PINIO__BUF_TABLE, sizeof *r->regions);
+    r->file_slot_used = calloc((size_t)o.max_files * 2, 1);
+    if (!r->slot_used || !r->regions || !r->file_slot_used)
+        goto fail;
+    ret = stage_init(r);
+    if (ret)
+        goto fail;
+
+    if (o.backend != PINIO_BACKEND_PREAD) {
+        ret = setup_ladder(r);
+        if (ret == 0) {
+            r->have_ring = true;
+        } else if (o.backend == PINIO_BACKEND_AUTO &&
+                   (ret == -ENOSYS || ret == -EPERM || ret == -ENOMEM)) {
+            /* seccomp (Docker's default profile says EPERM), io_uring_disabled=2
+             * (EPERM), 1 without the io_uring group (EPERM), pre-5.1 (ENOSYS), or
+             * RLIMIT_MEMLOCK too small for the rings on 6.x (ENOMEM). */
+            r->setup_error = ret;
+            snprintf(r->reason, sizeof r->reason,
+                     "io_uring_setup failed (%s): using the pread thread pool",
+                     pinio_err_name(ret));
+        } else {
+            pinio__uring_diag(diag, ret, "io_uring_setup failed: %s", pinio_strerror(ret));
+            goto fail;
+        }
+    } else {
+        snprintf(r->reason, sizeof r->reason, "pread thread pool forced by option");
+    }
+
+    if (!r->have_ring) {
+        r->backend = PINIO_BACKEND_PREAD;
+        ret = pinio__pread_pool_create(&r->pool, o.pread_threads, o.queue_depth);
+        if (ret)
+            goto fail;
+        *out = r;
+        return 0;
+    }
+
+    /* Saves an fd lookup per io_uring_enter (5.18); harmless if refused. */
+    (void)io_uring_register_ring_fd(&r->ring);
+
+    int fr = io_uring_register_files_sparse(&r->ring, o.max_files * 2);
+    if (fr < 0)
+        r->files_error = fr;
+    else
+        r->files_registered = true;
+
+    r->backend = o.backend == PINIO_BACKEND_AUTO ? PINIO_BACKEND_FIXED_DIRECT : o.backend;
+    if (r->backend == PINIO_BACKEND_FIXED_DIRECT) {
+        /* A sparse table (5.19) lets pool slabs come and go one slot at a time
+         * (register_buffers_update_tag) without a global unregister, which
+         * before 5.13 also waited for the ring to go idle. */
+        int br = io_uring_register_buffers_sparse(&r->ring, PINIO__BUF_TABLE);
+        if (br == 0) {
+            r->bufs_registered = true;
+            br = pinio_ring_register_region(r, r->stage, r->stage_size * r->nstage,
+                                            &r->stage_slot);
+        }
+        if (br < 0) {
+            r->reg_error = br;
+            if (o.backend == PINIO_BACKEND_FIXED_DIRECT) {
+                ret = br;
+                pinio__uring_diag(diag, ret, "registered buffers refused: %s%s",
+                                  pinio_strerror(ret),
+                                  br == -ENOMEM ? " (RLIMIT_MEMLOCK too small without "
+                                                  "CAP_IPC_LOCK; raise it with prlimit --memlock)"
+                                                : "");
+                goto fail;
+            }
+            r->backend = PINIO_BACKEND_DIRECT;
+            size_t l = strlen(r->reason);
+            snprintf(r->reason + l, sizeof r->reason - l,
+                     "; buffer registration refused (%s): unregistered reads",
+                     pinio_err_name(br));
+        }
+    }
+    *out = r;
+    return 0;
+
+fail:
+    pinio_ring_destroy(r);
+    return ret;
+}
+
+void pinio_ring_destroy(pinio_ring *r)
+{
+    if (!r)
+        return;
+    while (r->files)
+        pinio_ring_file_close(r->files);
+    if (r->have_ring) {
+        /* Explicit unregistration: the memlock charge is dropped now, not by the
+         * ring's asynchronous exit work, so the next ring of this user does not
+         * get a spurious -ENOMEM (verified on 6.18: 3 of 5 back-to-back 6 MiB
+         * registrations failed without it). */
+        if (r->bufs_registered)
+            io_uring_unregister_buffers(&r->ring);
+        if (r->files_registered)
+            io_uring_unregister_files(&r->ring);
+        io_uring_queue_exit(&r->ring);
+    }
+    pinio__pread_pool_destroy(r->pool);
+    if (r->stage)
+        munmap(r->stage, r->stage_size * r->nstage);
+    free(r->stage_free);
+    free(r->slot_used);
+    free(r->regions);
+    free(r->file_slot_used);
+    free(r->faults);
+    free(r);
+}
+
+void pinio_ring_get_info(const pinio_ring *r, pinio_ring_info *info)
+{
+    memset(info, 0, sizeof *info);
+    info->backend = r->backend;
+    info->setup_flags = r->setup_flags;
+    info->sq_entries = r->have_ring ? r->ring.sq.ring_entries : r->opts.queue_depth;
+    info->cq_entries = r->have_ring ? r->cq_entries : r->opts.queue_depth;
+    info->request_size = r->opts.request_size;
+    info->setup_error = r->setup_error;
+    info->reg_error = r->reg_error;
+    info->files_error = r->files_error;
+    info->regions = r->nregions;
+    info->faults_active = r->faults != NULL;
+    info->fixed_ops = r->stats.fixed_ops;
+    info->plain_ops = r->stats.plain_ops;
+    info->staged_ops = r->stats.staged_ops;
+    info->retries = r->stats.retries;
+    snprintf(info->reason, sizeof info->reason, "%s", r->reason);
+}
+
+/* Index of the last region with addr <= p, or -1. */
+static int region_floor(const pinio_ring *r, uintptr_t p)
+{
+    int lo = 0, hi = (int)r->nregions - 1, best = -1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (r->regions[mid].addr <= p) {
+            best = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    return best;
+}
+
+int pinio__ring_slot_of(const pinio_ring *r, const void *p, size_t n)
+{
+    if (!r->nregions)
+        return -1;
+    uintptr_t a = (uintptr_t)p;
+    int i = region_floor(r, a);
+    if (i < 0)
+        return -1;
+    const pinio__region *g = &r->regions[i];
+    /* READ_FIXED must stay inside one registered iovec (validate_fixed_range). */
+    return a - g->addr + n <= g->len ? g->slot : -1;
+}
+
+int pinio_ring_register_region(pinio_ring *r, void *addr, size_t len, int *slot)
+{
+    if (!addr || !len || len > PINIO__REG_MAX_LEN)
+        return -EINVAL;
+    if (!r->bufs_registered || r->backend != PINIO_BACKEND_FIXED_DIRECT)
+        return r->reg_error ? r->reg_error : -EOPNOTSUPP;
+    uintptr_t a = (uintptr_t)addr;
+    int at = region_floor(r, a); /* insert after `at` */
+    if ((at >= 0 && r->regions[at].addr + r->regions[at].len > a) ||
+        (at + 1 < (int)r->nregions && a + len > r->regions[at + 1].addr))
+        return -EINVAL;
+    unsigned s = 0;
+    while (s < PINIO__BUF_TABLE && r->slot_used[s])
+        s++;
+    if (s == PINIO__BUF_TABLE)
+        return -ENOSPC;
+    int ret;
+    if (r->faults && r->faults->regnomem) {
+        ret = -ENOMEM;
+    } else {
+        struct iovec iov = {addr, len};
+        __u64 tag = 0;
+        ret = io_uring_register_buffers_update_tag(&r->ring, s, &iov, &tag, 1);
+        if (ret >= 0)
+            ret = 0;
+    }
+    if (ret < 0) {
+        r->reg_error = ret;
+        return ret;
+    }
+    r->slot_used[s] = 1;
+    memmove(&r->regions[at + 2], &r->regions[at + 1],
+            (r->nregions - (unsigned)(at + 1)) * sizeof *r->regions);
+    r->regions[at + 1] = (pinio__region){a, len, (int)s};
+    r->nregions++;
+    *slot = (int)s;
+    return 0;
+}
+
+int pinio_ring_unregister_region(pinio_ring *r, int slot)
+{
+    unsigned i = 0;
+    while (i < r->nregions && r->regions[i].slot != slot)
+        i++;
+    if (i == r->nregions)
+        return -ENOENT;
+    /* An empty iovec clears the slot; the kernel drops its pin once the last
+     * request that uses the old buffer has completed. */
+    struct iovec iov = {NULL, 0};
+    __u64 tag = 0;
+    int ret = io_uring_register_buffers_update_tag(&r->ring, (unsigned)slot, &iov, &tag, 1);
+    memmove(&r->regions[i], &r->regions[i + 1], (r->nregions - i - 1) * sizeof *r->regions);
+    r->nregions--;
+    r->slot_used[slot] = 0;
+    return ret < 0 ? ret : 0;
+}

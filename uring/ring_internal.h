@@ -1,0 +1,160 @@
+/* Internal structures of the io_uring engine, shared by the uring/ modules.
+ * Not installed. */
+#ifndef PINIO_URING_RING_INTERNAL_H
+#define PINIO_URING_RING_INTERNAL_H
+
+#include <liburing.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pinio/ring.h"
+
+/* Newer than the bookworm liburing 2.3 headers: define what we probe for. */
+#ifndef IORING_SETUP_SUBMIT_ALL
+#define IORING_SETUP_SUBMIT_ALL (1U << 7)
+#endif
+#ifndef IORING_SETUP_COOP_TASKRUN
+#define IORING_SETUP_COOP_TASKRUN (1U << 8)
+#endif
+#ifndef IORING_SETUP_TASKRUN_FLAG
+#define IORING_SETUP_TASKRUN_FLAG (1U << 9)
+#endif
+#ifndef IORING_SETUP_SINGLE_ISSUER
+#define IORING_SETUP_SINGLE_ISSUER (1U << 12)
+#endif
+#ifndef IORING_SETUP_DEFER_TASKRUN
+#define IORING_SETUP_DEFER_TASKRUN (1U << 13)
+#endif
+
+#define PINIO__REG_MAX_LEN (1ull << 30) /* kernel: one iovec <= 1 GiB (rsrc.c) */
+#define PINIO__BUF_TABLE 1024u          /* sparse buffer slots; kernel max is 16384 */
+
+/* ---- fault injection (faults.c) ---------------------------------------- */
+
+enum pinio__fault_kind { PINIO__F_EIO, PINIO__F_SHORT, PINIO__F_EAGAIN, PINIO__F_EINTR };
+
+typedef struct pinio__fault_rule {
+    enum pinio__fault_kind kind;
+    uint64_t first; /* 1-based completion number */
+    uint64_t count;
+} pinio__fault_rule;
+
+typedef struct pinio__faults {
+    pinio__fault_rule rules[16];
+    unsigned nrules;
+    uint64_t completions; /* completions consumed so far */
+    uint64_t rng;         /* xorshift state, from seed */
+    double rate;
+    bool dioinval;
+    bool regnomem;
+    bool setupnosys;
+    unsigned setupinval; /* IORING_SETUP_* flags that "the kernel" refuses */
+} pinio__faults;
+
+/* Parses `spec`; 0 or -EINVAL with `diag` naming the bad item. *out is
+ * malloc'ed (caller frees) only on success with a non-empty spec, else NULL. */
+int pinio__faults_parse(const char *spec, pinio__faults **out, pinio_diag *diag);
+
+/* Rewrites the result `res` of a completion of `len` bytes. Called only when
+ * faults are active. Returns the (possibly) rewritten result. */
+int pinio__faults_completion(pinio__faults *f, int res, size_t len);
+
+/* ---- the ring ----------------------------------------------------------- */
+
+typedef struct pinio__region {
+    uintptr_t addr;
+    size_t len;
+    int slot;
+} pinio__region;
+
+struct pinio_pread_pool; /* pread_pool.c */
+
+struct pinio_ring {
+    pinio_ring_opts opts;
+    pinio_backend backend;   /* best rung available (see pinio_ring_info) */
+    bool have_ring;
+    struct io_uring ring;
+    unsigned setup_flags;
+    unsigned cq_entries;
+    int setup_error, reg_error, files_error;
+    bool files_registered;   /* sparse file table in place */
+    bool bufs_registered;    /* sparse buffer table in place */
+    char reason[256];
+
+    /* Registered memory, sorted by addr, for dst -> slot lookup. */
+    pinio__region *regions;
+    unsigned nregions;
+    uint8_t *slot_used;      /* PINIO__BUF_TABLE entries */
+
+    /* Staging: nstage slots of stage_size bytes, page-aligned, registered
+     * (stage_slot >= 0) when the kernel allowed it. */
+    uint8_t *stage;
+    size_t stage_size;
+    unsigned nstage;
+    int stage_slot;
+    unsigned *stage_free;    /* free-list stack of staging slot indices */
+    unsigned nstage_free;
+
+    /* File table: 2 slots per file (direct, buffered). */
+    uint8_t *file_slot_used;
+
+    pinio_ring_file *files;  /* open files (linked list) */
+
+    struct pinio_pread_pool *pool; /* PREAD backend */
+
+    pinio__faults *faults;   /* NULL unless PINIO_FAULTS/opts.faults */
+
+    struct {
+        uint64_t fixed_ops, plain_ops, staged_ops, retries;
+    } stats;
+};
+
+struct pinio_ring_file {
+    pinio_ring *ring;
+    pinio_ring_file *next;
+    char *path;
+    int fd_direct;           /* -1 when O_DIRECT is not used */
+    int fd_buf;
+    int fix_direct, fix_buf; /* file-table slots or -1 */
+    uint64_t size;
+    unsigned mem_align, off_align;
+    const char *align_source;
+    bool direct;             /* O_DIRECT in use now */
+    bool direct_verified;    /* a direct read succeeded: EINVAL is now a real error */
+    int direct_error;
+    char reason[256];
+};
+
+/* Region containing [p, p+n), or -1. */
+int pinio__ring_slot_of(const pinio_ring *r, const void *p, size_t n);
+
+/* One I/O operation, as submitted to a backend. */
+typedef struct pinio__op {
+    int fd;          /* plain fd, or a file-table index when fixed_file */
+    bool fixed_file;
+    int buf_slot;    /* >= 0: READ_FIXED */
+    void *buf;
+    size_t len;
+    uint64_t off;
+    uint64_t user;   /* opaque to the backend */
+} pinio__op;
+
+/* ---- pread backend (pread_pool.c) --------------------------------------- */
+
+int pinio__pread_pool_create(struct pinio_pread_pool **out, unsigned threads, unsigned depth);
+void pinio__pread_pool_destroy(struct pinio_pread_pool *p);
+/* Queues one op. Never blocks; the caller keeps at most `depth` in flight. */
+void pinio__pread_pool_submit(struct pinio_pread_pool *p, const pinio__op *op);
+/* Waits for at least `min` completions (min <= in flight), stores up to `max`
+ * (user, res) pairs; returns how many were stored. */
+unsigned pinio__pread_pool_reap(struct pinio_pread_pool *p, unsigned min, unsigned max,
+                                uint64_t *user, int *res);
+
+/* ---- misc --------------------------------------------------------------- */
+
+void pinio__uring_diag(pinio_diag *d, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif
