@@ -6,6 +6,8 @@
 #define PINIO_PINIO_H
 
 #include "pinio/common.h"
+#include "pinio/numa.h"
+#include "pinio/pool.h"
 #include "pinio/ring.h"
 #include "pinio/sys.h"
 #include "pinio/version.h"
