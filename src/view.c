@@ -22,6 +22,7 @@ struct pinio_ref {
     pinio_free_fn free_cb;
     void *cookie;
     unsigned flags;
+    size_t align; /* the allocation's alignment when pinio allocated it, else 0 */
 };
 
 /* Beyond this the count is certainly corrupt (a leak loop or a double
@@ -77,6 +78,7 @@ int pinio_view_wrap(pinio_view *out, void *ptr, size_t len, pinio_free_fn free_c
     r->free_cb = free_cb;
     r->cookie = cookie;
     r->flags = flags;
+    r->align = 0;
     *out = (pinio_view){ .ptr = ptr, .len = len, .ref = r };
     return 0;
 }
@@ -107,9 +109,12 @@ int pinio_view_alloc(pinio_view *out, size_t len, size_t align)
     if (posix_memalign(&p, align, len) != 0)
         return -ENOMEM;
     int rc = pinio_view_wrap(out, p, len, free_heap, NULL, 0);
-    if (rc < 0)
+    if (rc < 0) {
         free(p);
-    return rc;
+        return rc;
+    }
+    out->ref->align = align;
+    return 0;
 }
 
 int pinio_view_copy(pinio_view *out, const void *src, size_t len)
@@ -227,4 +232,43 @@ bool pinio_view_equal(const pinio_view *a, const pinio_view *b)
 size_t pinio__view_refcount(const pinio_view *v)
 {
     return v->ref ? atomic_load_explicit(&v->ref->count, memory_order_acquire) : 0;
+}
+
+/* Largest power of two dividing the address, capped: what a foreign buffer
+ * is known to satisfy. */
+static size_t address_align(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    size_t al = a ? (size_t)(a & (~a + 1)) : 4096;
+    return al > 4096 ? 4096 : al;
+}
+
+int pinio__view_detach(pinio_view *v, pinio_detached *d)
+{
+    if (!pinio_view_data_mut(v))
+        return -EBUSY;
+    pinio_ref *r = v->ref;
+    if (v->ptr != r->base || v->len != r->size)
+        return -EBUSY;
+    /* Unique: nobody else can retain or release r concurrently (retaining
+     * needs a reference), so it can be dismantled without atomics. The
+     * acquire load in is_unique already ordered the other holders' writes. */
+    *d = (pinio_detached){
+        .ptr = r->base,
+        .len = 0,
+        .size = r->size,
+        .align = r->align ? r->align : address_align(r->base),
+        .free_fn = r->free_cb ? r->free_cb : pinio__free_nothing,
+        .cookie = r->cookie,
+    };
+    free(r);
+    *v = (pinio_view){ .ptr = v->ptr, .len = 0, .ref = NULL };
+    return 0;
+}
+
+void pinio__free_nothing(void *cookie, void *ptr, size_t len)
+{
+    (void)cookie;
+    (void)ptr;
+    (void)len;
 }

@@ -2,9 +2,22 @@
 #ifndef PINIO_SRC_VIEW_INTERNAL_H
 #define PINIO_SRC_VIEW_INTERNAL_H
 
+#include "pinio/controller.h"
 #include "pinio/view.h"
 
 /** Current reference count behind `v` (0 for static and empty views). */
 size_t pinio__view_refcount(const pinio_view *v);
+
+/**
+ * Takes the memory out of `v` without freeing it, when `v` is the unique,
+ * writable owner of a whole allocation. On success `*d` receives the buffer
+ * and the free function + cookie given when it was adopted (or free() for
+ * pinio_view_alloc memory), `d->len` is 0, the reference object is freed
+ * and `*v` becomes an empty view. -EBUSY otherwise (`*v`, `*d` untouched).
+ */
+int pinio__view_detach(pinio_view *v, pinio_detached *d);
+
+/** A pinio_free_fn that does nothing (static or empty memory). */
+void pinio__free_nothing(void *cookie, void *ptr, size_t len);
 
 #endif

@@ -5,7 +5,9 @@
 #ifndef PINIO_PINIO_H
 #define PINIO_PINIO_H
 
+#include "pinio/bytes.h"
 #include "pinio/common.h"
+#include "pinio/controller.h"
 #include "pinio/numa.h"
 #include "pinio/pool.h"
 #include "pinio/ring.h"

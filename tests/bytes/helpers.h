@@ -1,0 +1,89 @@
+/* Shared helpers of the bytes-layer tests: counted frees, temp files, patterns. */
+#ifndef PINIO_TESTS_BYTES_HELPERS_H
+#define PINIO_TESTS_BYTES_HELPERS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pinio/view.h"
+
+/* A pinio_free_fn that counts its calls in an atomic_int cookie, then frees. */
+static inline void counting_free(void *cookie, void *ptr, size_t len)
+{
+    (void)len;
+    atomic_fetch_add((atomic_int *)cookie, 1);
+    free(ptr);
+}
+
+static inline void fill_pattern(uint8_t *buf, size_t len, unsigned seed)
+{
+    for (size_t i = 0; i < len; i++)
+        buf[i] = (uint8_t)(i * 131u + seed);
+}
+
+static inline int check_pattern(const uint8_t *buf, size_t off, size_t len, unsigned seed)
+{
+    for (size_t i = 0; i < len; i++)
+        if (buf[i] != (uint8_t)((off + i) * 131u + seed))
+            return 0;
+    return 1;
+}
+
+/* A view adopting `len` malloc'd pattern bytes (seed) whose free is counted. */
+static inline pinio_view counted_view(size_t len, unsigned seed, atomic_int *frees)
+{
+    uint8_t *p = malloc(len);
+    pinio_view v;
+    if (!p || pinio_view_wrap(&v, p, len, counting_free, frees, 0) != 0)
+        abort();
+    fill_pattern(p, len, seed);
+    return v;
+}
+
+/* Writes `len` pattern bytes to a new temp file under `dir`; returns a
+ * malloc'd path (unlink and free it), or NULL when `dir` is unusable. */
+static inline char *make_temp_file(const char *dir, size_t len, unsigned seed)
+{
+    size_t cap = strlen(dir) + 32;
+    char *path = malloc(cap);
+    if (!path)
+        return NULL;
+    snprintf(path, cap, "%s/pinio-bytes-XXXXXX", dir);
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        free(path);
+        return NULL;
+    }
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf)
+        abort();
+    fill_pattern(buf, len, seed);
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = write(fd, buf + done, len - done);
+        if (n <= 0)
+            break;
+        done += (size_t)n;
+    }
+    free(buf);
+    close(fd);
+    if (done != len) {
+        unlink(path);
+        free(path);
+        return NULL;
+    }
+    return path;
+}
+
+static inline void remove_temp_file(char *path)
+{
+    if (path)
+        unlink(path);
+    free(path);
+}
+
+#endif
