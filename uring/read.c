@@ -341,6 +341,8 @@ int pinio_ring_read_bulk(pinio_ring *r, pinio_read_req *reqs, size_t n, pinio_di
         q->done = 0;
         q->result = 0;
     }
+    if (r->have_ring)
+        pinio__ring_drain_deferred(r);
     if (!n)
         return 0;
     unsigned qd = r->opts.queue_depth;

@@ -83,7 +83,14 @@ struct pinio_ring {
     bool bufs_registered;    /* sparse buffer table in place */
     char reason[256];
 
-    /* Registered memory, sorted by addr, for dst -> slot lookup. */
+    /* Registered memory, sorted by addr, for dst -> slot lookup. `mu` guards
+     * regions/nregions/slot_used/deferred: unregistration may come from any
+     * thread (a pool frees a slab where its last view is released). */
+    pthread_mutex_t mu;
+    pthread_t owner;         /* creating thread: the only one the kernel lets
+                                call io_uring_register under SINGLE_ISSUER */
+    int *deferred;           /* slots to clear in the kernel, owner thread only */
+    unsigned ndeferred;
     pinio__region *regions;
     unsigned nregions;
     uint8_t *slot_used;      /* PINIO__BUF_TABLE entries */
@@ -127,8 +134,11 @@ struct pinio_ring_file {
     char reason[256];
 };
 
+/* Clears the kernel slots of regions unregistered off the owner thread. */
+void pinio__ring_drain_deferred(pinio_ring *r);
+
 /* Region containing [p, p+n), or -1. */
-int pinio__ring_slot_of(const pinio_ring *r, const void *p, size_t n);
+int pinio__ring_slot_of(pinio_ring *r, const void *p, size_t n);
 
 /* One I/O operation, as submitted to a backend. */
 typedef struct pinio__op {

@@ -25,6 +25,12 @@
  * Threads: a ring and its files are used by one thread at a time, and when the
  * ring was created with IORING_SETUP_SINGLE_ISSUER (the default when the kernel
  * accepts it) by the thread that created it. Create one ring per I/O thread.
+ * The one exception is pinio_ring_unregister_region() (and the registrar's
+ * `unreg`), which any thread may call at any time: a pool drops a slab on the
+ * thread that releases its last view. Off the ring's thread the kernel
+ * refuses io_uring_register under SINGLE_ISSUER (-EEXIST, verified on 6.18),
+ * so the region leaves the address lookup at once and the kernel slot is
+ * cleared by the ring's thread at its next read, registration or destroy.
  *
  * Fault injection (tests): when the environment variable `PINIO_FAULTS` (or
  * pinio_ring_opts::faults) is set, the ring parses it once at creation and
@@ -62,6 +68,7 @@
 #include <stdint.h>
 
 #include "pinio/common.h"
+#include "pinio/pool.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -201,10 +208,23 @@ PINIO_API int pinio_ring_register_region(pinio_ring *ring, void *addr, size_t le
 
 /**
  * Unregisters a slot returned by pinio_ring_register_region(). The memory is
- * unpinned once no read uses it any more. Unknown slots are ignored.
- * @return 0 or -ENOENT for a slot that is not registered.
+ * unpinned once no read uses it any more. May be called from any thread (see
+ * Threads above); reads issued after it returns no longer use the slot.
+ * @return 0, -ENOENT for a slot that is not registered, or the kernel's error.
  */
 PINIO_API int pinio_ring_unregister_region(pinio_ring *ring, int slot);
+
+/**
+ * A registrar for pinio_pool_options::registrar: `reg` is
+ * pinio_ring_register_region() (call pinio_pool_alloc() on the ring's thread,
+ * or registration fails with -EEXIST and the slab stays unregistered), `unreg`
+ * is pinio_ring_unregister_region() (any thread).
+ *
+ * Lifetime: the ring must outlive every slab registered through it: call
+ * pinio_pool_unregister() (or destroy the pool and release its regions)
+ * before pinio_ring_destroy().
+ */
+PINIO_API pinio_pool_registrar pinio_ring_registrar(pinio_ring *ring);
 
 /**
  * Opens `path` for reading on `ring`: an O_DIRECT descriptor when the policy
