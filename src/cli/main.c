@@ -6,7 +6,12 @@
 #include "pinio/pinio.h"
 #include "cli.h"
 
+extern const struct pinio_cmd pinio_cmd_gen;
+extern const struct pinio_cmd pinio_cmd_info;
+
 static const struct pinio_cmd *const commands[] = {
+    &pinio_cmd_gen,
+    &pinio_cmd_info,
     NULL,
 };
 

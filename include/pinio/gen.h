@@ -1,0 +1,117 @@
+/**
+ * @file gen.h
+ * @brief Deterministic synthetic safetensors checkpoints, for tests, demos and benchmarks.
+ *
+ * Every byte of a generated tensor is a pure function of (seed, tensor name,
+ * byte offset within the tensor): a counter-based generator (splitmix64 of
+ * `(hash(name) ^ seed) + block`, one 64-bit block per 8 bytes, little-endian),
+ * so a reader can check every byte it loaded with pinio_gen_verify() without
+ * storing a reference copy, in any order and from any thread.
+ *
+ * Files written by pinio_gen_write() are valid safetensors: tensors in
+ * generation order, tiled with no gap, the header padded with spaces to a
+ * multiple of 8 (as the reference writer does), and `__metadata__` holding
+ * `"format": "pt"` and #PINIO_GEN_SEED_KEY → the seed in decimal, so the
+ * content can be verified from the file alone.
+ */
+#ifndef PINIO_GEN_H
+#define PINIO_GEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pinio/common.h"
+#include "pinio/safetensors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The `__metadata__` key holding the generator seed (decimal string). */
+#define PINIO_GEN_SEED_KEY "pinio_gen_seed"
+
+/** The index file written next to the shards of a sharded checkpoint. */
+#define PINIO_GEN_INDEX_NAME "model.safetensors.index.json"
+
+/**
+ * Writes the generated content of tensor `name` (NUL-terminated) for bytes
+ * [offset, offset + len) of that tensor into `buf`. Never fails.
+ */
+PINIO_API void pinio_gen_fill(uint64_t seed, const char *name, uint64_t offset, void *buf,
+                              size_t len);
+
+/**
+ * Checks `len` bytes at `buf` against the content of tensor `name` starting
+ * at byte `offset` of that tensor.
+ *
+ * @param first_bad  optional: on a mismatch, the tensor-relative offset of the first wrong byte.
+ * @return true when every byte matches.
+ */
+PINIO_API bool pinio_gen_verify(uint64_t seed, const char *name, uint64_t offset, const void *buf,
+                                size_t len, uint64_t *first_bad);
+
+/** Progress callback: `done` of `total` data bytes written so far. */
+typedef void (*pinio_gen_progress_fn)(void *cookie, uint64_t done, uint64_t total);
+
+/** What to generate. Start from pinio_gen_opts_default(). */
+typedef struct pinio_gen_opts {
+    /** Tensor bytes in total (the data sections, headers excluded). Each
+     *  tensor's size is rounded down to whole elements of its dtype (and to
+     *  whole bytes for sub-byte dtypes), so the total may fall short by a few
+     *  bytes per tensor; pinio_gen_result::data_bytes says the exact figure. */
+    uint64_t size;
+    /** Number of tensors; 0 picks size / 8 MiB, clamped to [1, 4096]. */
+    size_t tensors;
+    /** dtypes used in turn, tensor i getting dtypes[i % ndtypes]; NULL/0: BF16 only. */
+    const pinio_dtype *dtypes;
+    size_t ndtypes;
+    /** 0 or 1: `out` is the path of one .safetensors file. K >= 2: `out` is
+     *  a directory (created if missing) that receives
+     *  model-0000i-of-0000K.safetensors (i from 1) and #PINIO_GEN_INDEX_NAME,
+     *  tensors being dealt to shards in contiguous runs of equal count. */
+    unsigned shards;
+    uint64_t seed;
+    /** Optional, called from the writing thread after each chunk written. */
+    pinio_gen_progress_fn progress;
+    void *progress_cookie;
+} pinio_gen_opts;
+
+/** What pinio_gen_write() wrote. */
+typedef struct pinio_gen_result {
+    uint64_t data_bytes; /**< tensor bytes, all files together */
+    uint64_t file_bytes; /**< bytes of the .safetensors files (headers included, index not) */
+    size_t tensors;
+    unsigned files;      /**< .safetensors files written */
+} pinio_gen_result;
+
+/** Defaults: size 0, tensors 0 (automatic), BF16, one file, seed 0, no progress. */
+PINIO_API void pinio_gen_opts_default(pinio_gen_opts *opts);
+
+/**
+ * Writes a synthetic checkpoint at `out` (see pinio_gen_opts::shards).
+ *
+ * Each file is written with plain buffered write(2) calls of 4 MiB under a
+ * temporary name in the same directory, then renamed into place, so a file
+ * at the final name is always complete.
+ *
+ * @param res  optional: what was written.
+ * @return 0; -EINVAL for bad options (an invalid dtype, more than 99999
+ *         shards); a negative errno for I/O (ENOSPC, EACCES, ...) with the
+ *         path and offset in the diag. On failure no temporary file is left;
+ *         files of earlier shards that were complete stay.
+ */
+PINIO_API int pinio_gen_write(const char *out, const pinio_gen_opts *opts, pinio_gen_result *res,
+                              pinio_diag *diag);
+
+/**
+ * Writes the file name of shard `i` (from 1) of `k` ("model-00001-of-00004.safetensors")
+ * into `buf` of `cap` bytes. @return 0, or -ERANGE if it does not fit.
+ */
+PINIO_API int pinio_gen_shard_name(char *buf, size_t cap, unsigned i, unsigned k);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PINIO_GEN_H */

@@ -1,0 +1,106 @@
+/* Argument parsing shared by the subcommands. strtoull is avoided on its own
+ * because it accepts "-1" (wrapping to 2^64-1) and leading spaces. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util.h"
+
+static int digits(const char **p, unsigned base, uint64_t *out)
+{
+    const char *s = *p;
+    uint64_t v = 0;
+    size_t n = 0;
+    for (;; s++, n++) {
+        unsigned d;
+        if (*s >= '0' && *s <= '9')
+            d = (unsigned)(*s - '0');
+        else if (base == 16 && isxdigit((unsigned char)*s))
+            d = (unsigned)(tolower((unsigned char)*s) - 'a' + 10);
+        else
+            break;
+        if (v > (UINT64_MAX - d) / base)
+            return -ERANGE;
+        v = v * base + d;
+    }
+    if (!n)
+        return -EINVAL;
+    *p = s;
+    *out = v;
+    return 0;
+}
+
+int cli_parse_u64(const char *s, uint64_t *out)
+{
+    unsigned base = 10;
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        base = 16;
+        s += 2;
+    }
+    uint64_t v;
+    int r = digits(&s, base, &v);
+    if (r)
+        return r;
+    if (*s)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+int cli_parse_size(const char *s, uint64_t *out)
+{
+    uint64_t v;
+    int r = digits(&s, 10, &v);
+    if (r)
+        return r;
+    unsigned shift = 0;
+    switch (*s) {
+    case 'k': case 'K': shift = 10; break;
+    case 'm': case 'M': shift = 20; break;
+    case 'g': case 'G': shift = 30; break;
+    case 't': case 'T': shift = 40; break;
+    default: break;
+    }
+    if (shift && *++s == 'i' && *++s != 'B' && *s != 'b')
+        return -EINVAL; /* "Ki" without the B */
+    if (*s == 'B' || *s == 'b')
+        s++;
+    if (*s)
+        return -EINVAL;
+    if (shift && v > (UINT64_MAX >> shift))
+        return -ERANGE;
+    *out = v << shift;
+    return 0;
+}
+
+const char *cli_human_bytes(char *buf, unsigned long cap, uint64_t bytes)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double)bytes;
+    unsigned u = 0;
+    while (v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
+    else
+        snprintf(buf, cap, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+void cli_json_str(const char *s, size_t n)
+{
+    putchar('"');
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}

@@ -1,0 +1,28 @@
+/* Small helpers shared by the pinio subcommands (argument parsing). */
+#ifndef PINIO_CLI_UTIL_H
+#define PINIO_CLI_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/**
+ * Parses a byte count: decimal digits with an optional binary suffix
+ * K, M, G, T (also KiB/MiB/GiB/TiB, lower case accepted, a trailing "B" alone too).
+ * "1G" is 2^30. @return 0 and `*out`, or -EINVAL (malformed) / -ERANGE (over 2^64).
+ */
+int cli_parse_size(const char *s, uint64_t *out);
+
+/** Parses a plain unsigned decimal (or 0x hex) integer. Same returns. */
+int cli_parse_u64(const char *s, uint64_t *out);
+
+/** Formats a byte count as "1.50 GiB" into `buf`; returns `buf`. */
+const char *cli_human_bytes(char *buf, unsigned long cap, uint64_t bytes);
+
+/**
+ * Prints the `n` bytes at `s` to stdout as a JSON string literal: quotes,
+ * backslashes and control bytes (NUL included) escaped, other bytes as they
+ * are, so valid UTF-8 stays valid JSON.
+ */
+void cli_json_str(const char *s, size_t n);
+
+#endif
