@@ -96,9 +96,10 @@ void pinio_file_release(pinio_file *f)
 {
     if (!f)
         return;
+    /* Release decrement, acquire load before closing: see ref_release in view.c. */
     if (atomic_fetch_sub_explicit(&f->refs, 1, memory_order_release) != 1)
         return;
-    atomic_thread_fence(memory_order_acquire);
+    (void)atomic_load_explicit(&f->refs, memory_order_acquire);
     close(f->fd);
     free(f->path);
     free(f);
