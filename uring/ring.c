@@ -10,16 +10,18 @@
 
 #include "ring_internal.h"
 
-/* Defaults, measured on the development VM (2 vCPU, virtio ext4, kernel 6.18),
- * cold 2 GiB file, bench/readbench (see bench/engine_vs_fio for the script):
- *   bs 1 MiB: qd 4 ~1.9 GB/s, qd 16 ~2.2 GB/s, qd 32 ~2.2 GB/s
- *   bs 4 MiB: qd 4 ~2.1 GB/s, qd 16 ~2.2 GB/s, qd 32 ~2.1 GB/s
- * Throughput is flat from qd 16 / 1 MiB on (the device is the limit), and
- * 1 MiB x 16 keeps the in-flight destination window small (16 MiB), so a
- * streaming consumer gets its first bytes early. A request size above
- * max_sectors_kb (4 MiB here) is split by the block layer anyway. */
+/* Defaults, measured with bench/readbench on the development VM (2 vCPU
+ * shared with other jobs, virtio ext4, kernel 6.18, max_sectors_kb 4096),
+ * cold 2 GiB file, one run per cell (GB/s, CPU s/GB):
+ *   bs 256 KiB: qd 4 1.18/0.051  qd 16 0.96/0.066  qd 32 1.06/0.055
+ *   bs   1 MiB: qd 4 0.92/0.041  qd 16 1.02/0.036  qd 32 1.08/0.041
+ *   bs   4 MiB: qd 4 0.97/0.016  qd 16 1.17/0.012  qd 32 1.27/0.010
+ * GB/s is within this disk's noise (+-50% between runs) everywhere; CPU per
+ * GB is not: 4 MiB requests cost a third of 1 MiB ones. 4 MiB = max_sectors_kb
+ * (a larger request is split by the block layer anyway), and 16 in flight
+ * bounds the destination window at 64 MiB. */
 #define DEFAULT_QD 16u
-#define DEFAULT_RS (1u << 20)
+#define DEFAULT_RS (4u << 20)
 /* Staging slots carry the unaligned head/tail blocks of O_DIRECT requests and
  * whole pieces only when the destination is misaligned. They are registered,
  * so they are charged to RLIMIT_MEMLOCK (8 MiB by default for a user):

@@ -119,7 +119,7 @@ typedef struct pinio_ring_opts {
 } pinio_ring_opts;
 
 /**
- * Fills `*opts` with the defaults: queue depth 16, request size 1 MiB (chosen
+ * Fills `*opts` with the defaults: queue depth 16, request size 4 MiB (chosen
  * by measurement, see uring/ring.c), backend AUTO, O_DIRECT AUTO, no
  * SQPOLL/IOPOLL, 4 pread threads, 64 file slots, faults from the environment.
  */
