@@ -84,20 +84,16 @@ static int shared_memory_mut(pinio_controller *c, pinio_access mode, uint8_t **p
 {
     (void)diag;
     shared_ctrl *s = sh(c);
-    pinio_view *v = live(s);
-    uint8_t *p = pinio_view_data_mut(v);
-    if (p || v->len == 0) {
-        *ptr = p ? p : (uint8_t *)v->ptr;
-        *size = v->len;
-        return 0;
-    }
+    /* Decide "in place or copy" under the lock, always: uniqueness can change
+     * behind our back (another holder of the source releases it), and a
+     * lock-free "unique, write in place" could then pick the source while a
+     * concurrent caller publishes a copy, and that write would be lost. */
     pthread_mutex_lock(&s->cow_lock);
-    /* Re-check under the lock: another thread may have copied already. */
     unsigned idx = atomic_load_explicit(&s->cur, memory_order_relaxed);
-    v = &s->slot[idx];
-    p = pinio_view_data_mut(v);
+    pinio_view *v = &s->slot[idx];
+    uint8_t *p = v->len ? pinio_view_data_mut(v) : (uint8_t *)v->ptr;
     int rc = 0;
-    if (!p) {
+    if (!p && v->len) {
         pinio_view copy;
         if (mode == PINIO_ACCESS_ZERO_COPY)
             rc = PINIO_EWOULD_COPY;

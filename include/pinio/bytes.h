@@ -151,10 +151,11 @@ PINIO_API int pinio_bytes_copy_into(pinio_bytes *src, pinio_bytes *dst, pinio_ac
                                     pinio_diag *diag);
 
 /**
- * Appends `n` bytes of `data`. Grows the controller in place when it can;
- * otherwise moves the bytes to new native memory (capacity at least doubled,
- * rounded up to the alignment; property becomes NATIVE) — zero-copy mode
- * returns #PINIO_EWOULD_COPY instead of moving or copying-on-write.
+ * Appends `n` bytes of `data`. Grows the controller when it can (its grow may
+ * relocate its own memory, as realloc does); otherwise moves the bytes to new
+ * native memory (capacity at least doubled, rounded up to the alignment;
+ * property becomes NATIVE) — zero-copy mode returns #PINIO_EWOULD_COPY
+ * instead of moving to another controller or copying-on-write.
  * `n == 0` returns 0 at once and copies nothing. On failure len is unchanged
  * (a grown capacity may remain). `data` stays the caller's.
  */
