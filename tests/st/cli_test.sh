@@ -57,6 +57,9 @@ check 2 "info with a bad option" "$PINIO" info --nope "$DIR/m.safetensors"
 check 2 "gen without --size" "$PINIO" gen "$DIR/x.safetensors"
 check 2 "gen with a bad size" "$PINIO" gen "$DIR/x.safetensors" --size 12Q
 check 2 "gen with a bad dtype" "$PINIO" gen "$DIR/x.safetensors" --size 1K --dtypes F33
+check 0 "gen with a KiB size" "$PINIO" gen "$DIR/k.safetensors" --size 2KiB --tensors 2 -q
+check 0 "info on it" "$PINIO" info --json "$DIR/k.safetensors"
+has "$DIR/out" '"data_size": 2048' "2KiB is 2048 bytes"
 check 0 "gen --help" "$PINIO" gen --help
 has "$DIR/out" "--shards K" "gen help"
 check 0 "info --help" "$PINIO" info --help

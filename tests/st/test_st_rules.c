@@ -2,6 +2,7 @@
  * malformed files that the rule must catch), then the valid edge cases the
  * rules must not reject. Files are written to /tmp; a few also to /dev/shm. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -511,6 +512,23 @@ Test(st_valid, io_errors)
     cr_assert_null(st);
     cr_assert_eq(pinio_st_open(&st, "/tmp", 0, &d), -EISDIR);
     cr_assert_eq(pinio_st_open(&st, "/dev/null", 0, NULL), -EINVAL);
+
+    /* pinio_st_read_fd reads with pread: the caller's file offset is kept. */
+    const char *j = "{" T1("a", "U8", "[1]", 0, 1) "}";
+    size_t len;
+    uint8_t *img = st_image(j, strlen(j), UINT64_MAX, 1, &len);
+    char *path = st_write_tmp("/tmp", img, len);
+    int fd = open(path, O_RDONLY);
+    cr_assert(fd >= 0);
+    cr_assert_eq(lseek(fd, 5, SEEK_SET), 5);
+    cr_assert_eq(pinio_st_read_fd(&st, fd, path, 0, &d), 0, "%s", d.msg);
+    cr_assert_eq(lseek(fd, 0, SEEK_CUR), 5);
+    cr_assert_eq(pinio_st_count(st), 1);
+    pinio_st_free(st);
+    close(fd);
+    unlink(path);
+    free(path);
+    free(img);
 }
 
 Test(st_valid, hundred_thousand_tensors)
