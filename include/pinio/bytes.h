@@ -113,7 +113,8 @@ PINIO_API int pinio_bytes_data_mut(pinio_bytes *b, pinio_access mode, uint8_t **
 /**
  * Copies logical bytes [offset, offset + len) into `dst` without
  * materializing (a file window is read straight into `dst`) and without
- * copy-on-write. -ERANGE (nothing copied) when the range passes len.
+ * copy-on-write. -ERANGE (nothing copied) when the range passes len; after
+ * a read error `dst` may hold part of the range. `dst` stays the caller's.
  */
 PINIO_API int pinio_bytes_read(pinio_bytes *b, size_t offset, void *dst, size_t len,
                                pinio_diag *diag);
@@ -145,7 +146,8 @@ PINIO_API int pinio_bytes_clone(pinio_bytes *b, pinio_access mode, pinio_bytes *
  * read without materializing, `dst` is written through data_mut (which may
  * copy-on-write `dst`; zero-copy mode: #PINIO_EWOULD_COPY). -ERANGE when
  * `src` is shorter than `dst`; -EINVAL when they are the same handle.
- * Ownership of both is unchanged.
+ * Ownership of both is unchanged. After a read error `dst` may already have
+ * been copied-on-write and partly overwritten (its length is unchanged).
  */
 PINIO_API int pinio_bytes_copy_into(pinio_bytes *src, pinio_bytes *dst, pinio_access mode,
                                     pinio_diag *diag);
@@ -175,7 +177,9 @@ PINIO_API int pinio_bytes_try_detach(pinio_bytes *b, pinio_access mode, pinio_de
                                      pinio_diag *diag);
 
 /**
- * Compares logical bytes (not alignment, not property). May materialize.
+ * Compares logical bytes (not alignment, not property). May materialize
+ * either side (a materialization that succeeded stays, even when the other
+ * one fails). Ownership of both is unchanged.
  * @return 1 when equal, 0 when not, or a negative error (read failure).
  */
 PINIO_API int pinio_bytes_equal(pinio_bytes *a, pinio_bytes *b, pinio_diag *diag);

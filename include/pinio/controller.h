@@ -201,11 +201,16 @@ PINIO_API int pinio_controller_split(pinio_controller *c, size_t offset, pinio_c
 PINIO_API int pinio_controller_duplicate(pinio_controller *c, pinio_controller **out);
 /**
  * Copies [offset, offset + len) into `dst`: ops->copy_into or the default.
- * -ERANGE (checked here, overflow-safe) when the range passes the capacity.
+ * -ERANGE (checked here, overflow-safe) when the range passes the capacity;
+ * then nothing is written. After a read error `dst` may hold part of the
+ * range. `dst` stays the caller's either way.
  */
 PINIO_API int pinio_controller_copy_into(pinio_controller *c, size_t offset, void *dst, size_t len,
                                          pinio_diag *diag);
-/** ops->grow or -ENOTSUP; -EINVAL when `align` is not a power of two. */
+/**
+ * ops->grow or -ENOTSUP; -EINVAL when `align` is not a power of two.
+ * On failure the controller (memory, capacity, alignment) is unchanged.
+ */
 PINIO_API int pinio_controller_grow(pinio_controller *c, size_t size, size_t align);
 /** ops->try_detach or -ENOTSUP. On success the caller owns `out`'s buffer. */
 PINIO_API int pinio_controller_try_detach(pinio_controller *c, pinio_access mode,

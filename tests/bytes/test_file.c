@@ -205,11 +205,39 @@ Test(file, refcounted_file_outlives_caller_reference)
     pinio_file *f = open_temp("/tmp", &path);
     cr_assert_not_null(f);
     pinio_bytes *b;
+    cr_assert_eq(pinio_file_retain(f), f);
     cr_assert_eq(pinio_bytes_from_file(&b, f, 10, 20, NULL), 0);
+    pinio_file_release(f);
     pinio_file_release(f); /* the bytes keep the file open */
     uint8_t buf[20];
     cr_assert_eq(pinio_bytes_read(b, 0, buf, 20, NULL), 0);
     cr_assert(check_pattern(buf, 10, 20, 11));
     pinio_bytes_free(b);
+    remove_temp_file(path);
+}
+
+Test(file, read_errors_reach_bytes_callers)
+{
+    char *path;
+    pinio_file *f = open_temp("/dev/shm", &path);
+    if (!f)
+        f = open_temp("/tmp", &path);
+    cr_assert_not_null(f);
+    pinio_bytes *a, *b;
+    cr_assert_eq(pinio_bytes_from_file(&a, f, 0, 1000, NULL), 0);
+    cr_assert_eq(pinio_bytes_from_file(&b, f, 1000, 1000, NULL), 0);
+    cr_assert_eq(truncate(path, 1500), 0);
+    pinio_diag d = { 0 };
+    cr_assert_eq(pinio_bytes_equal(a, b, &d), PINIO_ECHANGED, "b is cut short");
+    cr_assert(strstr(d.msg, path) != NULL, "%s", d.msg);
+    const uint8_t *p;
+    cr_assert_eq(pinio_bytes_data(a, PINIO_ACCESS_ZERO_COPY, &p, NULL), 0, "a was read");
+    uint8_t buf[600];
+    cr_assert_eq(pinio_bytes_read(b, 400, buf, 600, &d), PINIO_ECHANGED);
+    cr_assert_eq(pinio_bytes_read(b, 0, buf, 500, NULL), 0, "the part still there reads");
+    cr_assert(check_pattern(buf, 1000, 500, 11));
+    pinio_bytes_free(a);
+    pinio_bytes_free(b);
+    pinio_file_release(f);
     remove_temp_file(path);
 }
