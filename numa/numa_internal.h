@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "pinio/common.h"
+#include "pinio/pool.h"
 
 /**
  * Parses a sysfs cpulist ("0-3,8-11", "5", "" and a trailing newline are
@@ -25,5 +26,17 @@ int pinio__cpulist_contains(const char *s, unsigned cpu);
 /** Fills an optional diagnostic: code and a printf-formatted one-line message. */
 void pinio__numa_diag(pinio_diag *diag, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/**
+ * Like pinio_pool_alloc() (4096-aligned), but `len` may exceed 1 GiB: the
+ * region is one contiguous virtual range made of adjacent slabs of at most
+ * PINIO_POOL_SLAB_MAX bytes, the first starting at the region (so a read
+ * that does not cross a multiple of PINIO_POOL_SLAB_MAX from the region's
+ * start lies in one registered buffer). `info` describes the first slab;
+ * its `reg` is PINIO_POOL_REG_OK only when every slab is registered.
+ * The view holds a reference on every slab; releasing it frees them all.
+ */
+int pinio__pool_alloc_contig(pinio_pool *p, size_t len, pinio_view *out,
+                             pinio_pool_region_info *info);
 
 #endif

@@ -425,14 +425,21 @@ static void slab_register_locked(pinio_pool *p, struct slab *s)
 
 /* Creates, places, registers and verifies a slab; on success it is linked
  * and `s->whole` holds its first reference. Caller holds the lock. */
-static int slab_create_locked(pinio_pool *p, size_t size, struct slab **out)
+static int slab_create_locked(pinio_pool *p, size_t size, uint8_t *at, struct slab **out)
 {
     struct slab *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;
     s->pool = p;
     s->size = size;
-    s->base = map_aligned(size);
+    if (at) {
+        /* Replace part of a PROT_NONE reservation (pinio__pool_alloc_contig). */
+        void *m = mmap(at, size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+        s->base = m == MAP_FAILED ? NULL : m;
+    } else {
+        s->base = map_aligned(size);
+    }
     if (!s->base) {
         free(s);
         return -ENOMEM;
@@ -520,7 +527,7 @@ int pinio_pool_alloc(pinio_pool *p, size_t len, size_t align, pinio_view *out,
             /* A request larger than a slab gets a slab of its own that only
              * the region references, so it is freed with the region and the
              * current slab keeps serving small requests. */
-            rc = slab_create_locked(p, need, &fresh);
+            rc = slab_create_locked(p, need, NULL, &fresh);
             if (rc == 0) {
                 rc = pinio_view_slice(&fresh->whole, 0, len, &region);
                 /* Cannot fail (0 <= len <= size); the slice now holds the
@@ -536,7 +543,7 @@ int pinio_pool_alloc(pinio_pool *p, size_t len, size_t align, pinio_view *out,
                 *out = region;
             return rc;
         }
-        rc = slab_create_locked(p, p->slab_size, &fresh);
+        rc = slab_create_locked(p, p->slab_size, NULL, &fresh);
         if (rc < 0) {
             pthread_mutex_unlock(&p->lock);
             return rc;
@@ -608,4 +615,87 @@ void pinio_pool_destroy(pinio_pool *p)
      * until pool_unref() below. */
     pinio_view_release(&current);
     pool_unref(p);
+}
+
+/* ---- contiguous regions above 1 GiB (internal, for the loader) ---------- */
+
+/* The slabs of one contiguous region: the region's free callback drops the
+ * reference it holds on each. */
+struct slab_group {
+    size_t n;
+    pinio_view parts[];
+};
+
+static void group_free(void *cookie, void *ptr, size_t len)
+{
+    struct slab_group *g = cookie;
+    (void)ptr;
+    (void)len;
+    for (size_t i = 0; i < g->n; i++)
+        pinio_view_release(&g->parts[i]);
+    free(g);
+}
+
+int pinio__pool_alloc_contig(pinio_pool *p, size_t len, pinio_view *out,
+                             pinio_pool_region_info *info)
+{
+    if (!p || !out)
+        return -EINVAL;
+    if (len <= PINIO_POOL_SLAB_MAX)
+        return pinio_pool_alloc(p, len, PINIO_POOL_ALIGN_DEFAULT, out, info);
+
+    /* One virtual range, reserved PROT_NONE, then filled by slabs of at most
+     * 1 GiB mapped over it with MAP_FIXED: each slab is still a registered
+     * buffer of its own (the kernel's per-buffer limit), and a tensor larger
+     * than 1 GiB still sees one contiguous array. */
+    size_t total = (len + SLAB_ALIGN - 1) & ~(SLAB_ALIGN - 1);
+    size_t n = (total + PINIO_POOL_SLAB_MAX - 1) / PINIO_POOL_SLAB_MAX;
+    struct slab_group *g = calloc(1, sizeof(*g) + n * sizeof(g->parts[0]));
+    if (!g)
+        return -ENOMEM;
+    uint8_t *m = mmap(NULL, total + SLAB_ALIGN, PROT_NONE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+        free(g);
+        return -ENOMEM;
+    }
+    uint8_t *base = (uint8_t *)(((uintptr_t)m + SLAB_ALIGN - 1) & ~(uintptr_t)(SLAB_ALIGN - 1));
+    if (base > m)
+        munmap(m, (size_t)(base - m));
+    if ((size_t)((m + total + SLAB_ALIGN) - (base + total)))
+        munmap(base + total, (size_t)((m + total + SLAB_ALIGN) - (base + total)));
+
+    int rc = 0;
+    bool all_registered = true;
+    pthread_mutex_lock(&p->lock);
+    for (size_t k = 0; k < n; k++) {
+        size_t off = k * PINIO_POOL_SLAB_MAX;
+        size_t size = total - off < PINIO_POOL_SLAB_MAX ? total - off : PINIO_POOL_SLAB_MAX;
+        struct slab *s;
+        rc = slab_create_locked(p, size, base + off, &s);
+        if (rc < 0) {
+            /* The rest of the reservation is still ours to unmap. */
+            munmap(base + off, total - off);
+            break;
+        }
+        s->used = size;
+        g->parts[g->n++] = s->whole; /* the group now holds the slab's reference */
+        s->whole = (pinio_view){ 0 };
+        if (s->reg != PINIO_POOL_REG_OK)
+            all_registered = false;
+        if (k == 0 && info)
+            fill_info(s, 0, info);
+    }
+    if (rc == 0)
+        p->stats.bytes_handed_out += len;
+    pthread_mutex_unlock(&p->lock);
+    if (rc == 0)
+        rc = pinio_view_wrap(out, base, len, group_free, g, 0);
+    if (rc < 0) {
+        group_free(g, NULL, 0);
+        return rc;
+    }
+    if (info && !all_registered && info->reg == PINIO_POOL_REG_OK)
+        info->reg = PINIO_POOL_REG_OVER_MEMLOCK; /* some slab of the range is not registered */
+    return 0;
 }
