@@ -7,6 +7,7 @@
 
 #include "pinio/bytes.h"
 #include "pinio/common.h"
+#include "pinio/load.h"
 #include "pinio/controller.h"
 #include "pinio/gen.h"
 #include "pinio/numa.h"

@@ -1,0 +1,602 @@
+/* pinio_load end to end: generated checkpoints loaded through every engine
+ * backend, on a disk file system and on tmpfs, every byte checked against the
+ * generator; selection (filters, index allowlist), verification, errors,
+ * files changed underneath a load, fault injection and release orders. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pinio/gen.h"
+#include "pinio/load.h"
+#include "src/load_internal.h"
+
+#define SEED 11
+
+static char tmpdir[256];
+
+static void make_dir(const char *base)
+{
+    snprintf(tmpdir, sizeof(tmpdir), "%s/pinio-load-XXXXXX", base);
+    cr_assert_not_null(mkdtemp(tmpdir), "mkdtemp in %s", base);
+}
+
+static void rm_rf(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+static void disk_setup(void)
+{
+    make_dir("/var/tmp");
+}
+
+static void shm_setup(void)
+{
+    make_dir("/dev/shm");
+}
+
+static void teardown(void)
+{
+    if (tmpdir[0])
+        rm_rf(tmpdir);
+}
+
+static void gen(const char *out, uint64_t size, size_t tensors, unsigned shards)
+{
+    static const pinio_dtype dts[] = { PINIO_DTYPE_BF16, PINIO_DTYPE_F32, PINIO_DTYPE_U8,
+                                       PINIO_DTYPE_F8_E4M3, PINIO_DTYPE_F64 };
+    pinio_gen_opts o;
+    pinio_gen_opts_default(&o);
+    o.size = size;
+    o.tensors = tensors;
+    o.dtypes = dts;
+    o.ndtypes = 5;
+    o.shards = shards;
+    o.seed = SEED;
+    pinio_diag d = { 0 };
+    cr_assert_eq(pinio_gen_write(out, &o, NULL, &d), 0, "gen: %s", d.msg);
+}
+
+static char *path_in(const char *name)
+{
+    static char bufs[4][512];
+    static int next;
+    char *b = bufs[next++ % 4];
+    snprintf(b, sizeof(bufs[0]), "%s/%s", tmpdir, name);
+    return b;
+}
+
+/* Every loaded tensor is verified byte for byte against the generator. */
+static void check_all(pinio_checkpoint *cp, size_t want)
+{
+    cr_assert_eq(pinio_checkpoint_count(cp), want);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < want; i++) {
+        const pinio_tensor *t = pinio_checkpoint_tensor(cp, i);
+        cr_assert_not_null(t);
+        cr_assert(pinio_gen_verify(SEED, t->name, 0, t->data, t->nbytes, NULL), "tensor %s differs",
+                  t->name);
+        cr_assert_eq(pinio_checkpoint_find(cp, t->name), t);
+        sum += t->nbytes;
+    }
+    cr_assert_null(pinio_checkpoint_tensor(cp, want));
+    pinio_load_report r;
+    pinio_checkpoint_report(cp, &r);
+    cr_assert_eq(r.bytes, sum);
+    cr_assert_eq(r.tensors, want);
+    cr_assert_geq(r.read_bytes, r.bytes);
+}
+
+static int load1(const char *path, const pinio_load_opts *o, pinio_checkpoint **cp, pinio_diag *d)
+{
+    const char *paths[] = { path };
+    return pinio_load(paths, 1, o, cp, d);
+}
+
+static void roundtrip_all_backends(void)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 6u << 20, 23, 1);
+    static const pinio_backend backends[] = { PINIO_BACKEND_AUTO, PINIO_BACKEND_FIXED_DIRECT,
+                                              PINIO_BACKEND_DIRECT, PINIO_BACKEND_BUFFERED,
+                                              PINIO_BACKEND_PREAD };
+    static const pinio_cache_policy caches[] = { PINIO_CACHE_COLD, PINIO_CACHE_HOT,
+                                                 PINIO_CACHE_AUTO };
+    for (size_t b = 0; b < 5; b++)
+        for (size_t c = 0; c < 3; c++) {
+            pinio_load_opts o;
+            pinio_load_opts_default(&o);
+            o.backend = backends[b];
+            o.cache = caches[c];
+            o.queue_depth = 4;
+            o.request_size = 64u << 10; /* many pieces per read: exercises batching */
+            pinio_checkpoint *cp = NULL;
+            pinio_diag d = { 0 };
+            int rc = load1(f, &o, &cp, &d);
+            cr_assert_eq(rc, 0, "backend %s cache %zu: %s", pinio_backend_name(backends[b]), c,
+                         d.msg);
+            check_all(cp, 23);
+            pinio_checkpoint_release(cp);
+        }
+}
+
+Test(load, roundtrip_every_backend_on_disk, .init = disk_setup, .fini = teardown)
+{
+    roundtrip_all_backends();
+}
+
+Test(load, roundtrip_every_backend_on_tmpfs, .init = shm_setup, .fini = teardown)
+{
+    roundtrip_all_backends();
+}
+
+Test(load, direct_on_and_off, .init = disk_setup, .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 1u << 20, 7, 1);
+    for (int pol = 0; pol < 3; pol++) {
+        pinio_load_opts o;
+        pinio_load_opts_default(&o);
+        o.direct = (pinio_direct_policy)pol;
+        pinio_checkpoint *cp = NULL;
+        pinio_diag d = { 0 };
+        cr_assert_eq(load1(f, &o, &cp, &d), 0, "%s", d.msg);
+        check_all(cp, 7);
+        pinio_load_report r;
+        pinio_checkpoint_report(cp, &r);
+        if (o.direct == PINIO_DIRECT_OFF)
+            cr_assert_eq(r.files_buffered, 1);
+        pinio_checkpoint_release(cp);
+    }
+}
+
+Test(load, hot_file_is_read_buffered_cold_with_o_direct, .init = disk_setup, .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 4u << 20, 5, 1);
+    /* freshly written: in the page cache */
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(load1(f, NULL, &cp, &d), 0, "%s", d.msg);
+    pinio_load_report r;
+    pinio_checkpoint_report(cp, &r);
+    cr_assert_eq(r.files_buffered, 1, "cache: %s", r.cache);
+    cr_assert_not_null(strstr(r.cache, "page cache"));
+    pinio_checkpoint_release(cp);
+
+    pinio_load_opts o;
+    pinio_load_opts_default(&o);
+    o.cache = PINIO_CACHE_COLD;
+    cr_assert_eq(load1(f, &o, &cp, &d), 0, "%s", d.msg);
+    pinio_checkpoint_report(cp, &r);
+    cr_assert_eq(r.files_direct, 1, "cache: %s", r.cache);
+    check_all(cp, 5);
+    pinio_checkpoint_release(cp);
+    /* O_DIRECT did not fill the cache: auto now chooses O_DIRECT too */
+    cr_assert_eq(load1(f, NULL, &cp, &d), 0, "%s", d.msg);
+    pinio_checkpoint_report(cp, &r);
+    cr_assert_eq(r.files_direct, 1, "cache: %s", r.cache);
+    pinio_checkpoint_release(cp);
+}
+
+Test(load, sharded_directory_index_and_file_list, .init = disk_setup, .fini = teardown)
+{
+    char *dir = path_in("sharded");
+    gen(dir, 3u << 20, 17, 3);
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(load1(dir, NULL, &cp, &d), 0, "%s", d.msg);
+    check_all(cp, 17);
+    cr_assert_eq(pinio_checkpoint_file_count(cp), 3);
+    pinio_checkpoint_release(cp);
+
+    char idx[600];
+    snprintf(idx, sizeof(idx), "%s/%s", dir, PINIO_GEN_INDEX_NAME);
+    cr_assert_eq(load1(idx, NULL, &cp, &d), 0, "%s", d.msg);
+    check_all(cp, 17);
+    pinio_checkpoint_release(cp);
+
+    char s[3][600];
+    const char *paths[3];
+    for (unsigned i = 0; i < 3; i++) {
+        char name[64];
+        pinio_gen_shard_name(name, sizeof(name), i + 1, 3);
+        snprintf(s[i], sizeof(s[i]), "%s/%s", dir, name);
+        paths[i] = s[i];
+    }
+    cr_assert_eq(pinio_load(paths, 3, NULL, &cp, &d), 0, "%s", d.msg);
+    check_all(cp, 17);
+    pinio_checkpoint_release(cp);
+}
+
+Test(load, filters_select_before_io, .init = disk_setup, .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 8u << 20, 40, 1);
+    const char *filters[] = { "model.layers.1", "*.q_proj.weight" };
+    pinio_load_opts o;
+    pinio_load_opts_default(&o);
+    o.filters = filters;
+    o.nfilters = 2;
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(load1(f, &o, &cp, &d), 0, "%s", d.msg);
+    size_t n = pinio_checkpoint_count(cp);
+    cr_assert_gt(n, 0);
+    cr_assert_lt(n, 40);
+    pinio_load_report r;
+    pinio_checkpoint_report(cp, &r);
+    cr_assert_eq(r.skipped + n, 40);
+    for (size_t i = 0; i < n; i++) {
+        const pinio_tensor *t = pinio_checkpoint_tensor(cp, i);
+        cr_assert(pinio__filter_match(filters, 2, t->name));
+        cr_assert(pinio_gen_verify(SEED, t->name, 0, t->data, t->nbytes, NULL));
+    }
+    /* holes of skipped tensors were not read (up to the small merge gap) */
+    cr_assert_lt(r.read_bytes, (8u << 20) * 3 / 4, "read %llu", (unsigned long long)r.read_bytes);
+    pinio_checkpoint_release(cp);
+}
+
+Test(load, filter_matching_rules)
+{
+    const char *f1[] = { "model.layers.1" };
+    cr_assert(pinio__filter_match(f1, 1, "model.layers.1"));
+    cr_assert(pinio__filter_match(f1, 1, "model.layers.1.mlp.up_proj.weight"));
+    cr_assert_not(pinio__filter_match(f1, 1, "model.layers.10.mlp.up_proj.weight"));
+    const char *f2[] = { "model.layers.1." };
+    cr_assert(pinio__filter_match(f2, 1, "model.layers.1.x"));
+    const char *f3[] = { "*.weight", "lm_head?bias" };
+    cr_assert(pinio__filter_match(f3, 2, "a.b.weight"));
+    cr_assert(pinio__filter_match(f3, 2, "lm_head.bias"));
+    cr_assert_not(pinio__filter_match(f3, 2, "a.b.bias"));
+    cr_assert(pinio__filter_match(NULL, 0, "anything"));
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+Test(load, index_is_a_per_shard_allowlist, .init = disk_setup, .fini = teardown)
+{
+    char *dir = path_in("sh");
+    gen(dir, 1u << 20, 6, 2);
+    /* the index names only two tensors; the others are ignored and counted */
+    pinio_st *st = NULL;
+    char shard1[600];
+    snprintf(shard1, sizeof(shard1), "%s/model-00001-of-00002.safetensors", dir);
+    cr_assert_eq(pinio_st_open(&st, shard1, 0, NULL), 0);
+    char idx[2048];
+    snprintf(idx, sizeof(idx),
+             "{\"metadata\":{\"total_size\":1},\"weight_map\":{\"%s\":"
+             "\"model-00001-of-00002.safetensors\",\"%s\":\"model-00001-of-00002.safetensors\"}}",
+             pinio_st_at(st, 0)->name, pinio_st_at(st, 2)->name);
+    char *ipath = path_in("sh/model.safetensors.index.json");
+    write_file(ipath, idx);
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(load1(dir, NULL, &cp, &d), 0, "%s", d.msg);
+    check_all(cp, 2);
+    pinio_load_report r;
+    pinio_checkpoint_report(cp, &r);
+    cr_assert_eq(r.unindexed, 1, "shard 1 has 3 tensors, 2 are indexed");
+    pinio_checkpoint_release(cp);
+
+    /* a tensor the index maps to a shard that lacks it */
+    snprintf(idx, sizeof(idx),
+             "{\"weight_map\":{\"no.such.tensor\":\"model-00001-of-00002.safetensors\"}}");
+    write_file(ipath, idx);
+    cr_assert_eq(load1(dir, NULL, &cp, &d), -ENOENT);
+    cr_assert_null(cp);
+    cr_assert_not_null(strstr(d.msg, "no.such.tensor"), "%s", d.msg);
+
+    /* a shard that does not exist */
+    snprintf(idx, sizeof(idx), "{\"weight_map\":{\"%s\":\"missing.safetensors\"}}",
+             pinio_st_at(st, 0)->name);
+    write_file(ipath, idx);
+    cr_assert_eq(load1(dir, NULL, &cp, &d), -ENOENT);
+    cr_assert_not_null(strstr(d.msg, "missing.safetensors"), "%s", d.msg);
+
+    /* a shard outside the index's folder */
+    snprintf(idx, sizeof(idx), "{\"weight_map\":{\"x\":\"../../etc/passwd\"}}");
+    write_file(ipath, idx);
+    cr_assert_eq(load1(dir, NULL, &cp, &d), PINIO_EFORMAT);
+
+    /* the same tensor twice in weight_map; malformed JSON */
+    snprintf(idx, sizeof(idx),
+             "{\"weight_map\":{\"a\":\"model-00001-of-00002.safetensors\",\"a\":"
+             "\"model-00001-of-00002.safetensors\"}}");
+    write_file(ipath, idx);
+    cr_assert_eq(load1(dir, NULL, &cp, &d), PINIO_EFORMAT);
+    cr_assert_not_null(strstr(d.msg, "DuplicateKey"), "%s", d.msg);
+    write_file(ipath, "{\"weight_map\":{\"a\":1}}");
+    cr_assert_eq(load1(dir, NULL, &cp, &d), PINIO_EFORMAT);
+    cr_assert_not_null(strstr(d.msg, "model.safetensors.index.json"), "%s", d.msg);
+    pinio_st_free(st);
+}
+
+Test(load, same_tensor_in_two_files_is_an_error, .init = disk_setup, .fini = teardown)
+{
+    char *a = path_in("a.safetensors"), *b = path_in("b.safetensors");
+    gen(a, 1u << 20, 4, 1);
+    gen(b, 1u << 20, 4, 1);
+    const char *paths[] = { a, b };
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(pinio_load(paths, 2, NULL, &cp, &d), -EEXIST);
+    cr_assert_null(cp);
+    cr_assert_not_null(strstr(d.msg, "a.safetensors"), "%s", d.msg);
+}
+
+Test(load, bad_inputs_name_the_file, .init = disk_setup, .fini = teardown)
+{
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(load1(path_in("nope.safetensors"), NULL, &cp, &d), -ENOENT);
+    cr_assert_not_null(strstr(d.msg, "nope.safetensors"));
+    cr_assert_eq(load1(tmpdir, NULL, &cp, &d), -ENOENT, "empty directory");
+    cr_assert_not_null(strstr(d.msg, "no *.safetensors"), "%s", d.msg);
+    char *fifo = path_in("fifo");
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    cr_assert_eq(load1(fifo, NULL, &cp, &d), -EINVAL);
+    cr_assert_not_null(strstr(d.msg, "fifo"), "%s", d.msg);
+    char *bad = path_in("bad.safetensors");
+    write_file(bad, "\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":1}        ");
+    cr_assert_eq(load1(bad, NULL, &cp, &d), PINIO_EFORMAT);
+    cr_assert_not_null(strstr(d.msg, "bad.safetensors"), "%s", d.msg);
+    cr_assert_null(cp);
+    cr_assert_eq(pinio_load(NULL, 0, NULL, &cp, &d), -EINVAL);
+}
+
+static void truncate_half(void *ctx, const char *const *files, size_t n)
+{
+    (void)ctx;
+    cr_assert_eq(n, 1);
+    struct stat st;
+    stat(files[0], &st);
+    cr_assert_eq(truncate(files[0], st.st_size / 2), 0);
+}
+
+static void append_bytes(void *ctx, const char *const *files, size_t n)
+{
+    (void)ctx;
+    (void)n;
+    int fd = open(files[0], O_WRONLY | O_APPEND);
+    cr_assert_eq(write(fd, "trailing", 8), 8);
+    close(fd);
+}
+
+static void changed_underneath(void (*hook)(void *, const char *const *, size_t))
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 2u << 20, 9, 1);
+    pinio__load_hook_after_headers = hook;
+    for (int cold = 0; cold < 2; cold++) {
+        if (cold)
+            gen(f, 2u << 20, 9, 1);
+        pinio_load_opts o;
+        pinio_load_opts_default(&o);
+        o.cache = cold ? PINIO_CACHE_COLD : PINIO_CACHE_HOT;
+        pinio_checkpoint *cp = (pinio_checkpoint *)0x1;
+        pinio_diag d = { 0 };
+        cr_assert_eq(load1(f, &o, &cp, &d), PINIO_ECHANGED, "%s", d.msg);
+        cr_assert_null(cp, "no checkpoint from a failed load");
+        cr_assert_not_null(strstr(d.msg, "m.safetensors"), "%s", d.msg);
+        cr_assert_not_null(strstr(d.msg, "changed"), "%s", d.msg);
+    }
+    pinio__load_hook_after_headers = NULL;
+}
+
+Test(load, file_truncated_after_header_is_an_error, .init = disk_setup, .fini = teardown)
+{
+    changed_underneath(truncate_half);
+}
+
+Test(load, file_extended_after_header_is_an_error, .init = disk_setup, .fini = teardown)
+{
+    changed_underneath(append_bytes);
+}
+
+static void sha256_file(const char *path, char hex[65])
+{
+    unsigned char md[32];
+    unsigned int len = 0;
+    EVP_MD_CTX *c = EVP_MD_CTX_new();
+    EVP_DigestInit_ex(c, EVP_sha256(), NULL);
+    FILE *f = fopen(path, "rb");
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+        EVP_DigestUpdate(c, buf, n);
+    fclose(f);
+    EVP_DigestFinal_ex(c, md, &len);
+    EVP_MD_CTX_free(c);
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+}
+
+Test(load, verify_sha256_whole_and_filtered, .init = disk_setup, .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 3u << 20, 11, 1);
+    char want[65];
+    sha256_file(f, want);
+    const char *filters[] = { "model.layers.0" };
+    for (int filtered = 0; filtered < 2; filtered++) {
+        pinio_load_opts o;
+        pinio_load_opts_default(&o);
+        o.verify = true;
+        const char *exp[] = { want };
+        o.expected_sha256 = exp;
+        o.nexpected = 1;
+        o.filters = filtered ? filters : NULL;
+        o.nfilters = filtered ? 1 : 0;
+        pinio_checkpoint *cp = NULL;
+        pinio_diag d = { 0 };
+        cr_assert_eq(load1(f, &o, &cp, &d), 0, "%s", d.msg);
+        cr_assert_str_eq(pinio_checkpoint_sha256(cp, 0), want);
+        pinio_checkpoint_release(cp);
+    }
+    pinio_load_opts o;
+    pinio_load_opts_default(&o);
+    o.verify = true;
+    const char *wrong[] = { "0000000000000000000000000000000000000000000000000000000000000000" };
+    o.expected_sha256 = wrong;
+    o.nexpected = 1;
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(load1(f, &o, &cp, &d), PINIO_EFORMAT);
+    cr_assert_null(cp);
+    cr_assert_not_null(strstr(d.msg, "sha256 mismatch"), "%s", d.msg);
+}
+
+Test(load, eio_fails_the_load_with_file_and_offset, .init = disk_setup, .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 4u << 20, 8, 1);
+    setenv("PINIO_FAULTS", "eio@3", 1);
+    pinio_load_opts o;
+    pinio_load_opts_default(&o);
+    o.cache = PINIO_CACHE_COLD;
+    o.request_size = 64u << 10;
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(load1(f, &o, &cp, &d), -EIO, "%s", d.msg);
+    cr_assert_null(cp);
+    cr_assert_not_null(strstr(d.msg, "m.safetensors"), "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, "offset"), "%s", d.msg);
+    unsetenv("PINIO_FAULTS");
+}
+
+Test(load, short_and_eagain_faults_still_give_correct_bytes, .init = disk_setup,
+     .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 4u << 20, 8, 1);
+    static const char *specs[] = { "short@2x5", "eagain@1x8", "seed=5,rate=0.3", "regnomem" };
+    for (size_t i = 0; i < 4; i++) {
+        setenv("PINIO_FAULTS", specs[i], 1);
+        pinio_load_opts o;
+        pinio_load_opts_default(&o);
+        o.cache = PINIO_CACHE_COLD;
+        o.request_size = 64u << 10;
+        pinio_checkpoint *cp = NULL;
+        pinio_diag d = { 0 };
+        cr_assert_eq(load1(f, &o, &cp, &d), 0, "%s: %s", specs[i], d.msg);
+        check_all(cp, 8);
+        pinio_checkpoint_release(cp);
+    }
+    unsetenv("PINIO_FAULTS");
+}
+
+Test(load, tensors_outlive_the_checkpoint_in_any_order, .init = disk_setup, .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 2u << 20, 6, 1);
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(load1(f, NULL, &cp, &d), 0, "%s", d.msg);
+    pinio_bytes *b[6];
+    char names[6][128];
+    for (size_t i = 0; i < 6; i++) {
+        cr_assert_eq(pinio_checkpoint_tensor_bytes(cp, i, &b[i]), 0);
+        const pinio_tensor *t = pinio_checkpoint_tensor(cp, i);
+        snprintf(names[i], sizeof(names[i]), "%s", t->name);
+        cr_assert_eq(pinio_bytes_property(b[i]), PINIO_PROP_FILE);
+        cr_assert_eq(pinio_bytes_len(b[i]), t->nbytes);
+        const uint8_t *p = NULL;
+        cr_assert_eq(pinio_bytes_data(b[i], PINIO_ACCESS_ZERO_COPY, &p, NULL), 0);
+        cr_assert_eq(p, t->data, "a tensor's bytes view the arena, no copy");
+    }
+    cr_assert_eq(pinio_checkpoint_tensor_bytes(cp, 6, &b[0]), -ERANGE);
+    pinio_bytes_free(b[0]);            /* before the checkpoint */
+    pinio_checkpoint_release(cp);      /* between */
+    for (size_t i = 1; i < 6; i++) {   /* after: the arena is still alive */
+        const uint8_t *p = NULL;
+        cr_assert_eq(pinio_bytes_data(b[i], PINIO_ACCESS_ZERO_COPY, &p, NULL), 0);
+        cr_assert(pinio_gen_verify(SEED, names[i], 0, p, pinio_bytes_len(b[i]), NULL));
+        pinio_bytes_free(b[i]);
+    }
+}
+
+Test(load, resident_peak_memory_is_selected_bytes_plus_a_little, .init = disk_setup,
+     .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 96u << 20, 48, 1);
+    if (getenv("PINIO_UNDER_VALGRIND"))
+        cr_skip_test("valgrind's own memory makes peak RSS meaningless; checked in the other stages");
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    long before = ru.ru_maxrss; /* KiB */
+    const char *filters[] = { "model.layers.0", "model.layers.1" };
+    pinio_load_opts o;
+    pinio_load_opts_default(&o);
+    o.filters = filters;
+    o.nfilters = 2;
+    o.cache = PINIO_CACHE_COLD;
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(load1(f, &o, &cp, &d), 0, "%s", d.msg);
+    pinio_load_report r;
+    pinio_checkpoint_report(cp, &r);
+    getrusage(RUSAGE_SELF, &ru);
+    long grown = (ru.ru_maxrss - before) * 1024;
+    cr_assert_lt(r.bytes, 96u << 20);
+    cr_assert_leq(grown, (long)r.bytes + (64l << 20), "peak grew %ld for %llu selected bytes",
+                  grown, (unsigned long long)r.bytes);
+    pinio_checkpoint_release(cp);
+}
+
+struct prog {
+    uint64_t last, total;
+    int calls;
+    int cancel_at;
+};
+
+static int on_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    struct prog *p = ctx;
+    cr_assert_geq(done, p->last, "progress never goes back");
+    p->last = done;
+    p->total = total;
+    return ++p->calls == p->cancel_at;
+}
+
+Test(load, progress_callback_sees_all_bytes_and_can_cancel, .init = disk_setup,
+     .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 64u << 20, 30, 1); /* batches of 1/16 of the load, at least 16 MiB: 4 calls */
+    pinio_load_opts o;
+    pinio_load_opts_default(&o);
+    struct prog p = { 0 };
+    o.progress = on_progress;
+    o.progress_ctx = &p;
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(load1(f, &o, &cp, &d), 0, "%s", d.msg);
+    cr_assert_geq(p.calls, 3);
+    cr_assert_eq(p.last, p.total);
+    pinio_load_report r;
+    pinio_checkpoint_report(cp, &r);
+    cr_assert_eq(p.total, r.read_bytes);
+    pinio_checkpoint_release(cp);
+
+    struct prog q = { .cancel_at = 1 };
+    o.progress_ctx = &q;
+    cr_assert_eq(load1(f, &o, &cp, &d), -ECANCELED);
+    cr_assert_null(cp);
+}
