@@ -8,10 +8,12 @@
 
 extern const struct pinio_cmd pinio_cmd_gen;
 extern const struct pinio_cmd pinio_cmd_info;
+extern const struct pinio_cmd pinio_cmd_load;
 
 static const struct pinio_cmd *const commands[] = {
-    &pinio_cmd_gen,
+    &pinio_cmd_load,
     &pinio_cmd_info,
+    &pinio_cmd_gen,
     NULL,
 };
 
