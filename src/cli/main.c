@@ -6,6 +6,7 @@
 #include "pinio/pinio.h"
 #include "cli.h"
 
+extern const struct pinio_cmd pinio_cmd_doctor;
 extern const struct pinio_cmd pinio_cmd_gen;
 extern const struct pinio_cmd pinio_cmd_info;
 extern const struct pinio_cmd pinio_cmd_load;
@@ -14,6 +15,7 @@ static const struct pinio_cmd *const commands[] = {
     &pinio_cmd_load,
     &pinio_cmd_info,
     &pinio_cmd_gen,
+    &pinio_cmd_doctor,
     NULL,
 };
 
