@@ -39,4 +39,14 @@ void pinio__numa_diag(pinio_diag *diag, int code, const char *fmt, ...)
 int pinio__pool_alloc_contig(pinio_pool *p, size_t len, pinio_view *out,
                              pinio_pool_region_info *info);
 
+/**
+ * Re-runs the placement check on every live slab overlapping [addr, addr+len)
+ * (for memory that was not faulted in when its slab was created) and fills
+ * `info` for the slab holding `addr`; `info->verify` is OK only when every
+ * slab of the range is.
+ * @return 0, -ENOENT (no live slab holds `addr`), -EINVAL.
+ */
+int pinio__pool_verify_range(pinio_pool *p, const void *addr, size_t len,
+                             pinio_pool_region_info *info);
+
 #endif

@@ -325,45 +325,53 @@ static int prefault(uint8_t *base, size_t size)
     return 0;
 }
 
-static void verify_placement(struct slab *s, int want)
+/* Where are sampled pages of [base, base+size)? (first, last and evenly
+ * between) */
+static void verify_pages(const uint8_t *base, size_t size, int want, pinio_pool_verify *verify,
+                         int *found_node)
 {
     void *pages[VERIFY_SAMPLES];
     int status[VERIFY_SAMPLES];
     long pagesz = sysconf(_SC_PAGESIZE);
-    size_t npages = s->size / (size_t)pagesz;
+    size_t npages = size / (size_t)pagesz;
     size_t n = npages < VERIFY_SAMPLES ? npages : VERIFY_SAMPLES;
     for (size_t i = 0; i < n; i++) {
         size_t pg = n == 1 ? 0 : i * (npages - 1) / (n - 1);
-        pages[i] = s->base + pg * (size_t)pagesz;
+        pages[i] = (void *)(base + pg * (size_t)pagesz);
         status[i] = INT_MIN;
     }
     /* nodes == NULL: move_pages only reports where each page is (or
      * -ENOENT when it is not present). It moves nothing. */
     if (syscall(SYS_move_pages, 0, (unsigned long)n, pages, NULL, status, 0) != 0) {
-        s->verify = PINIO_POOL_VERIFY_UNAVAILABLE;
-        s->found_node = PINIO_NODE_UNKNOWN;
+        *verify = PINIO_POOL_VERIFY_UNAVAILABLE;
+        *found_node = PINIO_NODE_UNKNOWN;
         return;
     }
     bool absent = false, elsewhere = false;
-    s->found_node = PINIO_NODE_UNKNOWN;
+    *found_node = PINIO_NODE_UNKNOWN;
     for (size_t i = 0; i < n; i++) {
         if (status[i] < 0) {
             absent = true;
             continue;
         }
-        if (s->found_node == PINIO_NODE_UNKNOWN)
-            s->found_node = status[i];
+        if (*found_node == PINIO_NODE_UNKNOWN)
+            *found_node = status[i];
         if (status[i] != want)
             elsewhere = true;
     }
     if (want == PINIO_NODE_UNKNOWN)
-        s->verify = PINIO_POOL_VERIFY_NOT_ASKED;
+        *verify = PINIO_POOL_VERIFY_NOT_ASKED;
     else if (elsewhere)
-        s->verify = PINIO_POOL_VERIFY_MISPLACED;
+        *verify = PINIO_POOL_VERIFY_MISPLACED;
     else if (absent)
-        s->verify = PINIO_POOL_VERIFY_NOT_PRESENT;
+        *verify = PINIO_POOL_VERIFY_NOT_PRESENT;
     else
-        s->verify = PINIO_POOL_VERIFY_OK;
+        *verify = PINIO_POOL_VERIFY_OK;
+}
+
+static void verify_placement(struct slab *s, int want)
+{
+    verify_pages(s->base, s->size, want, &s->verify, &s->found_node);
 }
 
 static const char how_to_raise[] =
@@ -697,5 +705,41 @@ int pinio__pool_alloc_contig(pinio_pool *p, size_t len, pinio_view *out,
     }
     if (info && !all_registered && info->reg == PINIO_POOL_REG_OK)
         info->reg = PINIO_POOL_REG_OVER_MEMLOCK; /* some slab of the range is not registered */
+    return 0;
+}
+
+int pinio__pool_verify_range(pinio_pool *p, const void *addr, size_t len,
+                             pinio_pool_region_info *info)
+{
+    if (!p || !addr || !info)
+        return -EINVAL;
+    const uint8_t *a = addr, *end = a + len;
+    bool found = false;
+    pinio_pool_verify worst = PINIO_POOL_VERIFY_OK;
+    pthread_mutex_lock(&p->lock);
+    for (struct slab *s = p->slabs; s; s = s->next) {
+        if (s->base >= end || s->base + s->size <= a)
+            continue;
+        /* Only the part of the slab inside the range: the rest of a shared
+         * slab may never have been touched. */
+        const uint8_t *lo = s->base > a ? s->base : a;
+        const uint8_t *hi = s->base + s->size < end ? s->base + s->size : end;
+        pinio_pool_verify v;
+        int found_node;
+        verify_pages(lo, (size_t)(hi - lo), p->node, &v, &found_node);
+        if (v == PINIO_POOL_VERIFY_MISPLACED)
+            p->stats.slabs_misplaced++;
+        if (v != PINIO_POOL_VERIFY_OK && worst != PINIO_POOL_VERIFY_MISPLACED)
+            worst = v;
+        if (a >= s->base && a < s->base + s->size) {
+            fill_info(s, (size_t)(a - s->base), info);
+            info->found_node = found_node;
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (!found)
+        return -ENOENT;
+    info->verify = worst;
     return 0;
 }
