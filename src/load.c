@@ -14,10 +14,13 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -494,6 +497,61 @@ static ld_index_entry *index_find(ld_inputs *in, const char *name)
     return bsearch(&key, in->index, in->nindex, sizeof(key), cmp_index);
 }
 
+/* ---- faulting the arena ahead of the reads ----------------------------- */
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+/* Chunks the helper faults at a time: two huge pages. */
+#define FAULT_CHUNK ((size_t)4 << 20)
+
+typedef struct ld_faulter {
+    uint8_t *base;
+    size_t len;
+    atomic_bool stop;
+    bool running;
+    pthread_t thread;
+} ld_faulter;
+
+/* MADV_POPULATE_WRITE faults pages in without writing to them, so it is
+ * safe while reads land in the same pages (a touch loop would not be: it
+ * could overwrite bytes a read already placed). Kernels without it answer
+ * EINVAL and the reads fault the pages themselves. */
+static void *fault_ahead(void *arg)
+{
+    ld_faulter *f = arg;
+    for (size_t off = 0; off < f->len; off += FAULT_CHUNK) {
+        if (atomic_load_explicit(&f->stop, memory_order_relaxed))
+            break;
+        size_t n = f->len - off < FAULT_CHUNK ? f->len - off : FAULT_CHUNK;
+        if (madvise(f->base + off, n, MADV_POPULATE_WRITE) != 0)
+            break;
+    }
+    return NULL;
+}
+
+static void faulter_start(ld_faulter *f, uint8_t *base, size_t len)
+{
+    f->base = base;
+    f->len = len;
+    atomic_init(&f->stop, false);
+    /* Below a few chunks a thread costs more than it saves; without a
+     * second CPU the two would only take turns. */
+    if (len < 4 * FAULT_CHUNK || sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        return;
+    f->running = pthread_create(&f->thread, NULL, fault_ahead, f) == 0;
+}
+
+static void faulter_stop(ld_faulter *f)
+{
+    if (!f->running)
+        return;
+    atomic_store_explicit(&f->stop, true, memory_order_relaxed);
+    pthread_join(f->thread, NULL);
+    f->running = false;
+}
+
 /* ---- the load --------------------------------------------------------- */
 
 void (*pinio__load_hook_after_headers)(void *ctx, const char *const *files, size_t n);
@@ -625,6 +683,7 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
     pinio__plan plan = { 0 };
     pinio_ring *ring_direct = NULL, *ring_buffered = NULL;
     pinio_pool *pool = NULL;
+    ld_faulter faulter = { 0 };
     pinio_read_req *reqs = NULL;
     struct ld_need { uint32_t file; uint64_t bytes; } *need = NULL;
     int rc = cp ? 0 : -ENOMEM;
@@ -786,8 +845,7 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
                 hot ? "buffered" : "O_DIRECT", *why ? ", " : "", why);
     }
 
-    /* Rings: one for O_DIRECT (its registered arena gets READ_FIXED), one
-     * buffered for hot files. */
+    /* Rings: one for O_DIRECT, one buffered for hot files. */
     pinio_ring_opts ro;
     pinio_ring_opts_default(&ro);
     if (opts->queue_depth)
@@ -823,9 +881,17 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
     }
     cp->report.arena_bytes = plan.arena_size;
 
-    /* The arena: pinned on the chosen node, registered with the O_DIRECT ring. */
+    /* The arena: placed on the chosen node, but neither prefaulted nor
+     * registered up front. Faulting in fresh anonymous memory runs at about
+     * the speed of the disk here (0.6 s for 1 GiB on this VM), and
+     * registration faults every page before the first read can start: a
+     * 1 GiB cold load took 1.19-1.34 s that way and 0.87 s when the reads
+     * fault pages in as they go (measured with pinio load --json, median
+     * of alternating runs). A helper thread faults ahead of the reads on
+     * another CPU; the pages are locked once they hold the data. */
     pinio_pool_options po;
     pinio_pool_default_options(&po);
+    po.prefault = false;
     if (opts->node >= 0) {
         po.placement = PINIO_POOL_NODE;
         po.node = opts->node;
@@ -833,8 +899,6 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
         po.placement = PINIO_POOL_FILE_NODE;
         po.file = cp->files[0].path;
     }
-    if (ring_direct)
-        po.registrar = pinio_ring_registrar(ring_direct);
     rc = pinio_pool_create(&pool, &po, diag);
     if (rc < 0)
         goto fail;
@@ -842,18 +906,16 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
     memset(&ri, 0, sizeof(ri));
     rc = pinio__pool_alloc_contig(pool, (size_t)plan.arena_size, &cp->arena, &ri);
     if (rc < 0) {
-        diagf(diag, rc, "cannot allocate a %llu-byte pinned arena: %s",
+        diagf(diag, rc, "cannot allocate a %llu-byte arena: %s",
               (unsigned long long)plan.arena_size, pinio_strerror(rc));
         goto fail;
     }
-    cp->report.registered = ri.reg == PINIO_POOL_REG_OK;
-    cp->report.node = ri.node;
-    cp->report.node_verified = ri.verify == PINIO_POOL_VERIFY_OK;
     {
         pinio_pool_stats ps;
         pinio_pool_get_stats(pool, &ps);
         cp->report.node = ps.node;
     }
+    faulter_start(&faulter, (uint8_t *)cp->arena.ptr, cp->arena.len);
 
     /* Reads: plan reads are cut into pieces of at most PIECE bytes so that
      * a bulk call can stop at a piece boundary for the progress callback. */
@@ -931,8 +993,33 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
         }
     }
     cp->report.io_seconds = now_s() - tio;
+    faulter_stop(&faulter);
     if (rc < 0)
         goto fail;
+
+    /* Placement is checked now that the pages exist, then the pages are
+     * locked so that they stay put for the checkpoint's life (and for a
+     * later cudaHostRegister) -- when the memlock budget allows it. */
+    if (cp->arena.len) {
+        pinio_pool_region_info vi;
+        if (pinio__pool_verify_range(pool, cp->arena.ptr, cp->arena.len, &vi) == 0)
+            cp->report.node_verified = vi.verify == PINIO_POOL_VERIFY_OK;
+        pinio_sysinfo si;
+        pinio_sys_probe(&si);
+        if (si.registrable != PINIO_UNLIMITED && si.registrable < cp->arena.len) {
+            snprintf(cp->report.memory, sizeof(cp->report.memory),
+                     "not locked: the arena exceeds what RLIMIT_MEMLOCK still allows (%llu bytes); "
+                     "raise it with ulimit -l or grant CAP_IPC_LOCK",
+                     (unsigned long long)si.registrable);
+        } else if (mlock(cp->arena.ptr, cp->arena.len) == 0) {
+            cp->report.locked = true;
+            snprintf(cp->report.memory, sizeof(cp->report.memory), "locked in RAM (mlock)");
+        } else {
+            int e = -errno;
+            snprintf(cp->report.memory, sizeof(cp->report.memory), "not locked: mlock failed: %s",
+                     pinio_strerror(e));
+        }
+    }
 
     /* A file extended, truncated or replaced after its header was read is
      * not the file the header described. */
@@ -985,8 +1072,8 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
         pinio_ring_file_info fi;
         pinio_ring_file_get_info(cp->files[0].rf, &fi);
         appendf(cp->report.io_path, sizeof(cp->report.io_path), "%s%s; %s",
-                ring_direct && cp->report.registered ? "registered O_DIRECT (READ_FIXED)" :
-                ring_direct ? "unregistered O_DIRECT" : "buffered io_uring",
+                ring_direct ? "O_DIRECT io_uring reads into the NUMA-placed arena" :
+                              "buffered io_uring reads (page cache)",
                 info.backend == PINIO_BACKEND_PREAD ? " via pread threads" : "", info.reason);
         if (fi.reason[0])
             appendf(cp->report.io_path, sizeof(cp->report.io_path), "; %s", fi.reason);
@@ -1002,6 +1089,7 @@ fail:
      * The pool must forget the ring before the ring goes. */
     if (rc < 0 && diag && diag->code == 0)
         diagf(diag, rc, "load failed: %s", pinio_strerror(rc));
+    faulter_stop(&faulter);
     if (pool) {
         pinio_pool_unregister(pool);
         pinio_pool_destroy(pool);

@@ -12,10 +12,12 @@
  *
  * A load (resident mode): validate every header, select tensors (filters are
  * applied before any data I/O), plan the wanted byte ranges into aligned,
- * merged reads, allocate one pinned arena on the chosen NUMA node, read
- * through the io_uring engine (O_DIRECT for files not in the page cache,
- * buffered for files that are), check that every wanted byte arrived, and
- * hand out tensors as views of the arena. Peak memory is the selected bytes
+ * merged reads, allocate one arena on the chosen NUMA node, read through the
+ * io_uring engine (O_DIRECT for files not in the page cache, buffered for
+ * files that are) while a helper thread faults the arena in ahead of the
+ * reads, check that every wanted byte arrived, verify the placement, lock
+ * the arena in RAM (mlock, when RLIMIT_MEMLOCK allows), and hand out
+ * tensors as views of the arena. Peak memory is the selected bytes
  * plus alignment padding and small merged holes (see src/plan_internal.h).
  *
  * Lifetime: the arena is freed when the checkpoint and every tensor
@@ -115,12 +117,13 @@ typedef struct pinio_load_report {
     size_t files_direct;       /**< files read with O_DIRECT */
     size_t files_buffered;     /**< files read through the page cache */
     pinio_backend backend;     /**< the ring's best backend */
-    bool registered;           /**< the arena is registered with the ring (READ_FIXED) */
+    bool locked;               /**< the arena is locked in RAM (mlock) for the checkpoint's life */
     int node;                  /**< NUMA node the arena was placed on (-1: none) */
     bool node_verified;        /**< placement checked page by page after pinning */
     bool verified;             /**< SHA-256 computed (and matched, when expected) */
     char io_path[256];         /**< one line: the I/O path that ran and why */
     char cache[256];           /**< one line: per-file cache decisions and why */
+    char memory[256];          /**< one line: whether the arena is locked, and why not */
 } pinio_load_report;
 
 /**

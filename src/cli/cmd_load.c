@@ -243,13 +243,13 @@ static int run_load(int argc, char **argv)
                "\"misaligned\":%zu,\"bytes\":%llu,\"read_bytes\":%llu,\"arena_bytes\":%llu,"
                "\"seconds\":%.6f,\"io_seconds\":%.6f,\"gb_per_s\":%.3f,\"io_gb_per_s\":%.3f,"
                "\"files_direct\":%zu,\"files_buffered\":%zu,\"backend\":\"%s\","
-               "\"registered\":%s,\"node\":%d,\"node_verified\":%s,\"verified\":%s,"
+               "\"locked\":%s,\"node\":%d,\"node_verified\":%s,\"verified\":%s,"
                "\"peak_rss_bytes\":%lld,\"io_path\":",
                r.files, r.tensors, r.skipped, r.unindexed, r.misaligned,
                (unsigned long long)r.bytes, (unsigned long long)r.read_bytes,
                (unsigned long long)r.arena_bytes, r.seconds, r.io_seconds, gbs, io_gbs,
                r.files_direct, r.files_buffered, pinio_backend_name(r.backend),
-               r.registered ? "true" : "false", r.node, r.node_verified ? "true" : "false",
+               r.locked ? "true" : "false", r.node, r.node_verified ? "true" : "false",
                r.verified ? "true" : "false", (long long)ru.ru_maxrss * 1024);
         cli_json_str(r.io_path, strlen(r.io_path));
         printf(",\"cache\":");
@@ -274,14 +274,12 @@ static int run_load(int argc, char **argv)
         printf("I/O path  %s\n", r.io_path);
         printf("cache     %s\n", r.cache);
         if (r.node >= 0)
-            printf("memory    %.3f GB pinned arena on NUMA node %d (%s), %s\n",
-                   (double)r.arena_bytes / 1e9, r.node,
-                   r.node_verified ? "placement verified" : "placement not verified",
-                   r.registered ? "registered with io_uring" : "not registered");
+            printf("memory    %.3f GB arena on NUMA node %d (%s), %s\n", (double)r.arena_bytes / 1e9,
+                   r.node, r.node_verified ? "placement verified" : "placement not verified",
+                   r.memory);
         else
-            printf("memory    %.3f GB pinned arena, no NUMA placement, %s\n",
-                   (double)r.arena_bytes / 1e9,
-                   r.registered ? "registered with io_uring" : "not registered");
+            printf("memory    %.3f GB arena, no NUMA placement, %s\n",
+                   (double)r.arena_bytes / 1e9, r.memory);
         if (r.misaligned)
             printf("alignment %zu tensors are not aligned to their element size (safetensors "
                    "does not guarantee it)\n", r.misaligned);

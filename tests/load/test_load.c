@@ -9,12 +9,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "pinio/gen.h"
 #include "pinio/load.h"
+#include "pinio/sys.h"
 #include "src/load_internal.h"
 
 #define SEED 11
@@ -599,4 +603,69 @@ Test(load, progress_callback_sees_all_bytes_and_can_cancel, .init = disk_setup,
     o.progress_ctx = &q;
     cr_assert_eq(load1(f, &o, &cp, &d), -ECANCELED);
     cr_assert_null(cp);
+}
+
+Test(load, arena_placement_verified_and_locked, .init = disk_setup, .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 40u << 20, 12, 1); /* large enough for the fault-ahead thread */
+    pinio_load_opts o;
+    pinio_load_opts_default(&o);
+    o.cache = PINIO_CACHE_COLD;
+    o.node = 0;
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(load1(f, &o, &cp, &d), 0, "%s", d.msg);
+    check_all(cp, 12);
+    pinio_load_report r;
+    pinio_checkpoint_report(cp, &r);
+    cr_assert_eq(r.node, 0);
+    cr_assert(r.node_verified, "pages of the arena found on node 0 after the load");
+    pinio_sysinfo si;
+    pinio_sys_probe(&si);
+    if (si.registrable == PINIO_UNLIMITED || si.registrable >= r.arena_bytes)
+        cr_assert(r.locked, "%s", r.memory);
+    pinio_checkpoint_release(cp);
+}
+
+/* The non-root path: no CAP_IPC_LOCK and a 64 KiB memlock limit. The load
+ * still succeeds with correct bytes and says why the arena is not locked. */
+Test(load, small_memlock_without_cap_ipc_lock, .init = disk_setup, .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 8u << 20, 9, 1);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        struct rlimit rl = { 65536, 65536 };
+        if (setrlimit(RLIMIT_MEMLOCK, &rl) != 0)
+            _exit(10);
+        struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+        struct __user_cap_data_struct data[2];
+        memset(data, 0, sizeof(data));
+        if (syscall(SYS_capset, &hdr, data) != 0)
+            _exit(11);
+        pinio_load_opts o;
+        pinio_load_opts_default(&o);
+        o.cache = PINIO_CACHE_COLD;
+        pinio_checkpoint *cp = NULL;
+        pinio_diag d = { 0 };
+        if (load1(f, &o, &cp, &d) != 0)
+            _exit(12);
+        pinio_load_report r;
+        pinio_checkpoint_report(cp, &r);
+        if (r.locked || !strstr(r.memory, "RLIMIT_MEMLOCK"))
+            _exit(13);
+        for (size_t i = 0; i < pinio_checkpoint_count(cp); i++) {
+            const pinio_tensor *t = pinio_checkpoint_tensor(cp, i);
+            if (!pinio_gen_verify(SEED, t->name, 0, t->data, t->nbytes, NULL))
+                _exit(14);
+        }
+        pinio_checkpoint_release(cp);
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    cr_assert(WIFEXITED(st));
+    cr_assert_eq(WEXITSTATUS(st), 0, "child check %d failed", WEXITSTATUS(st));
 }
