@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ring_internal.h"
 
@@ -194,6 +195,17 @@ static void fall_back_buffered(pinio_ring_file *f, int err)
              pinio_err_name(err));
 }
 
+/* A short O_DIRECT read that ends inside the block it started in cannot be
+ * resumed: the aligned resubmission would return the same count forever. That
+ * happens when the file was truncated since it was opened (f->size is stale)
+ * and now ends at x; fstat tells it from a device that merely returned less
+ * (then the stall limit applies). Called only in that rare case. */
+static bool ends_at(const pinio_ring_file *f, uint64_t x)
+{
+    struct stat st;
+    return fstat(f->fd_buf, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size <= x;
+}
+
 /* THE place where completions are consumed, for every backend. */
 static void complete(bulk *b, unsigned i, int res)
 {
@@ -233,15 +245,16 @@ static void complete(bulk *b, unsigned i, int res)
         f->direct_verified = true;
     uint64_t x = p->cur + (uint64_t)res;
     if (x < p->p1) {
-        if (res == 0 || x >= f->size) {
+        /* With O_DIRECT the rest is resubmitted from the aligned offset below
+         * x: a remainder at an unaligned offset would fail with EINVAL
+         * (RocksDB PR #6853 learned this). */
+        uint64_t nc = p->was_direct ? align_down(x, s->A) : x;
+        if (res == 0 || x >= f->size || (nc == p->cur && ends_at(f, x))) {
             /* End of file (a real kernel returns short only there). */
             if (x < s->eof)
                 s->eof = x;
         } else {
-            /* Short but not at EOF: resubmit the rest. With O_DIRECT from the
-             * aligned offset below x: a remainder at an unaligned offset would
-             * fail with EINVAL (RocksDB PR #6853 learned this). */
-            uint64_t nc = p->was_direct ? align_down(x, s->A) : x;
+            /* Short but not at EOF: resubmit the rest. */
             if (nc == p->cur && ++p->stalls > MAX_STALLS) {
                 fail_req(b, p->req, -EIO, p->cur, p->p1 - p->cur);
                 release_piece(b, i);
@@ -341,6 +354,9 @@ int pinio_ring_read_bulk(pinio_ring *r, pinio_read_req *reqs, size_t n, pinio_di
         q->done = 0;
         q->result = 0;
     }
+    int ret = pinio__ring_check_thread(r, "pinio_ring_read_bulk", diag);
+    if (ret)
+        return ret;
     if (r->have_ring)
         pinio__ring_drain_deferred(r);
     if (!n)

@@ -122,6 +122,11 @@ int pinio_ring_file_open(pinio_ring *r, const char *path, pinio_ring_file **out,
 {
     if (!r || !path || !out)
         return -EINVAL;
+    /* Off the owner thread the file-table update would fail (-EEXIST) and the
+     * file would silently fall back to plain descriptors, then fail at read. */
+    int ret = pinio__ring_check_thread(r, path, diag);
+    if (ret)
+        return ret;
     pinio_ring_file *f = calloc(1, sizeof *f);
     if (!f || !(f->path = strdup(path))) {
         free(f);
@@ -129,7 +134,6 @@ int pinio_ring_file_open(pinio_ring *r, const char *path, pinio_ring_file **out,
     }
     f->ring = r;
     f->fd_direct = f->fd_buf = f->fix_direct = f->fix_buf = -1;
-    int ret;
     f->fd_buf = open(path, O_RDONLY | O_CLOEXEC);
     if (f->fd_buf < 0) {
         ret = -errno;

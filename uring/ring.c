@@ -379,6 +379,21 @@ static int update_slot(pinio_ring *r, unsigned slot, void *addr, size_t len)
     return ret < 0 ? ret : 0;
 }
 
+int pinio__ring_check_thread(const pinio_ring *r, const char *what, pinio_diag *diag)
+{
+    /* SINGLE_ISSUER binds the ring to the task that called io_uring_setup
+     * (io_uring_create, 6.0+); without it one-thread-at-a-time use is fine. */
+    if (!r->have_ring || !(r->setup_flags & IORING_SETUP_SINGLE_ISSUER) ||
+        pthread_equal(pthread_self(), r->owner))
+        return 0;
+    pinio__uring_diag(diag, -EPERM,
+                      "%s: this ring belongs to the thread that created it "
+                      "(IORING_SETUP_SINGLE_ISSUER; the kernel refuses other threads with "
+                      "EEXIST): use one ring per I/O thread",
+                      what);
+    return -EPERM;
+}
+
 void pinio__ring_drain_deferred(pinio_ring *r)
 {
     if (!r->ndeferred)

@@ -134,6 +134,13 @@ struct pinio_ring_file {
     char reason[256];
 };
 
+/* 0 when the calling thread may submit on `r`. -EPERM, with `diag` saying
+ * why, when the ring was set up with SINGLE_ISSUER by another thread: the
+ * kernel would answer io_uring_enter/register with -EEXIST, and by then the
+ * SQEs are already in the SQ ring, where the owner's next submit would issue
+ * them into memory the caller may have freed. `what` names the caller. */
+int pinio__ring_check_thread(const pinio_ring *r, const char *what, pinio_diag *diag);
+
 /* Clears the kernel slots of regions unregistered off the owner thread. */
 void pinio__ring_drain_deferred(pinio_ring *r);
 

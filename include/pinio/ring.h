@@ -25,6 +25,10 @@
  * Threads: a ring and its files are used by one thread at a time, and when the
  * ring was created with IORING_SETUP_SINGLE_ISSUER (the default when the kernel
  * accepts it) by the thread that created it. Create one ring per I/O thread.
+ * pinio_ring_read_bulk(), pinio_ring_read() and pinio_ring_file_open() called
+ * from another thread on such a ring fail with -EPERM and a diagnostic that
+ * says so, before anything reaches the kernel (which would answer -EEXIST
+ * with the reads already queued).
  * The one exception is pinio_ring_unregister_region() (and the registrar's
  * `unreg`), which any thread may call at any time: a pool drops a slab on the
  * thread that releases its last view. Off the ring's thread the kernel
@@ -236,7 +240,8 @@ PINIO_API pinio_pool_registrar pinio_ring_registrar(pinio_ring *ring);
  * @param out on success receives the file, owned by the caller
  *            (pinio_ring_file_close() before pinio_ring_destroy()). Untouched on failure.
  * @return 0, -ENOENT/-EACCES/... from open, -EISDIR, -EINVAL (PINIO_DIRECT_ON
- *         and O_DIRECT refused), -ENOMEM. `diag` names the path.
+ *         and O_DIRECT refused), -ENOMEM, -EPERM (called off the thread of a
+ *         SINGLE_ISSUER ring, see Threads). `diag` names the path.
  */
 PINIO_API int pinio_ring_file_open(pinio_ring *ring, const char *path, pinio_ring_file **out,
                                    pinio_diag *diag);
@@ -273,8 +278,10 @@ typedef struct pinio_read_req {
  * (never past end of file).
  *
  * @return 0 when every request succeeded, else the first failing request's
- *         code (-EIO, ...) or -EINVAL for a request with a NULL dst/file or a
- *         file of another ring.
+ *         code (-EIO, ...), -EINVAL for a request with a NULL dst/file or a
+ *         file of another ring, or -EPERM (nothing read, `done`/`result` of
+ *         every request reset to 0) when called off the thread of a
+ *         SINGLE_ISSUER ring (see Threads).
  */
 PINIO_API int pinio_ring_read_bulk(pinio_ring *ring, pinio_read_req *reqs, size_t n,
                                    pinio_diag *diag);
