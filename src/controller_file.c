@@ -214,3 +214,12 @@ int pinio_controller_file_new(pinio_controller **out, pinio_file *file, uint64_t
     }
     return file_window(out, file, offset, length);
 }
+
+bool pinio__file_ctrl_window(pinio_controller *c, pinio_file **file, uint64_t *offset)
+{
+    if (!c || c->ops != &file_ops || inner(fc(c)))
+        return false;
+    *file = fc(c)->file;
+    *offset = fc(c)->offset;
+    return true;
+}

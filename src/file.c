@@ -120,13 +120,28 @@ int pinio__file_fd(const pinio_file *f)
     return f->fd;
 }
 
+int pinio__file_check_range(const pinio_file *f, uint64_t off, size_t len, pinio_diag *diag)
+{
+    if (off <= f->size && len <= f->size - off)
+        return 0;
+    pinio__diag_set(diag, -ERANGE, "%s: read of %zu bytes at offset %llu passes the size %llu",
+                    f->path, len, (unsigned long long)off, (unsigned long long)f->size);
+    return -ERANGE;
+}
+
+int pinio__file_changed(const pinio_file *f, uint64_t at, pinio_diag *diag)
+{
+    pinio__diag_set(diag, PINIO_ECHANGED,
+                    "%s: unexpected end of file at offset %llu (size was %llu at open)", f->path,
+                    (unsigned long long)at, (unsigned long long)f->size);
+    return PINIO_ECHANGED;
+}
+
 int pinio__file_read(pinio_file *f, uint64_t off, void *dst, size_t len, pinio_diag *diag)
 {
-    if (off > f->size || len > f->size - off) {
-        pinio__diag_set(diag, -ERANGE, "%s: read of %zu bytes at offset %llu passes the size %llu",
-                        f->path, len, (unsigned long long)off, (unsigned long long)f->size);
-        return -ERANGE;
-    }
+    int rc = pinio__file_check_range(f, off, len, diag);
+    if (rc)
+        return rc;
     atomic_fetch_add_explicit(&f->read_calls, 1, memory_order_relaxed);
     uint8_t *d = dst;
     size_t done = 0;
@@ -142,13 +157,8 @@ int pinio__file_read(pinio_file *f, uint64_t off, void *dst, size_t len, pinio_d
                             (unsigned long long)(off + done), pinio_strerror(err));
             return err;
         }
-        if (n == 0) {
-            pinio__diag_set(diag, PINIO_ECHANGED,
-                            "%s: unexpected end of file at offset %llu (size was %llu at open)",
-                            f->path, (unsigned long long)(off + done),
-                            (unsigned long long)f->size);
-            return PINIO_ECHANGED;
-        }
+        if (n == 0)
+            return pinio__file_changed(f, off + done, diag);
         done += (size_t)n;
         atomic_fetch_add_explicit(&f->read_bytes, (uint64_t)n, memory_order_relaxed);
     }
@@ -161,4 +171,17 @@ void pinio__file_stats(const pinio_file *f, uint64_t *calls, uint64_t *bytes)
         *calls = atomic_load_explicit(&f->read_calls, memory_order_relaxed);
     if (bytes)
         *bytes = atomic_load_explicit(&f->read_bytes, memory_order_relaxed);
+}
+
+void pinio__file_account(pinio_file *f, uint64_t bytes)
+{
+    atomic_fetch_add_explicit(&f->read_calls, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&f->read_bytes, bytes, memory_order_relaxed);
+}
+
+bool pinio__file_sole_ref(const pinio_file *f)
+{
+    /* Acquire pairs with the release decrement of the other holders, so that
+     * their last uses happen before the caller frees the file. */
+    return atomic_load_explicit(&f->refs, memory_order_acquire) == 1;
 }

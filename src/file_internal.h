@@ -2,6 +2,7 @@
 #ifndef PINIO_SRC_FILE_INTERNAL_H
 #define PINIO_SRC_FILE_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "pinio/controller.h"
@@ -20,8 +21,52 @@
  */
 int pinio__file_read(pinio_file *f, uint64_t off, void *dst, size_t len, pinio_diag *diag);
 
-/** Read statistics of `f` (white-box tests): calls of pinio__file_read() and bytes read. */
+/** 0 when [off, off + len) lies within the size seen at open, else -ERANGE
+ *  with `diag` naming the path, offset and size. */
+int pinio__file_check_range(const pinio_file *f, uint64_t off, size_t len, pinio_diag *diag);
+
+/** Returns PINIO_ECHANGED with `diag` saying the file ended at offset `at`,
+ *  before the size seen at open (it shrank). */
+int pinio__file_changed(const pinio_file *f, uint64_t at, pinio_diag *diag);
+
+/** Read statistics of `f` (white-box tests): reads of windows of `f`
+ *  (pinio__file_read() calls and file-I/O context requests) and bytes read. */
 void pinio__file_stats(const pinio_file *f, uint64_t *calls, uint64_t *bytes);
+
+/** Counts one read of `bytes` bytes of `f` done outside pinio__file_read(). */
+void pinio__file_account(pinio_file *f, uint64_t bytes);
+
+/** True when the caller holds the only reference to `f` (no one else can
+ *  take one then: taking a reference needs one). */
+bool pinio__file_sole_ref(const pinio_file *f);
+
+/**
+ * When `c` is a file controller whose window has not been materialized,
+ * stores its file (not retained: `c` holds a reference) and the window's
+ * file offset and returns true; otherwise returns false. A window that
+ * becomes materialized concurrently still reads the file's bytes, which is
+ * what copy_into would have read a moment earlier.
+ */
+bool pinio__file_ctrl_window(pinio_controller *c, pinio_file **file, uint64_t *offset);
+
+/** One range of a pinio_file for pinio__fileio_read_bulk(). */
+typedef struct pinio__file_req {
+    pinio_file *file; /* in: borrowed */
+    uint64_t offset;  /* in: file offset */
+    void *dst;        /* in */
+    size_t len;       /* in */
+    int result;       /* out: 0 or a negative code */
+} pinio__file_req;
+
+/**
+ * Reads every request through `io`'s ring in one engine pass (the file-I/O
+ * counterpart of pinio__file_read(), same errors: -ERANGE, PINIO_ECHANGED,
+ * the read's errno; plus -EPERM off the ring's thread). Returns 0 or the
+ * result of the lowest-index failing request, whose index goes to `*failed`
+ * (may be NULL) and which `diag` describes (path and offset).
+ */
+int pinio__fileio_read_bulk(pinio_fileio *io, pinio__file_req *reqs, size_t n, size_t *failed,
+                            pinio_diag *diag);
 
 /** The open descriptor (owned by `f`). */
 int pinio__file_fd(const pinio_file *f);
