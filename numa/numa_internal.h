@@ -23,9 +23,6 @@ int pinio__cpulist_parse(const char *s, uint64_t *mask, size_t nwords);
 /** True when the cpulist `s` is well formed and lists `cpu`. */
 int pinio__cpulist_contains(const char *s, unsigned cpu);
 
-/** Fills an optional diagnostic: code and a printf-formatted one-line message. */
-void pinio__numa_diag(pinio_diag *diag, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /**
  * Like pinio_pool_alloc() (4096-aligned), but `len` may exceed 1 GiB: the

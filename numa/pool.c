@@ -137,7 +137,7 @@ static int resolve_node(const pinio_pool_options *o, int *node, char *note, size
         break;
     case PINIO_POOL_FILE_NODE:
         if (!o->file) {
-            pinio__numa_diag(diag, -EINVAL, "pool: placement FILE_NODE needs options.file");
+            pinio_diag_set(diag, -EINVAL, "pool: placement FILE_NODE needs options.file");
             return -EINVAL;
         }
         rc = pinio_topo_node_of_file(o->topo, o->file, &n, diag);
@@ -164,11 +164,11 @@ static int resolve_node(const pinio_pool_options *o, int *node, char *note, size
                  n);
         break;
     default:
-        pinio__numa_diag(diag, -EINVAL, "pool: unknown placement %d", (int)o->placement);
+        pinio_diag_set(diag, -EINVAL, "pool: unknown placement %d", (int)o->placement);
         return -EINVAL;
     }
     if (n != PINIO_NODE_UNKNOWN && (n < 0 || !system_has_node(n))) {
-        pinio__numa_diag(diag, -EINVAL, "pool: node %d does not exist on this system", n);
+        pinio_diag_set(diag, -EINVAL, "pool: node %d does not exist on this system", n);
         return -EINVAL;
     }
     *node = n;
@@ -186,11 +186,11 @@ int pinio_pool_create(pinio_pool **out, const pinio_pool_options *opts, pinio_di
     }
     for (size_t i = 0; i < sizeof(opts->reserved); i++)
         if (opts->reserved[i]) {
-            pinio__numa_diag(diag, -EINVAL, "pool: options.reserved must be zero");
+            pinio_diag_set(diag, -EINVAL, "pool: options.reserved must be zero");
             return -EINVAL;
         }
     if (!opts->registrar.reg != !opts->registrar.unreg) {
-        pinio__numa_diag(diag, -EINVAL, "pool: registrar needs both reg and unreg");
+        pinio_diag_set(diag, -EINVAL, "pool: registrar needs both reg and unreg");
         return -EINVAL;
     }
     pinio_pool *p = calloc(1, sizeof(*p));

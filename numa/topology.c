@@ -46,17 +46,6 @@ struct pinio_topo {
     char root[PATH_MAX];
 };
 
-void pinio__numa_diag(pinio_diag *diag, int code, const char *fmt, ...)
-{
-    if (!diag)
-        return;
-    diag->code = code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(diag->msg, sizeof(diag->msg), fmt, ap);
-    va_end(ap);
-}
-
 static const char *default_root(void)
 {
     /* secure_getenv: a setuid program must not let its caller redirect the
@@ -418,7 +407,7 @@ static int node_of_members(const struct walk *w, const char *dir, const char *su
 static int node_of_devdir(const struct walk *w, const char *dir_in, int depth, int *node)
 {
     if (depth > MAX_STACK_DEPTH) {
-        pinio__numa_diag(w->diag, -ELOOP, "%s: block devices stacked deeper than %d levels",
+        pinio_diag_set(w->diag, -ELOOP, "%s: block devices stacked deeper than %d levels",
                          dir_in, MAX_STACK_DEPTH);
         return -ELOOP;
     }
@@ -450,7 +439,7 @@ static int node_of_devdir(const struct walk *w, const char *dir_in, int depth, i
     int rc = read_int_attr(path, &v);
     for (size_t len = strlen(dir); rc < 0;) {
         if (rc != -ENOENT && rc != -ENOTDIR && rc != -EINVAL) {
-            pinio__numa_diag(w->diag, rc, "%s: %s", path, pinio_strerror(rc));
+            pinio_diag_set(w->diag, rc, "%s: %s", path, pinio_strerror(rc));
             return rc;
         }
         if (len <= w->root_len || len <= 1)
@@ -510,7 +499,7 @@ int pinio_topo_node_of_file(const pinio_topo *topo, const char *path, int *node,
     struct stat st;
     if (stat(path, &st) != 0) {
         int err = -errno;
-        pinio__numa_diag(diag, err, "%s: stat: %s", path, pinio_strerror(err));
+        pinio_diag_set(diag, err, "%s: stat: %s", path, pinio_strerror(err));
         return err;
     }
     return node_of_stat(topo, &st, node, diag);
@@ -523,7 +512,7 @@ int pinio_topo_node_of_fd(const pinio_topo *topo, int fd, int *node, pinio_diag 
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int err = -errno;
-        pinio__numa_diag(diag, err, "fd %d: fstat: %s", fd, pinio_strerror(err));
+        pinio_diag_set(diag, err, "fd %d: fstat: %s", fd, pinio_strerror(err));
         return err;
     }
     return node_of_stat(topo, &st, node, diag);
@@ -580,7 +569,7 @@ int pinio_topo_node_of_pci(const pinio_topo *topo, const char *bus_id, int *node
         return -EINVAL;
     char id[64];
     if (pci_canonical(bus_id, id, sizeof(id)) < 0) {
-        pinio__numa_diag(diag, -EINVAL, "'%s': not a PCI bus id (expected dddd:bb:dd.f)", bus_id);
+        pinio_diag_set(diag, -EINVAL, "'%s': not a PCI bus id (expected dddd:bb:dd.f)", bus_id);
         return -EINVAL;
     }
     char dir[PATH_MAX], path[PATH_MAX];
@@ -588,7 +577,7 @@ int pinio_topo_node_of_pci(const pinio_topo *topo, const char *bus_id, int *node
         join(path, sizeof(path), "%s/numa_node", dir) < 0)
         return -ENAMETOOLONG;
     if (!exists(dir)) {
-        pinio__numa_diag(diag, -ENODEV, "%s: no such PCI device", dir);
+        pinio_diag_set(diag, -ENODEV, "%s: no such PCI device", dir);
         return -ENODEV;
     }
     long v;
@@ -598,7 +587,7 @@ int pinio_topo_node_of_pci(const pinio_topo *topo, const char *bus_id, int *node
         return 0;
     }
     if (rc < 0) {
-        pinio__numa_diag(diag, -EIO, "%s: unreadable (%s)", path, pinio_strerror(rc));
+        pinio_diag_set(diag, -EIO, "%s: unreadable (%s)", path, pinio_strerror(rc));
         return -EIO;
     }
     *node = (v >= 0 && v <= INT_MAX) ? (int)v : PINIO_NODE_UNKNOWN;

@@ -407,10 +407,10 @@ static int bulk_one(pinio_fileio *io, pinio_bytes_req *q, size_t i, pinio__file_
     q->result = 0;
     if (!q->bytes || (q->len && !q->dst)) {
         q->result = -EINVAL;
-        pinio__diag_set(d, -EINVAL, "request %zu: NULL bytes or destination", i);
+        pinio_diag_set(d, -EINVAL, "request %zu: NULL bytes or destination", i);
     } else if (q->offset > q->bytes->len || q->len > q->bytes->len - q->offset) {
         q->result = -ERANGE;
-        pinio__diag_set(d, -ERANGE, "request %zu: %zu bytes at offset %zu pass the length %zu", i,
+        pinio_diag_set(d, -ERANGE, "request %zu: %zu bytes at offset %zu pass the length %zu", i,
                         q->len, q->offset, q->bytes->len);
     } else if (q->len && io && pinio__file_ctrl_window(q->bytes->ctrl, &f, &at)) {
         *fr = (pinio__file_req){.file = f, .offset = at + q->offset, .dst = q->dst, .len = q->len};

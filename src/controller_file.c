@@ -206,7 +206,7 @@ int pinio_controller_file_new(pinio_controller **out, pinio_file *file, uint64_t
         return -EINVAL;
     uint64_t size = pinio_file_size(file);
     if (offset > size || length > size - offset) {
-        pinio__diag_set(diag, -ERANGE,
+        pinio_diag_set(diag, -ERANGE,
                         "%s: window of %zu bytes at offset %llu passes the file size %llu",
                         pinio_file_path(file), length, (unsigned long long)offset,
                         (unsigned long long)size);

@@ -2,6 +2,8 @@
  * buffer and its wording varies by libc; pinio's messages must be stable so
  * the CLI and tests can rely on them. */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "pinio/common.h"
@@ -82,4 +84,15 @@ const char *pinio_err_name(int err)
     default:
         return "unknown";
     }
+}
+
+void pinio_diag_set(pinio_diag *diag, int code, const char *fmt, ...)
+{
+    if (!diag)
+        return;
+    diag->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(diag->msg, sizeof(diag->msg), fmt, ap);
+    va_end(ap);
 }

@@ -28,27 +28,16 @@ struct pinio_file {
     atomic_uint_fast64_t read_bytes;
 };
 
-void pinio__diag_set(pinio_diag *diag, int code, const char *fmt, ...)
-{
-    if (!diag)
-        return;
-    diag->code = code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(diag->msg, sizeof(diag->msg), fmt, ap);
-    va_end(ap);
-}
-
 int pinio_file_open(pinio_file **out, const char *path, pinio_diag *diag)
 {
     if (!out || !path) {
-        pinio__diag_set(diag, -EINVAL, "pinio_file_open: NULL argument");
+        pinio_diag_set(diag, -EINVAL, "pinio_file_open: NULL argument");
         return -EINVAL;
     }
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int err = -errno;
-        pinio__diag_set(diag, err, "%s: open: %s", path, pinio_strerror(err));
+        pinio_diag_set(diag, err, "%s: open: %s", path, pinio_strerror(err));
         return err;
     }
     struct stat st;
@@ -69,7 +58,7 @@ int pinio_file_open(pinio_file **out, const char *path, pinio_diag *diag)
     if (!err && (!f || !p))
         err = -ENOMEM;
     if (err) {
-        pinio__diag_set(diag, err, "%s: %s", path, pinio_strerror(err));
+        pinio_diag_set(diag, err, "%s: %s", path, pinio_strerror(err));
         free(p);
         free(f);
         close(fd);
@@ -124,14 +113,14 @@ int pinio__file_check_range(const pinio_file *f, uint64_t off, size_t len, pinio
 {
     if (off <= f->size && len <= f->size - off)
         return 0;
-    pinio__diag_set(diag, -ERANGE, "%s: read of %zu bytes at offset %llu passes the size %llu",
+    pinio_diag_set(diag, -ERANGE, "%s: read of %zu bytes at offset %llu passes the size %llu",
                     f->path, len, (unsigned long long)off, (unsigned long long)f->size);
     return -ERANGE;
 }
 
 int pinio__file_changed(const pinio_file *f, uint64_t at, pinio_diag *diag)
 {
-    pinio__diag_set(diag, PINIO_ECHANGED,
+    pinio_diag_set(diag, PINIO_ECHANGED,
                     "%s: unexpected end of file at offset %llu (size was %llu at open)", f->path,
                     (unsigned long long)at, (unsigned long long)f->size);
     return PINIO_ECHANGED;
@@ -153,7 +142,7 @@ int pinio__file_read(pinio_file *f, uint64_t off, void *dst, size_t len, pinio_d
             if (errno == EINTR)
                 continue;
             int err = -errno;
-            pinio__diag_set(diag, err, "%s: read at offset %llu: %s", f->path,
+            pinio_diag_set(diag, err, "%s: read at offset %llu: %s", f->path,
                             (unsigned long long)(off + done), pinio_strerror(err));
             return err;
         }

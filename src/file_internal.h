@@ -71,8 +71,5 @@ int pinio__fileio_read_bulk(pinio_fileio *io, pinio__file_req *reqs, size_t n, s
 /** The open descriptor (owned by `f`). */
 int pinio__file_fd(const pinio_file *f);
 
-/** Fills `diag` (when not NULL) with `code` and a printf-style message. */
-void pinio__diag_set(pinio_diag *diag, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 #endif

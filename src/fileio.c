@@ -84,11 +84,11 @@ static void rename_diag(pinio_diag *out, const pinio_diag *in, const char *opene
         return;
     size_t k = strlen(opened_as);
     if (k && strncmp(in->msg, opened_as, k) == 0)
-        pinio__diag_set(out, in->code, "%s%s", path, in->msg + k);
+        pinio_diag_set(out, in->code, "%s%s", path, in->msg + k);
     else if (strncmp(in->msg, path, strlen(path)) == 0)
         *out = *in;
     else /* a message without a path (e.g. the thread check of a bulk call) */
-        pinio__diag_set(out, in->code, "%s: %s", path, in->msg);
+        pinio_diag_set(out, in->code, "%s: %s", path, in->msg);
 }
 
 static int open_ring_file(pinio_fileio *io, pinio_file *f, entry *e, pinio_diag *diag)
@@ -104,7 +104,7 @@ static int open_ring_file(pinio_fileio *io, pinio_file *f, entry *e, pinio_diag 
         e->opened_as[0] = '\0';
         if (fstat(pinio__file_fd(f), &a) != 0 || stat(pinio_file_path(f), &b) != 0 ||
             a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
-            pinio__diag_set(diag, PINIO_ECHANGED,
+            pinio_diag_set(diag, PINIO_ECHANGED,
                             "%s: replaced or removed since it was opened, and /proc is not "
                             "mounted to reopen the open file",
                             pinio_file_path(f));
@@ -239,7 +239,7 @@ int pinio__fileio_read_bulk(pinio_fileio *io, pinio__file_req *reqs, size_t n, s
                  * offset of the piece that failed: keep it, with our path. */
                 rename_diag(&d0, &ed, e ? e->opened_as : "", pinio_file_path(q->file));
             } else {
-                pinio__diag_set(&d0, q->result, "%s: read of %zu bytes at offset %llu failed: %s",
+                pinio_diag_set(&d0, q->result, "%s: read of %zu bytes at offset %llu failed: %s",
                                 pinio_file_path(q->file), q->len, (unsigned long long)q->offset,
                                 pinio_strerror(q->result));
             }

@@ -81,20 +81,6 @@ struct pinio_checkpoint {
     pinio_load_report report;
 };
 
-static void diagf(pinio_diag *diag, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void diagf(pinio_diag *diag, int code, const char *fmt, ...)
-{
-    if (!diag)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    diag->code = code;
-    vsnprintf(diag->msg, sizeof(diag->msg), fmt, ap);
-    va_end(ap);
-}
-
 /* Appends to a NUL-terminated buffer, truncating silently: report lines. */
 static void appendf(char *buf, size_t size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -209,18 +195,18 @@ static int read_whole(const char *path, size_t cap, char **out, size_t *len, pin
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = -errno;
-        diagf(diag, e, "%s: cannot open: %s", path, pinio_strerror(e));
+        pinio_diag_set(diag, e, "%s: cannot open: %s", path, pinio_strerror(e));
         return e;
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        diagf(diag, -EINVAL, "%s: not a regular file", path);
+        pinio_diag_set(diag, -EINVAL, "%s: not a regular file", path);
         return -EINVAL;
     }
     if ((uint64_t)st.st_size > cap) {
         close(fd);
-        diagf(diag, PINIO_EFORMAT, "%s: index file too large (%lld bytes, limit %zu)", path,
+        pinio_diag_set(diag, PINIO_EFORMAT, "%s: index file too large (%lld bytes, limit %zu)", path,
               (long long)st.st_size, cap);
         return PINIO_EFORMAT;
     }
@@ -237,7 +223,7 @@ static int read_whole(const char *path, size_t cap, char **out, size_t *len, pin
             continue;
         if (r <= 0) {
             int e = r < 0 ? -errno : PINIO_ECHANGED;
-            diagf(diag, e, "%s: read failed at offset %zu: %s", path, got, pinio_strerror(e));
+            pinio_diag_set(diag, e, "%s: read failed at offset %zu: %s", path, got, pinio_strerror(e));
             free(buf);
             close(fd);
             return e;
@@ -284,7 +270,7 @@ static int parse_index(ld_inputs *in, const char *path, pinio_diag *diag)
     }
     size_t bad = 0;
     if (!pinio__utf8_check(buf, len, &bad)) {
-        diagf(diag, PINIO_EFORMAT, "%s: index: invalid UTF-8 at byte %zu", path, bad);
+        pinio_diag_set(diag, PINIO_EFORMAT, "%s: index: invalid UTF-8 at byte %zu", path, bad);
         rc = PINIO_EFORMAT;
         goto out;
     }
@@ -337,7 +323,7 @@ static int parse_index(ld_inputs *in, const char *path, pinio_diag *diag)
             /* Shards live next to the index; an absolute path or ".." would let
              * an index point anywhere on the machine. */
             if (sname[0] == '/' || strstr(sname, "..") || strlen(sname) != shard.len) {
-                diagf(diag, PINIO_EFORMAT, "%s: index: tensor '%s' maps to shard '%s' outside the index's folder",
+                pinio_diag_set(diag, PINIO_EFORMAT, "%s: index: tensor '%s' maps to shard '%s' outside the index's folder",
                       path, tname, sname);
                 free(sname);
                 free(tname);
@@ -371,14 +357,14 @@ static int parse_index(ld_inputs *in, const char *path, pinio_diag *diag)
     if (rc < 0 || pinio__json_finish(&j) < 0)
         goto json_err;
     if (!have_map) {
-        diagf(diag, PINIO_EFORMAT, "%s: index: no weight_map", path);
+        pinio_diag_set(diag, PINIO_EFORMAT, "%s: index: no weight_map", path);
         rc = PINIO_EFORMAT;
         goto out;
     }
     qsort(in->index, in->nindex, sizeof(*in->index), cmp_index);
     for (size_t i = 1; i < in->nindex; i++)
         if (strcmp(in->index[i - 1].name, in->index[i].name) == 0) {
-            diagf(diag, PINIO_EFORMAT, "%s: index: DuplicateKey: tensor '%s' listed twice in weight_map",
+            pinio_diag_set(diag, PINIO_EFORMAT, "%s: index: DuplicateKey: tensor '%s' listed twice in weight_map",
                   path, in->index[i].name);
             rc = PINIO_EFORMAT;
             goto out;
@@ -386,7 +372,7 @@ static int parse_index(ld_inputs *in, const char *path, pinio_diag *diag)
     rc = 0;
     goto out;
 json_err:
-    diagf(diag, PINIO_EFORMAT, "%s: index: invalid JSON at byte %zu: %s", path, j.err_off,
+    pinio_diag_set(diag, PINIO_EFORMAT, "%s: index: invalid JSON at byte %zu: %s", path, j.err_off,
           j.err_what ? j.err_what : "syntax error");
     rc = PINIO_EFORMAT;
 out:
@@ -400,7 +386,7 @@ static int resolve_one(ld_inputs *in, const char *path, pinio_diag *diag)
     struct stat st;
     if (stat(path, &st) != 0) {
         int e = -errno;
-        diagf(diag, e, "%s: %s", path, pinio_strerror(e));
+        pinio_diag_set(diag, e, "%s: %s", path, pinio_strerror(e));
         return e;
     }
     if (S_ISDIR(st.st_mode)) {
@@ -410,7 +396,7 @@ static int resolve_one(ld_inputs *in, const char *path, pinio_diag *diag)
         if (access(idx, F_OK) == 0) {
             if (in->index) {
                 free(idx);
-                diagf(diag, -EINVAL, "%s: only one index file per load", path);
+                pinio_diag_set(diag, -EINVAL, "%s: only one index file per load", path);
                 return -EINVAL;
             }
             int rc = parse_index(in, idx, diag);
@@ -421,7 +407,7 @@ static int resolve_one(ld_inputs *in, const char *path, pinio_diag *diag)
         DIR *d = opendir(path);
         if (!d) {
             int e = -errno;
-            diagf(diag, e, "%s: %s", path, pinio_strerror(e));
+            pinio_diag_set(diag, e, "%s: %s", path, pinio_strerror(e));
             return e;
         }
         char **names = NULL;
@@ -448,7 +434,7 @@ static int resolve_one(ld_inputs *in, const char *path, pinio_diag *diag)
         }
         closedir(d);
         if (rc == 0 && n == 0) {
-            diagf(diag, -ENOENT, "%s: no *.safetensors files and no model.safetensors.index.json",
+            pinio_diag_set(diag, -ENOENT, "%s: no *.safetensors files and no model.safetensors.index.json",
                   path);
             rc = -ENOENT;
         }
@@ -463,12 +449,12 @@ static int resolve_one(ld_inputs *in, const char *path, pinio_diag *diag)
         return rc;
     }
     if (!S_ISREG(st.st_mode)) {
-        diagf(diag, -EINVAL, "%s: not a regular file or directory", path);
+        pinio_diag_set(diag, -EINVAL, "%s: not a regular file or directory", path);
         return -EINVAL;
     }
     if (ends_with(path, ".json")) {
         if (in->index) {
-            diagf(diag, -EINVAL, "%s: only one index file per load", path);
+            pinio_diag_set(diag, -EINVAL, "%s: only one index file per load", path);
             return -EINVAL;
         }
         in->index_path = strdup(path);
@@ -638,7 +624,7 @@ static int hash_file(ld_file *f, const pinio__plan *plan, uint32_t fidx, const u
             continue;
         if (r <= 0) {
             rc = r < 0 ? -errno : PINIO_ECHANGED;
-            diagf(diag, rc, "%s: sha256: read failed at offset %llu: %s", f->path,
+            pinio_diag_set(diag, rc, "%s: sha256: read failed at offset %llu: %s", f->path,
                   (unsigned long long)off, pinio_strerror(rc));
             break;
         }
@@ -671,7 +657,7 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
     if (out)
         *out = NULL;
     if (!out || !paths || npaths == 0 || opts->struct_size != sizeof(*opts)) {
-        diagf(diag, -EINVAL, "pinio_load: %s",
+        pinio_diag_set(diag, -EINVAL, "pinio_load: %s",
               !npaths ? "no input paths" : "invalid arguments (opts not from pinio_load_opts_default?)");
         return -EINVAL;
     }
@@ -708,9 +694,9 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
         if (f->fd < 0) {
             rc = -errno;
             if (in.index && rc == -ENOENT)
-                diagf(diag, rc, "%s: shard named by %s is missing", f->path, in.index_path);
+                pinio_diag_set(diag, rc, "%s: shard named by %s is missing", f->path, in.index_path);
             else
-                diagf(diag, rc, "%s: cannot open: %s", f->path, pinio_strerror(rc));
+                pinio_diag_set(diag, rc, "%s: cannot open: %s", f->path, pinio_strerror(rc));
             goto fail;
         }
         rc = pinio_st_read_fd(&f->st, f->fd, f->path, 0, diag);
@@ -760,7 +746,7 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
     }
     for (size_t i = 0; i < in.nindex; i++)
         if (!in.index[i].found) {
-            diagf(diag, -ENOENT, "%s: tensor '%s' is mapped to %s, which does not contain it",
+            pinio_diag_set(diag, -ENOENT, "%s: tensor '%s' is mapped to %s, which does not contain it",
                   in.index_path, in.index[i].name, cp->files[in.index[i].shard].path);
             rc = -ENOENT;
             goto fail;
@@ -801,7 +787,7 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
     for (size_t i = 1; i < nsel; i++) {
         const pinio_tensor *a = &cp->tensors[cp->by_name[i - 1]], *b = &cp->tensors[cp->by_name[i]];
         if (strcmp(a->name, b->name) == 0) {
-            diagf(diag, -EEXIST, "tensor '%s' is in both %s and %s", a->name,
+            pinio_diag_set(diag, -EEXIST, "tensor '%s' is in both %s and %s", a->name,
                   cp->files[a->file].path, cp->files[b->file].path);
             rc = -EEXIST;
             goto fail;
@@ -820,7 +806,7 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
         } else if (opts->cache == PINIO_CACHE_COLD) {
             rc = pinio_file_drop_cache(f->fd);
             if (rc < 0) {
-                diagf(diag, rc, "%s: cannot drop cached pages: %s", f->path, pinio_strerror(rc));
+                pinio_diag_set(diag, rc, "%s: cannot drop cached pages: %s", f->path, pinio_strerror(rc));
                 goto fail;
             }
             why = "cache dropped";
@@ -876,7 +862,7 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
 
     rc = pinio__plan_build(ranges, nsel, align, MERGE_GAP, PINIO_POOL_SLAB_MAX, &plan);
     if (rc < 0) {
-        diagf(diag, rc, "planning the reads failed: %s", pinio_strerror(rc));
+        pinio_diag_set(diag, rc, "planning the reads failed: %s", pinio_strerror(rc));
         goto fail;
     }
     cp->report.arena_bytes = plan.arena_size;
@@ -906,7 +892,7 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
     memset(&ri, 0, sizeof(ri));
     rc = pinio__pool_alloc_contig(pool, (size_t)plan.arena_size, &cp->arena, &ri);
     if (rc < 0) {
-        diagf(diag, rc, "cannot allocate a %llu-byte arena: %s",
+        pinio_diag_set(diag, rc, "cannot allocate a %llu-byte arena: %s",
               (unsigned long long)plan.arena_size, pinio_strerror(rc));
         goto fail;
     }
@@ -976,7 +962,7 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
                 if (batch[k].done < need[i + k].bytes) {
                     ld_file *f = &cp->files[need[i + k].file];
                     rc = PINIO_ECHANGED;
-                    diagf(diag, rc,
+                    pinio_diag_set(diag, rc,
                           "%s: file changed while loading: expected %llu bytes at offset %llu, "
                           "got %zu (truncated after its header was read?)",
                           f->path, (unsigned long long)need[i + k].bytes,
@@ -988,7 +974,7 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
             if (rc == 0 && opts->progress &&
                 opts->progress(opts->progress_ctx, done_bytes, cp->report.read_bytes)) {
                 rc = -ECANCELED;
-                diagf(diag, rc, "load canceled by the progress callback");
+                pinio_diag_set(diag, rc, "load canceled by the progress callback");
             }
         }
     }
@@ -1028,7 +1014,7 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
         ld_file *f = &cp->files[i];
         if (fstat(f->fd, &st) == 0 && (uint64_t)st.st_size != f->size) {
             rc = PINIO_ECHANGED;
-            diagf(diag, rc, "%s: file changed while loading: size was %llu, now %lld", f->path,
+            pinio_diag_set(diag, rc, "%s: file changed while loading: size was %llu, now %lld", f->path,
                   (unsigned long long)f->size, (long long)st.st_size);
             goto fail;
         }
@@ -1044,7 +1030,7 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
                                    opts->expected_sha256[i] : NULL;
             if (want && strcasecmp(want, f->sha_hex) != 0) {
                 rc = PINIO_EFORMAT;
-                diagf(diag, rc, "%s: sha256 mismatch: expected %s, got %s", f->path, want,
+                pinio_diag_set(diag, rc, "%s: sha256 mismatch: expected %s, got %s", f->path, want,
                       f->sha_hex);
                 goto fail;
             }
@@ -1088,7 +1074,7 @@ fail:
     /* Close the engine side now: the arena (and the tensors) outlive it.
      * The pool must forget the ring before the ring goes. */
     if (rc < 0 && diag && diag->code == 0)
-        diagf(diag, rc, "load failed: %s", pinio_strerror(rc));
+        pinio_diag_set(diag, rc, "load failed: %s", pinio_strerror(rc));
     faulter_stop(&faulter);
     if (pool) {
         pinio_pool_unregister(pool);

@@ -71,6 +71,19 @@ typedef struct pinio_diag {
     char msg[PINIO_DIAG_MSG_MAX];  /**< NUL-terminated, no trailing newline */
 } pinio_diag;
 
+#if defined(__GNUC__)
+#define PINIO_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define PINIO_PRINTF(fmt, args)
+#endif
+
+/**
+ * Fills an optional diagnostic: `diag->code = code` and a printf-formatted
+ * one-line message (truncated to #PINIO_DIAG_MSG_MAX). Does nothing when
+ * `diag` is NULL. pinio reports through it; callers may too.
+ */
+PINIO_API void pinio_diag_set(pinio_diag *diag, int code, const char *fmt, ...) PINIO_PRINTF(3, 4);
+
 /** The runtime library version as "MAJOR.MINOR.PATCH" (may differ from the headers'). */
 PINIO_API const char *pinio_version(void);
 
