@@ -255,19 +255,14 @@ static int find_shard(ld_inputs *in, const char *path, uint32_t *idx)
 
 /* `{"metadata": {...}, "weight_map": {"tensor": "shard file", ...}}`; other
  * top-level keys are ignored, as transformers does. */
-static int parse_index(ld_inputs *in, const char *path, pinio_diag *diag)
+static int parse_index_buf(ld_inputs *in, const char *path, const char *buf, size_t len,
+                           pinio_diag *diag)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    int rc = read_whole(path, INDEX_MAX, &buf, &len, diag);
-    if (rc < 0)
-        return rc;
+    int rc;
     char *slash = strrchr(path, '/');
     char *dir = slash ? strndup(path, (size_t)(slash - path)) : strdup(".");
-    if (!dir) {
-        free(buf);
+    if (!dir)
         return -ENOMEM;
-    }
     size_t bad = 0;
     if (!pinio__utf8_check(buf, len, &bad)) {
         pinio_diag_set(diag, PINIO_EFORMAT, "%s: index: invalid UTF-8 at byte %zu", path, bad);
@@ -377,6 +372,17 @@ json_err:
     rc = PINIO_EFORMAT;
 out:
     free(dir);
+    return rc;
+}
+
+static int parse_index(ld_inputs *in, const char *path, pinio_diag *diag)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = read_whole(path, INDEX_MAX, &buf, &len, diag);
+    if (rc < 0)
+        return rc;
+    rc = parse_index_buf(in, path, buf, len, diag);
     free(buf);
     return rc;
 }
@@ -475,6 +481,32 @@ static void inputs_free(ld_inputs *in)
         free(in->index[i].name);
     free(in->index);
     free(in->index_path);
+}
+
+int pinio__index_parse_buffer(const char *path, const char *data, size_t len, size_t *ntensors,
+                              size_t *nshards, pinio_diag *diag)
+{
+    if (len > INDEX_MAX) {
+        pinio_diag_set(diag, PINIO_EFORMAT, "%s: index file too large (%zu bytes, limit %zu)", path,
+                       len, (size_t)INDEX_MAX);
+        return PINIO_EFORMAT;
+    }
+    /* NUL-terminated like read_whole()'s buffer, so the parser sees what a
+     * real load gives it; ASan still catches a read past the terminator. */
+    char *buf = malloc(len + 1);
+    if (!buf)
+        return -ENOMEM;
+    memcpy(buf, data, len);
+    buf[len] = '\0';
+    ld_inputs in = { 0 };
+    int rc = parse_index_buf(&in, path, buf, len, diag);
+    if (rc == 0) {
+        *ntensors = in.nindex;
+        *nshards = in.n;
+    }
+    inputs_free(&in);
+    free(buf);
+    return rc;
 }
 
 static ld_index_entry *index_find(ld_inputs *in, const char *name)
@@ -795,6 +827,8 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
     }
 
     /* Cache decisions, before any ring exists so that a cold drop is real. */
+    char first_why[96] = "";
+    bool mixed = false;
     for (size_t i = 0; i < cp->nfiles; i++) {
         ld_file *f = &cp->files[i];
         bool hot = false;
@@ -826,10 +860,22 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
             cp->report.files_buffered++;
         else
             cp->report.files_direct++;
-        appendf(cp->report.cache, sizeof(cp->report.cache), "%s%s: %s%s%s", i ? "; " : "",
-                strrchr(f->path, '/') ? strrchr(f->path, '/') + 1 : f->path,
-                hot ? "buffered" : "O_DIRECT", *why ? ", " : "", why);
+        if (cp->nfiles <= 2) {
+            appendf(cp->report.cache, sizeof(cp->report.cache), "%s%s: %s%s%s", i ? "; " : "",
+                    strrchr(f->path, '/') ? strrchr(f->path, '/') + 1 : f->path,
+                    hot ? "buffered" : "O_DIRECT", *why ? ", " : "", why);
+        } else if (i == 0 || strcmp(why, first_why) != 0) {
+            /* Many shards: one line per distinct reason, not per file. */
+            if (i == 0)
+                snprintf(first_why, sizeof(first_why), "%s", why);
+            else
+                mixed = true;
+        }
     }
+    if (cp->nfiles > 2)
+        appendf(cp->report.cache, sizeof(cp->report.cache), "%zu files: %zu buffered, %zu O_DIRECT%s%s",
+                cp->nfiles, cp->report.files_buffered, cp->report.files_direct,
+                mixed ? "; reasons differ, e.g. " : "; ", first_why);
 
     /* Rings: one for O_DIRECT, one buffered for hot files. */
     pinio_ring_opts ro;
