@@ -67,7 +67,8 @@ static int parse_item(pinio__faults *f, const char *s, const char *end)
     } kinds[] = {{"eio@", PINIO__F_EIO},
                  {"short@", PINIO__F_SHORT},
                  {"eagain@", PINIO__F_EAGAIN},
-                 {"eintr@", PINIO__F_EINTR}};
+                 {"eintr@", PINIO__F_EINTR},
+                 {"corrupt@", PINIO__F_CORRUPT}};
     size_t n = (size_t)(end - s);
 #define IS(lit) (n == sizeof(lit) - 1 && !memcmp(s, lit, n))
 #define PREFIX(lit) (n > sizeof(lit) - 1 && !memcmp(s, lit, sizeof(lit) - 1))
@@ -180,6 +181,11 @@ static int short_of(pinio__faults *f, int res)
 
 int pinio__faults_completion(pinio__faults *f, int res, size_t len)
 {
+    return pinio__faults_completion_buf(f, res, NULL, len);
+}
+
+int pinio__faults_completion_buf(pinio__faults *f, int res, void *buf, size_t len)
+{
     (void)len;
     uint64_t n = ++f->completions;
     for (unsigned i = 0; i < f->nrules; i++) {
@@ -195,6 +201,11 @@ int pinio__faults_completion(pinio__faults *f, int res, size_t len)
             return -EINTR;
         case PINIO__F_SHORT:
             return res > 0 ? short_of(f, res) : res;
+        case PINIO__F_CORRUPT:
+            /* A seeded byte of what was read, inverted: never a no-op. */
+            if (buf && res > 0)
+                ((unsigned char *)buf)[next_rand(f) % (uint64_t)res] ^= 0xff;
+            return res;
         }
     }
     if (f->rate > 0.0 && res >= 0) {

@@ -33,7 +33,13 @@
 
 /* ---- fault injection (faults.c) ---------------------------------------- */
 
-enum pinio__fault_kind { PINIO__F_EIO, PINIO__F_SHORT, PINIO__F_EAGAIN, PINIO__F_EINTR };
+enum pinio__fault_kind {
+    PINIO__F_EIO,
+    PINIO__F_SHORT,
+    PINIO__F_EAGAIN,
+    PINIO__F_EINTR,
+    PINIO__F_CORRUPT, /* flip a byte of the completed buffer (pinio__faults_completion_buf) */
+};
 
 typedef struct pinio__fault_rule {
     enum pinio__fault_kind kind;
@@ -60,6 +66,13 @@ int pinio__faults_parse(const char *spec, pinio__faults **out, pinio_diag *diag)
 /* Rewrites the result `res` of a completion of `len` bytes. Called only when
  * faults are active. Returns the (possibly) rewritten result. */
 int pinio__faults_completion(pinio__faults *f, int res, size_t len);
+
+/* The same, for a caller that has the completed buffer at hand: a
+ * `corrupt@N` rule flips one byte of `buf` (within the `res` bytes read) and
+ * leaves `res` alone. pinio_bench's read and verify loop uses it; the read
+ * engine, which has no use for silent corruption, calls the variant above,
+ * where `corrupt@` rules only count. */
+int pinio__faults_completion_buf(pinio__faults *f, int res, void *buf, size_t len);
 
 /* ---- the ring ----------------------------------------------------------- */
 

@@ -5,6 +5,7 @@
 #ifndef PINIO_PINIO_H
 #define PINIO_PINIO_H
 
+#include "pinio/bench.h"
 #include "pinio/bytes.h"
 #include "pinio/common.h"
 #include "pinio/load.h"

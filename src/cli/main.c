@@ -6,6 +6,7 @@
 #include "pinio/pinio.h"
 #include "cli.h"
 
+extern const struct pinio_cmd pinio_cmd_bench;
 extern const struct pinio_cmd pinio_cmd_doctor;
 extern const struct pinio_cmd pinio_cmd_gen;
 extern const struct pinio_cmd pinio_cmd_info;
@@ -16,6 +17,7 @@ static const struct pinio_cmd *const commands[] = {
     &pinio_cmd_info,
     &pinio_cmd_gen,
     &pinio_cmd_doctor,
+    &pinio_cmd_bench,
     NULL,
 };
 
