@@ -95,4 +95,9 @@ void pinio_diag_set(pinio_diag *diag, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(diag->msg, sizeof(diag->msg), fmt, ap);
     va_end(ap);
+    /* Messages quote names taken from files (tensor and shard names may hold
+     * any character after JSON unescaping); keep the one-line promise. */
+    for (char *p = diag->msg; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
 }

@@ -356,7 +356,10 @@ static int parse_index_buf(ld_inputs *in, const char *path, const char *buf, siz
         rc = PINIO_EFORMAT;
         goto out;
     }
-    qsort(in->index, in->nindex, sizeof(*in->index), cmp_index);
+    /* An empty weight_map leaves in->index NULL, and qsort's pointer is
+     * declared nonnull even for zero elements (found by fuzz_index). */
+    if (in->nindex > 1)
+        qsort(in->index, in->nindex, sizeof(*in->index), cmp_index);
     for (size_t i = 1; i < in->nindex; i++)
         if (strcmp(in->index[i - 1].name, in->index[i].name) == 0) {
             pinio_diag_set(diag, PINIO_EFORMAT, "%s: index: DuplicateKey: tensor '%s' listed twice in weight_map",
@@ -512,6 +515,8 @@ int pinio__index_parse_buffer(const char *path, const char *data, size_t len, si
 static ld_index_entry *index_find(ld_inputs *in, const char *name)
 {
     ld_index_entry key = { .name = (char *)name };
+    if (in->nindex == 0) /* in->index may be NULL: bsearch's base is nonnull */
+        return NULL;
     return bsearch(&key, in->index, in->nindex, sizeof(key), cmp_index);
 }
 

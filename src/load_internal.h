@@ -5,8 +5,20 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "pinio/common.h"
+
 /** True when `name` is selected by the filters (see pinio_load_opts::filters); n 0 = all. */
 bool pinio__filter_match(const char *const *filters, size_t n, const char *name);
+
+/**
+ * Parses the index file image `data[0, len)` as if read from `path` (shard
+ * paths resolve next to it; nothing is opened). For fuzzing and tests.
+ * @return 0 with the number of weight_map entries and of distinct shards;
+ *         PINIO_EFORMAT (diag names `path` and the byte) or -ENOMEM.
+ *         Nothing stays allocated either way.
+ */
+int pinio__index_parse_buffer(const char *path, const char *data, size_t len, size_t *ntensors,
+                              size_t *nshards, pinio_diag *diag);
 
 /**
  * Test hook: when set, called once per load after every header was read and

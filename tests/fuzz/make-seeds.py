@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Writes the fuzz seed corpora: tests/fuzz/seeds/{header,index}/.
+
+One hand-made seed per validation rule (safetensors.h's table, the index
+parser's checks), plus small checkpoints written by `pinio gen` when a
+pinio binary is given. Every seed is tiny (< 1 KiB) so they are committed.
+Usage: make-seeds.py [PINIO]   (run from the repository root)
+"""
+import json, os, struct, subprocess, sys, tempfile
+
+top = os.path.dirname(os.path.abspath(__file__))
+hdir, idir = os.path.join(top, "seeds", "header"), os.path.join(top, "seeds", "index")
+os.makedirs(hdir, exist_ok=True)
+os.makedirs(idir, exist_ok=True)
+
+
+def st(header, data=b"", pad=True, n=None):
+    h = header if isinstance(header, bytes) else json.dumps(header, separators=(",", ":")).encode()
+    if pad:
+        h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h) if n is None else n) + h + data
+
+
+def t(dtype, shape, b, e):
+    return {"dtype": dtype, "shape": shape, "data_offsets": [b, e]}
+
+
+header = {
+    "valid": st({"__metadata__": {"format": "pt"}, "a": t("F32", [2], 0, 8),
+                 "b": t("BF16", [1, 2], 8, 12)}, bytes(12)),
+    "valid_subbyte": st({"x": t("F4", [4], 0, 2), "y": t("F8_E4M3", [2], 2, 4)}, bytes(4)),
+    "valid_empty": st({}),
+    "HeaderTooSmall": b"\x08\x00\x00",
+    "HeaderTooLarge": struct.pack("<Q", 100000001) + b"{}",
+    "InvalidHeaderLength": st({"a": t("U8", [1], 0, 1)}, b"\x01", n=4096),
+    "InvalidHeader": st(b'{"\xff\xfe":1}'),
+    "InvalidHeaderDeserialization": st(b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4}'),
+    "Deser_top_array": st(b"[1,2]"),
+    "Deser_unknown_dtype": st({"a": t("F33", [1], 0, 4)}, bytes(4)),
+    "Deser_negative_dim": st({"a": t("F32", [-1], 0, 4)}, bytes(4)),
+    "Deser_offsets_triple": st({"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1, 2]}}, b"\0"),
+    "Deser_metadata_not_string": st({"__metadata__": {"k": 1}}),
+    "Deser_missing_field": st({"a": {"dtype": "U8", "data_offsets": [0, 1]}}, b"\0"),
+    "Deser_unknown_field": st({"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1], "z": 0}}, b"\0"),
+    "Deser_escapes": st(b'{"\\u00e9\\n\\ud83d\\ude00":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}', b"\0"),
+    "Deser_big_int": st(b'{"a":{"dtype":"U8","shape":[18446744073709551616],"data_offsets":[0,1]}}', b"\0"),
+    "DuplicateKey": st(b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},'
+                       b'"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}', b"\0\0"),
+    "InvalidOffset_gap": st({"a": t("U8", [1], 0, 1), "b": t("U8", [1], 2, 3)}, bytes(3)),
+    "InvalidOffset_overlap": st({"a": t("U8", [2], 0, 2), "b": t("U8", [2], 1, 3)}, bytes(3)),
+    "InvalidOffset_reversed": st({"a": t("U8", [0], 1, 0)}, b"\0"),
+    "ValidationOverflow": st({"a": t("F64", [4294967296, 4294967296], 0, 8)}, bytes(8)),
+    "MisalignedSlice": st({"a": t("F4", [3], 0, 2)}, bytes(2)),
+    "TensorInvalidInfo": st({"a": t("F32", [3], 0, 8)}, bytes(8)),
+    "MetadataIncompleteBuffer": st({"a": t("U8", [4], 0, 4)}, bytes(2)),
+    "Metadata_trailing": st({"a": t("U8", [1], 0, 1)}, bytes(5)),
+}
+
+idx = lambda wm, **kw: json.dumps(dict(kw, weight_map=wm)).encode()
+index = {
+    "valid": idx({"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors",
+                  "c": "model-00001-of-00002.safetensors"}, metadata={"total_size": 12}),
+    "valid_empty_map": idx({}),
+    "valid_extra_keys": b'{"x":[1,{"y":null}],"weight_map":{"a":"s.safetensors"},"z":true}',
+    "no_weight_map": b'{"metadata":{}}',
+    "top_not_object": b'["weight_map"]',
+    "map_not_object": b'{"weight_map":[]}',
+    "value_not_string": b'{"weight_map":{"a":1}}',
+    "duplicate_weight_map": b'{"weight_map":{},"weight_map":{}}',
+    "duplicate_tensor": b'{"weight_map":{"a":"s.safetensors","a":"t.safetensors"}}',
+    "absolute_shard": b'{"weight_map":{"a":"/etc/passwd"}}',
+    "dotdot_shard": b'{"weight_map":{"a":"../s.safetensors"}}',
+    "nul_in_shard": b'{"weight_map":{"a":"s\\u0000.safetensors"}}',
+    "invalid_utf8": b'{"weight_map":{"\xc3\x28":"s.safetensors"}}',
+    "truncated": b'{"weight_map":{"a":"s.safe',
+    "trailing_garbage": b'{"weight_map":{}} x',
+    "escapes": b'{"weight_map":{"\\u00e9\\t\\"q\\"":"d\\/s.safetensors"}}',
+}
+
+for d, seeds in ((hdir, header), (idir, index)):
+    for name, blob in seeds.items():
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(blob)
+
+if len(sys.argv) > 1:
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = [("gen_mixed", ["--size", "256", "--tensors", "5", "--dtypes", "BF16,F32,F8_E4M3,F4,I64"]),
+                ("gen_one", ["--size", "64", "--tensors", "1"])]
+        for name, args in runs:
+            out = os.path.join(tmp, name + ".safetensors")
+            subprocess.run([sys.argv[1], "gen", out, "-q", *args], check=True)
+            with open(out, "rb") as f:
+                blob = f.read()
+            with open(os.path.join(hdir, name), "wb") as f:
+                f.write(blob)
+        out = os.path.join(tmp, "sharded")
+        subprocess.run([sys.argv[1], "gen", out, "-q", "--size", "256", "--tensors", "6", "--shards", "3"],
+                       check=True)
+        with open(os.path.join(out, "model.safetensors.index.json"), "rb") as f:
+            blob = f.read()
+        with open(os.path.join(idir, "gen_sharded"), "wb") as f:
+            f.write(blob)
+print("seeds:", len(os.listdir(hdir)), "header,", len(os.listdir(idir)), "index")

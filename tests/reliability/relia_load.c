@@ -1,0 +1,191 @@
+/* relia_load: one real load, checked byte by byte. The fault matrix and the
+ * limits runs drive it; build it with ASan so every run is also a leak check.
+ *
+ *   relia_load [--seed S] [--backend B] [--direct on|off|auto] [--cache C]
+ *              [--rs BYTES] [--filter P]... [--change truncate|append] PATH...
+ *
+ * --engine-error-ok accepts, for verdict 1, a diagnostic that names no input:
+ * a forced backend the machine (or the fault) refuses fails in the engine
+ * before any file is opened ("io_uring_setup failed: ...").
+ *
+ * --change truncates or appends to the first file after its header was
+ * validated and before any data I/O (the loader's test hook), as a writer
+ * replacing a checkpoint underneath a running load would.
+ *
+ * Checkpoints must come from `pinio gen --seed S`. Prints one line and exits:
+ *   0  "correct": loaded, every byte of every tensor (through the raw
+ *      pointer and through a pinio_bytes view) equals the generator's;
+ *   1  "error": the load failed cleanly: no checkpoint handed out, and a
+ *      one-line diagnostic that names one of the input paths;
+ *   3  anything else: a wrong byte, a checkpoint from a failed load, a
+ *      diagnostic that is empty, multi-line or names no file;
+ *   2  usage. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pinio/pinio.h"
+#include "src/load_internal.h"
+
+static void change_file(void *ctx, const char *const *files, size_t n)
+{
+    const char *how = ctx;
+    if (n == 0)
+        return;
+    if (strcmp(how, "truncate") == 0) {
+        if (truncate(files[0], 4096) != 0)
+            perror("relia_load: truncate");
+    } else {
+        FILE *f = fopen(files[0], "a");
+        if (!f || fputs("appended after the header was read", f) < 0)
+            perror("relia_load: append");
+        if (f)
+            fclose(f);
+    }
+}
+
+static int parse_backend(const char *s, pinio_backend *out)
+{
+    static const struct { const char *n; pinio_backend b; } t[] = {
+        { "auto", PINIO_BACKEND_AUTO }, { "fixed", PINIO_BACKEND_FIXED_DIRECT },
+        { "direct", PINIO_BACKEND_DIRECT }, { "buffered", PINIO_BACKEND_BUFFERED },
+        { "pread", PINIO_BACKEND_PREAD },
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (strcmp(s, t[i].n) == 0) {
+            *out = t[i].b;
+            return 0;
+        }
+    return -1;
+}
+
+/* Every byte through the raw pointer, and the first tensor again through a
+ * zero-copy pinio_bytes view that outlives the checkpoint. */
+static int check(pinio_checkpoint *cp, uint64_t seed)
+{
+    size_t n = pinio_checkpoint_count(cp);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        const pinio_tensor *t = pinio_checkpoint_tensor(cp, i);
+        uint64_t bad = 0;
+        if (!pinio_gen_verify(seed, t->name, 0, t->data, t->nbytes, &bad)) {
+            printf("WRONG: tensor %s byte %" PRIu64 " of %" PRIu64 "\n", t->name, bad, t->nbytes);
+            return 3;
+        }
+        bytes += t->nbytes;
+    }
+    pinio_bytes *b = NULL;
+    if (n > 0) {
+        int rc = pinio_checkpoint_tensor_bytes(cp, 0, &b);
+        if (rc) {
+            printf("WRONG: tensor_bytes: %s\n", pinio_strerror(rc));
+            return 3;
+        }
+    }
+    pinio_load_report rep;
+    pinio_checkpoint_report(cp, &rep);
+    const char *name0 = n ? pinio_checkpoint_tensor(cp, 0)->name : NULL;
+    char *name = name0 ? strdup(name0) : NULL;
+    pinio_checkpoint_release(cp); /* the view keeps the arena alive */
+    if (b) {
+        const uint8_t *p = NULL;
+        size_t len = pinio_bytes_len(b);
+        int rc = pinio_bytes_data(b, PINIO_ACCESS_ZERO_COPY, &p, NULL);
+        bool ok = rc == 0 && name && pinio_gen_verify(seed, name, 0, p, len, NULL);
+        pinio_bytes_free(b);
+        if (!ok) {
+            printf("WRONG: tensor %s through its view after release (%d)\n", name ? name : "?", rc);
+            free(name);
+            return 3;
+        }
+    }
+    free(name);
+    printf("correct: %zu tensors, %" PRIu64 " bytes, backend %s, %zu direct + %zu buffered files\n",
+           n, bytes, pinio_backend_name(rep.backend), rep.files_direct, rep.files_buffered);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    enum { O_SEED = 256, O_BACKEND, O_DIRECT, O_CACHE, O_RS, O_FILTER, O_CHANGE,
+           O_ENGINE_OK };
+    static const struct option lo[] = {
+        { "seed", required_argument, NULL, O_SEED },
+        { "backend", required_argument, NULL, O_BACKEND },
+        { "direct", required_argument, NULL, O_DIRECT },
+        { "cache", required_argument, NULL, O_CACHE },
+        { "rs", required_argument, NULL, O_RS },
+        { "filter", required_argument, NULL, O_FILTER },
+        { "change", required_argument, NULL, O_CHANGE },
+        { "engine-error-ok", no_argument, NULL, O_ENGINE_OK },
+        { NULL, 0, NULL, 0 },
+    };
+    pinio_load_opts o;
+    pinio_load_opts_default(&o);
+    uint64_t seed = 0;
+    const char *filters[64];
+    size_t nf = 0;
+    bool engine_ok = false;
+    int c;
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        switch (c) {
+        case O_SEED: seed = strtoull(optarg, NULL, 0); break;
+        case O_BACKEND:
+            if (parse_backend(optarg, &o.backend))
+                return 2;
+            break;
+        case O_DIRECT:
+            o.direct = strcmp(optarg, "on") == 0    ? PINIO_DIRECT_ON
+                       : strcmp(optarg, "off") == 0 ? PINIO_DIRECT_OFF
+                                                    : PINIO_DIRECT_AUTO;
+            break;
+        case O_CACHE:
+            o.cache = strcmp(optarg, "cold") == 0  ? PINIO_CACHE_COLD
+                      : strcmp(optarg, "hot") == 0 ? PINIO_CACHE_HOT
+                                                   : PINIO_CACHE_AUTO;
+            break;
+        case O_RS: o.request_size = (size_t)strtoull(optarg, NULL, 0); break;
+        case O_FILTER:
+            if (nf == 64)
+                return 2;
+            filters[nf++] = optarg;
+            break;
+        case O_CHANGE:
+            pinio__load_hook_after_headers = change_file;
+            pinio__load_hook_ctx = optarg;
+            break;
+        case O_ENGINE_OK: engine_ok = true; break;
+        default: return 2;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "usage: relia_load [options] PATH...\n");
+        return 2;
+    }
+    o.filters = filters;
+    o.nfilters = nf;
+    const char *const *paths = (const char *const *)argv + optind;
+    size_t np = (size_t)(argc - optind);
+    pinio_checkpoint *cp = (pinio_checkpoint *)&o; /* poison: a failed load must NULL it */
+    pinio_diag d = { 0 };
+    int rc = pinio_load(paths, np, &o, &cp, &d);
+    if (rc == 0)
+        return check(cp, seed);
+    if (cp != NULL) {
+        printf("UNCLEAN: load failed (%s) but handed out a checkpoint\n", pinio_strerror(rc));
+        return 3;
+    }
+    bool names = false;
+    for (size_t i = 0; i < np; i++)
+        names |= strstr(d.msg, paths[i]) != NULL;
+    if (d.msg[0] == '\0' || strchr(d.msg, '\n') || !(names || engine_ok)) {
+        printf("UNCLEAN: rc %d, diagnostic '%s' does not name the input\n", rc, d.msg);
+        return 3;
+    }
+    printf("error: %s (rc %d)\n", d.msg, rc);
+    return 1;
+}
