@@ -356,6 +356,12 @@ static int parse_index_buf(ld_inputs *in, const char *path, const char *buf, siz
         rc = PINIO_EFORMAT;
         goto out;
     }
+    if (in->nindex == 0) {
+        /* Loading nothing and calling it success would hide a broken index. */
+        pinio_diag_set(diag, PINIO_EFORMAT, "%s: index: weight_map is empty", path);
+        rc = PINIO_EFORMAT;
+        goto out;
+    }
     /* An empty weight_map leaves in->index NULL, and qsort's pointer is
      * declared nonnull even for zero elements (found by fuzz_index). */
     if (in->nindex > 1)

@@ -60,7 +60,7 @@ idx = lambda wm, **kw: json.dumps(dict(kw, weight_map=wm)).encode()
 index = {
     "valid": idx({"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors",
                   "c": "model-00001-of-00002.safetensors"}, metadata={"total_size": 12}),
-    "valid_empty_map": idx({}),
+    "empty_map": idx({}),
     "valid_extra_keys": b'{"x":[1,{"y":null}],"weight_map":{"a":"s.safetensors"},"z":true}',
     "no_weight_map": b'{"metadata":{}}',
     "top_not_object": b'["weight_map"]',

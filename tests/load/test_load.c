@@ -325,6 +325,9 @@ Test(load, index_is_a_per_shard_allowlist, .init = disk_setup, .fini = teardown)
     write_file(ipath, idx);
     cr_assert_eq(load1(dir, NULL, &cp, &d), PINIO_EFORMAT);
     cr_assert_not_null(strstr(d.msg, "DuplicateKey"), "%s", d.msg);
+    write_file(ipath, "{\"weight_map\":{}}");
+    cr_assert_eq(load1(dir, NULL, &cp, &d), PINIO_EFORMAT);
+    cr_assert_not_null(strstr(d.msg, "weight_map is empty"), "%s", d.msg);
     write_file(ipath, "{\"weight_map\":{\"a\":1}}");
     cr_assert_eq(load1(dir, NULL, &cp, &d), PINIO_EFORMAT);
     cr_assert_not_null(strstr(d.msg, "model.safetensors.index.json"), "%s", d.msg);
