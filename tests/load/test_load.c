@@ -20,6 +20,7 @@
 #include "pinio/load.h"
 #include "pinio/sys.h"
 #include "src/load_internal.h"
+#include "tests/common/limits.h"
 
 #define SEED 11
 
@@ -640,14 +641,9 @@ Test(load, small_memlock_without_cap_ipc_lock, .init = disk_setup, .fini = teard
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) {
-        struct rlimit rl = { 65536, 65536 };
-        if (setrlimit(RLIMIT_MEMLOCK, &rl) != 0)
-            _exit(10);
-        struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
-        struct __user_cap_data_struct data[2];
-        memset(data, 0, sizeof(data));
-        if (syscall(SYS_capset, &hdr, data) != 0)
-            _exit(11);
+        int step = t_drop_to_memlock(65536);
+        if (step)
+            _exit(10 + step);
         pinio_load_opts o;
         pinio_load_opts_default(&o);
         o.cache = PINIO_CACHE_COLD;

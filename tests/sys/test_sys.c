@@ -15,6 +15,7 @@
 
 #include "pinio/sys.h"
 #include "src/sys_internal.h"
+#include "tests/common/limits.h"
 
 Test(sys, probe_matches_uname_and_rlimit)
 {
@@ -65,17 +66,9 @@ Test(sys, registrable_follows_memlock_without_cap_ipc_lock)
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) {
-        struct rlimit rl = { 65536, 65536 };
-        if (setrlimit(RLIMIT_MEMLOCK, &rl) != 0)
-            _exit(10);
-        struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
-        struct __user_cap_data_struct data[2];
-        if (syscall(SYS_capget, &hdr, data) != 0)
-            _exit(11);
-        for (int i = 0; i < 2; i++)
-            data[i].effective = data[i].permitted = data[i].inheritable = 0;
-        if (syscall(SYS_capset, &hdr, data) != 0)
-            _exit(12);
+        int step = t_drop_to_memlock(65536);
+        if (step)
+            _exit(10 + step);
         pinio_sysinfo si;
         pinio_sys_probe(&si);
         if (si.cap_ipc_lock)
