@@ -902,9 +902,14 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
         pinio_ring **rp = f->hot ? &ring_buffered : &ring_direct;
         if (!*rp) {
             ro.direct = f->hot ? PINIO_DIRECT_OFF : opts->direct;
-            rc = pinio_ring_create(rp, &ro, diag);
-            if (rc < 0)
+            pinio_diag rd = { 0 };
+            rc = pinio_ring_create(rp, &ro, &rd);
+            if (rc < 0) {
+                /* The engine cannot know which checkpoint it was for. */
+                pinio_diag_set(diag, rc, "%s: cannot set up the I/O engine: %s", f->path,
+                               rd.msg[0] ? rd.msg : pinio_strerror(rc));
                 goto fail;
+            }
         }
         rc = pinio_ring_file_open(*rp, f->path, &f->rf, diag);
         if (rc < 0)
