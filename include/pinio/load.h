@@ -112,7 +112,11 @@ typedef struct pinio_load_report {
     uint64_t bytes;            /**< tensor bytes loaded */
     uint64_t read_bytes;       /**< bytes read from storage (alignment and merged holes included) */
     uint64_t arena_bytes;      /**< pinned arena size */
-    double seconds;            /**< wall time of the whole load */
+    double seconds;            /**< wall time of the whole load (verification included,
+                                    PINIO_CACHE_COLD's page dropping excluded) */
+    double drop_seconds;       /**< time PINIO_CACHE_COLD spent dropping cached pages
+                                    (writeback of dirty pages first) */
+    double verify_seconds;     /**< time spent computing SHA-256 (part of `seconds`) */
     double io_seconds;         /**< wall time of the data reads */
     size_t files_direct;       /**< files read with O_DIRECT */
     size_t files_buffered;     /**< files read through the page cache */

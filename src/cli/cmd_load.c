@@ -241,13 +241,14 @@ static int run_load(int argc, char **argv)
     if (json) {
         printf("{\"files\":%zu,\"tensors\":%zu,\"skipped\":%zu,\"unindexed\":%zu,"
                "\"misaligned\":%zu,\"bytes\":%llu,\"read_bytes\":%llu,\"arena_bytes\":%llu,"
-               "\"seconds\":%.6f,\"io_seconds\":%.6f,\"gb_per_s\":%.3f,\"io_gb_per_s\":%.3f,"
+               "\"seconds\":%.6f,\"io_seconds\":%.6f,\"verify_seconds\":%.6f,\"drop_seconds\":%.6f,\"gb_per_s\":%.3f,\"io_gb_per_s\":%.3f,"
                "\"files_direct\":%zu,\"files_buffered\":%zu,\"backend\":\"%s\","
                "\"locked\":%s,\"node\":%d,\"node_verified\":%s,\"verified\":%s,"
                "\"peak_rss_bytes\":%lld,\"io_path\":",
                r.files, r.tensors, r.skipped, r.unindexed, r.misaligned,
                (unsigned long long)r.bytes, (unsigned long long)r.read_bytes,
-               (unsigned long long)r.arena_bytes, r.seconds, r.io_seconds, gbs, io_gbs,
+               (unsigned long long)r.arena_bytes, r.seconds, r.io_seconds, r.verify_seconds,
+               r.drop_seconds, gbs, io_gbs,
                r.files_direct, r.files_buffered, pinio_backend_name(r.backend),
                r.locked ? "true" : "false", r.node, r.node_verified ? "true" : "false",
                r.verified ? "true" : "false", (long long)ru.ru_maxrss * 1024);
@@ -288,6 +289,11 @@ static int run_load(int argc, char **argv)
             if (h)
                 printf("sha256    %s  %s\n", h, pinio_checkpoint_file(cp, i));
         }
+        if (r.verified)
+            printf("verify    SHA-256 took %.3f s of the load\n", r.verify_seconds);
+        if (r.drop_seconds > 0.05)
+            printf("cold      dropping the cached pages took %.3f s (not counted: it wrote back "
+                   "dirty pages first)\n", r.drop_seconds);
         printf("peak RSS  %.3f GB\n", (double)ru.ru_maxrss * 1024 / 1e9);
     }
     pinio_checkpoint_release(cp);
