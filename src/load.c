@@ -32,6 +32,7 @@
 #include "src/json_internal.h"
 #include "src/load_internal.h"
 #include "src/plan_internal.h"
+#include "src/view_internal.h"
 
 /* A file whose wanted range is at least this cached is read buffered: the
  * page cache serves it at memory speed, roughly 10x O_DIRECT from a virtual
@@ -622,13 +623,6 @@ static int cmp_by_name(const void *a, const void *b, void *ctx)
     return strcmp(cp->tensors[*(const size_t *)a].name, cp->tensors[*(const size_t *)b].name);
 }
 
-static uint64_t addr_align(const void *p)
-{
-    uintptr_t a = (uintptr_t)p;
-    uint64_t al = a ? (uint64_t)(a & (~a + 1)) : 4096;
-    return al > 4096 ? 4096 : al;
-}
-
 static int hash_file(ld_file *f, const pinio__plan *plan, uint32_t fidx, const uint8_t *arena,
                      pinio_diag *diag)
 {
@@ -954,9 +948,7 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
     rc = pinio_pool_create(&pool, &po, diag);
     if (rc < 0)
         goto fail;
-    pinio_pool_region_info ri;
-    memset(&ri, 0, sizeof(ri));
-    rc = pinio__pool_alloc_contig(pool, (size_t)plan.arena_size, &cp->arena, &ri);
+    rc = pinio__pool_alloc_contig(pool, (size_t)plan.arena_size, &cp->arena, NULL);
     if (rc < 0) {
         pinio_diag_set(diag, rc, "cannot allocate a %llu-byte arena: %s",
               (unsigned long long)plan.arena_size, pinio_strerror(rc));
@@ -1109,7 +1101,7 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
     for (size_t i = 0; i < nsel; i++) {
         pinio_tensor *t = &cp->tensors[i];
         t->data = arena + plan.range_arena_off[i];
-        t->align = addr_align(t->data);
+        t->align = pinio__addr_align(t->data);
         unsigned ebytes = pinio_dtype_bits(t->dtype) / 8;
         if (ebytes > 1 && t->align < ebytes && t->nbytes)
             cp->report.misaligned++;

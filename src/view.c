@@ -236,9 +236,7 @@ size_t pinio__view_refcount(const pinio_view *v)
     return v->ref ? atomic_load_explicit(&v->ref->count, memory_order_acquire) : 0;
 }
 
-/* Largest power of two dividing the address, capped: what a foreign buffer
- * is known to satisfy. */
-static size_t address_align(const void *p)
+size_t pinio__addr_align(const void *p)
 {
     uintptr_t a = (uintptr_t)p;
     size_t al = a ? (size_t)(a & (~a + 1)) : 4096;
@@ -259,7 +257,7 @@ int pinio__view_detach(pinio_view *v, pinio_detached *d)
         .ptr = r->base,
         .len = 0,
         .size = r->size,
-        .align = r->align ? r->align : address_align(r->base),
+        .align = r->align ? r->align : pinio__addr_align(r->base),
         .free_fn = r->free_cb ? r->free_cb : pinio__free_nothing,
         .cookie = r->cookie,
     };

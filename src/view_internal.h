@@ -17,6 +17,10 @@ size_t pinio__view_refcount(const pinio_view *v);
  */
 int pinio__view_detach(pinio_view *v, pinio_detached *d);
 
+/** Largest power of two dividing the address `p`, capped at 4096 (4096 for
+ *  NULL): the alignment memory is known to have when nobody said. */
+size_t pinio__addr_align(const void *p);
+
 /** A pinio_free_fn that does nothing (static or empty memory). */
 void pinio__free_nothing(void *cookie, void *ptr, size_t len);
 
