@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fake_sysfs.h"
+#include "numa/numa_internal.h"
 #include "pinio/pool.h"
 #include "src/view_internal.h"
 
@@ -594,4 +595,50 @@ Test(pool, unregister_before_engine_teardown)
     pinio_view_release(&b);
     pinio_pool_destroy(p);
     cr_assert_eq(f.unreg_calls, 1, "never unregistered twice");
+}
+
+/* Above 1 GiB a region is adjacent slabs over one reserved range: one
+ * contiguous array, two registrable buffers, freed together. Nothing is
+ * prefaulted, so only the touched pages cost memory. */
+Test(pool, contiguous_region_above_one_gib)
+{
+    pinio_pool *p = make_pool(NULL, 0, false, PINIO_POOL_NODE);
+    const size_t len = PINIO_POOL_SLAB_MAX + 4 * MiB;
+    pinio_view v;
+    pinio_pool_region_info ri;
+    cr_assert_eq(pinio__pool_alloc_contig(p, len, &v, &ri), 0);
+    uint8_t *base = ri.data;
+    cr_assert_eq((const uint8_t *)base, v.ptr);
+    cr_assert_eq(v.len, len);
+    pinio_pool_stats st;
+    pinio_pool_get_stats(p, &st);
+    cr_assert_eq(st.slabs, 2);
+
+    /* both sides of the slab boundary and the last byte are one array */
+    base[0] = 1;
+    base[PINIO_POOL_SLAB_MAX - 1] = 2;
+    base[PINIO_POOL_SLAB_MAX] = 3;
+    base[len - 1] = 4;
+    pinio_pool_region_info a, b;
+    cr_assert_eq(pinio_pool_query(p, base, 1, &a), 0);
+    cr_assert_eq(pinio_pool_query(p, base + PINIO_POOL_SLAB_MAX, 1, &b), 0);
+    cr_assert_eq(a.slab_base, (void *)base);
+    cr_assert_eq(a.slab_size, PINIO_POOL_SLAB_MAX);
+    cr_assert_eq(b.slab_base, (void *)(base + PINIO_POOL_SLAB_MAX));
+    /* a read must not straddle the boundary: no single slab holds it */
+    cr_assert_eq(pinio_pool_query(p, base + PINIO_POOL_SLAB_MAX - 1, 2, &a), -ENOENT);
+
+    /* placement is checked over the pages a range really has */
+    pinio_pool_region_info vi;
+    cr_assert_eq(pinio__pool_verify_range(p, base, 4096, &vi), 0);
+    cr_assert_eq(vi.verify, PINIO_POOL_VERIFY_OK, "%s", pinio_pool_verify_name(vi.verify));
+    cr_assert_eq(pinio__pool_verify_range(p, base, len, &vi), 0);
+    cr_assert_eq(vi.verify, PINIO_POOL_VERIFY_NOT_PRESENT, "%s", pinio_pool_verify_name(vi.verify));
+
+    pinio_pool_destroy(p);
+    cr_assert(mapped(base + PINIO_POOL_SLAB_MAX), "the region keeps its slabs after destroy");
+    cr_assert_eq(base[PINIO_POOL_SLAB_MAX - 1], 2);
+    pinio_view_release(&v);
+    cr_assert_not(mapped(base));
+    cr_assert_not(mapped(base + PINIO_POOL_SLAB_MAX));
 }
