@@ -88,6 +88,8 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
             (unsigned long long)o->bs);
     if (o->qd < 1 || o->qd > 4096)
         BAD("bench: --qd %u: must be between 1 and 4096", o->qd);
+    if (o->batch > 4096)
+        BAD("bench: --batch %u: must be between 0 (auto) and 4096", o->batch);
     if (o->jobs < 1 || o->jobs > 256)
         BAD("bench: --jobs %u: must be between 1 and 256", o->jobs);
     if (o->size % (o->bs * o->jobs))
@@ -246,6 +248,7 @@ typedef struct job {
     bool have_ring;
     unsigned setup_flags;
     bool fixed, regfiles;
+    unsigned batch; /* refills gathered per submit call (resolved, 1 .. qd) */
     uint8_t *area;
     size_t area_len;
     slot *slots;
@@ -422,6 +425,26 @@ static void job_prep(job *j, unsigned s, bool wr, bool pattern, uint64_t t)
         sl->t0 = t;
 }
 
+/* Submits the refills gathered so far once `batch` of them wait and more
+ * completions of this wake are still to be handled; the last refills go
+ * with the call that waits, which saves one system call per wake.
+ *
+ * Why a batch of 1 for random reads (this VM's virtio disk, 4 KiB qd 16,
+ * 4 alternating runs): submitting every refill of a wake in one call
+ * reached 56k IOPS, submitting each as it is made 66k, fio (which submits
+ * each) 68k. Random blocks cannot merge, so holding them for one call only
+ * delays their start. Sequential blocks do merge under the call's plug:
+ * 4 KiB sequential qd 16 moved 580 MB/s gathered and 300 MB/s one by one.
+ * A failed submit here is not lost: the requests stay in the SQ and the
+ * next io_uring_submit_and_wait() reports the error. */
+static void job_kick(job *j, bool more)
+{
+    if (more && io_uring_sq_ready(&j->ring) >= j->batch) {
+        io_uring_submit(&j->ring);
+        j->submits++;
+    }
+}
+
 /* One pass: `limit` requests (0 = until `deadline`, ns). `check` compares
  * each completed block with the pattern (verify); `record` times it. */
 static int job_pass(job *j, bool wr, bool check, bool record, uint64_t limit, uint64_t deadline)
@@ -448,9 +471,14 @@ static int job_pass(job *j, bool wr, bool check, bool record, uint64_t limit, ui
         if (deadline && t >= deadline)
             stop = true;
         struct io_uring_cqe *cqe;
-        unsigned head, seen = 0;
+        unsigned head, seen = 0, avail = io_uring_cq_ready(&j->ring);
         io_uring_for_each_cqe(&j->ring, head, cqe)
         {
+            /* Only what was there at the wake: a refill submitted below
+             * may complete while this loop runs, and timing it against
+             * this wake's `t` would record a latency that is too short. */
+            if (seen == avail)
+                break;
             seen++;
             unsigned s = (unsigned)io_uring_cqe_get_data64(cqe);
             slot *sl = &j->slots[s];
@@ -462,6 +490,7 @@ static int job_pass(job *j, bool wr, bool check, bool record, uint64_t limit, ui
             if ((res == -EAGAIN || res == -EINTR || res == -EBUSY) && retries < MAX_RETRIES) {
                 retries++;
                 job_prep(j, s, wr, o->verify, t);
+                job_kick(j, seen < avail);
                 continue;
             }
             if (res <= 0) {
@@ -485,6 +514,7 @@ static int job_pass(job *j, bool wr, bool check, bool record, uint64_t limit, ui
                     sl->done &= ~(uint32_t)4095;
                 retries++;
                 job_prep(j, s, wr, o->verify, t);
+                job_kick(j, seen < avail);
                 continue;
             }
             if (record) {
@@ -510,6 +540,7 @@ static int job_pass(job *j, bool wr, bool check, bool record, uint64_t limit, ui
                 sl->off = j->base + block_of(j, issued++) * o->bs;
                 sl->done = 0;
                 job_prep(j, s, wr, o->verify, t);
+                job_kick(j, seen < avail);
             } else {
                 inflight--;
             }
@@ -628,6 +659,7 @@ int pinio_bench_run(const pinio_bench_opts *o, pinio_bench_result *res, pinio_di
         j->gate = &gate;
         j->fd = -1;
         j->base = per_job * i;
+        j->batch = o->batch ? (o->batch < o->qd ? o->batch : o->qd) : is_rand(o->rw) ? 1 : o->qd;
         j->nblocks = per_job / o->bs;
         /* A multiplier coprime with nblocks makes i -> i*mul+add (mod n) a
          * permutation: every block once per pass, no bitmap. */
@@ -717,6 +749,7 @@ int pinio_bench_run(const pinio_bench_opts *o, pinio_bench_result *res, pinio_di
         res->cpu_s_per_gb = res->bytes ? (user + sys) / ((double)res->bytes / 1e9) : 0;
         res->submits_per_io = res->ios ? (double)submits / (double)res->ios : 0;
         features(o, &jobs[0], res->features, sizeof res->features);
+        res->batch = jobs[0].batch;
         free(h);
     }
     for (unsigned i = 0; i < o->jobs; i++)

@@ -7,7 +7,8 @@
  * `qd` x `bs` bytes and one region of the target (job i gets bytes
  * [i * size/jobs, (i+1) * size/jobs)), and keeps `qd` requests in flight:
  * every completion is recorded in a latency histogram and its slot is
- * resubmitted at once. Sequential workloads walk the region in order;
+ * refilled at once (submitted when `batch` refills wait, and in any case
+ * before the job sleeps for the next completion). Sequential workloads walk the region in order;
  * random ones visit every block of the region exactly once per pass, in a
  * seeded pseudo-random order (a multiplicative permutation), so that a
  * size-bounded random run moves exactly `size` bytes and a random write can
@@ -76,6 +77,12 @@ typedef struct pinio_bench_opts {
     uint64_t seed;         /**< random order and pattern seed */
     /** Fault specification (ring.h grammar + corrupt@N); NULL = getenv("PINIO_FAULTS"). */
     const char *faults;
+    /** Requests gathered before a submit call (fio's iodepth_batch_submit),
+     *  1 .. 4096, capped at qd. 0 = auto: 1 for random workloads, qd for
+     *  sequential ones. Gathering pays only when the block layer can merge
+     *  what is gathered (adjacent sequential blocks under one plug); random
+     *  blocks never merge, so gathering them only delays their start. */
+    unsigned batch;
 } pinio_bench_opts;
 
 /** Fills `*o` with the defaults: read, bs 1 MiB, qd 16, 1 job, direct, fixed, node -1, seed 1. */
@@ -106,6 +113,7 @@ typedef struct pinio_bench_result {
     /** Ring features in force, comma-separated (e.g.
      *  "single_issuer,defer_taskrun,fixed_bufs,reg_files,o_direct"). */
     char features[160];
+    unsigned batch;          /**< requests gathered per submit call in force (auto resolved) */
 } pinio_bench_result;
 
 /**

@@ -27,6 +27,8 @@ static void usage(FILE *out)
             "  --direct[=0|1]   O_DIRECT (default 1)\n"
             "  --fixed[=0|1]    registered buffers (default 1)\n"
             "  --regfiles       registered file table\n"
+            "  --batch N|auto   requests gathered per submit call (default auto: 1 for\n"
+            "                   random workloads, which cannot merge, qd for sequential)\n"
             "  --sqpoll         kernel submission thread (its CPU is not in the figures)\n"
             "  --iopoll         polled completions (needs NVMe poll queues)\n"
             "  --node N         NUMA node for buffers and threads\n"
@@ -94,12 +96,12 @@ static void print_json(const pinio_bench_opts *o, const pinio_bench_result *r)
     cli_json_str(o->path, strlen(o->path));
     printf(",\"rw\":\"%s\",\"bs\":%llu,\"qd\":%u,\"jobs\":%u,\"direct\":%s,\"fixed\":%s,"
            "\"regfiles\":%s,\"sqpoll\":%s,\"iopoll\":%s,\"node\":%d,\"cache\":\"%s\","
-           "\"time_s\":%.3f,\"verify\":%s,",
+           "\"time_s\":%.3f,\"verify\":%s,\"batch\":%u,",
            pinio_bench_rw_name(o->rw), (unsigned long long)o->bs, o->qd, o->jobs,
            o->direct ? "true" : "false", o->fixed ? "true" : "false",
            o->regfiles ? "true" : "false", o->sqpoll ? "true" : "false",
            o->iopoll ? "true" : "false", o->node, o->cache_cold ? "cold" : "keep", o->time_s,
-           o->verify ? "true" : "false");
+           o->verify ? "true" : "false", r->batch);
     printf("\"bytes\":%llu,\"ios\":%llu,\"seconds\":%.6f,\"bytes_per_s\":%.1f,\"mb_s\":%.2f,"
            "\"iops\":%.1f,",
            (unsigned long long)r->bytes, (unsigned long long)r->ios, r->seconds, r->bytes_per_s,
@@ -118,8 +120,9 @@ static void print_json(const pinio_bench_opts *o, const pinio_bench_result *r)
 static void print_text(const pinio_bench_opts *o, const pinio_bench_result *r)
 {
     char b[32], s[32];
-    printf("pinio bench: %s bs=%s qd=%u jobs=%u %s [%s]%s\n", pinio_bench_rw_name(o->rw),
-           cli_human_bytes(b, sizeof b, o->bs), o->qd, o->jobs, o->path, r->features,
+    printf("pinio bench: %s bs=%s qd=%u batch=%u jobs=%u %s [%s]%s\n",
+           pinio_bench_rw_name(o->rw), cli_human_bytes(b, sizeof b, o->bs), o->qd, r->batch,
+           o->jobs, o->path, r->features,
            r->created ? " (created)" : "");
     printf("  %s in %.3f s: %.1f MB/s, %.0f IOPS\n", cli_human_bytes(s, sizeof s, r->bytes),
            r->seconds, r->bytes_per_s / 1e6, r->iops);
@@ -173,6 +176,14 @@ static int run_bench(int argc, char **argv)
             if (*e == 's')
                 e++;
             rc = (e == v || *e || !(o.time_s > 0) || !isfinite(o.time_s)) ? -EINVAL : 0;
+        } else if ((v = value_of(argc, argv, &i, a, "--batch"))) {
+            if (!strcmp(v, "auto")) {
+                o.batch = 0;
+            } else {
+                rc = cli_parse_u64(v, &x);
+                rc = rc ? rc : !x || x > 4096 ? -EINVAL : 0;
+                o.batch = (unsigned)x;
+            }
         } else if ((v = value_of(argc, argv, &i, a, "--node"))) {
             rc = cli_parse_u64(v, &x);
             rc = rc ? rc : x > 4095 ? -EINVAL : 0;

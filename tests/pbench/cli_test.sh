@@ -32,6 +32,9 @@ bad 2 --file "$f" --size 3M --jobs 2
 bad 2 --file "$f" --sweep bs=4k,0
 bad 2 --file "$f" --sweep qd=1,5000
 bad 2 --file "$f" --direct=2
+bad 2 --file "$f" --batch 0
+bad 2 --file "$f" --batch 5000
+bad 2 --file "$f" --batch lots
 bad 2
 bad 1 --file /nonexistent-dir/x
 bad 1 --file /dev/null --rw write --size 1M
@@ -43,6 +46,7 @@ python3 - "$dir/j1" <<'PY' || fail=1
 import json, sys
 j = json.load(open(sys.argv[1]))
 assert j["bytes"] == 8 << 20 and j["ios"] == 128 and j["created"] is True, j
+assert j["batch"] == 4, j  # auto: qd for a sequential read
 l = j["lat_ns"]
 assert 0 < l["min"] <= l["p50"] <= l["p90"] <= l["p99"] <= l["p99.9"] <= l["max"], l
 PY
