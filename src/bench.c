@@ -497,9 +497,15 @@ static int job_pass(job *j, bool wr, bool check, bool record, uint64_t limit, ui
                 int e = res < 0 ? res : -EIO;
                 if (!j->err) {
                     j->err = e;
-                    pinio_diag_set(&j->diag, e, "bench: %s: %s at offset %llu: %s", o->path,
+                    /* IOPOLL rings accept any file, but each request to a
+                     * device without polled queues fails with EOPNOTSUPP. */
+                    pinio_diag_set(&j->diag, e, "bench: %s: %s at offset %llu: %s%s", o->path,
                                    res ? (wr ? "write" : "read") : "unexpected end of file",
-                                   (unsigned long long)(sl->off + sl->done), pinio_strerror(e));
+                                   (unsigned long long)(sl->off + sl->done), pinio_strerror(e),
+                                   e == -EOPNOTSUPP && o->iopoll
+                                       ? " (--iopoll needs a device with polled queues, e.g. "
+                                         "NVMe with nvme.poll_queues > 0)"
+                                       : "");
                 }
                 stop = true;
                 inflight--;
