@@ -24,4 +24,18 @@ static inline int t_drop_to_memlock(rlim_t bytes)
     return 0;
 }
 
+/* fork() whose child is already that user: returns the pid in the parent,
+ * 0 in the child; a child that cannot drop exits with 10 + the failed
+ * step of t_drop_to_memlock() (11, 12), which callers report or skip. */
+static inline pid_t t_fork_unprivileged(rlim_t bytes)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int step = t_drop_to_memlock(bytes);
+        if (step)
+            _exit(10 + step);
+    }
+    return pid;
+}
+
 #endif

@@ -638,12 +638,9 @@ Test(load, small_memlock_without_cap_ipc_lock, .init = disk_setup, .fini = teard
 {
     char *f = path_in("m.safetensors");
     gen(f, 8u << 20, 9, 1);
-    pid_t pid = fork();
+    pid_t pid = t_fork_unprivileged(65536);
     cr_assert_geq(pid, 0);
     if (pid == 0) {
-        int step = t_drop_to_memlock(65536);
-        if (step)
-            _exit(10 + step);
         pinio_load_opts o;
         pinio_load_opts_default(&o);
         o.cache = PINIO_CACHE_COLD;
