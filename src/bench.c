@@ -218,6 +218,28 @@ static int prepare_target(const pinio_bench_opts *o, uint64_t *size, pinio_bench
     return 0;
 }
 
+/* Without CAP_IPC_LOCK the kernel charges registered buffers to
+ * RLIMIT_MEMLOCK. Checked before the target is created or filled: a run
+ * that cannot have its buffers must not first write gigabytes. The bound
+ * is the least the registration can cost (qd x bs per job, 4 KiB pages);
+ * with huge pages it costs up to the 2 MiB-rounded area, and a run in
+ * between fails at registration instead (and removes what it created). */
+static int check_memlock(const pinio_bench_opts *o, pinio_diag *diag)
+{
+    pinio_sysinfo si;
+    if (!o->fixed || pinio_sys_probe(&si) || si.registrable == PINIO_UNLIMITED)
+        return 0;
+    uint64_t need = (uint64_t)o->jobs * o->qd * o->bs;
+    if (need <= si.registrable)
+        return 0;
+    return pinio_diag_set(diag, -ENOMEM,
+                          "bench: %s: --fixed registers %llu bytes of buffers (jobs x qd x bs) "
+                          "but RLIMIT_MEMLOCK leaves %llu (raise ulimit -l, lower --qd or --bs, "
+                          "or use --fixed=0)",
+                          o->path, (unsigned long long)need, (unsigned long long)si.registrable),
+           -ENOMEM;
+}
+
 /* ---- one job ------------------------------------------------------------ */
 
 typedef struct slot {
@@ -634,23 +656,12 @@ static void features(const pinio_bench_opts *o, const job *j, char *out, size_t 
 #undef ADD
 }
 
-int pinio_bench_run(const pinio_bench_opts *o, pinio_bench_result *res, pinio_diag *diag)
+/* Starts the jobs, opens the gate once all are set up, and sums what they
+ * measured. */
+static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
+                    pinio_bench_result *res, pinio_diag *diag)
 {
-    int rc = pinio_bench_check(o, diag);
-    if (rc)
-        return rc;
-    memset(res, 0, sizeof *res);
-    pinio__faults *probe = NULL;
-    const char *spec = o->faults ? o->faults : getenv("PINIO_FAULTS");
-    rc = pinio__faults_parse(spec, &probe, diag); /* bad specs fail before any file is touched */
-    free(probe);
-    if (rc)
-        return rc;
-    uint64_t size;
-    rc = prepare_target(o, &size, res, diag);
-    if (rc)
-        return rc;
-
+    int rc = 0;
     bool wr = is_write(o->rw);
     int flags = (wr ? O_RDWR : O_RDONLY) | (o->direct ? O_DIRECT : 0) | O_CLOEXEC;
     job *jobs = calloc(o->jobs, sizeof *jobs);
@@ -761,5 +772,29 @@ int pinio_bench_run(const pinio_bench_opts *o, pinio_bench_result *res, pinio_di
     for (unsigned i = 0; i < o->jobs; i++)
         job_teardown(&jobs[i]);
     free(jobs);
+    return rc;
+}
+
+int pinio_bench_run(const pinio_bench_opts *o, pinio_bench_result *res, pinio_diag *diag)
+{
+    int rc = pinio_bench_check(o, diag);
+    if (rc)
+        return rc;
+    memset(res, 0, sizeof *res);
+    pinio__faults *probe = NULL;
+    const char *spec = o->faults ? o->faults : getenv("PINIO_FAULTS");
+    rc = pinio__faults_parse(spec, &probe, diag); /* bad specs fail before any file is touched */
+    free(probe);
+    if (rc)
+        return rc;
+    if ((rc = check_memlock(o, diag)))
+        return rc;
+    uint64_t size;
+    rc = prepare_target(o, &size, res, diag);
+    if (rc)
+        return rc;
+    rc = run_jobs(o, spec, size, res, diag);
+    if (rc && res->created)
+        unlink(o->path); /* a failed run leaves behind nothing it made */
     return rc;
 }

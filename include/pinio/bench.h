@@ -134,9 +134,11 @@ PINIO_API int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag);
  *         (opening the target); -EPERM (a write to a block device without
  *         allow_device_overwrite, or to something that is neither a regular
  *         file nor a block device); -ENOMEM (buffers, or their registration:
- *         RLIMIT_MEMLOCK); -ENOSYS (io_uring unavailable); an I/O error of a
- *         request; -EBADMSG (verify found a block that differs). `diag` says
- *         which, with the path and offset. No thread or ring outlives the call.
+ *         RLIMIT_MEMLOCK, checked before the target is created when the
+ *         buffers certainly cannot fit); -ENOSYS (io_uring unavailable); an
+ *         I/O error of a request; -EBADMSG (verify found a block that
+ *         differs). `diag` says which, with the path and offset. No thread or
+ *         ring outlives the call, and a failed run removes a file it created.
  */
 PINIO_API int pinio_bench_run(const pinio_bench_opts *o, pinio_bench_result *res,
                               pinio_diag *diag);
