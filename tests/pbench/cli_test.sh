@@ -35,6 +35,7 @@ bad 2 --file "$f" --direct=2
 bad 2 --file "$f" --batch 0
 bad 2 --file "$f" --batch 5000
 bad 2 --file "$f" --batch lots
+bad 2 --file "$f" --node 4095
 bad 2
 bad 1 --file /nonexistent-dir/x
 bad 1 --file /dev/null --rw write --size 1M
@@ -56,5 +57,8 @@ while read -r line; do echo "$line" | python3 -m json.tool >/dev/null || { echo 
 "$pinio" bench --file "$f" --size 8M --rw randwrite --verify --sweep bs=4k,64k qd=2,16 >"$dir/t" 2>"$dir/err" || { echo "FAIL: table sweep"; cat "$dir/err"; fail=1; }
 [ "$(grep -c randwrite "$dir/t")" = 4 ] || { echo "FAIL: table rows"; cat "$dir/t"; fail=1; }
 "$pinio" bench --file "$f" --size 8M --rw write --bs 1m --verify >"$dir/t" 2>&1 && grep -q "all blocks match" "$dir/t" || { echo "FAIL: verify text"; cat "$dir/t"; fail=1; }
+# --node 0 exists on every Linux machine: buffers and the job thread go there.
+"$pinio" bench --file "$f" --size 8M --bs 64k --node 0 --json >"$dir/j3" 2>"$dir/err" || { echo "FAIL: --node 0"; cat "$dir/err"; fail=1; }
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["node"] == 0 and j["bytes"] == 8 << 20, j' "$dir/j3" || fail=1
 [ $fail = 0 ] && echo "pbench cli: ok"
 exit $fail
