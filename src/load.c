@@ -29,6 +29,7 @@
 #include "pinio/pool.h"
 #include "pinio/sys.h"
 #include "numa/numa_internal.h"
+#include "src/hash_internal.h"
 #include "src/json_internal.h"
 #include "src/load_internal.h"
 #include "src/plan_internal.h"
@@ -623,17 +624,14 @@ static int cmp_by_name(const void *a, const void *b, void *ctx)
     return strcmp(cp->tensors[*(const size_t *)a].name, cp->tensors[*(const size_t *)b].name);
 }
 
-static int hash_file(ld_file *f, const pinio__plan *plan, uint32_t fidx, const uint8_t *arena,
-                     pinio_diag *diag)
+/* What of file `fidx` can be hashed from the arena: when the plan reads
+ * its whole data section as one contiguous run of the arena, the bytes
+ * from the first read on come from memory and only the header is read
+ * again; otherwise (a filtered load) the whole file is streamed. */
+static pinio__hash_file hash_source(const ld_file *f, const pinio__plan *plan, uint32_t fidx,
+                                    const uint8_t *arena)
 {
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
-        EVP_MD_CTX_free(md);
-        return -ENOMEM;
-    }
-    /* When the plan read the whole data section of this file in one
-     * contiguous run of the arena, hash the header with a small pread and
-     * the rest from memory; otherwise stream the file (filtered loads). */
+    pinio__hash_file h = { .path = f->path, .fd = f->fd, .size = f->size, .mem_from = f->size };
     const pinio__read *first = NULL;
     uint64_t run_end = 0, arena_next = 0;
     bool contiguous = true;
@@ -649,38 +647,11 @@ static int hash_file(ld_file *f, const pinio__plan *plan, uint32_t fidx, const u
         run_end = r->off + r->len;
         arena_next = r->arena_off + r->len;
     }
-    uint64_t from_arena_start = first ? first->off : f->size;
-    if (!first || !contiguous || run_end < f->size)
-        from_arena_start = f->size; /* stream everything */
-    uint8_t *buf = malloc(8u << 20);
-    int rc = buf ? 0 : -ENOMEM;
-    for (uint64_t off = 0; rc == 0 && off < from_arena_start;) {
-        size_t want = (size_t)((from_arena_start - off) < (8u << 20) ? from_arena_start - off : (8u << 20));
-        ssize_t r = pread(f->fd, buf, want, (off_t)off);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            rc = r < 0 ? -errno : PINIO_ECHANGED;
-            pinio_diag_set(diag, rc, "%s: sha256: read failed at offset %llu: %s", f->path,
-                  (unsigned long long)off, pinio_strerror(rc));
-            break;
-        }
-        EVP_DigestUpdate(md, buf, (size_t)r);
-        off += (uint64_t)r;
+    if (first && contiguous && run_end >= f->size && first->off < f->size) {
+        h.mem_from = first->off;
+        h.mem = arena + first->arena_off;
     }
-    free(buf);
-    if (rc == 0 && from_arena_start < f->size)
-        EVP_DigestUpdate(md, arena + first->arena_off, (size_t)(f->size - first->off));
-    unsigned int outlen = 0;
-    if (rc == 0 && EVP_DigestFinal_ex(md, f->sha, &outlen) != 1)
-        rc = -ENOMEM;
-    EVP_MD_CTX_free(md);
-    if (rc == 0) {
-        for (int i = 0; i < 32; i++)
-            snprintf(f->sha_hex + 2 * i, 3, "%02x", f->sha[i]);
-        f->hashed = true;
-    }
-    return rc;
+    return h;
 }
 
 int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *opts,
@@ -707,6 +678,8 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
     pinio_ring *ring_direct = NULL, *ring_buffered = NULL;
     pinio_pool *pool = NULL;
     ld_faulter faulter = { 0 };
+    pinio__hash_file *hfiles = NULL;
+    pinio__hasher *hasher = NULL;
     pinio_read_req *reqs = NULL;
     struct ld_need { uint32_t file; uint64_t bytes; } *need = NULL;
     int rc = cp ? 0 : -ENOMEM;
@@ -986,11 +959,25 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
         }
         cp->report.read_bytes += r->len;
     }
-    /* Without a progress callback the whole selection is one bulk call, so
-     * the engine's queue never drains early; with one, batches of 1/16 of the
-     * load (16 MiB to 1 GiB) cost one queue drain each. */
+    /* --verify: the hasher thread follows the reads (src/hash_internal.h);
+     * with one CPU it would only take turns with them, so it runs after. */
+    if (opts->verify) {
+        hfiles = calloc(cp->nfiles ? cp->nfiles : 1, sizeof(*hfiles));
+        rc = hfiles ? 0 : -ENOMEM;
+        for (size_t i = 0; rc == 0 && i < cp->nfiles; i++)
+            hfiles[i] = hash_source(&cp->files[i], &plan, (uint32_t)i, arena);
+        if (rc == 0)
+            rc = pinio__hasher_start(&hasher, hfiles, cp->nfiles,
+                                     sysconf(_SC_NPROCESSORS_ONLN) >= 2);
+        if (rc < 0)
+            goto fail;
+    }
+    /* Without a progress callback or a hasher to feed, the whole selection
+     * is one bulk call, so the engine's queue never drains early; with one,
+     * batches of 1/16 of the load (16 MiB to 1 GiB) cost one queue drain
+     * each. */
     uint64_t batch_max = UINT64_MAX;
-    if (opts->progress) {
+    if (opts->progress || hasher) {
         batch_max = cp->report.read_bytes / 16;
         batch_max = batch_max < PIECE ? PIECE : batch_max > ((uint64_t)1 << 30) ? (uint64_t)1 << 30 : batch_max;
     }
@@ -1027,6 +1014,12 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
                           (unsigned long long)batch[k].offset, batch[k].done);
                 }
             }
+            /* A file's pieces are consecutive and read in order, and each
+             * file is read in one pass: its bytes up to the end of its last
+             * piece in this batch have all arrived. */
+            for (size_t k = 0; rc == 0 && hasher && k < n; k++)
+                pinio__hasher_advance(hasher, need[i + k].file,
+                                      batch[k].offset + batch[k].len);
             done_bytes += bytes;
             i += n;
             if (rc == 0 && opts->progress &&
@@ -1080,11 +1073,16 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
 
     if (opts->verify) {
         double tv = now_s();
+        rc = pinio__hasher_finish(hasher, diag);
+        hasher = NULL;
+        if (rc < 0)
+            goto fail;
         for (size_t i = 0; i < cp->nfiles; i++) {
             ld_file *f = &cp->files[i];
-            rc = hash_file(f, &plan, (uint32_t)i, arena, diag);
-            if (rc < 0)
-                goto fail;
+            memcpy(f->sha, hfiles[i].sha, sizeof(f->sha));
+            for (int b = 0; b < 32; b++)
+                snprintf(f->sha_hex + 2 * b, 3, "%02x", f->sha[b]);
+            f->hashed = true;
             const char *want = i < opts->nexpected && opts->expected_sha256 ?
                                    opts->expected_sha256[i] : NULL;
             if (want && strcasecmp(want, f->sha_hex) != 0) {
@@ -1136,6 +1134,7 @@ fail:
     if (rc < 0 && diag && diag->code == 0)
         pinio_diag_set(diag, rc, "load failed: %s", pinio_strerror(rc));
     faulter_stop(&faulter);
+    pinio__hasher_abort(hasher); /* still there only when the load failed */
     if (pool) {
         pinio_pool_unregister(pool);
         pinio_pool_destroy(pool);
@@ -1159,6 +1158,7 @@ fail:
         *out = cp;
     free(reqs);
     free(need);
+    free(hfiles);
     pinio__plan_free(&plan);
     free(ranges);
     free(sel);

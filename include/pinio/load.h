@@ -116,7 +116,8 @@ typedef struct pinio_load_report {
                                     PINIO_CACHE_COLD's page dropping excluded) */
     double drop_seconds;       /**< time PINIO_CACHE_COLD spent dropping cached pages
                                     (writeback of dirty pages first) */
-    double verify_seconds;     /**< time spent computing SHA-256 (part of `seconds`) */
+    double verify_seconds;     /**< time SHA-256 added after the last read (part of `seconds`);
+                                    hashing runs alongside the reads on a second CPU */
     double io_seconds;         /**< wall time of the data reads */
     size_t files_direct;       /**< files read with O_DIRECT */
     size_t files_buffered;     /**< files read through the page cache */

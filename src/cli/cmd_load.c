@@ -290,7 +290,7 @@ static int run_load(int argc, char **argv)
                 printf("sha256    %s  %s\n", h, pinio_checkpoint_file(cp, i));
         }
         if (r.verified)
-            printf("verify    SHA-256 took %.3f s of the load\n", r.verify_seconds);
+            printf("verify    SHA-256 added %.3f s after the last read\n", r.verify_seconds);
         if (r.drop_seconds > 0.05)
             printf("cold      dropping the cached pages took %.3f s (not counted: it wrote back "
                    "dirty pages first)\n", r.drop_seconds);

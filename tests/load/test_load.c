@@ -470,6 +470,73 @@ Test(load, verify_sha256_whole_and_filtered, .init = disk_setup, .fini = teardow
     cr_assert_not_null(strstr(d.msg, "sha256 mismatch"), "%s", d.msg);
 }
 
+static int count_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    (void)done;
+    (void)total;
+    ++*(int *)ctx;
+    return 0;
+}
+
+/* Shards hashed while they are read: the first shard is in the page cache
+ * (read buffered, in the second pass) and the others are not (O_DIRECT,
+ * first pass), so the hasher, which goes in file order, waits on the first
+ * while the others arrive. Every digest equals a plain SHA-256 of the file,
+ * with and without a progress callback (two ways of batching the reads). */
+Test(load, verify_sharded_hot_and_cold, .init = disk_setup, .fini = teardown)
+{
+    char *dir = path_in("vshards");
+    gen(dir, 6u << 20, 23, 3);
+    for (int with_progress = 0; with_progress < 2; with_progress++) {
+        char names[3][600];
+        const char *paths[3];
+        for (unsigned i = 0; i < 3; i++) {
+            char name[64];
+            pinio_gen_shard_name(name, sizeof(name), i + 1, 3);
+            snprintf(names[i], sizeof(names[i]), "%s/%s", dir, name);
+            paths[i] = names[i];
+            int fd = open(names[i], O_RDONLY);
+            cr_assert_geq(fd, 0);
+            fdatasync(fd); /* dirty pages cannot be dropped */
+            if (i == 0) {
+                char buf[65536];
+                while (read(fd, buf, sizeof(buf)) > 0) {
+                }
+            } else {
+                posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+            }
+            close(fd);
+        }
+        pinio_load_opts o;
+        pinio_load_opts_default(&o);
+        o.verify = true;
+        int calls = 0;
+        if (with_progress) {
+            o.progress = count_progress;
+            o.progress_ctx = &calls;
+        }
+        pinio_checkpoint *cp = NULL;
+        pinio_diag d = { 0 };
+        cr_assert_eq(pinio_load(paths, 3, &o, &cp, &d), 0, "%s", d.msg);
+        check_all(cp, 23);
+        cr_assert_eq(pinio_checkpoint_file_count(cp), 3);
+        for (size_t i = 0; i < 3; i++) {
+            char want[65];
+            sha256_file(pinio_checkpoint_file(cp, i), want);
+            cr_assert_str_eq(pinio_checkpoint_sha256(cp, i), want, "%s",
+                             pinio_checkpoint_file(cp, i));
+        }
+        pinio_load_report r;
+        pinio_checkpoint_report(cp, &r);
+        cr_assert(r.verified);
+        cr_assert_eq(r.files_buffered, 1, "the cached shard is read buffered (%zu buffered, %zu direct)",
+                     r.files_buffered, r.files_direct);
+        cr_assert_eq(r.files_direct, 2);
+        cr_assert(!with_progress || calls > 1, "%d progress calls", calls);
+        pinio_checkpoint_release(cp);
+    }
+}
+
 Test(load, eio_fails_the_load_with_file_and_offset, .init = disk_setup, .fini = teardown)
 {
     char *f = path_in("m.safetensors");

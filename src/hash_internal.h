@@ -1,0 +1,50 @@
+/* SHA-256 of checkpoint files while their bytes arrive (src/hash.c).
+ *
+ * The loader verifies a file by hashing it whole: the part it did not read
+ * into the arena (the header, or all of it for a filtered load) through
+ * pread, and the data section from the arena. Hashing used to start after
+ * the last read; SHA-256 runs at about 1.7 GB/s on one core, as slow as the
+ * reads themselves, so it nearly doubled a verified load. A hasher thread
+ * now follows the reads: the loader tells it how far each file's bytes have
+ * arrived, and it hashes up to there while later reads are in flight. */
+#ifndef PINIO_SRC_HASH_INTERNAL_H
+#define PINIO_SRC_HASH_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pinio/common.h"
+
+typedef struct pinio__hash_file {
+    const char *path; /* for messages */
+    int fd;           /* bytes before mem_from are read from here */
+    uint64_t size;    /* bytes to hash: [0, size) */
+    /* Bytes [mem_from, size) are hashed from `mem` (file byte mem_from at
+     * mem[0]) once pinio__hasher_advance() says they arrived; mem_from ==
+     * size and mem NULL: the whole file is read with pread. */
+    uint64_t mem_from;
+    const uint8_t *mem;
+    uint8_t sha[32]; /* the digest, after pinio__hasher_finish() returned 0 */
+} pinio__hash_file;
+
+typedef struct pinio__hasher pinio__hasher;
+
+/* Starts hashing `files` (which must outlive the hasher) in order: on a
+ * thread when `threaded`, else all of it inside pinio__hasher_finish().
+ * Returns 0 or -ENOMEM. */
+int pinio__hasher_start(pinio__hasher **out, pinio__hash_file *files, size_t n, bool threaded);
+
+/* Bytes [mem_from, upto) of file `i` are in memory and stay unchanged.
+ * Values that do not move forward are ignored. */
+void pinio__hasher_advance(pinio__hasher *h, size_t i, uint64_t upto);
+
+/* Every read is done: hashes what is left, joins the thread, frees `h`.
+ * Returns 0 with every digest set, or the first error (a failed pread:
+ * `diag` names the file and offset). */
+int pinio__hasher_finish(pinio__hasher *h, pinio_diag *diag);
+
+/* The reads failed: stops at the next chunk, joins, frees. NULL is a no-op. */
+void pinio__hasher_abort(pinio__hasher *h);
+
+#endif
