@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
