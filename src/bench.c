@@ -15,6 +15,7 @@
 #include <linux/fs.h>
 #include <numa.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,7 +256,9 @@ struct gate {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     unsigned ready;
-    int state; /* 0 wait, 1 go, -1 abort */
+    unsigned finished; /* jobs whose workload pass ended */
+    int state;         /* 0 wait, 1 go, -1 abort */
+    atomic_bool cancel; /* the progress callback asked to stop */
 };
 
 typedef struct job {
@@ -277,6 +280,7 @@ typedef struct job {
     pinio__faults *faults;
     pinio__hist hist;
     uint64_t ios, bytes, submits, retries, verified, issued;
+    _Atomic uint64_t live_bytes; /* `bytes`, published once per wake for progress */
     double t_start, t_end, cpu_user, cpu_sys;
     int err;
     pinio_diag diag;
@@ -490,7 +494,8 @@ static int job_pass(job *j, bool wr, bool check, bool record, uint64_t limit, ui
             break; /* the ring is torn down with the requests in it */
         }
         t = now_ns();
-        if (deadline && t >= deadline)
+        if ((deadline && t >= deadline) ||
+            atomic_load_explicit(&j->gate->cancel, memory_order_relaxed))
             stop = true;
         struct io_uring_cqe *cqe;
         unsigned head, seen = 0, avail = io_uring_cq_ready(&j->ring);
@@ -574,6 +579,8 @@ static int job_pass(job *j, bool wr, bool check, bool record, uint64_t limit, ui
             }
         }
         io_uring_cq_advance(&j->ring, seen);
+        if (record)
+            atomic_store_explicit(&j->live_bytes, j->bytes, memory_order_relaxed);
     }
     j->retries += retries;
     if (!check)
@@ -610,7 +617,11 @@ static void *job_main(void *arg)
     j->t_end = (double)t1 * 1e-9;
     j->cpu_user = u1 - u0;
     j->cpu_sys = s1 - s0;
-    if (!j->err && o->verify) {
+    pthread_mutex_lock(&g->mu);
+    g->finished++;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    if (!j->err && o->verify && !atomic_load(&g->cancel)) {
         /* Every block the pass issued completed (the pass drains), so what
          * was written is exactly the first `issued` blocks of the order. */
         uint64_t n = j->issued < j->nblocks ? j->issued : j->nblocks;
@@ -656,6 +667,36 @@ static void features(const pinio_bench_opts *o, const job *j, char *out, size_t 
 #undef ADD
 }
 
+/* Calls the progress callback about once a second until every job's
+ * workload pass ended; returns true when the callback asked to stop (the
+ * jobs then stop issuing, drain and skip the verify pass). */
+static bool watch(const pinio_bench_opts *o, job *jobs, unsigned n, struct gate *g)
+{
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    pthread_mutex_lock(&g->mu);
+    while (g->finished < n && !atomic_load(&g->cancel)) {
+        /* The condition variable waits on CLOCK_REALTIME; a clock step
+         * only shifts one tick. */
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 1;
+        if (pthread_cond_timedwait(&g->cv, &g->mu, &until) != ETIMEDOUT)
+            continue;
+        pthread_mutex_unlock(&g->mu);
+        uint64_t bytes = 0;
+        for (unsigned i = 0; i < n; i++)
+            bytes += atomic_load_explicit(&jobs[i].live_bytes, memory_order_relaxed);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double secs = (double)(now.tv_sec - start.tv_sec) + (double)(now.tv_nsec - start.tv_nsec) * 1e-9;
+        if (o->progress(o->progress_ctx, bytes, secs))
+            atomic_store(&g->cancel, true);
+        pthread_mutex_lock(&g->mu);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return atomic_load(&g->cancel);
+}
+
 /* Starts the jobs, opens the gate once all are set up, and sums what they
  * measured. */
 static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
@@ -668,6 +709,7 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
     if (!jobs)
         return pinio_diag_set(diag, -ENOMEM, "bench: no memory for %u jobs", o->jobs), -ENOMEM;
     struct gate gate = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    atomic_init(&gate.cancel, false);
     uint64_t per_job = size / o->jobs;
     for (unsigned i = 0; i < o->jobs; i++) {
         job *j = &jobs[i];
@@ -675,6 +717,7 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
         j->idx = i;
         j->gate = &gate;
         j->fd = -1;
+        atomic_init(&j->live_bytes, 0);
         j->base = per_job * i;
         j->batch = o->batch ? (o->batch < o->qd ? o->batch : o->qd) : is_rand(o->rw) ? 1 : o->qd;
         j->nblocks = per_job / o->bs;
@@ -722,6 +765,10 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
     gate.state = rc ? -1 : 1;
     pthread_cond_broadcast(&gate.cv);
     pthread_mutex_unlock(&gate.mu);
+    if (!rc && o->progress && watch(o, jobs, started, &gate)) {
+        rc = -ECANCELED;
+        pinio_diag_set(diag, rc, "bench: %s: stopped by the progress callback", o->path);
+    }
     for (unsigned i = 0; i < started; i++)
         pthread_join(jobs[i].th, NULL);
 

@@ -52,6 +52,15 @@ typedef enum pinio_bench_rw {
     PINIO_BENCH_RANDWRITE, /**< random writes, each block once per pass */
 } pinio_bench_rw;
 
+/**
+ * Progress of a running benchmark: `bytes` moved so far by all jobs (the
+ * workload, not setup or the verify pass) after `seconds`. Called about
+ * once a second on the thread that called pinio_bench_run(). Return
+ * nonzero to stop the run: the jobs stop issuing and drain, and the run
+ * fails with -ECANCELED (removing a file it created).
+ */
+typedef int (*pinio_bench_progress_fn)(void *ctx, uint64_t bytes, double seconds);
+
 /** Options of a run. Start from pinio_bench_opts_default(). */
 typedef struct pinio_bench_opts {
     const char *path;      /**< file or block device (required) */
@@ -83,6 +92,8 @@ typedef struct pinio_bench_opts {
      *  what is gathered (adjacent sequential blocks under one plug); random
      *  blocks never merge, so gathering them only delays their start. */
     unsigned batch;
+    pinio_bench_progress_fn progress; /**< optional */
+    void *progress_ctx;
 } pinio_bench_opts;
 
 /** Fills `*o` with the defaults: read, bs 1 MiB, qd 16, 1 job, direct, fixed, node -1, seed 1. */
@@ -137,8 +148,9 @@ PINIO_API int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag);
  *         RLIMIT_MEMLOCK, checked before the target is created when the
  *         buffers certainly cannot fit); -ENOSYS (io_uring unavailable); an
  *         I/O error of a request; -EBADMSG (verify found a block that
- *         differs). `diag` says which, with the path and offset. No thread or
- *         ring outlives the call, and a failed run removes a file it created.
+ *         differs); -ECANCELED (the progress callback). `diag` says which,
+ *         with the path and offset. No thread or ring outlives the call, and
+ *         a failed run removes a file it created.
  */
 PINIO_API int pinio_bench_run(const pinio_bench_opts *o, pinio_bench_result *res,
                               pinio_diag *diag);

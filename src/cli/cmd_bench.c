@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pinio/pinio.h"
 #include "cli.h"
@@ -115,6 +116,25 @@ static void print_json(const pinio_bench_opts *o, const pinio_bench_result *r)
            "\"submits_per_io\":%.4f,\"verified_bytes\":%llu,\"created\":%s,\"features\":\"%s\"}\n",
            r->cpu_user_s, r->cpu_sys_s, r->cpu_s_per_gb, r->submits_per_io,
            (unsigned long long)r->verified_bytes, r->created ? "true" : "false", r->features);
+}
+
+/* A status line on a terminal, about once a second: a 60 s run is not
+ * silent. Cleared before the results are printed. */
+struct status {
+    double time_s;
+    bool shown;
+};
+
+static int on_progress(void *ctx, uint64_t bytes, double seconds)
+{
+    struct status *st = ctx;
+    char b[32], of[32] = "";
+    if (st->time_s > 0)
+        snprintf(of, sizeof of, " of %g s", st->time_s);
+    fprintf(stderr, "\r  %6.1f s%s  %10s  %9.1f MB/s   ", seconds, of,
+            cli_human_bytes(b, sizeof b, bytes), seconds > 0 ? (double)bytes / seconds / 1e6 : 0.0);
+    st->shown = true;
+    return 0;
 }
 
 static void print_text(const pinio_bench_opts *o, const pinio_bench_result *r)
@@ -268,7 +288,14 @@ static int run_bench(int argc, char **argv)
             c.qd = (unsigned)sweep_qd[q];
             pinio_bench_result r;
             memset(&d, 0, sizeof d);
+            struct status st = {.time_s = c.time_s};
+            if (!json && isatty(STDERR_FILENO)) {
+                c.progress = on_progress;
+                c.progress_ctx = &st;
+            }
             int rc = pinio_bench_run(&c, &r, &d);
+            if (st.shown)
+                fprintf(stderr, "\r%*s\r", 64, "");
             if (rc) {
                 fprintf(stderr, "pinio %s\n", d.msg[0] ? d.msg : pinio_strerror(rc));
                 return 1;
