@@ -18,20 +18,9 @@
 #include "src/file_internal.h"
 #include "src/view_internal.h"
 #include "helpers.h"
+#include "tests/common/check.h"
 
 enum { THREADS = 4, TOTAL_OPS = 1000000, BUF = 4096, RACES = 200 };
-
-static int failures;
-
-#define CHECK(cond, ...)                                    \
-    do {                                                    \
-        if (!(cond)) {                                      \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                   \
-            fputc('\n', stderr);                            \
-            failures++;                                     \
-        }                                                   \
-    } while (0)
 
 struct view_job {
     pinio_view root; /* a clone owned by the thread */
@@ -200,6 +189,6 @@ int main(void)
     part_views();
     part_materialize();
     part_cow();
-    printf("%s\n", failures ? "FAILED" : "ok");
-    return failures ? 1 : 0;
+    printf("%s\n", t_failures ? "FAILED" : "ok");
+    return t_failures ? 1 : 0;
 }

@@ -17,17 +17,7 @@
 #include <unistd.h>
 
 #include "src/hash_internal.h"
-
-static int failures;
-#define CHECK(c, ...)                                                  \
-    do {                                                               \
-        if (!(c)) {                                                    \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #c); \
-            fprintf(stderr, __VA_ARGS__);                              \
-            fputc('\n', stderr);                                       \
-            failures++;                                                \
-        }                                                              \
-    } while (0)
+#include "tests/common/check.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint64_t rnd(void)
@@ -190,8 +180,8 @@ int main(void)
     pinio__hasher *h = NULL;
     CHECK(pinio__hasher_start(&h, NULL, 0, true) == 0, "empty start");
     CHECK(pinio__hasher_finish(h, NULL) == 0, "empty finish");
-    if (failures) {
-        fprintf(stderr, "hash: %d checks failed\n", failures);
+    if (t_failures) {
+        fprintf(stderr, "hash: %d checks failed\n", t_failures);
         return 1;
     }
     printf("hash: all checks passed\n");

@@ -12,17 +12,7 @@
 #include <unistd.h>
 
 #include "pinio/bench.h"
-
-static int failures;
-#define CHECK(c, ...)                                                    \
-    do {                                                                 \
-        if (!(c)) {                                                      \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #c); \
-            fprintf(stderr, __VA_ARGS__);                                \
-            fputc('\n', stderr);                                         \
-            failures++;                                                  \
-        }                                                                \
-    } while (0)
+#include "tests/common/check.h"
 
 struct seen {
     int calls;
@@ -107,8 +97,8 @@ int main(void)
     CHECK(access(path, F_OK) != 0, "the canceled run left %s behind", path);
     unlink(path);
 
-    if (failures)
-        return fprintf(stderr, "progress: %d checks failed\n", failures), 1;
+    if (t_failures)
+        return fprintf(stderr, "progress: %d checks failed\n", t_failures), 1;
     printf("progress: all checks passed\n");
     return 0;
 }
