@@ -1,9 +1,11 @@
 /* SHA-256 of checkpoint files while their bytes arrive (contract in
- * src/hash_internal.h). One thread hashes the files in order; the loader
+ * src/hash_internal.h). Worker threads take the files in order, one file
+ * each at a time (one SHA-256 stream cannot be split); the loader
  * publishes, per file, how far its bytes have arrived. */
 #include <errno.h>
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -15,14 +17,15 @@
 struct pinio__hasher {
     pinio__hash_file *files;
     size_t n;
-    uint64_t *upto; /* per file, under mu */
-    bool all_done, aborted; /* under mu */
+    atomic_size_t next;     /* the next file a worker takes */
+    uint64_t *upto;         /* per file, under mu */
+    bool all_done, aborted; /* under mu; aborted also on a worker's error */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    pthread_t thread;
-    bool threaded;
-    int rc; /* the hashing side's first error; read after the join */
-    pinio_diag diag;
+    pthread_t *threads;
+    unsigned nthreads;      /* started; 0: all the work in finish() */
+    int rc;                 /* the first error, under mu */
+    pinio_diag diag;        /* its message, under mu */
 };
 
 /* Waits until file i has bytes beyond `pos`; returns how far they go, or 0
@@ -46,7 +49,20 @@ static bool aborted(pinio__hasher *h)
     return a;
 }
 
-static int hash_one(pinio__hasher *h, size_t i, EVP_MD_CTX *md, uint8_t *buf)
+/* Records a worker's error (the first one wins) and stops the others. */
+static void fail(pinio__hasher *h, int rc, const pinio_diag *d)
+{
+    pthread_mutex_lock(&h->mu);
+    if (!h->rc) {
+        h->rc = rc;
+        h->diag = *d;
+    }
+    h->aborted = true;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
+static int hash_one(pinio__hasher *h, size_t i, EVP_MD_CTX *md, uint8_t *buf, pinio_diag *d)
 {
     pinio__hash_file *f = &h->files[i];
     if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
@@ -60,7 +76,7 @@ static int hash_one(pinio__hasher *h, size_t i, EVP_MD_CTX *md, uint8_t *buf)
             continue;
         if (r <= 0) {
             int rc = r < 0 ? -errno : PINIO_ECHANGED;
-            pinio_diag_set(&h->diag, rc, "%s: sha256: read failed at offset %llu: %s", f->path,
+            pinio_diag_set(d, rc, "%s: sha256: read failed at offset %llu: %s", f->path,
                            (unsigned long long)off, pinio_strerror(rc));
             return rc;
         }
@@ -85,36 +101,44 @@ static int hash_one(pinio__hasher *h, size_t i, EVP_MD_CTX *md, uint8_t *buf)
     return EVP_DigestFinal_ex(md, f->sha, &len) == 1 ? 0 : -ENOMEM;
 }
 
-static void *hash_all(void *arg)
+static void *worker(void *arg)
 {
     pinio__hasher *h = arg;
+    pinio_diag d = {0};
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     uint8_t *buf = malloc(HASH_CHUNK);
     int rc = md && buf ? 0 : -ENOMEM;
-    for (size_t i = 0; rc == 0 && i < h->n; i++)
-        rc = hash_one(h, i, md, buf);
-    if (rc == -ENOMEM && !h->diag.code)
-        pinio_diag_set(&h->diag, rc, "sha256: out of memory");
-    h->rc = rc;
+    if (rc)
+        pinio_diag_set(&d, rc, "sha256: out of memory");
+    for (size_t i; rc == 0 && (i = atomic_fetch_add(&h->next, 1)) < h->n;)
+        rc = hash_one(h, i, md, buf, &d);
+    if (rc && rc != -ECANCELED)
+        fail(h, rc, &d);
     free(buf);
     EVP_MD_CTX_free(md);
     return NULL;
 }
 
-int pinio__hasher_start(pinio__hasher **out, pinio__hash_file *files, size_t n, bool threaded)
+int pinio__hasher_start(pinio__hasher **out, pinio__hash_file *files, size_t n, unsigned threads)
 {
     pinio__hasher *h = calloc(1, sizeof(*h));
-    if (!h || !(h->upto = calloc(n ? n : 1, sizeof(*h->upto)))) {
+    if (!h || !(h->upto = calloc(n ? n : 1, sizeof(*h->upto))) ||
+        !(h->threads = calloc(threads ? threads : 1, sizeof(*h->threads)))) {
+        if (h)
+            free(h->upto);
         free(h);
         return -ENOMEM;
     }
     h->files = files;
     h->n = n;
+    atomic_init(&h->next, 0);
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cv, NULL);
-    /* Without a thread (one CPU, or none to be had) the work happens in
-     * pinio__hasher_finish(), after the reads, as it always did. */
-    h->threaded = threaded && pthread_create(&h->thread, NULL, hash_all, h) == 0;
+    /* Fewer threads than asked (or none) is fine: whatever no worker took
+     * is hashed in pinio__hasher_finish(), after the reads. */
+    while (h->nthreads < threads && (size_t)h->nthreads < n &&
+           pthread_create(&h->threads[h->nthreads], NULL, worker, h) == 0)
+        h->nthreads++;
     *out = h;
     return 0;
 }
@@ -126,7 +150,7 @@ void pinio__hasher_advance(pinio__hasher *h, size_t i, uint64_t upto)
     pthread_mutex_lock(&h->mu);
     if (upto > h->upto[i]) {
         h->upto[i] = upto;
-        pthread_cond_signal(&h->cv);
+        pthread_cond_broadcast(&h->cv); /* workers wait on different files */
     }
     pthread_mutex_unlock(&h->mu);
 }
@@ -138,15 +162,16 @@ static int end(pinio__hasher *h, bool abort, pinio_diag *diag)
     h->aborted = abort;
     pthread_cond_broadcast(&h->cv);
     pthread_mutex_unlock(&h->mu);
-    if (h->threaded)
-        pthread_join(h->thread, NULL);
-    else if (!abort)
-        hash_all(h);
+    if (!abort)
+        worker(h); /* files no thread took (all of them without threads) */
+    for (unsigned t = 0; t < h->nthreads; t++)
+        pthread_join(h->threads[t], NULL);
     int rc = abort ? -ECANCELED : h->rc;
     if (rc && !abort && diag)
         *diag = h->diag;
     pthread_cond_destroy(&h->cv);
     pthread_mutex_destroy(&h->mu);
+    free(h->threads);
     free(h->upto);
     free(h);
     return rc;

@@ -4,9 +4,11 @@
  * into the arena (the header, or all of it for a filtered load) through
  * pread, and the data section from the arena. Hashing used to start after
  * the last read; SHA-256 runs at about 1.7 GB/s on one core, as slow as the
- * reads themselves, so it nearly doubled a verified load. A hasher thread
- * now follows the reads: the loader tells it how far each file's bytes have
- * arrived, and it hashes up to there while later reads are in flight. */
+ * reads themselves, so it nearly doubled a verified load. Hasher threads
+ * now follow the reads: the loader tells them how far each file's bytes
+ * have arrived, and each hashes one file up to there while later reads are
+ * in flight (one SHA-256 stream cannot be split, so several threads help
+ * checkpoints of several files). */
 #ifndef PINIO_SRC_HASH_INTERNAL_H
 #define PINIO_SRC_HASH_INTERNAL_H
 
@@ -30,16 +32,17 @@ typedef struct pinio__hash_file {
 
 typedef struct pinio__hasher pinio__hasher;
 
-/* Starts hashing `files` (which must outlive the hasher) in order: on a
- * thread when `threaded`, else all of it inside pinio__hasher_finish().
- * Returns 0 or -ENOMEM. */
-int pinio__hasher_start(pinio__hasher **out, pinio__hash_file *files, size_t n, bool threaded);
+/* Starts hashing `files` (which must outlive the hasher) on up to
+ * `threads` threads (never more than files), each taking the next file in
+ * order; what they do not get to, or everything with 0 threads, is hashed
+ * inside pinio__hasher_finish(). Returns 0 or -ENOMEM. */
+int pinio__hasher_start(pinio__hasher **out, pinio__hash_file *files, size_t n, unsigned threads);
 
 /* Bytes [mem_from, upto) of file `i` are in memory and stay unchanged.
  * Values that do not move forward are ignored. */
 void pinio__hasher_advance(pinio__hasher *h, size_t i, uint64_t upto);
 
-/* Every read is done: hashes what is left, joins the thread, frees `h`.
+/* Every read is done: hashes what is left, joins the threads, frees `h`.
  * Returns 0 with every digest set, or the first error (a failed pread:
  * `diag` names the file and offset). */
 int pinio__hasher_finish(pinio__hasher *h, pinio_diag *diag);

@@ -1,9 +1,10 @@
 /* The loader's hasher (src/hash.c): digests equal a one-shot SHA-256 of the
  * same bytes whether they come by pread or from memory that fills while the
- * hasher runs; it never reads memory beyond what was published (the bytes
- * past it are zeros until the feeder writes them, so an early read changes
- * the digest); abort stops a hasher that waits; a file shorter than claimed
- * is an error naming the file and offset.
+ * hasher runs (three workers, or none); it never reads memory beyond what
+ * was published (the bytes past it are zeros until the feeder writes them,
+ * so an early read changes the digest); abort stops a hasher that waits; a
+ * file shorter than claimed is an error naming the file and offset, and
+ * stops the other workers.
  *
  * A plain executable, not Criterion, so that it also runs under
  * ThreadSanitizer (the concurrency suite). */
@@ -109,7 +110,7 @@ static void digests_match(bool threaded)
                                       .mem = by_mem ? mem[k] : NULL};
     }
     pinio__hasher *h = NULL;
-    CHECK(pinio__hasher_start(&h, files, N, threaded) == 0, "start");
+    CHECK(pinio__hasher_start(&h, files, N, threaded ? 3 : 0) == 0, "start");
     pinio__hasher_advance(h, N + 5, 1);  /* no such file: ignored */
     struct feeder fd = {h, files, (const uint8_t **)content, mem, N};
     pthread_t th;
@@ -137,7 +138,7 @@ static void abort_stops_a_waiting_hasher(void)
     uint8_t *mem = calloc(1u << 20, 1);
     pinio__hash_file f = {.path = "x", .fd = fd, .size = 1u << 20, .mem_from = 4096, .mem = mem};
     pinio__hasher *h = NULL;
-    CHECK(pinio__hasher_start(&h, &f, 1, true) == 0, "start");
+    CHECK(pinio__hasher_start(&h, &f, 1, 1) == 0, "start");
     memcpy(mem, content + 4096, 8192);
     pinio__hasher_advance(h, 0, 4096 + 8192);
     struct timespec ts = {0, 20000000};
@@ -159,7 +160,7 @@ static void short_file_is_an_error(bool threaded)
     pinio__hash_file f = {.path = "/models/shrunk.safetensors", .fd = fd, .size = 20016,
                           .mem_from = 20000, .mem = mem};
     pinio__hasher *h = NULL;
-    CHECK(pinio__hasher_start(&h, &f, 1, threaded) == 0, "start");
+    CHECK(pinio__hasher_start(&h, &f, 1, threaded ? 1 : 0) == 0, "start");
     pinio_diag d = {0};
     int rc = pinio__hasher_finish(h, &d);
     CHECK(rc == PINIO_ECHANGED, "rc %d", rc);
@@ -167,6 +168,34 @@ static void short_file_is_an_error(bool threaded)
           d.msg);
     close(fd);
     free(content);
+}
+
+/* Two workers: one takes a file whose bytes never arrive, the other a
+ * shrunken file. The error stops the waiting worker and is what finish()
+ * reports. */
+static void error_stops_the_other_workers(void)
+{
+    uint8_t *c0, *c1;
+    int fd0 = make_file(1u << 20, &c0), fd1 = make_file(10000, &c1);
+    uint8_t *mem = calloc(1u << 20, 1);
+    pinio__hash_file f[2] = {
+        {.path = "waits", .fd = fd0, .size = 1u << 20, .mem_from = 4096, .mem = mem},
+        {.path = "/models/shrunk-2.safetensors", .fd = fd1, .size = 20016, .mem_from = 20000,
+         .mem = mem},
+    };
+    pinio__hasher *h = NULL;
+    CHECK(pinio__hasher_start(&h, f, 2, 2) == 0, "start");
+    struct timespec ts = {0, 50000000};
+    nanosleep(&ts, NULL);
+    pinio_diag d = {0};
+    int rc = pinio__hasher_finish(h, &d);
+    CHECK(rc == PINIO_ECHANGED, "rc %d", rc);
+    CHECK(strstr(d.msg, "shrunk-2.safetensors") && strstr(d.msg, "offset 10000"), "%s", d.msg);
+    close(fd0);
+    close(fd1);
+    free(c0);
+    free(c1);
+    free(mem);
 }
 
 int main(void)
@@ -177,8 +206,9 @@ int main(void)
         short_file_is_an_error(t);
     }
     abort_stops_a_waiting_hasher();
+    error_stops_the_other_workers();
     pinio__hasher *h = NULL;
-    CHECK(pinio__hasher_start(&h, NULL, 0, true) == 0, "empty start");
+    CHECK(pinio__hasher_start(&h, NULL, 0, 2) == 0, "empty start");
     CHECK(pinio__hasher_finish(h, NULL) == 0, "empty finish");
     if (t_failures) {
         fprintf(stderr, "hash: %d checks failed\n", t_failures);
