@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "pinio/pinio.h"
@@ -89,6 +91,47 @@ static const char *bytes_text(uint64_t v)
     if (v >= (1ull << 20))
         return fmt("%.1f MiB", (double)v / (double)(1ull << 20));
     return fmt("%llu KiB", (unsigned long long)(v >> 10));
+}
+
+/* Polled completions (pinio bench --iopoll) need a device with poll
+ * queues: the block device's queue/io_poll says 1. A partition has no
+ * queue of its own; its disk is the parent directory in sysfs. */
+static void probe_poll(struct out *o, const char *sysfs, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st))
+        return;
+    dev_t dev = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
+    char link[PATH_MAX], real[PATH_MAX], file[PATH_MAX + 32];
+    snprintf(link, sizeof link, "%s/dev/block/%u:%u", sysfs, major(dev), minor(dev));
+    if (!realpath(link, real)) {
+        fact(o, "polled_io", "null", "unknown (no block device in sysfs for this path)", NULL);
+        return;
+    }
+    snprintf(file, sizeof file, "%s/partition", real);
+    if (access(file, F_OK) == 0) {
+        char *slash = strrchr(real, '/');
+        if (slash)
+            *slash = 0;
+    }
+    const char *name = strrchr(real, '/') ? strrchr(real, '/') + 1 : real;
+    snprintf(file, sizeof file, "%s/queue/io_poll", real);
+    FILE *f = fopen(file, "r");
+    int v = -1;
+    if (f) {
+        if (fscanf(f, "%d", &v) != 1)
+            v = -1;
+        fclose(f);
+    }
+    if (v < 0)
+        fact(o, "polled_io", "null", fmt("unknown (%s has no queue/io_poll)", name), NULL);
+    else if (v)
+        fact(o, "polled_io", "true", fmt("yes (%s has poll queues: --iopoll can run)", name),
+             NULL);
+    else
+        fact(o, "polled_io", "false", fmt("no (%s has no poll queues)", name),
+             "pinio bench --iopoll fails here; NVMe gets poll queues with the nvme.poll_queues=N "
+             "module parameter (virtual disks usually have none)");
 }
 
 static const char *bytes_json(uint64_t v)
@@ -310,6 +353,7 @@ static int run_doctor(int argc, char **argv)
 
     if (ring)
         probe_direct(&o, ring, path);
+    probe_poll(&o, topo ? pinio_topo_sysfs_root(topo) : "/sys", path);
 
     fact(&o, "thp", quoted(si.thp_enabled), si.thp_enabled[0] ? si.thp_enabled : "unknown",
          !strcmp(si.thp_enabled, "never") ?
