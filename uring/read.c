@@ -218,7 +218,8 @@ static void complete(bulk *b, unsigned i, int res)
     pinio_ring_file *f = b->reqs[p->req].file;
     b->inflight--;
     if (__builtin_expect(r->faults != NULL, 0)) {
-        res = pinio__faults_completion(r->faults, res, (size_t)(p->p1 - p->cur));
+        res = pinio__faults_completion_buf(r->faults, res, p->buf + (p->cur - p->p0),
+                                           (size_t)(p->p1 - p->cur));
         if (r->faults->dioinval && p->was_direct && !f->direct_verified)
             res = -EINVAL;
     }

@@ -69,9 +69,8 @@ int pinio__faults_completion(pinio__faults *f, int res, size_t len);
 
 /* The same, for a caller that has the completed buffer at hand: a
  * `corrupt@N` rule flips one byte of `buf` (within the `res` bytes read) and
- * leaves `res` alone. pinio_bench's read and verify loop uses it; the read
- * engine, which has no use for silent corruption, calls the variant above,
- * where `corrupt@` rules only count. */
+ * leaves `res` alone. The read engine and pinio_bench use it; without a
+ * buffer (the variant above) `corrupt@` rules only count. */
 int pinio__faults_completion_buf(pinio__faults *f, int res, void *buf, size_t len);
 
 /* ---- the ring ----------------------------------------------------------- */

@@ -25,8 +25,8 @@
  * is checked (pinio_bench_check()) before anything is opened or created.
  *
  * Fault injection: the `PINIO_FAULTS` grammar of ring.h applies to each job's
- * completions (counted per job), plus `corrupt@N[xK]`, which flips one byte in
- * the buffer of the N-th completion of a read (a verify pass then fails with
+ * completions (counted per job); its `corrupt@N[xK]` flips one byte in the
+ * buffer of the N-th completion of a read (a verify pass then fails with
  * -EBADMSG).
  *
  * Errors: negative errno codes; the optional `pinio_diag` names the file,
@@ -84,7 +84,7 @@ typedef struct pinio_bench_opts {
     bool allow_device_overwrite; /**< permit writes to a block device */
     bool verify;           /**< write runs: write a pattern, then read it all back */
     uint64_t seed;         /**< random order and pattern seed */
-    /** Fault specification (ring.h grammar + corrupt@N); NULL = getenv("PINIO_FAULTS"). */
+    /** Fault specification (ring.h grammar); NULL = getenv("PINIO_FAULTS"). */
     const char *faults;
     /** Requests gathered before a submit call (fio's iodepth_batch_submit),
      *  1 .. 4096, capped at qd. 0 = auto: 1 for random workloads, qd for

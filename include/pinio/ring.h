@@ -47,9 +47,9 @@
  *                            full read
  *   - `eagain@N[xK]`         -EAGAIN (the engine must retry)
  *   - `eintr@N[xK]`          -EINTR  (the engine must retry)
- *   - `corrupt@N[xK]`        one byte of the data read flipped, result kept
- *                            (applied by pinio_bench's reads only, see bench.h;
- *                            the engine counts the completion and ignores it)
+ *   - `corrupt@N[xK]`        one byte of the data read flipped, result kept:
+ *                            silent corruption, which only a checksum catches
+ *                            (what pinio_load's verify is tested against)
  *   - `dioinval`             -EINVAL for the first O_DIRECT read of every file
  *                            (as a filesystem that refuses O_DIRECT does)
  *   - `regnomem`             -ENOMEM from every buffer registration

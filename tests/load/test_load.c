@@ -555,6 +555,38 @@ Test(load, eio_fails_the_load_with_file_and_offset, .init = disk_setup, .fini = 
     unsetenv("PINIO_FAULTS");
 }
 
+/* Silent corruption in flight (one byte flipped in a completed read, after
+ * the device said all was well): the digest computed while reading differs
+ * from the file's, so a load that was told the right digest fails with a
+ * mismatch naming the file and returns nothing; unverified, the same load
+ * would hand out a wrong byte. */
+Test(load, verify_catches_a_byte_flipped_in_flight, .init = disk_setup, .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 4u << 20, 8, 1);
+    char want[65];
+    sha256_file(f, want);
+    static const char *specs[] = { "corrupt@2", "corrupt@9" };
+    for (size_t i = 0; i < 2; i++) {
+        setenv("PINIO_FAULTS", specs[i], 1);
+        pinio_load_opts o;
+        pinio_load_opts_default(&o);
+        o.cache = PINIO_CACHE_COLD;
+        o.request_size = 256u << 10;
+        o.verify = true;
+        const char *exp[] = { want };
+        o.expected_sha256 = exp;
+        o.nexpected = 1;
+        pinio_checkpoint *cp = NULL;
+        pinio_diag d = { 0 };
+        cr_assert_eq(load1(f, &o, &cp, &d), PINIO_EFORMAT, "%s: %s", specs[i], d.msg);
+        cr_assert_null(cp);
+        cr_assert(strstr(d.msg, "sha256 mismatch") && strstr(d.msg, "m.safetensors"), "%s",
+                  d.msg);
+    }
+    unsetenv("PINIO_FAULTS");
+}
+
 Test(load, short_and_eagain_faults_still_give_correct_bytes, .init = disk_setup,
      .fini = teardown)
 {
