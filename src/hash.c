@@ -159,7 +159,7 @@ static int end(pinio__hasher *h, bool abort, pinio_diag *diag)
 {
     pthread_mutex_lock(&h->mu);
     h->all_done = true;
-    h->aborted = abort;
+    h->aborted = h->aborted || abort; /* a worker's error already stopped the rest */
     pthread_cond_broadcast(&h->cv);
     pthread_mutex_unlock(&h->mu);
     if (!abort)

@@ -170,31 +170,36 @@ static void short_file_is_an_error(bool threaded)
     free(content);
 }
 
-/* Two workers: one takes a file whose bytes never arrive, the other a
- * shrunken file. The error stops the waiting worker and is what finish()
- * reports. */
+/* Two workers over three files: one takes a file whose bytes never
+ * arrive, the other a shrunken file. The error stops the waiting worker,
+ * is what finish() reports, and nothing hashes the third file after it. */
 static void error_stops_the_other_workers(void)
 {
-    uint8_t *c0, *c1;
-    int fd0 = make_file(1u << 20, &c0), fd1 = make_file(10000, &c1);
+    uint8_t *c0, *c1, *c2;
+    int fd0 = make_file(1u << 20, &c0), fd1 = make_file(10000, &c1), fd2 = make_file(5000, &c2);
     uint8_t *mem = calloc(1u << 20, 1);
-    pinio__hash_file f[2] = {
+    pinio__hash_file f[3] = {
         {.path = "waits", .fd = fd0, .size = 1u << 20, .mem_from = 4096, .mem = mem},
         {.path = "/models/shrunk-2.safetensors", .fd = fd1, .size = 20016, .mem_from = 20000,
          .mem = mem},
+        {.path = "third", .fd = fd2, .size = 5000, .mem_from = 5000},
     };
     pinio__hasher *h = NULL;
-    CHECK(pinio__hasher_start(&h, f, 2, 2) == 0, "start");
+    CHECK(pinio__hasher_start(&h, f, 3, 2) == 0, "start");
     struct timespec ts = {0, 50000000};
     nanosleep(&ts, NULL);
     pinio_diag d = {0};
     int rc = pinio__hasher_finish(h, &d);
     CHECK(rc == PINIO_ECHANGED, "rc %d", rc);
     CHECK(strstr(d.msg, "shrunk-2.safetensors") && strstr(d.msg, "offset 10000"), "%s", d.msg);
+    static const uint8_t zero[32];
+    CHECK(!memcmp(f[2].sha, zero, 32), "the file after the error was hashed anyway");
     close(fd0);
     close(fd1);
+    close(fd2);
     free(c0);
     free(c1);
+    free(c2);
     free(mem);
 }
 
