@@ -68,6 +68,13 @@ def main(argv):
     if broken:
         print(f"stages that did not run (build or setup failure): {broken}")
         total[1] += broken
+    left = os.environ.get("PINIO_LEFTOVERS")  # scripts/test's check, when it ran
+    if left == "1":
+        print("leftovers: 0 passed, 1 failed (temporary files the tests left behind, listed above)")
+        total[1] += 1
+    elif left == "0":
+        print("leftovers: 1 passed, 0 failed")
+        total[0] += 1
     line = f"{total[0]} passed, {total[1]} failed"
     if total[2]:
         line += f", {total[2]} skipped"
