@@ -72,6 +72,19 @@ static int flag_of(const char *arg, const char *name, bool *out)
     return 1;
 }
 
+/* An unsigned option value no larger than `max`. */
+static int parse_bounded(const char *v, uint64_t max, unsigned *out)
+{
+    uint64_t x;
+    int rc = cli_parse_u64(v, &x);
+    if (rc)
+        return rc;
+    if (x > max)
+        return -EINVAL;
+    *out = (unsigned)x;
+    return 0;
+}
+
 static int parse_list(const char *s, uint64_t *vals, unsigned *n, bool sizes)
 {
     char buf[512];
@@ -166,7 +179,6 @@ static int run_bench(int argc, char **argv)
     unsigned nbs = 0, nqd = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
-        uint64_t x;
         bool b;
         int rc = 0;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -181,13 +193,9 @@ static int run_bench(int argc, char **argv)
         } else if ((v = value_of(argc, argv, &i, a, "--bs"))) {
             rc = cli_parse_size(v, &o.bs);
         } else if ((v = value_of(argc, argv, &i, a, "--qd"))) {
-            rc = cli_parse_u64(v, &x);
-            rc = rc ? rc : x > 4096 ? -EINVAL : 0;
-            o.qd = (unsigned)x;
+            rc = parse_bounded(v, 4096, &o.qd);
         } else if ((v = value_of(argc, argv, &i, a, "--jobs"))) {
-            rc = cli_parse_u64(v, &x);
-            rc = rc ? rc : x > 256 ? -EINVAL : 0;
-            o.jobs = (unsigned)x;
+            rc = parse_bounded(v, 256, &o.jobs);
         } else if ((v = value_of(argc, argv, &i, a, "--size"))) {
             rc = cli_parse_size(v, &o.size);
         } else if ((v = value_of(argc, argv, &i, a, "--time"))) {
@@ -197,17 +205,14 @@ static int run_bench(int argc, char **argv)
                 e++;
             rc = (e == v || *e || !(o.time_s > 0) || !isfinite(o.time_s)) ? -EINVAL : 0;
         } else if ((v = value_of(argc, argv, &i, a, "--batch"))) {
-            if (!strcmp(v, "auto")) {
+            if (!strcmp(v, "auto"))
                 o.batch = 0;
-            } else {
-                rc = cli_parse_u64(v, &x);
-                rc = rc ? rc : !x || x > 4096 ? -EINVAL : 0;
-                o.batch = (unsigned)x;
-            }
+            else if (!(rc = parse_bounded(v, 4096, &o.batch)) && !o.batch)
+                rc = -EINVAL; /* 0 is spelled "auto" */
         } else if ((v = value_of(argc, argv, &i, a, "--node"))) {
-            rc = cli_parse_u64(v, &x);
-            rc = rc ? rc : x > 4095 ? -EINVAL : 0;
-            o.node = (int)x;
+            unsigned node = 0;
+            rc = parse_bounded(v, 4095, &node);
+            o.node = (int)node;
         } else if ((v = value_of(argc, argv, &i, a, "--seed"))) {
             rc = cli_parse_u64(v, &o.seed);
         } else if ((v = value_of(argc, argv, &i, a, "--cache"))) {
