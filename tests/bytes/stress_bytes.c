@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "pinio/bytes.h"
-#include "src/file_internal.h"
-#include "src/view_internal.h"
+#include "src/bytes/file_internal.h"
+#include "src/base/view_internal.h"
 #include "helpers.h"
 #include "tests/common/check.h"
 

@@ -6,8 +6,8 @@
 #include <sys/mman.h>
 
 #include "pinio/bytes.h"
-#include "src/file_internal.h"
-#include "src/view_internal.h"
+#include "src/bytes/file_internal.h"
+#include "src/base/view_internal.h"
 #include "helpers.h"
 
 /* A static page made read-only: any write through pinio would crash. */

@@ -8,7 +8,7 @@
 
 #include "pinio/bytes.h"
 #include "pinio/controller.h"
-#include "src/file_internal.h"
+#include "src/bytes/file_internal.h"
 #include "helpers.h"
 
 enum { FSIZE = 1 << 16 };

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "pinio/view.h"
-#include "src/view_internal.h"
+#include "src/base/view_internal.h"
 #include "helpers.h"
 
 Test(view, static_has_no_ref_and_is_never_writable)

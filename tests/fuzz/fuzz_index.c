@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "src/load_internal.h"
+#include "src/load/load_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

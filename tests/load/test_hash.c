@@ -1,4 +1,4 @@
-/* The loader's hasher (src/hash.c): digests equal a one-shot SHA-256 of the
+/* The loader's hasher (src/load/hash.c): digests equal a one-shot SHA-256 of the
  * same bytes whether they come by pread or from memory that fills while the
  * hasher runs (three workers, or none); it never reads memory beyond what
  * was published (the bytes past it are zeros until the feeder writes them,
@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "src/hash_internal.h"
+#include "src/load/hash_internal.h"
 #include "tests/common/check.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;

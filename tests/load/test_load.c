@@ -19,7 +19,7 @@
 #include "pinio/gen.h"
 #include "pinio/load.h"
 #include "pinio/sys.h"
-#include "src/load_internal.h"
+#include "src/load/load_internal.h"
 #include "tests/common/limits.h"
 
 #define SEED 11

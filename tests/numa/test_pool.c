@@ -16,9 +16,9 @@
 #include <unistd.h>
 
 #include "fake_sysfs.h"
-#include "numa/numa_internal.h"
+#include "src/numa/numa_internal.h"
 #include "pinio/pool.h"
-#include "src/view_internal.h"
+#include "src/base/view_internal.h"
 
 #define MiB ((size_t)1 << 20)
 

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "pinio/pinio.h"
-#include "src/load_internal.h"
+#include "src/load/load_internal.h"
 
 static void change_file(void *ctx, const char *const *files, size_t n)
 {

@@ -15,7 +15,7 @@
 
 #include "pinio/gen.h"
 #include "pinio/safetensors.h"
-#include "src/json_internal.h"
+#include "src/st/json_internal.h"
 
 static char *tmpdir(const char *base)
 {

@@ -5,7 +5,7 @@
 #include <criterion/criterion.h>
 
 #include "pinio/common.h"
-#include "src/json_internal.h"
+#include "src/st/json_internal.h"
 
 /* Validates a whole document by skipping its single value. */
 static int check(const char *doc)

@@ -7,7 +7,7 @@
 #include <limits.h>
 
 #include "helpers.h"
-#include "uring/ring_internal.h"
+#include "src/uring/ring_internal.h"
 
 #define SIZE ((1u << 20) + 333u)
 

@@ -1,0 +1,129 @@
+/* Load planning; the layout rules are in plan_internal.h. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/load/plan_internal.h"
+
+/* (file, offset) order; qsort_r keeps the comparison reentrant. */
+static int cmp_idx(const void *a, const void *b, void *base)
+{
+    const pinio__range *rs = base;
+    const pinio__range *x = &rs[*(const size_t *)a], *y = &rs[*(const size_t *)b];
+    if (x->file != y->file)
+        return x->file < y->file ? -1 : 1;
+    if (x->off != y->off)
+        return x->off < y->off ? -1 : 1;
+    return 0;
+}
+
+static bool is_pow2(uint64_t v)
+{
+    return v && !(v & (v - 1));
+}
+
+int pinio__plan_build(const pinio__range *ranges, size_t n, uint64_t align, uint64_t merge_gap,
+                      uint64_t seg, pinio__plan *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!is_pow2(align) || !is_pow2(seg) || seg < align || (n && !ranges))
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        if (ranges[i].off > UINT64_MAX - ranges[i].len ||
+            ranges[i].off + ranges[i].len > UINT64_MAX - align)
+            return -EOVERFLOW;
+        out->wanted_bytes += ranges[i].len;
+    }
+
+    size_t *order = malloc((n ? n : 1) * sizeof(*order));
+    out->range_arena_off = calloc(n ? n : 1, sizeof(*out->range_arena_off));
+    /* Upper bound on reads: one per range, plus one per segment crossing. */
+    size_t cap = n + 1;
+    out->reads = malloc(cap * sizeof(*out->reads));
+    if (!order || !out->range_arena_off || !out->reads) {
+        free(order);
+        pinio__plan_free(out);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        order[i] = i;
+    qsort_r(order, n, sizeof(*order), cmp_idx, (void *)ranges);
+
+    const uint64_t mask = align - 1;
+    uint64_t arena = 0;
+    pinio__read *cur = NULL;
+    for (size_t k = 0; k < n; k++) {
+        const pinio__range *r = &ranges[order[k]];
+        uint64_t start = r->off & ~mask;
+        uint64_t end = (r->off + r->len + mask) & ~mask;
+        if (r->len == 0) {
+            /* Nothing to read: place it inside the current read when it falls
+             * there, else at the arena end (a valid, empty address). */
+            if (cur && cur->file == r->file && r->off >= cur->off && r->off <= cur->off + cur->len)
+                out->range_arena_off[order[k]] = cur->arena_off + (r->off - cur->off);
+            else
+                out->range_arena_off[order[k]] = arena;
+            continue;
+        }
+        bool merge = cur && cur->file == r->file && start <= cur->off + cur->len + merge_gap;
+        if (merge) {
+            uint64_t cur_end = cur->off + cur->len;
+            if (end > cur_end) {
+                arena += end - cur_end;
+                cur->len = end - cur->off;
+            }
+            if (r->off + r->len - cur->off > cur->need)
+                cur->need = r->off + r->len - cur->off;
+        } else {
+            cur = &out->reads[out->nreads++];
+            *cur = (pinio__read){ .file = r->file, .off = start, .len = end - start,
+                                  .need = r->off + r->len - start, .arena_off = arena };
+            arena += end - start;
+        }
+        out->range_arena_off[order[k]] = cur->arena_off + (r->off - cur->off);
+    }
+    free(order);
+    out->arena_size = arena;
+
+    /* Split reads at arena segment boundaries (aligned, since seg >= align). */
+    size_t extra = 0;
+    for (size_t i = 0; i < out->nreads; i++) {
+        const pinio__read *rd = &out->reads[i];
+        extra += (size_t)(((rd->arena_off + rd->len - 1) / seg) - (rd->arena_off / seg));
+    }
+    if (extra) {
+        pinio__read *split = malloc((out->nreads + extra) * sizeof(*split));
+        if (!split) {
+            pinio__plan_free(out);
+            return -ENOMEM;
+        }
+        size_t m = 0;
+        for (size_t i = 0; i < out->nreads; i++) {
+            pinio__read rd = out->reads[i];
+            while (rd.len) {
+                uint64_t room = seg - (rd.arena_off % seg);
+                uint64_t take = rd.len < room ? rd.len : room;
+                pinio__read piece = rd;
+                piece.len = take;
+                piece.need = rd.need < take ? rd.need : take;
+                split[m++] = piece;
+                rd.off += take;
+                rd.arena_off += take;
+                rd.len -= take;
+                rd.need = rd.need > take ? rd.need - take : 0;
+            }
+        }
+        free(out->reads);
+        out->reads = split;
+        out->nreads = m;
+    }
+    return 0;
+}
+
+void pinio__plan_free(pinio__plan *p)
+{
+    free(p->reads);
+    free(p->range_arena_off);
+    memset(p, 0, sizeof(*p));
+}

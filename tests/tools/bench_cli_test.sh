@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# pinio bench from the command line: usage errors exit 2 with one line and
+# create nothing; --json emits one parseable object per run; --sweep prints
+# one table row per cell. usage: bench_cli_test.sh PINIO
+set -u
+pinio=$1
+dir=$(mktemp -d /tmp/pbench-cli-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+fail=0
+f="$dir/data"
+
+bad() { # expected exit, args...
+    local want=$1; shift
+    "$pinio" bench "$@" >"$dir/out" 2>"$dir/err"
+    local rc=$?
+    local lines; lines=$(wc -l <"$dir/err")
+    if [ "$rc" != "$want" ] || [ "$lines" != 1 ] || [ -e "$f" ]; then
+        echo "FAIL: pinio bench $* -> rc $rc (want $want), $lines stderr lines, file $( [ -e "$f" ] && echo created || echo absent)"
+        cat "$dir/err"; fail=1
+    fi
+}
+bad 2 --file "$f" --bs 1000
+bad 2 --file "$f" --bs 4x
+bad 2 --file "$f" --qd 0
+bad 2 --file "$f" --qd 99999
+bad 2 --file "$f" --rw readwrite
+bad 2 --file "$f" --time -1
+bad 2 --file "$f" --cache hot
+bad 2 --file "$f" --verify
+bad 2 --file "$f" --bogus
+bad 2 --file "$f" --size 3M --jobs 2
+bad 2 --file "$f" --sweep bs=4k,0
+bad 2 --file "$f" --sweep qd=1,5000
+bad 2 --file "$f" --direct=2
+bad 2 --file "$f" --batch 0
+bad 2 --file "$f" --batch 5000
+bad 2 --file "$f" --batch lots
+bad 2 --file "$f" --node 4095
+bad 2
+bad 1 --file /nonexistent-dir/x
+bad 1 --file /dev/null --rw write --size 1M
+
+# A JSON run (creating the file) and a sweep, both parseable.
+"$pinio" bench --file "$f" --size 8M --bs 64k --qd 4 --json >"$dir/j1" 2>"$dir/err" || { echo "FAIL: json run"; cat "$dir/err"; fail=1; }
+python3 -m json.tool "$dir/j1" >/dev/null || { echo "FAIL: not JSON:"; cat "$dir/j1"; fail=1; }
+python3 - "$dir/j1" <<'PY' || fail=1
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["bytes"] == 8 << 20 and j["ios"] == 128 and j["created"] is True, j
+assert j["batch"] == 4, j  # auto: qd for a sequential read
+l = j["lat_ns"]
+assert 0 < l["min"] <= l["p50"] <= l["p90"] <= l["p99"] <= l["p99.9"] <= l["max"], l
+PY
+"$pinio" bench --file "$f" --size 8M --sweep bs=4k,64k qd=1,8 --json >"$dir/j2" 2>"$dir/err" || { echo "FAIL: json sweep"; cat "$dir/err"; fail=1; }
+[ "$(wc -l <"$dir/j2")" = 4 ] || { echo "FAIL: sweep json rows"; cat "$dir/j2"; fail=1; }
+while read -r line; do echo "$line" | python3 -m json.tool >/dev/null || { echo "FAIL: bad line $line"; fail=1; }; done <"$dir/j2"
+"$pinio" bench --file "$f" --size 8M --rw randwrite --verify --sweep bs=4k,64k qd=2,16 >"$dir/t" 2>"$dir/err" || { echo "FAIL: table sweep"; cat "$dir/err"; fail=1; }
+[ "$(grep -c randwrite "$dir/t")" = 4 ] || { echo "FAIL: table rows"; cat "$dir/t"; fail=1; }
+"$pinio" bench --file "$f" --size 8M --rw write --bs 1m --verify >"$dir/t" 2>&1 && grep -q "all blocks match" "$dir/t" || { echo "FAIL: verify text"; cat "$dir/t"; fail=1; }
+# --node 0 exists on every Linux machine: buffers and the job thread go there.
+"$pinio" bench --file "$f" --size 8M --bs 64k --node 0 --json >"$dir/j3" 2>"$dir/err" || { echo "FAIL: --node 0"; cat "$dir/err"; fail=1; }
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["node"] == 0 and j["bytes"] == 8 << 20, j' "$dir/j3" || fail=1
+[ $fail = 0 ] && echo "pbench cli: ok"
+exit $fail

@@ -1,0 +1,72 @@
+#!/bin/sh
+# pinio gen + pinio info end to end: exit codes (0 valid, 1 invalid, 2 usage),
+# the --json output, and the one-line error on stderr.
+# Usage: st_cli_test.sh PATH_TO_PINIO
+set -u
+PINIO=$1
+DIR=$(mktemp -d /tmp/pinio-cli-XXXXXX) || exit 1
+trap 'rm -rf "$DIR"' EXIT
+fails=0
+check() { # check WANT_STATUS DESCRIPTION CMD...
+    want=$1; what=$2; shift 2
+    "$@" >"$DIR/out" 2>"$DIR/err"
+    got=$?
+    if [ "$got" -ne "$want" ]; then
+        echo "FAIL: $what: exit $got, want $want"; cat "$DIR/err"; fails=$((fails + 1))
+    fi
+}
+has() { # has FILE PATTERN DESCRIPTION
+    if ! grep -q -- "$2" "$1"; then
+        echo "FAIL: $3: '$2' not in $1:"; cat "$1"; fails=$((fails + 1))
+    fi
+}
+
+check 0 "gen single" "$PINIO" gen "$DIR/m.safetensors" --size 1M --tensors 10 \
+    --dtypes bf16,F32,F8_E4M3,F4 --seed 7 --quiet
+check 0 "info" "$PINIO" info "$DIR/m.safetensors"
+has "$DIR/out" "tensors:  10" "info lists the tensors"
+has "$DIR/out" "pinio_gen_seed = 7" "info shows the metadata"
+has "$DIR/out" "model.layers.0.self_attn.q_proj.weight  F32" "info shows name and dtype"
+check 0 "info --json" "$PINIO" info --json "$DIR/m.safetensors"
+has "$DIR/out" '"valid": true' "json valid"
+has "$DIR/out" '"dtype": "F4", "bits": 4' "json dtype"
+has "$DIR/out" '"alignment": ' "json alignment"
+if command -v python3 >/dev/null 2>&1; then
+    if ! python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["tensors"]) == 10' "$DIR/out"; then
+        echo "FAIL: info --json is not valid JSON with 10 tensors"; fails=$((fails + 1))
+    fi
+fi
+
+check 0 "gen sharded" "$PINIO" gen "$DIR/sh" --size 64K --tensors 5 --shards 2 --quiet
+has "$DIR/sh/model.safetensors.index.json" '"weight_map"' "index written"
+check 0 "info shard" "$PINIO" info --json "$DIR/sh/model-00002-of-00002.safetensors"
+
+# An invalid file: one extra byte at the end (MetadataIncompleteBuffer).
+cp "$DIR/m.safetensors" "$DIR/bad.safetensors" && printf x >>"$DIR/bad.safetensors"
+check 1 "info on an invalid file" "$PINIO" info "$DIR/bad.safetensors"
+has "$DIR/err" "MetadataIncompleteBuffer" "the rule is named"
+has "$DIR/err" "bad.safetensors" "the file is named"
+[ "$(wc -l <"$DIR/err")" -eq 1 ] || { echo "FAIL: error is not one line"; fails=$((fails + 1)); }
+check 1 "info --json on an invalid file" "$PINIO" info --json "$DIR/bad.safetensors"
+has "$DIR/out" '"valid": false' "json invalid"
+check 1 "info on a missing file" "$PINIO" info "$DIR/none.safetensors"
+
+# Usage errors.
+check 2 "info without a path" "$PINIO" info
+check 2 "info with a bad option" "$PINIO" info --nope "$DIR/m.safetensors"
+check 2 "gen without --size" "$PINIO" gen "$DIR/x.safetensors"
+check 2 "gen with a bad size" "$PINIO" gen "$DIR/x.safetensors" --size 12Q
+check 2 "gen with a bad dtype" "$PINIO" gen "$DIR/x.safetensors" --size 1K --dtypes F33
+check 0 "gen with a KiB size" "$PINIO" gen "$DIR/k.safetensors" --size 2KiB --tensors 2 -q
+check 0 "info on it" "$PINIO" info --json "$DIR/k.safetensors"
+has "$DIR/out" '"data_size": 2048' "2KiB is 2048 bytes"
+check 0 "gen --help" "$PINIO" gen --help
+has "$DIR/out" "--shards K" "gen help"
+check 0 "info --help" "$PINIO" info --help
+check 1 "gen into a missing directory" "$PINIO" gen "$DIR/no/such/x.safetensors" --size 1K
+
+if [ "$fails" -ne 0 ]; then
+    echo "$fails check(s) failed"
+    exit 1
+fi
+echo "cli: all checks passed"
