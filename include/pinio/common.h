@@ -60,15 +60,33 @@ PINIO_API const char *pinio_err_name(int err);
 
 /** Size of the message buffer in a #pinio_diag. */
 #define PINIO_DIAG_MSG_MAX 512
+/** Size of the path buffer in a #pinio_diag. */
+#define PINIO_DIAG_PATH_MAX 256
+/** pinio_diag::offset when the error is not about one file offset. */
+#define PINIO_DIAG_NO_OFFSET UINT64_MAX
+/** pinio_diag::index when the error is not about one element of the call's input. */
+#define PINIO_DIAG_NO_INDEX SIZE_MAX
 
 /**
- * An optional diagnostic filled by parsers and loaders next to their return
- * code: the same code, and one line naming the file, the rule and the offset
- * or tensor that failed. Functions that take a `pinio_diag *` accept NULL.
+ * An optional diagnostic filled by functions that can fail for a reason the
+ * caller should be told: the same code as returned, one line of text, and
+ * the facts as fields, so that a caller never parses the text to learn
+ * which file, offset or request failed. Functions that take a
+ * `pinio_diag *` accept NULL. Its content is defined only after the call
+ * failed (`code` < 0).
+ *
+ * When `path` is not empty, `msg` starts with it followed by ": " (the
+ * formatter keeps that invariant, and pinio_diag_relabel() relies on it).
  */
 typedef struct pinio_diag {
-    int code;                      /**< same value the function returned; 0 when ok */
-    char msg[PINIO_DIAG_MSG_MAX];  /**< NUL-terminated, no trailing newline */
+    int code;                       /**< same value the function returned; 0 when ok */
+    char msg[PINIO_DIAG_MSG_MAX];   /**< NUL-terminated, one line, no trailing newline */
+    char path[PINIO_DIAG_PATH_MAX]; /**< the file the error is about; "" when none */
+    uint64_t offset;                /**< file offset that failed; PINIO_DIAG_NO_OFFSET when none */
+    /** Which element of the call's input failed (a request of a bulk read, an
+     *  input file of a plan, ...), as the function documents;
+     *  PINIO_DIAG_NO_INDEX when none. */
+    size_t index;
 } pinio_diag;
 
 #if defined(__GNUC__)
@@ -78,11 +96,31 @@ typedef struct pinio_diag {
 #endif
 
 /**
- * Fills an optional diagnostic: `diag->code = code` and a printf-formatted
- * one-line message (truncated to #PINIO_DIAG_MSG_MAX). Does nothing when
- * `diag` is NULL. pinio reports through it; callers may too.
+ * Fills an optional diagnostic that is about no particular file:
+ * `code`, a printf-formatted line (truncated to #PINIO_DIAG_MSG_MAX; line
+ * breaks become spaces), `path` empty, `offset` and `index` none. Does
+ * nothing when `diag` is NULL. pinio reports through it; callers may too.
  */
 PINIO_API void pinio_diag_set(pinio_diag *diag, int code, const char *fmt, ...) PINIO_PRINTF(3, 4);
+
+/**
+ * Fills an optional diagnostic about file `path` (NULL: none) at `offset`
+ * (#PINIO_DIAG_NO_OFFSET: none): `msg` is "PATH: " followed by the
+ * formatted text; `index` none. The one formatter every layer uses.
+ */
+PINIO_API void pinio_diag_set_at(pinio_diag *diag, int code, const char *path, uint64_t offset,
+                                 const char *fmt, ...) PINIO_PRINTF(5, 6);
+
+/** Records which element of the call's input failed. NULL-safe. */
+PINIO_API void pinio_diag_set_index(pinio_diag *diag, size_t index);
+
+/**
+ * Names the file differently: replaces `path` and the "PATH: " prefix of
+ * `msg` (or adds one when there was no path), keeping the rest. For a layer
+ * that knows a file by another name than the layer below it (a descriptor
+ * reopened through /proc). NULL-safe.
+ */
+PINIO_API void pinio_diag_relabel(pinio_diag *diag, const char *path);
 
 /** The runtime library version as "MAJOR.MINOR.PATCH" (may differ from the headers'). */
 PINIO_API const char *pinio_version(void);

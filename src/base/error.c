@@ -86,18 +86,75 @@ const char *pinio_err_name(int err)
     }
 }
 
+/* Messages quote names taken from files (tensor and shard names may hold
+ * any character after JSON unescaping); keep the one-line promise. */
+static void one_line(char *p)
+{
+    for (; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+}
+
+static void diag_vset(pinio_diag *diag, int code, const char *path, uint64_t offset,
+                      const char *fmt, va_list ap)
+{
+    diag->code = code;
+    diag->offset = offset;
+    diag->index = PINIO_DIAG_NO_INDEX;
+    size_t used = 0;
+    if (path && *path) {
+        snprintf(diag->path, sizeof(diag->path), "%s", path);
+        int n = snprintf(diag->msg, sizeof(diag->msg), "%s: ", path);
+        used = n < 0 ? 0 : (size_t)n < sizeof(diag->msg) ? (size_t)n : sizeof(diag->msg) - 1;
+    } else {
+        diag->path[0] = '\0';
+    }
+    vsnprintf(diag->msg + used, sizeof(diag->msg) - used, fmt, ap);
+    one_line(diag->msg);
+    one_line(diag->path);
+}
+
 void pinio_diag_set(pinio_diag *diag, int code, const char *fmt, ...)
 {
     if (!diag)
         return;
-    diag->code = code;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(diag->msg, sizeof(diag->msg), fmt, ap);
+    diag_vset(diag, code, NULL, PINIO_DIAG_NO_OFFSET, fmt, ap);
     va_end(ap);
-    /* Messages quote names taken from files (tensor and shard names may hold
-     * any character after JSON unescaping); keep the one-line promise. */
-    for (char *p = diag->msg; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
+}
+
+void pinio_diag_set_at(pinio_diag *diag, int code, const char *path, uint64_t offset,
+                       const char *fmt, ...)
+{
+    if (!diag)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vset(diag, code, path, offset, fmt, ap);
+    va_end(ap);
+}
+
+void pinio_diag_set_index(pinio_diag *diag, size_t index)
+{
+    if (diag)
+        diag->index = index;
+}
+
+void pinio_diag_relabel(pinio_diag *diag, const char *path)
+{
+    if (!diag)
+        return;
+    char rest[PINIO_DIAG_MSG_MAX];
+    size_t k = strnlen(diag->path, sizeof(diag->path));
+    /* The invariant of diag_vset: a non-empty path is the message's prefix. */
+    const char *text = diag->msg;
+    if (k && strncmp(diag->msg, diag->path, k) == 0 && diag->msg[k] == ':' && diag->msg[k + 1] == ' ')
+        text = diag->msg + k + 2;
+    snprintf(rest, sizeof(rest), "%s", text);
+    int code = diag->code;
+    uint64_t offset = diag->offset;
+    size_t index = diag->index;
+    pinio_diag_set_at(diag, code, path, offset, "%s", rest);
+    diag->index = index;
 }

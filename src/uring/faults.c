@@ -13,17 +13,6 @@
 
 #include "ring_internal.h"
 
-void pinio__uring_diag(pinio_diag *d, int code, const char *fmt, ...)
-{
-    if (!d)
-        return;
-    d->code = code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(d->msg, sizeof d->msg, fmt, ap);
-    va_end(ap);
-}
-
 static const struct {
     const char *name;
     unsigned flag;
@@ -148,7 +137,7 @@ int pinio__faults_parse(const char *spec, pinio__faults **out, pinio_diag *diag)
         if (!end)
             end = s + strlen(s);
         if (end > s && parse_item(f, s, end)) {
-            pinio__uring_diag(diag, -EINVAL, "PINIO_FAULTS: bad item '%.*s' in '%s'",
+            pinio_diag_set(diag, -EINVAL, "PINIO_FAULTS: bad item '%.*s' in '%s'",
                               (int)(end - s), s, spec);
             free(f);
             return -EINVAL;

@@ -76,7 +76,7 @@ static void fail_req(bulk *b, size_t ri, int err, uint64_t at, uint64_t len)
     s->err = err;
     if (!b->first_err) {
         b->first_err = err;
-        pinio__uring_diag(b->diag, err, "%s: read of %llu bytes at offset %llu failed: %s",
+        pinio_diag_set(b->diag, err, "%s: read of %llu bytes at offset %llu failed: %s",
                           b->reqs[ri].file->path, (unsigned long long)len,
                           (unsigned long long)at, pinio_strerror(err));
     }
@@ -359,7 +359,7 @@ int pinio_ring_read_bulk(pinio_ring *r, pinio_read_req *reqs, size_t n, pinio_di
         pinio_read_req *q = &reqs[i];
         if (!q->file || q->file->ring != r || (q->len && !q->dst) ||
             q->offset + q->len < q->offset || q->len > (size_t)INT64_MAX) {
-            pinio__uring_diag(diag, -EINVAL, "read request %zu: invalid (file, dst or range)", i);
+            pinio_diag_set(diag, -EINVAL, "read request %zu: invalid (file, dst or range)", i);
             return -EINVAL;
         }
         q->done = 0;

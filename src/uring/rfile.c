@@ -137,19 +137,19 @@ int pinio_ring_file_open(pinio_ring *r, const char *path, pinio_ring_file **out,
     f->fd_buf = open(path, O_RDONLY | O_CLOEXEC);
     if (f->fd_buf < 0) {
         ret = -errno;
-        pinio__uring_diag(diag, ret, "%s: open failed: %s", path, pinio_strerror(ret));
+        pinio_diag_set(diag, ret, "%s: open failed: %s", path, pinio_strerror(ret));
         goto fail;
     }
     struct statx sx;
     if (statx(f->fd_buf, "", AT_EMPTY_PATH, STATX_BASIC_STATS | STATX_DIOALIGN, &sx)) {
         ret = -errno;
-        pinio__uring_diag(diag, ret, "%s: statx failed: %s", path, pinio_strerror(ret));
+        pinio_diag_set(diag, ret, "%s: statx failed: %s", path, pinio_strerror(ret));
         goto fail;
     }
     bool is_blk = S_ISBLK(sx.stx_mode);
     if (!S_ISREG(sx.stx_mode) && !is_blk) {
         ret = S_ISDIR(sx.stx_mode) ? -EISDIR : -EINVAL;
-        pinio__uring_diag(diag, ret, "%s: not a regular file or block device", path);
+        pinio_diag_set(diag, ret, "%s: not a regular file or block device", path);
         goto fail;
     }
     f->size = sx.stx_size;
@@ -188,7 +188,7 @@ int pinio_ring_file_open(pinio_ring *r, const char *path, pinio_ring_file **out,
         }
         if (f->direct_error && pol == PINIO_DIRECT_ON) {
             ret = -EINVAL;
-            pinio__uring_diag(diag, ret, "%s: O_DIRECT required but unavailable (%s)", path,
+            pinio_diag_set(diag, ret, "%s: O_DIRECT required but unavailable (%s)", path,
                               f->reason);
             goto fail;
         }

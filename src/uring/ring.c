@@ -188,7 +188,7 @@ int pinio_ring_create(pinio_ring **out, const pinio_ring_opts *opts, pinio_diag 
     if (opts) {
         if (opts->struct_size < offsetof(pinio_ring_opts, faults) ||
             opts->struct_size > sizeof o) {
-            pinio__uring_diag(diag, -EINVAL, "pinio_ring_create: unknown options size %zu",
+            pinio_diag_set(diag, -EINVAL, "pinio_ring_create: unknown options size %zu",
                               opts->struct_size);
             return -EINVAL;
         }
@@ -199,7 +199,7 @@ int pinio_ring_create(pinio_ring **out, const pinio_ring_opts *opts, pinio_diag 
     if (!o.queue_depth || o.queue_depth > 4096 || rs < 4096 || rs > (1u << 30) ||
         (rs & (rs - 1)) || o.backend > PINIO_BACKEND_PREAD || o.direct > PINIO_DIRECT_OFF ||
         !o.max_files || o.max_files > 32768 || o.pread_threads > 256) {
-        pinio__uring_diag(diag, -EINVAL,
+        pinio_diag_set(diag, -EINVAL,
                           "pinio_ring_create: invalid options (queue depth %u, request size %zu)",
                           o.queue_depth, rs);
         return -EINVAL;
@@ -244,7 +244,7 @@ int pinio_ring_create(pinio_ring **out, const pinio_ring_opts *opts, pinio_diag 
                      "io_uring_setup failed (%s): using the pread thread pool",
                      pinio_err_name(ret));
         } else {
-            pinio__uring_diag(diag, ret, "io_uring_setup failed: %s", pinio_strerror(ret));
+            pinio_diag_set(diag, ret, "io_uring_setup failed: %s", pinio_strerror(ret));
             goto fail;
         }
     } else {
@@ -284,7 +284,7 @@ int pinio_ring_create(pinio_ring **out, const pinio_ring_opts *opts, pinio_diag 
             r->reg_error = br;
             if (o.backend == PINIO_BACKEND_FIXED_DIRECT) {
                 ret = br;
-                pinio__uring_diag(diag, ret, "registered buffers refused: %s%s",
+                pinio_diag_set(diag, ret, "registered buffers refused: %s%s",
                                   pinio_strerror(ret),
                                   br == -ENOMEM ? " (RLIMIT_MEMLOCK too small without "
                                                   "CAP_IPC_LOCK; raise it with prlimit --memlock)"
@@ -400,7 +400,7 @@ int pinio__ring_check_thread(const pinio_ring *r, const char *what, pinio_diag *
     if (!r->have_ring || !(r->setup_flags & IORING_SETUP_SINGLE_ISSUER) ||
         pthread_equal(pthread_self(), r->owner))
         return 0;
-    pinio__uring_diag(diag, -EPERM,
+    pinio_diag_set(diag, -EPERM,
                       "%s: this ring belongs to the thread that created it "
                       "(IORING_SETUP_SINGLE_ISSUER; the kernel refuses other threads with "
                       "EEXIST): use one ring per I/O thread",

@@ -181,9 +181,4 @@ void pinio__pread_pool_submit(struct pinio_pread_pool *p, const pinio__op *op);
 unsigned pinio__pread_pool_reap(struct pinio_pread_pool *p, unsigned min, unsigned max,
                                 uint64_t *user, int *res);
 
-/* ---- misc --------------------------------------------------------------- */
-
-void pinio__uring_diag(pinio_diag *d, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 #endif
