@@ -138,9 +138,11 @@ struct status {
     bool shown;
 };
 
-static int on_progress(void *ctx, uint64_t bytes, double seconds)
+static int on_progress(void *ctx, const pinio_progress *p)
 {
     struct status *st = ctx;
+    uint64_t bytes = p->done_bytes;
+    double seconds = p->elapsed_s;
     char b[32], of[32] = "";
     if (st->time_s > 0)
         snprintf(of, sizeof of, " of %g s", st->time_s);

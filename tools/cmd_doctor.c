@@ -321,8 +321,8 @@ static int run_doctor(int argc, char **argv)
              "pinio places memory on the loading thread's node; pass --node N to choose" : NULL);
 
     /* Pool placement, verified page by page after pinning. */
-    pinio_pool_options po;
-    pinio_pool_default_options(&po);
+    pinio_pool_opts po;
+    pinio_pool_opts_default(&po);
     po.placement = file_node >= 0 ? PINIO_POOL_NODE : PINIO_POOL_LOCAL;
     po.node = file_node >= 0 ? file_node : 0;
     po.topo = topo;

@@ -53,13 +53,15 @@ static int parse_dtypes(char *list, pinio_dtype *out, size_t cap, size_t *n)
     return *n ? 0 : -EINVAL;
 }
 
-static void progress(void *cookie, uint64_t done, uint64_t total)
+static int progress(void *ctx, const pinio_progress *p)
 {
-    (void)cookie;
+    (void)ctx;
+    uint64_t done = p->done_bytes, total = p->total_bytes;
     char a[32], b[32];
     fprintf(stderr, "\rpinio gen: %3u%%  %s of %s   ",
             total ? (unsigned)(done * 100 / total) : 100u, cli_human_bytes(a, sizeof(a), done),
             cli_human_bytes(b, sizeof(b), total));
+    return 0;
 }
 
 static int run_gen(int argc, char **argv)

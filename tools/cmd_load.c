@@ -54,9 +54,10 @@ static double mono(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int on_progress(void *ctx, uint64_t done, uint64_t total)
+static int on_progress(void *ctx, const pinio_progress *pg)
 {
     struct progress *p = ctx;
+    uint64_t done = pg->done_bytes, total = pg->total_bytes;
     double t = mono();
     if (!p->tty || (t - p->last < 0.1 && done < total))
         return 0;

@@ -52,17 +52,9 @@ typedef enum pinio_bench_rw {
     PINIO_BENCH_RANDWRITE, /**< random writes, each block once per pass */
 } pinio_bench_rw;
 
-/**
- * Progress of a running benchmark: `bytes` moved so far by all jobs (the
- * workload, not setup or the verify pass) after `seconds`. Called about
- * once a second on the thread that called pinio_bench_run(). Return
- * nonzero to stop the run: the jobs stop issuing and drain, and the run
- * fails with -ECANCELED (removing a file it created).
- */
-typedef int (*pinio_bench_progress_fn)(void *ctx, uint64_t bytes, double seconds);
-
 /** Options of a run. Start from pinio_bench_opts_default(). */
 typedef struct pinio_bench_opts {
+    size_t struct_size;    /**< sizeof(pinio_bench_opts), set by pinio_bench_opts_default() */
     const char *path;      /**< file or block device (required) */
     pinio_bench_rw rw;     /**< workload */
     uint64_t bs;           /**< bytes per request: a multiple of 512, 512 .. 64 MiB */
@@ -92,7 +84,13 @@ typedef struct pinio_bench_opts {
      *  what is gathered (adjacent sequential blocks under one plug); random
      *  blocks never merge, so gathering them only delays their start. */
     unsigned batch;
-    pinio_bench_progress_fn progress; /**< optional */
+    /** Optional: called about once a second on the thread that called
+     *  pinio_bench_run() with the bytes moved by all jobs (the workload, not
+     *  setup or the verify pass); total_bytes is the region for a one-pass
+     *  run, 0 for a time-based one (total_s set). Nonzero return: the jobs
+     *  stop issuing and drain, and the run fails with -ECANCELED (removing a
+     *  file it created). */
+    pinio_progress_fn progress;
     void *progress_ctx;
 } pinio_bench_opts;
 

@@ -122,6 +122,29 @@ PINIO_API void pinio_diag_set_index(pinio_diag *diag, size_t index);
  */
 PINIO_API void pinio_diag_relabel(pinio_diag *diag, const char *path);
 
+/**
+ * Progress of a long operation (a load, a benchmark run, a generated
+ * checkpoint), the one shape every pinio function with a progress callback
+ * reports. Passed by pointer and only read during the call: later versions
+ * may add fields at the end.
+ */
+typedef struct pinio_progress {
+    uint64_t done_bytes;  /**< bytes moved so far (never decreases) */
+    uint64_t total_bytes; /**< bytes to move in all; 0 when the operation is time-bound */
+    uint64_t done_ops;    /**< I/O requests completed so far; 0 where the operation does not count them */
+    double elapsed_s;     /**< seconds since the operation started */
+    double total_s;       /**< planned duration of a time-bound operation, else 0 */
+} pinio_progress;
+
+/**
+ * A progress callback: called on the thread that called the operation,
+ * about as often as its documentation says, and once more at the end of a
+ * successful operation with done_bytes == total_bytes. Return nonzero to
+ * stop: the operation fails with -ECANCELED and undoes what it made (a
+ * created file is removed).
+ */
+typedef int (*pinio_progress_fn)(void *ctx, const pinio_progress *p);
+
 /** The runtime library version as "MAJOR.MINOR.PATCH" (may differ from the headers'). */
 PINIO_API const char *pinio_version(void);
 

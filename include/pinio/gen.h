@@ -51,11 +51,9 @@ PINIO_API void pinio_gen_fill(uint64_t seed, const char *name, uint64_t offset, 
 PINIO_API bool pinio_gen_verify(uint64_t seed, const char *name, uint64_t offset, const void *buf,
                                 size_t len, uint64_t *first_bad);
 
-/** Progress callback: `done` of `total` data bytes written so far. */
-typedef void (*pinio_gen_progress_fn)(void *cookie, uint64_t done, uint64_t total);
-
 /** What to generate. Start from pinio_gen_opts_default(). */
 typedef struct pinio_gen_opts {
+    size_t struct_size; /**< sizeof(pinio_gen_opts), set by pinio_gen_opts_default() */
     /** Tensor bytes in total (the data sections, headers excluded). Each
      *  tensor's size is rounded down to whole elements of its dtype (and to
      *  whole bytes for sub-byte dtypes), so the total may fall short by a few
@@ -72,9 +70,11 @@ typedef struct pinio_gen_opts {
      *  tensors being dealt to shards in contiguous runs of equal count. */
     unsigned shards;
     uint64_t seed;
-    /** Optional, called from the writing thread after each chunk written. */
-    pinio_gen_progress_fn progress;
-    void *progress_cookie;
+    /** Optional: called on the writing thread after each 4 MiB chunk written
+     *  (data bytes); nonzero return stops with -ECANCELED, and the file
+     *  being written is removed (shards already complete stay). */
+    pinio_progress_fn progress;
+    void *progress_ctx;
 } pinio_gen_opts;
 
 /** What pinio_gen_write() wrote. */

@@ -55,9 +55,6 @@ typedef enum pinio_cache_policy {
 /** `node` value: no placement (any node). */
 #define PINIO_NODE_ANY (-1)
 
-/** Progress callback: `done` of `total` bytes read so far; return non-zero to cancel. */
-typedef int (*pinio_progress_fn)(void *ctx, uint64_t done, uint64_t total);
-
 /** Options of pinio_load(). Start from pinio_load_opts_default(). */
 typedef struct pinio_load_opts {
     size_t struct_size;          /**< sizeof(pinio_load_opts), set by the defaults function */
@@ -78,7 +75,9 @@ typedef struct pinio_load_opts {
      *  resolution order (NULL entries or a NULL array: nothing to compare). */
     const char *const *expected_sha256;
     size_t nexpected;
-    pinio_progress_fn progress;  /**< optional */
+    /** Optional: called after each batch of reads (1/16 of the load, 16 MiB to
+     *  1 GiB), bytes counted as read from storage; see #pinio_progress_fn. */
+    pinio_progress_fn progress;
     void *progress_ctx;
     uint8_t reserved[64];        /**< zero */
 } pinio_load_opts;

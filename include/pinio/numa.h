@@ -5,7 +5,7 @@
  *
  * Everything is read from sysfs on demand, so answers follow hot-plug and
  * tests can describe any machine by pointing the sysfs root at a fake tree
- * (#pinio_topo_options.sysfs_root or the environment variable
+ * (#pinio_topo_opts.sysfs_root or the environment variable
  * `PINIO_SYSFS_ROOT`).
  *
  * Node numbers: a node is >= 0. #PINIO_NODE_UNKNOWN (-1) means "sysfs does not
@@ -37,29 +37,29 @@ extern "C" {
 /** Opaque topology handle: where sysfs lives. */
 typedef struct pinio_topo pinio_topo;
 
-/** Options for pinio_topo_open(); fill with pinio_topo_default_options() first. */
-typedef struct pinio_topo_options {
+/** Options for pinio_topo_open(); fill with pinio_topo_opts_default() first. */
+typedef struct pinio_topo_opts {
+    size_t struct_size; /**< sizeof(pinio_topo_opts), set by pinio_topo_opts_default() */
     /**
      * Directory that plays the role of `/sys`. NULL: `$PINIO_SYSFS_ROOT` if set
      * and non-empty, else "/sys". The string is copied.
      */
     const char *sysfs_root;
-    uint8_t reserved[32]; /**< must be zero (pinio_topo_default_options() does it) */
-} pinio_topo_options;
+} pinio_topo_opts;
 
-/** Sets every field of `opts` to its default (sysfs_root NULL, reserved zero). */
-PINIO_API void pinio_topo_default_options(pinio_topo_options *opts);
+/** Sets every field of `opts` to its default (sysfs_root NULL), struct_size included. */
+PINIO_API void pinio_topo_opts_default(pinio_topo_opts *opts);
 
 /**
  * Opens a topology handle.
  *
  * @param opts NULL for the defaults.
  * @return 0 with `*out` owning a new handle (free it with pinio_topo_close());
- *         -EINVAL (NULL out, non-zero reserved bytes, empty or relative root),
+ *         -EINVAL (NULL out, struct_size not from pinio_topo_opts_default(), empty or relative root),
  *         -ENAMETOOLONG, -ENOMEM; on failure `*out` is untouched.
  *         The root need not exist: lookups then answer "unknown".
  */
-PINIO_API int pinio_topo_open(pinio_topo **out, const pinio_topo_options *opts);
+PINIO_API int pinio_topo_open(pinio_topo **out, const pinio_topo_opts *opts);
 
 /** Frees a handle from pinio_topo_open(). NULL is allowed. */
 PINIO_API void pinio_topo_close(pinio_topo *topo);

@@ -86,13 +86,14 @@ typedef struct pinio_pool_registrar {
 /** Where a pool places its memory. */
 typedef enum pinio_pool_placement {
     PINIO_POOL_ANY = 0,   /**< no policy: pages land where first touched */
-    PINIO_POOL_NODE,      /**< #pinio_pool_options.node */
-    PINIO_POOL_FILE_NODE, /**< the node of #pinio_pool_options.file's block device */
+    PINIO_POOL_NODE,      /**< #pinio_pool_opts.node */
+    PINIO_POOL_FILE_NODE, /**< the node of #pinio_pool_opts.file's block device */
     PINIO_POOL_LOCAL,     /**< the node of the thread calling pinio_pool_create() */
 } pinio_pool_placement;
 
-/** Options for pinio_pool_create(); fill with pinio_pool_default_options() first. */
-typedef struct pinio_pool_options {
+/** Options for pinio_pool_create(); fill with pinio_pool_opts_default() first. */
+typedef struct pinio_pool_opts {
+    size_t struct_size; /**< sizeof(pinio_pool_opts), set by pinio_pool_opts_default() */
     pinio_pool_placement placement; /**< default PINIO_POOL_ANY */
     int node;                       /**< for PINIO_POOL_NODE */
     /**
@@ -121,11 +122,10 @@ typedef struct pinio_pool_options {
     bool prefault;
     /** Copied; NULL `reg` (the default) means slabs are never registered. */
     pinio_pool_registrar registrar;
-    uint8_t reserved[64]; /**< must be zero */
-} pinio_pool_options;
+} pinio_pool_opts;
 
-/** Sets every field to its default (see the field docs). */
-PINIO_API void pinio_pool_default_options(pinio_pool_options *opts);
+/** Sets every field to its default (see the field docs), struct_size included. */
+PINIO_API void pinio_pool_opts_default(pinio_pool_opts *opts);
 
 /** Why a slab is or is not registered. */
 typedef enum pinio_pool_reg_state {
@@ -191,12 +191,13 @@ typedef struct pinio_pool pinio_pool;
  * @param opts NULL for the defaults.
  * @param diag optional; names the option or the file on failure.
  * @return 0 with `*out` owning the pool (pinio_pool_destroy()); on failure
- *         `*out` is untouched: -EINVAL (NULL out, non-zero reserved, bad
+ *         `*out` is untouched: -EINVAL (NULL out, struct_size not from
+ *         pinio_pool_opts_default(), bad
  *         placement, node < 0 or not below the system's node count, FILE_NODE
  *         without file, registrar with only one of reg/unreg), a negative errno
  *         from stat(2) of `file`, -ENOMEM.
  */
-PINIO_API int pinio_pool_create(pinio_pool **out, const pinio_pool_options *opts,
+PINIO_API int pinio_pool_create(pinio_pool **out, const pinio_pool_opts *opts,
                                 pinio_diag *diag);
 
 /**

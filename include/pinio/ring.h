@@ -222,7 +222,7 @@ PINIO_API int pinio_ring_register_region(pinio_ring *ring, void *addr, size_t le
 PINIO_API int pinio_ring_unregister_region(pinio_ring *ring, int slot);
 
 /**
- * A registrar for pinio_pool_options::registrar: `reg` is
+ * A registrar for pinio_pool_opts::registrar: `reg` is
  * pinio_ring_register_region() (call pinio_pool_alloc() on the ring's thread,
  * or registration fails with -EEXIST and the slab stays unregistered), `unreg`
  * is pinio_ring_unregister_region() (any thread).

@@ -28,6 +28,7 @@
 
 #include "pinio/bench.h"
 #include "pinio/sys.h"
+#include "src/base/opts.h"
 #include "src/bench/bench_internal.h"
 #include "src/uring/ring_internal.h"
 
@@ -38,6 +39,7 @@
 void pinio_bench_opts_default(pinio_bench_opts *o)
 {
     memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
     o->rw = PINIO_BENCH_READ;
     o->bs = 1u << 20;
     o->qd = 16;
@@ -670,7 +672,8 @@ static void features(const pinio_bench_opts *o, const job *j, char *out, size_t 
 /* Calls the progress callback about once a second until every job's
  * workload pass ended; returns true when the callback asked to stop (the
  * jobs then stop issuing, drain and skip the verify pass). */
-static bool watch(const pinio_bench_opts *o, job *jobs, unsigned n, struct gate *g)
+static bool watch(const pinio_bench_opts *o, job *jobs, unsigned n, uint64_t total,
+                  struct gate *g)
 {
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
@@ -689,7 +692,9 @@ static bool watch(const pinio_bench_opts *o, job *jobs, unsigned n, struct gate 
             bytes += atomic_load_explicit(&jobs[i].live_bytes, memory_order_relaxed);
         clock_gettime(CLOCK_MONOTONIC, &now);
         double secs = (double)(now.tv_sec - start.tv_sec) + (double)(now.tv_nsec - start.tv_nsec) * 1e-9;
-        if (o->progress(o->progress_ctx, bytes, secs))
+        pinio_progress pg = { .done_bytes = bytes, .elapsed_s = secs, .total_s = o->time_s,
+                              .total_bytes = o->time_s > 0 ? 0 : total };
+        if (o->progress(o->progress_ctx, &pg))
             atomic_store(&g->cancel, true);
         pthread_mutex_lock(&g->mu);
     }
@@ -765,7 +770,7 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
     gate.state = rc ? -1 : 1;
     pthread_cond_broadcast(&gate.cv);
     pthread_mutex_unlock(&gate.mu);
-    if (!rc && o->progress && watch(o, jobs, started, &gate)) {
+    if (!rc && o->progress && watch(o, jobs, started, size, &gate)) {
         rc = -ECANCELED;
         pinio_diag_set(diag, rc, "bench: %s: stopped by the progress callback", o->path);
     }
@@ -822,9 +827,17 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
     return rc;
 }
 
-int pinio_bench_run(const pinio_bench_opts *o, pinio_bench_result *res, pinio_diag *diag)
+int pinio_bench_run(const pinio_bench_opts *uo, pinio_bench_result *res, pinio_diag *diag)
 {
-    int rc = pinio_bench_check(o, diag);
+    pinio_bench_opts oc;
+    pinio_bench_opts_default(&oc);
+    int rc = uo ? pinio__opts_copy(&oc, sizeof oc, uo, "pinio_bench options", diag) : -EINVAL;
+    if (!uo)
+        pinio_diag_set(diag, rc, "bench: no options");
+    if (rc)
+        return rc;
+    const pinio_bench_opts *o = &oc;
+    rc = pinio_bench_check(o, diag);
     if (rc)
         return rc;
     memset(res, 0, sizeof *res);

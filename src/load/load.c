@@ -32,6 +32,7 @@
 #include "src/st/json_internal.h"
 #include "src/load/load_internal.h"
 #include "src/load/plan_internal.h"
+#include "src/base/opts.h"
 #include "src/base/view_internal.h"
 
 /* A file whose wanted range is at least this cached is read buffered: the
@@ -657,15 +658,16 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
                pinio_checkpoint **out, pinio_diag *diag)
 {
     pinio_load_opts defaults;
-    if (!opts) {
-        pinio_load_opts_default(&defaults);
-        opts = &defaults;
-    }
+    pinio_load_opts_default(&defaults);
     if (out)
         *out = NULL;
-    if (!out || !paths || npaths == 0 || opts->struct_size != sizeof(*opts)) {
+    int crc = pinio__opts_copy(&defaults, sizeof(defaults), opts, "pinio_load options", diag);
+    if (crc < 0)
+        return crc;
+    opts = &defaults;
+    if (!out || !paths || npaths == 0) {
         pinio_diag_set(diag, -EINVAL, "pinio_load: %s",
-              !npaths ? "no input paths" : "invalid arguments (opts not from pinio_load_opts_default?)");
+                       !npaths ? "no input paths" : "invalid arguments");
         return -EINVAL;
     }
     double t0 = now_s();
@@ -907,8 +909,8 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
      * fault pages in as they go (measured with pinio load --json, median
      * of alternating runs). A helper thread faults ahead of the reads on
      * another CPU; the pages are locked once they hold the data. */
-    pinio_pool_options po;
-    pinio_pool_default_options(&po);
+    pinio_pool_opts po;
+    pinio_pool_opts_default(&po);
     po.prefault = false;
     if (opts->node >= 0) {
         po.placement = PINIO_POOL_NODE;
@@ -1025,8 +1027,10 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
                                       batch[k].offset + batch[k].len);
             done_bytes += bytes;
             i += n;
-            if (rc == 0 && opts->progress &&
-                opts->progress(opts->progress_ctx, done_bytes, cp->report.read_bytes)) {
+            pinio_progress pg = { .done_bytes = done_bytes,
+                                  .total_bytes = cp->report.read_bytes,
+                                  .done_ops = i + n, .elapsed_s = now_s() - t0 };
+            if (rc == 0 && opts->progress && opts->progress(opts->progress_ctx, &pg)) {
                 rc = -ECANCELED;
                 pinio_diag_set(diag, rc, "load canceled by the progress callback");
             }

@@ -32,6 +32,7 @@
 
 #include "pinio/pool.h"
 #include "pinio/sys.h"
+#include "src/base/opts.h"
 #include "src/numa/numa_internal.h"
 
 #ifndef MPOL_PREFERRED
@@ -79,11 +80,12 @@ struct pinio_pool {
     pinio_pool_stats stats;
 };
 
-void pinio_pool_default_options(pinio_pool_options *opts)
+void pinio_pool_opts_default(pinio_pool_opts *opts)
 {
     if (!opts)
         return;
     memset(opts, 0, sizeof(*opts));
+    opts->struct_size = sizeof(*opts);
     opts->placement = PINIO_POOL_ANY;
     opts->node = PINIO_NODE_UNKNOWN;
     opts->slab_size = PINIO_POOL_SLAB_DEFAULT;
@@ -123,7 +125,7 @@ static bool system_has_node(int node)
     return node == 0 && stat("/sys/devices/system/node", &st) != 0;
 }
 
-static int resolve_node(const pinio_pool_options *o, int *node, char *note, size_t note_size,
+static int resolve_node(const pinio_pool_opts *o, int *node, char *note, size_t note_size,
                         pinio_diag *diag)
 {
     int rc, n = PINIO_NODE_UNKNOWN;
@@ -175,20 +177,16 @@ static int resolve_node(const pinio_pool_options *o, int *node, char *note, size
     return 0;
 }
 
-int pinio_pool_create(pinio_pool **out, const pinio_pool_options *opts, pinio_diag *diag)
+int pinio_pool_create(pinio_pool **out, const pinio_pool_opts *opts, pinio_diag *diag)
 {
     if (!out)
         return -EINVAL;
-    pinio_pool_options def;
-    if (!opts) {
-        pinio_pool_default_options(&def);
-        opts = &def;
-    }
-    for (size_t i = 0; i < sizeof(opts->reserved); i++)
-        if (opts->reserved[i]) {
-            pinio_diag_set(diag, -EINVAL, "pool: options.reserved must be zero");
-            return -EINVAL;
-        }
+    pinio_pool_opts def;
+    pinio_pool_opts_default(&def);
+    int rc = pinio__opts_copy(&def, sizeof(def), opts, "pinio_pool options", diag);
+    if (rc < 0)
+        return rc;
+    opts = &def;
     if (!opts->registrar.reg != !opts->registrar.unreg) {
         pinio_diag_set(diag, -EINVAL, "pool: registrar needs both reg and unreg");
         return -EINVAL;
@@ -196,7 +194,7 @@ int pinio_pool_create(pinio_pool **out, const pinio_pool_options *opts, pinio_di
     pinio_pool *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
-    int rc = resolve_node(opts, &p->node, p->stats.placement, sizeof(p->stats.placement), diag);
+    rc = resolve_node(opts, &p->node, p->stats.placement, sizeof(p->stats.placement), diag);
     if (rc < 0) {
         free(p);
         return rc;

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "pinio/numa.h"
+#include "src/base/opts.h"
 #include "src/numa/numa_internal.h"
 
 /* dm on md on dm ... is legal; a loop in a corrupt or fake tree is not. */
@@ -59,24 +60,23 @@ static const char *root_of(const pinio_topo *t)
     return t ? t->root : default_root();
 }
 
-void pinio_topo_default_options(pinio_topo_options *opts)
+void pinio_topo_opts_default(pinio_topo_opts *opts)
 {
-    if (opts)
-        memset(opts, 0, sizeof(*opts));
+    if (!opts)
+        return;
+    memset(opts, 0, sizeof(*opts));
+    opts->struct_size = sizeof(*opts);
 }
 
-int pinio_topo_open(pinio_topo **out, const pinio_topo_options *opts)
+int pinio_topo_open(pinio_topo **out, const pinio_topo_opts *opts)
 {
     if (!out)
         return -EINVAL;
-    pinio_topo_options def;
-    if (!opts) {
-        pinio_topo_default_options(&def);
-        opts = &def;
-    }
-    for (size_t i = 0; i < sizeof(opts->reserved); i++)
-        if (opts->reserved[i])
-            return -EINVAL;
+    pinio_topo_opts def;
+    pinio_topo_opts_default(&def);
+    if (pinio__opts_copy(&def, sizeof(def), opts, "pinio_topo options", NULL) < 0)
+        return -EINVAL;
+    opts = &def;
     const char *root = opts->sysfs_root ? opts->sysfs_root : default_root();
     /* Relative roots would change meaning with the working directory. */
     if (root[0] != '/')

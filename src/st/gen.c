@@ -8,10 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "pinio/gen.h"
+#include "src/base/opts.h"
 
 /* ------------------------------------------------------------ generator */
 
@@ -102,6 +104,7 @@ bool pinio_gen_verify(uint64_t seed, const char *name, uint64_t offset, const vo
 void pinio_gen_opts_default(pinio_gen_opts *opts)
 {
     memset(opts, 0, sizeof(*opts));
+    opts->struct_size = sizeof(*opts);
 }
 
 int pinio_gen_shard_name(char *buf, size_t cap, unsigned i, unsigned k)
@@ -292,7 +295,28 @@ static int put(struct writer *w, const void *p, size_t n)
 struct progress {
     const pinio_gen_opts *o;
     uint64_t done, total;
+    double t0;
 };
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Reports progress; -ECANCELED when the callback asks to stop. */
+static int report(const struct progress *pg, pinio_diag *diag)
+{
+    if (!pg->o->progress)
+        return 0;
+    pinio_progress p = { .done_bytes = pg->done, .total_bytes = pg->total,
+                         .elapsed_s = mono_s() - pg->t0 };
+    if (pg->o->progress(pg->o->progress_ctx, &p) == 0)
+        return 0;
+    pinio_diag_set(diag, -ECANCELED, "gen: stopped by the progress callback");
+    return -ECANCELED;
+}
 
 /* Writes one .safetensors file holding tensors ts[0..n). */
 static int write_file(const char *path, const struct gen_tensor *ts, size_t n,
@@ -356,8 +380,8 @@ static int write_file(const char *path, const struct gen_tensor *ts, size_t n,
             pg->done += k;
             if (w.used == w.cap) {
                 r = flush(&w);
-                if (!r && o->progress)
-                    o->progress(o->progress_cookie, pg->done, pg->total);
+                if (!r)
+                    r = report(pg, diag);
             }
         }
     }
@@ -418,9 +442,15 @@ static int write_index(const char *dir, const struct gen_tensor *ts, size_t n, u
     return r;
 }
 
-int pinio_gen_write(const char *out, const pinio_gen_opts *o, pinio_gen_result *res,
+int pinio_gen_write(const char *out, const pinio_gen_opts *uo, pinio_gen_result *res,
                     pinio_diag *diag)
 {
+    pinio_gen_opts oc;
+    pinio_gen_opts_default(&oc);
+    int crc = pinio__opts_copy(&oc, sizeof oc, uo, "pinio_gen options", diag);
+    if (crc < 0)
+        return crc;
+    const pinio_gen_opts *o = &oc;
     unsigned k = o->shards ? o->shards : 1;
     if (k > 99999)
         return fail(diag, -EINVAL, "%s: at most 99999 shards", out);
@@ -434,7 +464,7 @@ int pinio_gen_write(const char *out, const pinio_gen_opts *o, pinio_gen_result *
         free(ts);
         return fail(diag, -ENOMEM, "%s: out of memory", out);
     }
-    struct progress pg = {.o = o};
+    struct progress pg = {.o = o, .t0 = mono_s()};
     for (size_t i = 0; i < n; i++)
         pg.total += ts[i].nbytes;
     uint64_t file_bytes = 0;
@@ -460,8 +490,9 @@ int pinio_gen_write(const char *out, const pinio_gen_opts *o, pinio_gen_result *
         if (!r)
             r = write_index(out, ts, n, k, pg.total, diag);
     }
-    if (!r && o->progress)
-        o->progress(o->progress_cookie, pg.done, pg.total);
+    if (!r && o->progress) /* the final call: nothing is left to stop */
+        (void)o->progress(o->progress_ctx, &(pinio_progress){ .done_bytes = pg.done,
+                          .total_bytes = pg.total, .elapsed_s = mono_s() - pg.t0 });
     if (!r && res)
         *res = (pinio_gen_result){pg.total, file_bytes, n, k};
     if (!r && diag) {

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "src/base/opts.h"
 #include "ring_internal.h"
 
 /* Defaults, measured with bench/readbench on the development VM (2 vCPU
@@ -185,16 +186,9 @@ int pinio_ring_create(pinio_ring **out, const pinio_ring_opts *opts, pinio_diag 
 {
     pinio_ring_opts o;
     pinio_ring_opts_default(&o);
-    if (opts) {
-        if (opts->struct_size < offsetof(pinio_ring_opts, faults) ||
-            opts->struct_size > sizeof o) {
-            pinio_diag_set(diag, -EINVAL, "pinio_ring_create: unknown options size %zu",
-                              opts->struct_size);
-            return -EINVAL;
-        }
-        memcpy(&o, opts, opts->struct_size);
-        o.struct_size = sizeof o;
-    }
+    int crc = pinio__opts_copy(&o, sizeof o, opts, "pinio_ring options", diag);
+    if (crc < 0)
+        return crc;
     size_t rs = o.request_size;
     if (!o.queue_depth || o.queue_depth > 4096 || rs < 4096 || rs > (1u << 30) ||
         (rs & (rs - 1)) || o.backend > PINIO_BACKEND_PREAD || o.direct > PINIO_DIRECT_OFF ||

@@ -21,9 +21,11 @@ struct seen {
     int stop_at; /* return nonzero at this call (0: never) */
 };
 
-static int on_progress(void *ctx, uint64_t bytes, double seconds)
+static int on_progress(void *ctx, const pinio_progress *p)
 {
     struct seen *s = ctx;
+    uint64_t bytes = p->done_bytes;
+    double seconds = p->elapsed_s;
     s->calls++;
     CHECK(bytes >= s->last_bytes, "bytes went down: %llu after %llu", (unsigned long long)bytes,
           (unsigned long long)s->last_bytes);

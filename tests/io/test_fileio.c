@@ -32,8 +32,8 @@ static void env_open(env *e, const char *dir, uint64_t size, uint64_t seed)
     pinio_diag d = {0};
     cr_assert_eq(pinio_ring_create(&e->ring, NULL, &d), 0, "%s", d.msg);
     cr_assert_eq(pinio_fileio_create(&e->io, e->ring), 0);
-    pinio_pool_options po;
-    pinio_pool_default_options(&po);
+    pinio_pool_opts po;
+    pinio_pool_opts_default(&po);
     po.registrar = pinio_ring_registrar(e->ring);
     po.slab_size = 2u << 20; /* fits the default 8 MiB RLIMIT_MEMLOCK with the staging area */
     cr_assert_eq(pinio_pool_create(&e->pool, &po, &d), 0, "%s", d.msg);

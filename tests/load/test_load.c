@@ -470,10 +470,9 @@ Test(load, verify_sha256_whole_and_filtered, .init = disk_setup, .fini = teardow
     cr_assert_not_null(strstr(d.msg, "sha256 mismatch"), "%s", d.msg);
 }
 
-static int count_progress(void *ctx, uint64_t done, uint64_t total)
+static int count_progress(void *ctx, const pinio_progress *p)
 {
-    (void)done;
-    (void)total;
+    (void)p;
     ++*(int *)ctx;
     return 0;
 }
@@ -675,9 +674,10 @@ struct prog {
     int cancel_at;
 };
 
-static int on_progress(void *ctx, uint64_t done, uint64_t total)
+static int on_progress(void *ctx, const pinio_progress *pg)
 {
     struct prog *p = ctx;
+    uint64_t done = pg->done_bytes, total = pg->total_bytes;
     cr_assert_geq(done, p->last, "progress never goes back");
     p->last = done;
     p->total = total;

@@ -58,8 +58,8 @@ static void fake_unreg_fn(void *ctx, int slot)
 
 static pinio_pool *make_pool(struct fake_reg *f, size_t slab, bool prefault, pinio_pool_placement pl)
 {
-    pinio_pool_options o;
-    pinio_pool_default_options(&o);
+    pinio_pool_opts o;
+    pinio_pool_opts_default(&o);
     o.placement = pl;
     o.node = 0;
     o.slab_size = slab;
@@ -94,33 +94,32 @@ static bool mapped(const void *addr)
 
 Test(pool, defaults)
 {
-    pinio_pool_options o;
+    pinio_pool_opts o;
     memset(&o, 0xa5, sizeof(o));
-    pinio_pool_default_options(&o);
+    pinio_pool_opts_default(&o);
     cr_assert_eq(o.placement, PINIO_POOL_ANY);
     cr_assert_eq(o.slab_size, PINIO_POOL_SLAB_DEFAULT);
     cr_assert(o.prefault && o.huge_pages && !o.strict);
     cr_assert_null(o.registrar.reg);
-    for (size_t i = 0; i < sizeof(o.reserved); i++)
-        cr_assert_eq(o.reserved[i], 0);
+    cr_assert_eq(o.struct_size, sizeof(o));
 }
 
 Test(pool, create_rejects_bad_options)
 {
-    pinio_pool_options o;
+    pinio_pool_opts o;
     pinio_pool *p = (pinio_pool *)0x1;
     pinio_diag d = { 0 };
 
-    pinio_pool_default_options(&o);
-    o.reserved[0] = 1;
+    pinio_pool_opts_default(&o);
+    o.struct_size = 0; /* not from pinio_pool_opts_default() */
     cr_assert_eq(pinio_pool_create(&p, &o, &d), -EINVAL);
-    cr_assert_not_null(strstr(d.msg, "reserved"), "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, "struct_size"), "%s", d.msg);
 
-    pinio_pool_default_options(&o);
+    pinio_pool_opts_default(&o);
     o.registrar.reg = fake_reg_fn;
     cr_assert_eq(pinio_pool_create(&p, &o, NULL), -EINVAL, "reg without unreg");
 
-    pinio_pool_default_options(&o);
+    pinio_pool_opts_default(&o);
     o.placement = PINIO_POOL_NODE;
     o.node = 4000;
     cr_assert_eq(pinio_pool_create(&p, &o, &d), -EINVAL);
@@ -128,14 +127,14 @@ Test(pool, create_rejects_bad_options)
     o.node = -2;
     cr_assert_eq(pinio_pool_create(&p, &o, NULL), -EINVAL);
 
-    pinio_pool_default_options(&o);
+    pinio_pool_opts_default(&o);
     o.placement = PINIO_POOL_FILE_NODE;
     cr_assert_eq(pinio_pool_create(&p, &o, NULL), -EINVAL, "FILE_NODE without a file");
     o.file = "/nonexistent/pinio-pool";
     cr_assert_eq(pinio_pool_create(&p, &o, &d), -ENOENT);
     cr_assert_not_null(strstr(d.msg, "/nonexistent/pinio-pool"), "%s", d.msg);
 
-    pinio_pool_default_options(&o);
+    pinio_pool_opts_default(&o);
     o.placement = (pinio_pool_placement)42;
     cr_assert_eq(pinio_pool_create(&p, &o, NULL), -EINVAL);
     cr_assert_eq(p, (pinio_pool *)0x1, "untouched on failure");
@@ -206,8 +205,8 @@ Test(pool, placement_verified_on_node0)
 
 Test(pool, strict_binds)
 {
-    pinio_pool_options o;
-    pinio_pool_default_options(&o);
+    pinio_pool_opts o;
+    pinio_pool_opts_default(&o);
     o.placement = PINIO_POOL_NODE;
     o.node = 0;
     o.strict = true;
@@ -262,8 +261,8 @@ Test(pool, local_and_file_placement)
     int fd = mkstemp(shm);
     cr_assert_geq(fd, 0);
     close(fd);
-    pinio_pool_options o;
-    pinio_pool_default_options(&o);
+    pinio_pool_opts o;
+    pinio_pool_opts_default(&o);
     o.placement = PINIO_POOL_FILE_NODE;
     o.file = shm;
     cr_assert_eq(pinio_pool_create(&p, &o, NULL), 0);
@@ -278,8 +277,8 @@ Test(pool, local_and_file_placement)
     struct stat sb;
     cr_assert_eq(stat(shm, &sb), 0);
     cr_assert_eq(fake_sysfs_add_disk(root, major(sb.st_dev), minor(sb.st_dev), "0000:f0:02.0", 0), 0);
-    pinio_topo_options to;
-    pinio_topo_default_options(&to);
+    pinio_topo_opts to;
+    pinio_topo_opts_default(&to);
     to.sysfs_root = root;
     pinio_topo *topo;
     cr_assert_eq(pinio_topo_open(&topo, &to), 0);
@@ -490,8 +489,8 @@ Test(pool, slab_cap_is_one_gib)
 {
     /* prefault and huge pages off: the gigabyte is mapped but never touched. */
     struct fake_reg f = { 0 };
-    pinio_pool_options o;
-    pinio_pool_default_options(&o);
+    pinio_pool_opts o;
+    pinio_pool_opts_default(&o);
     o.slab_size = (size_t)4 << 30; /* asks for more than the kernel can register */
     o.prefault = false;
     o.huge_pages = false;

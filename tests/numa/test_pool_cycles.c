@@ -43,8 +43,8 @@ static uint64_t status_kb(const char *key)
 
 static void cycle(const pinio_pool_registrar *reg, int i)
 {
-    pinio_pool_options o;
-    pinio_pool_default_options(&o);
+    pinio_pool_opts o;
+    pinio_pool_opts_default(&o);
     o.placement = (i % 3 == 0) ? PINIO_POOL_NODE : PINIO_POOL_ANY;
     o.node = 0;
     o.slab_size = 2 * MiB;

@@ -59,8 +59,8 @@ static int child_init_ring(struct uring_reg *u)
 
 static pinio_pool *child_pool(struct uring_reg *u)
 {
-    pinio_pool_options o;
-    pinio_pool_default_options(&o);
+    pinio_pool_opts o;
+    pinio_pool_opts_default(&o);
     o.slab_size = 2 * MiB;
     o.registrar = uring_reg_registrar(u);
     pinio_pool *p = NULL;

@@ -67,8 +67,8 @@ static void *releaser(void *arg)
 
 int main(void)
 {
-    pinio_pool_options o;
-    pinio_pool_default_options(&o);
+    pinio_pool_opts o;
+    pinio_pool_opts_default(&o);
     o.slab_size = 4 << 20;
     o.prefault = false;
     o.registrar = (pinio_pool_registrar){ .ctx = NULL, .reg = reg, .unreg = unreg };

@@ -21,8 +21,8 @@ static void setup(void)
 {
     root = fake_sysfs_build();
     cr_assert_not_null(root, "building the fake sysfs tree failed");
-    pinio_topo_options o;
-    pinio_topo_default_options(&o);
+    pinio_topo_opts o;
+    pinio_topo_opts_default(&o);
     o.sysfs_root = root;
     cr_assert_eq(pinio_topo_open(&topo, &o), 0);
 }
@@ -224,8 +224,8 @@ Test(topo_fake, environment_redirect, .init = setup, .fini = teardown)
     pinio_topo_close(t);
 
     /* An explicit option beats the environment. */
-    pinio_topo_options o;
-    pinio_topo_default_options(&o);
+    pinio_topo_opts o;
+    pinio_topo_opts_default(&o);
     o.sysfs_root = "/nonexistent-pinio-root/";
     cr_assert_eq(pinio_topo_open(&t, &o), 0);
     cr_expect_str_eq(pinio_topo_sysfs_root(t), "/nonexistent-pinio-root", "trailing slash cut");
@@ -240,13 +240,13 @@ Test(topo_fake, environment_redirect, .init = setup, .fini = teardown)
 Test(topo, open_rejects_bad_options)
 {
     pinio_topo *t = (pinio_topo *)0x1;
-    pinio_topo_options o;
-    pinio_topo_default_options(&o);
+    pinio_topo_opts o;
+    pinio_topo_opts_default(&o);
     o.sysfs_root = "relative/sys";
     cr_assert_eq(pinio_topo_open(&t, &o), -EINVAL);
     cr_assert_eq(t, (pinio_topo *)0x1, "untouched on failure");
-    pinio_topo_default_options(&o);
-    o.reserved[3] = 1;
+    pinio_topo_opts_default(&o);
+    o.struct_size = 1;
     cr_assert_eq(pinio_topo_open(&t, &o), -EINVAL);
     cr_assert_eq(pinio_topo_open(NULL, NULL), -EINVAL);
     int node;

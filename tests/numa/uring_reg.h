@@ -24,7 +24,7 @@ int uring_reg_init(struct uring_reg *u);
 /** Unregisters everything and exits the ring explicitly. */
 void uring_reg_exit(struct uring_reg *u);
 
-/** The registrar for pinio_pool_options.registrar. */
+/** The registrar for pinio_pool_opts.registrar. */
 pinio_pool_registrar uring_reg_registrar(struct uring_reg *u);
 
 #endif

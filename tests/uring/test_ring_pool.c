@@ -25,8 +25,8 @@ Test(pool, registrar_read_fixed_and_foreign_release)
     pinio_ring_get_info(r, &ri);
     if (ri.backend != PINIO_BACKEND_FIXED_DIRECT)
         cr_skip_test("buffer registration unavailable here: %s", ri.reason);
-    pinio_pool_options po;
-    pinio_pool_default_options(&po);
+    pinio_pool_opts po;
+    pinio_pool_opts_default(&po);
     po.slab_size = 4u << 20;
     po.registrar = pinio_ring_registrar(r);
     pinio_pool *pool;

@@ -1,0 +1,40 @@
+/*
+ * The options convention, one rule for every pinio_X_opts (dav1d's
+ * Dav1dSettings, grown the way the kernel grows its extensible structs,
+ * e.g. openat2's struct open_how):
+ *
+ *   - the struct starts with `size_t struct_size`, which
+ *     pinio_X_opts_default() sets to sizeof(pinio_X_opts) as the caller's
+ *     header saw it;
+ *   - a function taking options starts from its own defaults and copies the
+ *     caller's first struct_size bytes over them. A program built against an
+ *     older, smaller header keeps working: the fields it does not know keep
+ *     their defaults. A program built against a newer, larger header works
+ *     as long as the fields this library does not know are zero;
+ *   - so a field added later must mean "default" when zero, and is added at
+ *     the end.
+ *
+ * Library-internal (not installed): used by every layer above base/.
+ */
+#ifndef PINIO_SRC_BASE_OPTS_H
+#define PINIO_SRC_BASE_OPTS_H
+
+#include <stddef.h>
+
+#include "pinio/common.h"
+
+/**
+ * Copies caller options over defaults. `dst` holds the library's defaults
+ * (`size` bytes, struct_size first); `user` (NULL: keep the defaults) is the
+ * caller's struct. `what` names the options in the diagnostic
+ * ("pinio_load options").
+ * @return 0 with dst->struct_size == size; -EINVAL when user->struct_size
+ *         does not even cover the struct_size field; -E2BIG when it is
+ *         larger than `size` and a byte past `size` is not zero (a field
+ *         this library does not know is in use). `dst` keeps its defaults
+ *         on failure.
+ */
+int pinio__opts_copy(void *dst, size_t size, const void *user, const char *what,
+                     pinio_diag *diag);
+
+#endif
