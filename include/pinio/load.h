@@ -18,7 +18,7 @@
  * reads, check that every wanted byte arrived, verify the placement, lock
  * the arena in RAM (mlock, when RLIMIT_MEMLOCK allows), and hand out
  * tensors as views of the arena. Peak memory is the selected bytes
- * plus alignment padding and small merged holes (see src/load/plan_internal.h).
+ * plus alignment padding and small merged holes (see src/load/layout_internal.h).
  *
  * Lifetime: the arena is freed when the checkpoint and every tensor
  * #pinio_bytes taken from it have been released, in any order. Tensor

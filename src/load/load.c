@@ -31,7 +31,7 @@
 #include "src/load/hash_internal.h"
 #include "src/st/json_internal.h"
 #include "src/load/load_internal.h"
-#include "src/load/plan_internal.h"
+#include "src/load/layout_internal.h"
 #include "src/base/opts.h"
 #include "src/base/view_internal.h"
 

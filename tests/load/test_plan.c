@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/load/plan_internal.h"
+#include "src/load/layout_internal.h"
 
 static uint8_t byte_at(uint32_t file, uint64_t off)
 {

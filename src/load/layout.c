@@ -1,10 +1,10 @@
-/* Load planning; the layout rules are in plan_internal.h. */
+/* Load planning; the layout rules are in layout_internal.h. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/load/plan_internal.h"
+#include "src/load/layout_internal.h"
 
 /* (file, offset) order; qsort_r keeps the comparison reentrant. */
 static int cmp_idx(const void *a, const void *b, void *base)

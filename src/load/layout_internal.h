@@ -13,8 +13,8 @@
  * Reads never cross a multiple of `seg` in the arena, so each lies inside one
  * registered buffer (io_uring caps a registered buffer at 1 GiB).
  */
-#ifndef PINIO_SRC_PLAN_INTERNAL_H
-#define PINIO_SRC_PLAN_INTERNAL_H
+#ifndef PINIO_SRC_LOAD_LAYOUT_INTERNAL_H
+#define PINIO_SRC_LOAD_LAYOUT_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
