@@ -96,6 +96,9 @@ static void one_line(char *p)
 }
 
 static void diag_vset(pinio_diag *diag, int code, const char *path, uint64_t offset,
+                      const char *fmt, va_list ap) PINIO_PRINTF(5, 0);
+
+static void diag_vset(pinio_diag *diag, int code, const char *path, uint64_t offset,
                       const char *fmt, va_list ap)
 {
     diag->code = code;
