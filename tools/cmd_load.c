@@ -244,15 +244,17 @@ static int run_load(int argc, char **argv)
                "\"misaligned\":%zu,\"bytes\":%llu,\"read_bytes\":%llu,\"arena_bytes\":%llu,"
                "\"seconds\":%.6f,\"io_seconds\":%.6f,\"verify_seconds\":%.6f,\"drop_seconds\":%.6f,\"gb_per_s\":%.3f,\"io_gb_per_s\":%.3f,"
                "\"files_direct\":%zu,\"files_buffered\":%zu,\"backend\":\"%s\","
-               "\"locked\":%s,\"node\":%d,\"node_verified\":%s,\"verified\":%s,"
+               "\"locked\":%s,\"registered\":%s,\"fixed_ops\":%llu,\"plain_ops\":%llu,"
+               "\"node\":%d,\"node_verified\":%s,\"verified\":%s,"
                "\"peak_rss_bytes\":%lld,\"io_path\":",
                r.files, r.tensors, r.skipped, r.unindexed, r.misaligned,
                (unsigned long long)r.bytes, (unsigned long long)r.read_bytes,
                (unsigned long long)r.arena_bytes, r.seconds, r.io_seconds, r.verify_seconds,
                r.drop_seconds, gbs, io_gbs,
                r.files_direct, r.files_buffered, pinio_backend_name(r.backend),
-               r.locked ? "true" : "false", r.node, r.node_verified ? "true" : "false",
-               r.verified ? "true" : "false", (long long)ru.ru_maxrss * 1024);
+               r.locked ? "true" : "false", r.registered ? "true" : "false",
+               (unsigned long long)r.fixed_ops, (unsigned long long)r.plain_ops, r.node,
+               r.node_verified ? "true" : "false", r.verified ? "true" : "false", (long long)ru.ru_maxrss * 1024);
         cli_json_str(r.io_path, strlen(r.io_path));
         printf(",\"cache\":");
         cli_json_str(r.cache, strlen(r.cache));

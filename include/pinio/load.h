@@ -10,15 +10,20 @@
  * pinio_load_report::unindexed); a shard or tensor the map names but that is
  * missing is an error; the same tensor in two shards is an error.
  *
- * A load (resident mode): validate every header, select tensors (filters are
- * applied before any data I/O), plan the wanted byte ranges into aligned,
- * merged reads, allocate one arena on the chosen NUMA node, read through the
- * io_uring engine (O_DIRECT for files not in the page cache, buffered for
- * files that are) while a helper thread faults the arena in ahead of the
- * reads, check that every wanted byte arrived, verify the placement, lock
- * the arena in RAM (mlock, when RLIMIT_MEMLOCK allows), and hand out
- * tensors as views of the arena. Peak memory is the selected bytes
- * plus alignment padding and small merged holes (see src/load/layout_internal.h).
+ * A load (resident mode) is a plan (plan.h: headers validated, tensors
+ * selected before any data I/O, reads laid out) executed into one arena:
+ * the arena is allocated on the chosen NUMA node and laid out as the plan,
+ * read through the io_uring engine (O_DIRECT for files not in the page
+ * cache, buffered for files that are) while a helper thread faults it in
+ * ahead of the reads; every wanted byte is checked to have arrived, the
+ * placement verified, the arena locked in RAM (mlock, when RLIMIT_MEMLOCK
+ * allows), and tensors handed out as views of it. Peak memory is the
+ * selected bytes plus alignment padding and small merged holes.
+ *
+ * The arena is read-only: tensors are `const` views, and a #pinio_bytes
+ * taken from a checkpoint copies on its first mutable access (the
+ * checkpoint keeps its own reference), so no write ever reaches the arena
+ * or another holder's tensor.
  *
  * Lifetime: the arena is freed when the checkpoint and every tensor
  * #pinio_bytes taken from it have been released, in any order. Tensor
@@ -36,19 +41,13 @@
 
 #include "pinio/bytes.h"
 #include "pinio/common.h"
+#include "pinio/plan.h"
 #include "pinio/ring.h"
 #include "pinio/safetensors.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/** Page-cache policy. */
-typedef enum pinio_cache_policy {
-    PINIO_CACHE_AUTO = 0, /**< buffered for files mostly in the page cache, else O_DIRECT */
-    PINIO_CACHE_COLD,     /**< drop the files' cached pages first, then read (O_DIRECT) */
-    PINIO_CACHE_HOT,      /**< read buffered whatever the cache holds */
-} pinio_cache_policy;
 
 /** `node` value: the NUMA node of the files' block device (else the caller's node). */
 #define PINIO_NODE_AUTO (-2)
@@ -83,7 +82,20 @@ typedef struct pinio_load_opts {
 } pinio_load_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */
-PINIO_API void pinio_load_opts_default(pinio_load_opts *opts);
+static inline void pinio_load_opts_default(pinio_load_opts *opts);
+
+/**
+ * What pinio_load_opts_default() calls: fills the first `size` bytes of `*opts`
+ * with the defaults (struct_size = `size`; fields past this library's
+ * struct stay zero). Inline callers pass their header's sizeof, so a
+ * program built against an older, smaller struct is never written past.
+ */
+PINIO_API void pinio_load_opts_init(pinio_load_opts *opts, size_t size);
+
+static inline void pinio_load_opts_default(pinio_load_opts *opts)
+{
+    pinio_load_opts_init(opts, sizeof(*opts));
+}
 
 /** A loaded checkpoint. Opaque. */
 typedef struct pinio_checkpoint pinio_checkpoint;
@@ -120,14 +132,21 @@ typedef struct pinio_load_report {
     double io_seconds;         /**< wall time of the data reads */
     size_t files_direct;       /**< files read with O_DIRECT */
     size_t files_buffered;     /**< files read through the page cache */
-    pinio_backend backend;     /**< the ring's best backend */
+    pinio_backend backend;     /**< the rung the data reads used: FIXED_DIRECT only when reads
+                                    went to io_uring-registered memory (READ_FIXED) */
     bool locked;               /**< the arena is locked in RAM (mlock) for the checkpoint's life */
+    bool registered;           /**< the arena was registered with io_uring for the reads
+                                    (reads landed by READ_FIXED) */
     int node;                  /**< NUMA node the arena was placed on (-1: none) */
     bool node_verified;        /**< placement checked page by page after pinning */
     bool verified;             /**< SHA-256 computed (and matched, when expected) */
     char io_path[256];         /**< one line: the I/O path that ran and why */
     char cache[256];           /**< one line: per-file cache decisions and why */
-    char memory[256];          /**< one line: whether the arena is locked, and why not */
+    char memory[256];          /**< one line: whether the arena is locked and registered, and
+                                    why not */
+    unsigned setup_flags;      /**< io_uring setup flags in force for the data reads */
+    uint64_t fixed_ops;        /**< reads issued as READ_FIXED (into registered memory) */
+    uint64_t plain_ops;        /**< reads issued as plain READ / pread */
 } pinio_load_report;
 
 /**
@@ -157,7 +176,7 @@ PINIO_API size_t pinio_checkpoint_count(const pinio_checkpoint *cp);
 /** Tensor `i` in file order (files in resolution order); NULL when out of range. */
 PINIO_API const pinio_tensor *pinio_checkpoint_tensor(const pinio_checkpoint *cp, size_t i);
 
-/** Tensor by exact name; NULL when not loaded. */
+/** Tensor by exact name; NULL when not loaded. O(log n). */
 PINIO_API const pinio_tensor *pinio_checkpoint_find(const pinio_checkpoint *cp, const char *name);
 
 /** Number of input files, and the path of file `i` (NULL when out of range). */
@@ -171,12 +190,39 @@ PINIO_API const char *pinio_checkpoint_sha256(const pinio_checkpoint *cp, size_t
 PINIO_API void pinio_checkpoint_report(const pinio_checkpoint *cp, pinio_load_report *out);
 
 /**
- * The bytes of tensor `i` as a #pinio_bytes of property FILE that views the
- * pinned arena without a copy (it holds its own reference on the arena).
- * @return 0 with `*out` owned by the caller; -ERANGE for a bad index; -ENOMEM.
+ * The validated header of file `i` (tensors, `__metadata__`), kept from the
+ * load: nothing is parsed again. NULL when out of range. Valid while the
+ * checkpoint lives.
+ */
+PINIO_API const pinio_st *pinio_checkpoint_header(const pinio_checkpoint *cp, size_t i);
+
+/**
+ * The `__metadata__` value of `key` (NUL-terminated): the first file (in
+ * resolution order) whose header has it. NULL when no file has it. Valid
+ * while the checkpoint lives. Per-file metadata: pinio_checkpoint_header().
+ */
+PINIO_API const char *pinio_checkpoint_metadata(const pinio_checkpoint *cp, const char *key);
+
+/**
+ * The bytes of tensor `i` as a #pinio_bytes viewing the arena without a
+ * copy (it holds its own reference on the arena, so it may outlive the
+ * checkpoint). Its property says where the bytes live: PINIO_PROP_PINNED
+ * when the arena is locked or registered (a GPU backend may DMA from it
+ * directly), PINIO_PROP_NATIVE otherwise (pageable memory). The arena is
+ * read-only: a mutable access copies first.
+ * @return 0 with `*out` owned by the caller (pinio_bytes_free()); -EINVAL
+ *         (NULL argument), -ERANGE for a bad index, -ENOMEM. On failure
+ *         `*out` is untouched and no reference is taken.
  */
 PINIO_API int pinio_checkpoint_tensor_bytes(const pinio_checkpoint *cp, size_t i,
                                             pinio_bytes **out);
+
+/**
+ * As pinio_checkpoint_tensor_bytes(), by exact tensor name.
+ * @return 0; -ENOENT when no loaded tensor has that name; as above.
+ */
+PINIO_API int pinio_checkpoint_get_bytes(const pinio_checkpoint *cp, const char *name,
+                                         pinio_bytes **out);
 
 #ifdef __cplusplus
 }

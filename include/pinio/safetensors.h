@@ -200,7 +200,7 @@ PINIO_API const pinio_st_tensor *pinio_st_at(const pinio_st *st, size_t i);
 PINIO_API const pinio_st_tensor *pinio_st_find(const pinio_st *st, const char *name, size_t len);
 
 /** The position of `t` (from this #pinio_st) in file order. */
-PINIO_API size_t pinio_st_index(const pinio_st *st, const pinio_st_tensor *t);
+PINIO_API size_t pinio_st_position(const pinio_st *st, const pinio_st_tensor *t);
 
 /** Number of `__metadata__` entries. */
 PINIO_API size_t pinio_st_metadata_count(const pinio_st *st);
@@ -222,6 +222,77 @@ PINIO_API uint64_t pinio_st_data_size(const pinio_st *st);
 
 /** The file size the header was validated against. */
 PINIO_API uint64_t pinio_st_file_size(const pinio_st *st);
+
+/* ---- index files ------------------------------------------------------ */
+
+/** The largest index file accepted (the same cap as a header). */
+#define PINIO_ST_INDEX_MAX PINIO_ST_HEADER_MAX
+
+/**
+ * A parsed `model.safetensors.index.json`: `{"metadata": {...},
+ * "weight_map": {"tensor name": "shard file", ...}}` (other top-level keys
+ * are ignored, as transformers does). Rejected with #PINIO_EFORMAT and a
+ * diagnostic naming the file and byte: invalid UTF-8 or JSON, no
+ * weight_map or an empty one (loading nothing would hide a broken index),
+ * a value that is not a string, a tensor listed twice (DuplicateKey), a
+ * shard name that is absolute, has a ".." component or holds a NUL (a
+ * shard must live in the index's folder). Names are compared with their
+ * length, so names holding NUL bytes stay distinct. Parsing is
+ * O(n log n) in the entries. Opaque; immutable once parsed (any thread may
+ * call the accessors).
+ */
+typedef struct pinio_st_index pinio_st_index;
+
+/** One weight_map entry; pointers valid until pinio_st_index_free(). */
+typedef struct pinio_st_index_entry {
+    const char *name; /**< decoded UTF-8, NUL-terminated (may hold NUL: use name_len) */
+    size_t name_len;
+    size_t shard;     /**< index for pinio_st_index_shard() */
+} pinio_st_index_entry;
+
+/**
+ * Parses the index image `buf[0, len)` as if read from `path` (shard paths
+ * resolve in its folder; nothing is opened).
+ * @return 0 with `*out` owning the index (pinio_st_index_free());
+ *         #PINIO_EFORMAT (`diag` names `path` and the byte), -ENOMEM. On
+ *         failure `*out` is NULL and nothing stays allocated.
+ */
+PINIO_API int pinio_st_index_parse(pinio_st_index **out, const void *buf, size_t len,
+                                   const char *path, pinio_diag *diag);
+
+/**
+ * Reads `path` (a regular file of at most #PINIO_ST_INDEX_MAX bytes) and
+ * parses it. @return as pinio_st_index_parse(), plus the negative errno of
+ * open/read, -EINVAL for a path that is not a regular file.
+ */
+PINIO_API int pinio_st_index_open(pinio_st_index **out, const char *path, pinio_diag *diag);
+
+/** Frees the index and everything its accessors returned. NULL is a no-op. */
+PINIO_API void pinio_st_index_free(pinio_st_index *ix);
+
+/** The path the index was parsed as. */
+PINIO_API const char *pinio_st_index_path(const pinio_st_index *ix);
+
+/** Number of weight_map entries. */
+PINIO_API size_t pinio_st_index_count(const pinio_st_index *ix);
+
+/** Entry `i` in name order (bytewise, shorter first on a tie); NULL when out of range. */
+PINIO_API const pinio_st_index_entry *pinio_st_index_at(const pinio_st_index *ix, size_t i);
+
+/** The entry for the exact name of `len` bytes (O(log n)), or NULL. */
+PINIO_API const pinio_st_index_entry *pinio_st_index_find(const pinio_st_index *ix,
+                                                          const char *name, size_t len);
+
+/** Number of distinct shards. */
+PINIO_API size_t pinio_st_index_shard_count(const pinio_st_index *ix);
+
+/**
+ * Shard `i` as a path: the index's folder joined with the shard's name
+ * (`dir/name`, or the bare name when the index path has no folder).
+ * Shards are numbered in the order the weight_map first names them.
+ * NULL when out of range.
+ */
+PINIO_API const char *pinio_st_index_shard(const pinio_st_index *ix, size_t i);
 
 #ifdef __cplusplus
 }

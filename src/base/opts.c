@@ -5,6 +5,15 @@
 
 #include "src/base/opts.h"
 
+void pinio__opts_init(void *dst, size_t size, const void *defaults, size_t dsize)
+{
+    if (!dst || size < sizeof(size_t))
+        return;
+    memset(dst, 0, size);
+    memcpy(dst, defaults, size < dsize ? size : dsize);
+    memcpy(dst, &size, sizeof(size));
+}
+
 int pinio__opts_copy(void *dst, size_t size, const void *user, const char *what,
                      pinio_diag *diag)
 {

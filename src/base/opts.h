@@ -5,7 +5,11 @@
  *
  *   - the struct starts with `size_t struct_size`, which
  *     pinio_X_opts_default() sets to sizeof(pinio_X_opts) as the caller's
- *     header saw it;
+ *     header saw it: it is a static inline function of the header that
+ *     calls the exported pinio_X_opts_init(opts, sizeof(*opts)), so the
+ *     library never writes past an older caller's smaller struct, and
+ *     zeroes its padding (which an older struct's tail padding would
+ *     otherwise carry, uninitialised, into a newer field);
  *   - a function taking options starts from its own defaults and copies the
  *     caller's first struct_size bytes over them. A program built against an
  *     older, smaller header keeps working: the fields it does not know keep
@@ -34,6 +38,13 @@
  *         this library does not know is in use). `dst` keeps its defaults
  *         on failure.
  */
+/**
+ * The body of every pinio_X_opts_init(): `dst` (the caller's struct of
+ * `size` bytes) receives the library's `defaults` (`dsize` bytes) up to
+ * `size`, zeroes past them, and struct_size = `size`.
+ */
+void pinio__opts_init(void *dst, size_t size, const void *defaults, size_t dsize);
+
 int pinio__opts_copy(void *dst, size_t size, const void *user, const char *what,
                      pinio_diag *diag);
 

@@ -1,4 +1,4 @@
-/* Load planning; the layout rules are in layout_internal.h. */
+/* The read layout of a plan; its rules are in layout_internal.h. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -23,8 +23,8 @@ static bool is_pow2(uint64_t v)
     return v && !(v & (v - 1));
 }
 
-int pinio__plan_build(const pinio__range *ranges, size_t n, uint64_t align, uint64_t merge_gap,
-                      uint64_t seg, pinio__plan *out)
+int pinio__layout_build(const pinio__range *ranges, size_t n, uint64_t align, uint64_t merge_gap,
+                      uint64_t seg, pinio__layout *out)
 {
     memset(out, 0, sizeof(*out));
     if (!is_pow2(align) || !is_pow2(seg) || seg < align || (n && !ranges))
@@ -37,13 +37,13 @@ int pinio__plan_build(const pinio__range *ranges, size_t n, uint64_t align, uint
     }
 
     size_t *order = malloc((n ? n : 1) * sizeof(*order));
-    out->range_arena_off = calloc(n ? n : 1, sizeof(*out->range_arena_off));
+    out->range_dest_off = calloc(n ? n : 1, sizeof(*out->range_dest_off));
     /* Upper bound on reads: one per range, plus one per segment crossing. */
     size_t cap = n + 1;
     out->reads = malloc(cap * sizeof(*out->reads));
-    if (!order || !out->range_arena_off || !out->reads) {
+    if (!order || !out->range_dest_off || !out->reads) {
         free(order);
-        pinio__plan_free(out);
+        pinio__layout_free(out);
         return -ENOMEM;
     }
     for (size_t i = 0; i < n; i++)
@@ -52,7 +52,7 @@ int pinio__plan_build(const pinio__range *ranges, size_t n, uint64_t align, uint
 
     const uint64_t mask = align - 1;
     uint64_t arena = 0;
-    pinio__read *cur = NULL;
+    pinio_plan_read *cur = NULL;
     for (size_t k = 0; k < n; k++) {
         const pinio__range *r = &ranges[order[k]];
         uint64_t start = r->off & ~mask;
@@ -60,56 +60,56 @@ int pinio__plan_build(const pinio__range *ranges, size_t n, uint64_t align, uint
         if (r->len == 0) {
             /* Nothing to read: place it inside the current read when it falls
              * there, else at the arena end (a valid, empty address). */
-            if (cur && cur->file == r->file && r->off >= cur->off && r->off <= cur->off + cur->len)
-                out->range_arena_off[order[k]] = cur->arena_off + (r->off - cur->off);
+            if (cur && cur->file == r->file && r->off >= cur->offset && r->off <= cur->offset + cur->len)
+                out->range_dest_off[order[k]] = cur->dest_offset + (r->off - cur->offset);
             else
-                out->range_arena_off[order[k]] = arena;
+                out->range_dest_off[order[k]] = arena;
             continue;
         }
-        bool merge = cur && cur->file == r->file && start <= cur->off + cur->len + merge_gap;
+        bool merge = cur && cur->file == r->file && start <= cur->offset + cur->len + merge_gap;
         if (merge) {
-            uint64_t cur_end = cur->off + cur->len;
+            uint64_t cur_end = cur->offset + cur->len;
             if (end > cur_end) {
                 arena += end - cur_end;
-                cur->len = end - cur->off;
+                cur->len = end - cur->offset;
             }
-            if (r->off + r->len - cur->off > cur->need)
-                cur->need = r->off + r->len - cur->off;
+            if (r->off + r->len - cur->offset > cur->need)
+                cur->need = r->off + r->len - cur->offset;
         } else {
             cur = &out->reads[out->nreads++];
-            *cur = (pinio__read){ .file = r->file, .off = start, .len = end - start,
-                                  .need = r->off + r->len - start, .arena_off = arena };
+            *cur = (pinio_plan_read){ .file = r->file, .offset = start, .len = end - start,
+                                  .need = r->off + r->len - start, .dest_offset = arena };
             arena += end - start;
         }
-        out->range_arena_off[order[k]] = cur->arena_off + (r->off - cur->off);
+        out->range_dest_off[order[k]] = cur->dest_offset + (r->off - cur->offset);
     }
     free(order);
-    out->arena_size = arena;
+    out->dest_size = arena;
 
     /* Split reads at arena segment boundaries (aligned, since seg >= align). */
     size_t extra = 0;
     for (size_t i = 0; i < out->nreads; i++) {
-        const pinio__read *rd = &out->reads[i];
-        extra += (size_t)(((rd->arena_off + rd->len - 1) / seg) - (rd->arena_off / seg));
+        const pinio_plan_read *rd = &out->reads[i];
+        extra += (size_t)(((rd->dest_offset + rd->len - 1) / seg) - (rd->dest_offset / seg));
     }
     if (extra) {
-        pinio__read *split = malloc((out->nreads + extra) * sizeof(*split));
+        pinio_plan_read *split = malloc((out->nreads + extra) * sizeof(*split));
         if (!split) {
-            pinio__plan_free(out);
+            pinio__layout_free(out);
             return -ENOMEM;
         }
         size_t m = 0;
         for (size_t i = 0; i < out->nreads; i++) {
-            pinio__read rd = out->reads[i];
+            pinio_plan_read rd = out->reads[i];
             while (rd.len) {
-                uint64_t room = seg - (rd.arena_off % seg);
+                uint64_t room = seg - (rd.dest_offset % seg);
                 uint64_t take = rd.len < room ? rd.len : room;
-                pinio__read piece = rd;
+                pinio_plan_read piece = rd;
                 piece.len = take;
                 piece.need = rd.need < take ? rd.need : take;
                 split[m++] = piece;
-                rd.off += take;
-                rd.arena_off += take;
+                rd.offset += take;
+                rd.dest_offset += take;
                 rd.len -= take;
                 rd.need = rd.need > take ? rd.need - take : 0;
             }
@@ -121,9 +121,9 @@ int pinio__plan_build(const pinio__range *ranges, size_t n, uint64_t align, uint
     return 0;
 }
 
-void pinio__plan_free(pinio__plan *p)
+void pinio__layout_free(pinio__layout *p)
 {
     free(p->reads);
-    free(p->range_arena_off);
+    free(p->range_dest_off);
     memset(p, 0, sizeof(*p));
 }

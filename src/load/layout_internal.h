@@ -1,12 +1,13 @@
 /*
- * Load planning: from the byte ranges a load wants to the aligned reads that
- * fill one arena. Pure computation (no I/O), so it is tested exhaustively.
+ * The read layout of a plan: from the byte ranges a load wants to the
+ * aligned reads that fill one destination (the resident loader's arena).
+ * Pure computation (no I/O), so it is tested exhaustively.
  *
  * Layout rule: every read starts at a file offset aligned to `align` and at
  * an arena offset aligned to `align`, and reads are laid out back to back in
  * (file, offset) order. O_DIRECT can then read straight into the arena with
  * no bounce buffer, and a wanted range lands at
- *     arena + read.arena_off + (range.off - read.off).
+ *     arena + read.dest_offset + (range.off - read.off).
  * Neighbouring ranges are merged into one read when the hole between them is
  * at most `merge_gap` bytes: reading a small hole costs less than another
  * request, while a large hole (a filtered-out tensor) is skipped.
@@ -19,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pinio/plan.h"
+
 /** A wanted byte range of one file (absolute offsets). */
 typedef struct pinio__range {
     uint32_t file;
@@ -26,33 +29,26 @@ typedef struct pinio__range {
     uint64_t len;
 } pinio__range;
 
-/** One aligned read of the plan. */
-typedef struct pinio__read {
-    uint32_t file;
-    uint64_t off;       /**< aligned file offset */
-    uint64_t len;       /**< multiple of align; may run past EOF (the tail reads short) */
-    uint64_t need;      /**< bytes from `off` that must actually be read (last wanted byte) */
-    uint64_t arena_off; /**< aligned arena offset */
-} pinio__read;
-
-typedef struct pinio__plan {
-    pinio__read *reads;
+/** The layout of the reads; the reads are the public #pinio_plan_read. */
+typedef struct pinio__layout {
+    pinio_plan_read *reads;
     size_t nreads;
-    uint64_t *range_arena_off; /**< per input range: arena offset of its first byte */
-    uint64_t arena_size;       /**< total arena bytes, a multiple of align */
-    uint64_t wanted_bytes;     /**< sum of the input ranges' lengths */
-} pinio__plan;
+    uint64_t *range_dest_off; /**< per input range: destination offset of its first byte */
+    uint64_t dest_size;       /**< total destination bytes, a multiple of align */
+    uint64_t wanted_bytes;    /**< sum of the input ranges' lengths */
+} pinio__layout;
 
 /**
- * Builds the plan. `align` and `seg` must be powers of two with seg >= align;
- * ranges may come in any order and may overlap or repeat (each is placed).
+ * Lays the ranges out. `align` and `seg` must be powers of two with
+ * seg >= align; ranges may come in any order and may overlap or repeat
+ * (each is placed).
  * @return 0; -EINVAL for bad parameters; -EOVERFLOW when an offset + length
  *         overflows; -ENOMEM. On failure `*out` is zeroed and owns nothing.
  */
-int pinio__plan_build(const pinio__range *ranges, size_t n, uint64_t align, uint64_t merge_gap,
-                      uint64_t seg, pinio__plan *out);
+int pinio__layout_build(const pinio__range *ranges, size_t n, uint64_t align, uint64_t merge_gap,
+                        uint64_t seg, pinio__layout *out);
 
-/** Frees what pinio__plan_build() allocated; safe on a zeroed plan. */
-void pinio__plan_free(pinio__plan *p);
+/** Frees what pinio__layout_build() allocated; safe on a zeroed layout. */
+void pinio__layout_free(pinio__layout *p);
 
 #endif

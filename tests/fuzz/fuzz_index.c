@@ -10,20 +10,28 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "src/load/load_internal.h"
+#include "pinio/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     pinio_diag d = { 0 };
-    size_t nt = 0, ns = 0;
-    int rc = pinio__index_parse_buffer("fz/model.safetensors.index.json", (const char *)data, size,
-                                       &nt, &ns, &d);
+    pinio_st_index *ix = NULL;
+    int rc = pinio_st_index_parse(&ix, data, size, "fz/model.safetensors.index.json", &d);
     if (rc == 0) {
-        if (ns > nt)
+        size_t nt = pinio_st_index_count(ix), ns = pinio_st_index_shard_count(ix);
+        if (ns > nt || nt == 0)
             __builtin_trap();
-    } else if (rc != PINIO_EFORMAT || strchr(d.msg, '\n') || strncmp(d.msg, "fz/", 3) != 0) {
+        /* Every entry is found by its own name and names a shard that exists. */
+        for (size_t i = 0; i < nt; i++) {
+            const pinio_st_index_entry *e = pinio_st_index_at(ix, i);
+            if (pinio_st_index_find(ix, e->name, e->name_len) != e || e->shard >= ns ||
+                strncmp(pinio_st_index_shard(ix, e->shard), "fz/", 3) != 0)
+                __builtin_trap();
+        }
+        pinio_st_index_free(ix);
+    } else if (ix || rc != PINIO_EFORMAT || strchr(d.msg, '\n') || strncmp(d.msg, "fz/", 3) != 0) {
         __builtin_trap();
     }
     return 0;

@@ -16,28 +16,28 @@ static uint8_t byte_at(uint32_t file, uint64_t off)
 
 /* Checks the invariants and simulates the reads into an arena. */
 static void check_plan(const pinio__range *r, size_t n, uint64_t align, uint64_t gap, uint64_t seg,
-                       const pinio__plan *p)
+                       const pinio__layout *p)
 {
     uint64_t total = 0;
     for (size_t i = 0; i < p->nreads; i++) {
-        const pinio__read *rd = &p->reads[i];
-        cr_assert_eq(rd->off % align, 0);
+        const pinio_plan_read *rd = &p->reads[i];
+        cr_assert_eq(rd->offset % align, 0);
         cr_assert_eq(rd->len % align, 0);
-        cr_assert_eq(rd->arena_off % align, 0);
+        cr_assert_eq(rd->dest_offset % align, 0);
         cr_assert_gt(rd->len, 0);
         cr_assert_leq(rd->need, rd->len);
-        cr_assert_eq(rd->arena_off / seg, (rd->arena_off + rd->len - 1) / seg, "read %zu crosses a segment", i);
-        cr_assert_eq(rd->arena_off, total, "reads are back to back");
+        cr_assert_eq(rd->dest_offset / seg, (rd->dest_offset + rd->len - 1) / seg, "read %zu crosses a segment", i);
+        cr_assert_eq(rd->dest_offset, total, "reads are back to back");
         total += rd->len;
     }
-    cr_assert_eq(total, p->arena_size);
-    uint8_t *arena = p->arena_size ? malloc(p->arena_size) : NULL;
+    cr_assert_eq(total, p->dest_size);
+    uint8_t *arena = p->dest_size ? malloc(p->dest_size) : NULL;
     for (size_t i = 0; i < p->nreads; i++)
         for (uint64_t j = 0; j < p->reads[i].len; j++)
-            arena[p->reads[i].arena_off + j] = byte_at(p->reads[i].file, p->reads[i].off + j);
+            arena[p->reads[i].dest_offset + j] = byte_at(p->reads[i].file, p->reads[i].offset + j);
     for (size_t i = 0; i < n; i++) {
-        uint64_t a = p->range_arena_off[i];
-        cr_assert_leq(a + r[i].len, p->arena_size);
+        uint64_t a = p->range_dest_off[i];
+        cr_assert_leq(a + r[i].len, p->dest_size);
         for (uint64_t j = 0; j < r[i].len; j++)
             cr_assert_eq(arena[a + j], byte_at(r[i].file, r[i].off + j), "range %zu byte %llu", i,
                          (unsigned long long)j);
@@ -46,7 +46,7 @@ static void check_plan(const pinio__range *r, size_t n, uint64_t align, uint64_t
             uint64_t last = a + r[i].len - 1;
             bool covered = false;
             for (size_t k = 0; k < p->nreads; k++)
-                if (last >= p->reads[k].arena_off && last < p->reads[k].arena_off + p->reads[k].need)
+                if (last >= p->reads[k].dest_offset && last < p->reads[k].dest_offset + p->reads[k].need)
                     covered = true;
             cr_assert(covered, "range %zu's last byte is not in any read's need", i);
         }
@@ -57,87 +57,87 @@ static void check_plan(const pinio__range *r, size_t n, uint64_t align, uint64_t
 
 Test(plan, empty_input)
 {
-    pinio__plan p;
-    cr_assert_eq(pinio__plan_build(NULL, 0, 4096, 0, 1u << 30, &p), 0);
+    pinio__layout p;
+    cr_assert_eq(pinio__layout_build(NULL, 0, 4096, 0, 1u << 30, &p), 0);
     cr_assert_eq(p.nreads, 0);
-    cr_assert_eq(p.arena_size, 0);
-    pinio__plan_free(&p);
+    cr_assert_eq(p.dest_size, 0);
+    pinio__layout_free(&p);
 }
 
 Test(plan, bad_parameters)
 {
     pinio__range r = { 0, 0, 10 };
-    pinio__plan p;
-    cr_assert_eq(pinio__plan_build(&r, 1, 3000, 0, 1u << 30, &p), -EINVAL);
-    cr_assert_eq(pinio__plan_build(&r, 1, 4096, 0, 1000, &p), -EINVAL);
-    cr_assert_eq(pinio__plan_build(&r, 1, 8192, 0, 4096, &p), -EINVAL);
-    cr_assert_eq(pinio__plan_build(NULL, 1, 4096, 0, 1u << 30, &p), -EINVAL);
+    pinio__layout p;
+    cr_assert_eq(pinio__layout_build(&r, 1, 3000, 0, 1u << 30, &p), -EINVAL);
+    cr_assert_eq(pinio__layout_build(&r, 1, 4096, 0, 1000, &p), -EINVAL);
+    cr_assert_eq(pinio__layout_build(&r, 1, 8192, 0, 4096, &p), -EINVAL);
+    cr_assert_eq(pinio__layout_build(NULL, 1, 4096, 0, 1u << 30, &p), -EINVAL);
     pinio__range big = { 0, UINT64_MAX - 10, 100 };
-    cr_assert_eq(pinio__plan_build(&big, 1, 4096, 0, 1u << 30, &p), -EOVERFLOW);
+    cr_assert_eq(pinio__layout_build(&big, 1, 4096, 0, 1u << 30, &p), -EOVERFLOW);
     cr_assert_null(p.reads);
 }
 
 Test(plan, unaligned_range_is_widened)
 {
     pinio__range r = { 0, 5000, 3000 };
-    pinio__plan p;
-    cr_assert_eq(pinio__plan_build(&r, 1, 4096, 0, 1u << 30, &p), 0);
+    pinio__layout p;
+    cr_assert_eq(pinio__layout_build(&r, 1, 4096, 0, 1u << 30, &p), 0);
     cr_assert_eq(p.nreads, 1);
-    cr_assert_eq(p.reads[0].off, 4096);
+    cr_assert_eq(p.reads[0].offset, 4096);
     cr_assert_eq(p.reads[0].len, 4096);
     cr_assert_eq(p.reads[0].need, 8000 - 4096);
-    cr_assert_eq(p.range_arena_off[0], 5000 - 4096);
+    cr_assert_eq(p.range_dest_off[0], 5000 - 4096);
     cr_assert_eq(p.wanted_bytes, 3000);
     check_plan(&r, 1, 4096, 0, 1u << 30, &p);
-    pinio__plan_free(&p);
+    pinio__layout_free(&p);
 }
 
 Test(plan, small_gap_merged_large_gap_skipped)
 {
     pinio__range r[] = { { 0, 0, 4096 }, { 0, 8192, 4096 }, { 0, 1u << 20, 100 } };
-    pinio__plan p;
-    cr_assert_eq(pinio__plan_build(r, 3, 4096, 4096, 1u << 30, &p), 0);
+    pinio__layout p;
+    cr_assert_eq(pinio__layout_build(r, 3, 4096, 4096, 1u << 30, &p), 0);
     cr_assert_eq(p.nreads, 2, "one hole of 4 KiB merged, the 1 MiB hole skipped");
     cr_assert_eq(p.reads[0].len, 12288);
-    cr_assert_eq(p.reads[1].off, 1u << 20);
+    cr_assert_eq(p.reads[1].offset, 1u << 20);
     check_plan(r, 3, 4096, 4096, 1u << 30, &p);
-    pinio__plan_free(&p);
-    cr_assert_eq(pinio__plan_build(r, 3, 4096, 0, 1u << 30, &p), 0);
+    pinio__layout_free(&p);
+    cr_assert_eq(pinio__layout_build(r, 3, 4096, 0, 1u << 30, &p), 0);
     cr_assert_eq(p.nreads, 3, "no merging across any hole with merge_gap 0");
-    pinio__plan_free(&p);
+    pinio__layout_free(&p);
 }
 
 Test(plan, files_are_never_merged_and_order_is_free)
 {
     pinio__range r[] = { { 1, 0, 10 }, { 0, 4096, 10 }, { 0, 0, 10 } };
-    pinio__plan p;
-    cr_assert_eq(pinio__plan_build(r, 3, 4096, 1u << 20, 1u << 30, &p), 0);
+    pinio__layout p;
+    cr_assert_eq(pinio__layout_build(r, 3, 4096, 1u << 20, 1u << 30, &p), 0);
     cr_assert_eq(p.nreads, 2);
     cr_assert_eq(p.reads[0].file, 0);
     cr_assert_eq(p.reads[1].file, 1);
     check_plan(r, 3, 4096, 1u << 20, 1u << 30, &p);
-    pinio__plan_free(&p);
+    pinio__layout_free(&p);
 }
 
 Test(plan, zero_length_and_overlapping_ranges)
 {
     pinio__range r[] = { { 0, 100, 0 }, { 0, 0, 8192 }, { 0, 4000, 200 }, { 0, 4000, 200 }, { 0, 9000, 0 } };
-    pinio__plan p;
-    cr_assert_eq(pinio__plan_build(r, 5, 4096, 0, 1u << 30, &p), 0);
+    pinio__layout p;
+    cr_assert_eq(pinio__layout_build(r, 5, 4096, 0, 1u << 30, &p), 0);
     cr_assert_eq(p.nreads, 1);
     check_plan(r, 5, 4096, 0, 1u << 30, &p);
-    pinio__plan_free(&p);
+    pinio__layout_free(&p);
 }
 
 Test(plan, reads_split_at_segments)
 {
     /* 40 KiB range with 16 KiB segments: 3 reads, none crossing. */
     pinio__range r = { 0, 1000, 40000 };
-    pinio__plan p;
-    cr_assert_eq(pinio__plan_build(&r, 1, 4096, 0, 16384, &p), 0);
+    pinio__layout p;
+    cr_assert_eq(pinio__layout_build(&r, 1, 4096, 0, 16384, &p), 0);
     cr_assert_eq(p.nreads, 3);
     check_plan(&r, 1, 4096, 0, 16384, &p);
-    pinio__plan_free(&p);
+    pinio__layout_free(&p);
 }
 
 Test(plan, random_layouts)
@@ -152,9 +152,9 @@ Test(plan, random_layouts)
         uint64_t align = 512u << (rand() % 4);
         uint64_t seg = align << (rand() % 6);
         uint64_t gap = (uint64_t)(rand() % 3) * 8192;
-        pinio__plan p;
-        cr_assert_eq(pinio__plan_build(r, n, align, gap, seg, &p), 0);
+        pinio__layout p;
+        cr_assert_eq(pinio__layout_build(r, n, align, gap, seg, &p), 0);
         check_plan(r, n, align, gap, seg, &p);
-        pinio__plan_free(&p);
+        pinio__layout_free(&p);
     }
 }

@@ -19,10 +19,15 @@
 #include "pinio/gen.h"
 #include "pinio/load.h"
 #include "pinio/sys.h"
-#include "src/load/load_internal.h"
+#include "src/load/plan_internal.h"
 #include "tests/common/limits.h"
 
 #define SEED 11
+
+static bool fm(const char *const *filters, size_t n, const char *name)
+{
+    return pinio__filter_match(filters, n, name, strlen(name));
+}
 
 static char tmpdir[256];
 
@@ -243,7 +248,7 @@ Test(load, filters_select_before_io, .init = disk_setup, .fini = teardown)
     cr_assert_eq(r.skipped + n, 40);
     for (size_t i = 0; i < n; i++) {
         const pinio_tensor *t = pinio_checkpoint_tensor(cp, i);
-        cr_assert(pinio__filter_match(filters, 2, t->name));
+        cr_assert(fm(filters, 2, t->name));
         cr_assert(pinio_gen_verify(SEED, t->name, 0, t->data, t->nbytes, NULL));
     }
     /* holes of skipped tensors were not read (up to the small merge gap) */
@@ -254,16 +259,16 @@ Test(load, filters_select_before_io, .init = disk_setup, .fini = teardown)
 Test(load, filter_matching_rules)
 {
     const char *f1[] = { "model.layers.1" };
-    cr_assert(pinio__filter_match(f1, 1, "model.layers.1"));
-    cr_assert(pinio__filter_match(f1, 1, "model.layers.1.mlp.up_proj.weight"));
-    cr_assert_not(pinio__filter_match(f1, 1, "model.layers.10.mlp.up_proj.weight"));
+    cr_assert(fm(f1, 1, "model.layers.1"));
+    cr_assert(fm(f1, 1, "model.layers.1.mlp.up_proj.weight"));
+    cr_assert_not(fm(f1, 1, "model.layers.10.mlp.up_proj.weight"));
     const char *f2[] = { "model.layers.1." };
-    cr_assert(pinio__filter_match(f2, 1, "model.layers.1.x"));
+    cr_assert(fm(f2, 1, "model.layers.1.x"));
     const char *f3[] = { "*.weight", "lm_head?bias" };
-    cr_assert(pinio__filter_match(f3, 2, "a.b.weight"));
-    cr_assert(pinio__filter_match(f3, 2, "lm_head.bias"));
-    cr_assert_not(pinio__filter_match(f3, 2, "a.b.bias"));
-    cr_assert(pinio__filter_match(NULL, 0, "anything"));
+    cr_assert(fm(f3, 2, "a.b.weight"));
+    cr_assert(fm(f3, 2, "lm_head.bias"));
+    cr_assert_not(fm(f3, 2, "a.b.bias"));
+    cr_assert(fm(NULL, 0, "anything"));
 }
 
 static void write_file(const char *path, const char *text)
@@ -368,43 +373,89 @@ Test(load, bad_inputs_name_the_file, .init = disk_setup, .fini = teardown)
     cr_assert_eq(pinio_load(NULL, 0, NULL, &cp, &d), -EINVAL);
 }
 
-static void truncate_half(void *ctx, const char *const *files, size_t n)
+static void truncate_half(const char *path)
 {
-    (void)ctx;
-    cr_assert_eq(n, 1);
     struct stat st;
-    stat(files[0], &st);
-    cr_assert_eq(truncate(files[0], st.st_size / 2), 0);
+    cr_assert_eq(stat(path, &st), 0);
+    cr_assert_eq(truncate(path, st.st_size / 2), 0);
 }
 
-static void append_bytes(void *ctx, const char *const *files, size_t n)
+static void append_bytes(const char *path)
 {
-    (void)ctx;
-    (void)n;
-    int fd = open(files[0], O_WRONLY | O_APPEND);
+    int fd = open(path, O_WRONLY | O_APPEND);
+    cr_assert_geq(fd, 0);
     cr_assert_eq(write(fd, "trailing", 8), 8);
     close(fd);
 }
 
-static void changed_underneath(void (*hook)(void *, const char *const *, size_t))
+/* Same size, other bytes: the last page of the data section inverted in
+ * place (no truncate, no rename). */
+static void flip_last_page(const char *path)
+{
+    int fd = open(path, O_RDWR);
+    cr_assert_geq(fd, 0);
+    struct stat st;
+    cr_assert_eq(fstat(fd, &st), 0);
+    uint8_t page[4096];
+    off_t at = st.st_size - (off_t)sizeof(page);
+    cr_assert_eq(pread(fd, page, sizeof(page), at), (ssize_t)sizeof(page));
+    for (size_t i = 0; i < sizeof(page); i++)
+        page[i] = (uint8_t)~page[i];
+    cr_assert_eq(pwrite(fd, page, sizeof(page), at), (ssize_t)sizeof(page));
+    close(fd);
+}
+
+static int heap_claim(void *ctx, size_t i, const pinio_plan_read *r, void **mem)
+{
+    (void)i;
+    *mem = (uint8_t *)ctx + r->dest_offset;
+    return 0;
+}
+
+static const pinio_dest_ops heap_dest = { .size = sizeof(pinio_dest_ops), .claim = heap_claim };
+
+/* The load's two halves with a change in between: what a writer replacing
+ * the checkpoint underneath a running load does. */
+static int plan_change_execute(const char *f, pinio_cache_policy cache, void (*change)(const char *),
+                               bool check_bytes, pinio_diag *d)
+{
+    pinio_plan_opts po;
+    pinio_plan_opts_default(&po);
+    po.cache = cache;
+    pinio_plan *p = NULL;
+    int rc = pinio_plan_create(&p, &f, 1, &po, d);
+    cr_assert_eq(rc, 0, "%s", d->msg);
+    change(f);
+    if (cache == PINIO_CACHE_COLD)
+        cr_assert_eq(pinio_plan_drop_cache(p, NULL, d), 0, "%s", d->msg);
+    pinio_plan_info pi;
+    pinio_plan_get_info(p, &pi);
+    uint8_t *mem = aligned_alloc(4096, pi.dest_bytes);
+    cr_assert_not_null(mem);
+    rc = pinio_plan_execute(p, &heap_dest, mem, NULL, NULL, d);
+    for (size_t i = 0; check_bytes && i < pi.tensors; i++) {
+        const pinio_plan_tensor *t = pinio_plan_tensor_at(p, i);
+        cr_assert(pinio_gen_verify(SEED, t->name, 0, mem + t->dest_offset, t->nbytes, NULL),
+                  "tensor %s holds the validated file's bytes", t->name);
+    }
+    free(mem);
+    pinio_plan_free(p);
+    return rc;
+}
+
+static void changed_underneath(void (*change)(const char *))
 {
     char *f = path_in("m.safetensors");
-    gen(f, 2u << 20, 9, 1);
-    pinio__load_hook_after_headers = hook;
     for (int cold = 0; cold < 2; cold++) {
-        if (cold)
-            gen(f, 2u << 20, 9, 1);
-        pinio_load_opts o;
-        pinio_load_opts_default(&o);
-        o.cache = cold ? PINIO_CACHE_COLD : PINIO_CACHE_HOT;
-        pinio_checkpoint *cp = (pinio_checkpoint *)0x1;
+        gen(f, 2u << 20, 9, 1);
         pinio_diag d = { 0 };
-        cr_assert_eq(load1(f, &o, &cp, &d), PINIO_ECHANGED, "%s", d.msg);
-        cr_assert_null(cp, "no checkpoint from a failed load");
+        int rc = plan_change_execute(f, cold ? PINIO_CACHE_COLD : PINIO_CACHE_HOT, change, false,
+                                     &d);
+        cr_assert_eq(rc, PINIO_ECHANGED, "%s", d.msg);
         cr_assert_not_null(strstr(d.msg, "m.safetensors"), "%s", d.msg);
         cr_assert_not_null(strstr(d.msg, "changed"), "%s", d.msg);
+        cr_assert_eq(d.index, 0, "the diagnostic's index is the changed file's");
     }
-    pinio__load_hook_after_headers = NULL;
 }
 
 Test(load, file_truncated_after_header_is_an_error, .init = disk_setup, .fini = teardown)
@@ -415,6 +466,38 @@ Test(load, file_truncated_after_header_is_an_error, .init = disk_setup, .fini = 
 Test(load, file_extended_after_header_is_an_error, .init = disk_setup, .fini = teardown)
 {
     changed_underneath(append_bytes);
+}
+
+Test(load, file_rewritten_in_place_at_the_same_size_is_an_error, .init = disk_setup,
+     .fini = teardown)
+{
+    /* Only the size was compared once: torn tensors and success. */
+    changed_underneath(flip_last_page);
+}
+
+static void rename_other_over(const char *path)
+{
+    char *other = path_in("other.safetensors");
+    gen(other, 2u << 20, 9, 1);
+    flip_last_page(other);
+    cr_assert_eq(rename(other, path), 0);
+}
+
+Test(load, a_file_renamed_over_the_path_is_not_the_one_read, .init = disk_setup, .fini = teardown)
+{
+    /* The plan reads through the descriptors it validated: every byte is
+     * the validated file's, whatever the path names now; and the validated
+     * file was unlinked underneath (its status change time moved), which
+     * the end-of-load check reports. */
+    char *f = path_in("m.safetensors");
+    for (int cold = 0; cold < 2; cold++) {
+        gen(f, 2u << 20, 9, 1);
+        pinio_diag d = { 0 };
+        int rc = plan_change_execute(f, cold ? PINIO_CACHE_COLD : PINIO_CACHE_HOT,
+                                     rename_other_over, true, &d);
+        cr_assert_eq(rc, PINIO_ECHANGED, "%s", d.msg);
+        cr_assert_not_null(strstr(d.msg, "status change time"), "%s", d.msg);
+    }
 }
 
 static void sha256_file(const char *path, char hex[65])
@@ -614,13 +697,17 @@ Test(load, tensors_outlive_the_checkpoint_in_any_order, .init = disk_setup, .fin
     pinio_checkpoint *cp = NULL;
     pinio_diag d = { 0 };
     cr_assert_eq(load1(f, NULL, &cp, &d), 0, "%s", d.msg);
+    pinio_load_report r;
+    pinio_checkpoint_report(cp, &r);
     pinio_bytes *b[6];
     char names[6][128];
     for (size_t i = 0; i < 6; i++) {
         cr_assert_eq(pinio_checkpoint_tensor_bytes(cp, i, &b[i]), 0);
         const pinio_tensor *t = pinio_checkpoint_tensor(cp, i);
         snprintf(names[i], sizeof(names[i]), "%s", t->name);
-        cr_assert_eq(pinio_bytes_property(b[i]), PINIO_PROP_FILE);
+        cr_assert_eq(pinio_bytes_property(b[i]), r.locked || r.registered ? PINIO_PROP_PINNED
+                                                                           : PINIO_PROP_NATIVE,
+                     "where the arena's bytes live");
         cr_assert_eq(pinio_bytes_len(b[i]), t->nbytes);
         const uint8_t *p = NULL;
         cr_assert_eq(pinio_bytes_data(b[i], PINIO_ACCESS_ZERO_COPY, &p, NULL), 0);
@@ -765,4 +852,46 @@ Test(load, small_memlock_without_cap_ipc_lock, .init = disk_setup, .fini = teard
     waitpid(pid, &st, 0);
     cr_assert(WIFEXITED(st));
     cr_assert_eq(WEXITSTATUS(st), 0, "child check %d failed", WEXITSTATUS(st));
+}
+
+Test(load, headers_metadata_and_bytes_by_name_without_reparsing, .init = disk_setup,
+     .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 1u << 20, 5, 1);
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(load1(f, NULL, &cp, &d), 0, "%s", d.msg);
+    /* The file is gone: what follows comes from the load, not the disk. */
+    cr_assert_eq(unlink(f), 0);
+    char seed[32];
+    snprintf(seed, sizeof(seed), "%d", SEED);
+    cr_assert_str_eq(pinio_checkpoint_metadata(cp, PINIO_GEN_SEED_KEY), seed);
+    cr_assert_str_eq(pinio_checkpoint_metadata(cp, "format"), "pt");
+    cr_assert_null(pinio_checkpoint_metadata(cp, "no such key"));
+    const pinio_st *h = pinio_checkpoint_header(cp, 0);
+    cr_assert_not_null(h);
+    cr_assert_eq(pinio_st_count(h), 5);
+    cr_assert_null(pinio_checkpoint_header(cp, 1));
+
+    const pinio_tensor *t = pinio_checkpoint_tensor(cp, 3);
+    pinio_bytes *b = NULL;
+    cr_assert_eq(pinio_checkpoint_get_bytes(cp, t->name, &b), 0);
+    cr_assert_eq(pinio_bytes_len(b), t->nbytes);
+    const uint8_t *p = NULL;
+    cr_assert_eq(pinio_bytes_data(b, PINIO_ACCESS_ZERO_COPY, &p, NULL), 0);
+    cr_assert_eq(p, t->data, "by name, the same zero-copy view as by index");
+    cr_assert_eq(pinio_checkpoint_get_bytes(cp, "model.none", &b), -ENOENT);
+    cr_assert_eq(pinio_checkpoint_get_bytes(cp, NULL, &b), -EINVAL);
+
+    /* The arena is read-only: a write goes to a copy. */
+    uint8_t *w = NULL;
+    cr_assert_eq(pinio_bytes_data_mut(b, PINIO_ACCESS_ZERO_COPY, &w, NULL), PINIO_EWOULD_COPY);
+    cr_assert_eq(pinio_bytes_data_mut(b, PINIO_ACCESS_COPY, &w, NULL), 0);
+    cr_assert_neq(w, t->data, "copy-on-write");
+    memset(w, 0xA5, (size_t)t->nbytes);
+    cr_assert(pinio_gen_verify(SEED, t->name, 0, t->data, t->nbytes, NULL),
+              "the arena still holds the file's bytes");
+    pinio_bytes_free(b);
+    pinio_checkpoint_release(cp);
 }

@@ -9,8 +9,9 @@
  * before any file is opened ("io_uring_setup failed: ...").
  *
  * --change truncates or appends to the first file after its header was
- * validated and before any data I/O (the loader's test hook), as a writer
- * replacing a checkpoint underneath a running load would.
+ * validated and before any data I/O, as a writer replacing a checkpoint
+ * underneath a running load would: the load is then done as its two halves,
+ * pinio_plan_create(), the change, pinio_plan_execute() into heap memory.
  *
  * Checkpoints must come from `pinio gen --seed S`. Prints one line and exits:
  *   0  "correct": loaded, every byte of every tensor (through the raw
@@ -29,23 +30,69 @@
 #include <unistd.h>
 
 #include "pinio/pinio.h"
-#include "src/load/load_internal.h"
 
-static void change_file(void *ctx, const char *const *files, size_t n)
+static void change_file(const char *how, const char *path)
 {
-    const char *how = ctx;
-    if (n == 0)
-        return;
     if (strcmp(how, "truncate") == 0) {
-        if (truncate(files[0], 4096) != 0)
+        if (truncate(path, 4096) != 0)
             perror("relia_load: truncate");
     } else {
-        FILE *f = fopen(files[0], "a");
+        FILE *f = fopen(path, "a");
         if (!f || fputs("appended after the header was read", f) < 0)
             perror("relia_load: append");
         if (f)
             fclose(f);
     }
+}
+
+static int heap_claim(void *ctx, size_t i, const pinio_plan_read *r, void **mem)
+{
+    (void)i;
+    *mem = (uint8_t *)ctx + r->dest_offset;
+    return 0;
+}
+
+static const pinio_dest_ops heap_dest = { .size = sizeof(pinio_dest_ops), .claim = heap_claim };
+
+/* The load as plan -> change -> execute; every tensor checked on success. */
+static int plan_change_execute(const char *const *paths, size_t np, const pinio_load_opts *o,
+                               const char *how, uint64_t seed, pinio_diag *d)
+{
+    pinio_plan_opts po;
+    pinio_plan_opts_default(&po);
+    po.filters = o->filters;
+    po.nfilters = o->nfilters;
+    po.cache = o->cache;
+    po.direct = o->direct;
+    pinio_plan *p = NULL;
+    int rc = pinio_plan_create(&p, paths, np, &po, d);
+    if (rc < 0)
+        return rc;
+    change_file(how, pinio_plan_file_at(p, 0)->path);
+    if (o->cache == PINIO_CACHE_COLD)
+        rc = pinio_plan_drop_cache(p, NULL, d);
+    pinio_plan_info pi;
+    pinio_plan_get_info(p, &pi);
+    uint8_t *mem = aligned_alloc(4096, pi.dest_bytes ? pi.dest_bytes : 4096);
+    if (rc == 0 && !mem)
+        rc = -ENOMEM;
+    pinio_exec_opts eo;
+    pinio_exec_opts_default(&eo);
+    eo.backend = o->backend;
+    eo.direct = o->direct;
+    eo.request_size = o->request_size;
+    if (rc == 0)
+        rc = pinio_plan_execute(p, &heap_dest, mem, &eo, NULL, d);
+    for (size_t i = 0; rc == 0 && i < pi.tensors; i++) {
+        const pinio_plan_tensor *t = pinio_plan_tensor_at(p, i);
+        if (!pinio_gen_verify(seed, t->name, 0, mem + t->dest_offset, t->nbytes, NULL)) {
+            printf("WRONG: tensor %s after the file changed underneath\n", t->name);
+            rc = 3;
+        }
+    }
+    free(mem);
+    pinio_plan_free(p);
+    return rc;
 }
 
 static int parse_backend(const char *s, pinio_backend *out)
@@ -130,6 +177,7 @@ int main(int argc, char **argv)
     const char *filters[64];
     size_t nf = 0;
     bool engine_ok = false;
+    const char *change = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
@@ -154,10 +202,7 @@ int main(int argc, char **argv)
                 return 2;
             filters[nf++] = optarg;
             break;
-        case O_CHANGE:
-            pinio__load_hook_after_headers = change_file;
-            pinio__load_hook_ctx = optarg;
-            break;
+        case O_CHANGE: change = optarg; break;
         case O_ENGINE_OK: engine_ok = true; break;
         default: return 2;
         }
@@ -172,9 +217,21 @@ int main(int argc, char **argv)
     size_t np = (size_t)(argc - optind);
     pinio_checkpoint *cp = (pinio_checkpoint *)&o; /* poison: a failed load must NULL it */
     pinio_diag d = { 0 };
-    int rc = pinio_load(paths, np, &o, &cp, &d);
-    if (rc == 0)
-        return check(cp, seed);
+    int rc;
+    if (change) {
+        rc = plan_change_execute(paths, np, &o, change, seed, &d);
+        if (rc == 0) {
+            printf("correct: the change went unnoticed and the bytes are still right\n");
+            return 0;
+        }
+        if (rc == 3)
+            return 3;
+        cp = NULL;
+    } else {
+        rc = pinio_load(paths, np, &o, &cp, &d);
+        if (rc == 0)
+            return check(cp, seed);
+    }
     if (cp != NULL) {
         printf("UNCLEAN: load failed (%s) but handed out a checkpoint\n", pinio_strerror(rc));
         return 3;

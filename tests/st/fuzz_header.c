@@ -22,7 +22,7 @@ static void walk(const pinio_st *st)
         sink += (uint64_t)t->name[t->name_len]; /* NUL-terminated */
         if (pinio_st_find(st, t->name, t->name_len) != t)
             __builtin_trap();
-        if (pinio_st_index(st, t) != i)
+        if (pinio_st_position(st, t) != i)
             __builtin_trap();
     }
     for (size_t i = 0; i < pinio_st_metadata_count(st); i++)

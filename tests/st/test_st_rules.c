@@ -378,7 +378,7 @@ Test(st_valid, zero_sized_scalars_and_order)
     for (size_t i = 0; i < 5; i++) {
         const pinio_st_tensor *t = pinio_st_at(st, i);
         cr_assert_str_eq(t->name, want[i]);
-        cr_assert_eq(pinio_st_index(st, t), i);
+        cr_assert_eq(pinio_st_position(st, t), i);
         cr_assert_eq(pinio_st_find(st, want[i], strlen(want[i])), t);
     }
     const pinio_st_tensor *c = pinio_st_find(st, "c", 1);

@@ -1,0 +1,313 @@
+/**
+ * @file plan.h
+ * @brief pinio_plan: what a load reads, apart from where it lands.
+ *
+ * A plan is built without reading any tensor data: the inputs are resolved
+ * (files, directories of shards, index files), every file is opened once
+ * and its header read and validated through that descriptor, the selection
+ * is applied (the index's allowlist, then the filters), and the wanted byte
+ * ranges are laid out into aligned, merged reads. The plan keeps the
+ * validated descriptors open: its execution reads through them, never by
+ * opening a path again, so a file renamed over a path after its header was
+ * validated is not the one read.
+ *
+ * Layout: reads start at file offsets and destination offsets that are
+ * multiples of the plan's alignment (so O_DIRECT can read straight into a
+ * destination laid out like the plan), are laid out back to back in
+ * (file, offset) order, merge neighbouring ranges when the hole between
+ * them is at most `merge_gap`, and never cross a multiple of `segment` in
+ * the destination (one registered buffer, one staging slot). A tensor's
+ * first byte lies at `dest_offset` of a destination laid out that way.
+ *
+ * Execution (pinio_plan_execute()) reads the plan's reads, or a sub-range
+ * of them, into memory a destination chooses (#pinio_dest_ops): the
+ * resident loader (load.h) claims its arena; a stream claims a staging
+ * slot; an MPI rank executes its stripe.
+ *
+ * Threads: a plan is immutable once built except for the per-file
+ * descriptors its execution uses; execute it from one thread at a time.
+ * Accessors may be called from any thread.
+ */
+#ifndef PINIO_PLAN_H
+#define PINIO_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pinio/common.h"
+#include "pinio/ring.h"
+#include "pinio/safetensors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Page-cache policy: how each file of a plan is read. */
+typedef enum pinio_cache_policy {
+    PINIO_CACHE_AUTO = 0, /**< buffered for files mostly (90 %) in the page cache, else O_DIRECT */
+    PINIO_CACHE_COLD,     /**< O_DIRECT; pinio_plan_drop_cache() drops the cached pages first */
+    PINIO_CACHE_HOT,      /**< buffered whatever the cache holds */
+} pinio_cache_policy;
+
+/** Options of pinio_plan_create(). Start from pinio_plan_opts_default(). */
+typedef struct pinio_plan_opts {
+    size_t struct_size;          /**< sizeof(pinio_plan_opts), set by the defaults function */
+    /** Tensor selection, applied before any data I/O. Each pattern is an exact
+     *  name, a prefix of dotted components ("model.layers.0" selects
+     *  "model.layers.0.mlp.up_proj.weight"), or a glob (fnmatch: `*`, `?`,
+     *  `[...]`). A tensor is selected when any pattern matches; no patterns =
+     *  all. The strings are read during the call only. */
+    const char *const *filters;
+    size_t nfilters;
+    pinio_cache_policy cache;    /**< AUTO */
+    pinio_direct_policy direct;  /**< OFF makes every file buffered (hot); AUTO */
+    /** Read alignment, a power of two: 0 = 4096 or the files' O_DIRECT
+     *  alignment (statx) when that is larger. */
+    uint64_t align;
+    /** Holes up to this many bytes between wanted ranges are read through
+     *  rather than skipped; 0 = 256 KiB. */
+    uint64_t merge_gap;
+    /** Reads never cross a multiple of this in the destination (a power of
+     *  two >= align); 0 = 1 GiB, the kernel's limit for one registered
+     *  buffer. A stream sets it to its slot size. */
+    uint64_t segment;
+} pinio_plan_opts;
+
+/** Fills `*opts` with the defaults described field by field above. */
+static inline void pinio_plan_opts_default(pinio_plan_opts *opts);
+
+/**
+ * What pinio_plan_opts_default() calls: fills the first `size` bytes of `*opts`
+ * with the defaults (struct_size = `size`; fields past this library's
+ * struct stay zero). Inline callers pass their header's sizeof, so a
+ * program built against an older, smaller struct is never written past.
+ */
+PINIO_API void pinio_plan_opts_init(pinio_plan_opts *opts, size_t size);
+
+static inline void pinio_plan_opts_default(pinio_plan_opts *opts)
+{
+    pinio_plan_opts_init(opts, sizeof(*opts));
+}
+
+/** A plan. Opaque. */
+typedef struct pinio_plan pinio_plan;
+
+/** One input file of a plan; pointers valid while the plan lives. */
+typedef struct pinio_plan_file {
+    const char *path;          /**< as resolved (a shard's path joins the index's folder) */
+    uint64_t size;             /**< file size the header was validated against */
+    const pinio_st *header;    /**< the validated header (tensors, `__metadata__`) */
+    bool hot;                  /**< read through the page cache (see `cache_why`) */
+    const char *cache_why;     /**< why: "97% in page cache (cachestat)", "--cache hot", ... */
+} pinio_plan_file;
+
+/** One selected tensor; pointers valid while the plan lives. */
+typedef struct pinio_plan_tensor {
+    const char *name;          /**< NUL-terminated (may hold NUL: use name_len) */
+    size_t name_len;
+    pinio_dtype dtype;
+    unsigned rank;
+    const uint64_t *shape;     /**< `rank` dims */
+    uint64_t nbytes;
+    uint32_t file;             /**< index for pinio_plan_file() */
+    uint64_t file_offset;      /**< absolute offset in that file */
+    uint64_t dest_offset;      /**< offset of its first byte in a destination laid out as the plan */
+} pinio_plan_tensor;
+
+/** One aligned read of a plan. */
+typedef struct pinio_plan_read {
+    uint32_t file;             /**< index for pinio_plan_file() */
+    uint64_t offset;           /**< file offset, a multiple of the plan's alignment */
+    uint64_t len;              /**< bytes, a multiple of the alignment; may run past EOF */
+    uint64_t need;             /**< bytes from `offset` that must arrive (to the last wanted byte) */
+    uint64_t dest_offset;      /**< destination offset, a multiple of the alignment */
+} pinio_plan_read;
+
+/** What a plan holds, in numbers. */
+typedef struct pinio_plan_info {
+    size_t files;              /**< input files (shards) */
+    size_t tensors;            /**< tensors selected */
+    size_t skipped;            /**< tensors not selected by the filters */
+    size_t unindexed;          /**< tensors of a shard that the index does not map (ignored) */
+    size_t files_hot;          /**< files the cache policy reads buffered */
+    uint64_t bytes;            /**< selected tensor bytes */
+    uint64_t read_bytes;       /**< bytes the reads cover (alignment and merged holes included) */
+    uint64_t dest_bytes;       /**< size of a destination laid out as the plan */
+    uint64_t align;            /**< the reads' alignment */
+    size_t reads;              /**< number of reads */
+    const char *index_path;    /**< the index file used, or NULL */
+} pinio_plan_info;
+
+/**
+ * Builds a plan; reads headers, no tensor data.
+ *
+ * Inputs: `.safetensors` files, directories (their
+ * `model.safetensors.index.json` when present, else every `*.safetensors`
+ * in them, sorted) and index files. The index's weight_map is an allowlist
+ * per shard: a tensor present in a shard but absent from the map is ignored
+ * (counted as unindexed); a shard or tensor the map names but that is
+ * missing is an error; the same tensor in two shards is an error. At most
+ * one index per plan.
+ *
+ * Under #PINIO_CACHE_AUTO the residency of each file's data section is
+ * measured now (cachestat(2), mincore as fallback).
+ *
+ * @param out   on success the caller owns the plan (pinio_plan_free()), which
+ *              holds one descriptor per file. On failure `*out` is NULL and
+ *              nothing is left allocated or open.
+ * @param opts  NULL = defaults; read during the call only.
+ * @param diag  optional; names the file and the offset or tensor. For an
+ *              error about one input file, `diag->index` is its index in the
+ *              resolved file list.
+ * @return 0; #PINIO_EFORMAT (invalid header or index), -ENOENT (missing file,
+ *         shard, or a tensor the index maps to a shard lacking it), -EEXIST (a
+ *         tensor in two shards), -EINVAL (bad options, no inputs, not a
+ *         regular file, two index files), -ENOMEM, or open's errno.
+ */
+PINIO_API int pinio_plan_create(pinio_plan **out, const char *const *paths, size_t npaths,
+                                const pinio_plan_opts *opts, pinio_diag *diag);
+
+/** Closes the plan's descriptors and frees it. NULL is a no-op. */
+PINIO_API void pinio_plan_free(pinio_plan *p);
+
+/** Fills `*out` with the plan's numbers. */
+PINIO_API void pinio_plan_get_info(const pinio_plan *p, pinio_plan_info *out);
+
+/** Input file `i` in resolution order; NULL when out of range. */
+PINIO_API const pinio_plan_file *pinio_plan_file_at(const pinio_plan *p, size_t i);
+
+/** Selected tensor `i` (file order, files in resolution order); NULL when out of range. */
+PINIO_API const pinio_plan_tensor *pinio_plan_tensor_at(const pinio_plan *p, size_t i);
+
+/** Read `i` ((file, offset) order); NULL when out of range. */
+PINIO_API const pinio_plan_read *pinio_plan_read_at(const pinio_plan *p, size_t i);
+
+/**
+ * Drops the page-cache pages of every file of the plan (writing dirty ones
+ * back first), so that the reads measure the storage: what
+ * #PINIO_CACHE_COLD means. Uses the plan's descriptors. `seconds`
+ * (optional) receives the time it took.
+ * @return 0, or the first file's error (`diag` names it).
+ */
+PINIO_API int pinio_plan_drop_cache(pinio_plan *p, double *seconds, pinio_diag *diag);
+
+/**
+ * A destination decides where each read lands and what happens once it has
+ * landed. Both callbacks run on the executing thread, in read order.
+ */
+typedef struct pinio_dest_ops {
+    /** sizeof(pinio_dest_ops) as the destination was compiled: entries past
+     *  it are treated as NULL, so the table can grow. */
+    size_t size;
+    /**
+     * Memory for read `i`: `r->len` writable bytes at `*mem`, which must stay
+     * valid until the read has landed. O_DIRECT reads land straight in it
+     * when it is aligned to the plan's alignment (else through a staging
+     * copy). May block to apply back-pressure. Return 0 or a negative code,
+     * which stops the execution with that code. Required.
+     */
+    int (*claim)(void *ctx, size_t i, const pinio_plan_read *r, void **mem);
+    /**
+     * Read `i` has landed: `mem[0, r->need)` holds the file's bytes (at end
+     * of file a read may be shorter than `len`, never shorter than `need`:
+     * that is #PINIO_ECHANGED). Return 0 or a negative code to stop.
+     * Optional.
+     */
+    int (*landed)(void *ctx, size_t i, const pinio_plan_read *r, void *mem);
+} pinio_dest_ops;
+
+/** A memory range to register with the engine for an execution. */
+typedef struct pinio_mem_region {
+    void *addr;
+    size_t len;                /**< at most 1 GiB (the kernel's per-buffer limit) */
+} pinio_mem_region;
+
+/** Options of pinio_plan_execute(). Start from pinio_exec_opts_default(). */
+typedef struct pinio_exec_opts {
+    size_t struct_size;        /**< sizeof(pinio_exec_opts), set by the defaults function */
+    unsigned queue_depth;      /**< 0 = the engine's default */
+    size_t request_size;       /**< 0 = the engine's default */
+    pinio_direct_policy direct; /**< O_DIRECT policy for the plan's cold files; AUTO */
+    pinio_backend backend;     /**< force a rung of the engine's ladder (tests); AUTO */
+    /** Reads are handed to the engine in batches of at most this many bytes
+     *  (each batch: claim every read, read them all, then `landed` for each).
+     *  0 = one batch, unless a progress callback is set: then 1/16 of the
+     *  bytes, 16 MiB to 1 GiB. */
+    uint64_t batch_bytes;
+    /** At most this many reads per batch (a stream sets its free slots);
+     *  0 = no limit. */
+    size_t batch_reads;
+    /** Execute only reads [first_read, first_read + nreads) (an MPI stripe);
+     *  nreads 0 = all reads from first_read on. */
+    size_t first_read;
+    size_t nreads;
+    /** Memory the destination hands out, registered with the engine for this
+     *  execution (best effort: a refused registration leaves plain reads). */
+    const pinio_mem_region *regions;
+    size_t nregions;
+    /** Optional: called after each batch, bytes counted as read. */
+    pinio_progress_fn progress;
+    void *progress_ctx;
+} pinio_exec_opts;
+
+/** Fills `*opts` with the defaults described field by field above. */
+static inline void pinio_exec_opts_default(pinio_exec_opts *opts);
+
+/**
+ * What pinio_exec_opts_default() calls: fills the first `size` bytes of `*opts`
+ * with the defaults (struct_size = `size`; fields past this library's
+ * struct stay zero). Inline callers pass their header's sizeof, so a
+ * program built against an older, smaller struct is never written past.
+ */
+PINIO_API void pinio_exec_opts_init(pinio_exec_opts *opts, size_t size);
+
+static inline void pinio_exec_opts_default(pinio_exec_opts *opts)
+{
+    pinio_exec_opts_init(opts, sizeof(*opts));
+}
+
+/** What an execution did. */
+typedef struct pinio_exec_report {
+    uint64_t read_bytes;       /**< bytes read from storage (the executed reads' lengths) */
+    double io_seconds;         /**< wall time of the reads */
+    size_t files_direct;       /**< files read with O_DIRECT */
+    size_t files_buffered;     /**< files read through the page cache */
+    pinio_backend backend;     /**< the rung the reads used: FIXED_DIRECT only when the
+                                    destination's `regions` were registered and reads went
+                                    to them by READ_FIXED */
+    unsigned setup_flags;      /**< io_uring setup flags in force (pinio_ring_flags_format()) */
+    uint64_t fixed_ops;        /**< reads issued as READ_FIXED (registered memory, the
+                                    engine's own bounce buffer included) */
+    uint64_t plain_ops;        /**< reads issued as plain READ / pread */
+    size_t regions_registered; /**< of the `regions` given, how many the engine registered */
+    char io_path[256];         /**< one line: the I/O path that ran and why */
+} pinio_exec_report;
+
+/**
+ * Reads the plan's reads (or `opts`' sub-range) into the destination,
+ * through the engine: O_DIRECT for the plan's cold files, buffered for its
+ * hot ones, each through the descriptor the plan validated. Checks that
+ * every read delivered its `need` bytes and, at the end, that no file
+ * changed since its header was validated (size, modification and status
+ * change times, inode: #PINIO_ECHANGED otherwise; a rewrite that keeps all
+ * of them, e.g. within one timestamp tick, stays undetectable without
+ * --verify).
+ *
+ * @param rep   optional, filled on success.
+ * @param diag  optional; names the file and offset (`diag->index` is the
+ *              failing read's index in the plan).
+ * @return 0; #PINIO_ECHANGED, -ECANCELED (progress callback), -EINVAL (bad
+ *         options or ops, a sub-range past the plan), the engine's errors,
+ *         or a destination callback's code. After a failure the destination
+ *         may hold partial data in any read it claimed.
+ */
+PINIO_API int pinio_plan_execute(pinio_plan *p, const pinio_dest_ops *ops, void *ctx,
+                                 const pinio_exec_opts *opts, pinio_exec_report *rep,
+                                 pinio_diag *diag);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PINIO_PLAN_H */

@@ -1,0 +1,209 @@
+/*
+ * A loaded checkpoint: the plan's validated headers (kept, not parsed
+ * again: tensor names, shapes and `__metadata__` point into them), a tensor
+ * table over the arena, and the report.
+ *
+ * Ownership: the checkpoint holds one reference on the arena; every
+ * #pinio_bytes handed out holds another, so the arena is freed with the
+ * last of them, in any order.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/load/load_internal.h"
+
+typedef struct cp_file {
+    char *path;
+    pinio_st *st;
+    char sha_hex[65];
+    bool hashed;
+} cp_file;
+
+struct pinio_checkpoint {
+    cp_file *files;
+    size_t nfiles;
+    pinio_tensor *tensors;
+    size_t ntensors;
+    size_t *by_name;         /* tensor indexes sorted by name */
+    pinio_view arena;
+    pinio_property property; /* of the arena's bytes */
+    pinio_load_report report;
+};
+
+/* The largest power of two dividing the address, capped at one page: what
+ * a kernel or a DMA engine can rely on. */
+static uint64_t addr_align(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    uint64_t al = a ? (uint64_t)(a & -a) : 4096;
+    return al > 4096 ? 4096 : al;
+}
+
+static int cmp_by_name(const void *a, const void *b, void *ctx)
+{
+    const pinio_tensor *t = ctx;
+    return strcmp(t[*(const size_t *)a].name, t[*(const size_t *)b].name);
+}
+
+int pinio__checkpoint_build(pinio_checkpoint **out, pinio_plan *plan, pinio_view *arena,
+                            char (*sha_hex)[65], pinio_load_report *rep)
+{
+    pinio_checkpoint *cp = calloc(1, sizeof(*cp));
+    size_t n = plan->ntensors;
+    if (!cp || !(cp->files = calloc(plan->nfiles ? plan->nfiles : 1, sizeof(*cp->files))) ||
+        !(cp->tensors = calloc(n ? n : 1, sizeof(*cp->tensors))) ||
+        !(cp->by_name = malloc((n ? n : 1) * sizeof(*cp->by_name)))) {
+        if (cp) {
+            free(cp->files);
+            free(cp->tensors);
+        }
+        free(cp);
+        return -ENOMEM;
+    }
+    /* Steal the headers and paths: the plan is freed right after. */
+    cp->nfiles = plan->nfiles;
+    for (size_t i = 0; i < plan->nfiles; i++) {
+        pinio__pfile *f = &plan->files[i];
+        cp->files[i].path = f->path;
+        cp->files[i].st = f->st;
+        f->path = NULL;
+        f->st = NULL;
+        if (sha_hex) {
+            memcpy(cp->files[i].sha_hex, sha_hex[i], sizeof(cp->files[i].sha_hex));
+            cp->files[i].hashed = true;
+        }
+    }
+    const uint8_t *base = arena->ptr;
+    for (size_t i = 0; i < n; i++) {
+        const pinio_plan_tensor *pt = &plan->tensors[i];
+        pinio_tensor *t = &cp->tensors[i];
+        *t = (pinio_tensor){ .name = pt->name, .dtype = pt->dtype, .rank = pt->rank,
+                             .shape = pt->shape, .nbytes = pt->nbytes,
+                             .data = base ? base + pt->dest_offset : base, .file = pt->file,
+                             .file_offset = pt->file_offset };
+        t->align = addr_align(t->data);
+        unsigned ebytes = pinio_dtype_bits(t->dtype) / 8;
+        if (ebytes > 1 && t->align < ebytes && t->nbytes)
+            rep->misaligned++;
+        cp->by_name[i] = i;
+    }
+    cp->ntensors = n;
+    qsort_r(cp->by_name, n, sizeof(*cp->by_name), cmp_by_name, cp->tensors);
+    cp->arena = *arena;
+    *arena = (pinio_view){ 0 };
+    cp->property = rep->locked || rep->registered ? PINIO_PROP_PINNED : PINIO_PROP_NATIVE;
+    cp->report = *rep;
+    *out = cp;
+    return 0;
+}
+
+void pinio_checkpoint_release(pinio_checkpoint *cp)
+{
+    if (!cp)
+        return;
+    for (size_t i = 0; i < cp->nfiles; i++) {
+        free(cp->files[i].path);
+        pinio_st_free(cp->files[i].st);
+    }
+    free(cp->files);
+    free(cp->tensors);
+    free(cp->by_name);
+    pinio_view_release(&cp->arena);
+    free(cp);
+}
+
+size_t pinio_checkpoint_count(const pinio_checkpoint *cp)
+{
+    return cp ? cp->ntensors : 0;
+}
+
+const pinio_tensor *pinio_checkpoint_tensor(const pinio_checkpoint *cp, size_t i)
+{
+    return cp && i < cp->ntensors ? &cp->tensors[i] : NULL;
+}
+
+static size_t find_index(const pinio_checkpoint *cp, const char *name)
+{
+    size_t lo = 0, hi = cp->ntensors;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(cp->tensors[cp->by_name[mid]].name, name);
+        if (c == 0)
+            return cp->by_name[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return SIZE_MAX;
+}
+
+const pinio_tensor *pinio_checkpoint_find(const pinio_checkpoint *cp, const char *name)
+{
+    if (!cp || !name)
+        return NULL;
+    size_t i = find_index(cp, name);
+    return i == SIZE_MAX ? NULL : &cp->tensors[i];
+}
+
+size_t pinio_checkpoint_file_count(const pinio_checkpoint *cp)
+{
+    return cp ? cp->nfiles : 0;
+}
+
+const char *pinio_checkpoint_file(const pinio_checkpoint *cp, size_t i)
+{
+    return cp && i < cp->nfiles ? cp->files[i].path : NULL;
+}
+
+const char *pinio_checkpoint_sha256(const pinio_checkpoint *cp, size_t i)
+{
+    return cp && i < cp->nfiles && cp->files[i].hashed ? cp->files[i].sha_hex : NULL;
+}
+
+const pinio_st *pinio_checkpoint_header(const pinio_checkpoint *cp, size_t i)
+{
+    return cp && i < cp->nfiles ? cp->files[i].st : NULL;
+}
+
+const char *pinio_checkpoint_metadata(const pinio_checkpoint *cp, const char *key)
+{
+    for (size_t i = 0; cp && key && i < cp->nfiles; i++) {
+        const char *v = pinio_st_metadata_get(cp->files[i].st, key);
+        if (v)
+            return v;
+    }
+    return NULL;
+}
+
+void pinio_checkpoint_report(const pinio_checkpoint *cp, pinio_load_report *out)
+{
+    *out = cp->report;
+}
+
+int pinio_checkpoint_tensor_bytes(const pinio_checkpoint *cp, size_t i, pinio_bytes **out)
+{
+    if (!cp || !out)
+        return -EINVAL;
+    if (i >= cp->ntensors)
+        return -ERANGE;
+    const pinio_tensor *t = &cp->tensors[i];
+    size_t start = t->data ? (size_t)(t->data - cp->arena.ptr) : 0;
+    pinio_view v;
+    int rc = pinio_view_slice(&cp->arena, start, start + (size_t)t->nbytes, &v);
+    if (rc < 0)
+        return rc;
+    rc = pinio_bytes_from_view(out, &v, cp->property);
+    if (rc < 0)
+        pinio_view_release(&v);
+    return rc;
+}
+
+int pinio_checkpoint_get_bytes(const pinio_checkpoint *cp, const char *name, pinio_bytes **out)
+{
+    if (!cp || !name || !out)
+        return -EINVAL;
+    size_t i = find_index(cp, name);
+    return i == SIZE_MAX ? -ENOENT : pinio_checkpoint_tensor_bytes(cp, i, out);
+}

@@ -1,0 +1,423 @@
+/*
+ * Executing a plan: its reads (or a sub-range) go through the engine into
+ * the memory a destination claims, and the destination hears when each has
+ * landed.
+ *
+ *   cold files first, on the O_DIRECT ring; then hot files, on a buffered
+ *   ring: each read is claimed and cut into pieces of at most 16 MiB; the
+ *   pieces queue up to a batch, which is one bulk engine call; each piece
+ *   is checked to have delivered its bytes, each read whose last piece was
+ *   in the batch has landed (in order), then progress.
+ *   At the end: no file changed since its header was validated.
+ *
+ * Why batches: the engine keeps its queue full within one bulk call and
+ * drains it at the end, so one batch is fastest; a progress callback or a
+ * destination that consumes as it goes (a hasher, a staging ring) needs the
+ * drain points, and gets them at 1/16 of the load (16 MiB to 1 GiB) or what
+ * it asks for (bytes, or reads in flight).
+ *
+ * Files are read through the descriptors the plan validated: the engine
+ * opens /proc/self/fd/N, the same inode whatever happened to the path.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "src/base/opts.h"
+#include "src/load/plan_internal.h"
+
+/* Largest request handed to the engine in one piece (it cuts it further
+ * into request_size pieces): a bulk call can stop between pieces. */
+#define PIECE ((uint64_t)16 << 20)
+
+typedef struct exec_state {
+    pinio_plan *p;
+    const pinio_exec_opts *o;
+    pinio_ring *ring[2];      /* [0] O_DIRECT, [1] buffered */
+    pinio_ring_file **rf;     /* per plan file, on its ring; NULL when not used */
+    int *slots;               /* registered region slots, -1 when refused */
+} exec_state;
+
+void pinio_exec_opts_init(pinio_exec_opts *opts, size_t size)
+{
+    pinio_exec_opts d;
+    memset(&d, 0, sizeof(d));
+    d.direct = PINIO_DIRECT_AUTO;
+    d.backend = PINIO_BACKEND_AUTO;
+    pinio__opts_init(opts, size, &d, sizeof(d));
+}
+
+static int ring_for(exec_state *s, bool hot, const char *path, pinio_diag *diag)
+{
+    pinio_ring **rp = &s->ring[hot];
+    if (*rp)
+        return 0;
+    pinio_ring_opts ro;
+    pinio_ring_opts_default(&ro);
+    if (s->o->queue_depth)
+        ro.queue_depth = s->o->queue_depth;
+    if (s->o->request_size)
+        ro.request_size = s->o->request_size;
+    ro.backend = s->o->backend;
+    ro.direct = hot ? PINIO_DIRECT_OFF : s->o->direct;
+    pinio_diag rd = { 0 };
+    int rc = pinio_ring_create(rp, &ro, &rd);
+    if (rc < 0) /* the engine cannot know which checkpoint it was for */
+        pinio_diag_set_at(diag, rc, path, PINIO_DIAG_NO_OFFSET,
+                          "cannot set up the I/O engine: %s", rd.msg[0] ? rd.msg : pinio_strerror(rc));
+    return rc;
+}
+
+/* Opens plan file `i` on its ring, through the plan's descriptor. */
+static int open_file(exec_state *s, size_t i, pinio_diag *diag)
+{
+    if (s->rf[i])
+        return 0;
+    pinio__pfile *f = &s->p->files[i];
+    int rc = ring_for(s, f->pub.hot, f->path, diag);
+    if (rc < 0)
+        return rc;
+    pinio_ring *ring = s->ring[f->pub.hot];
+    char name[64];
+    snprintf(name, sizeof(name), "/proc/self/fd/%d", f->fd);
+    pinio_diag d = { 0 };
+    rc = pinio_ring_file_open(ring, name, &s->rf[i], &d);
+    if (rc == -ENOENT) {
+        /* Our descriptor is open, so ENOENT means /proc is not mounted. The
+         * path is the only name left: use it if it still names our inode
+         * (a rename in the window between this check and the open goes
+         * unnoticed until the end-of-load check). */
+        struct stat a, b;
+        if (fstat(f->fd, &a) != 0 || stat(f->path, &b) != 0 || a.st_dev != b.st_dev ||
+            a.st_ino != b.st_ino) {
+            pinio_diag_set_at(diag, PINIO_ECHANGED, f->path, PINIO_DIAG_NO_OFFSET,
+                              "replaced or removed since its header was validated, and /proc "
+                              "is not mounted to reopen the validated file");
+            return PINIO_ECHANGED;
+        }
+        rc = pinio_ring_file_open(ring, f->path, &s->rf[i], &d);
+    }
+    if (rc < 0) {
+        *diag = d;
+        pinio_diag_relabel(diag, f->path);
+    }
+    return rc;
+}
+
+static void register_regions(exec_state *s, pinio_exec_report *rep)
+{
+    for (size_t i = 0; i < s->o->nregions; i++) {
+        s->slots[i] = -1;
+        if (!s->ring[0])
+            continue;
+        const pinio_mem_region *m = &s->o->regions[i];
+        if (pinio_ring_register_region(s->ring[0], m->addr, m->len, &s->slots[i]) == 0)
+            rep->regions_registered++;
+        else
+            s->slots[i] = -1;
+    }
+}
+
+/* Pieces handed to the engine and not yet flushed. A read is claimed when
+ * its first piece is queued and has landed when its last piece is flushed. */
+typedef struct pending {
+    pinio_read_req *reqs;
+    uint64_t *need;         /* bytes each piece must deliver */
+    size_t *read;           /* the plan read each piece belongs to */
+    void **mem;             /* per piece: its read's memory */
+    size_t n, cap;
+    uint64_t bytes;
+    size_t reads;           /* reads with a piece queued */
+} pending;
+
+static int pending_push(pending *q, const pinio_read_req *req, uint64_t need, size_t read,
+                        void *mem)
+{
+    if (q->n == q->cap) {
+        size_t c = q->cap ? q->cap * 2 : 64;
+        pinio_read_req *nr = realloc(q->reqs, c * sizeof(*nr));
+        if (nr)
+            q->reqs = nr;
+        uint64_t *nn = nr ? realloc(q->need, c * sizeof(*nn)) : NULL;
+        if (nn)
+            q->need = nn;
+        size_t *nd = nn ? realloc(q->read, c * sizeof(*nd)) : NULL;
+        if (nd)
+            q->read = nd;
+        void **nm = nd ? realloc(q->mem, c * sizeof(*nm)) : NULL;
+        if (!nm)
+            return -ENOMEM;
+        q->mem = nm;
+        q->cap = c;
+    }
+    q->reqs[q->n] = *req;
+    q->need[q->n] = need;
+    q->read[q->n] = read;
+    q->mem[q->n] = mem;
+    q->n++;
+    q->bytes += req->len;
+    return 0;
+}
+
+static void pending_free(pending *q)
+{
+    free(q->reqs);
+    free(q->need);
+    free(q->read);
+    free(q->mem);
+}
+
+/* One bulk engine call over the queued pieces; then every piece is checked
+ * to have delivered its bytes, and each read whose last piece this was has
+ * landed. */
+static int flush(exec_state *s, pending *q, bool hot, const pinio_dest_ops *ops, void *ctx,
+                 pinio_diag *diag)
+{
+    pinio_plan *p = s->p;
+    const pinio_plan_read *reads = p->layout.reads;
+    pinio_diag d = { 0 };
+    int rc = q->n ? pinio_ring_read_bulk(s->ring[hot], q->reqs, q->n, &d) : 0;
+    if (rc < 0 && diag) {
+        *diag = d; /* the engine names the file by /proc/self/fd/N */
+        size_t r = q->read[d.index < q->n ? d.index : 0];
+        pinio_diag_relabel(diag, p->files[reads[r].file].path);
+        pinio_diag_set_index(diag, r);
+    }
+    for (size_t k = 0; rc == 0 && k < q->n; k++) {
+        const pinio_plan_read *r = &reads[q->read[k]];
+        if (q->reqs[k].done < q->need[k]) {
+            rc = PINIO_ECHANGED;
+            pinio_diag_set_at(diag, rc, p->files[r->file].path, q->reqs[k].offset,
+                              "file changed while loading: expected %llu bytes at offset %llu, "
+                              "got %zu (truncated after its header was read?)",
+                              (unsigned long long)q->need[k],
+                              (unsigned long long)q->reqs[k].offset, q->reqs[k].done);
+            pinio_diag_set_index(diag, q->read[k]);
+        }
+        bool last = q->reqs[k].offset + q->reqs[k].len == r->offset + r->len;
+        if (rc == 0 && last && ops->landed) {
+            rc = ops->landed(ctx, q->read[k], r, q->mem[k]);
+            if (rc < 0 && diag && diag->code == 0)
+                pinio_diag_set(diag, rc, "the destination failed read %zu: %s", q->read[k],
+                               pinio_strerror(rc));
+        }
+    }
+    /* A read cut by this flush keeps its remaining pieces for the next one. */
+    q->n = 0;
+    q->bytes = 0;
+    return rc;
+}
+
+/* Progress across both passes. */
+typedef struct progress_state {
+    uint64_t total, done;
+    size_t ops;
+    double t0;
+} progress_state;
+
+/* A batch: flush, then tell the progress callback. */
+static int batch(exec_state *s, pending *q, bool hot, const pinio_dest_ops *ops, void *ctx,
+                 progress_state *pr, pinio_diag *diag)
+{
+    uint64_t bytes = q->bytes;
+    pr->ops += q->n;
+    int rc = flush(s, q, hot, ops, ctx, diag);
+    pr->done += bytes;
+    if (rc == 0 && s->o->progress) {
+        pinio_progress pg = { .done_bytes = pr->done, .total_bytes = pr->total,
+                              .done_ops = pr->ops, .elapsed_s = pinio__now_s() - pr->t0 };
+        if (s->o->progress(s->o->progress_ctx, &pg)) {
+            rc = -ECANCELED;
+            pinio_diag_set(diag, rc, "load canceled by the progress callback");
+        }
+    }
+    return rc;
+}
+
+/* Reads [a, b) of the plan's reads, those of hot or cold files. */
+static int run_pass(exec_state *s, size_t a, size_t b, bool hot, const pinio_dest_ops *ops,
+                    void *ctx, uint64_t batch_max, progress_state *pr, pinio_diag *diag)
+{
+    pinio_plan *p = s->p;
+    const pinio_plan_read *reads = p->layout.reads;
+    pending q = { 0 };
+    int rc = 0;
+    for (size_t i = a; i < b && rc == 0; i++) {
+        const pinio_plan_read *r = &reads[i];
+        if (p->files[r->file].pub.hot != hot)
+            continue;
+        void *mem = NULL;
+        rc = open_file(s, r->file, diag);
+        if (rc == 0) {
+            rc = ops->claim(ctx, i, r, &mem);
+            if (rc < 0 && diag && diag->code == 0)
+                pinio_diag_set(diag, rc, "the destination refused read %zu: %s", i,
+                               pinio_strerror(rc));
+        }
+        q.reads++;
+        for (uint64_t off = 0; rc == 0 && off < r->len; off += PIECE) {
+            uint64_t len = r->len - off < PIECE ? r->len - off : PIECE;
+            bool last = off + len == r->len;
+            pinio_read_req req = { .file = s->rf[r->file], .offset = r->offset + off,
+                                   .len = (size_t)len, .dst = (uint8_t *)mem + off };
+            uint64_t need = r->need <= off ? 0 : (r->need - off < len ? r->need - off : len);
+            rc = pending_push(&q, &req, need, i, mem);
+            if (rc == 0 && (q.bytes >= batch_max ||
+                            (last && s->o->batch_reads && q.reads >= s->o->batch_reads))) {
+                rc = batch(s, &q, hot, ops, ctx, pr, diag);
+                q.reads = last ? 0 : 1; /* a read cut here goes on in the next batch */
+            }
+        }
+    }
+    if (rc == 0 && q.n)
+        rc = batch(s, &q, hot, ops, ctx, pr, diag);
+    pending_free(&q);
+    return rc;
+}
+
+uint64_t pinio__batch_bytes_default(uint64_t total)
+{
+    uint64_t b = total / 16, hi = (uint64_t)1 << 30;
+    return b < PIECE ? PIECE : b > hi ? hi : b;
+}
+
+static bool ops_entry(const pinio_dest_ops *ops, size_t end)
+{
+    return ops->size >= end;
+}
+
+/* One line: the I/O path that ran and why. Never claims a path that did
+ * not run: "registered" only when reads went to registered memory, io_uring
+ * only when the engine is not the pread fallback. */
+static void describe(exec_state *s, pinio_exec_report *rep)
+{
+    char *b = rep->io_path;
+    size_t cap = sizeof(rep->io_path), n = 0;
+#define ADD(...) (n += (size_t)snprintf(b + n, n < cap ? cap - n : 0, __VA_ARGS__))
+    b[0] = '\0';
+    for (int hot = 0; hot < 2; hot++) {
+        pinio_ring *r = s->ring[hot];
+        if (!r)
+            continue;
+        pinio_ring_info info;
+        pinio_ring_get_info(r, &info);
+        rep->fixed_ops += info.fixed_ops;
+        rep->plain_ops += info.plain_ops;
+        if (!hot || !s->ring[0])
+            rep->setup_flags = info.setup_flags;
+        bool pread = info.backend == PINIO_BACKEND_PREAD;
+        /* The engine also reads into its own registered bounce buffer (an
+         * unaligned edge): READ_FIXED ops alone do not mean that the
+         * destination was registered. */
+        bool fixed = !hot && rep->regions_registered && info.fixed_ops;
+        if (n)
+            ADD("; then ");
+        if (hot)
+            ADD("buffered %s (page cache)", pread ? "reads by pread threads" : "io_uring reads");
+        else
+            ADD("O_DIRECT %s into %s", pread ? "reads by pread threads" : "io_uring reads",
+                fixed ? "registered memory (READ_FIXED)" : "unregistered memory");
+        if (info.reason[0])
+            ADD("; %s", info.reason);
+        for (size_t i = 0; i < s->p->nfiles; i++)
+            if (s->rf[i] && s->p->files[i].pub.hot == (hot == 1)) {
+                pinio_ring_file_info fi;
+                pinio_ring_file_get_info(s->rf[i], &fi);
+                if (fi.reason[0])
+                    ADD("; %s", fi.reason);
+                break; /* one file's reason: they share the file system */
+            }
+        if (!hot)
+            rep->backend = pread ? PINIO_BACKEND_PREAD
+                           : fixed ? PINIO_BACKEND_FIXED_DIRECT
+                                   : PINIO_BACKEND_DIRECT;
+        else if (!s->ring[0])
+            rep->backend = pread ? PINIO_BACKEND_PREAD : PINIO_BACKEND_BUFFERED;
+    }
+    if (!n)
+        ADD("no data to read");
+#undef ADD
+}
+
+int pinio_plan_execute(pinio_plan *p, const pinio_dest_ops *ops, void *ctx,
+                       const pinio_exec_opts *opts, pinio_exec_report *rep, pinio_diag *diag)
+{
+    pinio_exec_opts o;
+    pinio_exec_opts_default(&o);
+    int rc = pinio__opts_copy(&o, sizeof(o), opts, "pinio_exec options", diag);
+    if (rc < 0)
+        return rc;
+    size_t nreads = p ? p->layout.nreads : 0;
+    if (!p || !ops || !ops_entry(ops, offsetof(pinio_dest_ops, claim) + sizeof(ops->claim)) ||
+        !ops->claim || o.first_read > nreads || o.nreads > nreads - o.first_read ||
+        (o.nregions && !o.regions)) {
+        pinio_diag_set(diag, -EINVAL, "pinio_plan_execute: invalid arguments");
+        return -EINVAL;
+    }
+    pinio_dest_ops d = { 0 };
+    memcpy(&d, ops, ops->size < sizeof(d) ? ops->size : sizeof(d));
+    pinio_exec_report local;
+    if (!rep)
+        rep = &local;
+    memset(rep, 0, sizeof(*rep));
+    size_t a = o.first_read, b = o.nreads ? a + o.nreads : nreads;
+
+    exec_state s = { .p = p, .o = &o };
+    s.rf = calloc(p->nfiles ? p->nfiles : 1, sizeof(*s.rf));
+    s.slots = calloc(o.nregions ? o.nregions : 1, sizeof(*s.slots));
+    if (!s.rf || !s.slots) {
+        free(s.rf);
+        free(s.slots);
+        return -ENOMEM;
+    }
+    uint64_t total = 0;
+    bool any[2] = { false, false };
+    for (size_t i = a; i < b; i++) {
+        total += p->layout.reads[i].len;
+        any[p->files[p->layout.reads[i].file].pub.hot] = true;
+    }
+    /* The cold ring first: regions are registered with it before any read. */
+    for (int hot = 0; hot < 2 && rc == 0; hot++)
+        if (any[hot])
+            for (size_t i = a; i < b && rc == 0; i++)
+                if (p->files[p->layout.reads[i].file].pub.hot == (hot == 1)) {
+                    rc = ring_for(&s, hot, p->files[p->layout.reads[i].file].path, diag);
+                    break;
+                }
+    if (rc == 0)
+        register_regions(&s, rep);
+    uint64_t batch_max = o.batch_bytes       ? o.batch_bytes
+                         : o.progress          ? pinio__batch_bytes_default(total)
+                                               : UINT64_MAX;
+    progress_state pr = { .total = total, .t0 = pinio__now_s() };
+    for (int hot = 0; hot < 2 && rc == 0; hot++)
+        if (any[hot])
+            rc = run_pass(&s, a, b, hot == 1, &d, ctx, batch_max, &pr, diag);
+    rep->io_seconds = pinio__now_s() - pr.t0;
+    rep->read_bytes = pr.done;
+    /* A file extended, truncated or rewritten after its header was read is
+     * not the file the header described. */
+    for (size_t i = 0; rc == 0 && i < p->nfiles; i++)
+        if (s.rf[i])
+            rc = pinio__plan_check_unchanged(p, i, diag);
+    for (size_t i = 0; i < p->nfiles; i++)
+        if (s.rf[i]) {
+            if (p->files[i].pub.hot)
+                rep->files_buffered++;
+            else
+                rep->files_direct++;
+        }
+    describe(&s, rep);
+    for (size_t i = 0; i < o.nregions; i++)
+        if (s.slots[i] >= 0)
+            pinio_ring_unregister_region(s.ring[0], s.slots[i]);
+    for (size_t i = 0; i < p->nfiles; i++)
+        pinio_ring_file_close(s.rf[i]);
+    pinio_ring_destroy(s.ring[0]);
+    pinio_ring_destroy(s.ring[1]);
+    free(s.rf);
+    free(s.slots);
+    return rc;
+}

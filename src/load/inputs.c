@@ -1,0 +1,244 @@
+/*
+ * A plan's inputs: what the caller named (files, directories of shards,
+ * index files) resolved into the list of files to read, and each file
+ * opened once and validated through that descriptor.
+ *
+ * Why one descriptor per file for the whole plan: the header is validated
+ * through it and the data is read through it (the engine reopens it by
+ * /proc/self/fd/N, the same inode), so a file renamed over the path in
+ * between cannot be read with another file's header.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "src/load/plan_internal.h"
+
+static int push_path(pinio__inputs *in, char *p)
+{
+    if (!p)
+        return -ENOMEM;
+    if (in->n == in->cap) {
+        size_t cap = in->cap ? in->cap * 2 : 8;
+        char **np = realloc(in->paths, cap * sizeof(*np));
+        if (!np) {
+            free(p);
+            return -ENOMEM;
+        }
+        in->paths = np;
+        in->cap = cap;
+    }
+    in->paths[in->n++] = p;
+    return 0;
+}
+
+static char *join(const char *dir, const char *name)
+{
+    size_t dl = strlen(dir), nl = strlen(name);
+    char *p = malloc(dl + nl + 2);
+    if (!p)
+        return NULL;
+    memcpy(p, dir, dl);
+    p[dl] = '/';
+    memcpy(p + dl + 1, name, nl + 1);
+    return p;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t sl = strlen(s), xl = strlen(suffix);
+    return sl >= xl && strcmp(s + sl - xl, suffix) == 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int use_index(pinio__inputs *in, const char *path, pinio_diag *diag)
+{
+    if (in->index) {
+        pinio_diag_set_at(diag, -EINVAL, path, PINIO_DIAG_NO_OFFSET,
+                          "only one index file per load (already %s)",
+                          pinio_st_index_path(in->index));
+        return -EINVAL;
+    }
+    return pinio_st_index_open(&in->index, path, diag);
+}
+
+static int scan_dir(pinio__inputs *in, const char *path, pinio_diag *diag)
+{
+    DIR *d = opendir(path);
+    if (!d) {
+        int e = -errno;
+        pinio_diag_set_at(diag, e, path, PINIO_DIAG_NO_OFFSET, "%s", pinio_strerror(e));
+        return e;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!ends_with(de->d_name, ".safetensors"))
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **nn = realloc(names, cap * sizeof(*nn));
+            if (!nn) {
+                rc = -ENOMEM;
+                break;
+            }
+            names = nn;
+        }
+        if (!(names[n] = join(path, de->d_name))) {
+            rc = -ENOMEM;
+            break;
+        }
+        n++;
+    }
+    closedir(d);
+    if (rc == 0 && n == 0) {
+        pinio_diag_set_at(diag, -ENOENT, path, PINIO_DIAG_NO_OFFSET,
+                          "no *.safetensors files and no model.safetensors.index.json");
+        rc = -ENOENT;
+    }
+    if (rc == 0)
+        qsort(names, n, sizeof(*names), cmp_str);
+    size_t i = 0;
+    for (; rc == 0 && i < n; i++)
+        rc = push_path(in, names[i]);
+    for (; i < n; i++)
+        free(names[i]);
+    free(names);
+    return rc;
+}
+
+static int resolve_one(pinio__inputs *in, const char *path, pinio_diag *diag)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        int e = -errno;
+        pinio_diag_set_at(diag, e, path, PINIO_DIAG_NO_OFFSET, "%s", pinio_strerror(e));
+        return e;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        char *idx = join(path, "model.safetensors.index.json");
+        if (!idx)
+            return -ENOMEM;
+        int rc = access(idx, F_OK) == 0 ? use_index(in, idx, diag) : scan_dir(in, path, diag);
+        free(idx);
+        return rc;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        pinio_diag_set_at(diag, -EINVAL, path, PINIO_DIAG_NO_OFFSET,
+                          "not a regular file or directory");
+        return -EINVAL;
+    }
+    if (ends_with(path, ".json"))
+        return use_index(in, path, diag);
+    return push_path(in, strdup(path));
+}
+
+int pinio__inputs_resolve(pinio__inputs *in, const char *const *paths, size_t n,
+                          pinio_diag *diag)
+{
+    memset(in, 0, sizeof(*in));
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = resolve_one(in, paths[i], diag);
+    if (rc == 0 && in->index && in->n) {
+        /* The index's weight_map governs its shards only: a file given beside
+         * it would have every tensor "unindexed", i.e. silently dropped. */
+        pinio_diag_set_at(diag, -EINVAL, in->paths[0], PINIO_DIAG_NO_OFFSET,
+                          "given together with the index %s, which does not govern it: load "
+                          "them separately",
+                          pinio_st_index_path(in->index));
+        rc = -EINVAL;
+    }
+    for (size_t i = 0; rc == 0 && in->index && i < pinio_st_index_shard_count(in->index); i++)
+        rc = push_path(in, strdup(pinio_st_index_shard(in->index, i)));
+    if (rc < 0)
+        pinio__inputs_free(in);
+    return rc;
+}
+
+void pinio__inputs_free(pinio__inputs *in)
+{
+    for (size_t i = 0; i < in->n; i++)
+        free(in->paths[i]);
+    free(in->paths);
+    pinio_st_index_free(in->index);
+    memset(in, 0, sizeof(*in));
+}
+
+int pinio__file_id_get(int fd, pinio__file_id *id)
+{
+    struct statx sx;
+    if (statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &sx) != 0)
+        return -errno;
+    *id = (pinio__file_id){ .dev = ((uint64_t)sx.stx_dev_major << 32) | sx.stx_dev_minor,
+                            .ino = sx.stx_ino, .size = sx.stx_size,
+                            .mtime_s = sx.stx_mtime.tv_sec, .mtime_ns = sx.stx_mtime.tv_nsec,
+                            .ctime_s = sx.stx_ctime.tv_sec, .ctime_ns = sx.stx_ctime.tv_nsec };
+    return 0;
+}
+
+#ifndef STATX_DIOALIGN
+#define STATX_DIOALIGN 0x00002000U /* Linux 6.1 */
+#endif
+
+/* O_DIRECT alignment as statx reports it (Linux 6.1+); 0 when unknown, and
+ * the engine then probes the block device itself. */
+static uint64_t dio_align(int fd)
+{
+    struct statx sx;
+    if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) != 0 || !(sx.stx_mask & STATX_DIOALIGN))
+        return 0;
+    uint64_t a = sx.stx_dio_offset_align > sx.stx_dio_mem_align ? sx.stx_dio_offset_align
+                                                                : sx.stx_dio_mem_align;
+    return a && !(a & (a - 1)) ? a : 0;
+}
+
+int pinio__pfile_open(pinio__pfile *f, const char *shard_of, pinio_diag *diag)
+{
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer. It does not
+     * change reads of a regular file, and it is cleared below anyway. */
+    f->fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (f->fd < 0) {
+        int rc = -errno;
+        if (shard_of && rc == -ENOENT)
+            pinio_diag_set_at(diag, rc, f->path, PINIO_DIAG_NO_OFFSET,
+                              "shard named by %s is missing", shard_of);
+        else
+            pinio_diag_set_at(diag, rc, f->path, PINIO_DIAG_NO_OFFSET, "cannot open: %s",
+                              pinio_strerror(rc));
+        return rc;
+    }
+    struct stat st;
+    if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        pinio_diag_set_at(diag, -EINVAL, f->path, PINIO_DIAG_NO_OFFSET, "not a regular file");
+        return -EINVAL;
+    }
+    int fl = fcntl(f->fd, F_GETFL);
+    if (fl >= 0)
+        (void)fcntl(f->fd, F_SETFL, fl & ~O_NONBLOCK);
+    int rc = pinio__file_id_get(f->fd, &f->id);
+    if (rc < 0) {
+        pinio_diag_set_at(diag, rc, f->path, PINIO_DIAG_NO_OFFSET, "statx: %s",
+                          pinio_strerror(rc));
+        return rc;
+    }
+    f->dio_align = dio_align(f->fd);
+    rc = pinio_st_read_fd(&f->st, f->fd, f->path, 0, diag);
+    if (rc < 0)
+        return rc;
+    f->pub.path = f->path;
+    f->pub.size = pinio_st_file_size(f->st);
+    f->pub.header = f->st;
+    f->pub.cache_why = f->why;
+    return 0;
+}

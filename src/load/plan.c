@@ -1,0 +1,210 @@
+/*
+ * The plan: inputs resolved (inputs.c), every header validated through the
+ * descriptor the data will be read from (inputs.c), the selection applied
+ * (select.c), the page-cache policy decided (cache.c), and the wanted
+ * ranges laid out into aligned, merged reads (layout.c). No tensor data is
+ * read here; execution is exec.c.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "src/base/opts.h"
+#include "src/load/plan_internal.h"
+
+/* Holes up to this size between wanted ranges are read through rather than
+ * skipped: one request costs more than reading 256 KiB, and the bound keeps
+ * peak memory within "selected bytes + a little". */
+#define MERGE_GAP_DEFAULT ((uint64_t)256 << 10)
+
+/* One registered io_uring buffer holds at most 1 GiB. */
+#define SEGMENT_DEFAULT ((uint64_t)1 << 30)
+
+void pinio_plan_opts_init(pinio_plan_opts *opts, size_t size)
+{
+    pinio_plan_opts d;
+    memset(&d, 0, sizeof(d));
+    d.cache = PINIO_CACHE_AUTO;
+    d.direct = PINIO_DIRECT_AUTO;
+    pinio__opts_init(opts, size, &d, sizeof(d));
+}
+
+void pinio_plan_free(pinio_plan *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->nfiles; i++) {
+        if (p->files[i].fd >= 0)
+            close(p->files[i].fd);
+        pinio_st_free(p->files[i].st);
+        free(p->files[i].path);
+    }
+    free(p->files);
+    free(p->tensors);
+    pinio__layout_free(&p->layout);
+    pinio_st_index_free(p->index);
+    free(p);
+}
+
+static bool pow2(uint64_t v)
+{
+    return v && !(v & (v - 1));
+}
+
+static int lay_out(pinio_plan *p, pinio_diag *diag)
+{
+    const pinio_plan_opts *o = &p->opts;
+    uint64_t align = o->align ? o->align : 4096;
+    if (!o->align)
+        for (size_t i = 0; i < p->nfiles; i++)
+            if (!p->files[i].pub.hot && p->files[i].dio_align > align)
+                align = p->files[i].dio_align;
+    uint64_t seg = o->segment ? o->segment : SEGMENT_DEFAULT;
+    pinio__range *ranges = malloc((p->ntensors ? p->ntensors : 1) * sizeof(*ranges));
+    if (!ranges)
+        return -ENOMEM;
+    for (size_t i = 0; i < p->ntensors; i++)
+        ranges[i] = (pinio__range){ .file = p->tensors[i].file, .off = p->tensors[i].file_offset,
+                                    .len = p->tensors[i].nbytes };
+    int rc = pinio__layout_build(ranges, p->ntensors, align,
+                                 o->merge_gap ? o->merge_gap : MERGE_GAP_DEFAULT, seg, &p->layout);
+    free(ranges);
+    if (rc < 0) {
+        pinio_diag_set(diag, rc, "planning the reads failed: %s", pinio_strerror(rc));
+        return rc;
+    }
+    for (size_t i = 0; i < p->ntensors; i++)
+        p->tensors[i].dest_offset = p->layout.range_dest_off[i];
+    for (size_t i = 0; i < p->layout.nreads; i++)
+        p->info.read_bytes += p->layout.reads[i].len;
+    p->info.dest_bytes = p->layout.dest_size;
+    p->info.reads = p->layout.nreads;
+    p->info.align = align;
+    return 0;
+}
+
+int pinio_plan_create(pinio_plan **out, const char *const *paths, size_t npaths,
+                      const pinio_plan_opts *opts, pinio_diag *diag)
+{
+    if (out)
+        *out = NULL;
+    pinio_plan_opts o;
+    pinio_plan_opts_default(&o);
+    int rc = pinio__opts_copy(&o, sizeof(o), opts, "pinio_plan options", diag);
+    if (rc < 0)
+        return rc;
+    if (!out || !paths || npaths == 0 || (o.nfilters && !o.filters)) {
+        pinio_diag_set(diag, -EINVAL, "pinio_plan_create: %s",
+                       npaths ? "invalid arguments" : "no input paths");
+        return -EINVAL;
+    }
+    if (o.cache > PINIO_CACHE_HOT || o.direct > PINIO_DIRECT_OFF ||
+        (o.align && (!pow2(o.align) || o.align > ((uint64_t)1 << 30))) ||
+        (o.segment && (!pow2(o.segment) || o.segment < (o.align ? o.align : 4096)))) {
+        pinio_diag_set(diag, -EINVAL,
+                       "pinio_plan_create: invalid options (align %llu, segment %llu)",
+                       (unsigned long long)o.align, (unsigned long long)o.segment);
+        return -EINVAL;
+    }
+    pinio__inputs in;
+    rc = pinio__inputs_resolve(&in, paths, npaths, diag);
+    if (rc < 0)
+        return rc;
+    pinio_plan *p = calloc(1, sizeof(*p));
+    if (!p || !(p->files = calloc(in.n ? in.n : 1, sizeof(*p->files)))) {
+        free(p);
+        pinio__inputs_free(&in);
+        return -ENOMEM;
+    }
+    p->opts = o;
+    p->opts.filters = NULL; /* borrowed for the call only */
+    p->opts.nfilters = 0;
+    p->index = in.index;
+    in.index = NULL;
+    const char *shard_of = p->index ? pinio_st_index_path(p->index) : NULL;
+    for (size_t i = 0; i < in.n && rc == 0; i++) {
+        pinio__pfile *f = &p->files[p->nfiles++];
+        f->fd = -1;
+        f->path = in.paths[i];
+        in.paths[i] = NULL;
+        rc = pinio__pfile_open(f, shard_of, diag);
+        if (rc < 0)
+            pinio_diag_set_index(diag, i);
+    }
+    pinio__inputs_free(&in);
+    if (rc == 0)
+        rc = pinio__select(p, o.filters, o.nfilters, diag);
+    if (rc == 0) {
+        pinio__cache_decide(p);
+        rc = lay_out(p, diag);
+    }
+    if (rc < 0) {
+        pinio_plan_free(p);
+        return rc;
+    }
+    p->info.files = p->nfiles;
+    p->info.tensors = p->ntensors;
+    p->info.index_path = shard_of;
+    *out = p;
+    return 0;
+}
+
+void pinio_plan_get_info(const pinio_plan *p, pinio_plan_info *out)
+{
+    *out = p->info;
+}
+
+const pinio_plan_file *pinio_plan_file_at(const pinio_plan *p, size_t i)
+{
+    return p && i < p->nfiles ? &p->files[i].pub : NULL;
+}
+
+const pinio_plan_tensor *pinio_plan_tensor_at(const pinio_plan *p, size_t i)
+{
+    return p && i < p->ntensors ? &p->tensors[i] : NULL;
+}
+
+const pinio_plan_read *pinio_plan_read_at(const pinio_plan *p, size_t i)
+{
+    return p && i < p->layout.nreads ? &p->layout.reads[i] : NULL;
+}
+
+int pinio__plan_check_unchanged(const pinio_plan *p, size_t i, pinio_diag *diag)
+{
+    const pinio__pfile *f = &p->files[i];
+    pinio__file_id now;
+    int rc = pinio__file_id_get(f->fd, &now);
+    if (rc < 0) {
+        pinio_diag_set_at(diag, rc, f->path, PINIO_DIAG_NO_OFFSET, "statx: %s", pinio_strerror(rc));
+        return rc;
+    }
+    const char *what = NULL;
+    if (now.size != f->id.size)
+        what = "its size";
+    else if (now.mtime_s != f->id.mtime_s || now.mtime_ns != f->id.mtime_ns)
+        what = "its modification time";
+    else if (now.ctime_s != f->id.ctime_s || now.ctime_ns != f->id.ctime_ns)
+        what = "its status change time";
+    if (!what)
+        return 0;
+    if (now.size != f->id.size)
+        pinio_diag_set_at(diag, PINIO_ECHANGED, f->path, PINIO_DIAG_NO_OFFSET,
+                          "file changed while loading: size was %llu, now %llu",
+                          (unsigned long long)f->id.size, (unsigned long long)now.size);
+    else
+        pinio_diag_set_at(diag, PINIO_ECHANGED, f->path, PINIO_DIAG_NO_OFFSET,
+                          "file changed while loading: %s moved since its header was validated "
+                          "(rewritten in place?)",
+                          what);
+    pinio_diag_set_index(diag, i);
+    return PINIO_ECHANGED;
+}
+
+double pinio__now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

@@ -1,0 +1,82 @@
+/* The plan's private state, shared by the files of src/load/ (inputs,
+ * selection, cache policy, plan, execution) and their white-box tests. */
+#ifndef PINIO_SRC_LOAD_PLAN_INTERNAL_H
+#define PINIO_SRC_LOAD_PLAN_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pinio/plan.h"
+#include "pinio/safetensors.h"
+#include "src/load/layout_internal.h"
+
+/* What identifies a file's content from outside: if any of it differs
+ * between validation and the end of the reads, the bytes read are not the
+ * bytes the header described. */
+typedef struct pinio__file_id {
+    uint64_t dev, ino, size;
+    int64_t mtime_s, ctime_s;
+    uint32_t mtime_ns, ctime_ns;
+} pinio__file_id;
+
+typedef struct pinio__pfile {
+    pinio_plan_file pub;
+    char *path;
+    int fd;                 /* the descriptor the header was validated through */
+    pinio_st *st;
+    pinio__file_id id;
+    uint64_t dio_align;     /* statx's O_DIRECT offset/memory alignment, 0 when unknown */
+    char why[96];           /* pub.cache_why */
+} pinio__pfile;
+
+/* Resolved inputs: paths in resolution order, and the index if any. */
+typedef struct pinio__inputs {
+    char **paths;
+    size_t n, cap;
+    pinio_st_index *index;
+} pinio__inputs;
+
+struct pinio_plan {
+    pinio__pfile *files;
+    size_t nfiles;
+    pinio_st_index *index;  /* NULL without an index */
+    pinio_plan_tensor *tensors;
+    size_t ntensors;
+    pinio__layout layout;
+    pinio_plan_info info;
+    pinio_plan_opts opts;   /* filters pointer is not kept (NULL) */
+};
+
+/* inputs.c: files, directories and index files -> the file list. */
+int pinio__inputs_resolve(pinio__inputs *in, const char *const *paths, size_t n,
+                          pinio_diag *diag);
+void pinio__inputs_free(pinio__inputs *in);
+
+/* inputs.c: opens `f->path` (regular files only; a FIFO does not block),
+ * records its identity and validates its header through that descriptor.
+ * `shard_of` names the index when the file is one of its shards. */
+int pinio__pfile_open(pinio__pfile *f, const char *shard_of, pinio_diag *diag);
+
+/* inputs.c: the file's identity now, through its descriptor. */
+int pinio__file_id_get(int fd, pinio__file_id *id);
+
+/* select.c: the index allowlist, then the filters, then one name per
+ * tensor across files. Fills p->tensors (dest_offset still 0). */
+bool pinio__filter_match(const char *const *filters, size_t n, const char *name, size_t len);
+int pinio__select(pinio_plan *p, const char *const *filters, size_t nfilters, pinio_diag *diag);
+
+/* cache.c: the page-cache policy per file (pub.hot, pub.cache_why). */
+void pinio__cache_decide(pinio_plan *p);
+
+/* plan.c: PINIO_ECHANGED unless file `i` is still what was validated. */
+int pinio__plan_check_unchanged(const pinio_plan *p, size_t i, pinio_diag *diag);
+
+/* exec.c: the batch size a progress callback gets for `total` bytes: 1/16
+ * of them, 16 MiB to 1 GiB. */
+uint64_t pinio__batch_bytes_default(uint64_t total);
+
+/* plan.c: seconds on the monotonic clock, for the reports. */
+double pinio__now_s(void);
+
+#endif

@@ -1,0 +1,122 @@
+/*
+ * Selection: which tensors of the validated headers a plan reads. The
+ * index is a per-shard allowlist (a tensor a shard holds but the index does
+ * not map is ignored and counted), the filters come next, and a name may be
+ * loaded from one file only. All of it before any tensor byte is read.
+ *
+ * Names are carried with their length: a header may hold two names that
+ * differ only after a NUL byte, and cutting them at the NUL would merge
+ * them.
+ */
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/load/plan_internal.h"
+
+bool pinio__filter_match(const char *const *filters, size_t n, const char *name, size_t len)
+{
+    if (n == 0)
+        return true;
+    /* A pattern is a C string: it can only match a name without NUL. */
+    if (strlen(name) != len)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        const char *f = filters[i];
+        if (strpbrk(f, "*?[")) {
+            if (fnmatch(f, name, 0) == 0)
+                return true;
+            continue;
+        }
+        size_t fl = strlen(f);
+        if (strncmp(name, f, fl) != 0)
+            continue;
+        /* exact, or a prefix ending at a component boundary */
+        if (name[fl] == '\0' || name[fl] == '.' || (fl && f[fl - 1] == '.'))
+            return true;
+    }
+    return false;
+}
+
+static int cmp_bytes(const char *a, size_t al, const char *b, size_t bl)
+{
+    int c = memcmp(a, b, al < bl ? al : bl);
+    if (c)
+        return c;
+    return al < bl ? -1 : al > bl;
+}
+
+static int cmp_tensor_name(const void *x, const void *y, void *ctx)
+{
+    const pinio_plan_tensor *ts = ctx;
+    const pinio_plan_tensor *a = &ts[*(const size_t *)x], *b = &ts[*(const size_t *)y];
+    return cmp_bytes(a->name, a->name_len, b->name, b->name_len);
+}
+
+int pinio__select(pinio_plan *p, const char *const *filters, size_t nfilters, pinio_diag *diag)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < p->nfiles; i++)
+        total += pinio_st_count(p->files[i].st);
+    size_t nidx = pinio_st_index_count(p->index);
+    bool *found = nidx ? calloc(nidx, sizeof(*found)) : NULL;
+    p->tensors = calloc(total ? total : 1, sizeof(*p->tensors));
+    if (!p->tensors || (nidx && !found)) {
+        free(found);
+        return -ENOMEM;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < p->nfiles; i++) {
+        const pinio_st *st = p->files[i].st;
+        for (size_t k = 0; k < pinio_st_count(st); k++) {
+            const pinio_st_tensor *t = pinio_st_at(st, k);
+            if (p->index) {
+                const pinio_st_index_entry *e = pinio_st_index_find(p->index, t->name, t->name_len);
+                if (!e || e->shard != i) {
+                    p->info.unindexed++;
+                    continue;
+                }
+                found[e - pinio_st_index_at(p->index, 0)] = true;
+            }
+            if (!pinio__filter_match(filters, nfilters, t->name, t->name_len)) {
+                p->info.skipped++;
+                continue;
+            }
+            p->tensors[n++] = (pinio_plan_tensor){
+                .name = t->name, .name_len = t->name_len, .dtype = t->dtype, .rank = t->rank,
+                .shape = t->shape, .nbytes = t->nbytes, .file = (uint32_t)i,
+                .file_offset = t->file_offset };
+            p->info.bytes += t->nbytes;
+        }
+    }
+    p->ntensors = n;
+    int rc = 0;
+    for (size_t i = 0; i < nidx && rc == 0; i++)
+        if (!found[i]) {
+            const pinio_st_index_entry *e = pinio_st_index_at(p->index, i);
+            pinio_diag_set_at(diag, -ENOENT, pinio_st_index_path(p->index), PINIO_DIAG_NO_OFFSET,
+                              "tensor '%s' is mapped to %s, which does not contain it", e->name,
+                              pinio_st_index_shard(p->index, e->shard));
+            rc = -ENOENT;
+        }
+    free(found);
+    if (rc < 0 || n < 2)
+        return rc;
+    size_t *order = malloc(n * sizeof(*order));
+    if (!order)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        order[i] = i;
+    qsort_r(order, n, sizeof(*order), cmp_tensor_name, p->tensors);
+    for (size_t i = 1; i < n && rc == 0; i++) {
+        const pinio_plan_tensor *a = &p->tensors[order[i - 1]], *b = &p->tensors[order[i]];
+        if (cmp_bytes(a->name, a->name_len, b->name, b->name_len) == 0) {
+            pinio_diag_set(diag, -EEXIST, "tensor '%s' is in both %s and %s", a->name,
+                           p->files[a->file].path, p->files[b->file].path);
+            rc = -EEXIST;
+        }
+    }
+    free(order);
+    return rc;
+}

@@ -1,0 +1,302 @@
+/* The public plan (pinio/plan.h): built without tensor I/O, executed into
+ * destinations the test chooses: heap memory, a sub-range of the reads (an
+ * MPI stripe), a destination that refuses or fails, an ops table of an older,
+ * smaller size, memory registered with the engine, and reads cut at a
+ * segment (a staging slot). Every byte is checked against the generator. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pinio/gen.h"
+#include "pinio/plan.h"
+
+#define SEED 23
+
+static char dir[] = "/var/tmp/pinio-plan-XXXXXX";
+static char path[128];
+
+static void setup_file(void)
+{
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/m.safetensors", dir);
+    pinio_gen_opts g;
+    pinio_gen_opts_default(&g);
+    g.size = 6u << 20;
+    g.tensors = 12;
+    g.seed = SEED;
+    cr_assert_eq(pinio_gen_write(path, &g, NULL, NULL), 0);
+}
+
+static void setup_shards(void)
+{
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/ck", dir);
+    pinio_gen_opts g;
+    pinio_gen_opts_default(&g);
+    g.size = 6u << 20;
+    g.tensors = 12;
+    g.shards = 3;
+    g.seed = SEED;
+    cr_assert_eq(pinio_gen_write(path, &g, NULL, NULL), 0);
+}
+
+static void teardown(void)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* A heap destination that records what the executor asked of it. */
+typedef struct heap {
+    uint8_t *mem;
+    size_t claims, landed;
+    size_t last_landed;     /* read index of the last landed call + 1 */
+    bool out_of_order;
+    size_t fail_claim_at;   /* SIZE_MAX: never */
+    size_t fail_landed_at;
+} heap;
+
+static int heap_claim(void *ctx, size_t i, const pinio_plan_read *r, void **mem)
+{
+    heap *h = ctx;
+    if (i == h->fail_claim_at)
+        return -ENOSPC;
+    h->claims++;
+    *mem = h->mem + r->dest_offset;
+    return 0;
+}
+
+static int heap_landed(void *ctx, size_t i, const pinio_plan_read *r, void *mem)
+{
+    heap *h = ctx;
+    cr_assert_eq(mem, h->mem + r->dest_offset, "landed where it was claimed");
+    if (i == h->fail_landed_at)
+        return -EPIPE;
+    if (i + 1 <= h->last_landed)
+        h->out_of_order = true;
+    h->last_landed = i + 1;
+    h->landed++;
+    return 0;
+}
+
+static const pinio_dest_ops heap_ops = { .size = sizeof(pinio_dest_ops), .claim = heap_claim,
+                                         .landed = heap_landed };
+
+static pinio_plan *make_plan(const pinio_plan_opts *po)
+{
+    pinio_plan *p = NULL;
+    pinio_diag d = { 0 };
+    const char *paths[] = { path };
+    cr_assert_eq(pinio_plan_create(&p, paths, 1, po, &d), 0, "%s", d.msg);
+    return p;
+}
+
+static heap heap_for(const pinio_plan *p)
+{
+    pinio_plan_info pi;
+    pinio_plan_get_info(p, &pi);
+    heap h = { .fail_claim_at = SIZE_MAX, .fail_landed_at = SIZE_MAX };
+    h.mem = aligned_alloc(4096, pi.dest_bytes ? pi.dest_bytes : 4096);
+    cr_assert_not_null(h.mem);
+    return h;
+}
+
+static void check_tensors(const pinio_plan *p, const uint8_t *mem)
+{
+    pinio_plan_info pi;
+    pinio_plan_get_info(p, &pi);
+    for (size_t i = 0; i < pi.tensors; i++) {
+        const pinio_plan_tensor *t = pinio_plan_tensor_at(p, i);
+        uint64_t bad = 0;
+        cr_assert(pinio_gen_verify(SEED, t->name, 0, mem + t->dest_offset, t->nbytes, &bad),
+                  "tensor %s wrong at byte %llu", t->name, (unsigned long long)bad);
+    }
+}
+
+Test(plan, built_without_reads_then_executed_into_the_heap, .init = setup_shards,
+     .fini = teardown)
+{
+    pinio_plan *p = make_plan(NULL);
+    pinio_plan_info pi;
+    pinio_plan_get_info(p, &pi);
+    cr_assert_eq(pi.files, 3);
+    cr_assert_eq(pi.tensors, 12);
+    cr_assert_not_null(pi.index_path);
+    cr_assert_geq(pi.read_bytes, pi.bytes);
+    cr_assert_eq(pi.dest_bytes % pi.align, 0);
+    for (size_t i = 0; i < pi.files; i++) {
+        const pinio_plan_file *f = pinio_plan_file_at(p, i);
+        cr_assert_not_null(f->header);
+        cr_assert_not_null(strstr(f->path, dir));
+    }
+    cr_assert_null(pinio_plan_file_at(p, pi.files));
+    cr_assert_null(pinio_plan_tensor_at(p, pi.tensors));
+    cr_assert_null(pinio_plan_read_at(p, pi.reads));
+    for (size_t i = 0; i < pi.reads; i++) {
+        const pinio_plan_read *r = pinio_plan_read_at(p, i);
+        cr_assert_eq(r->offset % pi.align, 0);
+        cr_assert_eq(r->dest_offset % pi.align, 0);
+        cr_assert_leq(r->need, r->len);
+    }
+    heap h = heap_for(p);
+    pinio_exec_report rep;
+    pinio_diag d = { 0 };
+    cr_assert_eq(pinio_plan_execute(p, &heap_ops, &h, NULL, &rep, &d), 0, "%s", d.msg);
+    cr_assert_eq(h.claims, pi.reads);
+    cr_assert_eq(h.landed, pi.reads);
+    cr_assert_not(h.out_of_order, "landed in read order");
+    cr_assert_eq(rep.read_bytes, pi.read_bytes);
+    cr_assert_eq(rep.files_direct + rep.files_buffered, 3);
+    cr_assert_gt(strlen(rep.io_path), 0);
+    check_tensors(p, h.mem);
+    free(h.mem);
+    pinio_plan_free(p);
+}
+
+Test(plan, stripes_executed_apart_fill_the_same_destination, .init = setup_file,
+     .fini = teardown)
+{
+    pinio_plan_opts po;
+    pinio_plan_opts_default(&po);
+    po.segment = 512 << 10; /* reads cut at 512 KiB: something to stripe */
+    pinio_plan *p = make_plan(&po);
+    pinio_plan_info pi;
+    pinio_plan_get_info(p, &pi);
+    cr_assert_geq(pi.reads, 4);
+    heap h = heap_for(p);
+    pinio_exec_opts eo;
+    pinio_exec_opts_default(&eo);
+    size_t half = pi.reads / 2;
+    eo.first_read = 0;
+    eo.nreads = half;
+    pinio_diag d = { 0 };
+    cr_assert_eq(pinio_plan_execute(p, &heap_ops, &h, &eo, NULL, &d), 0, "%s", d.msg);
+    cr_assert_eq(h.landed, half);
+    eo.first_read = half;
+    eo.nreads = 0; /* to the end */
+    cr_assert_eq(pinio_plan_execute(p, &heap_ops, &h, &eo, NULL, &d), 0, "%s", d.msg);
+    cr_assert_eq(h.landed, pi.reads);
+    check_tensors(p, h.mem);
+
+    eo.first_read = pi.reads;
+    eo.nreads = 1;
+    cr_assert_eq(pinio_plan_execute(p, &heap_ops, &h, &eo, NULL, &d), -EINVAL,
+                 "a stripe past the plan");
+    free(h.mem);
+    pinio_plan_free(p);
+}
+
+Test(plan, a_destination_that_refuses_or_fails_stops_the_execution, .init = setup_file,
+     .fini = teardown)
+{
+    pinio_plan_opts po;
+    pinio_plan_opts_default(&po);
+    po.segment = 512 << 10;
+    pinio_plan *p = make_plan(&po);
+    heap h = heap_for(p);
+    h.fail_claim_at = 2;
+    pinio_diag d = { 0 };
+    cr_assert_eq(pinio_plan_execute(p, &heap_ops, &h, NULL, NULL, &d), -ENOSPC);
+    cr_assert_not_null(strstr(d.msg, "read 2"), "%s", d.msg);
+    cr_assert_eq(h.landed, 0, "nothing was read: the claims come first in a batch");
+
+    h = (heap){ .mem = h.mem, .fail_claim_at = SIZE_MAX, .fail_landed_at = 1 };
+    memset(&d, 0, sizeof(d));
+    cr_assert_eq(pinio_plan_execute(p, &heap_ops, &h, NULL, NULL, &d), -EPIPE);
+    cr_assert_eq(h.landed, 1, "stopped at the failing read");
+    cr_assert_not_null(strstr(d.msg, "read 1"), "%s", d.msg);
+    free(h.mem);
+    pinio_plan_free(p);
+}
+
+static int trap_landed(void *ctx, size_t i, const pinio_plan_read *r, void *mem)
+{
+    (void)ctx, (void)i, (void)r, (void)mem;
+    cr_assert_fail("an entry past the ops table's size was called");
+    return 0;
+}
+
+Test(plan, an_older_smaller_ops_table_is_read_up_to_its_size, .init = setup_file,
+     .fini = teardown)
+{
+    pinio_plan *p = make_plan(NULL);
+    heap h = heap_for(p);
+    pinio_dest_ops old = { .size = offsetof(pinio_dest_ops, landed), .claim = heap_claim,
+                           .landed = trap_landed };
+    pinio_diag d = { 0 };
+    cr_assert_eq(pinio_plan_execute(p, &old, &h, NULL, NULL, &d), 0, "%s", d.msg);
+    check_tensors(p, h.mem);
+    pinio_dest_ops none = { .size = sizeof(size_t), .claim = heap_claim };
+    cr_assert_eq(pinio_plan_execute(p, &none, &h, NULL, NULL, &d), -EINVAL,
+                 "a table without claim");
+    free(h.mem);
+    pinio_plan_free(p);
+}
+
+Test(plan, registered_memory_is_read_by_read_fixed_and_reported, .init = setup_file,
+     .fini = teardown)
+{
+    pinio_plan_opts po;
+    pinio_plan_opts_default(&po);
+    po.cache = PINIO_CACHE_COLD;
+    pinio_plan *p = make_plan(&po);
+    pinio_diag d = { 0 };
+    cr_assert_eq(pinio_plan_drop_cache(p, NULL, &d), 0, "%s", d.msg);
+    pinio_plan_info pi;
+    pinio_plan_get_info(p, &pi);
+    heap h = heap_for(p);
+    pinio_mem_region reg = { h.mem, (size_t)pi.dest_bytes };
+    pinio_exec_opts eo;
+    pinio_exec_opts_default(&eo);
+    eo.regions = &reg;
+    eo.nregions = 1;
+    pinio_exec_report rep;
+    cr_assert_eq(pinio_plan_execute(p, &heap_ops, &h, &eo, &rep, &d), 0, "%s", d.msg);
+    check_tensors(p, h.mem);
+    /* Root here: registration cannot be refused for lack of memlock. */
+    cr_assert_eq(rep.regions_registered, 1);
+    if (rep.files_direct) {
+        cr_assert_eq(rep.backend, PINIO_BACKEND_FIXED_DIRECT, "%s", rep.io_path);
+        cr_assert_gt(rep.fixed_ops, 0);
+        cr_assert_not_null(strstr(rep.io_path, "registered memory (READ_FIXED)"), "%s",
+                           rep.io_path);
+    }
+    /* Without regions: the same reads, never reported as registered. */
+    pinio_exec_report plain;
+    cr_assert_eq(pinio_plan_execute(p, &heap_ops, &h, NULL, &plain, &d), 0, "%s", d.msg);
+    cr_assert_neq(plain.backend, PINIO_BACKEND_FIXED_DIRECT, "%s", plain.io_path);
+    cr_assert_null(strstr(plain.io_path, "(READ_FIXED)"), "%s", plain.io_path);
+    free(h.mem);
+    pinio_plan_free(p);
+}
+
+Test(plan, reads_never_cross_a_segment, .init = setup_file,
+     .fini = teardown)
+{
+    pinio_plan_opts po;
+    pinio_plan_opts_default(&po);
+    po.segment = 256 << 10;
+    pinio_plan *p = make_plan(&po);
+    pinio_plan_info pi;
+    pinio_plan_get_info(p, &pi);
+    for (size_t i = 0; i < pi.reads; i++) {
+        const pinio_plan_read *r = pinio_plan_read_at(p, i);
+        cr_assert_eq(r->dest_offset / po.segment, (r->dest_offset + r->len - 1) / po.segment,
+                     "read %zu crosses a segment", i);
+    }
+    heap h = heap_for(p);
+    pinio_diag d = { 0 };
+    cr_assert_eq(pinio_plan_execute(p, &heap_ops, &h, NULL, NULL, &d), 0, "%s", d.msg);
+    check_tensors(p, h.mem);
+    free(h.mem);
+    pinio_plan_free(p);
+
+    po.segment = 3000; /* not a power of two */
+    const char *paths[] = { path };
+    cr_assert_eq(pinio_plan_create(&p, paths, 1, &po, &d), -EINVAL);
+    cr_assert_null(p);
+}
