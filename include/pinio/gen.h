@@ -86,7 +86,20 @@ typedef struct pinio_gen_result {
 } pinio_gen_result;
 
 /** Defaults: size 0, tensors 0 (automatic), BF16, one file, seed 0, no progress. */
-PINIO_API void pinio_gen_opts_default(pinio_gen_opts *opts);
+static inline void pinio_gen_opts_default(pinio_gen_opts *opts);
+
+/**
+ * What pinio_gen_opts_default() calls: fills the first `size` bytes of `*opts`
+ * with the defaults (struct_size = `size`; fields past this library's
+ * struct stay zero). Inline callers pass their header's sizeof, so a
+ * program built against an older, smaller struct is never written past.
+ */
+PINIO_API void pinio_gen_opts_init(pinio_gen_opts *opts, size_t size);
+
+static inline void pinio_gen_opts_default(pinio_gen_opts *opts)
+{
+    pinio_gen_opts_init(opts, sizeof(*opts));
+}
 
 /**
  * Writes a synthetic checkpoint at `out` (see pinio_gen_opts::shards).

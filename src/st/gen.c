@@ -101,10 +101,11 @@ bool pinio_gen_verify(uint64_t seed, const char *name, uint64_t offset, const vo
 
 /* ------------------------------------------------------------- the plan */
 
-void pinio_gen_opts_default(pinio_gen_opts *opts)
+void pinio_gen_opts_init(pinio_gen_opts *opts, size_t size)
 {
-    memset(opts, 0, sizeof(*opts));
-    opts->struct_size = sizeof(*opts);
+    pinio_gen_opts d;
+    memset(&d, 0, sizeof(d));
+    pinio__opts_init(opts, size, &d, sizeof(d));
 }
 
 int pinio_gen_shard_name(char *buf, size_t cap, unsigned i, unsigned k)

@@ -98,7 +98,16 @@ Test(opts, pinio_load_with_an_older_smaller_struct)
     cr_assert_eq(pinio_gen_write(path, &g, NULL, NULL), 0);
 
     const char *filter = "t.1";
-    old_load_opts old = { sizeof(old), &filter, 0, PINIO_NODE_ANY };
+    /* What an old program's inline pinio_load_opts_default() compiles to:
+     * today's init with the old size, so its tail padding is zeroed too. */
+    old_load_opts old;
+    memset(&old, 0xEE, sizeof(old)); /* stack garbage the library must not see */
+    pinio_load_opts_init((pinio_load_opts *)&old, sizeof(old));
+    cr_assert_eq(old.struct_size, sizeof(old));
+    cr_assert_eq(old.node, PINIO_NODE_AUTO, "the defaults, up to the old size");
+    old.filters = &filter;
+    old.nfilters = 0;
+    old.node = PINIO_NODE_ANY;
     const char *paths[] = { path };
     pinio_checkpoint *cp = NULL;
     pinio_diag d = { 0 };
@@ -116,6 +125,29 @@ Test(opts, pinio_load_with_an_older_smaller_struct)
     pinio_checkpoint_release(cp);
     unlink(path);
     rmdir(dir);
+}
+
+Test(opts, init_never_writes_past_an_older_callers_struct)
+{
+    /* An old program's struct lies in front of other data: the library's
+     * init must stop at the size the program was built with. */
+    struct { old_load_opts old; unsigned char after[sizeof(pinio_load_opts)]; } mem;
+    memset(&mem, 0x5A, sizeof(mem));
+    pinio_load_opts_init((pinio_load_opts *)&mem.old, sizeof(mem.old));
+    for (size_t i = 0; i < sizeof(mem.after); i++)
+        cr_assert_eq(mem.after[i], 0x5A, "byte %zu after the old struct was written", i);
+    /* and a newer, larger struct gets zeros past what this library knows */
+    struct { pinio_load_opts now; unsigned char future[32]; } big;
+    memset(&big, 0x5A, sizeof(big));
+    pinio_load_opts_init(&big.now, sizeof(big));
+    cr_assert_eq(big.now.struct_size, sizeof(big));
+    for (size_t i = 0; i < sizeof(big.future); i++)
+        cr_assert_eq(big.future[i], 0, "future byte %zu", i);
+    pinio_checkpoint *cp = NULL;
+    const char *paths[] = { "/nonexistent/pinio.safetensors" };
+    pinio_diag d = { 0 };
+    cr_assert_eq(pinio_load(paths, 1, &big.now, &cp, &d), -ENOENT,
+                 "a larger struct with a zero tail is accepted: %s", d.msg);
 }
 
 Test(opts, ring_and_pool_with_older_smaller_structs)
