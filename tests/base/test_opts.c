@@ -13,6 +13,7 @@
 
 #include "pinio/pinio.h"
 #include "src/base/opts.h"
+#include "tests/common/helpers.h"
 
 typedef struct demo_opts {
     size_t struct_size;
@@ -86,9 +87,9 @@ Test(opts, pinio_load_with_an_older_smaller_struct)
 {
     cr_assert_eq(offsetof(old_load_opts, node), offsetof(pinio_load_opts, node),
                  "the prefix matches today's layout");
-    char dir[] = "/var/tmp/pinio-opts-XXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
-    char path[64];
+    char dir[256];
+    cr_assert_eq(t_tmpdir("/var/tmp", "opts", dir, sizeof(dir)), 0);
+    char path[300];
     snprintf(path, sizeof(path), "%s/m.safetensors", dir);
     pinio_gen_opts g;
     pinio_gen_opts_default(&g);

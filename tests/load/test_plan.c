@@ -12,15 +12,16 @@
 
 #include "pinio/gen.h"
 #include "pinio/plan.h"
+#include "tests/common/helpers.h"
 
 #define SEED 23
 
-static char dir[] = "/var/tmp/pinio-plan-XXXXXX";
-static char path[128];
+static char dir[256];
+static char path[300];
 
 static void setup_file(void)
 {
-    cr_assert_not_null(mkdtemp(dir));
+    cr_assert_eq(t_tmpdir("/var/tmp", "plan", dir, sizeof(dir)), 0);
     snprintf(path, sizeof(path), "%s/m.safetensors", dir);
     pinio_gen_opts g;
     pinio_gen_opts_default(&g);
@@ -32,7 +33,7 @@ static void setup_file(void)
 
 static void setup_shards(void)
 {
-    cr_assert_not_null(mkdtemp(dir));
+    cr_assert_eq(t_tmpdir("/var/tmp", "plan", dir, sizeof(dir)), 0);
     snprintf(path, sizeof(path), "%s/ck", dir);
     pinio_gen_opts g;
     pinio_gen_opts_default(&g);
@@ -45,9 +46,7 @@ static void setup_shards(void)
 
 static void teardown(void)
 {
-    char cmd[256];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(t_rm_rf(dir), 0);
 }
 
 /* A heap destination that records what the executor asked of it. */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "pinio/pinio.h"
+#include "tests/common/helpers.h"
 
 #define RELIA_SEED 4242u
 
@@ -43,9 +44,7 @@ static inline int relia_gen(char *tmpl, char *out, size_t cap, uint64_t size, si
  * checkpoint directory's files). */
 static inline void relia_rm(const char *tmpl)
 {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
-    if (system(cmd) != 0)
+    if (t_rm_rf(tmpl) != 0)
         fprintf(stderr, "could not remove %s\n", tmpl);
 }
 

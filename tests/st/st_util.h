@@ -10,6 +10,8 @@
 
 #include <criterion/criterion.h>
 
+#include "tests/common/helpers.h"
+
 /* A file image: 8-byte LE length `n` (the JSON's own length unless
  * `claimed` is not UINT64_MAX), the JSON, then `data_len` bytes of 0xAB. */
 static inline uint8_t *st_image(const char *json, size_t jlen, uint64_t claimed, size_t data_len,
@@ -32,17 +34,7 @@ static inline char *st_write_tmp(const char *dir, const void *data, size_t len)
 {
     char *path = malloc(256);
     cr_assert_not_null(path);
-    snprintf(path, 256, "%s/pinio-st-XXXXXX", dir);
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0, "mkstemp in %s", dir);
-    const uint8_t *p = data;
-    while (len) {
-        ssize_t k = write(fd, p, len);
-        cr_assert(k > 0);
-        p += k;
-        len -= (size_t)k;
-    }
-    close(fd);
+    cr_assert_eq(t_tmpfile(dir, "st", data ? data : "", len, 0, path, 256), 0, "temp file in %s", dir);
     return path;
 }
 

@@ -16,12 +16,13 @@
 #include "pinio/gen.h"
 #include "pinio/safetensors.h"
 #include "src/st/json_internal.h"
+#include "tests/common/helpers.h"
 
 static char *tmpdir(const char *base)
 {
     char *d = malloc(256);
-    snprintf(d, 256, "%s/pinio-gen-XXXXXX", base);
-    cr_assert_not_null(mkdtemp(d));
+    cr_assert_not_null(d);
+    cr_assert_eq(t_tmpdir(base, "gen", d, 256), 0);
     return d;
 }
 
