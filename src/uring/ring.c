@@ -1,6 +1,6 @@
-/* Ring lifetime: the setup-flag ladder, the sparse file and buffer tables,
- * the staging area, memory registration, teardown. Reads live in read.c,
- * files in rfile.c. */
+/* Ring lifetime: options, the sparse file and buffer tables, the staging
+ * area, teardown, the thread check. The setup-flag ladder lives in setup.c,
+ * memory registration in register.c, reads in read.c, files in rfile.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,94 +73,6 @@ const char *pinio_backend_name(pinio_backend b)
     return "unknown";
 }
 
-static void flag_names(unsigned flags, char *buf, size_t n)
-{
-    static const struct {
-        unsigned f;
-        const char *name;
-    } names[] = {
-        {IORING_SETUP_SINGLE_ISSUER, "SINGLE_ISSUER"}, {IORING_SETUP_DEFER_TASKRUN, "DEFER_TASKRUN"},
-        {IORING_SETUP_COOP_TASKRUN, "COOP_TASKRUN"},   {IORING_SETUP_TASKRUN_FLAG, "TASKRUN_FLAG"},
-        {IORING_SETUP_SUBMIT_ALL, "SUBMIT_ALL"},       {IORING_SETUP_CQSIZE, "CQSIZE"},
-        {IORING_SETUP_SQPOLL, "SQPOLL"},               {IORING_SETUP_IOPOLL, "IOPOLL"},
-    };
-    size_t used = 0;
-    buf[0] = 0;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if ((flags & names[i].f) && used < n)
-            used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? "|" : "", names[i].name);
-    if (!used)
-        snprintf(buf, n, "none");
-}
-
-/* One rung of the setup ladder. The fault hook answers first so tests can
- * play a kernel that lacks a flag. */
-static int try_setup(pinio_ring *r, unsigned entries, unsigned flags)
-{
-    if (r->faults) {
-        if (r->faults->setupnosys)
-            return -ENOSYS;
-        if (flags & r->faults->setupinval)
-            return -EINVAL;
-    }
-    struct io_uring_params p;
-    memset(&p, 0, sizeof p);
-    p.flags = flags;
-    p.cq_entries = entries * 2;
-    return io_uring_queue_init_params(entries, &r->ring, &p);
-}
-
-/* The ladder, as fio does it (engines/io_uring.c fio_ioring_queue_init):
- * newest flags first, drop one on -EINVAL. SINGLE_ISSUER|DEFER_TASKRUN (6.1)
- * defers completion work to our own io_uring_enter (no IPIs, no task_work
- * interrupting the submitter); COOP_TASKRUN|TASKRUN_FLAG (5.19) is the next
- * best. CQSIZE = 2 x SQ guarantees the CQ can hold every request in flight,
- * so overflow cannot happen; SUBMIT_ALL (5.18) keeps one bad SQE from
- * stalling the rest of a batch. */
-static int setup_ladder(pinio_ring *r)
-{
-    unsigned qd = r->opts.queue_depth;
-    unsigned common = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
-    unsigned extra = 0;
-    if (r->opts.flags & PINIO_RING_IOPOLL)
-        extra |= IORING_SETUP_IOPOLL;
-    unsigned ladder[] = {
-        common | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
-        common | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN |
-            IORING_SETUP_TASKRUN_FLAG,
-        common | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
-        common | IORING_SETUP_COOP_TASKRUN,
-        common,
-        IORING_SETUP_CQSIZE,
-        0,
-    };
-    size_t n = sizeof ladder / sizeof ladder[0];
-    if (r->opts.flags & PINIO_RING_SQPOLL) {
-        /* SQPOLL excludes COOP/DEFER (EINVAL, verified on 6.18): its own ladder. */
-        extra |= IORING_SETUP_SQPOLL;
-        unsigned sq[] = {common | IORING_SETUP_SINGLE_ISSUER, common, IORING_SETUP_CQSIZE, 0};
-        memcpy(ladder, sq, sizeof sq);
-        n = sizeof sq / sizeof sq[0];
-    }
-    int ret = -EINVAL;
-    for (size_t i = 0; i < n; i++) {
-        ret = try_setup(r, qd, ladder[i] | extra);
-        if (ret == 0) {
-            r->setup_flags = ladder[i] | extra;
-            r->cq_entries = r->ring.cq.ring_entries;
-            char acc[100], drop[100];
-            flag_names(r->setup_flags, acc, sizeof acc);
-            flag_names(ladder[0] & ~ladder[i], drop, sizeof drop);
-            snprintf(r->reason, sizeof r->reason, "io_uring flags %s%s%s", acc,
-                     i ? "; dropped on EINVAL: " : "", i ? drop : "");
-            return 0;
-        }
-        if (ret != -EINVAL)
-            break;
-    }
-    return ret;
-}
-
 static int stage_init(pinio_ring *r)
 {
     size_t sz = r->opts.request_size < STAGE_SLOT_MAX ? r->opts.request_size : STAGE_SLOT_MAX;
@@ -225,7 +137,7 @@ int pinio_ring_create(pinio_ring **out, const pinio_ring_opts *opts, pinio_diag 
         goto fail;
 
     if (o.backend != PINIO_BACKEND_PREAD) {
-        ret = setup_ladder(r);
+        ret = pinio__ring_setup_ladder(r);
         if (ret == 0) {
             r->have_ring = true;
         } else if (o.backend == PINIO_BACKEND_AUTO &&
@@ -350,43 +262,6 @@ void pinio_ring_get_info(const pinio_ring *r, pinio_ring_info *info)
     snprintf(info->reason, sizeof info->reason, "%s", r->reason);
 }
 
-/* Index of the last region with addr <= p, or -1. */
-static int region_floor(const pinio_ring *r, uintptr_t p)
-{
-    int lo = 0, hi = (int)r->nregions - 1, best = -1;
-    while (lo <= hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (r->regions[mid].addr <= p) {
-            best = mid;
-            lo = mid + 1;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    return best;
-}
-
-int pinio__ring_slot_of(pinio_ring *r, const void *p, size_t n)
-{
-    uintptr_t a = (uintptr_t)p;
-    int slot = -1;
-    pthread_mutex_lock(&r->mu);
-    int i = region_floor(r, a);
-    /* READ_FIXED must stay inside one registered iovec (validate_fixed_range). */
-    if (i >= 0 && a - r->regions[i].addr + n <= r->regions[i].len)
-        slot = r->regions[i].slot;
-    pthread_mutex_unlock(&r->mu);
-    return slot;
-}
-
-static int update_slot(pinio_ring *r, unsigned slot, void *addr, size_t len)
-{
-    struct iovec iov = {addr, len};
-    __u64 tag = 0;
-    int ret = io_uring_register_buffers_update_tag(&r->ring, slot, &iov, &tag, 1);
-    return ret < 0 ? ret : 0;
-}
-
 int pinio__ring_check_thread(const pinio_ring *r, const char *what, pinio_diag *diag)
 {
     /* SINGLE_ISSUER binds the ring to the task that called io_uring_setup
@@ -400,98 +275,4 @@ int pinio__ring_check_thread(const pinio_ring *r, const char *what, pinio_diag *
                       "EEXIST): use one ring per I/O thread",
                       what);
     return -EPERM;
-}
-
-void pinio__ring_drain_deferred(pinio_ring *r)
-{
-    if (!r->ndeferred)
-        return;
-    pthread_mutex_lock(&r->mu);
-    for (unsigned i = 0; i < r->ndeferred; i++) {
-        /* An empty iovec clears the slot; the kernel drops its pin once the
-         * last request that uses the old buffer has completed. */
-        (void)update_slot(r, (unsigned)r->deferred[i], NULL, 0);
-        r->slot_used[r->deferred[i]] = 0;
-    }
-    r->ndeferred = 0;
-    pthread_mutex_unlock(&r->mu);
-}
-
-int pinio_ring_register_region(pinio_ring *r, void *addr, size_t len, int *slot)
-{
-    if (!addr || !len || len > PINIO__REG_MAX_LEN)
-        return -EINVAL;
-    if (!r->bufs_registered || r->backend != PINIO_BACKEND_FIXED_DIRECT)
-        return r->reg_error ? r->reg_error : -EOPNOTSUPP;
-    pinio__ring_drain_deferred(r);
-    uintptr_t a = (uintptr_t)addr;
-    pthread_mutex_lock(&r->mu);
-    int ret = 0;
-    int at = region_floor(r, a); /* insert after `at` */
-    unsigned s = 0;
-    if ((at >= 0 && r->regions[at].addr + r->regions[at].len > a) ||
-        (at + 1 < (int)r->nregions && a + len > r->regions[at + 1].addr)) {
-        ret = -EINVAL;
-        goto out;
-    }
-    while (s < PINIO__BUF_TABLE && r->slot_used[s])
-        s++;
-    if (s == PINIO__BUF_TABLE) {
-        ret = -ENOSPC;
-        goto out;
-    }
-    ret = r->faults && r->faults->regnomem ? -ENOMEM : update_slot(r, s, addr, len);
-    if (ret < 0) {
-        r->reg_error = ret;
-        goto out;
-    }
-    r->slot_used[s] = 1;
-    memmove(&r->regions[at + 2], &r->regions[at + 1],
-            (r->nregions - (unsigned)(at + 1)) * sizeof *r->regions);
-    r->regions[at + 1] = (pinio__region){a, len, (int)s};
-    r->nregions++;
-    *slot = (int)s;
-out:
-    pthread_mutex_unlock(&r->mu);
-    return ret;
-}
-
-int pinio_ring_unregister_region(pinio_ring *r, int slot)
-{
-    pthread_mutex_lock(&r->mu);
-    unsigned i = 0;
-    while (i < r->nregions && r->regions[i].slot != slot)
-        i++;
-    if (i == r->nregions) {
-        pthread_mutex_unlock(&r->mu);
-        return -ENOENT;
-    }
-    /* Out of the lookup first: from now on no read uses this slot, even if
-     * the memory is unmapped and the address reused at once. */
-    memmove(&r->regions[i], &r->regions[i + 1], (r->nregions - i - 1) * sizeof *r->regions);
-    r->nregions--;
-    int ret = 0;
-    if (pthread_equal(pthread_self(), r->owner)) {
-        ret = update_slot(r, (unsigned)slot, NULL, 0);
-        r->slot_used[slot] = 0;
-    } else {
-        r->deferred[r->ndeferred++] = slot; /* slot stays taken until drained */
-    }
-    pthread_mutex_unlock(&r->mu);
-    return ret;
-}
-
-static int registrar_reg(void *ctx, void *addr, size_t len, int *slot)
-{
-    return pinio_ring_register_region(ctx, addr, len, slot);
-}
-
-static void registrar_unreg(void *ctx, int slot)
-{
-    (void)pinio_ring_unregister_region(ctx, slot);
-}
-
-pinio_pool_registrar pinio_ring_registrar(pinio_ring *r)
-{
-    return (pinio_pool_registrar){.ctx = r, .reg = registrar_reg, .unreg = registrar_unreg};
 }

@@ -153,6 +153,10 @@ struct pinio_ring_file {
  * them into memory the caller may have freed. `what` names the caller. */
 int pinio__ring_check_thread(const pinio_ring *r, const char *what, pinio_diag *diag);
 
+/* Runs the setup ladder (setup.c) for r->opts: sets r->ring, r->setup_flags,
+ * r->cq_entries and r->reason. 0 or the last io_uring_setup error. */
+int pinio__ring_setup_ladder(pinio_ring *r);
+
 /* Clears the kernel slots of regions unregistered off the owner thread. */
 void pinio__ring_drain_deferred(pinio_ring *r);
 
