@@ -139,25 +139,6 @@ static const char *bytes_json(uint64_t v)
     return v == PINIO_UNLIMITED ? "null" : fmt("%llu", (unsigned long long)v);
 }
 
-static const char *flag_names(unsigned f)
-{
-    /* IORING_SETUP_* bit values (stable kernel ABI). */
-    static const struct { unsigned bit; const char *name; } names[] = {
-        { 1u << 0, "IOPOLL" },         { 1u << 1, "SQPOLL" },     { 1u << 3, "CQSIZE" },
-        { 1u << 7, "SUBMIT_ALL" },     { 1u << 8, "COOP_TASKRUN" },
-        { 1u << 9, "TASKRUN_FLAG" },   { 1u << 12, "SINGLE_ISSUER" },
-        { 1u << 13, "DEFER_TASKRUN" },
-    };
-    static char buf[256];
-    buf[0] = '\0';
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (f & names[i].bit) {
-            strcat(buf, buf[0] ? "|" : "");
-            strcat(buf, names[i].name);
-        }
-    return buf[0] ? buf : "none";
-}
-
 /* O_DIRECT on the file system of `path`: open a file there with O_DIRECT and
  * read an aligned block. A directory gets a scratch file (removed again). */
 static void probe_direct(struct out *o, pinio_ring *ring, const char *path)
@@ -279,10 +260,11 @@ static int run_doctor(int argc, char **argv)
                  "io_uring is blocked (seccomp in a container runtime?); allow io_uring_setup/enter/register, "
                  "pinio uses pread threads meanwhile");
     } else {
+        char flags[256];
+        pinio_ring_flags_format(ri.setup_flags, flags, sizeof(flags));
         fact(&o, "io_uring", "true", "yes", NULL);
-        fact(&o, "ring_flags", quoted(flag_names(ri.setup_flags)),
-             fmt("%s (sq %u, cq %u)", flag_names(ri.setup_flags), ri.sq_entries, ri.cq_entries),
-             NULL);
+        fact(&o, "ring_flags", quoted(flags),
+             fmt("%s (sq %u, cq %u)", flags, ri.sq_entries, ri.cq_entries), NULL);
     }
     if (si.io_uring_disabled >= 0)
         fact(&o, "io_uring_disabled", fmt("%d", si.io_uring_disabled),

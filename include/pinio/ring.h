@@ -194,6 +194,21 @@ PINIO_API void pinio_ring_destroy(pinio_ring *ring);
 /** Fills `*info` with what the ring found. Never fails. */
 PINIO_API void pinio_ring_get_info(const pinio_ring *ring, pinio_ring_info *info);
 
+/**
+ * Formats io_uring setup flags (the IORING_SETUP_* bits of
+ * pinio_ring_info::setup_flags, kernel ABI values) as their names without the
+ * prefix, in ascending bit order, joined by '|': e.g.
+ * "CQSIZE|SUBMIT_ALL|SINGLE_ISSUER|DEFER_TASKRUN". Bits this library has no
+ * name for come last as one hexadecimal number ("SQPOLL|0x80000000"); 0 is
+ * "none". snprintf semantics: at most `n` bytes are written, the output is
+ * always NUL-terminated when `n > 0` (truncated if need be), and `buf` may be
+ * NULL when `n` is 0.
+ *
+ * @return the length the full text needs, excluding the NUL (>= n: truncated).
+ *         Never fails.
+ */
+PINIO_API size_t pinio_ring_flags_format(unsigned flags, char *buf, size_t n);
+
 /** The name of a backend ("fixed+direct", "direct", "buffered", "pread", "auto"). */
 PINIO_API const char *pinio_backend_name(pinio_backend backend);
 

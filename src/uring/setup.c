@@ -1,29 +1,64 @@
 /* The io_uring setup-flag ladder (liburing's setup.c): newest flags first,
- * each dropped on -EINVAL. */
+ * each dropped on -EINVAL; and the one table of setup-flag names. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ring_internal.h"
 
-static void flag_names(unsigned flags, char *buf, size_t n)
+/* The one table of io_uring setup-flag names (include/linux/io_uring.h,
+ * stable kernel ABI, hence literal bits: the bookworm liburing 2.3 headers
+ * lack the newer ones). Ascending bit order. */
+static const struct {
+    unsigned bit;
+    const char *name;
+} flag_table[] = {
+    {1u << 0, "IOPOLL"},         {1u << 1, "SQPOLL"},         {1u << 2, "SQ_AFF"},
+    {1u << 3, "CQSIZE"},         {1u << 4, "CLAMP"},          {1u << 5, "ATTACH_WQ"},
+    {1u << 6, "R_DISABLED"},     {1u << 7, "SUBMIT_ALL"},     {1u << 8, "COOP_TASKRUN"},
+    {1u << 9, "TASKRUN_FLAG"},   {1u << 10, "SQE128"},        {1u << 11, "CQE32"},
+    {1u << 12, "SINGLE_ISSUER"}, {1u << 13, "DEFER_TASKRUN"}, {1u << 14, "NO_MMAP"},
+    {1u << 15, "REGISTERED_FD_ONLY"}, {1u << 16, "NO_SQARRAY"}, {1u << 17, "HYBRID_IOPOLL"},
+};
+
+/* Appends `s` at `at` (snprintf-style: truncates, keeps the NUL); returns
+ * strlen(s), what the output needed. */
+static size_t put(char *buf, size_t n, size_t at, const char *s)
 {
-    static const struct {
-        unsigned f;
-        const char *name;
-    } names[] = {
-        {IORING_SETUP_SINGLE_ISSUER, "SINGLE_ISSUER"}, {IORING_SETUP_DEFER_TASKRUN, "DEFER_TASKRUN"},
-        {IORING_SETUP_COOP_TASKRUN, "COOP_TASKRUN"},   {IORING_SETUP_TASKRUN_FLAG, "TASKRUN_FLAG"},
-        {IORING_SETUP_SUBMIT_ALL, "SUBMIT_ALL"},       {IORING_SETUP_CQSIZE, "CQSIZE"},
-        {IORING_SETUP_SQPOLL, "SQPOLL"},               {IORING_SETUP_IOPOLL, "IOPOLL"},
-    };
-    size_t used = 0;
-    buf[0] = 0;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if ((flags & names[i].f) && used < n)
-            used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? "|" : "", names[i].name);
-    if (!used)
-        snprintf(buf, n, "none");
+    size_t len = strlen(s);
+    if (at + 1 < n) {
+        size_t room = n - 1 - at;
+        size_t k = len < room ? len : room;
+        memcpy(buf + at, s, k);
+        buf[at + k] = 0;
+    }
+    return len;
+}
+
+size_t pinio_ring_flags_format(unsigned flags, char *buf, size_t n)
+{
+    if (n)
+        buf[0] = 0;
+    if (!flags)
+        return put(buf, n, 0, "none");
+    size_t len = 0;
+    unsigned rest = flags;
+    for (size_t i = 0; i < sizeof flag_table / sizeof flag_table[0]; i++) {
+        if (!(flags & flag_table[i].bit))
+            continue;
+        if (len)
+            len += put(buf, n, len, "|");
+        len += put(buf, n, len, flag_table[i].name);
+        rest &= ~flag_table[i].bit;
+    }
+    if (rest) {
+        char hex[16];
+        snprintf(hex, sizeof hex, "0x%x", rest);
+        if (len)
+            len += put(buf, n, len, "|");
+        len += put(buf, n, len, hex);
+    }
+    return len;
 }
 
 /* One rung of the setup ladder. The fault hook answers first so tests can
@@ -82,8 +117,8 @@ int pinio__ring_setup_ladder(pinio_ring *r)
             r->setup_flags = ladder[i] | extra;
             r->cq_entries = r->ring.cq.ring_entries;
             char acc[100], drop[100];
-            flag_names(r->setup_flags, acc, sizeof acc);
-            flag_names(ladder[0] & ~ladder[i], drop, sizeof drop);
+            pinio_ring_flags_format(r->setup_flags, acc, sizeof acc);
+            pinio_ring_flags_format(ladder[0] & ~ladder[i], drop, sizeof drop);
             snprintf(r->reason, sizeof r->reason, "io_uring flags %s%s%s", acc,
                      i ? "; dropped on EINVAL: " : "", i ? drop : "");
             return 0;
