@@ -14,8 +14,9 @@
  *   sampled pages with move_pages(2) and record the result.
  *
  * Regions are bump-allocated inside the current slab; a region never crosses
- * a slab, so one region is at most #PINIO_POOL_SLAB_MAX bytes and a caller
- * that needs more asks for several regions. Each region is a #pinio_view
+ * a slab, so one region is at most #PINIO_POOL_SLAB_MAX bytes; a caller that
+ * needs more in one piece asks pinio_pool_alloc_contig(), which lays adjacent
+ * dedicated slabs side by side in one virtual range. Each region is a #pinio_view
  * holding a reference on its slab. A slab is unregistered and unmapped when
  * its last reference is gone: the pool's own (held while the slab is the one
  * being filled, dropped when it is full or the pool is destroyed) or any
@@ -234,6 +235,56 @@ PINIO_API int pinio_pool_alloc(pinio_pool *pool, size_t len, size_t align, pinio
  */
 PINIO_API int pinio_pool_query(pinio_pool *pool, const void *addr, size_t len,
                                pinio_pool_region_info *info);
+
+/**
+ * Hands out `len` bytes (4096-aligned) as one contiguous virtual range, where
+ * `len` may exceed #PINIO_POOL_SLAB_MAX. Up to #PINIO_POOL_SLAB_MAX this is
+ * pinio_pool_alloc(pool, len, 0, out, info). Above it, the range is made of
+ * adjacent dedicated slabs of at most #PINIO_POOL_SLAB_MAX bytes each, the
+ * first starting at the range, every one placed, registered and verified as
+ * any slab is (each is a registered buffer of its own: the kernel's limit is
+ * per buffer). So a read that does not cross a multiple of
+ * #PINIO_POOL_SLAB_MAX counted from the range's start lies inside one
+ * registered buffer.
+ *
+ * @param pool the pool; not NULL.
+ * @param len bytes wanted; 0 gives an empty view with no reference.
+ * @param[out] out on success a view owning one reference on every slab of the
+ *        range; releasing it (any thread, before or after
+ *        pinio_pool_destroy()) frees them all. Untouched on failure, when
+ *        nothing stays mapped or referenced.
+ * @param[out] info optional: the first slab's state as pinio_pool_query()
+ *        reports it, except that `reg` is #PINIO_POOL_REG_OK only when every
+ *        slab of the range is registered (else, for a range above
+ *        #PINIO_POOL_SLAB_MAX, #PINIO_POOL_REG_OVER_MEMLOCK). Unspecified on
+ *        failure.
+ * @return 0; -EINVAL (NULL pool or out); -ENOMEM (mmap/mbind/populate
+ *         failed, or no memory for the bookkeeping).
+ */
+PINIO_API int pinio_pool_alloc_contig(pinio_pool *pool, size_t len, pinio_view *out,
+                                      pinio_pool_region_info *info);
+
+/**
+ * Re-checks where the pages of [addr, addr+len) are: re-runs the placement
+ * check (move_pages(2) on sampled pages) on the part of every live slab of
+ * this pool that overlaps the range. For memory that was not faulted in when
+ * its slab was created (prefault off, no registrar): check it again once the
+ * data is in.
+ *
+ * @param pool the pool; not NULL.
+ * @param addr first byte; must lie in a live slab of this pool.
+ * @param len bytes from `addr` (may span several slabs, e.g. a range of
+ *        pinio_pool_alloc_contig()).
+ * @param[out] info on success: the slab holding `addr` as pinio_pool_query()
+ *        reports it (its `found_node` from this check), with `verify` the
+ *        worst result over the range: #PINIO_POOL_VERIFY_OK only when every
+ *        slab part is. Unspecified on failure. Nothing is owned by the caller.
+ * @return 0; -ENOENT (no live slab of this pool holds `addr`); -EINVAL (NULL
+ *         pool, addr or info). A misplaced part also counts in
+ *         pinio_pool_stats::slabs_misplaced.
+ */
+PINIO_API int pinio_pool_verify_range(pinio_pool *pool, const void *addr, size_t len,
+                                      pinio_pool_region_info *info);
 
 /**
  * Unregisters every live registered slab now (their memory stays valid and

@@ -23,27 +23,10 @@ int pinio__cpulist_parse(const char *s, uint64_t *mask, size_t nwords);
 /** True when the cpulist `s` is well formed and lists `cpu`. */
 int pinio__cpulist_contains(const char *s, unsigned cpu);
 
-
-/**
- * Like pinio_pool_alloc() (4096-aligned), but `len` may exceed 1 GiB: the
- * region is one contiguous virtual range made of adjacent slabs of at most
- * PINIO_POOL_SLAB_MAX bytes, the first starting at the region (so a read
- * that does not cross a multiple of PINIO_POOL_SLAB_MAX from the region's
- * start lies in one registered buffer). `info` describes the first slab;
- * its `reg` is PINIO_POOL_REG_OK only when every slab is registered.
- * The view holds a reference on every slab; releasing it frees them all.
- */
-int pinio__pool_alloc_contig(pinio_pool *p, size_t len, pinio_view *out,
-                             pinio_pool_region_info *info);
-
-/**
- * Re-runs the placement check on every live slab overlapping [addr, addr+len)
- * (for memory that was not faulted in when its slab was created) and fills
- * `info` for the slab holding `addr`; `info->verify` is OK only when every
- * slab of the range is.
- * @return 0, -ENOENT (no live slab holds `addr`), -EINVAL.
- */
-int pinio__pool_verify_range(pinio_pool *p, const void *addr, size_t len,
-                             pinio_pool_region_info *info);
+/* The loader's old names of pinio_pool_alloc_contig() and
+ * pinio_pool_verify_range() (include/pinio/pool.h), kept until src/load/
+ * switches to the public ones. */
+#define pinio__pool_alloc_contig pinio_pool_alloc_contig
+#define pinio__pool_verify_range pinio_pool_verify_range
 
 #endif

@@ -439,7 +439,7 @@ static int slab_create_locked(pinio_pool *p, size_t size, uint8_t *at, struct sl
     s->pool = p;
     s->size = size;
     if (at) {
-        /* Replace part of a PROT_NONE reservation (pinio__pool_alloc_contig). */
+        /* Replace part of a PROT_NONE reservation (pinio_pool_alloc_contig). */
         void *m = mmap(at, size, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
         s->base = m == MAP_FAILED ? NULL : m;
@@ -623,7 +623,7 @@ void pinio_pool_destroy(pinio_pool *p)
     pool_unref(p);
 }
 
-/* ---- contiguous regions above 1 GiB (internal, for the loader) ---------- */
+/* ---- contiguous regions above 1 GiB ------------------------------------ */
 
 /* The slabs of one contiguous region: the region's free callback drops the
  * reference it holds on each. */
@@ -642,8 +642,8 @@ static void group_free(void *cookie, void *ptr, size_t len)
     free(g);
 }
 
-int pinio__pool_alloc_contig(pinio_pool *p, size_t len, pinio_view *out,
-                             pinio_pool_region_info *info)
+int pinio_pool_alloc_contig(pinio_pool *p, size_t len, pinio_view *out,
+                            pinio_pool_region_info *info)
 {
     if (!p || !out)
         return -EINVAL;
@@ -706,8 +706,8 @@ int pinio__pool_alloc_contig(pinio_pool *p, size_t len, pinio_view *out,
     return 0;
 }
 
-int pinio__pool_verify_range(pinio_pool *p, const void *addr, size_t len,
-                             pinio_pool_region_info *info)
+int pinio_pool_verify_range(pinio_pool *p, const void *addr, size_t len,
+                            pinio_pool_region_info *info)
 {
     if (!p || !addr || !info)
         return -EINVAL;

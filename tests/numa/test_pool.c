@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "fake_sysfs.h"
-#include "src/numa/numa_internal.h"
 #include "pinio/pool.h"
+#include "pinio/sys.h"
 #include "src/base/view_internal.h"
 
 #define MiB ((size_t)1 << 20)
@@ -605,7 +605,7 @@ Test(pool, contiguous_region_above_one_gib)
     const size_t len = PINIO_POOL_SLAB_MAX + 4 * MiB;
     pinio_view v;
     pinio_pool_region_info ri;
-    cr_assert_eq(pinio__pool_alloc_contig(p, len, &v, &ri), 0);
+    cr_assert_eq(pinio_pool_alloc_contig(p, len, &v, &ri), 0);
     uint8_t *base = ri.data;
     cr_assert_eq((const uint8_t *)base, v.ptr);
     cr_assert_eq(v.len, len);
@@ -629,9 +629,9 @@ Test(pool, contiguous_region_above_one_gib)
 
     /* placement is checked over the pages a range really has */
     pinio_pool_region_info vi;
-    cr_assert_eq(pinio__pool_verify_range(p, base, 4096, &vi), 0);
+    cr_assert_eq(pinio_pool_verify_range(p, base, 4096, &vi), 0);
     cr_assert_eq(vi.verify, PINIO_POOL_VERIFY_OK, "%s", pinio_pool_verify_name(vi.verify));
-    cr_assert_eq(pinio__pool_verify_range(p, base, len, &vi), 0);
+    cr_assert_eq(pinio_pool_verify_range(p, base, len, &vi), 0);
     cr_assert_eq(vi.verify, PINIO_POOL_VERIFY_NOT_PRESENT, "%s", pinio_pool_verify_name(vi.verify));
 
     pinio_pool_destroy(p);
@@ -640,4 +640,56 @@ Test(pool, contiguous_region_above_one_gib)
     pinio_view_release(&v);
     cr_assert_not(mapped(base));
     cr_assert_not(mapped(base + PINIO_POOL_SLAB_MAX));
+}
+
+/* The public contiguous-region contract at its edges: up to one slab it is
+ * pinio_pool_alloc(); above, every slab is registered on its own and `reg`
+ * says OK only when all are; releasing the view unregisters them all;
+ * verify_range knows only live slabs of its pool. */
+Test(pool, contig_contract_edges)
+{
+    struct fake_reg f = { 0 };
+    pinio_pool *p = make_pool(&f, 2 * MiB, false, PINIO_POOL_ANY);
+    pinio_view v;
+    pinio_pool_region_info ri;
+    cr_assert_eq(pinio_pool_alloc_contig(NULL, 4096, &v, &ri), -EINVAL);
+    cr_assert_eq(pinio_pool_alloc_contig(p, 4096, NULL, &ri), -EINVAL);
+
+    cr_assert_eq(pinio_pool_alloc_contig(p, 0, &v, &ri), 0);
+    cr_assert_eq(v.len, 0);
+    cr_assert_null(v.ref, "len 0: no reference");
+
+    cr_assert_eq(pinio_pool_alloc_contig(p, 3 * MiB, &v, &ri), 0);
+    cr_assert_eq(ri.slab_size, 4 * MiB, "one dedicated slab, as pinio_pool_alloc gives");
+    cr_assert_eq(((uintptr_t)v.ptr) % 4096, 0);
+    cr_assert_eq(ri.reg, PINIO_POOL_REG_OK);
+    cr_assert_eq(f.reg_calls, 1);
+    pinio_view_release(&v);
+    cr_assert_eq(f.unreg_calls, 1);
+
+    const size_t len = PINIO_POOL_SLAB_MAX + 2 * MiB;
+    cr_assert_eq(pinio_pool_alloc_contig(p, len, &v, &ri), 0);
+    pinio_sysinfo si;
+    bool fits = pinio_sys_probe(&si) == 0 && si.registrable >= PINIO_POOL_SLAB_MAX;
+    cr_assert_eq(ri.reg, fits ? PINIO_POOL_REG_OK : PINIO_POOL_REG_OVER_MEMLOCK, "%d", ri.reg);
+    cr_assert_eq(ri.slab_base, (const void *)v.ptr, "the first slab starts the range");
+
+    pinio_pool_region_info vi;
+    const uint8_t *base = v.ptr;
+    cr_assert_eq(pinio_pool_verify_range(p, base + PINIO_POOL_SLAB_MAX, 4096, &vi), 0);
+    cr_assert_eq(vi.slab_base, (const void *)(base + PINIO_POOL_SLAB_MAX), "the slab holding addr");
+    cr_assert_eq(vi.verify, PINIO_POOL_VERIFY_NOT_ASKED, "no node asked for");
+    int local = 0;
+    cr_assert_eq(pinio_pool_verify_range(p, &local, 4, &vi), -ENOENT, "not a slab of this pool");
+    cr_assert_eq(pinio_pool_verify_range(p, NULL, 4, &vi), -EINVAL);
+    cr_assert_eq(pinio_pool_verify_range(p, base, 4, NULL), -EINVAL);
+
+    pinio_pool_stats st;
+    pinio_pool_get_stats(p, &st);
+    cr_assert_eq(st.slabs_registered, f.live, "every slab the registrar took");
+    cr_assert(!fits || st.slabs_registered == 2, "%zu", st.slabs_registered);
+    pinio_view_release(&v);
+    cr_assert_eq(f.live, 0, "every registered slab unregistered with the view");
+    cr_assert_eq(pinio_pool_verify_range(p, base, 4096, &vi), -ENOENT, "released: gone");
+    pinio_pool_destroy(p);
 }
