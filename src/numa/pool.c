@@ -15,8 +15,8 @@
  * Placement order (why): pinned pages cannot migrate, so the NUMA policy must
  * be on the VMA before anything faults the pages in. MAP_POPULATE would fault
  * them before mbind, hence mmap -> mbind -> madvise -> populate -> register.
- * Syscalls are raw (not libnuma) because libnuma may print to stderr and a
- * library must not.
+ * Each step is a primitive of src/numa/prim.h (raw syscalls, not libnuma,
+ * because libnuma may print to stderr and a library must not).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -25,29 +25,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "pinio/pool.h"
 #include "pinio/sys.h"
 #include "src/base/opts.h"
 #include "src/numa/numa_internal.h"
-
-#ifndef MPOL_PREFERRED
-#define MPOL_PREFERRED 1
-#endif
-#ifndef MPOL_BIND
-#define MPOL_BIND 2
-#endif
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
-#endif
+#include "src/numa/prim.h"
 
 /* Slabs start on a 2 MiB boundary and are multiples of 2 MiB so that THP can
  * back all of them and the memlock charge (whole folios) equals their size. */
-#define SLAB_ALIGN ((size_t)2 << 20)
+#define SLAB_ALIGN PINIO__PRIM_HUGE_SIZE
 
 /* Pages whose node is checked per slab: first, last and evenly between. */
 #define VERIFY_SAMPLES 16
@@ -112,19 +101,6 @@ const char *pinio_pool_verify_name(pinio_pool_verify v)
 
 /* ---- pool creation ----------------------------------------------------- */
 
-/* Whether the running kernel has this node (the real /sys, never the
- * test-redirected one: mbind talks to the real kernel). */
-static bool system_has_node(int node)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/sys/devices/system/node/node%d", node);
-    struct stat st;
-    if (stat(path, &st) == 0)
-        return true;
-    /* CONFIG_NUMA=n: no node directories, node 0 only. */
-    return node == 0 && stat("/sys/devices/system/node", &st) != 0;
-}
-
 static int resolve_node(const pinio_pool_opts *o, int *node, char *note, size_t note_size,
                         pinio_diag *diag)
 {
@@ -169,7 +145,7 @@ static int resolve_node(const pinio_pool_opts *o, int *node, char *note, size_t 
         pinio_diag_set(diag, -EINVAL, "pool: unknown placement %d", (int)o->placement);
         return -EINVAL;
     }
-    if (n != PINIO_NODE_UNKNOWN && (n < 0 || !system_has_node(n))) {
+    if (n != PINIO_NODE_UNKNOWN && (n < 0 || !pinio__prim_node_exists(n))) {
         pinio_diag_set(diag, -EINVAL, "pool: node %d does not exist on this system", n);
         return -EINVAL;
     }
@@ -267,60 +243,9 @@ static void slab_free(void *cookie, void *ptr, size_t len)
     p->stats.slabs--;
     p->stats.bytes_mapped -= s->size;
     pthread_mutex_unlock(&p->lock);
-    munmap(s->base, s->size);
+    pinio__prim_unmap(s->base, s->size);
     free(s);
     pool_unref(p);
-}
-
-/* A 2 MiB aligned anonymous mapping of `size` bytes (a multiple of 2 MiB). */
-static void *map_aligned(size_t size)
-{
-    size_t len = size + SLAB_ALIGN;
-    uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                      -1, 0);
-    if (m == MAP_FAILED)
-        return NULL;
-    uintptr_t a = ((uintptr_t)m + SLAB_ALIGN - 1) & ~(uintptr_t)(SLAB_ALIGN - 1);
-    uint8_t *base = (uint8_t *)a;
-    if (base > m)
-        munmap(m, (size_t)(base - m));
-    size_t tail = (size_t)((m + len) - (base + size));
-    if (tail)
-        munmap(base + size, tail);
-    return base;
-}
-
-static int bind_node(void *base, size_t size, int node, bool strict)
-{
-    /* 1024 bits: the kernel's largest MAX_NUMNODES (NODES_SHIFT 10). */
-    const size_t bits = sizeof(unsigned long) * CHAR_BIT;
-    unsigned long mask[1024 / (sizeof(unsigned long) * CHAR_BIT)];
-    if ((size_t)node >= sizeof(mask) * CHAR_BIT)
-        return -EINVAL;
-    memset(mask, 0, sizeof(mask));
-    mask[(size_t)node / bits] |= 1UL << ((size_t)node % bits);
-    /* The kernel reads maxnode - 1 bits (get_nodes() decrements it), hence +1. */
-    unsigned long maxnode = (unsigned long)sizeof(mask) * CHAR_BIT + 1;
-    /* MPOL_PREFERRED rather than MPOL_BIND by default: a full or memory-less
-     * node then falls back instead of invoking the OOM killer; the
-     * verification below tells the caller. */
-    if (syscall(SYS_mbind, base, size, strict ? MPOL_BIND : MPOL_PREFERRED, mask, maxnode, 0) != 0)
-        return -errno;
-    return 0;
-}
-
-static int prefault(uint8_t *base, size_t size)
-{
-    /* MADV_POPULATE_WRITE (5.14) faults every page in one call, under the
-     * VMA policy, and reports -ENOMEM instead of a SIGBUS. */
-    if (madvise(base, size, MADV_POPULATE_WRITE) == 0)
-        return 0;
-    if (errno != EINVAL)
-        return -errno;
-    long page = sysconf(_SC_PAGESIZE);
-    for (size_t off = 0; off < size; off += (size_t)page)
-        ((volatile uint8_t *)base)[off] = 0;
-    return 0;
 }
 
 /* Where are sampled pages of [base, base+size)? (first, last and evenly
@@ -338,9 +263,7 @@ static void verify_pages(const uint8_t *base, size_t size, int want, pinio_pool_
         pages[i] = (void *)(base + pg * (size_t)pagesz);
         status[i] = INT_MIN;
     }
-    /* nodes == NULL: move_pages only reports where each page is (or
-     * -ENOENT when it is not present). It moves nothing. */
-    if (syscall(SYS_move_pages, 0, (unsigned long)n, pages, NULL, status, 0) != 0) {
+    if (pinio__prim_where(pages, n, status) != 0) {
         *verify = PINIO_POOL_VERIFY_UNAVAILABLE;
         *found_node = PINIO_NODE_UNKNOWN;
         return;
@@ -440,11 +363,9 @@ static int slab_create_locked(pinio_pool *p, size_t size, uint8_t *at, struct sl
     s->size = size;
     if (at) {
         /* Replace part of a PROT_NONE reservation (pinio_pool_alloc_contig). */
-        void *m = mmap(at, size, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-        s->base = m == MAP_FAILED ? NULL : m;
+        s->base = pinio__prim_map_fixed(at, size) == 0 ? at : NULL;
     } else {
-        s->base = map_aligned(size);
+        s->base = pinio__prim_map(size, SLAB_ALIGN, false);
     }
     if (!s->base) {
         free(s);
@@ -452,7 +373,10 @@ static int slab_create_locked(pinio_pool *p, size_t size, uint8_t *at, struct sl
     }
     int rc = 0;
     if (p->node != PINIO_NODE_UNKNOWN) {
-        rc = bind_node(s->base, size, p->node, p->strict);
+        /* MPOL_PREFERRED rather than MPOL_BIND by default: a full or
+         * memory-less node then falls back instead of invoking the OOM
+         * killer; the verification below tells the caller. */
+        rc = pinio__prim_bind(s->base, size, p->node, p->strict);
         /* Seccomp profiles (Docker's default without CAP_SYS_NICE) refuse
          * mbind with EPERM, and CONFIG_NUMA=n kernels with ENOSYS: the
          * memory is still good, the check below will say where it went. */
@@ -460,13 +384,13 @@ static int slab_create_locked(pinio_pool *p, size_t size, uint8_t *at, struct sl
             rc = 0;
     }
     if (rc == 0 && p->huge_pages)
-        s->huge_pages = madvise(s->base, size, MADV_HUGEPAGE) == 0;
+        s->huge_pages = pinio__prim_huge(s->base, size) == 0;
     if (rc == 0 && p->prefault)
-        rc = prefault(s->base, size);
+        rc = pinio__prim_populate(s->base, size);
     if (rc == 0)
         rc = pinio_view_wrap(&s->whole, s->base, size, slab_free, s, 0);
     if (rc < 0) {
-        munmap(s->base, size);
+        pinio__prim_unmap(s->base, size);
         free(s);
         return rc;
     }
@@ -659,17 +583,11 @@ int pinio_pool_alloc_contig(pinio_pool *p, size_t len, pinio_view *out,
     struct slab_group *g = calloc(1, sizeof(*g) + n * sizeof(g->parts[0]));
     if (!g)
         return -ENOMEM;
-    uint8_t *m = mmap(NULL, total + SLAB_ALIGN, PROT_NONE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED) {
+    uint8_t *base = pinio__prim_map(total, SLAB_ALIGN, true);
+    if (!base) {
         free(g);
         return -ENOMEM;
     }
-    uint8_t *base = (uint8_t *)(((uintptr_t)m + SLAB_ALIGN - 1) & ~(uintptr_t)(SLAB_ALIGN - 1));
-    if (base > m)
-        munmap(m, (size_t)(base - m));
-    if ((size_t)((m + total + SLAB_ALIGN) - (base + total)))
-        munmap(base + total, (size_t)((m + total + SLAB_ALIGN) - (base + total)));
 
     int rc = 0;
     bool all_registered = true;
@@ -681,7 +599,7 @@ int pinio_pool_alloc_contig(pinio_pool *p, size_t len, pinio_view *out,
         rc = slab_create_locked(p, size, base + off, &s);
         if (rc < 0) {
             /* The rest of the reservation is still ours to unmap. */
-            munmap(base + off, total - off);
+            pinio__prim_unmap(base + off, total - off);
             break;
         }
         s->used = size;
