@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "pinio/ring.h"
+#include "src/uring/faults.h"
 
 /* Newer than the bookworm liburing 2.3 headers: define what we probe for. */
 #ifndef IORING_SETUP_SUBMIT_ALL
@@ -30,48 +31,6 @@
 
 #define PINIO__REG_MAX_LEN (1ull << 30) /* kernel: one iovec <= 1 GiB (rsrc.c) */
 #define PINIO__BUF_TABLE 1024u          /* sparse buffer slots; kernel max is 16384 */
-
-/* ---- fault injection (faults.c) ---------------------------------------- */
-
-enum pinio__fault_kind {
-    PINIO__F_EIO,
-    PINIO__F_SHORT,
-    PINIO__F_EAGAIN,
-    PINIO__F_EINTR,
-    PINIO__F_CORRUPT, /* flip a byte of the completed buffer (pinio__faults_completion_buf) */
-};
-
-typedef struct pinio__fault_rule {
-    enum pinio__fault_kind kind;
-    uint64_t first; /* 1-based completion number */
-    uint64_t count;
-} pinio__fault_rule;
-
-typedef struct pinio__faults {
-    pinio__fault_rule rules[16];
-    unsigned nrules;
-    uint64_t completions; /* completions consumed so far */
-    uint64_t rng;         /* xorshift state, from seed */
-    double rate;
-    bool dioinval;
-    bool regnomem;
-    bool setupnosys;
-    unsigned setupinval; /* IORING_SETUP_* flags that "the kernel" refuses */
-} pinio__faults;
-
-/* Parses `spec`; 0 or -EINVAL with `diag` naming the bad item. *out is
- * malloc'ed (caller frees) only on success with a non-empty spec, else NULL. */
-int pinio__faults_parse(const char *spec, pinio__faults **out, pinio_diag *diag);
-
-/* Rewrites the result `res` of a completion of `len` bytes. Called only when
- * faults are active. Returns the (possibly) rewritten result. */
-int pinio__faults_completion(pinio__faults *f, int res, size_t len);
-
-/* The same, for a caller that has the completed buffer at hand: a
- * `corrupt@N` rule flips one byte of `buf` (within the `res` bytes read) and
- * leaves `res` alone. The read engine and pinio_bench use it; without a
- * buffer (the variant above) `corrupt@` rules only count. */
-int pinio__faults_completion_buf(pinio__faults *f, int res, void *buf, size_t len);
 
 /* ---- the ring ----------------------------------------------------------- */
 
