@@ -18,7 +18,9 @@
  * exactly the configuration it is asked for (a benchmark that silently fell
  * back to buffered I/O or a pread pool would report the wrong thing) and it
  * needs a steady state of `qd` requests with a timestamp per request, which
- * pinio_ring_read_bulk()'s batch contract does not expose.
+ * pinio_ring_read_bulk()'s batch contract does not expose. Its rings are set
+ * up by the engine's own ladder (pinio_ring_setup_uring()), so the flags
+ * measured are the flags the loader runs with.
  *
  * Safety: writes go only to a regular file (created when missing) or, with
  * pinio_bench_opts::allow_device_overwrite, to a block device. Every option

@@ -194,6 +194,33 @@ PINIO_API void pinio_ring_destroy(pinio_ring *ring);
 /** Fills `*info` with what the ring found. Never fails. */
 PINIO_API void pinio_ring_get_info(const pinio_ring *ring, pinio_ring_info *info);
 
+/** liburing's ring (<liburing.h>); only pinio_ring_setup_uring() takes one. */
+struct io_uring;
+
+/**
+ * Sets up a caller-owned liburing ring with the engine's setup ladder, for
+ * callers that drive io_uring themselves (pinio_bench does): the same flags,
+ * in the same order of preference, that pinio_ring_create() tries
+ * (CQSIZE = 2 x entries and SUBMIT_ALL; SINGLE_ISSUER|DEFER_TASKRUN, else
+ * COOP_TASKRUN|TASKRUN_FLAG, ...; each dropped on -EINVAL), with SQPOLL and
+ * IOPOLL added when asked for and never dropped. Unlike pinio_ring_create()
+ * there is no fallback: a ring that cannot be set up is an error. The
+ * PINIO_FAULTS `setup*` items do not apply.
+ *
+ * @param uring  receives the ring; on success owned by the caller, who tears
+ *               it down with io_uring_queue_exit(). Under SINGLE_ISSUER only the
+ *               calling thread may submit on it. On failure nothing is held.
+ * @param entries SQ entries (the queue depth), 1..4096.
+ * @param flags  #pinio_ring_flags (PINIO_RING_SQPOLL, PINIO_RING_IOPOLL).
+ * @param setup_flags optional: on success the IORING_SETUP_* flags in force
+ *               (pinio_ring_flags_format() names them); untouched on failure.
+ * @return 0; -EINVAL (NULL uring, entries out of range, unknown flags, or the
+ *         kernel refused even the last rung); io_uring_setup's error otherwise
+ *         (-ENOSYS/-EPERM: io_uring unavailable, -ENOMEM: RLIMIT_MEMLOCK).
+ */
+PINIO_API int pinio_ring_setup_uring(struct io_uring *uring, unsigned entries, unsigned flags,
+                                     unsigned *setup_flags);
+
 /**
  * Formats io_uring setup flags (the IORING_SETUP_* bits of
  * pinio_ring_info::setup_flags, kernel ABI values) as their names without the

@@ -7,33 +7,37 @@
  * steady `qd` requests in flight and time each one. Writes live here too, for
  * the same reason: the engine is a loader and has no use for them, and one
  * loop serving both directions keeps reads and writes measured identically.
- * What is shared with the engine is shared for real: the setup-flag
- * definitions and the PINIO_FAULTS hook (uring/ring_internal.h), and the
- * cache drop (pinio_file_drop_cache). */
+ * What is shared with the engine is shared for real, through its public API
+ * where there is one: the setup ladder (pinio_ring_setup_uring()), the
+ * setup-flag names (pinio_ring_flags_format()), the cache drop
+ * (pinio_file_drop_cache()); the PINIO_FAULTS hook (src/uring/faults.h); and
+ * the memory primitives of the pool (src/numa/prim.h), not libnuma. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
-#include <numa.h>
+#include <liburing.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "pinio/bench.h"
+#include "pinio/ring.h"
 #include "pinio/sys.h"
 #include "src/base/opts.h"
 #include "src/bench/bench_internal.h"
-#include "src/uring/ring_internal.h"
+#include "src/numa/prim.h"
+#include "src/uring/faults.h"
 
 #define MAX_BS (64ull << 20)
-#define HUGE_ALIGN (2ull << 20)
+#define HUGE_ALIGN PINIO__PRIM_HUGE_SIZE
 #define MAX_RETRIES 1000 /* EAGAIN/EINTR/EBUSY resubmissions per job before giving up */
 
 void pinio_bench_opts_default(pinio_bench_opts *o)
@@ -106,7 +110,7 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
         BAD("bench: --verify applies to write workloads (write, randwrite)");
     if (o->node < -1)
         BAD("bench: --node %d: must be a node number", o->node);
-    if (o->node >= 0 && (numa_available() < 0 || o->node > numa_max_node()))
+    if (o->node >= 0 && !pinio__prim_node_exists(o->node))
         BAD("bench: --node %d: no such NUMA node on this machine", o->node);
     return 0;
 #undef BAD
@@ -332,38 +336,19 @@ static int job_fail(job *j, int code, const char *what, const char *hint)
     return code;
 }
 
-/* Sets up the ring with the flags asked for. Without SQPOLL/IOPOLL it takes
- * the cheapest completion mode the kernel has (DEFER_TASKRUN runs completion
- * work only when we wait, in our own context; COOP_TASKRUN at least avoids
- * IPIs), which is what fio's defaults do not do: part of the CPU difference. */
+/* Sets up the ring with the flags asked for, on the engine's ladder
+ * (pinio_ring_setup_uring()): without SQPOLL it takes the cheapest completion
+ * mode the kernel has (DEFER_TASKRUN runs completion work only when we wait,
+ * in our own context; COOP_TASKRUN at least avoids IPIs), which is what
+ * fio's defaults do not do: part of the CPU difference. */
 static int job_ring(job *j)
 {
     const pinio_bench_opts *o = j->o;
-    unsigned extra = (o->sqpoll ? IORING_SETUP_SQPOLL : 0) | (o->iopoll ? IORING_SETUP_IOPOLL : 0);
-    unsigned ladder[3];
-    unsigned n = 0;
-    if (o->sqpoll) {
-        ladder[n++] = extra | IORING_SETUP_SINGLE_ISSUER;
-        ladder[n++] = extra;
-    } else {
-        ladder[n++] = extra | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
-        ladder[n++] = extra | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
-        ladder[n++] = extra;
-    }
-    int rc = -EINVAL;
-    for (unsigned i = 0; i < n; i++) {
-        struct io_uring_params p;
-        memset(&p, 0, sizeof p);
-        p.flags = ladder[i];
-        p.sq_thread_idle = 1000;
-        rc = io_uring_queue_init_params(j->o->qd, &j->ring, &p);
-        if (!rc) {
-            j->have_ring = true;
-            j->setup_flags = ladder[i];
-            return 0;
-        }
-        if (rc != -EINVAL)
-            break;
+    unsigned want = (o->sqpoll ? PINIO_RING_SQPOLL : 0u) | (o->iopoll ? PINIO_RING_IOPOLL : 0u);
+    int rc = pinio_ring_setup_uring(&j->ring, o->qd, want, &j->setup_flags);
+    if (!rc) {
+        j->have_ring = true;
+        return 0;
     }
     return job_fail(j, rc, "io_uring_setup",
                     o->sqpoll   ? " (with --sqpoll)"
@@ -375,23 +360,27 @@ static int job_ring(job *j)
 static int job_setup(job *j)
 {
     const pinio_bench_opts *o = j->o;
-    if (o->node >= 0 && numa_run_on_node(o->node))
-        return job_fail(j, -errno, "--node: cannot run there", "");
+    int rc;
+    if (o->node >= 0 && (rc = pinio__prim_run_on_node(o->node)))
+        return job_fail(j, rc, "--node: cannot run there", "");
     j->slots = calloc(o->qd, sizeof *j->slots);
     j->area_len = ((size_t)o->qd * o->bs + HUGE_ALIGN - 1) & ~(size_t)(HUGE_ALIGN - 1);
-    j->area = aligned_alloc(HUGE_ALIGN, j->area_len);
+    j->area = pinio__prim_map(j->area_len, HUGE_ALIGN, false);
     if (!j->slots || !j->area)
         return job_fail(j, -ENOMEM, "buffers of qd x bs bytes", " (lower --qd or --bs)");
-    /* Huge pages, as the loader's pool uses: a registered 4 MiB request is 2
+    /* Placed as the loader's pool places its slabs, in the same order (the
+     * policy before the first touch). A refused bind (seccomp, CONFIG_NUMA=n)
+     * leaves the buffers wherever they land, as libnuma's
+     * numa_tonode_memory() did. Huge pages: a registered 4 MiB request is 2
      * segments instead of 1024 (see bench/readbench.c). */
-    madvise(j->area, j->area_len, MADV_HUGEPAGE);
     if (o->node >= 0)
-        numa_tonode_memory(j->area, j->area_len, o->node);
+        (void)pinio__prim_bind(j->area, j->area_len, o->node, true);
+    (void)pinio__prim_huge(j->area, j->area_len);
     /* Touch everything now, off the clock; write data is fixed unless the
      * pattern has to follow the offset (verify). */
     pinio__bench_pattern_fill(j->area, j->area_len, (uint64_t)j->idx << 40, o->seed + 7);
 
-    int rc = job_ring(j);
+    rc = job_ring(j);
     if (rc)
         return rc;
     if (o->fixed) {
@@ -636,7 +625,7 @@ static void job_teardown(job *j)
 {
     if (j->have_ring)
         io_uring_queue_exit(&j->ring);
-    free(j->area);
+    pinio__prim_unmap(j->area, j->area_len);
     free(j->slots);
     free(j->faults);
     if (j->fd >= 0)
@@ -645,22 +634,21 @@ static void job_teardown(job *j)
 
 static void features(const pinio_bench_opts *o, const job *j, char *out, size_t cap)
 {
-    static const struct {
-        unsigned flag;
-        const char *name;
-    } names[] = {
-        {IORING_SETUP_SQPOLL, "sqpoll"},
-        {IORING_SETUP_IOPOLL, "iopoll"},
-        {IORING_SETUP_SINGLE_ISSUER, "single_issuer"},
-        {IORING_SETUP_DEFER_TASKRUN, "defer_taskrun"},
-        {IORING_SETUP_COOP_TASKRUN, "coop_taskrun"},
-    };
+    /* The setup flags a reader of a benchmark cares about, named by the
+     * engine's one table, in this field's style: lower case, comma-joined. */
+    const unsigned shown = IORING_SETUP_SQPOLL | IORING_SETUP_IOPOLL |
+                           IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+                           IORING_SETUP_COOP_TASKRUN;
+    char flags[160] = "";
+    if (j->setup_flags & shown)
+        pinio_ring_flags_format(j->setup_flags & shown, flags, sizeof flags);
+    for (char *c = flags; *c; c++)
+        *c = *c == '|' ? ',' : (char)tolower((unsigned char)*c);
     size_t n = 0;
     out[0] = 0;
 #define ADD(s) n += (size_t)snprintf(out + n, n < cap ? cap - n : 0, "%s%s", n ? "," : "", s)
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (j->setup_flags & names[i].flag)
-            ADD(names[i].name);
+    if (flags[0])
+        ADD(flags);
     if (j->fixed)
         ADD("fixed_bufs");
     if (j->regfiles)

@@ -63,19 +63,20 @@ size_t pinio_ring_flags_format(unsigned flags, char *buf, size_t n)
 
 /* One rung of the setup ladder. The fault hook answers first so tests can
  * play a kernel that lacks a flag. */
-static int try_setup(pinio_ring *r, unsigned entries, unsigned flags)
+static int try_setup(struct io_uring *ring, const pinio__faults *faults, unsigned entries,
+                     unsigned flags)
 {
-    if (r->faults) {
-        if (r->faults->setupnosys)
+    if (faults) {
+        if (faults->setupnosys)
             return -ENOSYS;
-        if (flags & r->faults->setupinval)
+        if (flags & faults->setupinval)
             return -EINVAL;
     }
     struct io_uring_params p;
     memset(&p, 0, sizeof p);
     p.flags = flags;
     p.cq_entries = entries * 2;
-    return io_uring_queue_init_params(entries, &r->ring, &p);
+    return io_uring_queue_init_params(entries, ring, &p);
 }
 
 /* The ladder, as fio does it (engines/io_uring.c fio_ioring_queue_init):
@@ -84,13 +85,14 @@ static int try_setup(pinio_ring *r, unsigned entries, unsigned flags)
  * interrupting the submitter); COOP_TASKRUN|TASKRUN_FLAG (5.19) is the next
  * best. CQSIZE = 2 x SQ guarantees the CQ can hold every request in flight,
  * so overflow cannot happen; SUBMIT_ALL (5.18) keeps one bad SQE from
- * stalling the rest of a batch. */
-int pinio__ring_setup_ladder(pinio_ring *r)
+ * stalling the rest of a batch. `want` holds #pinio_ring_flags; `reason`
+ * (may be NULL) receives the one line pinio_ring_info::reason starts with. */
+static int ladder_setup(struct io_uring *ring, const pinio__faults *faults, unsigned qd,
+                        unsigned want, unsigned *in_force, char *reason, size_t rn)
 {
-    unsigned qd = r->opts.queue_depth;
     unsigned common = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
     unsigned extra = 0;
-    if (r->opts.flags & PINIO_RING_IOPOLL)
+    if (want & PINIO_RING_IOPOLL)
         extra |= IORING_SETUP_IOPOLL;
     unsigned ladder[] = {
         common | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
@@ -103,7 +105,7 @@ int pinio__ring_setup_ladder(pinio_ring *r)
         0,
     };
     size_t n = sizeof ladder / sizeof ladder[0];
-    if (r->opts.flags & PINIO_RING_SQPOLL) {
+    if (want & PINIO_RING_SQPOLL) {
         /* SQPOLL excludes COOP/DEFER (EINVAL, verified on 6.18): its own ladder. */
         extra |= IORING_SETUP_SQPOLL;
         unsigned sq[] = {common | IORING_SETUP_SINGLE_ISSUER, common, IORING_SETUP_CQSIZE, 0};
@@ -112,19 +114,42 @@ int pinio__ring_setup_ladder(pinio_ring *r)
     }
     int ret = -EINVAL;
     for (size_t i = 0; i < n; i++) {
-        ret = try_setup(r, qd, ladder[i] | extra);
+        ret = try_setup(ring, faults, qd, ladder[i] | extra);
         if (ret == 0) {
-            r->setup_flags = ladder[i] | extra;
-            r->cq_entries = r->ring.cq.ring_entries;
-            char acc[100], drop[100];
-            pinio_ring_flags_format(r->setup_flags, acc, sizeof acc);
-            pinio_ring_flags_format(ladder[0] & ~ladder[i], drop, sizeof drop);
-            snprintf(r->reason, sizeof r->reason, "io_uring flags %s%s%s", acc,
-                     i ? "; dropped on EINVAL: " : "", i ? drop : "");
+            *in_force = ladder[i] | extra;
+            if (reason) {
+                char acc[100], drop[100];
+                pinio_ring_flags_format(*in_force, acc, sizeof acc);
+                pinio_ring_flags_format(ladder[0] & ~ladder[i], drop, sizeof drop);
+                snprintf(reason, rn, "io_uring flags %s%s%s", acc,
+                         i ? "; dropped on EINVAL: " : "", i ? drop : "");
+            }
             return 0;
         }
         if (ret != -EINVAL)
             break;
     }
+    return ret;
+}
+
+int pinio__ring_setup_ladder(pinio_ring *r)
+{
+    int ret = ladder_setup(&r->ring, r->faults, r->opts.queue_depth, r->opts.flags,
+                           &r->setup_flags, r->reason, sizeof r->reason);
+    if (ret == 0)
+        r->cq_entries = r->ring.cq.ring_entries;
+    return ret;
+}
+
+int pinio_ring_setup_uring(struct io_uring *uring, unsigned entries, unsigned flags,
+                           unsigned *setup_flags)
+{
+    if (!uring || !entries || entries > 4096 ||
+        (flags & ~(unsigned)(PINIO_RING_SQPOLL | PINIO_RING_IOPOLL)))
+        return -EINVAL;
+    unsigned in_force = 0;
+    int ret = ladder_setup(uring, NULL, entries, flags, &in_force, NULL, 0);
+    if (ret == 0 && setup_flags)
+        *setup_flags = in_force;
     return ret;
 }

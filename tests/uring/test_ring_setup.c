@@ -109,3 +109,65 @@ Test(flags_format, the_ring_reports_with_the_same_names)
                   ri.reason);
     pinio_ring_destroy(r);
 }
+
+/* pinio_ring_setup_uring(): the engine's ladder on a caller's ring. */
+Test(setup_uring, same_flags_as_the_engine)
+{
+    pinio_ring *r = NULL;
+    pinio_ring_opts o;
+    pinio_ring_opts_default(&o);
+    o.queue_depth = 8;
+    o.faults = "";
+    cr_assert_eq(pinio_ring_create(&r, &o, NULL), 0);
+    pinio_ring_info ri;
+    pinio_ring_get_info(r, &ri);
+    pinio_ring_destroy(r);
+    if (ri.backend == PINIO_BACKEND_PREAD)
+        cr_skip_test("io_uring unavailable: %s", ri.reason);
+
+    struct io_uring ring;
+    unsigned flags = 0xdead;
+    cr_assert_eq(pinio_ring_setup_uring(&ring, 8, 0, &flags), 0);
+    cr_assert_eq(flags, ri.setup_flags, "%s vs the engine's %s", fmt(flags), ri.reason);
+    cr_assert(flags & IORING_SETUP_CQSIZE);
+    cr_assert_eq(ring.sq.ring_entries, 8);
+    cr_assert_geq(ring.cq.ring_entries, 16, "CQ holds every request in flight");
+    /* the ring works: one NOP through it */
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+    cr_assert_not_null(sqe);
+    io_uring_prep_nop(sqe);
+    cr_assert_eq(io_uring_submit_and_wait(&ring, 1), 1);
+    struct io_uring_cqe *cqe;
+    cr_assert_eq(io_uring_peek_cqe(&ring, &cqe), 0);
+    cr_assert_eq(cqe->res, 0);
+    io_uring_cqe_seen(&ring, cqe);
+    io_uring_queue_exit(&ring);
+
+    cr_assert_eq(pinio_ring_setup_uring(&ring, 8, 0, NULL), 0, "setup_flags is optional");
+    io_uring_queue_exit(&ring);
+}
+
+Test(setup_uring, sqpoll_is_kept_or_the_call_fails)
+{
+    struct io_uring ring;
+    unsigned flags = 0;
+    int rc = pinio_ring_setup_uring(&ring, 4, PINIO_RING_SQPOLL, &flags);
+    if (rc == -EPERM || rc == -ENOSYS)
+        cr_skip_test("SQPOLL refused here: %d", rc);
+    cr_assert_eq(rc, 0);
+    cr_assert(flags & IORING_SETUP_SQPOLL, "%s", fmt(flags));
+    cr_assert_not(flags & (IORING_SETUP_COOP_TASKRUN | IORING_SETUP_DEFER_TASKRUN),
+                  "SQPOLL excludes them: %s", fmt(flags));
+    io_uring_queue_exit(&ring);
+}
+
+Test(setup_uring, bad_arguments)
+{
+    struct io_uring ring;
+    unsigned flags = 77;
+    cr_assert_eq(pinio_ring_setup_uring(NULL, 8, 0, &flags), -EINVAL);
+    cr_assert_eq(pinio_ring_setup_uring(&ring, 0, 0, &flags), -EINVAL);
+    cr_assert_eq(pinio_ring_setup_uring(&ring, 4097, 0, &flags), -EINVAL);
+    cr_assert_eq(pinio_ring_setup_uring(&ring, 8, 1u << 5, &flags), -EINVAL, "unknown flag");
+    cr_assert_eq(flags, 77u, "untouched on failure");
+}
