@@ -19,7 +19,6 @@
 
 #include "pinio/sys.h"
 #include "src/load/load_internal.h"
-#include "src/numa/numa_internal.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
@@ -85,7 +84,7 @@ int pinio__arena_create(pinio__arena *a, const pinio_plan *plan, const pinio_loa
     int rc = pinio_pool_create(&a->pool, &po, diag);
     if (rc < 0)
         return rc;
-    rc = pinio__pool_alloc_contig(a->pool, (size_t)pi.dest_bytes, &a->view, NULL);
+    rc = pinio_pool_alloc_contig(a->pool, (size_t)pi.dest_bytes, &a->view, NULL);
     if (rc < 0) {
         pinio_diag_set(diag, rc, "cannot allocate a %llu-byte arena: %s",
                        (unsigned long long)pi.dest_bytes, pinio_strerror(rc));
@@ -137,7 +136,7 @@ void pinio__arena_settle(pinio__arena *a, pinio_load_report *rep)
      * locked so that they stay put for the checkpoint's life (and for a
      * later cuMemHostRegister) -- when the memlock budget allows it. */
     pinio_pool_region_info vi;
-    if (pinio__pool_verify_range(a->pool, a->view.ptr, a->view.len, &vi) == 0)
+    if (pinio_pool_verify_range(a->pool, a->view.ptr, a->view.len, &vi) == 0)
         rep->node_verified = vi.verify == PINIO_POOL_VERIFY_OK;
     pinio_sysinfo si;
     pinio_sys_probe(&si);
