@@ -75,25 +75,6 @@ typedef enum pinio_access {
     PINIO_ACCESS_ZERO_COPY = 1,
 } pinio_access;
 
-/**
- * A buffer handed over by try_detach: the receiver owns it and must call
- * `free_fn(cookie, ptr, size)` exactly once (pinio_detached_free() does).
- * `ptr` is aligned to `align`; bytes [0, len) are initialized, [len, size)
- * may not be. For size 0, `ptr` is a non-NULL dangling address and free_fn
- * does nothing.
- */
-typedef struct pinio_detached {
-    void *ptr;             /**< start of the buffer */
-    size_t len;            /**< initialized (logical) bytes; set by pinio_bytes_try_detach() */
-    size_t size;           /**< allocated bytes (capacity) */
-    size_t align;          /**< alignment of `ptr` (a power of two) */
-    pinio_free_fn free_fn; /**< how to free it; never NULL */
-    void *cookie;          /**< first argument of free_fn */
-} pinio_detached;
-
-/** Frees a detached buffer with its own free function and resets `*d`. NULL-safe. */
-PINIO_API void pinio_detached_free(pinio_detached *d);
-
 typedef struct pinio_controller pinio_controller;
 
 /**

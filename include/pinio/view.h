@@ -137,6 +137,27 @@ PINIO_API uint8_t *pinio_view_data_mut(pinio_view *v);
 /** True when `a` and `b` hold the same bytes (content, not address). */
 PINIO_API bool pinio_view_equal(const pinio_view *a, const pinio_view *b);
 
+/**
+ * A buffer handed over by a controller's try_detach (controller.h) or by
+ * pinio_bytes_try_detach() (bytes.h): the receiver owns it and must call
+ * `free_fn(cookie, ptr, size)` exactly once (pinio_detached_free() does).
+ * `ptr` is aligned to `align`; bytes [0, len) are initialized, [len, size)
+ * may not be. For size 0, `ptr` is a non-NULL dangling address and free_fn
+ * does nothing. (Declared with the views, the lowest layer: a unique view's
+ * allocation is what a shared controller hands over in place.)
+ */
+typedef struct pinio_detached {
+    void *ptr;             /**< start of the buffer */
+    size_t len;            /**< initialized (logical) bytes; set by pinio_bytes_try_detach() */
+    size_t size;           /**< allocated bytes (capacity) */
+    size_t align;          /**< alignment of `ptr` (a power of two) */
+    pinio_free_fn free_fn; /**< how to free it; never NULL */
+    void *cookie;          /**< first argument of free_fn */
+} pinio_detached;
+
+/** Frees a detached buffer with its own free function and resets `*d`. NULL-safe. */
+PINIO_API void pinio_detached_free(pinio_detached *d);
+
 #ifdef __cplusplus
 }
 #endif

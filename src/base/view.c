@@ -266,6 +266,14 @@ int pinio__view_detach(pinio_view *v, pinio_detached *d)
     return 0;
 }
 
+void pinio_detached_free(pinio_detached *d)
+{
+    if (!d || !d->free_fn)
+        return;
+    d->free_fn(d->cookie, d->ptr, d->size);
+    *d = (pinio_detached){ 0 };
+}
+
 void pinio__free_nothing(void *cookie, void *ptr, size_t len)
 {
     (void)cookie;

@@ -2,7 +2,6 @@
 #ifndef PINIO_SRC_VIEW_INTERNAL_H
 #define PINIO_SRC_VIEW_INTERNAL_H
 
-#include "pinio/controller.h"
 #include "pinio/view.h"
 
 /** Current reference count behind `v` (0 for static and empty views). */

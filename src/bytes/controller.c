@@ -30,14 +30,6 @@ const char *pinio_property_name(pinio_property p)
     return "unknown";
 }
 
-void pinio_detached_free(pinio_detached *d)
-{
-    if (!d || !d->free_fn)
-        return;
-    d->free_fn(d->cookie, d->ptr, d->size);
-    *d = (pinio_detached){ 0 };
-}
-
 void pinio__free_aligned(void *cookie, void *ptr, size_t len)
 {
     (void)cookie;
