@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "pinio/view.h"
+#include "src/base/view.h"
 #include "src/base/view_internal.h"
 
 struct pinio_ref {

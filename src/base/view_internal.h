@@ -1,26 +1,13 @@
-/* Internal helpers of the view layer, for the library and its white-box tests. */
+/* White-box hooks of the view layer, private to base/ and its tests. The
+ * interface other layers may use is src/base/view.h (included here so that
+ * the files written against the older, single header keep building). */
 #ifndef PINIO_SRC_VIEW_INTERNAL_H
 #define PINIO_SRC_VIEW_INTERNAL_H
 
 #include "pinio/view.h"
+#include "src/base/view.h"
 
 /** Current reference count behind `v` (0 for static and empty views). */
 size_t pinio__view_refcount(const pinio_view *v);
-
-/**
- * Takes the memory out of `v` without freeing it, when `v` is the unique,
- * writable owner of a whole allocation. On success `*d` receives the buffer
- * and the free function + cookie given when it was adopted (or free() for
- * pinio_view_alloc memory), `d->len` is 0, the reference object is freed
- * and `*v` becomes an empty view. -EBUSY otherwise (`*v`, `*d` untouched).
- */
-int pinio__view_detach(pinio_view *v, pinio_detached *d);
-
-/** Largest power of two dividing the address `p`, capped at 4096 (4096 for
- *  NULL): the alignment memory is known to have when nobody said. */
-size_t pinio__addr_align(const void *p);
-
-/** A pinio_free_fn that does nothing (static or empty memory). */
-void pinio__free_nothing(void *cookie, void *ptr, size_t len);
 
 #endif

@@ -25,7 +25,7 @@
 
 #include "pinio/controller.h"
 #include "src/bytes/controller_internal.h"
-#include "src/base/view_internal.h"
+#include "src/base/view.h"
 
 typedef struct shared_ctrl {
     pinio_controller base;

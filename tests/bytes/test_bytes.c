@@ -7,7 +7,6 @@
 
 #include "pinio/bytes.h"
 #include "src/bytes/file_internal.h"
-#include "src/base/view_internal.h"
 #include "helpers.h"
 
 /* A static page made read-only: any write through pinio would crash. */

@@ -6,7 +6,6 @@
 
 #include "pinio/bytes.h"
 #include "pinio/controller.h"
-#include "src/base/view_internal.h"
 #include "helpers.h"
 
 static uint8_t *mem_mut(pinio_controller *c)

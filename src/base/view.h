@@ -1,0 +1,30 @@
+/*
+ * The view layer's interface for the layers above base/ (not installed):
+ * what a controller or a loader needs to know about a view's allocation
+ * beyond the public pinio_view API. White-box test hooks stay in
+ * view_internal.h, private to base/.
+ */
+#ifndef PINIO_SRC_BASE_VIEW_H
+#define PINIO_SRC_BASE_VIEW_H
+
+#include <stddef.h>
+
+#include "pinio/view.h"
+
+/**
+ * Takes the memory out of `v` without freeing it, when `v` is the unique,
+ * writable owner of a whole allocation. On success `*d` receives the buffer
+ * and the free function + cookie given when it was adopted (or free() for
+ * pinio_view_alloc memory), `d->len` is 0, the reference object is freed
+ * and `*v` becomes an empty view. -EBUSY otherwise (`*v`, `*d` untouched).
+ */
+int pinio__view_detach(pinio_view *v, pinio_detached *d);
+
+/** Largest power of two dividing the address `p`, capped at 4096 (4096 for
+ *  NULL): the alignment memory is known to have when nobody said. */
+size_t pinio__addr_align(const void *p);
+
+/** A pinio_free_fn that does nothing (static or empty memory). */
+void pinio__free_nothing(void *cookie, void *ptr, size_t len);
+
+#endif
