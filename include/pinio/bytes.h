@@ -120,52 +120,6 @@ PINIO_API int pinio_bytes_read(pinio_bytes *b, size_t offset, void *dst, size_t 
                                pinio_diag *diag);
 
 /**
- * pinio_bytes_read() through a file-I/O context (controller.h): a file
- * window is read by `io`'s ring straight into `dst`, READ_FIXED when `dst`
- * lies in memory registered with that ring. `io` NULL, or bytes that are not
- * a lazy file window, behave exactly as pinio_bytes_read().
- *
- * @return 0; -ERANGE (nothing written) when the range passes len;
- *         #PINIO_ECHANGED when the file shrank since it was opened; -EPERM
- *         off the thread of a SINGLE_ISSUER ring; or the read's errno, with
- *         `diag` naming the path and offset. After a read error `dst` may
- *         hold part of the range. `b`, `io` and `dst` stay the caller's.
- */
-PINIO_API int pinio_bytes_read_io(pinio_bytes *b, pinio_fileio *io, size_t offset, void *dst,
-                                  size_t len, pinio_diag *diag);
-
-/** One request of pinio_bytes_read_bulk(). */
-typedef struct pinio_bytes_req {
-    pinio_bytes *bytes; /**< in: source; read only, ownership unchanged */
-    size_t offset;      /**< in: logical offset in `bytes` */
-    size_t len;         /**< in: bytes to copy (0: nothing to do) */
-    void *dst;          /**< in: `len` writable bytes, the caller's */
-    int result;         /**< out: 0 or this request's negative error code */
-} pinio_bytes_req;
-
-/**
- * Copies many ranges at once. Every request whose bytes are a lazy file
- * window goes to `io`'s ring, all of them in **one** engine pass
- * (pinio_ring_read_bulk(): batched submission, up to the ring's queue depth
- * in flight across files); the others are copied as pinio_bytes_read() does.
- * With `io` NULL every request is a pinio_bytes_read().
- *
- * Requests are independent: a failing one does not stop the others, and
- * each gets its own `result` (-EINVAL for a NULL `bytes` or `dst`, -ERANGE
- * for a range past len — nothing written —, #PINIO_ECHANGED for a file that
- * shrank, -EPERM off the thread of a SINGLE_ISSUER ring, or the read's
- * errno). A failed request's destination content is unspecified.
- *
- * @return 0 when every request succeeded, else the `result` of the
- *         lowest-index failing request, with `diag` describing that request
- *         (its path and offset); -EINVAL when `reqs` is NULL with `n` > 0,
- *         -ENOMEM (every result set to it, nothing read). The handles and
- *         destinations stay the caller's.
- */
-PINIO_API int pinio_bytes_read_bulk(pinio_fileio *io, pinio_bytes_req *reqs, size_t n,
-                                    pinio_diag *diag);
-
-/**
  * Splits at `offset`: `b` keeps [0, offset) and `*right` receives
  * [offset, len). Zero-copy when the controller can split; otherwise `b`
  * keeps its controller (shortened) and the right part is copied into native

@@ -44,7 +44,6 @@
 #include <stdint.h>
 
 #include "pinio/common.h"
-#include "pinio/ring.h"
 #include "pinio/view.h"
 
 #ifdef __cplusplus
@@ -265,79 +264,6 @@ PINIO_API const char *pinio_file_path(const pinio_file *f);
  */
 PINIO_API int pinio_controller_file_new(pinio_controller **out, pinio_file *file, uint64_t offset,
                                         size_t length, pinio_diag *diag);
-
-/**
- * A file-I/O context: reads lazy file windows through one #pinio_ring, so
- * that their bytes land straight in the caller's destination by io_uring
- * (READ_FIXED when the destination lies in memory registered with that ring,
- * e.g. a region of a pinned pool whose registrar is pinio_ring_registrar()),
- * O_DIRECT where the file system allows it, with the ring's fallback ladder.
- * Without a context (NULL) file windows are read with pread(2), as
- * pinio_controller_copy_into() does.
- *
- * **Why a context and not a ring inside pinio_file.** A pinio_file is shared
- * by every window cut from it and may be read from any thread, whereas a
- * ring is used by one thread at a time (by its creating thread when the
- * kernel accepted IORING_SETUP_SINGLE_ISSUER). The context belongs to the
- * ring's thread: it keeps, per #pinio_file it has read, the #pinio_ring_file
- * it opened on its ring. The ring file is opened through `/proc/self/fd/N`
- * of the pinio_file's own descriptor, so it is the same inode even when the
- * path has since been renamed over or unlinked (without /proc the path is
- * opened and its device and inode compared with the open file).
- *
- * **Lifetimes.** The context borrows the ring: destroy the context before
- * the ring. Each cached entry holds a reference on its pinio_file, so a
- * file cannot be closed and its address reused while cached; an entry whose
- * file nobody else references any more is closed the next time the context
- * opens a file, and every entry is closed by pinio_fileio_destroy().
- *
- * **Threads.** A context is used by one thread at a time, the same thread
- * that may use its ring: on a SINGLE_ISSUER ring any other thread gets
- * -EPERM with a diagnostic (nothing is submitted). Nothing is process-global.
- */
-typedef struct pinio_fileio pinio_fileio;
-
-/**
- * Creates a context reading through `ring`.
- *
- * @param out  on success receives the context, owned by the caller
- *             (pinio_fileio_destroy(), before pinio_ring_destroy()); untouched
- *             on failure.
- * @param ring borrowed; must outlive the context.
- * @return 0, -EINVAL (NULL argument), -ENOMEM.
- */
-PINIO_API int pinio_fileio_create(pinio_fileio **out, pinio_ring *ring);
-
-/**
- * Closes every ring file the context opened and releases its references on
- * the pinio_files. Must run before the ring is destroyed, on a thread that
- * may use the ring (closing a ring file updates the ring's file table).
- * NULL-safe.
- */
-PINIO_API void pinio_fileio_destroy(pinio_fileio *io);
-
-/** The ring `io` reads through (still owned by whoever created it). */
-PINIO_API pinio_ring *pinio_fileio_ring(const pinio_fileio *io);
-
-/** Number of pinio_files with a ring file open in `io` (tests, diagnostics). */
-PINIO_API size_t pinio_fileio_open_files(const pinio_fileio *io);
-
-/**
- * pinio_controller_copy_into() through a file-I/O context: when `c` is a file
- * window that has not been materialized, [offset, offset + len) is read by
- * `io`'s ring straight into `dst` (see #pinio_fileio); any other controller,
- * or `io` NULL, gives exactly pinio_controller_copy_into().
- *
- * @return 0; -ERANGE (nothing written) when the range passes the capacity or
- *         the file size seen at open; #PINIO_ECHANGED when the file ends
- *         early (it shrank since it was opened); -EPERM when called off the
- *         thread of a SINGLE_ISSUER ring; or the read's negative errno.
- *         `diag` names the file's path and the offset. After a read error
- *         `dst` may hold part of the range. `c`, `io` and `dst` stay the
- *         caller's either way.
- */
-PINIO_API int pinio_controller_copy_into_io(pinio_controller *c, pinio_fileio *io, size_t offset,
-                                            void *dst, size_t len, pinio_diag *diag);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,7 @@
 #include "pinio/common.h"
 #include "pinio/load.h"
 #include "pinio/controller.h"
+#include "pinio/fileio.h"
 #include "pinio/gen.h"
 #include "pinio/numa.h"
 #include "pinio/pool.h"

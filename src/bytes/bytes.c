@@ -15,7 +15,6 @@
 
 #include "pinio/bytes.h"
 #include "src/bytes/controller_internal.h"
-#include "src/bytes/file_internal.h"
 
 struct pinio_bytes {
     pinio_controller *ctrl;
@@ -385,77 +384,4 @@ int pinio_bytes_equal(pinio_bytes *a, pinio_bytes *b, pinio_diag *diag)
     if (rc)
         return rc;
     return memcmp(pa, pb, a->len) == 0;
-}
-
-int pinio_bytes_read_io(pinio_bytes *b, pinio_fileio *io, size_t offset, void *dst, size_t len,
-                        pinio_diag *diag)
-{
-    if (!b)
-        return -EINVAL;
-    if (offset > b->len || len > b->len - offset)
-        return -ERANGE;
-    return pinio_controller_copy_into_io(b->ctrl, io, offset, dst, len, diag);
-}
-
-/* Checks request i and, unless it goes to the ring, does it. Returns 1 when
- * it is a file window for the ring (stored in *fr), else 0 with its result. */
-static int bulk_one(pinio_fileio *io, pinio_bytes_req *q, size_t i, pinio__file_req *fr,
-                    pinio_diag *d)
-{
-    pinio_file *f;
-    uint64_t at;
-    q->result = 0;
-    if (!q->bytes || (q->len && !q->dst)) {
-        q->result = -EINVAL;
-        pinio_diag_set(d, -EINVAL, "request %zu: NULL bytes or destination", i);
-    } else if (q->offset > q->bytes->len || q->len > q->bytes->len - q->offset) {
-        q->result = -ERANGE;
-        pinio_diag_set(d, -ERANGE, "request %zu: %zu bytes at offset %zu pass the length %zu", i,
-                        q->len, q->offset, q->bytes->len);
-    } else if (q->len && io && pinio__file_ctrl_window(q->bytes->ctrl, &f, &at)) {
-        *fr = (pinio__file_req){.file = f, .offset = at + q->offset, .dst = q->dst, .len = q->len};
-        return 1;
-    } else if (q->len) {
-        q->result = pinio_controller_copy_into(q->bytes->ctrl, q->offset, q->dst, q->len, d);
-    }
-    return 0;
-}
-
-int pinio_bytes_read_bulk(pinio_fileio *io, pinio_bytes_req *reqs, size_t n, pinio_diag *diag)
-{
-    if (n && !reqs)
-        return -EINVAL;
-    pinio__file_req *fr = io && n ? calloc(n, sizeof *fr) : NULL;
-    size_t *idx = io && n ? calloc(n, sizeof *idx) : NULL;
-    if (io && n && (!fr || !idx)) {
-        free(fr);
-        free(idx);
-        for (size_t i = 0; i < n; i++)
-            reqs[i].result = -ENOMEM;
-        return -ENOMEM;
-    }
-    size_t first = SIZE_MAX, m = 0;
-    pinio_diag d = {0}, d0 = {0};
-    for (size_t i = 0; i < n; i++) {
-        if (bulk_one(io, &reqs[i], i, fr ? &fr[m] : NULL, &d)) {
-            idx[m++] = i;
-        } else if (reqs[i].result && first == SIZE_MAX) {
-            first = i;
-            d0 = d;
-        }
-    }
-    size_t fail = 0;
-    if (m && pinio__fileio_read_bulk(io, fr, m, &fail, &d) && idx[fail] < first) {
-        first = idx[fail];
-        d0 = d;
-    }
-    for (size_t j = 0; j < m; j++)
-        reqs[idx[j]].result = fr[j].result;
-    free(fr);
-    free(idx);
-    if (first == SIZE_MAX)
-        return 0;
-    if (diag)
-        *diag = d0;
-    return reqs[first].result;
 }

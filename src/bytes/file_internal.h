@@ -49,25 +49,6 @@ bool pinio__file_sole_ref(const pinio_file *f);
  */
 bool pinio__file_ctrl_window(pinio_controller *c, pinio_file **file, uint64_t *offset);
 
-/** One range of a pinio_file for pinio__fileio_read_bulk(). */
-typedef struct pinio__file_req {
-    pinio_file *file; /* in: borrowed */
-    uint64_t offset;  /* in: file offset */
-    void *dst;        /* in */
-    size_t len;       /* in */
-    int result;       /* out: 0 or a negative code */
-} pinio__file_req;
-
-/**
- * Reads every request through `io`'s ring in one engine pass (the file-I/O
- * counterpart of pinio__file_read(), same errors: -ERANGE, PINIO_ECHANGED,
- * the read's errno; plus -EPERM off the ring's thread). Returns 0 or the
- * result of the lowest-index failing request, whose index goes to `*failed`
- * (may be NULL) and which `diag` describes (path and offset).
- */
-int pinio__fileio_read_bulk(pinio_fileio *io, pinio__file_req *reqs, size_t n, size_t *failed,
-                            pinio_diag *diag);
-
 /** The open descriptor (owned by `f`). */
 int pinio__file_fd(const pinio_file *f);
 

@@ -13,7 +13,9 @@
  * reused by another pinio_file while cached (which would read the wrong file).
  * An entry whose file only the cache still references can never be asked for
  * again; it is closed when the next file is opened, so a long-lived context
- * does not pile up descriptors and file-table slots.
+ * does not pile up descriptors and file-table slots. *
+ * pinio_bytes_read_io() and pinio_bytes_read_bulk() live here rather than in
+ * bytes/: the bytes layer sits above the engine and must not call into it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,8 +23,17 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "pinio/controller.h"
+#include "pinio/fileio.h"
 #include "src/bytes/file_internal.h"
+
+/* One range of a pinio_file for read_files(). */
+typedef struct file_req {
+    pinio_file *file; /* in: borrowed */
+    uint64_t offset;  /* in: file offset */
+    void *dst;        /* in */
+    size_t len;       /* in */
+    int result;       /* out: 0 or a negative code */
+} file_req;
 
 typedef struct entry {
     pinio_file *file; /* one reference, the cache's */
@@ -177,8 +188,15 @@ static const entry *named_in(const pinio_fileio *io, const char *msg)
     return NULL;
 }
 
-int pinio__fileio_read_bulk(pinio_fileio *io, pinio__file_req *reqs, size_t n, size_t *failed,
-                            pinio_diag *diag)
+/*
+ * Reads every request through `io`'s ring in one engine pass (the file-I/O
+ * counterpart of pinio__file_read(), same errors: -ERANGE, PINIO_ECHANGED,
+ * the read's errno; plus -EPERM off the ring's thread). Returns 0 or the
+ * result of the lowest-index failing request, whose index goes to `*failed`
+ * (may be NULL) and which `diag` describes (path and offset).
+ */
+static int read_files(pinio_fileio *io, file_req *reqs, size_t n, size_t *failed,
+                      pinio_diag *diag)
 {
     if (!io || (n && !reqs))
         return -EINVAL;
@@ -199,7 +217,7 @@ int pinio__fileio_read_bulk(pinio_fileio *io, pinio__file_req *reqs, size_t n, s
     pinio_diag d = {0}, d0 = {0};
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        pinio__file_req *q = &reqs[i];
+        file_req *q = &reqs[i];
         entry *e = NULL;
         q->result = pinio__file_check_range(q->file, q->offset, q->len, &d);
         if (!q->result && q->len)
@@ -227,7 +245,7 @@ int pinio__fileio_read_bulk(pinio_fileio *io, pinio__file_req *reqs, size_t n, s
         }
     for (size_t j = 0; j < m; j++) {
         size_t i = idx[j];
-        pinio__file_req *q = &reqs[i];
+        file_req *q = &reqs[i];
         if (whole || rq[j].result < 0) {
             q->result = whole ? eret : rq[j].result;
             if (i >= first)
@@ -276,6 +294,79 @@ int pinio_controller_copy_into_io(pinio_controller *c, pinio_fileio *io, size_t 
     size_t cap = pinio_controller_capacity(c);
     if (!io || !len || offset > cap || len > cap - offset || !pinio__file_ctrl_window(c, &f, &at))
         return pinio_controller_copy_into(c, offset, dst, len, diag);
-    pinio__file_req q = {.file = f, .offset = at + offset, .dst = dst, .len = len};
-    return pinio__fileio_read_bulk(io, &q, 1, NULL, diag);
+    file_req q = {.file = f, .offset = at + offset, .dst = dst, .len = len};
+    return read_files(io, &q, 1, NULL, diag);
+}
+
+int pinio_bytes_read_io(pinio_bytes *b, pinio_fileio *io, size_t offset, void *dst, size_t len,
+                        pinio_diag *diag)
+{
+    if (!b)
+        return -EINVAL;
+    if (offset > pinio_bytes_len(b) || len > pinio_bytes_len(b) - offset)
+        return -ERANGE;
+    return pinio_controller_copy_into_io(pinio_bytes_controller(b), io, offset, dst, len, diag);
+}
+
+/* Checks request i and, unless it goes to the ring, does it. Returns 1 when
+ * it is a file window for the ring (stored in *fr), else 0 with its result. */
+static int bulk_one(pinio_fileio *io, pinio_bytes_req *q, size_t i, file_req *fr,
+                    pinio_diag *d)
+{
+    pinio_file *f;
+    uint64_t at;
+    q->result = 0;
+    if (!q->bytes || (q->len && !q->dst)) {
+        q->result = -EINVAL;
+        pinio_diag_set(d, -EINVAL, "request %zu: NULL bytes or destination", i);
+    } else if (q->offset > pinio_bytes_len(q->bytes) || q->len > pinio_bytes_len(q->bytes) - q->offset) {
+        q->result = -ERANGE;
+        pinio_diag_set(d, -ERANGE, "request %zu: %zu bytes at offset %zu pass the length %zu", i,
+                        q->len, q->offset, pinio_bytes_len(q->bytes));
+    } else if (q->len && io && pinio__file_ctrl_window(pinio_bytes_controller(q->bytes), &f, &at)) {
+        *fr = (file_req){.file = f, .offset = at + q->offset, .dst = q->dst, .len = q->len};
+        return 1;
+    } else if (q->len) {
+        q->result = pinio_controller_copy_into(pinio_bytes_controller(q->bytes), q->offset, q->dst, q->len, d);
+    }
+    return 0;
+}
+
+int pinio_bytes_read_bulk(pinio_fileio *io, pinio_bytes_req *reqs, size_t n, pinio_diag *diag)
+{
+    if (n && !reqs)
+        return -EINVAL;
+    file_req *fr = io && n ? calloc(n, sizeof *fr) : NULL;
+    size_t *idx = io && n ? calloc(n, sizeof *idx) : NULL;
+    if (io && n && (!fr || !idx)) {
+        free(fr);
+        free(idx);
+        for (size_t i = 0; i < n; i++)
+            reqs[i].result = -ENOMEM;
+        return -ENOMEM;
+    }
+    size_t first = SIZE_MAX, m = 0;
+    pinio_diag d = {0}, d0 = {0};
+    for (size_t i = 0; i < n; i++) {
+        if (bulk_one(io, &reqs[i], i, fr ? &fr[m] : NULL, &d)) {
+            idx[m++] = i;
+        } else if (reqs[i].result && first == SIZE_MAX) {
+            first = i;
+            d0 = d;
+        }
+    }
+    size_t fail = 0;
+    if (m && read_files(io, fr, m, &fail, &d) && idx[fail] < first) {
+        first = idx[fail];
+        d0 = d;
+    }
+    for (size_t j = 0; j < m; j++)
+        reqs[idx[j]].result = fr[j].result;
+    free(fr);
+    free(idx);
+    if (first == SIZE_MAX)
+        return 0;
+    if (diag)
+        *diag = d0;
+    return reqs[first].result;
 }

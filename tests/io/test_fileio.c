@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "pinio/bytes.h"
+#include "pinio/fileio.h"
 #include "pinio/pool.h"
 #include "src/bytes/file_internal.h"
 #include "tests/uring/helpers.h"
