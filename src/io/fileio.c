@@ -24,7 +24,7 @@
 #include <sys/stat.h>
 
 #include "pinio/fileio.h"
-#include "src/bytes/file_internal.h"
+#include "src/bytes/file.h"
 
 /* One range of a pinio_file for read_files(). */
 typedef struct file_req {
