@@ -166,7 +166,8 @@ PINIO_API int pinio_bytes_extend(pinio_bytes *b, const void *data, size_t n, pin
 
 /**
  * Hands the buffer over: `*out` receives the pointer, `len` (the logical
- * length), size, alignment and the function that must free it. When the
+ * length), size, alignment (at least pinio_bytes_align(b)) and the function
+ * that must free it. When the
  * controller cannot detach, the logical bytes are copied into a new aligned
  * buffer (zero-copy mode: #PINIO_EWOULD_COPY, or -ENOTSUP for controllers
  * that never detach). On success `b` is freed and the caller owns the buffer

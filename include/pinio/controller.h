@@ -140,8 +140,10 @@ typedef struct pinio_controller_ops {
     int (*grow)(pinio_controller *c, size_t size, size_t align);
     /**
      * Hands the buffer over (`out->len` is left 0: the controller does not
-     * know the logical length). On success the controller no longer owns it
-     * and is left empty (destroy it as usual). Default: -ENOTSUP.
+     * know the logical length), aligned to at least alloc_align (`out->align`
+     * says how much): memory that falls short is copied or refused, never
+     * handed over as is. On success the controller no longer owns it and is
+     * left empty (destroy it as usual). Default: -ENOTSUP.
      */
     int (*try_detach)(pinio_controller *c, pinio_access mode, pinio_detached *out,
                       pinio_diag *diag);
@@ -218,7 +220,10 @@ PINIO_API int pinio_controller_native_new(pinio_controller **out, size_t capacit
  * SharedBytesAllocationController). Reads are zero-copy; the capacity is
  * `src->len`; alloc_align is #PINIO_DEFAULT_ALIGN (the alignment of the
  * private copy and of what try_detach returns); grow is unsupported.
- * copy_into never copies-on-write.
+ * copy_into never copies-on-write. try_detach hands the view's memory over
+ * in place only when the view is the unique, writable owner of a whole
+ * allocation whose address is aligned to alloc_align; otherwise it copies
+ * into a buffer aligned to alloc_align (zero-copy mode: #PINIO_EWOULD_COPY).
  *
  * @return 0 or -ENOMEM/-EINVAL. On success the controller owns the reference
  *         `*src` held and `*src` is reset to an empty view; on failure the

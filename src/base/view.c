@@ -244,12 +244,16 @@ size_t pinio__addr_align(const void *p)
     return al > 4096 ? 4096 : al;
 }
 
-int pinio__view_detach(pinio_view *v, pinio_detached *d)
+int pinio__view_detach(pinio_view *v, size_t align, pinio_detached *d)
 {
     if (!pinio_view_data_mut(v))
         return -EBUSY;
     pinio_ref *r = v->ref;
     if (v->ptr != r->base || v->len != r->size)
+        return -EBUSY;
+    /* The address, not r->align, decides: adopted memory records no
+     * alignment, and pinio's own may be better aligned than it asked for. */
+    if ((uintptr_t)r->base & (align - 1))
         return -EBUSY;
     /* Unique: nobody else can retain or release r concurrently (retaining
      * needs a reference), so it can be dismantled without atomics. The
@@ -258,7 +262,7 @@ int pinio__view_detach(pinio_view *v, pinio_detached *d)
         .ptr = r->base,
         .len = 0,
         .size = r->size,
-        .align = r->align ? r->align : pinio__addr_align(r->base),
+        .align = r->align > align ? r->align : align,
         .free_fn = r->free_cb ? r->free_cb : pinio__free_nothing,
         .cookie = r->cookie,
     };

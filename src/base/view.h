@@ -13,12 +13,15 @@
 
 /**
  * Takes the memory out of `v` without freeing it, when `v` is the unique,
- * writable owner of a whole allocation. On success `*d` receives the buffer
- * and the free function + cookie given when it was adopted (or free() for
- * pinio_view_alloc memory), `d->len` is 0, the reference object is freed
- * and `*v` becomes an empty view. -EBUSY otherwise (`*v`, `*d` untouched).
+ * writable owner of a whole allocation whose start is aligned to `align` (a
+ * power of two: the alignment the receiver was promised). On success `*d`
+ * receives the buffer and the free function + cookie given when it was
+ * adopted (or free() for pinio_view_alloc memory), `d->align` is the larger
+ * of `align` and the alignment pinio allocated it with, `d->len` is 0, the
+ * reference object is freed and `*v` becomes an empty view. -EBUSY otherwise
+ * (`*v`, `*d` untouched).
  */
-int pinio__view_detach(pinio_view *v, pinio_detached *d);
+int pinio__view_detach(pinio_view *v, size_t align, pinio_detached *d);
 
 /** Largest power of two dividing the address `p`, capped at 4096 (4096 for
  *  NULL): the alignment memory is known to have when nobody said. */

@@ -169,8 +169,11 @@ static int shared_try_detach(pinio_controller *c, pinio_access mode, pinio_detac
     shared_ctrl *s = sh(c);
     drop_retired(s);
     pinio_view *v = live(s);
-    /* Whole, unique, writable allocation: hand it over as it is. */
-    if (pinio__view_detach(v, out) == 0)
+    /* Whole, unique, writable allocation that already has the promised
+     * alignment (alloc_align): hand it over as it is. Anything less aligned
+     * is copied, or a receiver trusting `out->align` (SIMD loads, O_DIRECT)
+     * would fault or fail on it. */
+    if (pinio__view_detach(v, s->align, out) == 0)
         return 0;
     if (mode == PINIO_ACCESS_ZERO_COPY)
         return PINIO_EWOULD_COPY;

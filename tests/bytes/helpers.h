@@ -44,6 +44,40 @@ static inline pinio_view counted_view(size_t len, unsigned seed, atomic_int *fre
     return v;
 }
 
+/* Like counted_view(), with the bytes at an address aligned to `align` (a
+ * power of two, at least sizeof(void *)). */
+static inline pinio_view counted_view_aligned(size_t len, unsigned seed, atomic_int *frees,
+                                              size_t align)
+{
+    void *p = NULL;
+    pinio_view v;
+    if (posix_memalign(&p, align, len) != 0 ||
+        pinio_view_wrap(&v, p, len, counting_free, frees, 0) != 0)
+        abort();
+    fill_pattern(p, len, seed);
+    return v;
+}
+
+/* Frees what counted_view_misaligned() handed out (its start is 16 bytes
+ * into the allocation), counting the call. */
+static inline void counting_free_shifted(void *cookie, void *ptr, size_t len)
+{
+    counting_free(cookie, (uint8_t *)ptr - 16, len);
+}
+
+/* Like counted_view(), with the bytes 16-aligned but never 32-aligned: what
+ * malloc may return, less than PINIO_DEFAULT_ALIGN promises. */
+static inline pinio_view counted_view_misaligned(size_t len, unsigned seed, atomic_int *frees)
+{
+    void *p = NULL;
+    pinio_view v;
+    if (posix_memalign(&p, 64, len + 16) != 0 ||
+        pinio_view_wrap(&v, (uint8_t *)p + 16, len, counting_free_shifted, frees, 0) != 0)
+        abort();
+    fill_pattern((uint8_t *)p + 16, len, seed);
+    return v;
+}
+
 /* Writes `len` pattern bytes to a new temp file under `dir`; returns a
  * malloc'd path (unlink and free it), or NULL when `dir` is unusable. */
 static inline char *make_temp_file(const char *dir, size_t len, unsigned seed)

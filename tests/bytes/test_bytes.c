@@ -25,7 +25,9 @@ static void unprotect_page(void)
 
 static pinio_bytes *bytes_over_counted(size_t len, atomic_int *frees, pinio_property prop)
 {
-    pinio_view v = counted_view(len, 3, frees);
+    /* Aligned as a shared controller promises (alloc_align), so that a
+     * unique one may hand its memory over in place. */
+    pinio_view v = counted_view_aligned(len, 3, frees, PINIO_DEFAULT_ALIGN);
     pinio_bytes *b;
     cr_assert_eq(pinio_bytes_from_view(&b, &v, prop), 0);
     cr_assert_null(v.ref);
@@ -290,6 +292,44 @@ Test(bytes, try_detach_native_and_shared)
     cr_assert_eq(atomic_load(&frees), 0);
     pinio_detached_free(&d);
     cr_assert_eq(atomic_load(&frees), 1, "freed by the adopter's own function");
+}
+
+/* try_detach hands over what alloc_align promised: pinio_view_copy memory
+ * is only 16-aligned by contract, so it must come back at least
+ * PINIO_DEFAULT_ALIGN-aligned (copied when the address falls short), and a
+ * view that is certainly misaligned is copied, never handed over. */
+Test(bytes, try_detach_keeps_the_alignment_promise)
+{
+    uint8_t src[100];
+    fill_pattern(src, sizeof src, 9);
+    pinio_view v;
+    cr_assert_eq(pinio_view_copy(&v, src, sizeof src), 0);
+    pinio_bytes *b;
+    cr_assert_eq(pinio_bytes_from_view(&b, &v, PINIO_PROP_OTHER), 0);
+    size_t promised = pinio_bytes_align(b);
+    cr_assert_eq(promised, PINIO_DEFAULT_ALIGN);
+    pinio_detached d;
+    cr_assert_eq(pinio_bytes_try_detach(b, PINIO_ACCESS_COPY, &d, NULL), 0);
+    cr_assert_geq(d.align, promised, "detached at %zu, promised %zu", d.align, promised);
+    cr_assert_eq((uintptr_t)d.ptr % promised, 0);
+    cr_assert_eq(d.len, sizeof src);
+    cr_assert(check_pattern(d.ptr, 0, sizeof src, 9));
+    pinio_detached_free(&d);
+
+    atomic_int frees = 0;
+    v = counted_view_misaligned(100, 9, &frees);
+    const uint8_t *mis = v.ptr;
+    cr_assert_eq(pinio_bytes_from_view(&b, &v, PINIO_PROP_OTHER), 0);
+    cr_assert_eq(pinio_bytes_try_detach(b, PINIO_ACCESS_ZERO_COPY, &d, NULL), PINIO_EWOULD_COPY,
+                 "handing it over would break the promise, and zero-copy forbids the copy");
+    cr_assert_eq(rd(b), mis, "the refused detach left b as it was");
+    cr_assert_eq(pinio_bytes_try_detach(b, PINIO_ACCESS_COPY, &d, NULL), 0);
+    cr_assert_neq(d.ptr, mis, "copied, not handed over");
+    cr_assert_eq(d.align, PINIO_DEFAULT_ALIGN);
+    cr_assert_eq((uintptr_t)d.ptr % PINIO_DEFAULT_ALIGN, 0);
+    cr_assert(check_pattern(d.ptr, 0, 100, 9));
+    cr_assert_eq(atomic_load(&frees), 1, "the source went with b");
+    pinio_detached_free(&d);
 }
 
 Test(bytes, from_controller_ownership)

@@ -243,7 +243,7 @@ Test(shared, split_edges_and_property_kept)
 Test(shared, try_detach_hands_over_or_copies)
 {
     atomic_int frees = 0;
-    pinio_view v = counted_view(24, 5, &frees);
+    pinio_view v = counted_view_aligned(24, 5, &frees, PINIO_DEFAULT_ALIGN);
     const uint8_t *buf = v.ptr;
     pinio_view keep = pinio_view_clone(&v);
     pinio_controller *c = shared_over(&v, PINIO_PROP_OTHER);
@@ -267,6 +267,28 @@ Test(shared, try_detach_hands_over_or_copies)
     cr_assert_eq(atomic_load(&frees), 0);
     pinio_detached_free(&d);
     cr_assert_eq(atomic_load(&frees), 1);
+}
+
+Test(shared, try_detach_copies_memory_below_alloc_align)
+{
+    atomic_int frees = 0;
+    pinio_view v = counted_view_misaligned(24, 5, &frees);
+    const uint8_t *buf = v.ptr;
+    pinio_controller *c = shared_over(&v, PINIO_PROP_OTHER);
+    cr_assert_eq(pinio_controller_alloc_align(c), PINIO_DEFAULT_ALIGN);
+    pinio_detached d;
+    cr_assert_eq(pinio_controller_try_detach(c, PINIO_ACCESS_ZERO_COPY, &d, NULL),
+                 PINIO_EWOULD_COPY, "unique and whole, but only 16-aligned");
+    cr_assert_eq(mem(c), buf);
+    cr_assert_eq(pinio_controller_try_detach(c, PINIO_ACCESS_COPY, &d, NULL), 0);
+    cr_assert_neq(d.ptr, buf);
+    cr_assert_eq(d.align, PINIO_DEFAULT_ALIGN);
+    cr_assert_eq((uintptr_t)d.ptr % PINIO_DEFAULT_ALIGN, 0);
+    cr_assert(check_pattern(d.ptr, 0, 24, 5));
+    cr_assert_neq(d.free_fn, counting_free_shifted, "its own buffer, not the source's");
+    pinio_controller_destroy(c);
+    cr_assert_eq(atomic_load(&frees), 1, "the source is released with the controller");
+    pinio_detached_free(&d);
 }
 
 /* A minimal foreign controller: its table stops before memory_mut, so every

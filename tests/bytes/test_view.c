@@ -238,18 +238,18 @@ Test(view, detach_only_unique_whole_writable)
     pinio_view v = counted_view(32, 7, &frees);
     pinio_view c = pinio_view_clone(&v);
     pinio_detached d = { 0 };
-    cr_assert_eq(pinio__view_detach(&v, &d), -EBUSY, "shared: not detachable");
+    cr_assert_eq(pinio__view_detach(&v, 1, &d), -EBUSY, "shared: not detachable");
     pinio_view_release(&c);
     pinio_view part;
     cr_assert_eq(pinio_view_slice(&v, 0, 16, &part), 0);
     pinio_view_release(&v);
-    cr_assert_eq(pinio__view_detach(&part, &d), -EBUSY, "a part is not the whole allocation");
+    cr_assert_eq(pinio__view_detach(&part, 1, &d), -EBUSY, "a part is not the whole allocation");
     pinio_view_release(&part);
     cr_assert_eq(atomic_load(&frees), 1);
 
     v = counted_view(32, 7, &frees);
     const uint8_t *p = v.ptr;
-    cr_assert_eq(pinio__view_detach(&v, &d), 0);
+    cr_assert_eq(pinio__view_detach(&v, 1, &d), 0);
     cr_assert_eq(d.ptr, p);
     cr_assert_eq(d.size, 32);
     cr_assert_null(v.ref);
@@ -258,8 +258,34 @@ Test(view, detach_only_unique_whole_writable)
     cr_assert_eq(atomic_load(&frees), 2, "the returned function frees it");
 
     cr_assert_eq(pinio_view_alloc(&v, 64, 512), 0);
-    cr_assert_eq(pinio__view_detach(&v, &d), 0);
+    cr_assert_eq(pinio__view_detach(&v, 64, &d), 0);
     cr_assert_eq(d.align, 512);
     cr_assert_eq((uintptr_t)d.ptr % 512, 0);
     pinio_detached_free(&d);
+}
+
+/* A whole unique allocation less aligned than the receiver was promised is
+ * not handed over (the caller copies instead); an aligned one reports the
+ * promised alignment even when nobody recorded one (adopted memory). */
+Test(view, detach_keeps_the_alignment_promise)
+{
+    atomic_int frees = 0;
+    pinio_view v = counted_view_misaligned(40, 3, &frees);
+    pinio_view before = v;
+    pinio_detached d = { 0 };
+    cr_assert_eq(pinio__view_detach(&v, 64, &d), -EBUSY, "16-aligned memory promised as 64");
+    cr_assert_eq(v.ptr, before.ptr);
+    cr_assert_eq(v.ref, before.ref, "the refused view keeps its reference");
+    cr_assert_null(d.ptr, "and *d is untouched");
+    cr_assert_eq(pinio__view_detach(&v, 16, &d), 0, "what it does have is enough for 16");
+    cr_assert_eq(d.align, 16);
+    pinio_detached_free(&d);
+    cr_assert_eq(atomic_load(&frees), 1);
+
+    v = counted_view_aligned(40, 3, &frees, 128);
+    cr_assert_eq(pinio__view_detach(&v, 64, &d), 0);
+    cr_assert_eq(d.align, 64, "adopted memory: the alignment that was checked");
+    cr_assert_eq((uintptr_t)d.ptr % 64, 0);
+    pinio_detached_free(&d);
+    cr_assert_eq(atomic_load(&frees), 2);
 }
