@@ -56,6 +56,7 @@ PINIO_API int pinio_bytes_from_controller(pinio_bytes **out, pinio_controller *c
 
 /**
  * Bytes over a view (shared controller, see controller.h), len = view len.
+ * `property` as pinio_controller_shared_new() takes it (-EINVAL for DEVICE).
  * On success `*out` owns the reference `*view` held and `*view` is reset to
  * an empty view; on failure the caller still owns `*view`, `*out` untouched.
  */

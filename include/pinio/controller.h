@@ -55,15 +55,37 @@ extern "C" {
 /** Largest alignment a native controller accepts (a page: enough for O_DIRECT). */
 #define PINIO_MAX_ALIGN 4096
 
-/** What backs an allocation (cubecl's `AllocationProperty`). */
+/**
+ * What backs an allocation (cubecl's `AllocationProperty`): it tells a
+ * consumer what a DMA to a GPU needs.
+ *
+ * - #PINIO_PROP_FILE and #PINIO_PROP_PINNED are the two a backend must tell
+ *   apart. FILE is file-backed memory (a lazy window, a page-cache mapping):
+ *   touching it may fault or read, so a GPU backend stages it through pinned
+ *   memory first (copy_into straight into the staging buffer). PINNED is
+ *   page-locked memory (locked and NUMA-placed, registered with a ring or
+ *   ready to be): a GPU can DMA from it directly, and it is never re-staged.
+ * - #PINIO_PROP_DEVICE is memory that still lives on a GPU and is read back
+ *   on the first host access; a backend uses it in place on its device.
+ *
+ * Which controller reports what: native: NATIVE. shared: the property given
+ * to pinio_controller_shared_new() (NATIVE, FILE, PINNED or OTHER), NATIVE
+ * after a copy-on-write. file: FILE, before and after the window is read,
+ * NATIVE once a copy-on-write moved the read bytes. A controller of its own
+ * (a device staging buffer, a GPU allocation) reports what its memory is.
+ *
+ * Values are ABI: new ones are appended, never renumbered.
+ */
 typedef enum pinio_property {
-    PINIO_PROP_NATIVE = 0, /**< heap memory */
-    PINIO_PROP_FILE = 1,   /**< file data, lazily read or mapped: stage it through pinned memory */
-    PINIO_PROP_PINNED = 2, /**< page-locked host memory: DMA-able as is */
+    PINIO_PROP_NATIVE = 0, /**< pageable heap memory */
+    PINIO_PROP_FILE = 1,   /**< file-backed, lazily read or mapped: stage it through pinned memory */
+    PINIO_PROP_PINNED = 2, /**< page-locked (registered) host memory: DMA from it directly */
     PINIO_PROP_OTHER = 3,  /**< unknown backing (static data, foreign buffers) */
+    PINIO_PROP_DEVICE = 4, /**< GPU memory, read back to the host lazily */
 } pinio_property;
 
-/** The property's name ("native", "file", "pinned", "other"; "unknown" otherwise). */
+/** The property's name ("native", "file", "pinned", "other", "device";
+ *  "unknown" otherwise). */
 PINIO_API const char *pinio_property_name(pinio_property p);
 
 /** Whether an access may copy or materialize. */
@@ -224,6 +246,9 @@ PINIO_API int pinio_controller_native_new(pinio_controller **out, size_t capacit
  * in place only when the view is the unique, writable owner of a whole
  * allocation whose address is aligned to alloc_align; otherwise it copies
  * into a buffer aligned to alloc_align (zero-copy mode: #PINIO_EWOULD_COPY).
+ *
+ * `property` is NATIVE, FILE, PINNED or OTHER: a view is host memory the
+ * CPU reads directly, so DEVICE (read back lazily) is refused.
  *
  * @return 0 or -ENOMEM/-EINVAL. On success the controller owns the reference
  *         `*src` held and `*src` is reset to an empty view; on failure the

@@ -26,6 +26,8 @@ const char *pinio_property_name(pinio_property p)
         return "pinned";
     case PINIO_PROP_OTHER:
         return "other";
+    case PINIO_PROP_DEVICE:
+        return "device";
     }
     return "unknown";
 }

@@ -245,6 +245,9 @@ void pinio__shared_init(pinio_controller *c, pinio_view *src, pinio_property pro
 
 int pinio_controller_shared_new(pinio_controller **out, pinio_view *src, pinio_property property)
 {
+    /* DEVICE promises a lazy read-back from a GPU; a view is host memory,
+     * readable now, and calling it DEVICE would make a backend skip the
+     * upload it needs. */
     if (!out || !src || (unsigned)property > PINIO_PROP_OTHER)
         return -EINVAL;
     pinio_controller *c = pinio__shared_alloc();

@@ -398,3 +398,37 @@ Test(defaults, from_controller_rejects_tables_without_memory)
     cr_assert_str_eq(pinio_property_name(PINIO_PROP_FILE), "file");
     cr_assert_str_eq(pinio_property_name((pinio_property)42), "unknown");
 }
+
+Test(property, names_and_device)
+{
+    cr_assert_str_eq(pinio_property_name(PINIO_PROP_NATIVE), "native");
+    cr_assert_str_eq(pinio_property_name(PINIO_PROP_FILE), "file");
+    cr_assert_str_eq(pinio_property_name(PINIO_PROP_PINNED), "pinned");
+    cr_assert_str_eq(pinio_property_name(PINIO_PROP_OTHER), "other");
+    cr_assert_str_eq(pinio_property_name(PINIO_PROP_DEVICE), "device");
+    cr_assert_str_eq(pinio_property_name((pinio_property)(PINIO_PROP_DEVICE + 1)), "unknown");
+    /* The values are ABI: appended, never renumbered. */
+    cr_assert_eq(PINIO_PROP_OTHER, 3);
+    cr_assert_eq(PINIO_PROP_DEVICE, 4);
+}
+
+/* A view is host memory: a shared controller (or bytes over a view) that
+ * claimed DEVICE would make a backend skip the upload. Refused, and the
+ * caller keeps its view. */
+Test(property, shared_refuses_device)
+{
+    atomic_int frees = 0;
+    pinio_view v = counted_view(16, 1, &frees);
+    pinio_view before = v;
+    pinio_controller *c = (pinio_controller *)0x1;
+    cr_assert_eq(pinio_controller_shared_new(&c, &v, PINIO_PROP_DEVICE), -EINVAL);
+    cr_assert_eq(c, (pinio_controller *)0x1, "*out untouched");
+    cr_assert_eq(v.ref, before.ref, "the caller still owns the view");
+    pinio_bytes *b = (pinio_bytes *)0x1;
+    cr_assert_eq(pinio_bytes_from_view(&b, &v, PINIO_PROP_DEVICE), -EINVAL);
+    cr_assert_eq(b, (pinio_bytes *)0x1);
+    cr_assert_eq(v.ref, before.ref);
+    cr_assert_eq(atomic_load(&frees), 0);
+    pinio_view_release(&v);
+    cr_assert_eq(atomic_load(&frees), 1, "freed once, by its owner");
+}
