@@ -143,6 +143,25 @@ PINIO_API int pinio_bytes_clone(pinio_bytes *b, pinio_access mode, pinio_bytes *
                                 pinio_diag *diag);
 
 /**
+ * A new handle over logical bytes [start, end) of `b` (cubecl's
+ * `Bytes::view`): zero-copy when the controller has a view entry — a
+ * shared controller shares the memory (one more reference, same property;
+ * writing either handle then copies-on-write, so neither sees the other's
+ * later writes), a file window that has not been read stays a lazy window
+ * of the same file — else a copy into native memory with the same alignment
+ * (zero-copy mode: #PINIO_EWOULD_COPY). `start == end` gives an empty handle.
+ * Needs exclusive use of `b`, as pinio_bytes_clone() does.
+ *
+ * @return 0; -EINVAL for a NULL `b` or `out`; -ERANGE when `start` > `end`
+ *         or `end` > pinio_bytes_len(b); #PINIO_EWOULD_COPY; -ENOMEM; or a
+ *         read error of the copy (`diag` names the file and offset). On
+ *         success the caller owns `*out` and still owns `b` (unchanged); on
+ *         failure `*out` is untouched and nothing is allocated.
+ */
+PINIO_API int pinio_bytes_view(pinio_bytes *b, size_t start, size_t end, pinio_access mode,
+                               pinio_bytes **out, pinio_diag *diag);
+
+/**
  * Copies the first pinio_bytes_len(dst) bytes of `src` into `dst`: `src` is
  * read without materializing, `dst` is written through data_mut (which may
  * copy-on-write `dst`; zero-copy mode: #PINIO_EWOULD_COPY). -ERANGE when

@@ -13,13 +13,15 @@
  *
  * Delivered controllers:
  * - **native**: aligned heap memory, grows in place when it can, detaches
- *   with the exact free function and alignment.
+ *   with the exact free function and alignment. No view (views copy).
  * - **shared**: over a pinio_view (zero-copy reads). The first mutable access
  *   copies into a private aligned buffer only when the view is shared or not
- *   writable; a unique, writable view is mutated in place.
+ *   writable; a unique, writable view is mutated in place. view and
+ *   duplicate share the memory.
  * - **file**: a lazy window (file, offset, length) of a #pinio_file.
  *   copy_into reads straight from the file into the caller's buffer;
- *   memory() materializes once.
+ *   memory() materializes once. view gives a lazy window of the same file
+ *   until then, a shared view of the read buffer after.
  *
  * **Property after a copy-on-write.** The property describes the memory the
  * bytes live in. A copy-on-write moves them into a private heap buffer, so a
@@ -171,6 +173,19 @@ typedef struct pinio_controller_ops {
                       pinio_diag *diag);
     /** Releases everything, including `c` itself. Default: nothing. */
     void (*destroy)(pinio_controller *c);
+    /*
+     * Entries from here on were appended after destroy: a table compiled
+     * before one existed has a `size` that stops short of it, so it reads
+     * as NULL (its default). New entries go at the end, never in between.
+     */
+    /**
+     * A new controller over [start, end) of this one's capacity without
+     * copying the bytes: it shares them (copy-on-write later, as after
+     * duplicate) or, for a lazy controller, is a lazy window of the same
+     * source. `c` is unchanged. Default: -ENOTSUP (pinio_bytes_view() then
+     * copies).
+     */
+    int (*view)(pinio_controller *c, size_t start, size_t end, pinio_controller **out);
 } pinio_controller_ops;
 
 /** Embed as the first member of a controller's state. */
@@ -204,6 +219,14 @@ PINIO_API int pinio_controller_split(pinio_controller *c, size_t offset, pinio_c
                                      pinio_controller **right);
 /** ops->duplicate or -ENOTSUP. On success the caller owns `*out` as well as `c`. */
 PINIO_API int pinio_controller_duplicate(pinio_controller *c, pinio_controller **out);
+/**
+ * ops->view or -ENOTSUP; -EINVAL for a NULL `out`; -ERANGE when
+ * `start` > `end` or `end` > capacity (checked here, without materializing).
+ * On success the caller owns `*out` as well as `c`; on failure `*out` is
+ * untouched and `c` is unchanged.
+ */
+PINIO_API int pinio_controller_view(pinio_controller *c, size_t start, size_t end,
+                                    pinio_controller **out);
 /**
  * Copies [offset, offset + len) into `dst`: ops->copy_into or the default.
  * -ERANGE (checked here, overflow-safe) when the range passes the capacity;

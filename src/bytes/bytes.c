@@ -249,23 +249,47 @@ int pinio_bytes_split(pinio_bytes *b, size_t offset, pinio_access mode, pinio_by
     return 0;
 }
 
+/* The end of clone and view: `rc` and `c` are the outcome of sharing
+ * logical bytes [start, end) of b; a controller that cannot share (-ENOTSUP)
+ * gets them copied into native memory with its alignment instead. */
+static int share_or_copy(pinio_bytes *b, int rc, pinio_controller *c, size_t start, size_t end,
+                         pinio_access mode, pinio_bytes **out, pinio_diag *diag)
+{
+    size_t n = end - start;
+    if (rc == -ENOTSUP) {
+        rc = mode == PINIO_ACCESS_ZERO_COPY
+                 ? PINIO_EWOULD_COPY
+                 : copy_to_native(b->ctrl, start, n, n, native_align(b), &c, diag);
+    }
+    if (rc)
+        return rc;
+    rc = wrap(out, c, n);
+    if (rc)
+        pinio_controller_destroy(c);
+    return rc;
+}
+
 int pinio_bytes_clone(pinio_bytes *b, pinio_access mode, pinio_bytes **out, pinio_diag *diag)
 {
     if (!b || !out)
         return -EINVAL;
-    pinio_controller *c;
+    pinio_controller *c = NULL;
     int rc = pinio_controller_duplicate(b->ctrl, &c);
-    if (rc == -ENOTSUP) {
-        rc = mode == PINIO_ACCESS_ZERO_COPY
-                 ? PINIO_EWOULD_COPY
-                 : copy_to_native(b->ctrl, 0, b->len, b->len, native_align(b), &c, diag);
-    }
-    if (rc)
-        return rc;
-    rc = wrap(out, c, b->len);
-    if (rc)
-        pinio_controller_destroy(c);
-    return rc;
+    return share_or_copy(b, rc, c, 0, b->len, mode, out, diag);
+}
+
+int pinio_bytes_view(pinio_bytes *b, size_t start, size_t end, pinio_access mode,
+                     pinio_bytes **out, pinio_diag *diag)
+{
+    if (!b || !out)
+        return -EINVAL;
+    /* Against the logical length, not the capacity the controller checks:
+     * bytes past len are not initialized. */
+    if (start > end || end > b->len)
+        return -ERANGE;
+    pinio_controller *c = NULL;
+    int rc = pinio_controller_view(b->ctrl, start, end, &c);
+    return share_or_copy(b, rc, c, start, end, mode, out, diag);
 }
 
 int pinio_bytes_copy_into(pinio_bytes *src, pinio_bytes *dst, pinio_access mode,

@@ -98,6 +98,17 @@ int pinio_controller_duplicate(pinio_controller *c, pinio_controller **out)
     return c->ops->duplicate(c, out);
 }
 
+int pinio_controller_view(pinio_controller *c, size_t start, size_t end, pinio_controller **out)
+{
+    if (!out)
+        return -EINVAL;
+    if (start > end || end > pinio_controller_capacity(c))
+        return -ERANGE;
+    if (!HAS(c, view))
+        return -ENOTSUP;
+    return c->ops->view(c, start, end, out);
+}
+
 int pinio_controller_copy_into(pinio_controller *c, size_t offset, void *dst, size_t len,
                                pinio_diag *diag)
 {

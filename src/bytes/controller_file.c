@@ -141,6 +141,18 @@ static int file_duplicate(pinio_controller *c, pinio_controller **out)
     return file_window(out, f->file, f->offset, f->length);
 }
 
+/* Before the first read a view is another lazy window of the same file
+ * (burn's reader cuts each tensor this way and reads none of the others);
+ * after it, a view of the read buffer, so mutations are not lost. */
+static int file_view(pinio_controller *c, size_t start, size_t end, pinio_controller **out)
+{
+    file_ctrl *f = fc(c);
+    pinio_controller *in = inner(f);
+    if (in)
+        return pinio_controller_view(in, start, end, out);
+    return file_window(out, f->file, f->offset + start, end - start);
+}
+
 static int file_copy_into(pinio_controller *c, size_t offset, void *dst, size_t len,
                           pinio_diag *diag)
 {
@@ -182,6 +194,7 @@ static const pinio_controller_ops file_ops = {
     .grow = NULL,
     .try_detach = file_try_detach,
     .destroy = file_destroy,
+    .view = file_view,
 };
 
 static int file_window(pinio_controller **out, pinio_file *file, uint64_t offset, size_t length)

@@ -192,6 +192,7 @@ static const pinio_controller_ops native_ops = {
     .grow = native_grow,
     .try_detach = native_try_detach,
     .destroy = native_destroy,
+    .view = NULL, /* sharing would need the buffer refcounted: views copy */
 };
 
 int pinio_controller_native_new(pinio_controller **out, size_t capacity, size_t align)

@@ -154,6 +154,22 @@ static int shared_duplicate(pinio_controller *c, pinio_controller **out)
     return 0;
 }
 
+/* Like duplicate, a slice of the live view: after a copy-on-write that is
+ * the private copy, so the view sees the mutation. */
+static int shared_view(pinio_controller *c, size_t start, size_t end, pinio_controller **out)
+{
+    shared_ctrl *s = sh(c);
+    pinio_controller *d = pinio__shared_alloc();
+    if (!d)
+        return -ENOMEM;
+    drop_retired(s);
+    pinio_view v;
+    pinio_view_slice(live(s), start, end, &v); /* in range: checked by the dispatcher */
+    pinio__shared_init(d, &v, shared_property(c), s->align);
+    *out = d;
+    return 0;
+}
+
 static int shared_copy_into(pinio_controller *c, size_t offset, void *dst, size_t len,
                             pinio_diag *diag)
 {
@@ -217,6 +233,7 @@ static const pinio_controller_ops shared_ops = {
     .grow = NULL, /* unsupported: pinio_bytes_extend moves to native memory */
     .try_detach = shared_try_detach,
     .destroy = shared_destroy,
+    .view = shared_view,
 };
 
 pinio_controller *pinio__shared_alloc(void)

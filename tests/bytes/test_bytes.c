@@ -428,3 +428,164 @@ Test(bytes, copy_into_refuses_to_cow_a_shared_destination)
     pinio_bytes_free(dst);
     pinio_bytes_free(dst2);
 }
+
+/* pinio_bytes_view over a shared controller: no copy, one more reference on
+ * the source's memory (the source stops being unique while the view lives),
+ * the property kept, and copy-on-write keeps writes of either side apart. */
+Test(bytes, view_of_shared_bytes_shares_and_copies_on_write)
+{
+    atomic_int frees = 0;
+    pinio_bytes *b = bytes_over_counted(64, &frees, PINIO_PROP_PINNED);
+    const uint8_t *base = rd(b);
+    uint8_t *p;
+    cr_assert_eq(pinio_bytes_data_mut(b, PINIO_ACCESS_ZERO_COPY, &p, NULL), 0,
+                 "unique before the view: writable in place");
+
+    pinio_bytes *v;
+    cr_assert_eq(pinio_bytes_view(b, 8, 40, PINIO_ACCESS_ZERO_COPY, &v, NULL), 0);
+    cr_assert_eq(pinio_bytes_len(v), 32);
+    cr_assert_eq(rd(v), base + 8, "zero-copy: the view points into the source");
+    cr_assert_eq(pinio_bytes_property(v), PINIO_PROP_PINNED);
+    cr_assert_eq(pinio_bytes_align(v), pinio_bytes_align(b));
+    cr_assert(check_pattern(rd(v), 8, 32, 3));
+    cr_assert_eq(pinio_bytes_data_mut(b, PINIO_ACCESS_ZERO_COPY, &p, NULL), PINIO_EWOULD_COPY,
+                 "the view holds a reference: the source is shared now");
+
+    /* Writing the source copies it; the view still sees the old bytes. */
+    uint8_t *w = wr(b);
+    cr_assert_neq(w, base);
+    w[8] ^= 0xff;
+    cr_assert_eq(pinio_bytes_property(b), PINIO_PROP_NATIVE, "a copy is pageable memory");
+    cr_assert_eq(rd(v), base + 8);
+    cr_assert(check_pattern(rd(v), 8, 32, 3), "the view did not see the source's write");
+    cr_assert_eq(pinio_bytes_property(v), PINIO_PROP_PINNED);
+
+    /* Writing the view does not reach the source's copy either. */
+    wr(v)[0] = 0x5a;
+    cr_assert_eq(rd(v)[0], 0x5a);
+    cr_assert_eq(rd(b)[8], (uint8_t)(((8 * 131u + 3) & 0xff) ^ 0xff), "b kept its own write");
+    cr_assert(check_pattern(rd(b) + 9, 9, 55, 3));
+    pinio_bytes_free(b);
+    pinio_bytes_free(v);
+    cr_assert_eq(atomic_load(&frees), 1, "the source memory was freed once");
+}
+
+/* A view outliving its source keeps the memory alive; a view taken after a
+ * copy-on-write shares the private copy, mutation included. */
+Test(bytes, view_outlives_source_and_sees_its_copy)
+{
+    atomic_int frees = 0;
+    pinio_bytes *b = bytes_over_counted(64, &frees, PINIO_PROP_OTHER);
+    pinio_bytes *keep;
+    cr_assert_eq(pinio_bytes_clone(b, PINIO_ACCESS_ZERO_COPY, &keep, NULL), 0);
+    wr(b)[20] = 0xab; /* shared with keep: b copies */
+    pinio_bytes *v;
+    cr_assert_eq(pinio_bytes_view(b, 16, 24, PINIO_ACCESS_ZERO_COPY, &v, NULL), 0);
+    cr_assert_eq(rd(v), rd(b) + 16, "a view of the private copy");
+    cr_assert_eq(rd(v)[4], 0xab, "with the mutation");
+    cr_assert_eq(pinio_bytes_property(v), PINIO_PROP_NATIVE, "the copy's property");
+    pinio_bytes_free(b);
+    cr_assert_eq(rd(v)[4], 0xab, "the copy lives as long as the view");
+    pinio_bytes_free(keep);
+    cr_assert_eq(atomic_load(&frees), 1, "the original went with its last holder");
+    pinio_bytes_free(v);
+}
+
+/* Native memory cannot be shared without a refcount: a view copies, with
+ * the source's alignment; zero-copy mode refuses and changes nothing. */
+Test(bytes, view_of_native_bytes_copies)
+{
+    uint8_t src[300];
+    fill_pattern(src, sizeof src, 4);
+    pinio_bytes *b;
+    cr_assert_eq(pinio_bytes_from_data(&b, src, sizeof src, 1024), 0);
+    pinio_bytes *v = (pinio_bytes *)0x1;
+    cr_assert_eq(pinio_bytes_view(b, 100, 200, PINIO_ACCESS_ZERO_COPY, &v, NULL),
+                 PINIO_EWOULD_COPY);
+    cr_assert_eq(v, (pinio_bytes *)0x1, "*out untouched");
+    cr_assert_eq(pinio_bytes_view(b, 100, 200, PINIO_ACCESS_COPY, &v, NULL), 0);
+    cr_assert_eq(pinio_bytes_len(v), 100);
+    cr_assert_neq(rd(v), rd(b) + 100, "copied");
+    cr_assert(check_pattern(rd(v), 100, 100, 4));
+    cr_assert_eq(pinio_bytes_align(v), 1024);
+    cr_assert_eq((uintptr_t)rd(v) % 1024, 0);
+    cr_assert_eq(pinio_bytes_property(v), PINIO_PROP_NATIVE);
+    wr(v)[0] = 0;
+    cr_assert(check_pattern(rd(b), 0, sizeof src, 4), "the source is independent");
+    pinio_bytes_free(v);
+    pinio_bytes_free(b);
+}
+
+/* Bounds are checked against the logical length (not the capacity), with
+ * clean errors that leave everything as it was; empty views are fine. */
+Test(bytes, view_bounds)
+{
+    atomic_int frees = 0;
+    pinio_view src = counted_view_aligned(64, 3, &frees, PINIO_DEFAULT_ALIGN);
+    pinio_controller *c;
+    cr_assert_eq(pinio_controller_shared_new(&c, &src, PINIO_PROP_OTHER), 0);
+    pinio_bytes *b;
+    cr_assert_eq(pinio_bytes_from_controller(&b, c, 48), 0, "len 48 of capacity 64");
+    pinio_bytes *v = (pinio_bytes *)0x1;
+    cr_assert_eq(pinio_bytes_view(b, 10, 9, PINIO_ACCESS_COPY, &v, NULL), -ERANGE);
+    cr_assert_eq(pinio_bytes_view(b, 0, 49, PINIO_ACCESS_COPY, &v, NULL), -ERANGE,
+                 "past len, though within the capacity");
+    cr_assert_eq(pinio_bytes_view(b, 49, 49, PINIO_ACCESS_COPY, &v, NULL), -ERANGE);
+    cr_assert_eq(pinio_bytes_view(b, SIZE_MAX, SIZE_MAX, PINIO_ACCESS_COPY, &v, NULL), -ERANGE);
+    cr_assert_eq(pinio_bytes_view(b, 0, SIZE_MAX, PINIO_ACCESS_COPY, &v, NULL), -ERANGE);
+    cr_assert_eq(pinio_bytes_view(NULL, 0, 0, PINIO_ACCESS_COPY, &v, NULL), -EINVAL);
+    cr_assert_eq(pinio_bytes_view(b, 0, 0, PINIO_ACCESS_COPY, NULL, NULL), -EINVAL);
+    cr_assert_eq(v, (pinio_bytes *)0x1, "*out untouched");
+    uint8_t *p;
+    cr_assert_eq(pinio_bytes_data_mut(b, PINIO_ACCESS_ZERO_COPY, &p, NULL), 0,
+                 "no failed view kept a reference");
+
+    cr_assert_eq(pinio_bytes_view(b, 48, 48, PINIO_ACCESS_ZERO_COPY, &v, NULL), 0);
+    cr_assert_eq(pinio_bytes_len(v), 0);
+    pinio_bytes_free(v);
+    cr_assert_eq(pinio_bytes_view(b, 0, 48, PINIO_ACCESS_ZERO_COPY, &v, NULL), 0);
+    cr_assert_eq(pinio_bytes_equal(b, v, NULL), 1);
+    pinio_bytes_free(v);
+    pinio_bytes_free(b);
+    cr_assert_eq(atomic_load(&frees), 1);
+}
+
+/* A view of file bytes that have not been read is a lazy window of the same
+ * file: property FILE, nothing read until asked, and then only its range.
+ * After the source is read, a view shares the read buffer instead. */
+Test(bytes, view_of_file_bytes_stays_lazy)
+{
+    enum { LEN = 1 << 16 };
+    char *path;
+    pinio_file *f = temp_file(&path, LEN);
+    pinio_bytes *b, *v, *w;
+    cr_assert_eq(pinio_bytes_from_file(&b, f, 4096, LEN - 4096, NULL), 0);
+    cr_assert_eq(pinio_bytes_view(b, 1000, 3000, PINIO_ACCESS_ZERO_COPY, &v, NULL), 0);
+    cr_assert_eq(pinio_bytes_property(v), PINIO_PROP_FILE);
+    cr_assert_eq(pinio_bytes_len(v), 2000);
+    uint64_t calls, bytes;
+    pinio__file_stats(f, &calls, &bytes);
+    cr_assert_eq(calls, 0, "a view reads nothing");
+    const uint8_t *p;
+    cr_assert_eq(pinio_bytes_data(v, PINIO_ACCESS_COPY, &p, NULL), 0);
+    cr_assert(check_pattern(p, 4096 + 1000, 2000, 17));
+    pinio__file_stats(f, &calls, &bytes);
+    cr_assert_eq(bytes, 2000, "reading the view read only its window");
+    cr_assert_eq(pinio_bytes_data(b, PINIO_ACCESS_ZERO_COPY, &p, NULL), PINIO_EWOULD_COPY,
+                 "the source is still lazy");
+
+    cr_assert_eq(pinio_bytes_data(b, PINIO_ACCESS_COPY, &p, NULL), 0);
+    cr_assert_eq(pinio_bytes_view(b, 10, 20, PINIO_ACCESS_ZERO_COPY, &w, NULL), 0);
+    const uint8_t *q;
+    cr_assert_eq(pinio_bytes_data(w, PINIO_ACCESS_ZERO_COPY, &q, NULL), 0,
+                 "a view of read bytes needs no read");
+    cr_assert_eq(q, p + 10, "it shares the read buffer");
+    cr_assert_eq(pinio_bytes_property(w), PINIO_PROP_FILE);
+    pinio__file_stats(f, &calls, &bytes);
+    cr_assert_eq(bytes, 2000 + (LEN - 4096));
+    pinio_bytes_free(b);
+    pinio_bytes_free(v);
+    pinio_bytes_free(w);
+    pinio_file_release(f);
+    remove_temp_file(path);
+}

@@ -432,3 +432,70 @@ Test(property, shared_refuses_device)
     pinio_view_release(&v);
     cr_assert_eq(atomic_load(&frees), 1, "freed once, by its owner");
 }
+
+static int must_not_view(pinio_controller *c, size_t start, size_t end, pinio_controller **out)
+{
+    (void)c;
+    (void)start;
+    (void)end;
+    (void)out;
+    abort();
+}
+
+/* A table compiled before view existed stops at destroy: its size must keep
+ * the entry unread (as NULL), even if the bytes there happen to be set. */
+static const pinio_controller_ops before_view_ops = {
+    .size = offsetof(pinio_controller_ops, view),
+    .memory = mini_memory,
+    .view = must_not_view,
+};
+
+Test(view, dispatch_checks_and_table_growth)
+{
+    cr_assert_eq(offsetof(pinio_controller_ops, view),
+                 offsetof(pinio_controller_ops, destroy) + sizeof(void (*)(void)),
+                 "view is appended after destroy: older tables keep their layout");
+    mini_ctrl m = { .base.ops = &before_view_ops };
+    for (int i = 0; i < 16; i++)
+        m.data[i] = (uint8_t)i;
+    pinio_controller *out = (pinio_controller *)0x1;
+    cr_assert_eq(pinio_controller_view(&m.base, 2, 10, &out), -ENOTSUP);
+    cr_assert_eq(pinio_controller_view(&m.base, 2, 17, &out), -ERANGE);
+    cr_assert_eq(pinio_controller_view(&m.base, 3, 2, &out), -ERANGE);
+    cr_assert_eq(pinio_controller_view(&m.base, 0, 0, NULL), -EINVAL);
+    cr_assert_eq(out, (pinio_controller *)0x1);
+
+    pinio_bytes *b, *v;
+    cr_assert_eq(pinio_bytes_from_controller(&b, &m.base, 16), 0);
+    cr_assert_eq(pinio_bytes_view(b, 2, 10, PINIO_ACCESS_ZERO_COPY, &v, NULL), PINIO_EWOULD_COPY);
+    cr_assert_eq(pinio_bytes_view(b, 2, 10, PINIO_ACCESS_COPY, &v, NULL), 0, "copied instead");
+    const uint8_t *p;
+    cr_assert_eq(pinio_bytes_data(v, PINIO_ACCESS_ZERO_COPY, &p, NULL), 0);
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(p[i], i + 2);
+    cr_assert_eq(pinio_bytes_property(v), PINIO_PROP_NATIVE);
+    pinio_bytes_free(v);
+    pinio_bytes_free(b); /* no destroy entry: m lives on the stack */
+
+    pinio_controller *n;
+    cr_assert_eq(pinio_controller_native_new(&n, 32, 0), 0);
+    cr_assert_eq(pinio_controller_view(n, 0, 32, &out), -ENOTSUP, "native memory is not shared");
+    pinio_controller_destroy(n);
+}
+
+Test(view, shared_controller_view_shares)
+{
+    atomic_int frees = 0;
+    pinio_view v = counted_view(32, 2, &frees);
+    const uint8_t *buf = v.ptr;
+    pinio_controller *c = shared_over(&v, PINIO_PROP_FILE);
+    pinio_controller *w;
+    cr_assert_eq(pinio_controller_view(c, 4, 12, &w), 0);
+    cr_assert_eq(pinio_controller_capacity(w), 8);
+    cr_assert_eq(mem(w), buf + 4);
+    cr_assert_eq(pinio_controller_property(w), PINIO_PROP_FILE);
+    pinio_controller_destroy(c);
+    cr_assert_eq(atomic_load(&frees), 0, "the view holds its own reference");
+    pinio_controller_destroy(w);
+    cr_assert_eq(atomic_load(&frees), 1);
+}
