@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/base/view.h"
 #include "src/load/load_internal.h"
 
 typedef struct cp_file {
@@ -30,15 +31,6 @@ struct pinio_checkpoint {
     pinio_property property; /* of the arena's bytes */
     pinio_load_report report;
 };
-
-/* The largest power of two dividing the address, capped at one page: what
- * a kernel or a DMA engine can rely on. */
-static uint64_t addr_align(const void *p)
-{
-    uintptr_t a = (uintptr_t)p;
-    uint64_t al = a ? (uint64_t)(a & -a) : 4096;
-    return al > 4096 ? 4096 : al;
-}
 
 static int cmp_by_name(const void *a, const void *b, void *ctx)
 {
@@ -82,7 +74,7 @@ int pinio__checkpoint_build(pinio_checkpoint **out, pinio_plan *plan, pinio_view
                              .shape = pt->shape, .nbytes = pt->nbytes,
                              .data = base ? base + pt->dest_offset : base, .file = pt->file,
                              .file_offset = pt->file_offset };
-        t->align = addr_align(t->data);
+        t->align = pinio__addr_align(t->data);
         unsigned ebytes = pinio_dtype_bits(t->dtype) / 8;
         if (ebytes > 1 && t->align < ebytes && t->nbytes)
             rep->misaligned++;
