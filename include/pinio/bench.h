@@ -97,7 +97,20 @@ typedef struct pinio_bench_opts {
 } pinio_bench_opts;
 
 /** Fills `*o` with the defaults: read, bs 1 MiB, qd 16, 1 job, direct, fixed, node -1, seed 1. */
-PINIO_API void pinio_bench_opts_default(pinio_bench_opts *o);
+static inline void pinio_bench_opts_default(pinio_bench_opts *opts);
+
+/**
+ * What pinio_bench_opts_default() calls: fills the first `size` bytes of `*opts`
+ * with the defaults (struct_size = `size`; fields past this library's
+ * struct stay zero). Inline callers pass their header's sizeof, so a
+ * program built against an older, smaller struct is never written past.
+ */
+PINIO_API void pinio_bench_opts_init(pinio_bench_opts *opts, size_t size);
+
+static inline void pinio_bench_opts_default(pinio_bench_opts *opts)
+{
+    pinio_bench_opts_init(opts, sizeof(*opts));
+}
 
 /** Name of a workload ("read", "randread", "write", "randwrite"). */
 PINIO_API const char *pinio_bench_rw_name(pinio_bench_rw rw);

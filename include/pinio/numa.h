@@ -48,7 +48,20 @@ typedef struct pinio_topo_opts {
 } pinio_topo_opts;
 
 /** Sets every field of `opts` to its default (sysfs_root NULL), struct_size included. */
-PINIO_API void pinio_topo_opts_default(pinio_topo_opts *opts);
+static inline void pinio_topo_opts_default(pinio_topo_opts *opts);
+
+/**
+ * What pinio_topo_opts_default() calls: fills the first `size` bytes of `*opts`
+ * with the defaults (struct_size = `size`; fields past this library's
+ * struct stay zero). Inline callers pass their header's sizeof, so a
+ * program built against an older, smaller struct is never written past.
+ */
+PINIO_API void pinio_topo_opts_init(pinio_topo_opts *opts, size_t size);
+
+static inline void pinio_topo_opts_default(pinio_topo_opts *opts)
+{
+    pinio_topo_opts_init(opts, sizeof(*opts));
+}
 
 /**
  * Opens a topology handle.

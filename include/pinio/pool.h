@@ -126,7 +126,20 @@ typedef struct pinio_pool_opts {
 } pinio_pool_opts;
 
 /** Sets every field to its default (see the field docs), struct_size included. */
-PINIO_API void pinio_pool_opts_default(pinio_pool_opts *opts);
+static inline void pinio_pool_opts_default(pinio_pool_opts *opts);
+
+/**
+ * What pinio_pool_opts_default() calls: fills the first `size` bytes of `*opts`
+ * with the defaults (struct_size = `size`; fields past this library's
+ * struct stay zero). Inline callers pass their header's sizeof, so a
+ * program built against an older, smaller struct is never written past.
+ */
+PINIO_API void pinio_pool_opts_init(pinio_pool_opts *opts, size_t size);
+
+static inline void pinio_pool_opts_default(pinio_pool_opts *opts)
+{
+    pinio_pool_opts_init(opts, sizeof(*opts));
+}
 
 /** Why a slab is or is not registered. */
 typedef enum pinio_pool_reg_state {

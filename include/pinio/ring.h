@@ -130,7 +130,20 @@ typedef struct pinio_ring_opts {
  * by measurement, see src/uring/ring.c), backend AUTO, O_DIRECT AUTO, no
  * SQPOLL/IOPOLL, 4 pread threads, 64 file slots, faults from the environment.
  */
-PINIO_API void pinio_ring_opts_default(pinio_ring_opts *opts);
+static inline void pinio_ring_opts_default(pinio_ring_opts *opts);
+
+/**
+ * What pinio_ring_opts_default() calls: fills the first `size` bytes of `*opts`
+ * with the defaults (struct_size = `size`; fields past this library's
+ * struct stay zero). Inline callers pass their header's sizeof, so a
+ * program built against an older, smaller struct is never written past.
+ */
+PINIO_API void pinio_ring_opts_init(pinio_ring_opts *opts, size_t size);
+
+static inline void pinio_ring_opts_default(pinio_ring_opts *opts)
+{
+    pinio_ring_opts_init(opts, sizeof(*opts));
+}
 
 /** What a ring found and does (pinio_ring_get_info()). */
 typedef struct pinio_ring_info {

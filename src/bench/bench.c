@@ -40,18 +40,19 @@
 #define HUGE_ALIGN PINIO__PRIM_HUGE_SIZE
 #define MAX_RETRIES 1000 /* EAGAIN/EINTR/EBUSY resubmissions per job before giving up */
 
-void pinio_bench_opts_default(pinio_bench_opts *o)
+void pinio_bench_opts_init(pinio_bench_opts *o, size_t size)
 {
-    memset(o, 0, sizeof *o);
-    o->struct_size = sizeof *o;
-    o->rw = PINIO_BENCH_READ;
-    o->bs = 1u << 20;
-    o->qd = 16;
-    o->jobs = 1;
-    o->direct = true;
-    o->fixed = true;
-    o->node = -1;
-    o->seed = 1;
+    pinio_bench_opts d;
+    memset(&d, 0, sizeof(d));
+    d.rw = PINIO_BENCH_READ;
+    d.bs = 1u << 20;
+    d.qd = 16;
+    d.jobs = 1;
+    d.direct = true;
+    d.fixed = true;
+    d.node = -1;
+    d.seed = 1;
+    pinio__opts_init(o, size, &d, sizeof(d));
 }
 
 static const char *const rw_names[] = {"read", "randread", "write", "randwrite"};

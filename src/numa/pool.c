@@ -69,17 +69,18 @@ struct pinio_pool {
     pinio_pool_stats stats;
 };
 
-void pinio_pool_opts_default(pinio_pool_opts *opts)
+void pinio_pool_opts_init(pinio_pool_opts *opts, size_t size)
 {
+    pinio_pool_opts d;
+    memset(&d, 0, sizeof(d));
     if (!opts)
         return;
-    memset(opts, 0, sizeof(*opts));
-    opts->struct_size = sizeof(*opts);
-    opts->placement = PINIO_POOL_ANY;
-    opts->node = PINIO_NODE_UNKNOWN;
-    opts->slab_size = PINIO_POOL_SLAB_DEFAULT;
-    opts->huge_pages = true;
-    opts->prefault = true;
+    d.placement = PINIO_POOL_ANY;
+    d.node = PINIO_NODE_UNKNOWN;
+    d.slab_size = PINIO_POOL_SLAB_DEFAULT;
+    d.huge_pages = true;
+    d.prefault = true;
+    pinio__opts_init(opts, size, &d, sizeof(d));
 }
 
 const char *pinio_pool_verify_name(pinio_pool_verify v)

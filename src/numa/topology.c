@@ -60,12 +60,13 @@ static const char *root_of(const pinio_topo *t)
     return t ? t->root : default_root();
 }
 
-void pinio_topo_opts_default(pinio_topo_opts *opts)
+void pinio_topo_opts_init(pinio_topo_opts *opts, size_t size)
 {
+    pinio_topo_opts d;
+    memset(&d, 0, sizeof(d));
     if (!opts)
         return;
-    memset(opts, 0, sizeof(*opts));
-    opts->struct_size = sizeof(*opts);
+    pinio__opts_init(opts, size, &d, sizeof(d));
 }
 
 int pinio_topo_open(pinio_topo **out, const pinio_topo_opts *opts)

@@ -44,16 +44,17 @@
 #define STAGE_SLOT_MAX (256u << 10)
 #define STAGE_SLOTS_MAX 8u
 
-void pinio_ring_opts_default(pinio_ring_opts *o)
+void pinio_ring_opts_init(pinio_ring_opts *o, size_t size)
 {
-    memset(o, 0, sizeof *o);
-    o->struct_size = sizeof *o;
-    o->queue_depth = DEFAULT_QD;
-    o->request_size = DEFAULT_RS;
-    o->backend = PINIO_BACKEND_AUTO;
-    o->direct = PINIO_DIRECT_AUTO;
-    o->pread_threads = 4;
-    o->max_files = 64;
+    pinio_ring_opts d;
+    memset(&d, 0, sizeof(d));
+    d.queue_depth = DEFAULT_QD;
+    d.request_size = DEFAULT_RS;
+    d.backend = PINIO_BACKEND_AUTO;
+    d.direct = PINIO_DIRECT_AUTO;
+    d.pread_threads = 4;
+    d.max_files = 64;
+    pinio__opts_init(o, size, &d, sizeof(d));
 }
 
 const char *pinio_backend_name(pinio_backend b)
