@@ -14,42 +14,13 @@
 #include <unistd.h>
 
 #include "pinio/ring.h"
+#include "tests/common/helpers.h"
 
-/* Deterministic PRNG (splitmix64) so failures reproduce. */
-static inline uint64_t t_rand(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* Creates a file of `size` pseudo-random bytes in `dir`; returns 0 and the
- * path in `path` (PATH_MAX), or -errno. */
+/* Creates a file of `size` pattern bytes (tests/common) in `dir`; returns 0
+ * and the path in `path` (PATH_MAX), or -errno. */
 static inline int t_make_file(const char *dir, uint64_t size, uint64_t seed, char *path, size_t n)
 {
-    snprintf(path, n, "%s/pinio-uring-XXXXXX", dir);
-    int fd = mkstemp(path);
-    if (fd < 0)
-        return -errno;
-    uint8_t buf[65536];
-    uint64_t s = seed, done = 0;
-    while (done < size) {
-        size_t k = size - done < sizeof buf ? (size_t)(size - done) : sizeof buf;
-        for (size_t i = 0; i < k; i += 8) {
-            uint64_t v = t_rand(&s);
-            memcpy(buf + i, &v, k - i < 8 ? k - i : 8);
-        }
-        if (write(fd, buf, k) != (ssize_t)k) {
-            int e = -errno;
-            close(fd);
-            unlink(path);
-            return e ? e : -EIO;
-        }
-        done += k;
-    }
-    close(fd);
-    return 0;
+    return t_tmpfile(dir, "uring", NULL, size, seed, path, n);
 }
 
 /* A sparse file of `size` bytes with `nblk` 4 KiB data blocks written at the
