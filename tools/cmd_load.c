@@ -246,6 +246,7 @@ static int run_load(int argc, char **argv)
                "\"files_direct\":%zu,\"files_buffered\":%zu,\"backend\":\"%s\","
                "\"locked\":%s,\"registered\":%s,\"fixed_ops\":%llu,\"plain_ops\":%llu,"
                "\"node\":%d,\"node_verified\":%s,\"verified\":%s,"
+               "\"verify_landed_bytes\":%llu,\"verify_reread_bytes\":%llu,"
                "\"peak_rss_bytes\":%lld,\"io_path\":",
                r.files, r.tensors, r.skipped, r.unindexed, r.misaligned,
                (unsigned long long)r.bytes, (unsigned long long)r.read_bytes,
@@ -254,7 +255,8 @@ static int run_load(int argc, char **argv)
                r.files_direct, r.files_buffered, pinio_backend_name(r.backend),
                r.locked ? "true" : "false", r.registered ? "true" : "false",
                (unsigned long long)r.fixed_ops, (unsigned long long)r.plain_ops, r.node,
-               r.node_verified ? "true" : "false", r.verified ? "true" : "false", (long long)ru.ru_maxrss * 1024);
+               r.node_verified ? "true" : "false", r.verified ? "true" : "false", (unsigned long long)r.verify_landed_bytes,
+               (unsigned long long)r.verify_reread_bytes, (long long)ru.ru_maxrss * 1024);
         cli_json_str(r.io_path, strlen(r.io_path));
         printf(",\"cache\":");
         cli_json_str(r.cache, strlen(r.cache));
@@ -293,7 +295,11 @@ static int run_load(int argc, char **argv)
                 printf("sha256    %s  %s\n", h, pinio_checkpoint_file(cp, i));
         }
         if (r.verified)
-            printf("verify    SHA-256 added %.3f s after the last read\n", r.verify_seconds);
+            printf("verify    SHA-256 of %.3f GB as it landed and %.3f GB read again from the "
+                   "files (not loaded: headers, unselected tensors); added %.3f s after the "
+                   "last read\n",
+                   (double)r.verify_landed_bytes / 1e9, (double)r.verify_reread_bytes / 1e9,
+                   r.verify_seconds);
         if (r.drop_seconds > 0.05)
             printf("cold      dropping the cached pages took %.3f s (not counted: it wrote back "
                    "dirty pages first)\n", r.drop_seconds);

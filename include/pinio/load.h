@@ -140,6 +140,10 @@ typedef struct pinio_load_report {
     int node;                  /**< NUMA node the arena was placed on (-1: none) */
     bool node_verified;        /**< placement checked page by page after pinning */
     bool verified;             /**< SHA-256 computed (and matched, when expected) */
+    uint64_t verify_landed_bytes; /**< bytes the digests took from the arena: what the reads
+                                       brought, hashed where it landed */
+    uint64_t verify_reread_bytes; /**< bytes the digests read again from the validated files:
+                                       headers, unselected tensors, alignment tails */
     char io_path[256];         /**< one line: the I/O path that ran and why */
     char cache[256];           /**< one line: per-file cache decisions and why */
     char memory[256];          /**< one line: whether the arena is locked and registered, and

@@ -62,15 +62,13 @@ static void fail(pinio__hasher *h, int rc, const pinio_diag *d)
     pthread_mutex_unlock(&h->mu);
 }
 
-static int hash_one(pinio__hasher *h, size_t i, EVP_MD_CTX *md, uint8_t *buf, pinio_diag *d)
+static int hash_pread(pinio__hasher *h, const pinio__hash_file *f, EVP_MD_CTX *md,
+                      uint8_t *buf, uint64_t off, uint64_t end, pinio_diag *d)
 {
-    pinio__hash_file *f = &h->files[i];
-    if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
-        return -ENOMEM;
-    for (uint64_t off = 0; off < f->mem_from;) {
+    while (off < end) {
         if (aborted(h))
             return -ECANCELED;
-        size_t want = f->mem_from - off < HASH_CHUNK ? (size_t)(f->mem_from - off) : HASH_CHUNK;
+        size_t want = end - off < HASH_CHUNK ? (size_t)(end - off) : HASH_CHUNK;
         ssize_t r = pread(f->fd, buf, want, (off_t)off);
         if (r < 0 && errno == EINTR)
             continue;
@@ -83,20 +81,50 @@ static int hash_one(pinio__hasher *h, size_t i, EVP_MD_CTX *md, uint8_t *buf, pi
         EVP_DigestUpdate(md, buf, (size_t)r);
         off += (uint64_t)r;
     }
-    for (uint64_t pos = f->mem_from; pos < f->size;) {
+    return 0;
+}
+
+/* Bytes [off, end) of file i from memory (file byte `off` at mem[0]), each
+ * once the reads have brought it. */
+static int hash_mem(pinio__hasher *h, size_t i, EVP_MD_CTX *md, const uint8_t *mem,
+                    uint64_t off, uint64_t end)
+{
+    for (uint64_t pos = off; pos < end;) {
         uint64_t avail = wait_for(h, i, pos);
         if (!avail)
             return -ECANCELED;
-        if (avail > f->size)
-            avail = f->size;
+        if (avail > end)
+            avail = end;
         while (pos < avail) {
             size_t n = avail - pos < HASH_CHUNK ? (size_t)(avail - pos) : HASH_CHUNK;
-            EVP_DigestUpdate(md, f->mem + (pos - f->mem_from), n);
+            EVP_DigestUpdate(md, mem + (pos - off), n);
             pos += n;
             if (pos < avail && aborted(h))
                 return -ECANCELED;
         }
     }
+    return 0;
+}
+
+static int hash_one(pinio__hasher *h, size_t i, EVP_MD_CTX *md, uint8_t *buf, pinio_diag *d)
+{
+    pinio__hash_file *f = &h->files[i];
+    if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
+        return -ENOMEM;
+    pinio__hash_seg two[2] = { { 0, f->mem_from, NULL },
+                               { f->mem_from, f->size - f->mem_from, f->mem } };
+    const pinio__hash_seg *seg = f->nsegs ? f->segs : two;
+    size_t nseg = f->nsegs ? f->nsegs : 2;
+    int rc = 0;
+    for (size_t k = 0; rc == 0 && k < nseg; k++) {
+        uint64_t end = seg[k].off + seg[k].len;
+        if (seg[k].mem)
+            rc = hash_mem(h, i, md, seg[k].mem, seg[k].off, end);
+        else
+            rc = hash_pread(h, f, md, buf, seg[k].off, end, d);
+    }
+    if (rc < 0)
+        return rc;
     unsigned int len = 0;
     return EVP_DigestFinal_ex(md, f->sha, &len) == 1 ? 0 : -ENOMEM;
 }

@@ -27,8 +27,19 @@ typedef struct pinio__hash_file {
      * size and mem NULL: the whole file is read with pread. */
     uint64_t mem_from;
     const uint8_t *mem;
+    /* Or, when nsegs > 0 (mem_from and mem unused): the file as segments in
+     * offset order covering [0, size), each from memory (file byte `off` at
+     * mem[0], hashed once pinio__hasher_advance() passed its end) or, with
+     * mem NULL, read with pread. */
+    const struct pinio__hash_seg *segs;
+    size_t nsegs;
     uint8_t sha[32]; /* the digest, after pinio__hasher_finish() returned 0 */
 } pinio__hash_file;
+
+typedef struct pinio__hash_seg {
+    uint64_t off, len;
+    const uint8_t *mem;
+} pinio__hash_seg;
 
 typedef struct pinio__hasher pinio__hasher;
 
