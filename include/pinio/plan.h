@@ -168,6 +168,43 @@ typedef struct pinio_plan_info {
 PINIO_API int pinio_plan_create(pinio_plan **out, const char *const *paths, size_t npaths,
                                 const pinio_plan_opts *opts, pinio_diag *diag);
 
+/** One input file of pinio_plan_create_from_headers(). */
+typedef struct pinio_plan_header {
+    const char *path;          /**< the `.safetensors` file; opened for its identity and data */
+    /** The file's first `len` bytes as another process read them: the 8-byte
+     *  length N and the JSON header (`len` >= 8 + N). */
+    const void *bytes;
+    size_t len;
+} pinio_plan_header;
+
+/**
+ * Builds a plan from header bytes the caller supplies (an MPI job's rank 0
+ * read them once and broadcast them), so that every process lays out the
+ * same reads without reading a header itself. Each file is still opened
+ * (its data is read through that descriptor); the bytes are validated as
+ * pinio_plan_create() validates a header it read, against the size of the
+ * file opened, so a file whose length differs from the one the bytes came
+ * from is refused. Nothing is resolved: `files` are files, in plan order.
+ *
+ * Equal inputs and options give equal layouts (reads, dest offsets) in
+ * every process, provided `opts->align` is set: with align 0 the alignment
+ * follows the files' O_DIRECT alignment and this process's cache policy.
+ *
+ * @param files  `nfiles` >= 1 files; read during the call only.
+ * @param index  optional: the image of the `model.safetensors.index.json`
+ *               the files are the shards of (`index_len` bytes, parsed as if
+ *               read from `index_path`, which then is required). `files` must
+ *               then be its shards in its order (pinio_st_index_shard()),
+ *               else -EINVAL; its weight_map is the allowlist, as in
+ *               pinio_plan_create().
+ * @param out, opts, diag  as pinio_plan_create().
+ * @return as pinio_plan_create().
+ */
+PINIO_API int pinio_plan_create_from_headers(pinio_plan **out, const pinio_plan_header *files,
+                                             size_t nfiles, const void *index, size_t index_len,
+                                             const char *index_path, const pinio_plan_opts *opts,
+                                             pinio_diag *diag);
+
 /** Closes the plan's descriptors and frees it. NULL is a no-op. */
 PINIO_API void pinio_plan_free(pinio_plan *p);
 

@@ -203,7 +203,8 @@ static uint64_t dio_align(int fd)
     return a && !(a & (a - 1)) ? a : 0;
 }
 
-int pinio__pfile_open(pinio__pfile *f, const char *shard_of, pinio_diag *diag)
+int pinio__pfile_open(pinio__pfile *f, const char *shard_of, const void *header, size_t header_len,
+                      pinio_diag *diag)
 {
     /* O_NONBLOCK: opening a FIFO must not wait for a writer. It does not
      * change reads of a regular file, and it is cleared below anyway. */
@@ -233,7 +234,11 @@ int pinio__pfile_open(pinio__pfile *f, const char *shard_of, pinio_diag *diag)
         return rc;
     }
     f->dio_align = dio_align(f->fd);
-    rc = pinio_st_read_fd(&f->st, f->fd, f->path, 0, diag);
+    /* A header another process read (an MPI job's rank 0) is validated
+     * against this descriptor's size, so a file that differs in length from
+     * the one the header came from is refused here, before any data I/O. */
+    rc = header ? pinio_st_parse(&f->st, header, header_len, f->id.size, f->path, 0, diag)
+                : pinio_st_read_fd(&f->st, f->fd, f->path, 0, diag);
     if (rc < 0)
         return rc;
     f->pub.path = f->path;

@@ -85,57 +85,64 @@ static int lay_out(pinio_plan *p, pinio_diag *diag)
     return 0;
 }
 
-int pinio_plan_create(pinio_plan **out, const char *const *paths, size_t npaths,
-                      const pinio_plan_opts *opts, pinio_diag *diag)
+/* The options of both constructors: copied up to the caller's size, then
+ * checked. */
+static int opts_take(pinio_plan_opts *o, const pinio_plan_opts *opts, const char *fn,
+                     pinio_diag *diag)
 {
-    if (out)
-        *out = NULL;
-    pinio_plan_opts o;
-    pinio_plan_opts_default(&o);
-    int rc = pinio__opts_copy(&o, sizeof(o), opts, "pinio_plan options", diag);
+    pinio_plan_opts_default(o);
+    int rc = pinio__opts_copy(o, sizeof(*o), opts, "pinio_plan options", diag);
     if (rc < 0)
         return rc;
-    if (!out || !paths || npaths == 0 || (o.nfilters && !o.filters)) {
-        pinio_diag_set(diag, -EINVAL, "pinio_plan_create: %s",
-                       npaths ? "invalid arguments" : "no input paths");
+    if (o->nfilters && !o->filters) {
+        pinio_diag_set(diag, -EINVAL, "%s: invalid arguments", fn);
         return -EINVAL;
     }
-    if (o.cache > PINIO_CACHE_HOT || o.direct > PINIO_DIRECT_OFF ||
-        (o.align && (!pow2(o.align) || o.align > ((uint64_t)1 << 30))) ||
-        (o.segment && (!pow2(o.segment) || o.segment < (o.align ? o.align : 4096)))) {
-        pinio_diag_set(diag, -EINVAL,
-                       "pinio_plan_create: invalid options (align %llu, segment %llu)",
-                       (unsigned long long)o.align, (unsigned long long)o.segment);
+    if (o->cache > PINIO_CACHE_HOT || o->direct > PINIO_DIRECT_OFF ||
+        (o->align && (!pow2(o->align) || o->align > ((uint64_t)1 << 30))) ||
+        (o->segment && (!pow2(o->segment) || o->segment < (o->align ? o->align : 4096)))) {
+        pinio_diag_set(diag, -EINVAL, "%s: invalid options (align %llu, segment %llu)", fn,
+                       (unsigned long long)o->align, (unsigned long long)o->segment);
         return -EINVAL;
     }
-    pinio__inputs in;
-    rc = pinio__inputs_resolve(&in, paths, npaths, diag);
-    if (rc < 0)
-        return rc;
+    return 0;
+}
+
+/* Everything after the inputs are known: open and validate each file (its
+ * header read through the descriptor, or parsed from `hdrs[i]`), select,
+ * decide the cache policy, lay out. Takes `index` and `paths[]` (each
+ * string, not the array) whatever happens. */
+static int build(pinio_plan **out, const pinio_plan_opts *o, pinio_st_index *index, char **paths,
+                 const pinio_plan_header *hdrs, size_t n, pinio_diag *diag)
+{
     pinio_plan *p = calloc(1, sizeof(*p));
-    if (!p || !(p->files = calloc(in.n ? in.n : 1, sizeof(*p->files)))) {
+    if (!p || !(p->files = calloc(n ? n : 1, sizeof(*p->files)))) {
         free(p);
-        pinio__inputs_free(&in);
+        pinio_st_index_free(index);
+        for (size_t i = 0; i < n; i++)
+            free(paths[i]);
         return -ENOMEM;
     }
-    p->opts = o;
+    p->opts = *o;
     p->opts.filters = NULL; /* borrowed for the call only */
     p->opts.nfilters = 0;
-    p->index = in.index;
-    in.index = NULL;
-    const char *shard_of = p->index ? pinio_st_index_path(p->index) : NULL;
-    for (size_t i = 0; i < in.n && rc == 0; i++) {
+    p->index = index;
+    const char *shard_of = index ? pinio_st_index_path(index) : NULL;
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
         pinio__pfile *f = &p->files[p->nfiles++];
         f->fd = -1;
-        f->path = in.paths[i];
-        in.paths[i] = NULL;
-        rc = pinio__pfile_open(f, shard_of, diag);
-        if (rc < 0)
-            pinio_diag_set_index(diag, i);
+        f->path = paths[i];
+        paths[i] = NULL;
+        if (rc == 0) {
+            rc = pinio__pfile_open(f, shard_of, hdrs ? hdrs[i].bytes : NULL,
+                                   hdrs ? hdrs[i].len : 0, diag);
+            if (rc < 0)
+                pinio_diag_set_index(diag, i);
+        }
     }
-    pinio__inputs_free(&in);
     if (rc == 0)
-        rc = pinio__select(p, o.filters, o.nfilters, diag);
+        rc = pinio__select(p, o->filters, o->nfilters, diag);
     if (rc == 0) {
         pinio__cache_decide(p);
         rc = lay_out(p, diag);
@@ -149,6 +156,85 @@ int pinio_plan_create(pinio_plan **out, const char *const *paths, size_t npaths,
     p->info.index_path = shard_of;
     *out = p;
     return 0;
+}
+
+int pinio_plan_create(pinio_plan **out, const char *const *paths, size_t npaths,
+                      const pinio_plan_opts *opts, pinio_diag *diag)
+{
+    if (out)
+        *out = NULL;
+    pinio_plan_opts o;
+    int rc = opts_take(&o, opts, "pinio_plan_create", diag);
+    if (rc < 0)
+        return rc;
+    if (!out || !paths || npaths == 0) {
+        pinio_diag_set(diag, -EINVAL, "pinio_plan_create: %s",
+                       npaths ? "invalid arguments" : "no input paths");
+        return -EINVAL;
+    }
+    pinio__inputs in;
+    rc = pinio__inputs_resolve(&in, paths, npaths, diag);
+    if (rc < 0)
+        return rc;
+    rc = build(out, &o, in.index, in.paths, NULL, in.n, diag);
+    in.index = NULL;
+    in.n = 0; /* build took every path */
+    pinio__inputs_free(&in);
+    return rc;
+}
+
+int pinio_plan_create_from_headers(pinio_plan **out, const pinio_plan_header *files, size_t nfiles,
+                                   const void *index, size_t index_len, const char *index_path,
+                                   const pinio_plan_opts *opts, pinio_diag *diag)
+{
+    if (out)
+        *out = NULL;
+    pinio_plan_opts o;
+    int rc = opts_take(&o, opts, "pinio_plan_create_from_headers", diag);
+    if (rc < 0)
+        return rc;
+    bool bad = !out || (nfiles && !files) || (index && !index_path);
+    for (size_t i = 0; !bad && i < nfiles; i++)
+        bad = !files[i].path || !files[i].bytes;
+    if (bad || nfiles == 0) {
+        pinio_diag_set(diag, -EINVAL, "pinio_plan_create_from_headers: %s",
+                       nfiles ? "invalid arguments" : "no input files");
+        return -EINVAL;
+    }
+    pinio_st_index *ix = NULL;
+    if (index) {
+        rc = pinio_st_index_parse(&ix, index, index_len, index_path, diag);
+        if (rc < 0)
+            return rc;
+        /* The index decides the shards and their order; files given in
+         * another order would give this process another layout than the
+         * one that read the headers. */
+        bool same = pinio_st_index_shard_count(ix) == nfiles;
+        for (size_t i = 0; same && i < nfiles; i++)
+            same = strcmp(pinio_st_index_shard(ix, i), files[i].path) == 0;
+        if (!same) {
+            pinio_diag_set_at(diag, -EINVAL, index_path, PINIO_DIAG_NO_OFFSET,
+                              "the %zu files given are not this index's %zu shards in order",
+                              nfiles, pinio_st_index_shard_count(ix));
+            pinio_st_index_free(ix);
+            return -EINVAL;
+        }
+    }
+    char **paths = calloc(nfiles, sizeof(*paths));
+    for (size_t i = 0; paths && i < nfiles; i++)
+        if (!(paths[i] = strdup(files[i].path))) {
+            for (size_t k = 0; k < i; k++)
+                free(paths[k]);
+            free(paths);
+            paths = NULL;
+        }
+    if (!paths) {
+        pinio_st_index_free(ix);
+        return -ENOMEM;
+    }
+    rc = build(out, &o, ix, paths, files, nfiles, diag);
+    free(paths);
+    return rc;
 }
 
 void pinio_plan_get_info(const pinio_plan *p, pinio_plan_info *out)

@@ -54,9 +54,12 @@ int pinio__inputs_resolve(pinio__inputs *in, const char *const *paths, size_t n,
 void pinio__inputs_free(pinio__inputs *in);
 
 /* inputs.c: opens `f->path` (regular files only; a FIFO does not block),
- * records its identity and validates its header through that descriptor.
+ * records its identity and validates its header through that descriptor,
+ * or, when `header` is not NULL, parses those bytes (the file's first
+ * `header_len`) against the descriptor's size instead of reading them.
  * `shard_of` names the index when the file is one of its shards. */
-int pinio__pfile_open(pinio__pfile *f, const char *shard_of, pinio_diag *diag);
+int pinio__pfile_open(pinio__pfile *f, const char *shard_of, const void *header, size_t header_len,
+                      pinio_diag *diag);
 
 /* inputs.c: the file's identity now, through its descriptor. */
 int pinio__file_id_get(int fd, pinio__file_id *id);
