@@ -1,0 +1,185 @@
+/**
+ * @file mpi.h
+ * @brief pinio over MPI: a job reads each checkpoint byte once and shares it.
+ *
+ * Installed, with libpinio_mpi and pinio-mpi.pc, only by a build with
+ * `-Dmpi=enabled` (or `auto` where MPI is found): programs without MPI
+ * never see `<mpi.h>`.
+ *
+ * One call, pinio_mpi_load(), collective over a communicator:
+ *
+ *   1. rank 0 resolves the inputs and reads every header (and the index)
+ *      once; the bytes are broadcast, and every rank builds the same plan
+ *      from them (pinio_plan_create_from_headers()): no other rank reads a
+ *      header, so a parallel file system's metadata server sees one client;
+ *   2. each rank reads its part through the io_uring O_DIRECT engine
+ *      (pinio_plan_execute() with first_read/nreads):
+ *      - #PINIO_MPI_REPLICATE: the plan's reads are cut into one contiguous,
+ *        aligned stripe per rank, balanced by bytes; the stripes are then
+ *        exchanged in place, so every rank holds every byte;
+ *      - #PINIO_MPI_SHARD: each rank reads and keeps only its own tensors
+ *        (its own filters, or a contiguous split of the plan by bytes that
+ *        never cuts a tensor); nothing is exchanged;
+ *   3. after each phase the ranks agree on one status (an Allreduce): a rank
+ *      that fails never leaves another waiting in the next collective, and
+ *      every rank returns the same code and the same diagnostic, naming the
+ *      failing rank, file and offset.
+ *
+ * MPI contract: the caller initialised MPI (pinio never calls MPI_Init or
+ * MPI_Finalize) with at least MPI_THREAD_FUNNELED, and calls pinio_mpi_load()
+ * from the thread that drives MPI; the engine's own threads never call MPI.
+ * The communicator is duplicated for the call (its messages cannot match the
+ * caller's) and the duplicate returns errors (MPI_ERRORS_RETURN) rather than
+ * aborting the job; it is freed before the call returns. The result is local:
+ * releasing it is not collective.
+ */
+#ifndef PINIO_MPI_H
+#define PINIO_MPI_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pinio/common.h"
+#include "pinio/plan.h"
+#include "pinio/view.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** What each rank ends up holding. */
+typedef enum pinio_mpi_policy {
+    PINIO_MPI_REPLICATE = 0, /**< every byte on every rank; each byte read once per job */
+    PINIO_MPI_SHARD,         /**< each rank its own tensors; each byte read once, no exchange */
+} pinio_mpi_policy;
+
+/** How #PINIO_MPI_REPLICATE exchanges the stripes. */
+typedef enum pinio_mpi_exchange {
+    PINIO_MPI_EXCHANGE_AUTO = 0, /**< ALLGATHERV (measured: bench/mpi_load) */
+    /** One MPI_Allgatherv in place, counts in units of the plan's alignment
+     *  (a contiguous datatype), so no count reaches INT_MAX below 8 TiB. */
+    PINIO_MPI_EXCHANGE_ALLGATHERV,
+    /** Each stripe broadcast by its reader in pieces (MPI_Ibcast, a few in
+     *  flight), which lets large stripes pipeline across the ranks. */
+    PINIO_MPI_EXCHANGE_BCAST,
+} pinio_mpi_exchange;
+
+/** Options of pinio_mpi_load(). Start from pinio_mpi_opts_default(). */
+typedef struct pinio_mpi_opts {
+    size_t struct_size;          /**< sizeof(pinio_mpi_opts), set by the defaults function */
+    pinio_mpi_policy policy;     /**< REPLICATE */
+    pinio_mpi_exchange exchange; /**< AUTO */
+    /** The job's selection (pinio_plan_opts::filters); must be the same on
+     *  every rank. Read during the call only. */
+    const char *const *filters;
+    size_t nfilters;
+    /** #PINIO_MPI_SHARD only: this rank's own tensors (same grammar), used
+     *  instead of `filters`; may differ per rank, and ranks should not
+     *  overlap (an overlap is read by each). Without them (0 on every rank)
+     *  the job's plan is split into contiguous, byte-balanced runs of reads
+     *  that never cut a tensor: rank r gets run r (possibly none). */
+    const char *const *shard_filters;
+    size_t nshard_filters;
+    pinio_cache_policy cache;    /**< AUTO (decided per rank: each rank's page cache) */
+    pinio_direct_policy direct;  /**< AUTO */
+    pinio_backend backend;       /**< AUTO */
+    unsigned queue_depth;        /**< 0 = the engine's default */
+    size_t request_size;         /**< 0 = the engine's default */
+    /** #PINIO_MPI_EXCHANGE_BCAST: bytes per broadcast piece; 0 = 16 MiB. */
+    uint64_t bcast_piece;
+} pinio_mpi_opts;
+
+/** Fills `*opts` with the defaults described field by field above. */
+static inline void pinio_mpi_opts_default(pinio_mpi_opts *opts);
+
+/** What pinio_mpi_opts_default() calls: the first `size` bytes get the
+ *  defaults (struct_size = `size`), so an older, smaller struct is never
+ *  written past. */
+PINIO_API void pinio_mpi_opts_init(pinio_mpi_opts *opts, size_t size);
+
+static inline void pinio_mpi_opts_default(pinio_mpi_opts *opts)
+{
+    pinio_mpi_opts_init(opts, sizeof(*opts));
+}
+
+/** What one rank did (times in seconds on this rank). */
+typedef struct pinio_mpi_report {
+    int rank, nranks;
+    pinio_mpi_policy policy;
+    pinio_mpi_exchange exchange;  /**< the one used (never AUTO) */
+    size_t tensors;               /**< tensors this rank holds */
+    uint64_t bytes;               /**< tensor bytes this rank holds */
+    uint64_t read_bytes;          /**< bytes this rank read from storage (its reads' lengths;
+                                       header bytes on rank 0 not counted) */
+    uint64_t job_read_bytes;      /**< every rank's read_bytes together */
+    uint64_t plan_read_bytes;     /**< what the whole plan covers (one copy) */
+    uint64_t received_bytes;      /**< bytes this rank received in the exchange */
+    uint64_t header_bytes;        /**< header and index bytes broadcast by rank 0 */
+    size_t first_read, nreads;    /**< this rank's reads of the plan */
+    double plan_seconds;          /**< headers broadcast and plan built */
+    double io_seconds;            /**< this rank's reads */
+    double exchange_seconds;      /**< the exchange (0 without one) */
+    double seconds;               /**< the whole call on this rank */
+    double max_seconds;           /**< the whole call on the slowest rank */
+    char io_path[256];            /**< the engine's I/O path line on this rank */
+} pinio_mpi_report;
+
+/** A rank's loaded tensors. Opaque; local to the rank. */
+typedef struct pinio_mpi_checkpoint pinio_mpi_checkpoint;
+
+/**
+ * Collective over `comm`: loads `paths` (as pinio_plan_create() resolves
+ * them, on rank 0) under `opts`' policy. Every rank must call it with the
+ * same `paths`, `filters` and policy.
+ *
+ * @param out   on success this rank owns the result (pinio_mpi_release()).
+ *              On failure `*out` is NULL and nothing stays allocated, on
+ *              every rank.
+ * @param rep   optional, filled on success.
+ * @param diag  optional; on failure the same on every rank: "rank R of N: "
+ *              and the failing rank's own message, with its file and offset
+ *              in `path` / `offset` and `index` its own (plan file or read).
+ * @return 0, or the same negative code on every rank: the failing rank's
+ *         (the lowest code, then the lowest rank, when several fail):
+ *         -EINVAL (MPI not initialised, bad options), a plan's or the
+ *         engine's errors, -ENOMEM, -EOVERFLOW (a plan past 8 TiB at 4 KiB
+ *         alignment), -EPROTO (an MPI call failed; the message has MPI's).
+ */
+PINIO_API int pinio_mpi_load(MPI_Comm comm, const char *const *paths, size_t npaths,
+                             const pinio_mpi_opts *opts, pinio_mpi_checkpoint **out,
+                             pinio_mpi_report *rep, pinio_diag *diag);
+
+/** Frees this rank's result (not collective). Views handed out stay valid. NULL is a no-op. */
+PINIO_API void pinio_mpi_release(pinio_mpi_checkpoint *cp);
+
+/** Tensors this rank holds. */
+PINIO_API size_t pinio_mpi_count(const pinio_mpi_checkpoint *cp);
+
+/** Held tensor `i` (plan order); NULL when out of range. Valid while `cp` lives. */
+PINIO_API const pinio_plan_tensor *pinio_mpi_tensor(const pinio_mpi_checkpoint *cp, size_t i);
+
+/**
+ * A view of held tensor `i`'s bytes (zero-copy: one more reference on the
+ * rank's memory, which lives until the last view and the checkpoint are
+ * released). @return 0, or -ERANGE.
+ */
+PINIO_API int pinio_mpi_tensor_view(const pinio_mpi_checkpoint *cp, size_t i, pinio_view *out);
+
+/** The plan every rank built (file list, headers, reads); valid while `cp` lives. */
+PINIO_API const pinio_plan *pinio_mpi_plan(const pinio_mpi_checkpoint *cp);
+
+/** Storage bytes read by rank `r` (every rank knows every rank's); 0 when out of range. */
+PINIO_API uint64_t pinio_mpi_rank_read_bytes(const pinio_mpi_checkpoint *cp, int r);
+
+/** "replicate", "shard"; NULL for an unknown value. */
+PINIO_API const char *pinio_mpi_policy_name(pinio_mpi_policy p);
+
+/** "auto", "allgatherv", "bcast"; NULL for an unknown value. */
+PINIO_API const char *pinio_mpi_exchange_name(pinio_mpi_exchange x);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PINIO_MPI_H */

@@ -1,0 +1,786 @@
+/*
+ * pinio_mpi_load: one plan per job, each byte read once, shared over MPI.
+ *
+ *   rank 0: resolve inputs, read headers + index   -> agree -> Bcast bytes
+ *   all:    plan from those bytes, same alignment  -> agree
+ *   all:    cut stripes (pure function of the plan), map memory -> agree
+ *   all:    execute own stripe (engine, O_DIRECT)  -> agree
+ *   all:    exchange stripes in place (replicate)  -> agree
+ *
+ * Why an agreement after every phase: a collective entered by some ranks
+ * only is a hang, not an error. Every phase ends in one Allreduce(MINLOC) of
+ * the local code, so all ranks leave it knowing whether to go on, and the
+ * failing rank's diagnostic is broadcast so that every rank reports the same
+ * failure (which rank, which file, which offset).
+ *
+ * Why the stripes are cut from the plan's reads and not from file offsets:
+ * the reads are aligned and laid out back to back in the destination, so a
+ * run of reads is one contiguous, aligned range of memory on every rank; the
+ * exchange then moves ranges of the destination in place, with counts in
+ * units of the alignment (no count limit below 8 TiB at 4 KiB, on an MPI-3.1
+ * library without the large-count calls).
+ *
+ * This file uses the public pinio API only (scripts/check-layers).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pinio/mpi.h"
+#include "pinio/safetensors.h"
+
+/* Broadcast pieces of at most this many bytes: MPI-3.1 counts are ints. */
+#define BCAST_MAX ((size_t)1 << 30)
+/* Default piece of the BCAST exchange, and how many are in flight at once. */
+#define PIECE_DEFAULT ((uint64_t)16 << 20)
+#define PIECES_IN_FLIGHT 4
+/* A registered io_uring buffer holds at most 1 GiB. */
+#define REGION_MAX ((uint64_t)1 << 30)
+/* The smallest stripe segment: below it a read costs more than it moves. */
+#define SEGMENT_MIN ((uint64_t)256 << 10)
+
+struct pinio_mpi_checkpoint {
+    pinio_plan *plan;
+    pinio_view mem;          /* the destination (a view: tensor views keep it alive) */
+    size_t *held;            /* plan tensor indices this rank holds */
+    size_t nheld;
+    uint64_t *rank_read;     /* storage bytes per rank */
+    int nranks;
+};
+
+/* One call's state. */
+typedef struct job {
+    MPI_Comm comm;
+    int rank, n;
+    pinio_mpi_opts o;
+    pinio_diag local;        /* this rank's own failure */
+    pinio_diag *diag;        /* the caller's: the agreed failure */
+} job;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void pinio_mpi_opts_init(pinio_mpi_opts *opts, size_t size)
+{
+    pinio_mpi_opts d;
+    memset(&d, 0, sizeof(d));
+    d.policy = PINIO_MPI_REPLICATE;
+    d.exchange = PINIO_MPI_EXCHANGE_AUTO;
+    d.cache = PINIO_CACHE_AUTO;
+    d.direct = PINIO_DIRECT_AUTO;
+    d.backend = PINIO_BACKEND_AUTO;
+    if (!opts || size < sizeof(size_t))
+        return;
+    memset(opts, 0, size);
+    memcpy(opts, &d, size < sizeof(d) ? size : sizeof(d));
+    opts->struct_size = size;
+}
+
+const char *pinio_mpi_policy_name(pinio_mpi_policy p)
+{
+    switch (p) {
+    case PINIO_MPI_REPLICATE: return "replicate";
+    case PINIO_MPI_SHARD: return "shard";
+    }
+    return NULL;
+}
+
+const char *pinio_mpi_exchange_name(pinio_mpi_exchange x)
+{
+    switch (x) {
+    case PINIO_MPI_EXCHANGE_AUTO: return "auto";
+    case PINIO_MPI_EXCHANGE_ALLGATHERV: return "allgatherv";
+    case PINIO_MPI_EXCHANGE_BCAST: return "bcast";
+    }
+    return NULL;
+}
+
+/* An MPI call's failure as a pinio code, with MPI's own words. */
+static int mpi_fail(job *j, int err, const char *call)
+{
+    char s[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(err, s, &len) != MPI_SUCCESS)
+        snprintf(s, sizeof(s), "MPI error %d", err);
+    pinio_diag_set(&j->local, -EPROTO, "%s failed: %s", call, s);
+    return -EPROTO;
+}
+
+/*
+ * The agreement: every rank's code in, one code out. MINLOC picks the
+ * lowest (most negative) code and, among equal codes, the lowest rank; that
+ * rank's diagnostic goes to everyone, prefixed with who failed.
+ */
+static int agree(job *j, int rc)
+{
+    struct { int rc, rank; } in = { rc, j->rank }, out;
+    int e = MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MINLOC, j->comm);
+    if (e != MPI_SUCCESS) /* nothing left to agree with: report it locally */
+        return mpi_fail(j, e, "MPI_Allreduce (status agreement)");
+    if (out.rc == 0)
+        return 0;
+    pinio_diag d = j->local;
+    if (j->rank == out.rank && d.code == 0)
+        pinio_diag_set(&d, out.rc, "%s", pinio_strerror(out.rc));
+    if (MPI_Bcast(&d, (int)sizeof(d), MPI_BYTE, out.rank, j->comm) != MPI_SUCCESS)
+        pinio_diag_set(&d, out.rc, "%s", pinio_strerror(out.rc));
+    d.msg[sizeof(d.msg) - 1] = d.path[sizeof(d.path) - 1] = '\0';
+    /* The message starts with "PATH: " when it has a path; the formatter
+     * puts it back in front of the rank. */
+    const char *rest = d.msg;
+    size_t pl = strlen(d.path);
+    if (pl && strncmp(rest, d.path, pl) == 0 && strncmp(rest + pl, ": ", 2) == 0)
+        rest += pl + 2;
+    pinio_diag_set_at(j->diag, out.rc, pl ? d.path : NULL, d.offset, "rank %d of %d: %s",
+                      out.rank, j->n, rest);
+    pinio_diag_set_index(j->diag, d.index);
+    return out.rc;
+}
+
+/* Broadcast `len` bytes from rank 0 in pieces an int count can describe. */
+static int bcast_bytes(job *j, void *buf, size_t len)
+{
+    for (size_t off = 0; off < len; off += BCAST_MAX) {
+        size_t n = len - off < BCAST_MAX ? len - off : BCAST_MAX;
+        int e = MPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, 0, j->comm);
+        if (e != MPI_SUCCESS)
+            return mpi_fail(j, e, "MPI_Bcast (headers)");
+    }
+    return 0;
+}
+
+/* A growable byte buffer for the header image rank 0 broadcasts. */
+typedef struct blob {
+    uint8_t *b;
+    size_t len, cap;
+} blob;
+
+static int blob_put(blob *x, const void *p, size_t n)
+{
+    if (x->len + n > x->cap) {
+        size_t cap = x->cap ? x->cap : 4096;
+        while (cap < x->len + n)
+            cap *= 2;
+        uint8_t *nb = realloc(x->b, cap);
+        if (!nb)
+            return -ENOMEM;
+        x->b = nb;
+        x->cap = cap;
+    }
+    memcpy(x->b + x->len, p, n);
+    x->len += n;
+    return 0;
+}
+
+static int blob_u64(blob *x, uint64_t v)
+{
+    return blob_put(x, &v, sizeof(v));
+}
+
+static int blob_str(blob *x, const char *s)
+{
+    return blob_put(x, s, strlen(s) + 1);
+}
+
+/* The first `len` bytes of `path` into `x` (len 0: the whole file). */
+static int blob_file(blob *x, const char *path, uint64_t len, pinio_diag *d)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int rc = -errno;
+        pinio_diag_set_at(d, rc, path, PINIO_DIAG_NO_OFFSET, "cannot open: %s",
+                          pinio_strerror(rc));
+        return rc;
+    }
+    if (len == 0) {
+        off_t end = lseek(fd, 0, SEEK_END);
+        len = end > 0 ? (uint64_t)end : 0;
+    }
+    int rc = blob_u64(x, len);
+    for (uint64_t off = 0; rc == 0 && off < len;) {
+        char buf[1 << 16];
+        size_t want = len - off < sizeof(buf) ? (size_t)(len - off) : sizeof(buf);
+        ssize_t got = pread(fd, buf, want, (off_t)off);
+        if (got <= 0) {
+            rc = got < 0 ? -errno : PINIO_ECHANGED;
+            pinio_diag_set_at(d, rc, path, off, "reading the header: %s",
+                              got < 0 ? pinio_strerror(rc) : "file shorter than its header");
+            break;
+        }
+        rc = blob_put(x, buf, (size_t)got);
+        off += (uint64_t)got;
+    }
+    close(fd);
+    return rc;
+}
+
+/*
+ * Rank 0: the inputs resolved and validated as a plan would (a probe plan:
+ * its diagnostics are the ones a single-process load gives), then each
+ * file's header bytes and the index read into one image:
+ *   u64 align, u64 segment, u64 nfiles, str index_path ("" none), [u64 len, bytes],
+ *   nfiles x (str path, u64 len, bytes)
+ */
+static int read_headers(job *j, const char *const *paths, size_t npaths, blob *x)
+{
+    pinio_plan_opts po;
+    pinio_plan_opts_default(&po);
+    po.cache = j->o.cache;
+    po.direct = j->o.direct;
+    pinio_plan *probe = NULL;
+    int rc = pinio_plan_create(&probe, paths, npaths, &po, &j->local);
+    if (rc < 0)
+        return rc;
+    pinio_plan_info pi;
+    pinio_plan_get_info(probe, &pi);
+    /* Stripes are runs of whole reads, and a plan of one file is often one
+     * read: a segment (reads never cross a multiple of it) of about a
+     * quarter of a rank's share gives every rank reads to take, and keeps
+     * the stripes within a quarter-read of balanced. */
+    uint64_t seg = pi.align > SEGMENT_MIN ? pi.align : SEGMENT_MIN;
+    while (seg < REGION_MAX && seg * 4 * (uint64_t)j->n < pi.read_bytes)
+        seg *= 2;
+    rc = blob_u64(x, pi.align);
+    if (rc == 0)
+        rc = blob_u64(x, seg);
+    if (rc == 0)
+        rc = blob_u64(x, pi.files);
+    if (rc == 0)
+        rc = blob_str(x, pi.index_path ? pi.index_path : "");
+    if (rc == 0 && pi.index_path)
+        rc = blob_file(x, pi.index_path, 0, &j->local);
+    for (size_t i = 0; rc == 0 && i < pi.files; i++) {
+        const pinio_plan_file *f = pinio_plan_file_at(probe, i);
+        rc = blob_str(x, f->path);
+        if (rc == 0)
+            rc = blob_file(x, f->path, 8 + pinio_st_header_size(f->header), &j->local);
+        if (rc < 0)
+            pinio_diag_set_index(&j->local, i);
+    }
+    pinio_plan_free(probe);
+    return rc;
+}
+
+/* A cursor over the broadcast image; every rank parses the same bytes. */
+typedef struct cursor {
+    const uint8_t *p, *end;
+} cursor;
+
+static bool cur_u64(cursor *c, uint64_t *v)
+{
+    if ((size_t)(c->end - c->p) < sizeof(*v))
+        return false;
+    memcpy(v, c->p, sizeof(*v));
+    c->p += sizeof(*v);
+    return true;
+}
+
+static const char *cur_str(cursor *c)
+{
+    const uint8_t *z = memchr(c->p, 0, (size_t)(c->end - c->p));
+    if (!z)
+        return NULL;
+    const char *s = (const char *)c->p;
+    c->p = z + 1;
+    return s;
+}
+
+static const void *cur_bytes(cursor *c, uint64_t *len)
+{
+    if (!cur_u64(c, len) || *len > (uint64_t)(c->end - c->p))
+        return NULL;
+    const void *b = c->p;
+    c->p += *len;
+    return b;
+}
+
+/* Every rank: the plan from the image. */
+static int plan_from_image(job *j, const blob *x, const char *const *shard_filters,
+                           size_t nshard, pinio_plan **out)
+{
+    cursor c = { x->b, x->b + x->len };
+    uint64_t align = 0, seg = 0, nfiles = 0, ilen = 0;
+    const char *ipath = NULL;
+    const void *index = NULL;
+    bool ok = cur_u64(&c, &align) && cur_u64(&c, &seg) && cur_u64(&c, &nfiles) && (ipath = cur_str(&c)) != NULL &&
+              nfiles > 0 && nfiles <= x->len;
+    if (ok && *ipath)
+        ok = (index = cur_bytes(&c, &ilen)) != NULL;
+    pinio_plan_header *h = ok ? calloc((size_t)nfiles, sizeof(*h)) : NULL;
+    for (size_t i = 0; h && ok && i < nfiles; i++) {
+        uint64_t len = 0;
+        ok = (h[i].path = cur_str(&c)) != NULL && (h[i].bytes = cur_bytes(&c, &len)) != NULL;
+        h[i].len = (size_t)len;
+    }
+    if (!ok || !h) {
+        free(h);
+        pinio_diag_set(&j->local, ok ? -ENOMEM : -EPROTO, "the broadcast header image is %s",
+                       ok ? "too large for memory" : "malformed");
+        return ok ? -ENOMEM : -EPROTO;
+    }
+    /* A shard with its own filters: they are this rank's selection. */
+    pinio_plan_opts po;
+    pinio_plan_opts_default(&po);
+    po.filters = nshard ? shard_filters : j->o.filters;
+    po.nfilters = nshard ? nshard : j->o.nfilters;
+    po.cache = j->o.cache;
+    po.direct = j->o.direct;
+    po.align = align; /* rank 0's: the same layout on every rank whatever its cache */
+    po.segment = seg;
+    int rc = pinio_plan_create_from_headers(out, h, (size_t)nfiles, index, (size_t)ilen,
+                                            *ipath ? ipath : NULL, &po, &j->local);
+    free(h);
+    return rc;
+}
+
+/* Phase 1: headers read once, broadcast, a plan on every rank. */
+static int plan_phase(job *j, const char *const *paths, size_t npaths, pinio_plan **plan,
+                      uint64_t *header_bytes)
+{
+    blob x = { 0 };
+    int rc = j->rank == 0 ? read_headers(j, paths, npaths, &x) : 0;
+    rc = agree(j, rc);
+    uint64_t len = x.len;
+    if (rc == 0) {
+        int e = MPI_Bcast(&len, 1, MPI_UINT64_T, 0, j->comm);
+        rc = e == MPI_SUCCESS ? 0 : mpi_fail(j, e, "MPI_Bcast (header size)");
+        if (rc == 0 && j->rank != 0 && !(x.b = malloc(len ? (size_t)len : 1)))
+            rc = -ENOMEM;
+        x.len = (size_t)len;
+        rc = agree(j, rc);
+    }
+    if (rc == 0)
+        rc = agree(j, bcast_bytes(j, x.b, x.len));
+    if (rc == 0) {
+        const char *const *sf = j->o.policy == PINIO_MPI_SHARD ? j->o.shard_filters : NULL;
+        size_t ns = j->o.policy == PINIO_MPI_SHARD ? j->o.nshard_filters : 0;
+        rc = agree(j, plan_from_image(j, &x, sf, ns, plan));
+        if (rc < 0) {
+            pinio_plan_free(*plan);
+            *plan = NULL;
+        }
+    }
+    *header_bytes = len;
+    free(x.b);
+    return rc;
+}
+
+/* The destination: anonymous memory, page-aligned (so O_DIRECT reads land
+ * in it straight), untouched pages costing nothing (a shard maps the whole
+ * layout and faults in only its own range). */
+static void unmap(void *cookie, void *ptr, size_t len)
+{
+    (void)cookie;
+    munmap(ptr, len);
+}
+
+static int map_dest(job *j, uint64_t bytes, pinio_view *out)
+{
+    if (bytes == 0) {
+        *out = pinio_view_static(NULL, 0);
+        return 0;
+    }
+    void *m = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        int rc = -errno;
+        pinio_diag_set(&j->local, rc, "mapping %llu bytes for the checkpoint: %s",
+                       (unsigned long long)bytes, pinio_strerror(rc));
+        return rc;
+    }
+    int rc = pinio_view_wrap(out, m, (size_t)bytes, unmap, NULL, 0);
+    if (rc < 0)
+        munmap(m, (size_t)bytes);
+    return rc;
+}
+
+/* Where stripe `r` starts in the destination: the first read of a run of
+ * reads whose bytes add up to about r/n of the plan's. When `cut_ok` is
+ * given, a cut is only allowed where no tensor spans the reads on both
+ * sides (a shard keeps whole tensors). Pure: every rank computes the same. */
+static void cut_stripes(const pinio_plan *p, int n, const bool *cut_ok, size_t *first)
+{
+    pinio_plan_info pi;
+    pinio_plan_get_info(p, &pi);
+    uint64_t total = pi.read_bytes, done = 0;
+    size_t i = 0;
+    first[0] = 0;
+    for (int r = 1; r <= n; r++) {
+        uint64_t target = (total / (uint64_t)n) * (uint64_t)r +
+                          (total % (uint64_t)n) * (uint64_t)r / (uint64_t)n;
+        while (i < pi.reads && (done < target || (cut_ok && !cut_ok[i]))) {
+            done += pinio_plan_read_at(p, i)->len;
+            i++;
+        }
+        first[r] = r == n ? pi.reads : i;
+    }
+}
+
+/* A read `k` may start a shard unless a tensor runs from read k-1 into it. */
+static bool *tensor_cuts(const pinio_plan *p)
+{
+    pinio_plan_info pi;
+    pinio_plan_get_info(p, &pi);
+    bool *ok = malloc(pi.reads + 1);
+    if (!ok)
+        return NULL;
+    memset(ok, 1, pi.reads + 1);
+    size_t k = 0;
+    for (size_t t = 0; t < pi.tensors; t++) {
+        const pinio_plan_tensor *x = pinio_plan_tensor_at(p, t);
+        if (x->nbytes == 0)
+            continue;
+        uint64_t a = x->dest_offset, b = x->dest_offset + x->nbytes; /* [a, b) */
+        /* tensors and reads both ascend in the destination */
+        while (k < pi.reads) {
+            const pinio_plan_read *r = pinio_plan_read_at(p, k);
+            if (r->dest_offset + r->len > a)
+                break;
+            k++;
+        }
+        for (size_t m = k + 1; m < pi.reads; m++) {
+            if (pinio_plan_read_at(p, m)->dest_offset >= b)
+                break;
+            ok[m] = false;
+        }
+    }
+    return ok;
+}
+
+/* dest offset where reads [first, ...) start; the layout's end past the last. */
+static uint64_t dest_at(const pinio_plan *p, size_t first, uint64_t end)
+{
+    const pinio_plan_read *r = pinio_plan_read_at(p, first);
+    return r ? r->dest_offset : end;
+}
+
+static int dest_claim(void *ctx, size_t i, const pinio_plan_read *r, void **mem)
+{
+    (void)i;
+    *mem = (uint8_t *)ctx + r->dest_offset;
+    return 0;
+}
+
+static const pinio_dest_ops dest_ops = { .size = sizeof(pinio_dest_ops), .claim = dest_claim };
+
+/* This rank's reads into the destination, its memory registered in slabs. */
+static int read_stripe(job *j, pinio_plan *p, uint8_t *base, size_t first, size_t nreads,
+                       uint64_t lo, uint64_t hi, pinio_mpi_report *rep)
+{
+    if (nreads == 0)
+        return 0; /* an empty stripe (more ranks than reads): nothing to read */
+    if (j->o.cache == PINIO_CACHE_COLD) {
+        int rc = pinio_plan_drop_cache(p, NULL, &j->local);
+        if (rc < 0)
+            return rc;
+    }
+    pinio_mem_region regions[64];
+    size_t nreg = 0;
+    for (uint64_t off = lo; off < hi && nreg < 64; off += REGION_MAX)
+        regions[nreg++] = (pinio_mem_region){ .addr = base + off,
+                                              .len = (size_t)(hi - off < REGION_MAX ? hi - off
+                                                                                    : REGION_MAX) };
+    pinio_exec_opts eo;
+    pinio_exec_opts_default(&eo);
+    eo.first_read = first;
+    eo.nreads = nreads;
+    eo.queue_depth = j->o.queue_depth;
+    eo.request_size = j->o.request_size;
+    eo.direct = j->o.direct;
+    eo.backend = j->o.backend;
+    eo.regions = nreg < 64 ? regions : NULL; /* past 64 GiB: plain reads */
+    eo.nregions = nreg < 64 ? nreg : 0;
+    pinio_exec_report er;
+    int rc = pinio_plan_execute(p, &dest_ops, base, &eo, &er, &j->local);
+    if (rc == 0) {
+        rep->read_bytes = er.read_bytes;
+        memcpy(rep->io_path, er.io_path, sizeof(rep->io_path));
+    }
+    return rc;
+}
+
+/* Replicate: every stripe to every rank, in place. `start[r]` is where
+ * stripe r begins in the destination, start[n] its end; all multiples of
+ * `unit`. */
+static int exchange(job *j, uint8_t *base, const uint64_t *start, uint64_t unit,
+                    pinio_mpi_exchange how, uint64_t *received)
+{
+    MPI_Datatype t;
+    int e = MPI_Type_contiguous((int)unit, MPI_BYTE, &t);
+    if (e == MPI_SUCCESS)
+        e = MPI_Type_commit(&t);
+    if (e != MPI_SUCCESS)
+        return mpi_fail(j, e, "MPI_Type_contiguous");
+    int rc = 0;
+    *received = (start[j->n] - start[0]) - (start[j->rank + 1] - start[j->rank]);
+    if (how == PINIO_MPI_EXCHANGE_ALLGATHERV) {
+        int *counts = malloc(2 * (size_t)j->n * sizeof(int));
+        if (!counts) {
+            rc = -ENOMEM;
+        } else {
+            for (int r = 0; r < j->n; r++) {
+                counts[r] = (int)((start[r + 1] - start[r]) / unit);
+                counts[j->n + r] = (int)(start[r] / unit);
+            }
+            e = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, base, counts, counts + j->n, t,
+                               j->comm);
+            if (e != MPI_SUCCESS)
+                rc = mpi_fail(j, e, "MPI_Allgatherv (stripes)");
+            free(counts);
+        }
+    } else {
+        /* Pieces broadcast by their reader, a few in flight, so that one
+         * stripe's pieces travel the broadcast tree in a pipeline. */
+        uint64_t piece = j->o.bcast_piece ? j->o.bcast_piece : PIECE_DEFAULT;
+        piece = piece < unit ? unit : piece / unit * unit;
+        MPI_Request req[PIECES_IN_FLIGHT];
+        int inflight = 0;
+        for (int r = 0; r < j->n && rc == 0; r++)
+            for (uint64_t off = start[r]; off < start[r + 1] && rc == 0; off += piece) {
+                uint64_t len = start[r + 1] - off < piece ? start[r + 1] - off : piece;
+                if (inflight == PIECES_IN_FLIGHT) {
+                    e = MPI_Waitall(inflight, req, MPI_STATUSES_IGNORE);
+                    inflight = 0;
+                    if (e != MPI_SUCCESS) {
+                        rc = mpi_fail(j, e, "MPI_Ibcast (stripes)");
+                        break;
+                    }
+                }
+                e = MPI_Ibcast(base + off, (int)(len / unit), t, r, j->comm, &req[inflight]);
+                if (e != MPI_SUCCESS)
+                    rc = mpi_fail(j, e, "MPI_Ibcast (stripes)");
+                else
+                    inflight++;
+            }
+        if (inflight && MPI_Waitall(inflight, req, MPI_STATUSES_IGNORE) != MPI_SUCCESS && !rc)
+            rc = mpi_fail(j, MPI_ERR_OTHER, "MPI_Ibcast (stripes)");
+    }
+    MPI_Type_free(&t);
+    return rc;
+}
+
+/* Which plan tensors this rank holds: all of them (replicate, or a shard
+ * by its own filters), or those that start in [lo, hi) of the destination
+ * (a shard by split; the last rank also takes empty tensors at the end). */
+static int hold(pinio_mpi_checkpoint *cp, bool split, uint64_t lo, uint64_t hi,
+                bool last)
+{
+    pinio_plan_info pi;
+    pinio_plan_get_info(cp->plan, &pi);
+    cp->held = malloc((pi.tensors ? pi.tensors : 1) * sizeof(*cp->held));
+    if (!cp->held)
+        return -ENOMEM;
+    for (size_t i = 0; i < pi.tensors; i++) {
+        const pinio_plan_tensor *t = pinio_plan_tensor_at(cp->plan, i);
+        if (split && !(t->dest_offset >= lo && (t->dest_offset < hi || last)))
+            continue;
+        cp->held[cp->nheld++] = i;
+    }
+    return 0;
+}
+
+static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_checkpoint *cp,
+                pinio_mpi_report *rep)
+{
+    double t0 = now_s();
+    int rc = plan_phase(j, paths, npaths, &cp->plan, &rep->header_bytes);
+    rep->plan_seconds = now_s() - t0;
+    if (rc < 0)
+        return rc;
+    pinio_plan_info pi;
+    pinio_plan_get_info(cp->plan, &pi);
+    uint64_t unit = pi.align ? pi.align : 4096;
+    uint64_t end = (pi.dest_bytes + unit - 1) / unit * unit;
+    rep->plan_read_bytes = pi.read_bytes;
+    bool own_filters = j->o.policy == PINIO_MPI_SHARD && j->o.nshard_filters;
+
+    /* Stripes: for a shard with its own filters, its whole plan is its
+     * stripe; otherwise the same cut on every rank. */
+    size_t *first = calloc((size_t)j->n + 1, sizeof(*first));
+    uint64_t *start = calloc((size_t)j->n + 1, sizeof(*start));
+    bool *cuts = NULL;
+    rc = first && start ? 0 : -ENOMEM;
+    if (rc == 0 && j->o.policy == PINIO_MPI_SHARD && !own_filters && !(cuts = tensor_cuts(cp->plan)))
+        rc = -ENOMEM;
+    if (rc == 0 && !own_filters) {
+        cut_stripes(cp->plan, j->n, cuts, first);
+        for (int r = 0; r <= j->n; r++)
+            start[r] = r == 0 ? 0 : dest_at(cp->plan, first[r], end);
+        start[j->n] = end;
+        if (end / unit > INT_MAX) {
+            pinio_diag_set(&j->local, -EOVERFLOW,
+                           "a %llu-byte plan is past what MPI-3.1 counts of %llu-byte units reach",
+                           (unsigned long long)end, (unsigned long long)unit);
+            rc = -EOVERFLOW;
+        }
+    }
+    free(cuts);
+    size_t my_first = own_filters ? 0 : (first ? first[j->rank] : 0);
+    size_t my_n = own_filters ? pi.reads : (first ? first[j->rank + 1] - first[j->rank] : 0);
+    uint64_t lo = own_filters ? 0 : (start ? start[j->rank] : 0);
+    uint64_t hi = own_filters ? end : (start ? start[j->rank + 1] : 0);
+    rep->first_read = my_first;
+    rep->nreads = my_n;
+    if (rc == 0)
+        rc = map_dest(j, end, &cp->mem);
+    rc = agree(j, rc);
+
+    if (rc == 0) {
+        double t = now_s();
+        rc = read_stripe(j, cp->plan, pinio_view_data_mut(&cp->mem), my_first, my_n, lo, hi, rep);
+        rep->io_seconds = now_s() - t;
+        rc = agree(j, rc);
+    }
+    if (rc == 0 && j->o.policy == PINIO_MPI_REPLICATE && j->n > 1 && end > 0) {
+        double t = now_s();
+        rep->exchange = j->o.exchange == PINIO_MPI_EXCHANGE_AUTO ? PINIO_MPI_EXCHANGE_ALLGATHERV
+                                                                  : j->o.exchange;
+        rc = exchange(j, pinio_view_data_mut(&cp->mem), start, unit, rep->exchange,
+                      &rep->received_bytes);
+        rep->exchange_seconds = now_s() - t;
+        rc = agree(j, rc);
+    }
+    if (rc == 0) {
+        cp->rank_read = calloc((size_t)j->n, sizeof(*cp->rank_read));
+        rc = cp->rank_read ? 0 : -ENOMEM;
+        rc = agree(j, rc);
+    }
+    if (rc == 0) {
+        int e = MPI_Allgather(&rep->read_bytes, 1, MPI_UINT64_T, cp->rank_read, 1, MPI_UINT64_T,
+                              j->comm);
+        rc = agree(j, e == MPI_SUCCESS ? 0 : mpi_fail(j, e, "MPI_Allgather (bytes read)"));
+    }
+    if (rc == 0)
+        rc = agree(j, hold(cp, j->o.policy == PINIO_MPI_SHARD && !own_filters, lo, hi,
+                           j->rank == j->n - 1));
+    free(first);
+    free(start);
+    if (rc < 0)
+        return rc;
+    for (int r = 0; r < j->n; r++)
+        rep->job_read_bytes += cp->rank_read[r];
+    rep->tensors = cp->nheld;
+    for (size_t i = 0; i < cp->nheld; i++)
+        rep->bytes += pinio_plan_tensor_at(cp->plan, cp->held[i])->nbytes;
+    rep->seconds = now_s() - t0;
+    MPI_Allreduce(&rep->seconds, &rep->max_seconds, 1, MPI_DOUBLE, MPI_MAX, j->comm);
+    return 0;
+}
+
+int pinio_mpi_load(MPI_Comm comm, const char *const *paths, size_t npaths,
+                   const pinio_mpi_opts *opts, pinio_mpi_checkpoint **out, pinio_mpi_report *rep,
+                   pinio_diag *diag)
+{
+    if (out)
+        *out = NULL;
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (!inited || finalized) {
+        pinio_diag_set(diag, -EINVAL, "pinio_mpi_load: MPI is %s",
+                       inited ? "finalized" : "not initialised (pinio never calls MPI_Init)");
+        return -EINVAL;
+    }
+    job j = { .diag = diag };
+    pinio_mpi_opts_default(&j.o);
+    if (opts) {
+        size_t n = opts->struct_size < sizeof(j.o) ? opts->struct_size : sizeof(j.o);
+        if (n >= sizeof(size_t))
+            memcpy(&j.o, opts, n);
+        j.o.struct_size = sizeof(j.o);
+    }
+    /* A local check, but one every rank makes on arguments every rank must
+     * pass alike; a rank with different arguments fails in the agreement. */
+    if (!out || !paths || npaths == 0 || (j.o.nfilters && !j.o.filters) ||
+        (j.o.nshard_filters && !j.o.shard_filters) || !pinio_mpi_policy_name(j.o.policy) ||
+        !pinio_mpi_exchange_name(j.o.exchange)) {
+        pinio_diag_set(diag, -EINVAL, "pinio_mpi_load: invalid arguments");
+        return -EINVAL;
+    }
+    int e = MPI_Comm_dup(comm, &j.comm);
+    if (e != MPI_SUCCESS) {
+        job tmp = { .diag = diag };
+        int rc = mpi_fail(&tmp, e, "MPI_Comm_dup");
+        if (diag)
+            *diag = tmp.local;
+        return rc;
+    }
+    MPI_Comm_set_errhandler(j.comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(j.comm, &j.rank);
+    MPI_Comm_size(j.comm, &j.n);
+    j.local.offset = PINIO_DIAG_NO_OFFSET;
+    j.local.index = PINIO_DIAG_NO_INDEX;
+
+    pinio_mpi_report r;
+    memset(&r, 0, sizeof(r));
+    r.rank = j.rank;
+    r.nranks = j.n;
+    r.policy = j.o.policy;
+    r.exchange = j.o.exchange == PINIO_MPI_EXCHANGE_AUTO ? PINIO_MPI_EXCHANGE_ALLGATHERV
+                                                          : j.o.exchange;
+    pinio_mpi_checkpoint *cp = calloc(1, sizeof(*cp));
+    int rc = agree(&j, cp ? 0 : -ENOMEM);
+    if (rc == 0) {
+        cp->nranks = j.n;
+        rc = load(&j, paths, npaths, cp, &r);
+    }
+    MPI_Comm_free(&j.comm);
+    if (rc < 0) {
+        pinio_mpi_release(cp);
+        return rc;
+    }
+    if (rep)
+        *rep = r;
+    *out = cp;
+    return 0;
+}
+
+void pinio_mpi_release(pinio_mpi_checkpoint *cp)
+{
+    if (!cp)
+        return;
+    pinio_view_release(&cp->mem);
+    pinio_plan_free(cp->plan);
+    free(cp->held);
+    free(cp->rank_read);
+    free(cp);
+}
+
+size_t pinio_mpi_count(const pinio_mpi_checkpoint *cp)
+{
+    return cp ? cp->nheld : 0;
+}
+
+const pinio_plan_tensor *pinio_mpi_tensor(const pinio_mpi_checkpoint *cp, size_t i)
+{
+    return cp && i < cp->nheld ? pinio_plan_tensor_at(cp->plan, cp->held[i]) : NULL;
+}
+
+int pinio_mpi_tensor_view(const pinio_mpi_checkpoint *cp, size_t i, pinio_view *out)
+{
+    const pinio_plan_tensor *t = pinio_mpi_tensor(cp, i);
+    if (!t)
+        return -ERANGE;
+    return pinio_view_slice(&cp->mem, (size_t)t->dest_offset,
+                            (size_t)(t->dest_offset + t->nbytes), out);
+}
+
+const pinio_plan *pinio_mpi_plan(const pinio_mpi_checkpoint *cp)
+{
+    return cp ? cp->plan : NULL;
+}
+
+uint64_t pinio_mpi_rank_read_bytes(const pinio_mpi_checkpoint *cp, int r)
+{
+    return cp && r >= 0 && r < cp->nranks ? cp->rank_read[r] : 0;
+}

@@ -1,0 +1,364 @@
+/* pinio_mpi_load under mpiexec (Criterion cannot host MPI: plain main).
+ *
+ * Every case is collective; each rank checks its own result, and rank 0
+ * prints one line per case and, last, 'N passed, N failed' after an
+ * Allreduce of the failures. Exit 0 only when every case passed on every
+ * rank. Cases:
+ *   replicate (Allgatherv, then pipelined broadcasts): every byte on every
+ *     rank checked against the generator; the ranks' storage reads
+ *     (/proc/self/io read_bytes, O_DIRECT) add up to one copy of the data;
+ *   shard (byte-balanced split): every tensor held by exactly one rank and
+ *     right there, storage reads again one copy;
+ *   shard by each rank's own filters;
+ *   an injected read error on the last rank (PINIO_FAULTS=eio@1x1000000): every rank
+ *     returns the same code and message, naming that rank and the file;
+ *   a missing input: rank 0's error on every rank;
+ *   more ranks than tensors and a selection of nothing: empty stripes.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pinio/gen.h"
+#include "pinio/mpi.h"
+
+#define SEED 77
+
+static int rank, nranks;
+static int failed_local; /* failures of the current case on this rank */
+
+#define CHECK(cond, ...)                                                                  \
+    do {                                                                                  \
+        if (!(cond)) {                                                                    \
+            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank, __FILE__, __LINE__, \
+                    #cond);                                                               \
+            fprintf(stderr, __VA_ARGS__);                                                 \
+            fprintf(stderr, "\n");                                                        \
+            failed_local++;                                                               \
+        }                                                                                 \
+    } while (0)
+
+/* Storage bytes this process has read so far (/proc/self/io read_bytes). */
+static uint64_t io_read_bytes(void)
+{
+    FILE *f = fopen("/proc/self/io", "r");
+    if (!f)
+        return 0;
+    char line[128];
+    uint64_t v = 0;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "read_bytes: %" SCNu64, &v) == 1)
+            break;
+    fclose(f);
+    return v;
+}
+
+/* A checkpoint written by rank 0, its path known to every rank. */
+static char dir[64], ck[128];
+
+static void make_checkpoint(uint64_t size, size_t tensors, unsigned shards)
+{
+    int rc = 0;
+    if (rank == 0) {
+        strcpy(dir, "/var/tmp/pinio-mpi-XXXXXX");
+        if (!mkdtemp(dir)) {
+            rc = -errno;
+        } else {
+            snprintf(ck, sizeof(ck), shards > 1 ? "%s/ck" : "%s/m.safetensors", dir);
+            pinio_gen_opts g;
+            pinio_gen_opts_default(&g);
+            g.size = size;
+            g.tensors = tensors;
+            g.shards = shards;
+            g.seed = SEED;
+            rc = pinio_gen_write(ck, &g, NULL, NULL);
+        }
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (rc < 0) {
+        if (rank == 0)
+            fprintf(stderr, "cannot write the test checkpoint: %s\n", pinio_strerror(rc));
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Bcast(dir, sizeof(dir), MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Bcast(ck, sizeof(ck), MPI_CHAR, 0, MPI_COMM_WORLD);
+}
+
+static void remove_checkpoint(void)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        char cmd[160];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "cannot remove %s\n", dir);
+    }
+}
+
+/* Every held tensor's bytes against the generator; returns the bytes checked. */
+static uint64_t verify_held(const pinio_mpi_checkpoint *cp)
+{
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < pinio_mpi_count(cp); i++) {
+        const pinio_plan_tensor *t = pinio_mpi_tensor(cp, i);
+        pinio_view v;
+        int rc = pinio_mpi_tensor_view(cp, i, &v);
+        CHECK(rc == 0, "view of %s: %d", t->name, rc);
+        if (rc < 0)
+            continue;
+        uint64_t bad = 0;
+        CHECK(v.len == t->nbytes, "%s: view of %zu bytes", t->name, v.len);
+        CHECK(pinio_gen_verify(SEED, t->name, 0, v.ptr, t->nbytes, &bad),
+              "tensor %s wrong at byte %" PRIu64, t->name, bad);
+        bytes += t->nbytes;
+        pinio_view_release(&v);
+    }
+    return bytes;
+}
+
+static pinio_mpi_checkpoint *load(const pinio_mpi_opts *o, pinio_mpi_report *rep, uint64_t *io)
+{
+    const char *paths[] = { ck };
+    pinio_mpi_checkpoint *cp = NULL;
+    pinio_diag d;
+    uint64_t before = io_read_bytes();
+    int rc = pinio_mpi_load(MPI_COMM_WORLD, paths, 1, o, &cp, rep, &d);
+    *io = io_read_bytes() - before;
+    CHECK(rc == 0, "pinio_mpi_load: %s", d.msg);
+    return cp;
+}
+
+/* Sum of a u64 over ranks. */
+static uint64_t sum(uint64_t v)
+{
+    uint64_t s = 0;
+    MPI_Allreduce(&v, &s, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    return s;
+}
+
+/* The storage bytes the ranks read, from the kernel, add up to one copy:
+ * at least the tensor bytes, at most the plan's reads (aligned, merged
+ * holes) and a few header pages. A rank reading a stripe twice, or every
+ * rank reading everything, exceeds it. */
+static void check_read_once(const pinio_mpi_report *rep, uint64_t io)
+{
+    uint64_t all = sum(io);
+    CHECK(rep->job_read_bytes == rep->plan_read_bytes,
+          "engine reads %" PRIu64 " != plan %" PRIu64, rep->job_read_bytes,
+          rep->plan_read_bytes);
+    CHECK(io <= rep->read_bytes + (64u << 10), "this rank read %" PRIu64 " from storage, its stripe is %" PRIu64,
+          io, rep->read_bytes);
+    CHECK(all <= rep->plan_read_bytes + (256u << 10) && all + (64u << 10) >= rep->plan_read_bytes,
+          "ranks read %" PRIu64 " bytes from storage, one copy is %" PRIu64, all,
+          rep->plan_read_bytes);
+}
+
+static void case_replicate(pinio_mpi_exchange how)
+{
+    make_checkpoint(6u << 20, 27, 3);
+    pinio_mpi_opts o;
+    pinio_mpi_opts_default(&o);
+    o.exchange = how;
+    o.cache = PINIO_CACHE_COLD; /* O_DIRECT: the storage reads show in /proc/self/io */
+    o.bcast_piece = 64u << 10;  /* many pieces in flight */
+    pinio_mpi_report rep;
+    uint64_t io = 0;
+    pinio_mpi_checkpoint *cp = load(&o, &rep, &io);
+    if (cp) {
+        pinio_plan_info pi;
+        pinio_plan_get_info(pinio_mpi_plan(cp), &pi);
+        CHECK(pinio_mpi_count(cp) == pi.tensors && pi.tensors == 27, "holds %zu of %zu",
+              pinio_mpi_count(cp), pi.tensors);
+        CHECK(verify_held(cp) == pi.bytes, "every byte on every rank");
+        CHECK(rep.exchange == (how ? how : PINIO_MPI_EXCHANGE_ALLGATHERV), "exchange %d",
+              rep.exchange);
+        check_read_once(&rep, io);
+        for (int r = 0; r < nranks; r++)
+            CHECK(pinio_mpi_rank_read_bytes(cp, r) > 0 || nranks > (int)pi.reads,
+                  "rank %d read nothing", r);
+    }
+    pinio_mpi_release(cp);
+    remove_checkpoint();
+}
+
+static void case_replicate_allgatherv(void)
+{
+    case_replicate(PINIO_MPI_EXCHANGE_ALLGATHERV);
+}
+
+static void case_replicate_bcast(void)
+{
+    case_replicate(PINIO_MPI_EXCHANGE_BCAST);
+}
+
+static void case_shard_split(void)
+{
+    make_checkpoint(6u << 20, 27, 1);
+    pinio_mpi_opts o;
+    pinio_mpi_opts_default(&o);
+    o.policy = PINIO_MPI_SHARD;
+    o.cache = PINIO_CACHE_COLD;
+    pinio_mpi_report rep;
+    uint64_t io = 0;
+    pinio_mpi_checkpoint *cp = load(&o, &rep, &io);
+    if (cp) {
+        pinio_plan_info pi;
+        pinio_plan_get_info(pinio_mpi_plan(cp), &pi);
+        uint64_t mine = verify_held(cp);
+        CHECK(sum(mine) == pi.bytes, "the shards add up to the checkpoint");
+        CHECK(sum(pinio_mpi_count(cp)) == pi.tensors, "each tensor on exactly one rank");
+        CHECK(rep.received_bytes == 0, "a shard exchanges nothing");
+        check_read_once(&rep, io);
+    } else {
+        sum(0), sum(0);
+    }
+    pinio_mpi_release(cp);
+    remove_checkpoint();
+}
+
+static void case_shard_filters(void)
+{
+    make_checkpoint(3u << 20, 18, 1); /* layers 0 and 1 */
+    char mine[32];
+    snprintf(mine, sizeof(mine), "model.layers.%d", rank % 2);
+    const char *f[] = { mine };
+    pinio_mpi_opts o;
+    pinio_mpi_opts_default(&o);
+    o.policy = PINIO_MPI_SHARD;
+    o.shard_filters = f;
+    o.nshard_filters = 1;
+    pinio_mpi_report rep;
+    uint64_t io = 0;
+    pinio_mpi_checkpoint *cp = load(&o, &rep, &io);
+    if (cp) {
+        CHECK(pinio_mpi_count(cp) == 9, "rank holds %zu tensors of its layer", pinio_mpi_count(cp));
+        for (size_t i = 0; i < pinio_mpi_count(cp); i++)
+            CHECK(strncmp(pinio_mpi_tensor(cp, i)->name, mine, strlen(mine)) == 0, "%s",
+                  pinio_mpi_tensor(cp, i)->name);
+        verify_held(cp);
+    }
+    pinio_mpi_release(cp);
+    remove_checkpoint();
+}
+
+/* The last rank's first read completion fails: everyone hears of it. */
+static void case_fault_on_one_rank(void)
+{
+    make_checkpoint(3u << 20, 9, 1);
+    int victim = nranks - 1;
+    if (rank == victim)
+        setenv("PINIO_FAULTS", "eio@1x1000000", 1); /* every completion: the engine retries a lone one */
+    pinio_mpi_opts o;
+    pinio_mpi_opts_default(&o);
+    o.cache = PINIO_CACHE_COLD;
+    const char *paths[] = { ck };
+    pinio_mpi_checkpoint *cp = (pinio_mpi_checkpoint *)&o;
+    pinio_diag d;
+    int rc = pinio_mpi_load(MPI_COMM_WORLD, paths, 1, &o, &cp, NULL, &d);
+    unsetenv("PINIO_FAULTS");
+    CHECK(rc == -EIO, "rc %d (%s)", rc, rc ? d.msg : "");
+    CHECK(cp == NULL, "nothing handed out");
+    char who[32];
+    snprintf(who, sizeof(who), "rank %d of %d", victim, nranks);
+    /* the offset: in the text (the engine's bulk-read diagnostic leaves the
+     * field unset today), or in the field */
+    CHECK(strstr(d.msg, who) && strcmp(d.path + strlen(d.path) - 13, "m.safetensors") == 0 &&
+              (d.offset != PINIO_DIAG_NO_OFFSET || strstr(d.msg, "at offset ")),
+          "message names rank, file and offset: %s (offset %llu)", d.msg,
+          (unsigned long long)d.offset);
+    char first[PINIO_DIAG_MSG_MAX];
+    memcpy(first, d.msg, sizeof(first));
+    MPI_Bcast(first, sizeof(first), MPI_CHAR, 0, MPI_COMM_WORLD);
+    CHECK(strcmp(first, d.msg) == 0, "same message as rank 0: '%s' vs '%s'", d.msg, first);
+    remove_checkpoint();
+}
+
+static void case_missing_input(void)
+{
+    const char *paths[] = { "/var/tmp/pinio-mpi-does-not-exist.safetensors" };
+    pinio_mpi_checkpoint *cp = NULL;
+    pinio_diag d;
+    int rc = pinio_mpi_load(MPI_COMM_WORLD, paths, 1, NULL, &cp, NULL, &d);
+    CHECK(rc == -ENOENT && cp == NULL, "rc %d", rc);
+    CHECK(strstr(d.msg, "rank 0 of") && strcmp(d.path, paths[0]) == 0, "%s", d.msg);
+}
+
+/* Two tensors over up to four ranks, and a selection of nothing: ranks
+ * with no reads take part in every collective and hold nothing. */
+static void case_empty_stripes(void)
+{
+    make_checkpoint(1u << 20, 2, 1);
+    for (int pol = 0; pol < 2; pol++) {
+        pinio_mpi_opts o;
+        pinio_mpi_opts_default(&o);
+        o.policy = pol ? PINIO_MPI_SHARD : PINIO_MPI_REPLICATE;
+        pinio_mpi_report rep;
+        uint64_t io = 0;
+        pinio_mpi_checkpoint *cp = load(&o, &rep, &io);
+        if (cp) {
+            pinio_plan_info pi;
+            pinio_plan_get_info(pinio_mpi_plan(cp), &pi);
+            uint64_t b = verify_held(cp);
+            uint64_t all = pol ? sum(b) : b; /* shard: the ranks together; replicate: each */
+            CHECK(pi.tensors == 2 && all == pi.bytes, "bytes held %" PRIu64 " of %" PRIu64, all,
+                  pi.bytes);
+            CHECK(rep.job_read_bytes == rep.plan_read_bytes, "one copy read");
+        } else if (pol) {
+            sum(0);
+        }
+        pinio_mpi_release(cp);
+    }
+    const char *nothing[] = { "no.such.tensor" };
+    pinio_mpi_opts o;
+    pinio_mpi_opts_default(&o);
+    o.filters = nothing;
+    o.nfilters = 1;
+    pinio_mpi_report rep;
+    uint64_t io = 0;
+    pinio_mpi_checkpoint *cp = load(&o, &rep, &io);
+    if (cp)
+        CHECK(pinio_mpi_count(cp) == 0 && rep.job_read_bytes == 0, "an empty selection reads nothing");
+    pinio_mpi_release(cp);
+    remove_checkpoint();
+}
+
+static const struct {
+    const char *name;
+    void (*run)(void);
+} cases[] = {
+    { "replicate_allgatherv", case_replicate_allgatherv },
+    { "replicate_bcast", case_replicate_bcast },
+    { "shard_split", case_shard_split },
+    { "shard_filters", case_shard_filters },
+    { "fault_on_one_rank", case_fault_on_one_rank },
+    { "missing_input", case_missing_input },
+    { "empty_stripes", case_empty_stripes },
+};
+
+int main(int argc, char **argv)
+{
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    int passed = 0, failed = 0;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)
+            continue;
+        failed_local = 0;
+        cases[i].run();
+        int any = 0;
+        MPI_Allreduce(&failed_local, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (rank == 0)
+            printf("[%s] mpi::%s (n=%d)\n", any ? "FAIL" : "PASS", cases[i].name, nranks);
+        any ? failed++ : passed++;
+    }
+    if (rank == 0)
+        printf("%d passed, %d failed\n", passed, failed);
+    MPI_Finalize();
+    return failed ? 1 : 0;
+}
