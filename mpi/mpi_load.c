@@ -246,10 +246,10 @@ static int read_headers(job *j, const char *const *paths, size_t npaths, blob *x
     pinio_plan_get_info(probe, &pi);
     /* Stripes are runs of whole reads, and a plan of one file is often one
      * read: a segment (reads never cross a multiple of it) of about a
-     * quarter of a rank's share gives every rank reads to take, and keeps
-     * the stripes within a quarter-read of balanced. */
+     * eighth of a rank's share gives every rank reads to take, and keeps
+     * the stripes within half a read (1/16 of a share) of balanced. */
     uint64_t seg = pi.align > SEGMENT_MIN ? pi.align : SEGMENT_MIN;
-    while (seg < REGION_MAX && seg * 4 * (uint64_t)j->n < pi.read_bytes)
+    while (seg < REGION_MAX && seg * 8 * (uint64_t)j->n < pi.read_bytes)
         seg *= 2;
     rc = blob_u64(x, pi.align);
     if (rc == 0)
@@ -404,11 +404,10 @@ static int map_dest(job *j, uint64_t bytes, pinio_view *out)
     return rc;
 }
 
-/* Where stripe `r` starts in the destination: the first read of a run of
- * reads whose bytes add up to about r/n of the plan's. When `cut_ok` is
- * given, a cut is only allowed where no tensor spans the reads on both
- * sides (a shard keeps whole tensors). Pure: every rank computes the same. */
-static void cut_stripes(const pinio_plan *p, int n, const bool *cut_ok, size_t *first)
+/* Where stripe `r` starts: the first read of a run of reads whose bytes
+ * add up to about r/n of the plan's (the cut nearest to it). Pure: every
+ * rank computes the same. */
+static void cut_stripes(const pinio_plan *p, int n, size_t *first)
 {
     pinio_plan_info pi;
     pinio_plan_get_info(p, &pi);
@@ -418,7 +417,7 @@ static void cut_stripes(const pinio_plan *p, int n, const bool *cut_ok, size_t *
     for (int r = 1; r <= n; r++) {
         uint64_t target = (total / (uint64_t)n) * (uint64_t)r +
                           (total % (uint64_t)n) * (uint64_t)r / (uint64_t)n;
-        while (i < pi.reads && (done < target || (cut_ok && !cut_ok[i]))) {
+        while (i < pi.reads && done + pinio_plan_read_at(p, i)->len / 2 < target) {
             done += pinio_plan_read_at(p, i)->len;
             i++;
         }
@@ -426,35 +425,48 @@ static void cut_stripes(const pinio_plan *p, int n, const bool *cut_ok, size_t *
     }
 }
 
-/* A read `k` may start a shard unless a tensor runs from read k-1 into it. */
-static bool *tensor_cuts(const pinio_plan *p)
+/*
+ * A shard by split: rank r takes a contiguous run of whole tensors, about
+ * 1/n of the bytes, and the reads that cover them. Tensors rarely start at
+ * an aligned offset, so the read at a boundary between two ranks usually
+ * holds the end of one rank's tensor and the start of the next: both ranks
+ * read it (at most one segment per boundary, the price of whole tensors).
+ */
+static void shard_split(const pinio_plan *p, int n, int rank, size_t *t0, size_t *t1,
+                        size_t *first, size_t *nreads)
 {
     pinio_plan_info pi;
     pinio_plan_get_info(p, &pi);
-    bool *ok = malloc(pi.reads + 1);
-    if (!ok)
-        return NULL;
-    memset(ok, 1, pi.reads + 1);
-    size_t k = 0;
-    for (size_t t = 0; t < pi.tensors; t++) {
-        const pinio_plan_tensor *x = pinio_plan_tensor_at(p, t);
-        if (x->nbytes == 0)
-            continue;
-        uint64_t a = x->dest_offset, b = x->dest_offset + x->nbytes; /* [a, b) */
-        /* tensors and reads both ascend in the destination */
-        while (k < pi.reads) {
-            const pinio_plan_read *r = pinio_plan_read_at(p, k);
-            if (r->dest_offset + r->len > a)
+    size_t cut[2];
+    for (int k = 0; k < 2; k++) {
+        int r = rank + k;
+        uint64_t target = (pi.bytes / (uint64_t)n) * (uint64_t)r +
+                          (pi.bytes % (uint64_t)n) * (uint64_t)r / (uint64_t)n;
+        uint64_t done = 0;
+        size_t t = 0;
+        while (r < n && t < pi.tensors) {
+            uint64_t len = pinio_plan_tensor_at(p, t)->nbytes;
+            if (done + len / 2 >= target && !(len == 0 && done < target))
                 break;
-            k++;
+            done += len;
+            t++;
         }
-        for (size_t m = k + 1; m < pi.reads; m++) {
-            if (pinio_plan_read_at(p, m)->dest_offset >= b)
-                break;
-            ok[m] = false;
-        }
+        cut[k] = r >= n ? pi.tensors : t;
     }
-    return ok;
+    *t0 = cut[0];
+    *t1 = cut[1];
+    *first = *nreads = 0;
+    if (*t0 >= *t1)
+        return;
+    const pinio_plan_tensor *a = pinio_plan_tensor_at(p, *t0), *z = pinio_plan_tensor_at(p, *t1 - 1);
+    uint64_t lo = a->dest_offset, hi = z->dest_offset + z->nbytes;
+    size_t i = 0;
+    while (i < pi.reads && pinio_plan_read_at(p, i)->dest_offset + pinio_plan_read_at(p, i)->len <= lo)
+        i++;
+    *first = i;
+    while (i < pi.reads && pinio_plan_read_at(p, i)->dest_offset < hi)
+        i++;
+    *nreads = i - *first;
 }
 
 /* dest offset where reads [first, ...) start; the layout's end past the last. */
@@ -569,23 +581,14 @@ static int exchange(job *j, uint8_t *base, const uint64_t *start, uint64_t unit,
     return rc;
 }
 
-/* Which plan tensors this rank holds: all of them (replicate, or a shard
- * by its own filters), or those that start in [lo, hi) of the destination
- * (a shard by split; the last rank also takes empty tensors at the end). */
-static int hold(pinio_mpi_checkpoint *cp, bool split, uint64_t lo, uint64_t hi,
-                bool last)
+/* Which plan tensors this rank holds: [t0, t1) of the plan's. */
+static int hold(pinio_mpi_checkpoint *cp, size_t t0, size_t t1)
 {
-    pinio_plan_info pi;
-    pinio_plan_get_info(cp->plan, &pi);
-    cp->held = malloc((pi.tensors ? pi.tensors : 1) * sizeof(*cp->held));
+    cp->held = malloc((t1 > t0 ? t1 - t0 : 1) * sizeof(*cp->held));
     if (!cp->held)
         return -ENOMEM;
-    for (size_t i = 0; i < pi.tensors; i++) {
-        const pinio_plan_tensor *t = pinio_plan_tensor_at(cp->plan, i);
-        if (split && !(t->dest_offset >= lo && (t->dest_offset < hi || last)))
-            continue;
+    for (size_t i = t0; i < t1; i++)
         cp->held[cp->nheld++] = i;
-    }
     return 0;
 }
 
@@ -604,31 +607,36 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
     rep->plan_read_bytes = pi.read_bytes;
     bool own_filters = j->o.policy == PINIO_MPI_SHARD && j->o.nshard_filters;
 
-    /* Stripes: for a shard with its own filters, its whole plan is its
-     * stripe; otherwise the same cut on every rank. */
+    /* Stripes: the same cut on every rank (replicate); a run of whole
+     * tensors (shard by split); the rank's whole plan (shard by its own
+     * filters). lo/hi: the destination range this rank's reads fill. */
     size_t *first = calloc((size_t)j->n + 1, sizeof(*first));
     uint64_t *start = calloc((size_t)j->n + 1, sizeof(*start));
-    bool *cuts = NULL;
+    size_t my_first = 0, my_n = pi.reads, tfirst = 0, tend = pi.tensors;
+    uint64_t lo = 0, hi = end;
     rc = first && start ? 0 : -ENOMEM;
-    if (rc == 0 && j->o.policy == PINIO_MPI_SHARD && !own_filters && !(cuts = tensor_cuts(cp->plan)))
-        rc = -ENOMEM;
-    if (rc == 0 && !own_filters) {
-        cut_stripes(cp->plan, j->n, cuts, first);
+    if (rc == 0 && j->o.policy == PINIO_MPI_REPLICATE) {
+        cut_stripes(cp->plan, j->n, first);
         for (int r = 0; r <= j->n; r++)
             start[r] = r == 0 ? 0 : dest_at(cp->plan, first[r], end);
         start[j->n] = end;
+        my_first = first[j->rank];
+        my_n = first[j->rank + 1] - first[j->rank];
+        lo = start[j->rank];
+        hi = start[j->rank + 1];
         if (end / unit > INT_MAX) {
             pinio_diag_set(&j->local, -EOVERFLOW,
                            "a %llu-byte plan is past what MPI-3.1 counts of %llu-byte units reach",
                            (unsigned long long)end, (unsigned long long)unit);
             rc = -EOVERFLOW;
         }
+    } else if (rc == 0 && !own_filters) {
+        shard_split(cp->plan, j->n, j->rank, &tfirst, &tend, &my_first, &my_n);
+        const pinio_plan_read *a = pinio_plan_read_at(cp->plan, my_first),
+                              *z = pinio_plan_read_at(cp->plan, my_first + my_n - 1);
+        lo = my_n ? a->dest_offset : 0;
+        hi = my_n ? z->dest_offset + z->len : 0;
     }
-    free(cuts);
-    size_t my_first = own_filters ? 0 : (first ? first[j->rank] : 0);
-    size_t my_n = own_filters ? pi.reads : (first ? first[j->rank + 1] - first[j->rank] : 0);
-    uint64_t lo = own_filters ? 0 : (start ? start[j->rank] : 0);
-    uint64_t hi = own_filters ? end : (start ? start[j->rank + 1] : 0);
     rep->first_read = my_first;
     rep->nreads = my_n;
     if (rc == 0)
@@ -661,8 +669,7 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
         rc = agree(j, e == MPI_SUCCESS ? 0 : mpi_fail(j, e, "MPI_Allgather (bytes read)"));
     }
     if (rc == 0)
-        rc = agree(j, hold(cp, j->o.policy == PINIO_MPI_SHARD && !own_filters, lo, hi,
-                           j->rank == j->n - 1));
+        rc = agree(j, hold(cp, tfirst, tend));
     free(first);
     free(start);
     if (rc < 0)

@@ -11,6 +11,9 @@
 #include "pinio/pinio.h"
 #include "cli.h"
 #include "util.h"
+#if PINIO_HAVE_MPI
+#include "load_mpi.h"
+#endif
 
 static void load_usage(FILE *out)
 {
@@ -36,6 +39,8 @@ static void load_usage(FILE *out)
             "  --sha256 HEX       expected SHA-256 of the next input file (repeatable)\n"
             "  --json             print the summary as one JSON object\n"
             "  --quiet            no progress bar and no summary (exit status only)\n"
+            "  --mpi replicate|shard  one load per MPI job, under mpiexec (see\n"
+            "                     pinio load --mpi replicate --help; needs a pinio built with MPI)\n"
             "  -h, --help         this help\n"
             "\n"
             "exit status: 0 loaded; 1 load failed (the message names file and offset); 2 usage\n");
@@ -75,6 +80,18 @@ static int on_progress(void *ctx, const pinio_progress *pg)
 
 static int run_load(int argc, char **argv)
 {
+    /* --mpi is a different program shape (collective, rank 0 reports):
+     * the MPI build hands the whole command line to cmd_load_mpi.c. */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--mpi") || !strncmp(argv[i], "--mpi=", 6)) {
+#if PINIO_HAVE_MPI
+            return pinio_cli_load_mpi(argc, argv);
+#else
+            fprintf(stderr, "pinio load: --mpi: this pinio was built without MPI "
+                            "(meson -Dmpi=enabled, with libopenmpi-dev)\n");
+            return 2;
+#endif
+        }
     enum { O_FILTER = 256, O_NODE, O_DIRECT, O_CACHE, O_BACKEND, O_QD, O_BS, O_VERIFY, O_SHA,
            O_JSON, O_QUIET };
     static const struct option longopts[] = {
