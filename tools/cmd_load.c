@@ -39,6 +39,8 @@ static void load_usage(FILE *out)
             "  --sha256 HEX       expected SHA-256 of the next input file (repeatable)\n"
             "  --json             print the summary as one JSON object\n"
             "  --quiet            no progress bar and no summary (exit status only)\n"
+            "A load holds one open file per shard: the soft open-file limit is raised to\n"
+            "the hard one (ulimit -Hn) for the command's own process.\n"
             "  --mpi replicate|shard  one load per MPI job, under mpiexec (see\n"
             "                     pinio load --mpi replicate --help; needs a pinio built with MPI)\n"
             "  -h, --help         this help\n"
@@ -241,6 +243,8 @@ static int run_load(int argc, char **argv)
         opts.progress_ctx = &prog;
     }
 
+    unsigned long long nofile_from, nofile_to;
+    cli_raise_nofile(&nofile_from, &nofile_to);
     pinio_checkpoint *cp = NULL;
     pinio_diag diag = { 0 };
     int err = pinio_load((const char *const *)argv + optind, (size_t)(argc - optind), &opts, &cp,
@@ -321,6 +325,9 @@ static int run_load(int argc, char **argv)
             printf("cold      dropping the cached pages took %.3f s (not counted: it wrote back "
                    "dirty pages first)\n", r.drop_seconds);
         printf("peak RSS  %.3f GB\n", (double)ru.ru_maxrss * 1024 / 1e9);
+        if (nofile_to > nofile_from && r.files + 16 > nofile_from)
+            printf("limits    open-file limit raised from %llu to %llu for %zu files\n",
+                   nofile_from, nofile_to, r.files);
     }
     pinio_checkpoint_release(cp);
     rc = 0;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "util.h"
 
@@ -103,4 +104,18 @@ void cli_json_str(const char *s, size_t n)
             putchar(c);
     }
     putchar('"');
+}
+
+void cli_raise_nofile(unsigned long long *from, unsigned long long *to)
+{
+    struct rlimit rl;
+    *from = *to = 0;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    *from = *to = (unsigned long long)rl.rlim_cur;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+            *to = (unsigned long long)rl.rlim_cur;
+    }
 }

@@ -25,4 +25,10 @@ const char *cli_human_bytes(char *buf, unsigned long cap, uint64_t bytes);
  */
 void cli_json_str(const char *s, size_t n);
 
+/* Raises the soft open-file limit to the hard one (a load holds one
+ * descriptor per shard); `*from` and `*to` receive the soft limit before and
+ * after (equal when nothing changed). The command's own process only: the
+ * library never changes limits. */
+void cli_raise_nofile(unsigned long long *from, unsigned long long *to);
+
 #endif

@@ -32,12 +32,22 @@
  * into request_size pieces): a bulk call can stop between pieces. */
 #define PIECE ((uint64_t)16 << 20)
 
+/* Files open on the engine at once, at most: a batch is flushed before a
+ * read of one more file is queued, and the files whose reads are done are
+ * closed. 600 shards needed 3 descriptors each and failed under the usual
+ * `ulimit -n 1024`; now a plan needs one per file plus these. It is also
+ * the engine's default registered-file table (max_files). */
+#define FILES_OPEN_MAX 64
+
 typedef struct exec_state {
     pinio_plan *p;
     const pinio_exec_opts *o;
     pinio_ring *ring[2];      /* [0] O_DIRECT, [1] buffered */
-    pinio_ring_file **rf;     /* per plan file, on its ring; NULL when not used */
+    pinio_ring_file **rf;     /* per plan file, on its ring while it has reads left */
+    bool *used;               /* per plan file: read by this execution */
     int *slots;               /* registered region slots, -1 when refused */
+    char why[2][256];         /* per ring: the first file's reason (file system, alignment) */
+    size_t nopen;             /* files open on the rings now */
 } exec_state;
 
 void pinio_exec_opts_init(pinio_exec_opts *opts, size_t size)
@@ -102,8 +112,16 @@ static int open_file(exec_state *s, size_t i, pinio_diag *diag)
     if (rc < 0) {
         *diag = d;
         pinio_diag_relabel(diag, f->path);
+        return rc;
     }
-    return rc;
+    s->used[i] = true;
+    s->nopen++;
+    if (!s->why[f->pub.hot][0]) {
+        pinio_ring_file_info fi;
+        pinio_ring_file_get_info(s->rf[i], &fi);
+        snprintf(s->why[f->pub.hot], sizeof(s->why[0]), "%s", fi.reason);
+    }
+    return 0;
 }
 
 static void register_regions(exec_state *s, pinio_exec_report *rep)
@@ -236,6 +254,20 @@ static int batch(exec_state *s, pending *q, bool hot, const pinio_dest_ops *ops,
     return rc;
 }
 
+/* Closes the engine's handle of every file whose last read of this pass
+ * lies before read `i`: a checkpoint of many shards then holds one engine
+ * descriptor at a time beside the plan's own, not one per shard (600
+ * shards failed under `ulimit -n 1024`). */
+static void close_done(exec_state *s, const size_t *last, size_t i)
+{
+    for (size_t f = 0; f < s->p->nfiles; f++)
+        if (s->rf[f] && last[f] < i) {
+            pinio_ring_file_close(s->rf[f]);
+            s->rf[f] = NULL;
+            s->nopen--;
+        }
+}
+
 /* Reads [a, b) of the plan's reads, those of hot or cold files. */
 static int run_pass(exec_state *s, size_t a, size_t b, bool hot, const pinio_dest_ops *ops,
                     void *ctx, uint64_t batch_max, progress_state *pr, pinio_diag *diag)
@@ -243,13 +275,26 @@ static int run_pass(exec_state *s, size_t a, size_t b, bool hot, const pinio_des
     pinio_plan *p = s->p;
     const pinio_plan_read *reads = p->layout.reads;
     pending q = { 0 };
+    size_t *last = calloc(p->nfiles ? p->nfiles : 1, sizeof(*last));
+    if (!last)
+        return -ENOMEM;
+    for (size_t i = a; i < b; i++)
+        if (p->files[reads[i].file].pub.hot == hot)
+            last[reads[i].file] = i;
     int rc = 0;
     for (size_t i = a; i < b && rc == 0; i++) {
         const pinio_plan_read *r = &reads[i];
         if (p->files[r->file].pub.hot != hot)
             continue;
         void *mem = NULL;
-        rc = open_file(s, r->file, diag);
+        if (!s->rf[r->file] && s->nopen >= FILES_OPEN_MAX) {
+            if (q.n)
+                rc = batch(s, &q, hot, ops, ctx, pr, diag);
+            q.reads = 0;
+            close_done(s, last, i);
+        }
+        if (rc == 0)
+            rc = open_file(s, r->file, diag);
         if (rc == 0) {
             rc = ops->claim(ctx, i, r, &mem);
             if (rc < 0 && diag && diag->code == 0)
@@ -259,21 +304,23 @@ static int run_pass(exec_state *s, size_t a, size_t b, bool hot, const pinio_des
         q.reads++;
         for (uint64_t off = 0; rc == 0 && off < r->len; off += PIECE) {
             uint64_t len = r->len - off < PIECE ? r->len - off : PIECE;
-            bool last = off + len == r->len;
+            bool done = off + len == r->len;
             pinio_read_req req = { .file = s->rf[r->file], .offset = r->offset + off,
                                    .len = (size_t)len, .dst = (uint8_t *)mem + off };
             uint64_t need = r->need <= off ? 0 : (r->need - off < len ? r->need - off : len);
             rc = pending_push(&q, &req, need, i, mem);
             if (rc == 0 && (q.bytes >= batch_max ||
-                            (last && s->o->batch_reads && q.reads >= s->o->batch_reads))) {
+                            (done && s->o->batch_reads && q.reads >= s->o->batch_reads))) {
                 rc = batch(s, &q, hot, ops, ctx, pr, diag);
-                q.reads = last ? 0 : 1; /* a read cut here goes on in the next batch */
+                q.reads = done ? 0 : 1; /* a read cut here goes on in the next batch */
+                close_done(s, last, done ? i + 1 : i);
             }
         }
     }
     if (rc == 0 && q.n)
         rc = batch(s, &q, hot, ops, ctx, pr, diag);
     pending_free(&q);
+    free(last);
     return rc;
 }
 
@@ -321,14 +368,8 @@ static void describe(exec_state *s, pinio_exec_report *rep)
                 fixed ? "registered memory (READ_FIXED)" : "unregistered memory");
         if (info.reason[0])
             ADD("; %s", info.reason);
-        for (size_t i = 0; i < s->p->nfiles; i++)
-            if (s->rf[i] && s->p->files[i].pub.hot == (hot == 1)) {
-                pinio_ring_file_info fi;
-                pinio_ring_file_get_info(s->rf[i], &fi);
-                if (fi.reason[0])
-                    ADD("; %s", fi.reason);
-                break; /* one file's reason: they share the file system */
-            }
+        if (s->why[hot][0]) /* one file's reason: they share the file system */
+            ADD("; %s", s->why[hot]);
         if (!hot)
             rep->backend = pread ? PINIO_BACKEND_PREAD
                            : fixed ? PINIO_BACKEND_FIXED_DIRECT
@@ -366,9 +407,11 @@ int pinio_plan_execute(pinio_plan *p, const pinio_dest_ops *ops, void *ctx,
 
     exec_state s = { .p = p, .o = &o };
     s.rf = calloc(p->nfiles ? p->nfiles : 1, sizeof(*s.rf));
+    s.used = calloc(p->nfiles ? p->nfiles : 1, sizeof(*s.used));
     s.slots = calloc(o.nregions ? o.nregions : 1, sizeof(*s.slots));
-    if (!s.rf || !s.slots) {
+    if (!s.rf || !s.used || !s.slots) {
         free(s.rf);
+        free(s.used);
         free(s.slots);
         return -ENOMEM;
     }
@@ -400,10 +443,10 @@ int pinio_plan_execute(pinio_plan *p, const pinio_dest_ops *ops, void *ctx,
     /* A file extended, truncated or rewritten after its header was read is
      * not the file the header described. */
     for (size_t i = 0; rc == 0 && i < p->nfiles; i++)
-        if (s.rf[i])
+        if (s.used[i])
             rc = pinio__plan_check_unchanged(p, i, diag);
     for (size_t i = 0; i < p->nfiles; i++)
-        if (s.rf[i]) {
+        if (s.used[i]) {
             if (p->files[i].pub.hot)
                 rep->files_buffered++;
             else
@@ -418,6 +461,7 @@ int pinio_plan_execute(pinio_plan *p, const pinio_dest_ops *ops, void *ctx,
     pinio_ring_destroy(s.ring[0]);
     pinio_ring_destroy(s.ring[1]);
     free(s.rf);
+    free(s.used);
     free(s.slots);
     return rc;
 }

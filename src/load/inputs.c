@@ -11,8 +11,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -203,18 +206,102 @@ static uint64_t dio_align(int fd)
     return a && !(a & (a - 1)) ? a : 0;
 }
 
+#ifndef RESOLVE_BENEATH
+#define RESOLVE_NO_MAGICLINKS 0x02
+#define RESOLVE_BENEATH 0x08
+#endif
+
+/* The folder of `path` (".": none) into out[n]; the rest of `path` after it
+ * (the name relative to the folder) is returned, or NULL when `path` is not
+ * under it. */
+static const char *split_dir(const char *index, const char *path, char *out, size_t n)
+{
+    const char *slash = strrchr(index, '/');
+    size_t dl = slash ? (size_t)(slash - index) : 0;
+    if (!slash) {
+        snprintf(out, n, ".");
+        return path;
+    }
+    if (dl + 1 > n || strncmp(path, index, dl) != 0 || path[dl] != '/')
+        return NULL;
+    size_t keep = dl ? dl : 1; /* "/model.safetensors.index.json": the root */
+    memcpy(out, index, keep);
+    out[keep] = '\0';
+    return path + dl + 1;
+}
+
+/* Whether the open file `fd` lies beneath the folder `dirfd` names: the
+ * fallback check where openat2() is missing (Linux < 5.6). */
+static bool beneath(int dirfd, int fd)
+{
+    char a[64], b[64], pa[4096], pb[4096];
+    snprintf(a, sizeof(a), "/proc/self/fd/%d", dirfd);
+    snprintf(b, sizeof(b), "/proc/self/fd/%d", fd);
+    ssize_t la = readlink(a, pa, sizeof(pa) - 1), lb = readlink(b, pb, sizeof(pb) - 1);
+    if (la <= 0 || lb <= 0)
+        return false;
+    pa[la] = pb[lb] = '\0';
+    return strncmp(pb, pa, (size_t)la) == 0 && (pa[la - 1] == '/' || pb[la] == '/');
+}
+
+/* A shard is opened beneath its index's folder: a shard that is a symlink,
+ * or lies under one, pointing out of that folder is refused (an index must
+ * not make pinio read /etc/shadow's first bytes as a header length).
+ * Symlinks that stay inside the folder are followed. -EXDEV on escape. */
+static int open_shard(const char *index, const char *path, int flags)
+{
+    char dir[4096];
+    const char *rel = split_dir(index, path, dir, sizeof(dir));
+    if (!rel)
+        return -EXDEV;
+    int dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return -errno;
+    struct { uint64_t flags, mode, resolve; } how = {
+        .flags = (uint64_t)flags, .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS };
+    int fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
+    int rc = fd >= 0 ? fd : -errno;
+    if (rc == -ENOSYS || rc == -EPERM) { /* no openat2, or a seccomp filter refusing it */
+        fd = openat(dirfd, rel, flags);
+        rc = fd < 0 ? -errno : beneath(dirfd, fd) ? fd : -EXDEV;
+        if (rc == -EXDEV)
+            close(fd);
+    }
+    close(dirfd);
+    return rc;
+}
+
 int pinio__pfile_open(pinio__pfile *f, const char *shard_of, const void *header, size_t header_len,
                       pinio_diag *diag)
 {
     /* O_NONBLOCK: opening a FIFO must not wait for a writer. It does not
      * change reads of a regular file, and it is cleared below anyway. */
-    f->fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
+    f->fd = shard_of ? open_shard(shard_of, f->path, flags) : open(f->path, flags);
+    if (f->fd == -EXDEV) {
+        pinio_diag_set_at(diag, -EXDEV, f->path, PINIO_DIAG_NO_OFFSET,
+                          "shard named by %s resolves outside the index's folder (a symlink?): "
+                          "refused",
+                          shard_of);
+        f->fd = -1;
+        return -EXDEV;
+    }
     if (f->fd < 0) {
-        int rc = -errno;
+        int rc = shard_of ? f->fd : -errno;
+        f->fd = -1;
         if (shard_of && rc == -ENOENT)
             pinio_diag_set_at(diag, rc, f->path, PINIO_DIAG_NO_OFFSET,
                               "shard named by %s is missing", shard_of);
-        else
+        else if (rc == -EMFILE) {
+            /* A plan holds one descriptor per file until it is freed. */
+            struct rlimit rl = { 0, 0 };
+            getrlimit(RLIMIT_NOFILE, &rl);
+            pinio_diag_set_at(diag, rc, f->path, PINIO_DIAG_NO_OFFSET,
+                              "cannot open: too many open files (a load holds one per shard; "
+                              "the limit is %llu: raise it with ulimit -n, up to the hard limit "
+                              "%llu)",
+                              (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max);
+        } else
             pinio_diag_set_at(diag, rc, f->path, PINIO_DIAG_NO_OFFSET, "cannot open: %s",
                               pinio_strerror(rc));
         return rc;

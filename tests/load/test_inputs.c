@@ -1,0 +1,123 @@
+/* What a load opens, and how many: shards stay beneath their index's folder,
+ * a FIFO among the inputs is refused instead of blocking, and a checkpoint
+ * of many shards loads under the usual open-file limit (or says how to
+ * raise it). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pinio/gen.h"
+#include "pinio/load.h"
+#include "tests/common/helpers.h"
+
+#define SEED 31
+
+static char dir[256];
+
+static void setup(void)
+{
+    cr_assert_eq(t_tmpdir("/var/tmp", "inputs", dir, sizeof(dir)), 0);
+}
+
+static void teardown(void)
+{
+    cr_assert_eq(t_rm_rf(dir), 0);
+}
+
+static void gen(const char *out, unsigned shards, size_t tensors)
+{
+    pinio_gen_opts g;
+    pinio_gen_opts_default(&g);
+    g.size = (uint64_t)tensors << 14;
+    g.tensors = tensors;
+    g.shards = shards;
+    g.seed = SEED;
+    pinio_diag d = { 0 };
+    cr_assert_eq(pinio_gen_write(out, &g, NULL, &d), 0, "%s", d.msg);
+}
+
+static int load_path(const char *path, pinio_diag *d)
+{
+    pinio_checkpoint *cp = NULL;
+    int rc = pinio_load(&path, 1, NULL, &cp, d);
+    for (size_t i = 0; rc == 0 && i < pinio_checkpoint_count(cp); i++) {
+        const pinio_tensor *t = pinio_checkpoint_tensor(cp, i);
+        cr_assert(pinio_gen_verify(SEED, t->name, 0, t->data, t->nbytes, NULL), "%s", t->name);
+    }
+    pinio_checkpoint_release(cp);
+    return rc;
+}
+
+Test(inputs, a_shard_symlinked_out_of_its_folder_is_refused, .init = setup, .fini = teardown)
+{
+    char ck[300], shard[400], moved[400], outside[300];
+    snprintf(ck, sizeof(ck), "%s/ck", dir);
+    gen(ck, 2, 8);
+    char name[64];
+    cr_assert_eq(pinio_gen_shard_name(name, sizeof(name), 2, 2), 0);
+    snprintf(shard, sizeof(shard), "%s/%s", ck, name);
+
+    /* A symlink that stays inside the folder is followed. */
+    snprintf(moved, sizeof(moved), "%s/real-2.safetensors", ck);
+    cr_assert_eq(rename(shard, moved), 0);
+    cr_assert_eq(symlink("real-2.safetensors", shard), 0);
+    pinio_diag d = { 0 };
+    cr_assert_eq(load_path(ck, &d), 0, "%s", d.msg);
+
+    /* One that leaves it is refused, though it names a valid shard. */
+    snprintf(outside, sizeof(outside), "%s/elsewhere.safetensors", dir);
+    cr_assert_eq(rename(moved, outside), 0);
+    cr_assert_eq(unlink(shard), 0);
+    cr_assert_eq(symlink("../elsewhere.safetensors", shard), 0);
+    memset(&d, 0, sizeof(d));
+    cr_assert_eq(load_path(ck, &d), -EXDEV, "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, "outside the index's folder"), "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, name), "%s", d.msg);
+
+    /* An absolute link to a system file, too. */
+    cr_assert_eq(unlink(shard), 0);
+    cr_assert_eq(symlink("/etc/passwd", shard), 0);
+    memset(&d, 0, sizeof(d));
+    cr_assert_eq(load_path(ck, &d), -EXDEV, "%s", d.msg);
+}
+
+Test(inputs, a_fifo_in_a_scanned_folder_is_refused_not_waited_on, .init = setup, .fini = teardown,
+     .timeout = 20)
+{
+    char f[300], fifo[300];
+    snprintf(f, sizeof(f), "%s/a.safetensors", dir);
+    gen(f, 1, 4);
+    snprintf(fifo, sizeof(fifo), "%s/b.safetensors", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    pinio_diag d = { 0 };
+    cr_assert_eq(load_path(dir, &d), -EINVAL, "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, "b.safetensors"), "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, "not a regular file"), "%s", d.msg);
+}
+
+Test(inputs, many_shards_load_under_a_low_open_file_limit, .init = setup, .fini = teardown)
+{
+    /* 150 shards under a limit of 240: one descriptor per shard for the
+     * plan and a bounded few for the engine fit; three per shard (450) did
+     * not. Criterion runs each test in its own process: the limit is ours. */
+    char ck[300];
+    snprintf(ck, sizeof(ck), "%s/ck", dir);
+    gen(ck, 150, 150);
+    struct rlimit rl;
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    rl.rlim_cur = 240;
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    pinio_diag d = { 0 };
+    cr_assert_eq(load_path(ck, &d), 0, "%s", d.msg);
+
+    /* Below one per shard: an error that says what to do. */
+    rl.rlim_cur = 100;
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    memset(&d, 0, sizeof(d));
+    cr_assert_eq(load_path(ck, &d), -EMFILE, "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, "ulimit -n"), "%s", d.msg);
+}
