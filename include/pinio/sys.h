@@ -51,6 +51,33 @@ typedef struct pinio_sysinfo {
  */
 PINIO_API int pinio_sys_probe(pinio_sysinfo *out);
 
+/** Memory a process may still fill before the OOM killer acts. */
+typedef struct pinio_memavail {
+    uint64_t bytes;            /**< the smaller of the two below: what to compare with */
+    uint64_t meminfo;          /**< /proc/meminfo MemAvailable (bytes); PINIO_UNLIMITED if unknown */
+    uint64_t cgroup;           /**< the memory cgroup's limit minus its usage, counting its
+                                    inactive page cache as free; PINIO_UNLIMITED without a limit */
+    uint64_t cgroup_limit;     /**< the limit itself (the tightest up the hierarchy), or
+                                    PINIO_UNLIMITED */
+    const char *source;        /**< which one bounds `bytes`: "MemAvailable", "cgroup v2
+                                    memory.max" or "cgroup v1 memory.limit_in_bytes"
+                                    (static strings) */
+} pinio_memavail;
+
+/**
+ * How much memory may still be faulted in: /proc/meminfo's MemAvailable and
+ * the limit of the caller's memory cgroup (v2 memory.max and memory.current
+ * up the hierarchy, or v1 memory.limit_in_bytes and memory.usage_in_bytes),
+ * the page cache the cgroup could reclaim counted as free. Compare before
+ * faulting a large buffer in, so that a checkpoint larger than the memory
+ * is an error and not the OOM killer.
+ * @param root  NULL or "/" for the real files; else a folder holding
+ *              proc/ and sys/fs/cgroup/ laid out as the real ones (tests).
+ * @return 0; -EINVAL for a NULL `out`. Files that cannot be read count as
+ *         no limit.
+ */
+PINIO_API int pinio_mem_available(const char *root, pinio_memavail *out);
+
 /** How a residency figure was obtained. */
 typedef enum pinio_residency_method {
     PINIO_RESIDENCY_CACHESTAT = 1, /**< cachestat(2): exact, no mapping */

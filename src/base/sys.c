@@ -213,3 +213,140 @@ int pinio_file_drop_cache(int fd)
     int rc = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     return rc ? -rc : 0;
 }
+
+/* ---- memory available ------------------------------------------------- */
+
+#define MEM_PATH 4096
+
+/* The first number in root + path, or PINIO_UNLIMITED ("max", missing, or
+ * v1's "no limit" near 2^63). */
+static uint64_t read_u64(const char *root, const char *path)
+{
+    char p[2 * MEM_PATH];
+    snprintf(p, sizeof(p), "%s%s", root, path);
+    FILE *f = fopen(p, "re");
+    if (!f)
+        return PINIO_UNLIMITED;
+    unsigned long long v = 0;
+    int n = fscanf(f, "%llu", &v);
+    fclose(f);
+    return n == 1 && v < ((uint64_t)1 << 62) ? (uint64_t)v : PINIO_UNLIMITED;
+}
+
+/* The value of a "key value" or "key: value" line (memory.stat,
+ * /proc/meminfo) times `unit`; 0 when absent. */
+static uint64_t stat_key(const char *root, const char *path, const char *key, uint64_t unit)
+{
+    char p[2 * MEM_PATH], line[256];
+    snprintf(p, sizeof(p), "%s%s", root, path);
+    FILE *f = fopen(p, "re");
+    if (!f)
+        return 0;
+    size_t kl = strlen(key);
+    uint64_t v = 0;
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, key, kl) == 0 && (line[kl] == ' ' || line[kl] == ':')) {
+            v = strtoull(line + kl + 1, NULL, 10) * unit;
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+typedef struct cg_files {
+    const char *mount, *limit, *usage, *inactive;
+} cg_files;
+
+static const cg_files CG_V1 = { "/sys/fs/cgroup/memory", "memory.limit_in_bytes",
+                                "memory.usage_in_bytes", "total_inactive_file" };
+static const cg_files CG_V2 = { "/sys/fs/cgroup", "memory.max", "memory.current",
+                                "inactive_file" };
+
+/* The memory cgroup's path from /proc/self/cgroup (v1's memory line wins
+ * over v2's 0:: line): the files to read, or NULL without either. */
+static const cg_files *cgroup_of(const char *root, char *path, size_t n)
+{
+    char p[MEM_PATH + 32], line[MEM_PATH];
+    snprintf(p, sizeof(p), "%s/proc/self/cgroup", root);
+    FILE *f = fopen(p, "re");
+    if (!f)
+        return NULL;
+    const cg_files *which = NULL;
+    while (fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c = strchr(line, ':'), *d = c ? strchr(c + 1, ':') : NULL;
+        if (!d)
+            continue;
+        bool v1 = strncmp(c, ":memory:", 8) == 0, v2 = c == line + 1 && line[0] == '0' && d == c + 1;
+        if ((v1 || (v2 && !which)) && strlen(d + 1) < n) {
+            snprintf(path, n, "%s", strcmp(d + 1, "/") == 0 ? "" : d + 1);
+            which = v1 ? &CG_V1 : &CG_V2;
+        }
+    }
+    fclose(f);
+    return which;
+}
+
+/* Room in the memory cgroup: the tightest limit from the process's cgroup up
+ * to the mount's root, minus that cgroup's usage, its inactive page cache
+ * counted as free. A container often sees its own cgroup as the mount's
+ * root while /proc/self/cgroup names the host's path, so the path is tried
+ * whole, then without its leading components. */
+static void cgroup_room(const char *root, pinio_memavail *m)
+{
+    char path[MEM_PATH];
+    const cg_files *cg = cgroup_of(root, path, sizeof(path));
+    if (!cg)
+        return;
+    const char *sub = path;
+    char dir[2 * MEM_PATH], file[2 * MEM_PATH + 64];
+    for (;;) {
+        snprintf(dir, sizeof(dir), "%s%s", cg->mount, sub);
+        snprintf(file, sizeof(file), "%s%s/%s", root, dir, cg->limit);
+        if (access(file, F_OK) == 0 || !*sub)
+            break;
+        const char *next = strchr(sub + 1, '/');
+        sub = next ? next : "";
+    }
+    size_t mount_len = strlen(cg->mount);
+    for (;;) {
+        snprintf(file, sizeof(file), "%s/%s", dir, cg->limit);
+        uint64_t l = read_u64(root, file);
+        if (l != PINIO_UNLIMITED && l < m->cgroup_limit) {
+            snprintf(file, sizeof(file), "%s/%s", dir, cg->usage);
+            uint64_t u = read_u64(root, file);
+            snprintf(file, sizeof(file), "%s/memory.stat", dir);
+            uint64_t cache = stat_key(root, file, cg->inactive, 1);
+            u = u == PINIO_UNLIMITED ? 0 : u - (cache < u ? cache : u);
+            m->cgroup_limit = l;
+            m->cgroup = u >= l ? 0 : l - u;
+        }
+        char *slash = strrchr(dir, '/');
+        if (!slash || (size_t)(slash - dir) < mount_len)
+            break;
+        *slash = '\0';
+    }
+    m->source = cg == &CG_V1 ? "cgroup v1 memory.limit_in_bytes" : "cgroup v2 memory.max";
+}
+
+int pinio_mem_available(const char *root, pinio_memavail *out)
+{
+    if (!out)
+        return -EINVAL;
+    if (!root || strcmp(root, "/") == 0)
+        root = "";
+    *out = (pinio_memavail){ .meminfo = PINIO_UNLIMITED, .cgroup = PINIO_UNLIMITED,
+                             .cgroup_limit = PINIO_UNLIMITED };
+    uint64_t b = stat_key(root, "/proc/meminfo", "MemAvailable", 1024);
+    if (b)
+        out->meminfo = b;
+    cgroup_room(root, out);
+    const char *cg = out->source;
+    out->bytes = out->meminfo;
+    out->source = "MemAvailable";
+    if (out->cgroup < out->bytes) {
+        out->bytes = out->cgroup;
+        out->source = cg;
+    }
+    return 0;
+}

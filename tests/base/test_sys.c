@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "pinio/sys.h"
+#include "tests/common/helpers.h"
 #include "src/base/sys_internal.h"
 #include "tests/common/limits.h"
 
@@ -156,4 +157,58 @@ Test(sys, residency_rejects_non_regular_files)
     cr_assert_eq(pinio_file_residency(fd, 0, 0, &r), -EINVAL);
     close(fd);
     cr_assert_eq(pinio_file_residency(-1, 0, 0, &r), -EBADF);
+}
+
+/* A fake root for pinio_mem_available(): proc/ and sys/fs/cgroup/ files. */
+static void put(const char *root, const char *rel, const char *text)
+{
+    char p[512], cmd[700];
+    snprintf(p, sizeof(p), "%s/%s", root, rel);
+    snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname '%s')\"", p);
+    cr_assert_eq(system(cmd), 0);
+    FILE *f = fopen(p, "w");
+    cr_assert_not_null(f, "%s", p);
+    fputs(text, f);
+    fclose(f);
+}
+
+Test(sys, mem_available_takes_the_tightest_of_meminfo_and_the_cgroup)
+{
+    char root[256];
+    cr_assert_eq(t_tmpdir("/var/tmp", "memavail", root, sizeof(root)), 0);
+    put(root, "proc/meminfo", "MemTotal: 100000 kB\nMemAvailable: 50000 kB\n");
+    pinio_memavail m;
+    cr_assert_eq(pinio_mem_available(root, &m), 0);
+    cr_assert_eq(m.bytes, 50000ull * 1024, "no cgroup file: MemAvailable");
+    cr_assert_str_eq(m.source, "MemAvailable");
+
+    /* v2, the limit on the parent, the usage partly reclaimable cache. */
+    put(root, "proc/self/cgroup", "0::/jobs/42\n");
+    put(root, "sys/fs/cgroup/jobs/42/memory.max", "max\n");
+    put(root, "sys/fs/cgroup/jobs/42/memory.current", "1000\n");
+    put(root, "sys/fs/cgroup/jobs/memory.max", "20000000\n");
+    put(root, "sys/fs/cgroup/jobs/memory.current", "8000000\n");
+    put(root, "sys/fs/cgroup/jobs/memory.stat", "anon 5000000\ninactive_file 3000000\n");
+    cr_assert_eq(pinio_mem_available(root, &m), 0);
+    cr_assert_eq(m.cgroup_limit, 20000000u);
+    cr_assert_eq(m.cgroup, 20000000u - (8000000u - 3000000u), "inactive cache counts as free");
+    cr_assert_eq(m.bytes, m.cgroup);
+    cr_assert_str_eq(m.source, "cgroup v2 memory.max");
+
+    /* v1 in a container: the host's path is absent, the mount root is ours. */
+    put(root, "proc/self/cgroup", "4:memory:/host/path/abc\n0::/\n");
+    put(root, "sys/fs/cgroup/memory/memory.limit_in_bytes", "10000000\n");
+    put(root, "sys/fs/cgroup/memory/memory.usage_in_bytes", "4000000\n");
+    put(root, "sys/fs/cgroup/memory/memory.stat", "cache 1\ntotal_inactive_file 1000000\n");
+    cr_assert_eq(pinio_mem_available(root, &m), 0);
+    cr_assert_eq(m.cgroup, 10000000u - 3000000u);
+    cr_assert_str_eq(m.source, "cgroup v1 memory.limit_in_bytes");
+
+    /* v1's "no limit" is no limit. */
+    put(root, "sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
+    cr_assert_eq(pinio_mem_available(root, &m), 0);
+    cr_assert_eq(m.cgroup, PINIO_UNLIMITED);
+    cr_assert_eq(m.bytes, 50000ull * 1024);
+    cr_assert_eq(pinio_mem_available(NULL, NULL), -EINVAL);
+    cr_assert_eq(t_rm_rf(root), 0);
 }
