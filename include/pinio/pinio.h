@@ -16,6 +16,7 @@
 #include "pinio/pool.h"
 #include "pinio/ring.h"
 #include "pinio/safetensors.h"
+#include "pinio/save.h"
 #include "pinio/sys.h"
 #include "pinio/version.h"
 #include "pinio/view.h"
