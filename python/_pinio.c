@@ -1,0 +1,858 @@
+/* pinio._pinio: the CPython face of the library, through its public API only.
+ *
+ * Zero copy, alive by refcount: a tensor's bytes are exported by a small
+ * Buffer object (the buffer protocol) that owns one pinio reference on the
+ * loaded arena (a pinio_bytes from pinio_checkpoint_tensor_bytes()).
+ * numpy.frombuffer keeps the exporter as the array's base and
+ * torch.frombuffer takes a reference on it, so the arena lives exactly as
+ * long as the last tensor or checkpoint using it, in whatever order they
+ * die; nothing here ever reuses memory a tensor may still see (the
+ * use-after-free that InstantTensor #8/#9 and fastsafetensors #94 shipped).
+ *
+ * The GIL is released around every call that does I/O or copies data
+ * (load, header reads, range reads, save, serialize), so other Python
+ * threads run and two threads may load at once; the objects a released
+ * section touches are owned by the calling frame.
+ *
+ * Errors: a pinio failure raises pinio._pinio.Error (an OSError: errno,
+ * strerror, and the library's one-line diagnostic naming the file, offset
+ * or tensor); pinio.safetensors maps it to upstream's exception types.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pinio/load.h"
+#include "pinio/save.h"
+
+static PyObject *Error; /* pinio._pinio.Error, an OSError */
+
+static PyObject *raise_pinio(int code, const pinio_diag *d, const char *fallback)
+{
+    const char *msg = d && d->msg[0] ? d->msg : fallback;
+    int e = code < 0 && code > -4000 ? -code : EIO;
+    PyObject *args = Py_BuildValue("(is)", e, msg);
+    if (args) {
+        PyObject *exc = PyObject_Call(Error, args, NULL);
+        if (exc) {
+            PyObject *pc = PyLong_FromLong(code);
+            if (pc) {
+                PyObject_SetAttrString(exc, "pinio_code", pc);
+                Py_DECREF(pc);
+            }
+            PyObject *name = PyUnicode_FromString(pinio_err_name(code));
+            if (name) {
+                PyObject_SetAttrString(exc, "pinio_error", name);
+                Py_DECREF(name);
+            }
+            PyErr_SetObject(Error, exc);
+            Py_DECREF(exc);
+        }
+        Py_DECREF(args);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------- Buffer */
+
+typedef struct {
+    PyObject_HEAD
+    pinio_bytes *bytes; /* a reference on a checkpoint's arena, or NULL */
+    void *heap;         /* or memory of our own (range reads), freed with us */
+    uint8_t *ptr;
+    Py_ssize_t len;
+} BufferObject;
+
+static void Buffer_dealloc(BufferObject *self)
+{
+    /* Last reference gone: no exported view can remain (every view holds one). */
+    pinio_bytes_free(self->bytes);
+    free(self->heap);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Writable, as upstream's tensors are (a private mapping there): a write
+ * stays within this tensor's own bytes of the arena, which only tensors
+ * of the same name from the same checkpoint object share (as upstream's
+ * share one mapping). */
+static int Buffer_getbuffer(BufferObject *self, Py_buffer *view, int flags)
+{
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->ptr, self->len, 0, flags);
+}
+
+static PyBufferProcs Buffer_as_buffer = {
+    .bf_getbuffer = (getbufferproc)Buffer_getbuffer,
+};
+
+static Py_ssize_t Buffer_len(BufferObject *self)
+{
+    return self->len;
+}
+
+static PySequenceMethods Buffer_as_sequence = {
+    .sq_length = (lenfunc)Buffer_len,
+};
+
+static PyObject *Buffer_get_address(BufferObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromVoidPtr(self->ptr);
+}
+
+static PyObject *Buffer_get_pinned(BufferObject *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->bytes && pinio_bytes_property(self->bytes) == PINIO_PROP_PINNED);
+}
+
+static PyGetSetDef Buffer_getset[] = {
+    {"address", (getter)Buffer_get_address, NULL, "address of the first byte", NULL},
+    {"pinned", (getter)Buffer_get_pinned, NULL, "the bytes are page-locked (pinned)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject BufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pinio._pinio.Buffer",
+    .tp_doc = "Bytes of one tensor, exported through the buffer protocol; holds a pinio "
+              "reference on them until the last view is gone.",
+    .tp_basicsize = sizeof(BufferObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)Buffer_dealloc,
+    .tp_as_buffer = &Buffer_as_buffer,
+    .tp_as_sequence = &Buffer_as_sequence,
+    .tp_getset = Buffer_getset,
+};
+
+static PyObject *buffer_from_bytes(pinio_bytes *b)
+{
+    const uint8_t *p = NULL;
+    int r = pinio_bytes_data(b, PINIO_ACCESS_ZERO_COPY, &p, NULL);
+    if (r) {
+        pinio_bytes_free(b);
+        return raise_pinio(r, NULL, pinio_strerror(r));
+    }
+    BufferObject *o = PyObject_New(BufferObject, &BufferType);
+    if (!o) {
+        pinio_bytes_free(b);
+        return NULL;
+    }
+    o->bytes = b;
+    o->heap = NULL;
+    o->ptr = (uint8_t *)p;
+    o->len = (Py_ssize_t)pinio_bytes_len(b);
+    return (PyObject *)o;
+}
+
+/* --------------------------------------------------------- Checkpoint */
+
+typedef struct {
+    PyObject_HEAD
+    pinio_checkpoint *cp;
+} CheckpointObject;
+
+static void Checkpoint_dealloc(CheckpointObject *self)
+{
+    pinio_checkpoint_release(self->cp); /* tensors' Buffers keep the arena */
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int check_open(CheckpointObject *self)
+{
+    if (self->cp)
+        return 0;
+    PyErr_SetString(PyExc_ValueError, "the checkpoint is closed");
+    return -1;
+}
+
+static PyObject *shape_tuple(const uint64_t *shape, unsigned rank)
+{
+    PyObject *t = PyTuple_New(rank);
+    for (unsigned d = 0; t && d < rank; d++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(shape[d]);
+        if (!v) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, d, v);
+    }
+    return t;
+}
+
+static PyObject *Checkpoint_info(CheckpointObject *self, PyObject *arg)
+{
+    if (check_open(self))
+        return NULL;
+    Py_ssize_t i = PyLong_AsSsize_t(arg);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    const pinio_tensor *t = i >= 0 ? pinio_checkpoint_tensor(self->cp, (size_t)i) : NULL;
+    if (!t) {
+        PyErr_SetString(PyExc_IndexError, "tensor index out of range");
+        return NULL;
+    }
+    PyObject *shape = shape_tuple(t->shape, t->rank);
+    if (!shape)
+        return NULL;
+    return Py_BuildValue("(ssNKIK)", t->name, pinio_dtype_name(t->dtype), shape,
+                         (unsigned long long)t->nbytes, t->file,
+                         (unsigned long long)t->file_offset);
+}
+
+static PyObject *Checkpoint_buffer(CheckpointObject *self, PyObject *arg)
+{
+    if (check_open(self))
+        return NULL;
+    Py_ssize_t i = PyLong_AsSsize_t(arg);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    if (i < 0) {
+        PyErr_SetString(PyExc_IndexError, "tensor index out of range");
+        return NULL;
+    }
+    pinio_bytes *b;
+    int r = pinio_checkpoint_tensor_bytes(self->cp, (size_t)i, &b);
+    if (r == -ERANGE) {
+        PyErr_SetString(PyExc_IndexError, "tensor index out of range");
+        return NULL;
+    }
+    if (r)
+        return raise_pinio(r, NULL, pinio_strerror(r));
+    return buffer_from_bytes(b);
+}
+
+static PyObject *metadata_dict(const pinio_st *st)
+{
+    if (!st || !pinio_st_metadata_count(st))
+        Py_RETURN_NONE;
+    PyObject *d = PyDict_New();
+    for (size_t i = 0; d && i < pinio_st_metadata_count(st); i++) {
+        const pinio_st_kv *kv = pinio_st_metadata_at(st, i);
+        PyObject *k = PyUnicode_DecodeUTF8(kv->key, (Py_ssize_t)kv->key_len, "strict");
+        PyObject *v = PyUnicode_DecodeUTF8(kv->value, (Py_ssize_t)kv->value_len, "strict");
+        if (!k || !v || PyDict_SetItem(d, k, v)) {
+            Py_XDECREF(k);
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(k);
+        Py_DECREF(v);
+    }
+    return d;
+}
+
+static PyObject *Checkpoint_metadata(CheckpointObject *self, PyObject *arg)
+{
+    if (check_open(self))
+        return NULL;
+    Py_ssize_t i = PyLong_AsSsize_t(arg);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    const pinio_st *st = i >= 0 ? pinio_checkpoint_header(self->cp, (size_t)i) : NULL;
+    if (!st) {
+        PyErr_SetString(PyExc_IndexError, "file index out of range");
+        return NULL;
+    }
+    return metadata_dict(st);
+}
+
+static PyObject *Checkpoint_files(CheckpointObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (check_open(self))
+        return NULL;
+    size_t n = pinio_checkpoint_file_count(self->cp);
+    PyObject *l = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; l && i < n; i++) {
+        PyObject *s = PyUnicode_DecodeFSDefault(pinio_checkpoint_file(self->cp, i));
+        if (!s) {
+            Py_DECREF(l);
+            return NULL;
+        }
+        PyList_SET_ITEM(l, (Py_ssize_t)i, s);
+    }
+    return l;
+}
+
+static const char *backend_name(pinio_backend b)
+{
+    switch (b) {
+    case PINIO_BACKEND_FIXED_DIRECT: return "fixed_direct";
+    case PINIO_BACKEND_DIRECT: return "direct";
+    case PINIO_BACKEND_BUFFERED: return "buffered";
+    case PINIO_BACKEND_PREAD: return "pread";
+    default: return "auto";
+    }
+}
+
+static PyObject *Checkpoint_report(CheckpointObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (check_open(self))
+        return NULL;
+    pinio_load_report r;
+    pinio_checkpoint_report(self->cp, &r);
+    return Py_BuildValue(
+        "{s:n,s:n,s:n,s:n,s:K,s:K,s:K,s:d,s:d,s:n,s:n,s:s,s:O,s:O,s:i,s:O,s:s,s:s,s:s,s:K,s:K}",
+        "files", (Py_ssize_t)r.files, "tensors", (Py_ssize_t)r.tensors, "skipped",
+        (Py_ssize_t)r.skipped, "unindexed", (Py_ssize_t)r.unindexed, "bytes",
+        (unsigned long long)r.bytes, "read_bytes", (unsigned long long)r.read_bytes,
+        "arena_bytes", (unsigned long long)r.arena_bytes, "seconds", r.seconds, "io_seconds",
+        r.io_seconds, "files_direct", (Py_ssize_t)r.files_direct, "files_buffered",
+        (Py_ssize_t)r.files_buffered, "backend", backend_name(r.backend), "locked",
+        r.locked ? Py_True : Py_False, "registered", r.registered ? Py_True : Py_False, "node",
+        r.node, "verified", r.verified ? Py_True : Py_False, "io_path", r.io_path, "cache",
+        r.cache, "memory", r.memory, "fixed_ops", (unsigned long long)r.fixed_ops, "plain_ops",
+        (unsigned long long)r.plain_ops);
+}
+
+static PyObject *Checkpoint_close(CheckpointObject *self, PyObject *unused)
+{
+    (void)unused;
+    pinio_checkpoint_release(self->cp);
+    self->cp = NULL;
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t Checkpoint_len(CheckpointObject *self)
+{
+    return self->cp ? (Py_ssize_t)pinio_checkpoint_count(self->cp) : 0;
+}
+
+static PySequenceMethods Checkpoint_as_sequence = {
+    .sq_length = (lenfunc)Checkpoint_len,
+};
+
+static PyMethodDef Checkpoint_methods[] = {
+    {"info", (PyCFunction)Checkpoint_info, METH_O,
+     "info(i) -> (name, dtype, shape, nbytes, file, file_offset)"},
+    {"buffer", (PyCFunction)Checkpoint_buffer, METH_O,
+     "buffer(i) -> Buffer holding its own reference on tensor i's bytes"},
+    {"metadata", (PyCFunction)Checkpoint_metadata, METH_O,
+     "metadata(file) -> dict of file's __metadata__, or None"},
+    {"files", (PyCFunction)Checkpoint_files, METH_NOARGS, "the input files, resolved"},
+    {"report", (PyCFunction)Checkpoint_report, METH_NOARGS, "what the load did"},
+    {"close", (PyCFunction)Checkpoint_close, METH_NOARGS,
+     "drops the checkpoint's reference (Buffers keep theirs)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject CheckpointType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pinio._pinio.Checkpoint",
+    .tp_doc = "A loaded checkpoint (pinio_checkpoint).",
+    .tp_basicsize = sizeof(CheckpointObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)Checkpoint_dealloc,
+    .tp_as_sequence = &Checkpoint_as_sequence,
+    .tp_methods = Checkpoint_methods,
+};
+
+/* ------------------------------------------------------------ helpers */
+
+/* A list of str/PathLike -> NULL-terminated array of encoded C strings;
+ * `*keep` holds the bytes objects they point into. */
+static const char **str_array(PyObject *seq, size_t *n, PyObject **keep, int fs)
+{
+    PyObject *fast = PySequence_Fast(seq, "expected a sequence of strings");
+    if (!fast)
+        return NULL;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(fast);
+    const char **arr = calloc((size_t)k + 1, sizeof(*arr));
+    PyObject *list = PyList_New(k);
+    if (!arr || !list) {
+        free(arr);
+        Py_XDECREF(list);
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, i), *enc = NULL;
+        if (fs) {
+            if (!PyUnicode_FSConverter(item, &enc))
+                enc = NULL;
+        } else if (PyUnicode_Check(item)) {
+            enc = PyUnicode_AsUTF8String(item);
+        } else {
+            PyErr_SetString(PyExc_TypeError, "expected a string");
+        }
+        if (!enc) {
+            free(arr);
+            Py_DECREF(list);
+            Py_DECREF(fast);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, enc);
+        arr[i] = PyBytes_AS_STRING(enc);
+    }
+    Py_DECREF(fast);
+    *n = (size_t)k;
+    *keep = list;
+    return arr;
+}
+
+static int parse_backend(const char *s, pinio_backend *out)
+{
+    static const struct { const char *name; pinio_backend b; } t[] = {
+        {"auto", PINIO_BACKEND_AUTO}, {"fixed_direct", PINIO_BACKEND_FIXED_DIRECT},
+        {"direct", PINIO_BACKEND_DIRECT}, {"buffered", PINIO_BACKEND_BUFFERED},
+        {"pread", PINIO_BACKEND_PREAD},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+        if (!strcmp(s, t[i].name)) {
+            *out = t[i].b;
+            return 0;
+        }
+    PyErr_Format(PyExc_ValueError, "backend %s is invalid (auto, fixed_direct, direct, "
+                 "buffered, pread)", s);
+    return -1;
+}
+
+static int parse_policy(const char *what, const char *s, const char *const names[3], int *out)
+{
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, names[i])) {
+            *out = i;
+            return 0;
+        }
+    PyErr_Format(PyExc_ValueError, "%s %s is invalid (%s, %s, %s)", what, s, names[0], names[1],
+                 names[2]);
+    return -1;
+}
+
+/* --------------------------------------------------------------- load */
+
+static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
+{
+    (void)mod;
+    static char *kwlist[] = {(char *)"paths", (char *)"filters", (char *)"backend", (char *)"cache", (char *)"direct", (char *)"verify", NULL};
+    PyObject *paths, *filters = Py_None;
+    const char *backend = "auto", *cache = "auto", *direct = "auto";
+    int verify = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp", kwlist, &paths, &filters, &backend,
+                                     &cache, &direct, &verify))
+        return NULL;
+    pinio_load_opts o;
+    pinio_load_opts_default(&o);
+    static const char *const caches[3] = {"auto", "cold", "hot"};
+    static const char *const directs[3] = {"auto", "on", "off"};
+    int c, d;
+    if (parse_backend(backend, &o.backend) || parse_policy("cache", cache, caches, &c) ||
+        parse_policy("direct", direct, directs, &d))
+        return NULL;
+    o.cache = (pinio_cache_policy)c;
+    o.direct = (pinio_direct_policy)d;
+    o.verify = verify;
+    size_t np = 0, nf = 0;
+    PyObject *keep_p = NULL, *keep_f = NULL;
+    const char **pv = str_array(paths, &np, &keep_p, 1);
+    if (!pv)
+        return NULL;
+    const char **fv = NULL;
+    if (filters != Py_None) {
+        fv = str_array(filters, &nf, &keep_f, 0);
+        if (!fv) {
+            free(pv);
+            Py_DECREF(keep_p);
+            return NULL;
+        }
+        o.filters = fv;
+        o.nfilters = nf;
+    }
+    pinio_checkpoint *cp = NULL;
+    pinio_diag diag;
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = pinio_load(pv, np, &o, &cp, &diag);
+    Py_END_ALLOW_THREADS
+    free(pv);
+    free(fv);
+    Py_DECREF(keep_p);
+    Py_XDECREF(keep_f);
+    if (r)
+        return raise_pinio(r, &diag, "load failed");
+    CheckpointObject *co = PyObject_New(CheckpointObject, &CheckpointType);
+    if (!co) {
+        pinio_checkpoint_release(cp);
+        return NULL;
+    }
+    co->cp = cp;
+    return (PyObject *)co;
+}
+
+/* ------------------------------------------------------ header, read */
+
+/* (tensors in file order [(name, dtype, shape, begin, end)], metadata or
+ * None, data_offset, file_size) of a parsed header; frees `st`. */
+static PyObject *header_tuple(pinio_st *st)
+{
+    size_t n = pinio_st_count(st);
+    PyObject *list = PyList_New((Py_ssize_t)n), *res = NULL;
+    for (size_t i = 0; list && i < n; i++) {
+        const pinio_st_tensor *t = pinio_st_at(st, i);
+        PyObject *shape = shape_tuple(t->shape, t->rank);
+        PyObject *item = shape ? Py_BuildValue("(s#sNKK)", t->name, (Py_ssize_t)t->name_len,
+                                               pinio_dtype_name(t->dtype), shape,
+                                               (unsigned long long)t->begin,
+                                               (unsigned long long)t->end)
+                               : NULL;
+        if (!item) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+    }
+    PyObject *md = list ? metadata_dict(st) : NULL;
+    if (md)
+        res = Py_BuildValue("(NNKK)", list, md, (unsigned long long)pinio_st_data_offset(st),
+                            (unsigned long long)pinio_st_file_size(st));
+    else
+        Py_XDECREF(list);
+    pinio_st_free(st);
+    return res;
+}
+
+/* header(path): the file's header, read and validated (GIL released). */
+static PyObject *py_header(PyObject *mod, PyObject *arg)
+{
+    (void)mod;
+    PyObject *enc;
+    if (!PyUnicode_FSConverter(arg, &enc))
+        return NULL;
+    pinio_st *st = NULL;
+    pinio_diag diag;
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = pinio_st_open(&st, PyBytes_AS_STRING(enc), 0, &diag);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(enc);
+    if (r)
+        return raise_pinio(r, &diag, "header read failed");
+    return header_tuple(st);
+}
+
+/* parse(bytes): the header of a whole file image in memory (deserialize). */
+static PyObject *py_parse(PyObject *mod, PyObject *arg)
+{
+    (void)mod;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE))
+        return NULL;
+    pinio_st *st = NULL;
+    pinio_diag diag;
+    int r = pinio_st_parse(&st, view.buf, (size_t)view.len, (uint64_t)view.len, NULL, 0, &diag);
+    PyBuffer_Release(&view);
+    if (r)
+        return raise_pinio(r, &diag, "invalid header");
+    return header_tuple(st);
+}
+
+/* read(fd, offset, length) -> Buffer of exactly those bytes (pread, GIL
+ * released): get_slice's row reads, and the "pread" backend's per-tensor reads. */
+static PyObject *py_read(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    int fd;
+    unsigned long long off, len;
+    if (!PyArg_ParseTuple(args, "iKK", &fd, &off, &len))
+        return NULL;
+    if (len > (unsigned long long)PY_SSIZE_T_MAX)
+        return PyErr_NoMemory();
+    /* 64-byte aligned, so every dtype's view of it is aligned too. */
+    void *mem = NULL;
+    if (posix_memalign(&mem, 64, len ? (size_t)len : 1))
+        return PyErr_NoMemory();
+    int err = 0;
+    size_t got = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (got < len) {
+        ssize_t k = pread(fd, (uint8_t *)mem + got, (size_t)len - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            err = k < 0 ? errno : EIO;
+            break;
+        }
+        got += (size_t)k;
+    }
+    Py_END_ALLOW_THREADS
+    if (err) {
+        free(mem);
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    BufferObject *o = PyObject_New(BufferObject, &BufferType);
+    if (!o) {
+        free(mem);
+        return NULL;
+    }
+    o->bytes = NULL;
+    o->heap = mem;
+    o->ptr = mem;
+    o->len = (Py_ssize_t)len;
+    return (PyObject *)o;
+}
+
+/* --------------------------------------------------------------- save */
+
+/* specs: [(name, dtype, shape, data_ptr, data_len)]; the caller keeps the
+ * memory alive and unchanged for the call. */
+struct specs {
+    pinio_save_tensor *t;
+    uint64_t *shapes;
+    size_t n;
+    pinio_st_kv *md;
+    size_t nmd;
+    PyObject *keep; /* the encoded names and metadata */
+};
+
+static void specs_free(struct specs *s)
+{
+    free(s->t);
+    free(s->shapes);
+    free(s->md);
+    Py_XDECREF(s->keep);
+}
+
+static int utf8_of(PyObject *o, PyObject *keep, const char **p, size_t *len)
+{
+    if (!PyUnicode_Check(o)) {
+        PyErr_SetString(PyExc_TypeError, "expected a str");
+        return -1;
+    }
+    PyObject *b = PyUnicode_AsUTF8String(o);
+    if (!b || PyList_Append(keep, b)) {
+        Py_XDECREF(b);
+        return -1;
+    }
+    Py_DECREF(b);
+    *p = PyBytes_AS_STRING(b);
+    *len = (size_t)PyBytes_GET_SIZE(b);
+    return 0;
+}
+
+static int specs_parse(PyObject *seq, PyObject *metadata, struct specs *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->keep = PyList_New(0);
+    PyObject *fast = s->keep ? PySequence_Fast(seq, "expected a sequence of specs") : NULL;
+    if (!fast)
+        return -1;
+    s->n = (size_t)PySequence_Fast_GET_SIZE(fast);
+    size_t dims = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        PyObject *it = PySequence_Fast_GET_ITEM(fast, (Py_ssize_t)i);
+        if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 5) {
+            PyErr_SetString(PyExc_TypeError, "a spec is (name, dtype, shape, data_ptr, data_len)");
+            goto fail;
+        }
+        Py_ssize_t r = PySequence_Size(PyTuple_GET_ITEM(it, 2));
+        if (r < 0)
+            goto fail;
+        dims += (size_t)r;
+    }
+    s->t = calloc(s->n ? s->n : 1, sizeof(*s->t));
+    s->shapes = calloc(dims ? dims : 1, sizeof(*s->shapes));
+    if (!s->t || !s->shapes) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    size_t at = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        PyObject *it = PySequence_Fast_GET_ITEM(fast, (Py_ssize_t)i);
+        pinio_save_tensor *t = &s->t[i];
+        const char *dt;
+        size_t dtl;
+        if (utf8_of(PyTuple_GET_ITEM(it, 0), s->keep, &t->name, &t->name_len) ||
+            utf8_of(PyTuple_GET_ITEM(it, 1), s->keep, &dt, &dtl))
+            goto fail;
+        if (pinio_dtype_from_name(dt, dtl, &t->dtype)) {
+            PyErr_Format(PyExc_ValueError, "unknown dtype %s", dt);
+            goto fail;
+        }
+        PyObject *shape = PySequence_Fast(PyTuple_GET_ITEM(it, 2), "shape: a sequence");
+        if (!shape)
+            goto fail;
+        t->rank = (unsigned)PySequence_Fast_GET_SIZE(shape);
+        t->shape = s->shapes + at;
+        for (unsigned d = 0; d < t->rank; d++) {
+            s->shapes[at + d] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(shape, d));
+            if (PyErr_Occurred()) {
+                Py_DECREF(shape);
+                goto fail;
+            }
+        }
+        Py_DECREF(shape);
+        at += t->rank;
+        t->data = PyLong_AsVoidPtr(PyTuple_GET_ITEM(it, 3));
+        t->nbytes = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(it, 4));
+        if (PyErr_Occurred())
+            goto fail;
+    }
+    Py_DECREF(fast);
+    if (metadata != Py_None) {
+        if (!PyDict_Check(metadata)) {
+            PyErr_SetString(PyExc_TypeError, "metadata must be a dict of str to str");
+            return -1;
+        }
+        s->nmd = (size_t)PyDict_Size(metadata);
+        s->md = calloc(s->nmd ? s->nmd : 1, sizeof(*s->md));
+        if (!s->md) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        for (size_t i = 0; PyDict_Next(metadata, &pos, &k, &v); i++)
+            if (utf8_of(k, s->keep, &s->md[i].key, &s->md[i].key_len) ||
+                utf8_of(v, s->keep, &s->md[i].value, &s->md[i].value_len))
+                return -1;
+    }
+    return 0;
+fail:
+    Py_DECREF(fast);
+    return -1;
+}
+
+static PyObject *py_save(PyObject *mod, PyObject *args, PyObject *kw)
+{
+    (void)mod;
+    static char *kwlist[] = {(char *)"path", (char *)"specs", (char *)"metadata", (char *)"direct", (char *)"sync", NULL};
+    PyObject *path, *seq, *metadata = Py_None;
+    int direct = 1, sync = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|Opp", kwlist, &path, &seq, &metadata,
+                                     &direct, &sync))
+        return NULL;
+    PyObject *enc;
+    if (!PyUnicode_FSConverter(path, &enc))
+        return NULL;
+    struct specs s;
+    if (specs_parse(seq, metadata, &s)) {
+        specs_free(&s);
+        Py_DECREF(enc);
+        return NULL;
+    }
+    pinio_save_opts o;
+    pinio_save_opts_default(&o);
+    o.metadata = s.md;
+    o.nmetadata = s.nmd;
+    o.direct = direct ? PINIO_DIRECT_AUTO : PINIO_DIRECT_OFF;
+    o.no_sync = !sync;
+    pinio_save_result res;
+    pinio_diag diag;
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = pinio_save(PyBytes_AS_STRING(enc), s.t, s.n, &o, &res, &diag);
+    Py_END_ALLOW_THREADS
+    specs_free(&s);
+    Py_DECREF(enc);
+    if (r)
+        return raise_pinio(r, &diag, "save failed");
+    return Py_BuildValue("{s:K,s:K,s:O,s:d,s:s}", "file_bytes",
+                         (unsigned long long)res.file_bytes, "data_bytes",
+                         (unsigned long long)res.data_bytes, "direct",
+                         res.direct ? Py_True : Py_False, "seconds", res.seconds, "io_path",
+                         res.io_path);
+}
+
+/* serialize(specs, metadata) -> bytes: the file image in memory. */
+static PyObject *py_serialize(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    PyObject *seq, *metadata = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O", &seq, &metadata))
+        return NULL;
+    struct specs s;
+    if (specs_parse(seq, metadata, &s)) {
+        specs_free(&s);
+        return NULL;
+    }
+    pinio_save_opts o;
+    pinio_save_opts_default(&o);
+    o.metadata = s.md;
+    o.nmetadata = s.nmd;
+    size_t *order = calloc(s.n ? s.n : 1, sizeof(*order));
+    uint8_t *hdr = NULL;
+    size_t hlen = 0;
+    pinio_diag diag;
+    int r = order ? pinio_save_header(s.t, s.n, &o, order, &hdr, &hlen, &diag) : -ENOMEM;
+    PyObject *out = NULL;
+    if (r) {
+        raise_pinio(r, &diag, "serialize failed");
+    } else {
+        size_t total = hlen;
+        for (size_t i = 0; i < s.n; i++)
+            total += s.t[i].nbytes;
+        out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+        if (out) {
+            uint8_t *d = (uint8_t *)PyBytes_AS_STRING(out);
+            Py_BEGIN_ALLOW_THREADS
+            memcpy(d, hdr, hlen);
+            d += hlen;
+            for (size_t i = 0; i < s.n; i++) {
+                if (s.t[order[i]].nbytes)
+                    memcpy(d, s.t[order[i]].data, s.t[order[i]].nbytes);
+                d += s.t[order[i]].nbytes;
+            }
+            Py_END_ALLOW_THREADS
+        }
+    }
+    free(hdr);
+    free(order);
+    specs_free(&s);
+    return out;
+}
+
+/* ------------------------------------------------------------- module */
+
+static PyMethodDef methods[] = {
+    {"load", (PyCFunction)(void (*)(void))py_load, METH_VARARGS | METH_KEYWORDS,
+     "load(paths, filters=None, backend='auto', cache='auto', direct='auto', verify=False)"
+     " -> Checkpoint (GIL released during the load)"},
+    {"header", py_header, METH_O,
+     "header(path) -> ([(name, dtype, shape, begin, end)] in file order, metadata|None, "
+     "data_offset, file_size)"},
+    {"parse", py_parse, METH_O, "parse(bytes) -> as header(), for a file image in memory"},
+    {"read", py_read, METH_VARARGS, "read(fd, offset, length) -> Buffer (pread)"},
+    {"save", (PyCFunction)(void (*)(void))py_save, METH_VARARGS | METH_KEYWORDS,
+     "save(path, specs, metadata=None, direct=True, sync=True) -> dict (pinio_save)"},
+    {"serialize", py_serialize, METH_VARARGS, "serialize(specs, metadata=None) -> bytes"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moddef = {
+    PyModuleDef_HEAD_INIT, "_pinio",
+    "pinio's C library: zero-copy loads, header reads, range reads, the writer.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__pinio(void);
+
+PyMODINIT_FUNC PyInit__pinio(void)
+{
+    if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&CheckpointType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&moddef);
+    if (!m)
+        return NULL;
+    Error = PyErr_NewExceptionWithDoc("pinio._pinio.Error",
+                                      "A pinio failure: errno, and the library's diagnostic "
+                                      "(file, offset or tensor) as strerror.",
+                                      PyExc_OSError, NULL);
+    /* PyModule_AddObjectRef (3.10+) leaves our own references alone. */
+    if (!Error || PyModule_AddObjectRef(m, "Error", Error) ||
+        PyModule_AddObjectRef(m, "Buffer", (PyObject *)&BufferType) ||
+        PyModule_AddObjectRef(m, "Checkpoint", (PyObject *)&CheckpointType) ||
+        PyModule_AddStringConstant(m, "version", pinio_version())) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,219 @@
+"""pinio: checkpoints into pinned, NUMA-local memory, tensors as zero-copy views.
+
+    import pinio
+    weights = pinio.load("model/", filter=["model.layers.0"])     # dict name -> torch.Tensor
+    with pinio.open("model.safetensors", framework="np") as ck:  # a checkpoint object
+        print(ck.metadata(), ck.report()["io_path"])
+        w = ck["lm_head.weight"]
+
+Every tensor views the loaded memory through a small exporter object that
+holds a pinio reference on it (the buffer protocol; numpy.frombuffer and
+torch.frombuffer keep it alive), so the memory is freed when the last tensor
+and the checkpoint are gone, in any order, and is never reused while a
+tensor can see it. The GIL is released while pinio reads.
+
+`pinio.safetensors` is the `safetensors` API over the same machinery: a
+program that imports it instead of `safetensors` behaves the same.
+"""
+import os as _os
+
+from . import _pinio
+from ._pinio import Error
+
+__version__ = _pinio.version
+__all__ = ["load", "open", "Checkpoint", "Error", "__version__"]
+
+# safetensors dtype -> (numpy name, torch attribute, torch version that has it)
+_DTYPES = {
+    "BOOL": ("bool_", "bool", None),
+    "U8": ("uint8", "uint8", None),
+    "I8": ("int8", "int8", None),
+    "I16": ("int16", "int16", None),
+    "U16": ("uint16", "uint16", "2.3"),
+    "F16": ("float16", "float16", None),
+    "BF16": (None, "bfloat16", None),
+    "I32": ("int32", "int32", None),
+    "U32": ("uint32", "uint32", "2.3"),
+    "F32": ("float32", "float32", None),
+    "C64": ("complex64", "complex64", None),
+    "F64": ("float64", "float64", None),
+    "I64": ("int64", "int64", None),
+    "U64": ("uint64", "uint64", "2.3"),
+    "F8_E4M3": (None, "float8_e4m3fn", "2.1"),
+    "F8_E5M2": (None, "float8_e5m2", "2.1"),
+    "F8_E4M3FNUZ": (None, "float8_e4m3fnuz", "2.2"),
+    "F8_E5M2FNUZ": (None, "float8_e5m2fnuz", "2.2"),
+    "F8_E8M0": (None, "float8_e8m0fnu", "2.8"),
+    "F4": (None, "float4_e2m1fn_x2", "2.8"),
+}
+
+FRAMEWORKS = {"pt": "pt", "torch": "pt", "pytorch": "pt", "np": "np", "numpy": "np"}
+
+
+def numpy_dtype(st_dtype, name=""):
+    """The numpy dtype of a safetensors dtype; TypeError when numpy has none
+    (BF16, F8, F4, F6: numpy has no such types without ml_dtypes)."""
+    import numpy
+
+    np_name = _DTYPES.get(st_dtype, (None,))[0]
+    if np_name is None:
+        raise TypeError(
+            f"tensor {name!r} is {st_dtype}, which numpy has no dtype for "
+            "(numpy lacks bfloat16/float8/float4; load it with framework='pt')"
+        )
+    return numpy.dtype(getattr(numpy, np_name))
+
+
+def torch_dtype(st_dtype, name=""):
+    """The torch dtype of a safetensors dtype; AttributeError (as upstream) when
+    this torch lacks it (torch 1.13: U16/U32/U64, every F8, F4)."""
+    import torch
+
+    entry = _DTYPES.get(st_dtype)
+    if entry is None:
+        raise TypeError(f"tensor {name!r}: dtype {st_dtype} is not understood")
+    dt = getattr(torch, entry[1], None)
+    if dt is None:
+        raise AttributeError(
+            f"tensor {name!r} is {st_dtype}: torch {torch.__version__} has no "
+            f"torch.{entry[1]} (it needs torch >= {entry[2]})"
+        )
+    return dt
+
+
+def tensor_from_buffer(buf, st_dtype, shape, framework, name=""):
+    """A numpy array or torch tensor viewing `buf` (an exporter, or None for
+    zero bytes) without a copy; the tensor keeps `buf` alive."""
+    shape = tuple(shape)
+    if framework == "np":
+        import numpy
+
+        dt = numpy_dtype(st_dtype, name)
+        if buf is None or len(buf) == 0:
+            return numpy.zeros(shape, dtype=dt)
+        return numpy.frombuffer(buf, dtype=dt).reshape(shape)
+    import torch
+
+    dt = torch_dtype(st_dtype, name)
+    if st_dtype == "F4":  # two values per byte: torch's last dim is halved
+        shape = shape[:-1] + (shape[-1] // 2,)
+    if buf is None or len(buf) == 0:
+        return torch.zeros(shape, dtype=dt)
+    return torch.frombuffer(buf, dtype=dt).reshape(shape)
+
+
+def _as_paths(paths):
+    if isinstance(paths, (str, bytes, _os.PathLike)):
+        return [_os.fspath(paths)]
+    return [_os.fspath(p) for p in paths]
+
+
+class Checkpoint:
+    """A loaded checkpoint: name -> tensor, metadata, the load's report.
+
+    Tensors are created on access and stay valid after close() (they hold
+    their own reference on the memory)."""
+
+    def __init__(self, raw, framework="pt"):
+        self._raw = raw
+        self._framework = FRAMEWORKS.get(framework)
+        if self._framework is None:
+            raise ValueError(f"framework {framework} is invalid (pt or np)")
+        self._index = {}
+        self._order = []
+        for i in range(len(raw)):
+            name = raw.info(i)[0]
+            self._index[name] = i
+            self._order.append(name)
+
+    def keys(self):
+        """Tensor names, sorted."""
+        return sorted(self._index)
+
+    def offset_keys(self):
+        """Tensor names in file order."""
+        return list(self._order)
+
+    def __len__(self):
+        return len(self._order)
+
+    def __contains__(self, name):
+        return name in self._index
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def info(self, name):
+        """(dtype, shape, nbytes, file, file_offset) of a tensor."""
+        _, dt, shape, nbytes, f, off = self._raw.info(self._index[name])
+        return dt, list(shape), nbytes, f, off
+
+    def buffer(self, name):
+        """The exporter object of a tensor's bytes (buffer protocol)."""
+        return self._raw.buffer(self._index[name])
+
+    def __getitem__(self, name):
+        i = self._index[name]
+        _, dt, shape, nbytes, _, _ = self._raw.info(i)
+        buf = self._raw.buffer(i) if nbytes else None
+        return tensor_from_buffer(buf, dt, shape, self._framework, name)
+
+    def tensors(self):
+        """Every tensor, in file order."""
+        return {n: self[n] for n in self._order}
+
+    def metadata(self, file=0):
+        """The `__metadata__` of input file `file` (dict), or None."""
+        return self._raw.metadata(file)
+
+    def files(self):
+        return self._raw.files()
+
+    def report(self):
+        """What the load did (bytes, seconds, I/O path and why, memory)."""
+        return self._raw.report()
+
+    def close(self):
+        """Drops the checkpoint's reference; tensors keep theirs."""
+        self._raw.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def _check_device(device):
+    if device in ("cpu", None):
+        return
+    # The CUDA path (torch allocates, pinio's CUDA sink fills) belongs to the
+    # streaming/GPU work; until then a clear error rather than a silent copy.
+    raise NotImplementedError(
+        f"device={device!r}: loading straight to a GPU needs pinio's CUDA sink, "
+        "which this build does not have yet; load to 'cpu' and call .to(device)"
+    )
+
+
+def open(paths, framework="pt", *, filter=None, device="cpu", backend="auto", cache="auto",
+         direct="auto", verify=False):
+    """Loads `paths` (files, shard folders, index files) and returns a Checkpoint.
+
+    filter: names, dotted prefixes or globs (None: all). backend: auto,
+    fixed_direct, direct, buffered or pread (a rung of the engine's ladder).
+    cache: auto (buffered when the page cache holds the file), cold, hot.
+    Raises pinio.Error (an OSError naming the file, offset or tensor)."""
+    _check_device(device)
+    raw = _pinio.load(_as_paths(paths), filters=list(filter) if filter else None,
+                      backend=backend, cache=cache, direct=direct, verify=verify)
+    return Checkpoint(raw, framework)
+
+
+def load(paths, filter=None, device="cpu", framework="pt", **kw):
+    """Loads `paths` and returns {name: tensor} (torch by default, or numpy)."""
+    ck = open(paths, framework, filter=filter, device=device, **kw)
+    try:
+        return ck.tensors()
+    finally:
+        ck.close()

@@ -1,0 +1,402 @@
+"""The `safetensors` API over pinio: replace `safetensors` by
+`pinio.safetensors` in the imports and the program behaves the same.
+
+What differs from upstream, and why:
+- safe_open reads the whole file into pinned memory at the first
+  get_tensor()/get_tensors() (one engine run, O_DIRECT when the file is not
+  in the page cache) and hands out zero-copy views of it; upstream maps the
+  file. get_slice() reads only the rows it needs (upstream's mmap touches
+  only those pages; its pread backend reads the whole tensor).
+- numpy tensors are zero-copy views too (upstream copies them into a
+  bytearray); they are writable, as upstream's are.
+- frameworks: pt and np only (tf, flax, mlx, paddle raise SafetensorError);
+  devices: cpu only for now (cuda needs pinio's CUDA sink: a clear error).
+- get_slice on the numpy (and pread) path honours slice steps; upstream
+  silently ignores them.
+- Metadata keys are written in the dict's order (upstream's is a hash map's).
+"""
+import os as _os
+
+import pinio as _pinio_pkg
+from pinio import _pinio
+
+__version__ = "0.8.0"  # the upstream API level this module follows
+
+__all__ = [
+    "SafetensorError", "TensorSpec", "safe_open", "serialize", "serialize_file", "deserialize",
+    "__version__",
+]
+
+
+class SafetensorError(Exception):
+    """Upstream's exception type, for every error upstream raises it for."""
+
+
+SafetensorError.__module__ = "pinio.safetensors"
+
+_UPSTREAM_FRAMEWORKS = {"tf", "tensorflow", "jax", "flax", "mlx", "paddle"}
+_DEVICE_KINDS = ("cuda", "musa", "npu", "xpu", "xla", "mlu", "hpu", "mps")
+_BACKENDS = {"mmap": "auto", "pread": "pread"}
+
+# TensorSpec dtype names (numpy/torch style) -> safetensors codes
+_SPEC_DTYPES = {
+    "bool": "BOOL", "int8": "I8", "uint8": "U8", "int16": "I16", "uint16": "U16",
+    "int32": "I32", "uint32": "U32", "int64": "I64", "uint64": "U64", "float16": "F16",
+    "float32": "F32", "float64": "F64", "bfloat16": "BF16", "float8_e4m3fn": "F8_E4M3",
+    "float8_e4m3fnuz": "F8_E4M3FNUZ", "float8_e5m2": "F8_E5M2", "float8_e5m2fnuz": "F8_E5M2FNUZ",
+    "float8_e8m0fnu": "F8_E8M0", "float4_e2m1fn_x2": "F4", "complex64": "C64",
+}
+
+
+def _framework(framework):
+    fw = _pinio_pkg.FRAMEWORKS.get(framework)
+    if fw is None:
+        if framework in _UPSTREAM_FRAMEWORKS:
+            raise SafetensorError(f"framework {framework} is not supported by pinio.safetensors")
+        raise SafetensorError(f"framework {framework} is invalid")
+    return fw
+
+
+def _device(device, fw):
+    if isinstance(device, int):
+        device = f"cuda:{device}"
+    elif not isinstance(device, str):
+        device = str(device)  # torch.device
+    kind, _, idx = device.partition(":")
+    valid = device == "cpu" or (kind in _DEVICE_KINDS and (not idx or idx.isdigit()))
+    if not valid:
+        raise SafetensorError(f"device {device} is invalid")
+    if device == "cpu":
+        return device
+    if fw != "pt":
+        raise SafetensorError(f"Device {device} is not supported for framework {fw}")
+    raise SafetensorError(
+        f"device {device}: pinio.safetensors loads to the CPU only for now (the CUDA path "
+        "needs pinio's CUDA sink); load to 'cpu' and call .to(device)"
+    )
+
+
+def _pinio_message(e):
+    return e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+
+
+class safe_open:
+    """safe_open(filename, framework, device="cpu", *, backend="mmap")
+
+    A context manager (it works without `with` too) over one safetensors
+    file: keys(), offset_keys(), metadata(), get_tensor(), get_tensors(),
+    get_slice(). `backend="pread"` reads through the engine's pread rung."""
+
+    def __init__(self, filename, framework, device="cpu", *, backend="mmap"):
+        self._closed = True
+        self._fd = -1
+        self._fw = _framework(framework)
+        self._device = _device(device, self._fw)
+        if backend not in _BACKENDS:
+            raise SafetensorError(f"backend {backend} is invalid (mmap or pread)")
+        self._backend = backend
+        self._path = _os.fspath(filename)
+        try:
+            self._fd = _os.open(self._path, _os.O_RDONLY | _os.O_CLOEXEC)
+        except OSError:
+            raise FileNotFoundError(f'No such file or directory: "{self._path}"') from None
+        try:
+            tensors, self._metadata, self._data_offset, _ = _pinio.header(self._path)
+        except _pinio.Error as e:
+            _os.close(self._fd)
+            self._fd = -1
+            raise SafetensorError(f"Error while deserializing header: {_pinio_message(e)}") from None
+        self._info = {t[0]: t for t in tensors}  # name -> (name, dtype, shape, begin, end)
+        self._order = [t[0] for t in tensors]
+        self._ckpt = None
+        self._closed = False
+        #: bytes this object read from the file (headers excepted): what tests count
+        self.pinio_bytes_read = 0
+
+    # -- context manager
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self):
+        if self._fd >= 0:
+            _os.close(self._fd)
+            self._fd = -1
+        if self._ckpt is not None:
+            self._ckpt.close()  # tensors handed out keep their own references
+            self._ckpt = None
+        self._closed = True
+
+    def __del__(self):
+        if getattr(self, "_fd", -1) >= 0:
+            _os.close(self._fd)
+
+    def _check(self):
+        if self._closed:
+            raise SafetensorError("File is closed")
+
+    def _entry(self, name):
+        self._check()
+        t = self._info.get(name)
+        if t is None:
+            raise SafetensorError(f"File does not contain tensor {name}")
+        return t
+
+    # -- upstream's methods
+    def keys(self):
+        self._check()
+        return sorted(self._info)
+
+    def offset_keys(self):
+        self._check()
+        return list(self._order)
+
+    def metadata(self):
+        self._check()
+        return None if self._metadata is None else dict(self._metadata)
+
+    def _checkpoint(self):
+        if self._ckpt is None:
+            try:
+                raw = _pinio.load([self._path], backend=_BACKENDS[self._backend])
+            except _pinio.Error as e:
+                raise SafetensorError(_pinio_message(e)) from None
+            self._ckpt = _pinio_pkg.Checkpoint(raw, self._fw)
+            self.pinio_bytes_read += raw.report()["read_bytes"]
+        return self._ckpt
+
+    def get_tensor(self, name):
+        _, dt, shape, begin, end = self._entry(name)
+        ck = self._checkpoint()
+        if name not in ck:  # the file was replaced since the header was read
+            raise SafetensorError(f"File does not contain tensor {name}")
+        return ck[name]
+
+    def get_tensors(self):
+        self._check()
+        ck = self._checkpoint()
+        return {n: ck[n] for n in self._order}
+
+    def get_slice(self, name):
+        return _Slice(self, self._entry(name))
+
+    def _read(self, offset, length):
+        """Bytes [offset, offset + length) of the data section (GIL released)."""
+        self._check()
+        buf = _pinio.read(self._fd, self._data_offset + offset, length)
+        self.pinio_bytes_read += length
+        return buf
+
+
+def _index_items(index):
+    if not isinstance(index, tuple):
+        index = (index,)
+    return index
+
+
+class _Slice:
+    """get_slice()'s object: get_shape(), get_dtype(), and [] reading only
+    the rows of the first dimension that the index covers."""
+
+    def __init__(self, f, entry):
+        self._f = f
+        self._name, self._dtype, shape, self._begin, self._end = entry
+        self._shape = list(shape)
+
+    def get_shape(self):
+        return list(self._shape)
+
+    def get_dtype(self):
+        return self._dtype
+
+    def __len__(self):
+        if not self._shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._shape[0]
+
+    def _rows(self, lo, hi):
+        """A tensor of rows [lo, hi) of the first dimension, read alone."""
+        shape = [hi - lo] + self._shape[1:]
+        nbytes = self._end - self._begin
+        if not self._shape or self._shape[0] == 0:
+            lo, hi, row = 0, 0, 0
+        else:
+            row = nbytes // self._shape[0]
+        length = (hi - lo) * row
+        buf = self._f._read(self._begin + lo * row, length) if length else None
+        return _pinio_pkg.tensor_from_buffer(buf, self._dtype, shape, self._f._fw, self._name)
+
+    def _sub_byte(self):
+        return self._dtype in ("F4", "F6_E2M3", "F6_E3M2")
+
+    def __getitem__(self, index):
+        self._f._check()
+        if self._f._fw == "pt" and self._f._backend == "mmap":
+            return self._torch_getitem(index)
+        return self._narrow_getitem(index)
+
+    # torch over the default backend: torch's own indexing semantics (as
+    # upstream, which indexes a view of the mapping).
+    def _torch_getitem(self, index):
+        if not self._shape:
+            return self._scalar()[index]
+        items = _index_items(index)
+        if self._sub_byte() or not items:
+            return self._whole()[index]
+        first, rest = items[0], items[1:]
+        n = self._shape[0]
+        if isinstance(first, int) and not isinstance(first, bool):
+            i = first + n if first < 0 else first
+            if not 0 <= i < n:
+                raise IndexError(f"index {first} is out of bounds for dimension 0 with size {n}")
+            return self._rows(i, i + 1)[(0,) + rest]
+        if isinstance(first, slice):
+            if first.step is not None and first.step <= 0:
+                raise ValueError("step must be greater than zero")  # torch's rule
+            r = range(*first.indices(n))
+            if len(r) == 0:
+                return self._rows(0, 0)[(slice(None),) + rest]
+            rows = self._rows(r[0], r[-1] + 1)
+            return rows[(slice(None, None, r.step),) + rest]
+        return self._whole()[index]  # Ellipsis, None, lists, tensors: all rows
+
+    def _whole(self):
+        return self._rows(0, self._shape[0]) if self._shape else self._scalar()
+
+    def _scalar(self):
+        buf = self._f._read(self._begin, self._end - self._begin)
+        return _pinio_pkg.tensor_from_buffer(buf, self._dtype, [], self._f._fw, self._name)
+
+    # numpy (and the pread backend): upstream's Rust narrowing rules and messages.
+    def _narrow_getitem(self, index):
+        items = _index_items(index)
+        if len(items) > len(self._shape):
+            raise SafetensorError("more slicing indexes than dimensions in tensor")
+        ranges, shows, picks = [], [], []
+        for d, it in enumerate(items):
+            n = self._shape[d]
+            if isinstance(it, list):
+                if it:
+                    raise SafetensorError("Non empty lists are not implemented")
+                ranges.append((0, 0, 1))
+                shows.append("0:0")
+                picks.append(slice(0, 0))
+            elif isinstance(it, int) and not isinstance(it, bool):
+                i = it + n if it < 0 else it
+                if i < 0:
+                    raise SafetensorError(f"Invalid index {it} for dimension {d} of size {n}")
+                ranges.append((i, i + 1, 1))
+                shows.append(str(i))
+                picks.append(i)
+            elif isinstance(it, slice):
+                for b in (it.start, it.stop):
+                    if b is not None and b < 0:
+                        raise OverflowError("can't convert negative int to unsigned")
+                start = 0 if it.start is None else it.start
+                stop = n if it.stop is None else it.stop
+                step = 1 if it.step is None else it.step
+                if step <= 0:
+                    raise SafetensorError(f"slice step must be positive, got {step}")
+                shows.append(f"{'' if it.start is None else it.start}:"
+                             f"{'' if it.stop is None else it.stop}")
+                ranges.append((start, stop, step))
+                picks.append(slice(start, stop, step))
+            else:
+                raise TypeError(f"index {it!r}: ints, slices and [] only")
+        disp = "[" + ", ".join(shows) + "]"
+        for d, (start, stop, _) in enumerate(ranges):
+            n = self._shape[d]
+            if stop > n or (start >= n and stop > start) or (start > stop):
+                bad = stop - 1 if stop > n else start
+                raise SafetensorError(
+                    f"Error during slicing {disp} with shape {self._shape}: index {bad} out of "
+                    f"bounds for tensor dimension #{d} of size {n}")
+        if not self._shape:
+            return self._scalar()
+        if not ranges or self._sub_byte():
+            lo, hi = 0, self._shape[0]
+        else:
+            lo, hi = ranges[0][0], max(ranges[0][0], ranges[0][1])
+        rows = self._rows(lo, hi)
+        if picks:
+            p0 = picks[0]
+            picks[0] = p0 - lo if isinstance(p0, int) else slice(p0.start - lo, p0.stop - lo,
+                                                                   p0.step)
+        out = rows[tuple(picks)]
+        return out.copy() if self._f._fw == "np" else out.clone()
+
+
+class TensorSpec:
+    """TensorSpec(*, dtype, shape, data_ptr, data_len): a tensor to serialize,
+    given as raw memory the caller keeps alive (upstream 0.8)."""
+
+    __slots__ = ("dtype", "shape", "data_ptr", "data_len", "_code")
+
+    def __init__(self, *, dtype, shape, data_ptr, data_len):
+        code = _SPEC_DTYPES.get(dtype)
+        if code is None:
+            raise SafetensorError(f"dtype {dtype} is not understood")
+        shape = [int(x) for x in shape]
+        if code == "F4" and shape:  # torch's x2 packing: the header holds the logical count
+            shape[-1] *= 2
+        self.dtype, self.shape, self._code = dtype, shape, code
+        self.data_ptr, self.data_len = int(data_ptr), int(data_len)
+
+    def __repr__(self):
+        return (f"TensorSpec(dtype={self.dtype!r}, shape={self.shape}, "
+                f"data_ptr={self.data_ptr:#x}, data_len={self.data_len})")
+
+
+def _specs(tensor_dict):
+    if not isinstance(tensor_dict, dict):
+        raise TypeError(f"expected a dict of str to TensorSpec, got {type(tensor_dict).__name__}")
+    specs = []
+    for k, v in tensor_dict.items():
+        if not isinstance(k, str):
+            raise TypeError(f"tensor names must be str, got {type(k).__name__}")
+        if not isinstance(v, TensorSpec):
+            raise TypeError(f"tensor {k!r}: expected a TensorSpec, got {type(v).__name__}")
+        specs.append((k, v._code, v.shape, v.data_ptr, v.data_len))
+    return specs
+
+
+def _metadata(metadata):
+    if metadata is None:
+        return None
+    if not isinstance(metadata, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+        raise TypeError("metadata must be a dict of str to str")
+    return metadata
+
+
+def serialize(tensor_dict, metadata=None):
+    """The bytes of a safetensors file holding `tensor_dict` (TensorSpecs)."""
+    try:
+        return _pinio.serialize(_specs(tensor_dict), _metadata(metadata))
+    except _pinio.Error as e:
+        raise SafetensorError(_pinio_message(e)) from None
+
+
+def serialize_file(tensor_dict, filename, metadata=None):
+    """Writes the same bytes to `filename`: a temporary file, fsync, rename
+    (a reader of the old file never sees it truncated); O_DIRECT where the
+    file system allows; the GIL released throughout."""
+    try:
+        _pinio.save(_os.fspath(filename), _specs(tensor_dict), _metadata(metadata))
+    except _pinio.Error as e:
+        raise SafetensorError(_pinio_message(e)) from None
+
+
+def deserialize(data):
+    """[(name, {"shape", "dtype", "data": bytearray})] in file order (a copy)."""
+    data = bytes(data)
+    try:
+        tensors, _, data_offset, _ = _pinio.parse(data)
+    except _pinio.Error as e:
+        raise SafetensorError(f"Error while deserializing header: {_pinio_message(e)}") from None
+    return [(name, {"shape": list(shape), "dtype": dt,
+                    "data": bytearray(data[data_offset + b:data_offset + e])})
+            for name, dt, shape, b, e in tensors]
