@@ -2,7 +2,9 @@
 """Counts test cases from meson's testlog.json files.
 
 A Criterion executable reports one line per test case ([PASS], [FAIL], [SKIP])
-when run with CRITERION_VERBOSITY_LEVEL=1; each counts as one case. Any other
+when run with CRITERION_VERBOSITY_LEVEL=1; each counts as one case. So does
+each verdict line of `pytest -v` (NAME::case PASSED|FAILED|SKIPPED|ERROR|
+XFAIL|XPASS; XFAIL counts as passed, ERROR as failed). Any other
 test executable counts as one case with meson's verdict (exit 77 = skipped).
 A Criterion executable that meson marks failed with no [FAIL] line (a crash at
 exit, a sanitizer report, a timeout) adds one failure so it is never hidden.
@@ -16,6 +18,9 @@ import re
 import sys
 
 CASE = re.compile(r"^\[(PASS|FAIL|SKIP)\] (\S+::\S+?):?(?:\s|$)", re.M)
+PYTEST = re.compile(r"^(\S+::\S+) (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)\b", re.M)
+PYTEST_KIND = {"PASSED": "PASS", "XFAIL": "PASS", "SKIPPED": "SKIP", "FAILED": "FAIL",
+               "ERROR": "FAIL", "XPASS": "FAIL"}
 
 
 def count(path):
@@ -29,7 +34,7 @@ def count(path):
             t = json.loads(line)
             out = (t.get("stdout") or "") + "\n" + (t.get("stderr") or "")
             verdict = t.get("result", "")
-            cases = CASE.findall(out)
+            cases = CASE.findall(out) + [(PYTEST_KIND[k], n) for n, k in PYTEST.findall(out)]
             if cases:
                 n_fail = 0
                 for kind, name in cases:
