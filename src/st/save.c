@@ -11,11 +11,11 @@
  * (ext4/xfs do not promise it otherwise). */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -481,10 +481,11 @@ static int emit(struct out *w, const uint8_t *p, uint64_t n, bool counts)
 }
 
 /* A temporary name beside `path`, created O_EXCL with mode 0666 so the
- * umask applies as it would to open(path, O_CREAT): `.NAME.pinio-PID-N`. */
+ * umask applies as it would to open(path, O_CREAT): `.NAME.pinio-PID-RAND`.
+ * Random rather than a counter: the library keeps no process-global state,
+ * and O_EXCL settles the rare collision by another try. */
 static int create_tmp(const char *path, char **tmp_out, pinio_diag *diag)
 {
-    static atomic_uint counter;
     const char *slash = strrchr(path, '/');
     size_t dlen = slash ? (size_t)(slash - path) + 1 : 0;
     size_t cap = strlen(path) + 64;
@@ -494,8 +495,11 @@ static int create_tmp(const char *path, char **tmp_out, pinio_diag *diag)
         return -ENOMEM;
     }
     for (int tries = 0; tries < 100; tries++) {
-        snprintf(tmp, cap, "%.*s.%s.pinio-%ld-%u", (int)dlen, path, path + dlen, (long)getpid(),
-                 atomic_fetch_add(&counter, 1));
+        uint64_t rnd;
+        if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
+            rnd = (uint64_t)(mono_s() * 1e9) ^ ((uint64_t)(uintptr_t)&rnd << 16) ^ (uint64_t)tries;
+        snprintf(tmp, cap, "%.*s.%s.pinio-%ld-%016llx", (int)dlen, path, path + dlen,
+                 (long)getpid(), (unsigned long long)rnd);
         int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd >= 0) {
             *tmp_out = tmp;
