@@ -170,6 +170,23 @@ static int check_open(CheckpointObject *self)
     return -1;
 }
 
+/* The index argument `arg` of a method of an open checkpoint: 0 and `*i`,
+ * or -1 with an exception set (closed, not an int, negative). */
+static int index_arg(CheckpointObject *self, PyObject *arg, size_t *i)
+{
+    if (check_open(self))
+        return -1;
+    Py_ssize_t v = PyLong_AsSsize_t(arg);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v < 0) {
+        PyErr_SetString(PyExc_IndexError, "index out of range");
+        return -1;
+    }
+    *i = (size_t)v;
+    return 0;
+}
+
 static PyObject *shape_tuple(const uint64_t *shape, unsigned rank)
 {
     PyObject *t = PyTuple_New(rank);
@@ -186,12 +203,10 @@ static PyObject *shape_tuple(const uint64_t *shape, unsigned rank)
 
 static PyObject *Checkpoint_info(CheckpointObject *self, PyObject *arg)
 {
-    if (check_open(self))
+    size_t i;
+    if (index_arg(self, arg, &i))
         return NULL;
-    Py_ssize_t i = PyLong_AsSsize_t(arg);
-    if (i == -1 && PyErr_Occurred())
-        return NULL;
-    const pinio_tensor *t = i >= 0 ? pinio_checkpoint_tensor(self->cp, (size_t)i) : NULL;
+    const pinio_tensor *t = pinio_checkpoint_tensor(self->cp, i);
     if (!t) {
         PyErr_SetString(PyExc_IndexError, "tensor index out of range");
         return NULL;
@@ -206,17 +221,11 @@ static PyObject *Checkpoint_info(CheckpointObject *self, PyObject *arg)
 
 static PyObject *Checkpoint_buffer(CheckpointObject *self, PyObject *arg)
 {
-    if (check_open(self))
+    size_t i;
+    if (index_arg(self, arg, &i))
         return NULL;
-    Py_ssize_t i = PyLong_AsSsize_t(arg);
-    if (i == -1 && PyErr_Occurred())
-        return NULL;
-    if (i < 0) {
-        PyErr_SetString(PyExc_IndexError, "tensor index out of range");
-        return NULL;
-    }
     pinio_bytes *b;
-    int r = pinio_checkpoint_tensor_bytes(self->cp, (size_t)i, &b);
+    int r = pinio_checkpoint_tensor_bytes(self->cp, i, &b);
     if (r == -ERANGE) {
         PyErr_SetString(PyExc_IndexError, "tensor index out of range");
         return NULL;
@@ -249,12 +258,10 @@ static PyObject *metadata_dict(const pinio_st *st)
 
 static PyObject *Checkpoint_metadata(CheckpointObject *self, PyObject *arg)
 {
-    if (check_open(self))
+    size_t i;
+    if (index_arg(self, arg, &i))
         return NULL;
-    Py_ssize_t i = PyLong_AsSsize_t(arg);
-    if (i == -1 && PyErr_Occurred())
-        return NULL;
-    const pinio_st *st = i >= 0 ? pinio_checkpoint_header(self->cp, (size_t)i) : NULL;
+    const pinio_st *st = pinio_checkpoint_header(self->cp, i);
     if (!st) {
         PyErr_SetString(PyExc_IndexError, "file index out of range");
         return NULL;
@@ -432,7 +439,8 @@ static int parse_policy(const char *what, const char *s, const char *const names
 static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
 {
     (void)mod;
-    static char *kwlist[] = {(char *)"paths", (char *)"filters", (char *)"backend", (char *)"cache", (char *)"direct", (char *)"verify", NULL};
+    static char *kwlist[] = {(char *)"paths", (char *)"filters", (char *)"backend",
+                             (char *)"cache", (char *)"direct", (char *)"verify", NULL};
     PyObject *paths, *filters = Py_None;
     const char *backend = "auto", *cache = "auto", *direct = "auto";
     int verify = 0;
@@ -724,7 +732,8 @@ fail:
 static PyObject *py_save(PyObject *mod, PyObject *args, PyObject *kw)
 {
     (void)mod;
-    static char *kwlist[] = {(char *)"path", (char *)"specs", (char *)"metadata", (char *)"direct", (char *)"sync", NULL};
+    static char *kwlist[] = {(char *)"path", (char *)"specs", (char *)"metadata",
+                             (char *)"direct", (char *)"sync", NULL};
     PyObject *path, *seq, *metadata = Py_None;
     int direct = 1, sync = 1;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|Opp", kwlist, &path, &seq, &metadata,

@@ -315,6 +315,23 @@ static int copy_opts(pinio_save_opts *oc, const pinio_save_opts *uo, pinio_diag 
     return pinio__opts_copy(oc, sizeof(*oc), uo, "pinio_save options", diag);
 }
 
+/* Checks and sorts the tensors and builds the header: on success `*items`
+ * (write order) and `h` are the caller's to free; on failure nothing is left. */
+static int layout(const pinio_save_tensor *ts, size_t n, const pinio_save_opts *o,
+                  struct sort_item **items, struct buf *h, pinio_diag *diag)
+{
+    int r = prepare(ts, n, o, items, diag);
+    if (r)
+        return r;
+    *h = (struct buf){0};
+    r = build_header(*items, n, o, h, diag);
+    if (r) {
+        free(*items);
+        free(h->p);
+    }
+    return r;
+}
+
 int pinio_save_header(const pinio_save_tensor *ts, size_t n, const pinio_save_opts *uo,
                       size_t *order, uint8_t **out, size_t *out_len, pinio_diag *diag)
 {
@@ -327,22 +344,17 @@ int pinio_save_header(const pinio_save_tensor *ts, size_t n, const pinio_save_op
     if (r)
         return r;
     struct sort_item *it;
-    r = prepare(ts, n, &o, &it, diag);
+    struct buf h;
+    r = layout(ts, n, &o, &it, &h, diag);
     if (r)
         return r;
-    struct buf h = {0};
-    r = build_header(it, n, &o, &h, diag);
-    if (!r) {
-        if (order)
-            for (size_t i = 0; i < n; i++)
-                order[i] = it[i].idx;
-        *out = (uint8_t *)h.p;
-        *out_len = h.len;
-    } else {
-        free(h.p);
-    }
+    if (order)
+        for (size_t i = 0; i < n; i++)
+            order[i] = it[i].idx;
+    *out = (uint8_t *)h.p;
+    *out_len = h.len;
     free(it);
-    return r;
+    return 0;
 }
 
 /* ------------------------------------------------------------ the file */
@@ -581,16 +593,10 @@ int pinio_save(const char *path, const pinio_save_tensor *ts, size_t n,
         return -EINVAL;
     }
     struct sort_item *it;
-    r = prepare(ts, n, &o, &it, diag);
+    struct buf h;
+    r = layout(ts, n, &o, &it, &h, diag);
     if (r)
         return r;
-    struct buf h = {0};
-    r = build_header(it, n, &o, &h, diag);
-    if (r) {
-        free(it);
-        free(h.p);
-        return r;
-    }
     char *tmp = NULL;
     int fd = create_tmp(path, &tmp, diag);
     if (fd < 0) {

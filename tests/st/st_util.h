@@ -2,10 +2,12 @@
 #ifndef PINIO_TEST_ST_UTIL_H
 #define PINIO_TEST_ST_UTIL_H
 
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -36,6 +38,25 @@ static inline char *st_write_tmp(const char *dir, const void *data, size_t len)
     cr_assert_not_null(path);
     cr_assert_eq(t_tmpfile(dir, "st", data ? data : "", len, 0, path, 256), 0, "temp file in %s", dir);
     return path;
+}
+
+/* The whole file at `path`, malloc'd (one spare byte); its size in `*len`. */
+static inline uint8_t *st_read_all(const char *path, size_t *len)
+{
+    int fd = open(path, O_RDONLY);
+    cr_assert(fd >= 0, "open %s", path);
+    struct stat sb;
+    cr_assert_eq(fstat(fd, &sb), 0);
+    uint8_t *b = malloc((size_t)sb.st_size + 1);
+    size_t got = 0;
+    while (got < (size_t)sb.st_size) {
+        ssize_t k = read(fd, b + got, (size_t)sb.st_size - got);
+        cr_assert(k > 0);
+        got += (size_t)k;
+    }
+    close(fd);
+    *len = got;
+    return b;
 }
 
 #endif

@@ -18,30 +18,14 @@
 #include "src/st/json_internal.h"
 #include "tests/common/helpers.h"
 
+#include "st_util.h"
+
 static char *tmpdir(const char *base)
 {
     char *d = malloc(256);
     cr_assert_not_null(d);
     cr_assert_eq(t_tmpdir(base, "gen", d, 256), 0);
     return d;
-}
-
-static uint8_t *read_all(const char *path, size_t *len)
-{
-    int fd = open(path, O_RDONLY);
-    cr_assert(fd >= 0, "open %s", path);
-    struct stat sb;
-    cr_assert_eq(fstat(fd, &sb), 0);
-    uint8_t *b = malloc((size_t)sb.st_size + 1);
-    size_t got = 0;
-    while (got < (size_t)sb.st_size) {
-        ssize_t k = read(fd, b + got, (size_t)sb.st_size - got);
-        cr_assert(k > 0);
-        got += (size_t)k;
-    }
-    close(fd);
-    *len = got;
-    return b;
 }
 
 /* Parses `path`, checks every tensor byte against the generator, returns the
@@ -56,7 +40,7 @@ static size_t verify_file(const char *path, uint64_t seed, uint64_t *bytes)
     cr_assert_eq(strtoull(s, NULL, 10), seed);
     cr_assert_eq(pinio_st_data_offset(st) % 8, 0, "header padded to 8");
     size_t len;
-    uint8_t *img = read_all(path, &len);
+    uint8_t *img = st_read_all(path, &len);
     cr_assert_eq(len, pinio_st_file_size(st));
     for (size_t i = 0; i < pinio_st_count(st); i++) {
         const pinio_st_tensor *t = pinio_st_at(st, i);
@@ -150,7 +134,7 @@ static void round_trip_single(const char *base)
     snprintf(path2, sizeof(path2), "%s/again.safetensors", dir);
     cr_assert_eq(pinio_gen_write(path2, &o, NULL, NULL), 0);
     size_t l1, l2;
-    uint8_t *a = read_all(path, &l1), *b = read_all(path2, &l2);
+    uint8_t *a = st_read_all(path, &l1), *b = st_read_all(path2, &l2);
     cr_assert_eq(l1, l2);
     cr_assert_eq(memcmp(a, b, l1), 0);
     free(a);
@@ -193,7 +177,7 @@ Test(gen, round_trip_sharded)
     char path[400];
     snprintf(path, sizeof(path), "%s/%s", dir, PINIO_GEN_INDEX_NAME);
     size_t ilen;
-    char *idx = (char *)read_all(path, &ilen);
+    char *idx = (char *)st_read_all(path, &ilen);
     pinio__json j;
     pinio__json_init(&j, idx, ilen);
     pinio__json_str k, v;

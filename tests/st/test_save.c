@@ -17,6 +17,8 @@
 #include "pinio/safetensors.h"
 #include "pinio/save.h"
 
+#include "st_util.h"
+
 static char *tmpdir(const char *base)
 {
     char *d = malloc(256);
@@ -44,24 +46,6 @@ static int rm_dir(char *d)
     rmdir(d);
     free(d);
     return n;
-}
-
-static uint8_t *read_all(const char *path, size_t *len)
-{
-    int fd = open(path, O_RDONLY);
-    cr_assert(fd >= 0, "open %s", path);
-    struct stat sb;
-    cr_assert_eq(fstat(fd, &sb), 0);
-    uint8_t *b = malloc((size_t)sb.st_size + 1);
-    size_t got = 0;
-    while (got < (size_t)sb.st_size) {
-        ssize_t k = read(fd, b + got, (size_t)sb.st_size - got);
-        cr_assert(k > 0);
-        got += (size_t)k;
-    }
-    close(fd);
-    *len = got;
-    return b;
 }
 
 static uint8_t *header_of(const pinio_save_tensor *ts, size_t n, const pinio_save_opts *o,
@@ -223,7 +207,7 @@ static void round_trip(const char *base, pinio_direct_policy direct)
     int r = pinio_save(path, ts, 2, &o, &res, &d);
     cr_assert_eq(r, 0, "%s", d.msg);
     size_t len;
-    uint8_t *img = read_all(path, &len);
+    uint8_t *img = st_read_all(path, &len);
     cr_assert_eq(len, res.file_bytes);
     cr_assert_eq(res.data_bytes, n1 + n2);
     pinio_st *st;
@@ -263,7 +247,7 @@ Test(save, same_bytes_as_gen)
     pinio_diag d;
     cr_assert_eq(pinio_gen_write(gpath, &go, NULL, &d), 0, "%s", d.msg);
     size_t glen;
-    uint8_t *g = read_all(gpath, &glen);
+    uint8_t *g = st_read_all(gpath, &glen);
     pinio_st *st;
     cr_assert_eq(pinio_st_parse(&st, g, glen, glen, gpath, 0, &d), 0, "%s", d.msg);
     size_t n = pinio_st_count(st);
@@ -281,7 +265,7 @@ Test(save, same_bytes_as_gen)
     o.nmetadata = 2;
     cr_assert_eq(pinio_save(spath, ts, 2, &o, NULL, &d), 0, "%s", d.msg);
     size_t slen;
-    uint8_t *s = read_all(spath, &slen);
+    uint8_t *s = st_read_all(spath, &slen);
     cr_assert_eq(slen, glen);
     cr_assert(!memcmp(s, g, glen), "pinio_save and pinio gen differ");
     pinio_st_free(st);
