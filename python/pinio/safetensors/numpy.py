@@ -24,7 +24,8 @@ def _flatten(tensor_dict, keep):
             v = v.byteswap().view(v.dtype.newbyteorder("<"))  # the format is little-endian
         # Upstream reads ctypes.data without checking layout; a strided view
         # would save the wrong bytes, so pack it (a copy only when needed).
-        v = np.ascontiguousarray(v)
+        if not v.flags.c_contiguous:  # (ascontiguousarray would make a 0-d array 1-d)
+            v = np.ascontiguousarray(v)
         keep.append(v)
         name = "bool" if v.dtype == np.bool_ else v.dtype.name
         specs[k] = TensorSpec(dtype=name, shape=v.shape, data_ptr=v.ctypes.data,
