@@ -114,3 +114,9 @@ def test_pinio_error_names_the_file(tmp):
     with pytest.raises(pinio.Error) as e:
         pinio.load(os.path.join(tmp, "missing.safetensors"))
     assert e.value.errno == 2 and "missing.safetensors" in e.value.strerror
+
+
+def test_safe_open_handle(small):
+    with open(small, "rb") as fh:
+        with st._safe_open_handle(fh, "np") as f:
+            assert f.keys() == ["a"]

@@ -191,6 +191,12 @@ class safe_open:
         return buf
 
 
+def _safe_open_handle(f, framework, device="cpu", *, backend="mmap"):
+    """safe_open over an open file object (anything with .name), reopened by
+    name as upstream does."""
+    return safe_open(f.name, framework, device, backend=backend)
+
+
 def _index_items(index):
     if not isinstance(index, tuple):
         index = (index,)
