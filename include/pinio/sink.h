@@ -1,0 +1,128 @@
+/**
+ * @file sink.h
+ * @brief Where a stream's bytes go: sinks as a table of const structs.
+ *
+ * A stream (stream.h) reads a plan into a small ring of staging slots and
+ * hands each read, once it has landed in its slot, to a sink as a
+ * #pinio_sink_chunk. The sink consumes the chunk (calls back, writes it,
+ * starts a copy) and tells the stream when the slot may be overwritten:
+ * synchronously by returning from `chunk`, or later through `slot_wait`
+ * (a sink that copies asynchronously, e.g. to a GPU).
+ *
+ * Built-in sinks, one file each in src/stream/ (the dav1d muxer habit):
+ *   - #pinio_sink_host: a callback per tensor fragment (tensor, offset in
+ *     the tensor, bytes), for callers that place tensors themselves;
+ * A caller may write its own sink against this header: the table is the
+ * whole contract.
+ *
+ * Threads: every sink entry runs on the thread that called pinio_stream(),
+ * in this order: open, then chunk/slot_wait interleaved, then finish (only
+ * when every chunk was accepted), then close (always, once open succeeded).
+ */
+#ifndef PINIO_SINK_H
+#define PINIO_SINK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pinio/common.h"
+#include "pinio/plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The staging ring as a sink sees it when it is opened. */
+typedef struct pinio_sink_setup {
+    const pinio_plan *plan;    /**< the plan being streamed (reads cut at `slot_size`) */
+    uint8_t *const *slots;     /**< `nslots` slot bases, each `slot_size` bytes, 2 MiB aligned */
+    unsigned nslots;
+    size_t slot_size;
+    int node;                  /**< NUMA node of the slots, or -1 */
+} pinio_sink_setup;
+
+/** One landed read: file bytes [file_offset, file_offset + len) at `data`. */
+typedef struct pinio_sink_chunk {
+    size_t read;               /**< the plan read (pinio_plan_read_at()) */
+    const pinio_plan_read *r;
+    uint32_t file;             /**< plan file index */
+    uint64_t file_offset;      /**< == r->offset, a multiple of the plan's alignment */
+    const uint8_t *data;       /**< inside slot `slot`, aligned like `file_offset` */
+    size_t len;                /**< bytes that hold file data (`r->need`) */
+    unsigned slot;
+} pinio_sink_chunk;
+
+/** The part of one tensor that a chunk holds. */
+typedef struct pinio_sink_fragment {
+    size_t tensor;             /**< plan tensor index (pinio_plan_tensor_at()) */
+    const pinio_plan_tensor *t;
+    uint64_t offset;           /**< offset of `data[0]` in the tensor */
+    const uint8_t *data;
+    size_t len;
+} pinio_sink_fragment;
+
+/**
+ * Walks the selected tensors' fragments in chunk `c`, in file order.
+ * Start with `*cursor` = 0; each call fills `*f` and returns true, or
+ * returns false when the chunk holds no further fragment. Bytes of a chunk
+ * that belong to no selected tensor (alignment, merged holes, headers) are
+ * not visited.
+ */
+PINIO_API bool pinio_sink_next_fragment(const pinio_plan *p, const pinio_sink_chunk *c,
+                                        size_t *cursor, pinio_sink_fragment *f);
+
+/**
+ * A sink. Entries marked optional may be NULL. Every entry returning int
+ * returns 0 or a negative code that stops the stream with that code;
+ * a failing entry names what failed in `diag`.
+ */
+typedef struct pinio_sink {
+    const char *name;          /**< "host", "file", ... */
+    const char *description;   /**< one line, for --help */
+    size_t priv_size;          /**< bytes of private state the stream allocates (zeroed) */
+    /** Prepares for the stream: `cfg` is the sink's own config struct (see
+     *  each sink), read during the call only unless the sink says so. On
+     *  failure the sink has released everything; close is not called. */
+    int (*open)(void *priv, const void *cfg, const pinio_sink_setup *s, pinio_diag *diag);
+    /** A read has landed in `c->slot`. Unless the sink has `slot_wait`, the
+     *  slot may be overwritten as soon as this returns. */
+    int (*chunk)(void *priv, const pinio_sink_chunk *c, pinio_diag *diag);
+    /** Optional: blocks until the sink no longer reads slot `slot` (every
+     *  copy started from it has completed). Called before the stream reads
+     *  into a slot again, and for every slot before finish. */
+    int (*slot_wait)(void *priv, unsigned slot, pinio_diag *diag);
+    /** Optional: every chunk was delivered; flush, sync, verify, publish. */
+    int (*finish)(void *priv, pinio_diag *diag);
+    /** Optional: releases everything; after a failure it undoes what is
+     *  half done (removes temporary files, ...). Cannot fail. */
+    void (*close)(void *priv, bool ok);
+} pinio_sink;
+
+/**
+ * Host sink: `fn` is called for every tensor fragment, in file order
+ * within each file; `bytes` is valid during the call only. Return 0 to go
+ * on, or a negative code to stop the stream with it.
+ */
+typedef int (*pinio_sink_host_fn)(void *ctx, const pinio_sink_fragment *f);
+
+/** Config of #pinio_sink_host. */
+typedef struct pinio_sink_host_cfg {
+    pinio_sink_host_fn fn;     /**< required */
+    void *ctx;
+} pinio_sink_host_cfg;
+
+/** Calls a #pinio_sink_host_cfg's function per tensor fragment. */
+PINIO_API extern const pinio_sink pinio_sink_host;
+
+/** The built-in sink called `name`, or NULL. */
+PINIO_API const pinio_sink *pinio_sink_find(const char *name);
+
+/** Built-in sink `i` (0, 1, ...), or NULL past the last: for listings. */
+PINIO_API const pinio_sink *pinio_sink_at(size_t i);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PINIO_SINK_H */

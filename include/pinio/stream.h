@@ -1,0 +1,113 @@
+/**
+ * @file stream.h
+ * @brief Streaming mode: a checkpoint through a bounded ring of registered
+ *        staging slots into a sink (sink.h), whatever its size.
+ *
+ * The resident mode (load.h) reads a checkpoint into one arena as large as
+ * the selection. A stream instead reads it through `slots` staging slots of
+ * `slot_size` bytes each (default 4 x 32 MiB), carved from the pinned pool
+ * on the files' NUMA node and registered with io_uring once (reads land by
+ * READ_FIXED); the plan is built with its segment set to the slot size, so
+ * no read crosses a slot. Reads are executed in file order; each landed
+ * read goes to the sink, and a slot is read into again only after the sink
+ * is done with it. Peak host memory is the ring, not the checkpoint.
+ *
+ * Threads: everything runs on the calling thread (the engine's own workers
+ * aside); the sink is called from it.
+ */
+#ifndef PINIO_STREAM_H
+#define PINIO_STREAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pinio/common.h"
+#include "pinio/load.h"
+#include "pinio/plan.h"
+#include "pinio/sink.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Default staging slot size. */
+#define PINIO_STREAM_SLOT_DEFAULT ((size_t)32 << 20)
+/** Default number of staging slots. */
+#define PINIO_STREAM_SLOTS_DEFAULT 4u
+
+/** Options of pinio_stream(). Start from pinio_stream_opts_default(). */
+typedef struct pinio_stream_opts {
+    size_t struct_size;          /**< sizeof(pinio_stream_opts), set by the defaults function */
+    /** Bytes per slot: a power of two, 64 KiB to 1 GiB; 0 = 32 MiB. */
+    size_t slot_size;
+    /** Slots in the ring, 2 to 1024; 0 = 4. */
+    unsigned slots;
+    /** Tensor selection, as pinio_plan_opts::filters. */
+    const char *const *filters;
+    size_t nfilters;
+    int node;                    /**< PINIO_NODE_AUTO (default), PINIO_NODE_ANY, or a node */
+    pinio_cache_policy cache;    /**< AUTO */
+    pinio_direct_policy direct;  /**< O_DIRECT policy of the reads; AUTO */
+    unsigned queue_depth;        /**< 0 = the engine's default */
+    pinio_backend backend;       /**< force a rung of the engine's ladder (tests); AUTO */
+    /** Optional: called after each batch of reads. */
+    pinio_progress_fn progress;
+    void *progress_ctx;
+} pinio_stream_opts;
+
+/** Fills `*opts` with the defaults described field by field above. */
+static inline void pinio_stream_opts_default(pinio_stream_opts *opts);
+
+/**
+ * What pinio_stream_opts_default() calls: fills the first `size` bytes of
+ * `*opts` with the defaults (struct_size = `size`; fields past this
+ * library's struct stay zero).
+ */
+PINIO_API void pinio_stream_opts_init(pinio_stream_opts *opts, size_t size);
+
+static inline void pinio_stream_opts_default(pinio_stream_opts *opts)
+{
+    pinio_stream_opts_init(opts, sizeof(*opts));
+}
+
+/** What a stream did. */
+typedef struct pinio_stream_report {
+    size_t files;              /**< input files */
+    size_t tensors;            /**< tensors selected */
+    uint64_t bytes;            /**< selected tensor bytes */
+    uint64_t read_bytes;       /**< bytes read from storage */
+    size_t reads;              /**< plan reads (each fits one slot) */
+    unsigned slots;            /**< the ring */
+    size_t slot_size;
+    uint64_t ring_bytes;       /**< slots x slot_size: the staging memory */
+    bool registered;           /**< reads landed in the slots by READ_FIXED */
+    int node;                  /**< NUMA node of the slots (-1: none) */
+    size_t slot_waits;         /**< times a read waited for the sink to free a slot */
+    double seconds;            /**< wall time, plan to sink finish */
+    double io_seconds;         /**< wall time of the reads (sink work in between included) */
+    double sink_seconds;       /**< time spent in the sink's chunk/slot_wait/finish */
+    char io_path[256];         /**< one line: the I/O path that ran and why */
+} pinio_stream_report;
+
+/**
+ * Streams the selected tensors of `paths` (files, directories, index
+ * files, as pinio_plan_create()) through the staging ring into `sink`.
+ *
+ * @param sink  the sink table (e.g. &pinio_sink_host); `cfg` its config.
+ * @param rep   optional, filled on success.
+ * @param diag  optional; names the file and offset, or the sink's failure.
+ * @return 0; -EINVAL (bad options or arguments), -ENOMEM (the ring), the
+ *         plan's and the engine's errors, or the sink's code. After a
+ *         failure the sink has been closed with `ok` false; nothing is left
+ *         allocated.
+ */
+PINIO_API int pinio_stream(const char *const *paths, size_t npaths, const pinio_stream_opts *opts,
+                           const pinio_sink *sink, const void *cfg, pinio_stream_report *rep,
+                           pinio_diag *diag);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PINIO_STREAM_H */

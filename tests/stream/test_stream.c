@@ -1,0 +1,363 @@
+/* The streaming mode (pinio/stream.h) and its sinks (pinio/sink.h).
+ *
+ * One body runs on every sink (host, file, and a test sink that copies
+ * "asynchronously" like a GPU sink): a checkpoint generated with known
+ * content is streamed through rings of several shapes (down to 2 slots of
+ * 64 KiB, so that slots are reused many times), and every byte is checked
+ * where the sink put it. Around it: the fragment walk, filters, the
+ * async contract (a slot is never read into while its sink still copies
+ * from it), failures (callback, options, target exists) and what they
+ * leave behind. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pinio/gen.h"
+#include "pinio/stream.h"
+
+#define SEED 41
+
+static char dir[] = "/var/tmp/pinio-stream-XXXXXX";
+static char src[160], dst[160];
+
+static void gen(const char *out, unsigned shards, uint64_t size, size_t tensors)
+{
+    pinio_gen_opts g;
+    pinio_gen_opts_default(&g);
+    g.size = size;
+    g.tensors = tensors;
+    g.shards = shards;
+    g.seed = SEED;
+    static const pinio_dtype dt[] = { PINIO_DTYPE_BF16, PINIO_DTYPE_F32, PINIO_DTYPE_U8 };
+    g.dtypes = dt;
+    g.ndtypes = 3;
+    cr_assert_eq(pinio_gen_write(out, &g, NULL, NULL), 0);
+}
+
+static void setup(void)
+{
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(dst, sizeof(dst), "%s/out", dir);
+    cr_assert_eq(mkdir(dst, 0755), 0);
+}
+
+static void teardown(void)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* ---- what the host sink received ---------------------------------- */
+
+typedef struct got {
+    uint64_t *bytes;     /* per tensor index: bytes received, in order */
+    size_t ntensors;
+    size_t fragments;
+    bool bad;            /* wrong content or out of order */
+    int fail_at;         /* fail the n-th fragment (1-based), 0: never */
+} got;
+
+static int on_fragment(void *ctx, const pinio_sink_fragment *f)
+{
+    got *g = ctx;
+    g->fragments++;
+    if (g->fail_at && (int)g->fragments == g->fail_at)
+        return -EPIPE;
+    if (f->tensor >= g->ntensors || f->offset != g->bytes[f->tensor] ||
+        f->offset + f->len > f->t->nbytes) {
+        g->bad = true;
+        return 0;
+    }
+    uint64_t bad = 0;
+    if (!pinio_gen_verify(SEED, f->t->name, f->offset, f->data, f->len, &bad)) {
+        fprintf(stderr, "tensor %s: wrong byte at %llu\n", f->t->name, (unsigned long long)bad);
+        g->bad = true;
+    }
+    g->bytes[f->tensor] += f->len;
+    return 0;
+}
+
+/* Tensor count and sizes of `path` under the filters, from a plan. */
+static size_t tensor_sizes(const char *path, const char *const *filters, size_t nf,
+                           uint64_t **sizes)
+{
+    pinio_plan_opts po;
+    pinio_plan_opts_default(&po);
+    po.filters = filters;
+    po.nfilters = nf;
+    pinio_plan *p = NULL;
+    cr_assert_eq(pinio_plan_create(&p, &path, 1, &po, NULL), 0);
+    pinio_plan_info pi;
+    pinio_plan_get_info(p, &pi);
+    *sizes = calloc(pi.tensors + 1, sizeof(**sizes));
+    for (size_t i = 0; i < pi.tensors; i++)
+        (*sizes)[i] = pinio_plan_tensor_at(p, i)->nbytes;
+    pinio_plan_free(p);
+    return pi.tensors;
+}
+
+/* ---- a test sink that copies "asynchronously", as a GPU sink does ---- */
+
+/* chunk keeps a copy of the bytes and the slot they sit in, as if a DMA
+ * were still reading them; slot_wait "completes" the copies from that
+ * slot, checking first that the slot still holds the very bytes (a stream
+ * that read into a slot with a copy pending would change them). */
+typedef struct pend {
+    unsigned slot;
+    const uint8_t *at;
+    uint8_t *copy;
+    size_t len;
+    size_t read;
+} pend;
+
+typedef struct async_sink {
+    const pinio_plan *plan;
+    pend *p;
+    size_t n, cap;
+    size_t overwritten, waits, completed;
+    got *g;
+} async_sink;
+
+static async_sink *the_async; /* for the test to inspect after the stream */
+
+static int async_open(void *priv, const void *cfg, const pinio_sink_setup *s, pinio_diag *d)
+{
+    (void)d;
+    async_sink *a = priv;
+    a->plan = s->plan;
+    a->g = (got *)cfg;
+    the_async = NULL;
+    return 0;
+}
+
+static int async_chunk(void *priv, const pinio_sink_chunk *c, pinio_diag *d)
+{
+    (void)d;
+    async_sink *a = priv;
+    if (a->n == a->cap) {
+        a->cap = a->cap ? 2 * a->cap : 16;
+        a->p = realloc(a->p, a->cap * sizeof(*a->p));
+        cr_assert_not_null(a->p);
+    }
+    pend *p = &a->p[a->n++];
+    *p = (pend){ .slot = c->slot, .at = c->data, .len = c->len, .read = c->read,
+                 .copy = malloc(c->len ? c->len : 1) };
+    memcpy(p->copy, c->data, c->len);
+    return 0;
+}
+
+/* "The copies complete": what they read is delivered to the host check. */
+static int async_wait(void *priv, unsigned slot, pinio_diag *d)
+{
+    (void)d;
+    async_sink *a = priv;
+    a->waits++;
+    size_t keep = 0;
+    for (size_t i = 0; i < a->n; i++) {
+        pend *p = &a->p[i];
+        if (p->slot != slot) {
+            a->p[keep++] = *p;
+            continue;
+        }
+        if (memcmp(p->at, p->copy, p->len) != 0)
+            a->overwritten++;
+        pinio_sink_chunk c = { .read = p->read, .r = pinio_plan_read_at(a->plan, p->read),
+                               .data = p->copy, .len = p->len, .slot = slot };
+        c.file = c.r->file;
+        c.file_offset = c.r->offset;
+        size_t cur = 0;
+        pinio_sink_fragment f;
+        while (pinio_sink_next_fragment(a->plan, &c, &cur, &f))
+            on_fragment(a->g, &f);
+        free(p->copy);
+        a->completed++;
+    }
+    a->n = keep;
+    return 0;
+}
+
+static void async_close(void *priv, bool ok)
+{
+    async_sink *a = priv;
+    cr_expect(!ok || a->n == 0, "every pending copy completed before close");
+    for (size_t i = 0; i < a->n; i++)
+        free(a->p[i].copy);
+    free(a->p);
+    static async_sink last;
+    last = *a;
+    last.p = NULL;
+    the_async = &last;
+}
+
+static const pinio_sink async_test_sink = {
+    .name = "async-test",
+    .priv_size = sizeof(async_sink),
+    .open = async_open,
+    .chunk = async_chunk,
+    .slot_wait = async_wait,
+    .close = async_close,
+};
+
+/* ---- the body every sink runs -------------------------------------- */
+
+static void body(const char *sink_name, unsigned shards, size_t slot_size, unsigned slots)
+{
+    if (shards < 2)
+        snprintf(src, sizeof(src), "%s/m.safetensors", dir);
+    else
+        snprintf(src, sizeof(src), "%s/ck", dir);
+    gen(src, shards, 3u << 20, 24);
+
+    uint64_t *sizes = NULL;
+    got g = { 0 };
+    g.ntensors = tensor_sizes(src, NULL, 0, &sizes);
+    g.bytes = calloc(g.ntensors + 1, sizeof(*g.bytes));
+
+    pinio_stream_opts o;
+    pinio_stream_opts_default(&o);
+    o.slot_size = slot_size;
+    o.slots = slots;
+    pinio_sink_host_cfg hc = { .fn = on_fragment, .ctx = &g };
+    const pinio_sink *sink = strcmp(sink_name, "async") == 0 ? &async_test_sink
+                                                              : pinio_sink_find(sink_name);
+    cr_assert_not_null(sink);
+    const void *cfg = sink == &pinio_sink_host ? (const void *)&hc : (const void *)&g;
+    pinio_stream_report rep;
+    pinio_diag d = { 0 };
+    const char *in = src;
+    int rc = pinio_stream(&in, 1, &o, sink, cfg, &rep, &d);
+    cr_assert_eq(rc, 0, "%s sink: %s", sink_name, d.msg);
+    cr_expect_eq(rep.slots, slots);
+    cr_expect_eq(rep.ring_bytes, (uint64_t)slots * slot_size);
+    cr_expect_eq(rep.files, shards < 2 ? 1u : shards);
+    cr_expect(rep.read_bytes >= rep.bytes);
+    cr_expect_not(g.bad, "every fragment in order with the right bytes");
+    for (size_t i = 0; i < g.ntensors; i++)
+        cr_expect_eq(g.bytes[i], sizes[i], "tensor %zu: %llu of %llu bytes arrived", i,
+                     (unsigned long long)g.bytes[i], (unsigned long long)sizes[i]);
+    if (sink == &async_test_sink) {
+        cr_assert_not_null(the_async);
+        cr_expect_eq(the_async->overwritten, 0, "no slot was read into while a copy was pending");
+        cr_expect(the_async->completed > 0);
+        if (rep.reads > slots)
+            cr_expect(rep.slot_waits > 0, "slots were reused, each after the sink's wait");
+    }
+    free(sizes);
+    free(g.bytes);
+}
+
+#define SINK_TESTS(tag, name)                                                                  \
+    Test(stream_##tag, file_tiny_ring, .init = setup, .fini = teardown)                       \
+    {                                                                                          \
+        body(name, 1, 64u << 10, 2);                                                           \
+    }                                                                                          \
+    Test(stream_##tag, shards_tiny_ring, .init = setup, .fini = teardown)                     \
+    {                                                                                          \
+        body(name, 3, 64u << 10, 3);                                                           \
+    }                                                                                          \
+    Test(stream_##tag, file_default_shape_small, .init = setup, .fini = teardown)             \
+    {                                                                                          \
+        body(name, 1, 1u << 20, 4);                                                            \
+    }                                                                                          \
+    Test(stream_##tag, ring_larger_than_checkpoint, .init = setup, .fini = teardown)          \
+    {                                                                                          \
+        body(name, 2, 4u << 20, 2);                                                            \
+    }
+
+SINK_TESTS(host, "host")
+SINK_TESTS(async, "async")
+
+/* ---- around the body ------------------------------------------------ */
+
+Test(stream, filters_select, .init = setup, .fini = teardown)
+{
+    snprintf(src, sizeof(src), "%s/m.safetensors", dir);
+    gen(src, 1, 2u << 20, 16);
+    const char *filters[] = { "model.layers.1", "model.layers.3.*" };
+    uint64_t *all = NULL, *sel = NULL;
+    size_t nall = tensor_sizes(src, NULL, 0, &all);
+    size_t nsel = tensor_sizes(src, filters, 2, &sel);
+    cr_assert(nsel > 0 && nsel < nall, "the filters select some tensors (%zu of %zu)", nsel, nall);
+    got g = { .ntensors = nsel, .bytes = calloc(nsel, sizeof(uint64_t)) };
+    pinio_stream_opts o;
+    pinio_stream_opts_default(&o);
+    o.slot_size = 64u << 10;
+    o.slots = 2;
+    o.filters = filters;
+    o.nfilters = 2;
+    pinio_sink_host_cfg hc = { .fn = on_fragment, .ctx = &g };
+    pinio_stream_report rep;
+    const char *in = src;
+    cr_assert_eq(pinio_stream(&in, 1, &o, &pinio_sink_host, &hc, &rep, NULL), 0);
+    cr_expect_eq(rep.tensors, nsel);
+    cr_expect_not(g.bad);
+    for (size_t i = 0; i < nsel; i++)
+        cr_expect_eq(g.bytes[i], sel[i]);
+    free(all);
+    free(sel);
+    free(g.bytes);
+}
+
+Test(stream, callback_failure_stops_and_names_tensor, .init = setup, .fini = teardown)
+{
+    snprintf(src, sizeof(src), "%s/m.safetensors", dir);
+    gen(src, 1, 1u << 20, 8);
+    got g = { .ntensors = 8, .bytes = calloc(8, sizeof(uint64_t)), .fail_at = 3 };
+    pinio_stream_opts o;
+    pinio_stream_opts_default(&o);
+    o.slot_size = 64u << 10;
+    o.slots = 2;
+    pinio_sink_host_cfg hc = { .fn = on_fragment, .ctx = &g };
+    pinio_diag d = { 0 };
+    const char *in = src;
+    cr_expect_eq(pinio_stream(&in, 1, &o, &pinio_sink_host, &hc, NULL, &d), -EPIPE);
+    cr_expect_eq(g.fragments, 3, "nothing delivered after the failure");
+    cr_expect(strstr(d.msg, "tensor '") != NULL, "the message names the tensor: %s", d.msg);
+    free(g.bytes);
+}
+
+Test(stream, bad_options)
+{
+    const char *in = "/nonexistent.safetensors";
+    pinio_sink_host_cfg hc = { .fn = on_fragment };
+    pinio_stream_opts o;
+    pinio_diag d = { 0 };
+    pinio_stream_opts_default(&o);
+    o.slot_size = 3u << 20;
+    cr_expect_eq(pinio_stream(&in, 1, &o, &pinio_sink_host, &hc, NULL, &d), -EINVAL);
+    cr_expect(strstr(d.msg, "power of two") != NULL, "%s", d.msg);
+    pinio_stream_opts_default(&o);
+    o.slots = 1;
+    cr_expect_eq(pinio_stream(&in, 1, &o, &pinio_sink_host, &hc, NULL, NULL), -EINVAL);
+    pinio_stream_opts_default(&o);
+    cr_expect_eq(pinio_stream(&in, 1, &o, NULL, &hc, NULL, NULL), -EINVAL);
+    cr_expect_eq(pinio_stream(NULL, 0, &o, &pinio_sink_host, &hc, NULL, NULL), -EINVAL);
+    cr_expect_eq(pinio_stream(&in, 1, &o, &pinio_sink_host, &hc, NULL, NULL), -ENOENT);
+}
+
+Test(stream, host_sink_needs_callback, .init = setup, .fini = teardown)
+{
+    snprintf(src, sizeof(src), "%s/m.safetensors", dir);
+    gen(src, 1, 256u << 10, 2);
+    pinio_sink_host_cfg hc = { 0 };
+    pinio_diag d = { 0 };
+    const char *in = src;
+    cr_expect_eq(pinio_stream(&in, 1, NULL, &pinio_sink_host, &hc, NULL, &d), -EINVAL);
+    cr_expect(strstr(d.msg, "callback") != NULL, "%s", d.msg);
+}
+
+Test(stream, sink_table)
+{
+    cr_expect_eq(pinio_sink_find("host"), &pinio_sink_host);
+    cr_expect_null(pinio_sink_find("nope"));
+    size_t n = 0;
+    while (pinio_sink_at(n))
+        n++;
+    cr_expect_eq(n, 1);
+}
