@@ -12,6 +12,8 @@
  * Built-in sinks, one file each in src/stream/ (the dav1d muxer habit):
  *   - #pinio_sink_host: a callback per tensor fragment (tensor, offset in
  *     the tensor, bytes), for callers that place tensors themselves;
+ *   - #pinio_sink_file: writes every input file, whole, under a target
+ *     directory (what `pinio stage` does).
  * A caller may write its own sink against this header: the table is the
  * whole contract.
  *
@@ -112,8 +114,26 @@ typedef struct pinio_sink_host_cfg {
     void *ctx;
 } pinio_sink_host_cfg;
 
+/** Config of #pinio_sink_file. */
+typedef struct pinio_sink_file_cfg {
+    /** Existing directory receiving each input file under its base name
+     *  (the index file too, when the plan has one). Required. */
+    const char *dir;
+    /** Replace files that already exist there (else -EEXIST). */
+    bool overwrite;
+    /** After the copy, read every file back (past the page cache where
+     *  O_DIRECT is allowed) and compare a position-keyed 64-bit checksum
+     *  with the one computed as the bytes streamed. */
+    bool verify;
+    /** O_DIRECT policy for the writes; AUTO: where the target allows it. */
+    pinio_direct_policy direct;
+} pinio_sink_file_cfg;
+
 /** Calls a #pinio_sink_host_cfg's function per tensor fragment. */
 PINIO_API extern const pinio_sink pinio_sink_host;
+/** Copies the input files under a directory: temporary name, written,
+ *  fsync'ed, renamed into place (directory fsync'ed), optionally verified. */
+PINIO_API extern const pinio_sink pinio_sink_file;
 
 /** The built-in sink called `name`, or NULL. */
 PINIO_API const pinio_sink *pinio_sink_find(const char *name);

@@ -9,6 +9,7 @@
 
 static const pinio_sink *const sinks[] = {
     &pinio_sink_host,
+    &pinio_sink_file,
 };
 
 const pinio_sink *pinio_sink_at(size_t i)

@@ -206,6 +206,45 @@ static const pinio_sink async_test_sink = {
 
 /* ---- the body every sink runs -------------------------------------- */
 
+static bool same_file(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    bool same = fa && fb;
+    while (same) {
+        int ca = fgetc(fa), cb = fgetc(fb);
+        if (ca != cb)
+            same = false;
+        if (ca == EOF || cb == EOF)
+            break;
+    }
+    if (fa)
+        fclose(fa);
+    if (fb)
+        fclose(fb);
+    return same;
+}
+
+static void check_copies(const char *from, unsigned shards)
+{
+    if (shards < 2) {
+        char out[256];
+        snprintf(out, sizeof(out), "%s/m.safetensors", dst);
+        cr_assert(same_file(from, out), "%s is a byte-exact copy of %s", out, from);
+        return;
+    }
+    for (unsigned i = 1; i <= shards; i++) {
+        char name[64], a[256], b[256];
+        pinio_gen_shard_name(name, sizeof(name), i, shards);
+        snprintf(a, sizeof(a), "%s/%s", from, name);
+        snprintf(b, sizeof(b), "%s/%s", dst, name);
+        cr_assert(same_file(a, b), "%s is a byte-exact copy", b);
+    }
+    char a[256], b[256];
+    snprintf(a, sizeof(a), "%s/%s", from, PINIO_GEN_INDEX_NAME);
+    snprintf(b, sizeof(b), "%s/%s", dst, PINIO_GEN_INDEX_NAME);
+    cr_assert(same_file(a, b), "the index was copied");
+}
+
 static void body(const char *sink_name, unsigned shards, size_t slot_size, unsigned slots)
 {
     if (shards < 2)
@@ -224,10 +263,13 @@ static void body(const char *sink_name, unsigned shards, size_t slot_size, unsig
     o.slot_size = slot_size;
     o.slots = slots;
     pinio_sink_host_cfg hc = { .fn = on_fragment, .ctx = &g };
+    pinio_sink_file_cfg fc = { .dir = dst, .verify = true };
     const pinio_sink *sink = strcmp(sink_name, "async") == 0 ? &async_test_sink
                                                               : pinio_sink_find(sink_name);
     cr_assert_not_null(sink);
-    const void *cfg = sink == &pinio_sink_host ? (const void *)&hc : (const void *)&g;
+    const void *cfg = sink == &pinio_sink_host ? (const void *)&hc
+                      : sink == &pinio_sink_file ? (const void *)&fc
+                                                 : (const void *)&g;
     pinio_stream_report rep;
     pinio_diag d = { 0 };
     const char *in = src;
@@ -237,10 +279,14 @@ static void body(const char *sink_name, unsigned shards, size_t slot_size, unsig
     cr_expect_eq(rep.ring_bytes, (uint64_t)slots * slot_size);
     cr_expect_eq(rep.files, shards < 2 ? 1u : shards);
     cr_expect(rep.read_bytes >= rep.bytes);
-    cr_expect_not(g.bad, "every fragment in order with the right bytes");
-    for (size_t i = 0; i < g.ntensors; i++)
-        cr_expect_eq(g.bytes[i], sizes[i], "tensor %zu: %llu of %llu bytes arrived", i,
-                     (unsigned long long)g.bytes[i], (unsigned long long)sizes[i]);
+    if (sink == &pinio_sink_file) {
+        check_copies(src, shards);
+    } else {
+        cr_expect_not(g.bad, "every fragment in order with the right bytes");
+        for (size_t i = 0; i < g.ntensors; i++)
+            cr_expect_eq(g.bytes[i], sizes[i], "tensor %zu: %llu of %llu bytes arrived", i,
+                         (unsigned long long)g.bytes[i], (unsigned long long)sizes[i]);
+    }
     if (sink == &async_test_sink) {
         cr_assert_not_null(the_async);
         cr_expect_eq(the_async->overwritten, 0, "no slot was read into while a copy was pending");
@@ -271,6 +317,7 @@ static void body(const char *sink_name, unsigned shards, size_t slot_size, unsig
     }
 
 SINK_TESTS(host, "host")
+SINK_TESTS(file, "file")
 SINK_TESTS(async, "async")
 
 /* ---- around the body ------------------------------------------------ */
@@ -352,12 +399,66 @@ Test(stream, host_sink_needs_callback, .init = setup, .fini = teardown)
     cr_expect(strstr(d.msg, "callback") != NULL, "%s", d.msg);
 }
 
+static size_t entries(const char *path)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "ls -A '%s' | wc -l", path);
+    FILE *p = popen(cmd, "r");
+    size_t n = 0;
+    cr_assert_eq(fscanf(p, "%zu", &n), 1);
+    pclose(p);
+    return n;
+}
+
+Test(stream, file_sink_refuses_existing_target_and_leaves_nothing, .init = setup,
+     .fini = teardown)
+{
+    snprintf(src, sizeof(src), "%s/m.safetensors", dir);
+    gen(src, 1, 512u << 10, 4);
+    char out[256];
+    snprintf(out, sizeof(out), "%s/m.safetensors", dst);
+    FILE *f = fopen(out, "w");
+    cr_assert_not_null(f);
+    fputs("keep me", f);
+    fclose(f);
+    pinio_sink_file_cfg fc = { .dir = dst };
+    pinio_diag d = { 0 };
+    const char *in = src;
+    cr_expect_eq(pinio_stream(&in, 1, NULL, &pinio_sink_file, &fc, NULL, &d), -EEXIST);
+    cr_expect(strstr(d.msg, out) != NULL, "names the target: %s", d.msg);
+    cr_expect_eq(entries(dst), 1, "no temporary file left");
+    fc.overwrite = true;
+    fc.verify = true;
+    cr_expect_eq(pinio_stream(&in, 1, NULL, &pinio_sink_file, &fc, NULL, &d), 0, "%s", d.msg);
+    cr_expect(same_file(src, out));
+    cr_expect_eq(entries(dst), 1, "only the copy");
+}
+
+Test(stream, file_sink_missing_directory)
+{
+    pinio_sink_file_cfg fc = { .dir = "/var/tmp/pinio-stream-no-such-dir" };
+    char p[] = "/var/tmp/pinio-stream-src-XXXXXX";
+    cr_assert_not_null(mkdtemp(p));
+    char path[128];
+    snprintf(path, sizeof(path), "%s/m.safetensors", p);
+    gen(path, 1, 256u << 10, 2);
+    pinio_diag d = { 0 };
+    const char *in = path;
+    int rc = pinio_stream(&in, 1, NULL, &pinio_sink_file, &fc, NULL, &d);
+    char cmd[200];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", p);
+    cr_assert_eq(system(cmd), 0);
+    cr_expect_eq(rc, -ENOENT);
+    cr_expect(strstr(d.msg, "pinio-stream-no-such-dir") != NULL, "%s", d.msg);
+}
+
 Test(stream, sink_table)
 {
     cr_expect_eq(pinio_sink_find("host"), &pinio_sink_host);
+    cr_expect_eq(pinio_sink_find("file"), &pinio_sink_file);
     cr_expect_null(pinio_sink_find("nope"));
     size_t n = 0;
     while (pinio_sink_at(n))
         n++;
-    cr_expect_eq(n, 1);
+    cr_expect_eq(n, 2);
 }
