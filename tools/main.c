@@ -11,9 +11,11 @@ extern const struct pinio_cmd pinio_cmd_doctor;
 extern const struct pinio_cmd pinio_cmd_gen;
 extern const struct pinio_cmd pinio_cmd_info;
 extern const struct pinio_cmd pinio_cmd_load;
+extern const struct pinio_cmd pinio_cmd_stage;
 
 static const struct pinio_cmd *const commands[] = {
     &pinio_cmd_load,
+    &pinio_cmd_stage,
     &pinio_cmd_info,
     &pinio_cmd_gen,
     &pinio_cmd_doctor,
