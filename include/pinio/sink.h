@@ -13,7 +13,9 @@
  *   - #pinio_sink_host: a callback per tensor fragment (tensor, offset in
  *     the tensor, bytes), for callers that place tensors themselves;
  *   - #pinio_sink_file: writes every input file, whole, under a target
- *     directory (what `pinio stage` does).
+ *     directory (what `pinio stage` does);
+ *   - #pinio_sink_cuda: every tensor to a CUDA device, at its own 256-byte
+ *     aligned address, the driver loaded at run time.
  * A caller may write its own sink against this header: the table is the
  * whole contract.
  *
@@ -129,11 +131,76 @@ typedef struct pinio_sink_file_cfg {
     pinio_direct_policy direct;
 } pinio_sink_file_cfg;
 
+/** Tensors placed on a CUDA device by #pinio_sink_cuda. Opaque. */
+typedef struct pinio_cuda_arena pinio_cuda_arena;
+
+/** Config of #pinio_sink_cuda. */
+typedef struct pinio_sink_cuda_cfg {
+    /** Device ordinal (as cuDeviceGet counts); ignored when `pci_bus_id` is set. */
+    int device;
+    /** Optional: the device by PCI bus id ("0000:65:00.0"). */
+    const char *pci_bus_id;
+    /** Optional: where each selected tensor goes (index = plan tensor index),
+     *  device addresses aligned to 256 bytes with room for the tensor (e.g.
+     *  torch's). NULL: pinio allocates one device arena for the load, each
+     *  tensor at a 256-byte aligned offset. */
+    const uint64_t *dptrs;
+    size_t ndptrs;
+    /** Required: receives the arena on success (pinio_cuda_arena_free());
+     *  untouched on failure. */
+    pinio_cuda_arena **out;
+} pinio_sink_cuda_cfg;
+
+/** One tensor on the device; `name` valid while the arena lives. */
+typedef struct pinio_cuda_tensor {
+    const char *name;
+    uint64_t dptr;             /**< device address, a multiple of 256 */
+    uint64_t nbytes;
+} pinio_cuda_tensor;
+
+/** What the CUDA sink did. */
+typedef struct pinio_cuda_info {
+    int device;                /**< ordinal */
+    char pci_bus_id[32];
+    int driver_version;        /**< cuDriverGetVersion (12080 = 12.8) */
+    size_t tensors;
+    uint64_t bytes;            /**< tensor bytes on the device */
+    uint64_t arena_bytes;      /**< device memory pinio allocated (0 with caller pointers) */
+    uint64_t copies;           /**< cuMemcpyHtoDAsync calls (one per tensor fragment) */
+    double h2d_seconds;        /**< first copy issued to last copy completed */
+    unsigned slots_registered; /**< slots this sink registered (cuMemHostRegister) */
+    unsigned slots_preregistered; /**< slots already registered by someone else */
+} pinio_cuda_info;
+
+/** Tensor count of an arena. */
+PINIO_API size_t pinio_cuda_arena_tensors(const pinio_cuda_arena *a);
+/** Tensor `i` (plan order); -ERANGE past the end. */
+PINIO_API int pinio_cuda_arena_tensor(const pinio_cuda_arena *a, size_t i, pinio_cuda_tensor *out);
+/** Fills `*out`. */
+PINIO_API void pinio_cuda_arena_get_info(const pinio_cuda_arena *a, pinio_cuda_info *out);
+/**
+ * Reads bytes [offset, offset + len) of tensor `i` back to host memory
+ * `dst` (cuMemcpyDtoH_v2 of that range only: reading a sub-range reads
+ * only that range). Callable from any thread (the context is pushed and
+ * popped around the copy).
+ * @return 0, -ERANGE (outside the tensor), or the driver's failure as
+ *         -EIO/-ENOMEM with `diag` naming the call.
+ */
+PINIO_API int pinio_cuda_arena_read(pinio_cuda_arena *a, size_t i, uint64_t offset, void *dst,
+                                    size_t len, pinio_diag *diag);
+/** Frees the device memory pinio allocated, releases the primary context
+ *  and the driver. NULL is a no-op. */
+PINIO_API void pinio_cuda_arena_free(pinio_cuda_arena *a);
+
 /** Calls a #pinio_sink_host_cfg's function per tensor fragment. */
 PINIO_API extern const pinio_sink pinio_sink_host;
 /** Copies the input files under a directory: temporary name, written,
  *  fsync'ed, renamed into place (directory fsync'ed), optionally verified. */
 PINIO_API extern const pinio_sink pinio_sink_file;
+/** Copies each tensor to its own 256-byte aligned device address with the
+ *  CUDA driver (dlopen'ed: libcuda.so.1, or the path in PINIO_CUDA_LIB),
+ *  from the registered slots on a non-blocking stream, one event per slot. */
+PINIO_API extern const pinio_sink pinio_sink_cuda;
 
 /** The built-in sink called `name`, or NULL. */
 PINIO_API const pinio_sink *pinio_sink_find(const char *name);

@@ -11,12 +11,14 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fake_cuda.h"
 #include "pinio/gen.h"
 #include "pinio/stream.h"
 
@@ -245,6 +247,47 @@ static void check_copies(const char *from, unsigned shards)
     cr_assert(same_file(a, b), "the index was copied");
 }
 
+/* Every tensor on the "device": its own 256-byte aligned address, every
+ * byte read back and checked (whole, and a sub-range alone), and the
+ * driver saw no copy from unregistered memory, none outside an
+ * allocation, no slot overwritten while its copy was pending, no call
+ * without a context. The arena is freed here. */
+static void check_device(pinio_cuda_arena *a, got *g, fake_stats_fn stats, unsigned slots)
+{
+    cr_assert_not_null(a, "the sink handed the arena over");
+    cr_assert_eq(pinio_cuda_arena_tensors(a), g->ntensors);
+    pinio_cuda_info ci;
+    pinio_cuda_arena_get_info(a, &ci);
+    cr_expect_eq(ci.slots_registered + ci.slots_preregistered <= slots, true);
+    cr_expect(ci.slots_registered > 0, "the slots were registered with the driver");
+    cr_expect(ci.copies >= g->ntensors, "one copy per tensor fragment at least");
+    for (size_t i = 0; i < g->ntensors; i++) {
+        pinio_cuda_tensor t;
+        cr_assert_eq(pinio_cuda_arena_tensor(a, i, &t), 0);
+        cr_expect_eq(t.dptr % 256, 0, "tensor %s at 0x%llx", t.name, (unsigned long long)t.dptr);
+        uint8_t *buf = malloc(t.nbytes + 1);
+        cr_assert_eq(pinio_cuda_arena_read(a, i, 0, buf, (size_t)t.nbytes, NULL), 0);
+        uint64_t bad = 0;
+        cr_expect(pinio_gen_verify(SEED, t.name, 0, buf, (size_t)t.nbytes, &bad),
+                  "tensor %s: wrong byte at %llu on the device", t.name, (unsigned long long)bad);
+        if (t.nbytes > 64) {
+            uint8_t part[32];
+            cr_expect_eq(pinio_cuda_arena_read(a, i, t.nbytes / 2, part, 32, NULL), 0);
+            cr_expect(pinio_gen_verify(SEED, t.name, t.nbytes / 2, part, 32, NULL));
+        }
+        cr_expect_eq(pinio_cuda_arena_read(a, i, t.nbytes, buf, 1, NULL), -ERANGE);
+        g->bytes[i] = t.nbytes; /* the host checks below then hold */
+        free(buf);
+    }
+    fake_stats fs;
+    stats(&fs);
+    cr_expect_eq(fs.overwritten, 0, "no slot overwritten while its copy was pending");
+    cr_expect_eq(fs.unregistered, 0, "no copy from unregistered host memory");
+    cr_expect_eq(fs.out_of_bounds, 0, "no copy outside a device allocation");
+    cr_expect_eq(fs.no_context, 0, "no call without a current context");
+    pinio_cuda_arena_free(a);
+}
+
 static void body(const char *sink_name, unsigned shards, size_t slot_size, unsigned slots)
 {
     if (shards < 2)
@@ -264,11 +307,20 @@ static void body(const char *sink_name, unsigned shards, size_t slot_size, unsig
     o.slots = slots;
     pinio_sink_host_cfg hc = { .fn = on_fragment, .ctx = &g };
     pinio_sink_file_cfg fc = { .dir = dst, .verify = true };
+    pinio_cuda_arena *arena = NULL;
+    pinio_sink_cuda_cfg cc = { .device = 0, .out = &arena };
+    void *fake = NULL;
+    fake_stats_fn stats = NULL;
+    if (strcmp(sink_name, "cuda") == 0) {
+        stats = fake_cuda_load(&fake);
+        cr_assert_not_null(stats, "the test driver (PINIO_CUDA_LIB) loads");
+    }
     const pinio_sink *sink = strcmp(sink_name, "async") == 0 ? &async_test_sink
                                                               : pinio_sink_find(sink_name);
     cr_assert_not_null(sink);
-    const void *cfg = sink == &pinio_sink_host ? (const void *)&hc
+    const void *cfg = sink == &pinio_sink_host   ? (const void *)&hc
                       : sink == &pinio_sink_file ? (const void *)&fc
+                      : sink == &pinio_sink_cuda ? (const void *)&cc
                                                  : (const void *)&g;
     pinio_stream_report rep;
     pinio_diag d = { 0 };
@@ -279,6 +331,8 @@ static void body(const char *sink_name, unsigned shards, size_t slot_size, unsig
     cr_expect_eq(rep.ring_bytes, (uint64_t)slots * slot_size);
     cr_expect_eq(rep.files, shards < 2 ? 1u : shards);
     cr_expect(rep.read_bytes >= rep.bytes);
+    if (sink == &pinio_sink_cuda)
+        check_device(arena, &g, stats, slots);
     if (sink == &pinio_sink_file) {
         check_copies(src, shards);
     } else {
@@ -293,6 +347,16 @@ static void body(const char *sink_name, unsigned shards, size_t slot_size, unsig
         cr_expect(the_async->completed > 0);
         if (rep.reads > slots)
             cr_expect(rep.slot_waits > 0, "slots were reused, each after the sink's wait");
+    }
+    if (fake) {
+        fake_stats fs;
+        stats(&fs);
+        cr_expect(fs.allocs_live == 0 && fs.registered_live == 0 && fs.ctx_retained == 0 &&
+                      fs.streams_live == 0,
+                  "nothing left on the driver: %lu allocations, %lu registrations, %lu "
+                  "contexts, %lu streams", fs.allocs_live, fs.registered_live, fs.ctx_retained,
+                  fs.streams_live);
+        dlclose(fake);
     }
     free(sizes);
     free(g.bytes);
@@ -319,6 +383,7 @@ static void body(const char *sink_name, unsigned shards, size_t slot_size, unsig
 SINK_TESTS(host, "host")
 SINK_TESTS(file, "file")
 SINK_TESTS(async, "async")
+SINK_TESTS(cuda, "cuda")
 
 /* ---- around the body ------------------------------------------------ */
 
@@ -456,9 +521,10 @@ Test(stream, sink_table)
 {
     cr_expect_eq(pinio_sink_find("host"), &pinio_sink_host);
     cr_expect_eq(pinio_sink_find("file"), &pinio_sink_file);
+    cr_expect_eq(pinio_sink_find("cuda"), &pinio_sink_cuda);
     cr_expect_null(pinio_sink_find("nope"));
     size_t n = 0;
     while (pinio_sink_at(n))
         n++;
-    cr_expect_eq(n, 2);
+    cr_expect_eq(n, 3);
 }

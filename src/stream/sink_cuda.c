@@ -1,0 +1,349 @@
+/*
+ * The CUDA sink: each tensor to its own 256-byte aligned device address,
+ * copied from the staging slots while the next slots are being read.
+ *
+ *   open:   driver (cuda_dl.c), device by ordinal or PCI bus id, its
+ *           primary context (the one torch uses) pushed on this thread,
+ *           the tensors' device addresses (one arena, or the caller's),
+ *           a non-blocking stream and one event per slot
+ *   chunk:  on a slot's first chunk, cuMemHostRegister of the slot; then
+ *           one cuMemcpyHtoDAsync per tensor fragment, to the tensor's
+ *           address + the fragment's offset; the slot's event recorded
+ *   slot_wait: cuEventSynchronize of the slot's event
+ *   finish: the stream synchronized; the arena handed to the caller
+ *   close:  events, stream, the slots' registrations, the context popped
+ *
+ * Why realign during the copy: a tensor's file offset is whatever the
+ * checkpoint says (8-byte aligned at best), and a kernel wants 256; one
+ * copy per fragment to the tensor's own address costs nothing more than
+ * one copy per slot, and nothing is moved on the device afterwards.
+ *
+ * Why slots are registered at their first chunk, not at open: the
+ * execution registers them with io_uring when it starts, and the order
+ * that keeps both working is io_uring first, then the driver (never
+ * driver-allocated memory handed to io_uring: io-uring-numa.md §3.4). A
+ * slot someone else already registered (CUDA_ERROR_HOST_MEMORY_ALREADY_
+ * REGISTERED) is used as it is and left registered.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pinio/sink.h"
+#include "src/stream/cuda_dl.h"
+
+#define DEV_ALIGN 256u
+
+struct pinio_cuda_arena {
+    pinio__cuda cu;
+    CUdevice dev;
+    CUcontext ctx;             /* primary context, retained */
+    bool ctx_retained;
+    CUdeviceptr base;          /* pinio's allocation, 0 with caller pointers */
+    size_t n;
+    char **names;
+    uint64_t *dptr, *nbytes;
+    pinio_cuda_info info;
+};
+
+typedef struct cudasink {
+    pinio_cuda_arena *a;
+    pinio_cuda_arena **out;
+    const pinio_plan *plan;
+    CUstream stream;
+    CUevent *ev;
+    unsigned nslots;
+    uint8_t **slots;
+    size_t slot_size;
+    signed char *reg;          /* per slot: 0 not yet, 1 ours, -1 someone else's */
+    bool pushed;
+    double t_first;
+} cudasink;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void pinio_cuda_arena_free(pinio_cuda_arena *a)
+{
+    if (!a)
+        return;
+    if (a->ctx_retained) {
+        if (a->base && a->cu.CtxPushCurrent(a->ctx) == CUDA_SUCCESS) {
+            a->cu.MemFree(a->base);
+            CUcontext popped;
+            a->cu.CtxPopCurrent(&popped);
+        }
+        a->cu.DevicePrimaryCtxRelease(a->dev);
+    }
+    for (size_t i = 0; a->names && i < a->n; i++)
+        free(a->names[i]);
+    free(a->names);
+    free(a->dptr);
+    free(a->nbytes);
+    pinio__cuda_close(&a->cu);
+    free(a);
+}
+
+size_t pinio_cuda_arena_tensors(const pinio_cuda_arena *a)
+{
+    return a ? a->n : 0;
+}
+
+int pinio_cuda_arena_tensor(const pinio_cuda_arena *a, size_t i, pinio_cuda_tensor *out)
+{
+    if (!a || !out || i >= a->n)
+        return -ERANGE;
+    *out = (pinio_cuda_tensor){ .name = a->names[i], .dptr = a->dptr[i], .nbytes = a->nbytes[i] };
+    return 0;
+}
+
+void pinio_cuda_arena_get_info(const pinio_cuda_arena *a, pinio_cuda_info *out)
+{
+    *out = a->info;
+}
+
+int pinio_cuda_arena_read(pinio_cuda_arena *a, size_t i, uint64_t offset, void *dst, size_t len,
+                          pinio_diag *diag)
+{
+    if (!a || i >= a->n || offset > a->nbytes[i] || len > a->nbytes[i] - offset) {
+        pinio_diag_set(diag, -ERANGE, "cuda arena: bytes [%llu, +%zu) outside tensor %zu",
+                       (unsigned long long)offset, len, i);
+        return -ERANGE;
+    }
+    if (!len)
+        return 0;
+    CUresult r = a->cu.CtxPushCurrent(a->ctx);
+    if (r != CUDA_SUCCESS)
+        return pinio__cuda_fail(&a->cu, r, "cuCtxPushCurrent_v2", diag);
+    r = a->cu.MemcpyDtoH(dst, a->dptr[i] + offset, len);
+    CUcontext popped;
+    a->cu.CtxPopCurrent(&popped);
+    return r == CUDA_SUCCESS ? 0 : pinio__cuda_fail(&a->cu, r, "cuMemcpyDtoH_v2", diag);
+}
+
+/* The tensors' device addresses: the caller's, or one allocation with
+ * each tensor at the next multiple of 256. */
+static int place_tensors(pinio_cuda_arena *a, const pinio_plan *plan, const pinio_sink_cuda_cfg *c,
+                         pinio_diag *diag)
+{
+    pinio_plan_info pi;
+    pinio_plan_get_info(plan, &pi);
+    a->n = pi.tensors;
+    a->names = calloc(a->n + 1, sizeof(*a->names));
+    a->dptr = calloc(a->n + 1, sizeof(*a->dptr));
+    a->nbytes = calloc(a->n + 1, sizeof(*a->nbytes));
+    if (!a->names || !a->dptr || !a->nbytes)
+        return -ENOMEM;
+    if (c->dptrs && c->ndptrs != a->n) {
+        pinio_diag_set(diag, -EINVAL, "cuda sink: %zu device pointers for %zu selected tensors",
+                       c->ndptrs, a->n);
+        return -EINVAL;
+    }
+    uint64_t off = 0;
+    for (size_t i = 0; i < a->n; i++) {
+        const pinio_plan_tensor *t = pinio_plan_tensor_at(plan, i);
+        a->names[i] = strdup(t->name);
+        if (!a->names[i])
+            return -ENOMEM;
+        a->nbytes[i] = t->nbytes;
+        a->info.bytes += t->nbytes;
+        if (c->dptrs && c->dptrs[i] % DEV_ALIGN) {
+            pinio_diag_set(diag, -EINVAL,
+                           "cuda sink: device pointer 0x%llx for tensor '%s' is not aligned to "
+                           "%u bytes", (unsigned long long)c->dptrs[i], t->name, DEV_ALIGN);
+            return -EINVAL;
+        }
+        off = (off + DEV_ALIGN - 1) / DEV_ALIGN * DEV_ALIGN;
+        a->dptr[i] = c->dptrs ? c->dptrs[i] : off;
+        off += t->nbytes;
+    }
+    if (c->dptrs || off == 0)
+        return 0;
+    CUresult r = a->cu.MemAlloc(&a->base, (size_t)off);
+    if (r != CUDA_SUCCESS)
+        return pinio__cuda_fail(&a->cu, r, "cuMemAlloc_v2 of the tensors' device arena", diag);
+    a->info.arena_bytes = off;
+    for (size_t i = 0; i < a->n; i++)
+        a->dptr[i] += a->base;
+    return 0;
+}
+
+static int open_device(pinio_cuda_arena *a, const pinio_sink_cuda_cfg *c, pinio_diag *diag)
+{
+    CUresult r = c->pci_bus_id ? a->cu.DeviceGetByPCIBusId(&a->dev, c->pci_bus_id)
+                               : a->cu.DeviceGet(&a->dev, c->device);
+    if (r != CUDA_SUCCESS) {
+        int count = 0;
+        a->cu.DeviceGetCount(&count);
+        int rc = pinio__cuda_fail(&a->cu, r, c->pci_bus_id ? "cuDeviceGetByPCIBusId" : "cuDeviceGet",
+                                  diag);
+        if (c->pci_bus_id)
+            pinio_diag_set(diag, rc, "cuda: no device at PCI bus id %s (%d device%s)",
+                           c->pci_bus_id, count, count == 1 ? "" : "s");
+        else
+            pinio_diag_set(diag, rc, "cuda: no device cuda:%d (%d device%s)", c->device, count,
+                           count == 1 ? "" : "s");
+        return rc;
+    }
+    a->info.device = a->dev;
+    a->cu.DriverGetVersion(&a->info.driver_version);
+    a->cu.DeviceGetPCIBusId(a->info.pci_bus_id, (int)sizeof(a->info.pci_bus_id), a->dev);
+    r = a->cu.DevicePrimaryCtxRetain(&a->ctx, a->dev);
+    if (r != CUDA_SUCCESS)
+        return pinio__cuda_fail(&a->cu, r, "cuDevicePrimaryCtxRetain", diag);
+    a->ctx_retained = true;
+    return 0;
+}
+
+static void cuda_close(void *priv, bool ok)
+{
+    cudasink *s = priv;
+    pinio_cuda_arena *a = s->a;
+    if (a && s->pushed) {
+        if (s->stream)
+            a->cu.StreamSynchronize(s->stream); /* nothing may read a slot past here */
+        for (unsigned i = 0; s->ev && i < s->nslots; i++)
+            if (s->ev[i])
+                a->cu.EventDestroy(s->ev[i]);
+        if (s->stream)
+            a->cu.StreamDestroy(s->stream);
+        for (unsigned i = 0; s->reg && i < s->nslots; i++)
+            if (s->reg[i] == 1)
+                a->cu.MemHostUnregister(s->slots[i]);
+        CUcontext popped;
+        a->cu.CtxPopCurrent(&popped);
+    }
+    if (ok && s->out && a)
+        *s->out = a;
+    else
+        pinio_cuda_arena_free(a);
+    free(s->ev);
+    free(s->reg);
+    free(s->slots);
+}
+
+static int cuda_open(void *priv, const void *cfg, const pinio_sink_setup *su, pinio_diag *diag)
+{
+    cudasink *s = priv;
+    const pinio_sink_cuda_cfg *c = cfg;
+    if (!c || !c->out) {
+        pinio_diag_set(diag, -EINVAL, "cuda sink: no place for the result (pinio_sink_cuda_cfg.out)");
+        return -EINVAL;
+    }
+    s->out = c->out;
+    s->plan = su->plan;
+    s->nslots = su->nslots;
+    s->slot_size = su->slot_size;
+    s->a = calloc(1, sizeof(*s->a));
+    s->ev = calloc(su->nslots, sizeof(*s->ev));
+    s->reg = calloc(su->nslots, sizeof(*s->reg));
+    s->slots = calloc(su->nslots, sizeof(*s->slots));
+    int rc = s->a && s->ev && s->reg && s->slots ? 0 : -ENOMEM;
+    for (unsigned i = 0; rc == 0 && i < su->nslots; i++)
+        s->slots[i] = su->slots[i];
+    if (rc == 0)
+        rc = pinio__cuda_open(&s->a->cu, diag);
+    if (rc < 0) {
+        free(s->a); /* nothing open in it */
+        s->a = NULL;
+    }
+    if (rc == 0)
+        rc = open_device(s->a, c, diag);
+    pinio__cuda *cu = s->a ? &s->a->cu : NULL;
+    if (rc == 0) {
+        CUresult r = cu->CtxPushCurrent(s->a->ctx);
+        rc = r == CUDA_SUCCESS ? 0 : pinio__cuda_fail(cu, r, "cuCtxPushCurrent_v2", diag);
+        s->pushed = rc == 0;
+    }
+    if (rc == 0)
+        rc = place_tensors(s->a, s->plan, c, diag);
+    if (rc == 0) {
+        CUresult r = cu->StreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
+        rc = r == CUDA_SUCCESS ? 0 : pinio__cuda_fail(cu, r, "cuStreamCreate", diag);
+    }
+    for (unsigned i = 0; rc == 0 && i < s->nslots; i++) {
+        CUresult r = cu->EventCreate(&s->ev[i], CU_EVENT_DISABLE_TIMING);
+        rc = r == CUDA_SUCCESS ? 0 : pinio__cuda_fail(cu, r, "cuEventCreate", diag);
+    }
+    if (s->a)
+        s->a->info.tensors = s->a->n;
+    if (rc < 0)
+        cuda_close(s, false);
+    return rc;
+}
+
+static int register_slot(cudasink *s, unsigned slot, pinio_diag *diag)
+{
+    pinio_cuda_arena *a = s->a;
+    CUresult r = a->cu.MemHostRegister(s->slots[slot], s->slot_size, CU_MEMHOSTREGISTER_PORTABLE);
+    if (r == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) {
+        s->reg[slot] = -1;
+        a->info.slots_preregistered++;
+        return 0;
+    }
+    if (r != CUDA_SUCCESS)
+        return pinio__cuda_fail(&a->cu, r, "cuMemHostRegister_v2 of a staging slot", diag);
+    s->reg[slot] = 1;
+    a->info.slots_registered++;
+    return 0;
+}
+
+static int cuda_chunk(void *priv, const pinio_sink_chunk *c, pinio_diag *diag)
+{
+    cudasink *s = priv;
+    pinio_cuda_arena *a = s->a;
+    int rc = s->reg[c->slot] ? 0 : register_slot(s, c->slot, diag);
+    if (rc < 0)
+        return rc;
+    if (!s->t_first)
+        s->t_first = now_s();
+    size_t cur = 0;
+    pinio_sink_fragment f;
+    while (pinio_sink_next_fragment(s->plan, c, &cur, &f)) {
+        CUresult r = a->cu.MemcpyHtoDAsync(a->dptr[f.tensor] + f.offset, f.data, f.len, s->stream);
+        if (r != CUDA_SUCCESS) {
+            pinio_diag why = { 0 };
+            rc = pinio__cuda_fail(&a->cu, r, "cuMemcpyHtoDAsync_v2", &why);
+            pinio_diag_set(diag, rc, "cuda: copying tensor '%s' bytes [%llu, +%zu): %s", f.t->name,
+                           (unsigned long long)f.offset, f.len, why.msg);
+            return rc;
+        }
+        a->info.copies++;
+    }
+    CUresult r = a->cu.EventRecord(s->ev[c->slot], s->stream);
+    return r == CUDA_SUCCESS ? 0 : pinio__cuda_fail(&a->cu, r, "cuEventRecord", diag);
+}
+
+static int cuda_slot_wait(void *priv, unsigned slot, pinio_diag *diag)
+{
+    cudasink *s = priv;
+    CUresult r = s->a->cu.EventSynchronize(s->ev[slot]);
+    return r == CUDA_SUCCESS ? 0 : pinio__cuda_fail(&s->a->cu, r, "cuEventSynchronize", diag);
+}
+
+static int cuda_finish(void *priv, pinio_diag *diag)
+{
+    cudasink *s = priv;
+    CUresult r = s->a->cu.StreamSynchronize(s->stream);
+    if (r != CUDA_SUCCESS)
+        return pinio__cuda_fail(&s->a->cu, r, "cuStreamSynchronize", diag);
+    if (s->t_first)
+        s->a->info.h2d_seconds = now_s() - s->t_first;
+    return 0;
+}
+
+const pinio_sink pinio_sink_cuda = {
+    .name = "cuda",
+    .description = "every tensor to a CUDA device at its own 256-byte aligned address",
+    .priv_size = sizeof(cudasink),
+    .open = cuda_open,
+    .chunk = cuda_chunk,
+    .slot_wait = cuda_slot_wait,
+    .finish = cuda_finish,
+    .close = cuda_close,
+};
