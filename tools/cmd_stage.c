@@ -8,6 +8,7 @@
 
 #include "pinio/stream.h"
 #include "cli.h"
+#include "stream_cli.h"
 #include "util.h"
 
 static void stage_usage(FILE *out)
@@ -49,26 +50,6 @@ static void stage_usage(FILE *out)
             "offset; no temporary file is left and no target replaced), 2 usage error.\n");
 }
 
-/* "32M" or "32Mx4". */
-static int parse_staging(const char *s, pinio_stream_opts *o)
-{
-    char buf[64];
-    if (strlen(s) >= sizeof(buf))
-        return -EINVAL;
-    strcpy(buf, s);
-    char *x = strchr(buf, 'x');
-    uint64_t size, k = o->slots;
-    if (x)
-        *x = '\0';
-    if (cli_parse_size(buf, &size) < 0 || (x && cli_parse_u64(x + 1, &k) < 0))
-        return -EINVAL;
-    if (size < (64u << 10) || size > (1u << 30) || (size & (size - 1)) || k < 2 || k > 1024)
-        return -ERANGE;
-    o->slot_size = (size_t)size;
-    o->slots = (unsigned)k;
-    return 0;
-}
-
 enum { O_VERIFY = 256, O_FORCE, O_STAGING, O_CACHE, O_DIRECT_W, O_JSON };
 
 static int run_stage(int argc, char **argv)
@@ -98,7 +79,7 @@ static int run_stage(int argc, char **argv)
             fc.overwrite = true;
             break;
         case O_STAGING:
-            if (parse_staging(optarg, &o) < 0) {
+            if (cli_parse_staging(optarg, &o) < 0) {
                 fprintf(stderr, "pinio stage: --staging wants SIZE[xK], SIZE a power of two "
                                 "from 64K to 1G and K from 2 to 1024, not '%s'\n", optarg);
                 return 2;
