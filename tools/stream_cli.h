@@ -1,11 +1,30 @@
-/* The streaming side of the pinio command: the staging option. */
+/* The streaming side of the pinio command: `pinio load --device` and the
+ * staging option it shares with `pinio stage`. */
 #ifndef PINIO_CLI_STREAM_H
 #define PINIO_CLI_STREAM_H
+
+#include <stdbool.h>
 
 #include "pinio/stream.h"
 
 /** Parses --staging SIZE[xK] ("32M", "32Mx4") into o->slot_size/slots.
  *  @return 0, or -EINVAL (malformed) / -ERANGE (out of the ring's limits). */
 int cli_parse_staging(const char *s, pinio_stream_opts *o);
+
+/** Where `pinio load --device` sends the tensors. */
+typedef struct cli_device {
+    bool set;
+    bool host;               /**< "host": the host sink (bounded memory, bytes counted) */
+    int cuda;                /**< "cuda:N": ordinal */
+    const char *pci;         /**< "cuda:0000:65:00.0": by PCI bus id */
+} cli_device;
+
+/** Parses host, cuda:N or cuda:BUSID. @return 0 or -EINVAL. */
+int cli_parse_device(const char *s, cli_device *d);
+
+/** Streams `paths` to the device and prints the summary (text or JSON).
+ *  @return the exit status: 0, or 1 with one line on stderr. */
+int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts *o,
+                    const cli_device *d, bool json, bool quiet);
 
 #endif

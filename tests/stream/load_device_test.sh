@@ -1,0 +1,60 @@
+#!/bin/sh
+# pinio load --device end to end: cuda:N through the test driver
+# (PINIO_CUDA_LIB, set by meson), by PCI bus id, the host sink with a
+# custom --staging, --json parses with storage and H2D figures; without a
+# driver one clear line and exit 1; usage errors exit 2; --help explains.
+# Usage: load_device_test.sh PATH_TO_PINIO
+set -u
+PINIO=$1
+DIR=$(mktemp -d /var/tmp/pinio-loaddev-XXXXXX) || exit 1
+trap 'rm -rf "$DIR"' EXIT
+fails=0
+check() { # check WANT_STATUS DESCRIPTION CMD...
+    want=$1; what=$2; shift 2
+    "$@" >"$DIR/out" 2>"$DIR/err"
+    got=$?
+    if [ "$got" -ne "$want" ]; then
+        echo "FAIL: $what: exit $got, want $want"; cat "$DIR/out" "$DIR/err"; fails=$((fails + 1))
+    fi
+}
+has() { # has FILE PATTERN DESCRIPTION
+    if ! grep -q -- "$2" "$1"; then
+        echo "FAIL: $3: '$2' not in $1:"; cat "$1"; fails=$((fails + 1))
+    fi
+}
+
+CK=$DIR/m.safetensors
+check 0 "gen" "$PINIO" gen "$CK" --size 4M --tensors 12 --quiet
+check 0 "cuda:0" "$PINIO" load --device cuda:0 --staging 256Kx4 "$CK"
+has "$DIR/out" "H2D" "the summary reports H2D"
+has "$DIR/out" "streamed  12 tensors" "every tensor streamed"
+check 0 "by PCI bus id, --json" "$PINIO" load --device cuda:0000:65:00.0 --json "$CK"
+if command -v python3 >/dev/null 2>&1; then
+    python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["device"] == "cuda" and d["tensors"] == 12 and d["bytes"] > 0, d
+assert d["h2d_gb_per_s"] > 0 and d["storage_gb_per_s"] > 0 and d["copies"] >= 12, d
+assert d["pci_bus_id"] == "0000:65:00.0", d' "$DIR/out" ||
+        { echo "FAIL: load --device --json"; cat "$DIR/out"; fails=$((fails + 1)); }
+fi
+check 0 "host" "$PINIO" load --device host --staging 64Kx2 --filter model.layers.0 "$CK"
+has "$DIR/out" "handed to the host sink" "host summary"
+
+check 1 "no driver" env PINIO_CUDA_LIB="$DIR/none/libcuda.so.1" "$PINIO" load --device cuda:0 "$CK"
+has "$DIR/err" "^pinio load: no CUDA driver: " "one clear line"
+[ "$(wc -l <"$DIR/err")" -eq 1 ] || { echo "FAIL: more than one line:"; cat "$DIR/err"; fails=$((fails + 1)); }
+check 1 "no such device" "$PINIO" load --device cuda:7 "$CK"
+has "$DIR/err" "no device cuda:7" "names the device"
+check 1 "injected no device" env FAKE_CUDA_FAIL=nodevice "$PINIO" load --device cuda:0 "$CK"
+has "$DIR/err" "CUDA_ERROR_NO_DEVICE" "the driver's answer"
+
+check 2 "bad --device" "$PINIO" load --device gpu0 "$CK"
+check 2 "bad --staging" "$PINIO" load --device host --staging 100Kx4 "$CK"
+check 2 "--staging without --device" "$PINIO" load --staging 1Mx4 "$CK"
+check 2 "--verify with --device" "$PINIO" load --device host --verify "$CK"
+check 0 "--help" "$PINIO" load --help
+has "$DIR/out" "PINIO_CUDA_LIB" "help names the driver variable"
+
+[ $fails -eq 0 ] && echo "load_device: all checks passed"
+exit $((fails > 0))
