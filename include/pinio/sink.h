@@ -101,6 +101,10 @@ typedef struct pinio_sink {
     /** Optional: releases everything; after a failure it undoes what is
      *  half done (removes temporary files, ...). Cannot fail. */
     void (*close)(void *priv, bool ok);
+    /** Optional: the NUMA node the staging should be on for this config
+     *  (a GPU's node), or -1 for no preference. Called before the ring is
+     *  placed, when the stream's node is #PINIO_NODE_AUTO (load.h). */
+    int (*prefer_node)(const void *cfg);
 } pinio_sink;
 
 /**

@@ -2,6 +2,8 @@
  * The CUDA sink: each tensor to its own 256-byte aligned device address,
  * copied from the staging slots while the next slots are being read.
  *
+ *   prefer_node: the GPU's NUMA node (sysfs of its PCI bus id), so that
+ *           the stream places the staging ring where the GPU's DMA reads it
  *   open:   driver (cuda_dl.c), device by ordinal or PCI bus id, its
  *           primary context (the one torch uses) pushed on this thread,
  *           the tensors' device addresses (one arena, or the caller's),
@@ -26,10 +28,12 @@
  * REGISTERED) is used as it is and left registered.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "pinio/numa.h"
 #include "pinio/sink.h"
 #include "src/stream/cuda_dl.h"
 
@@ -337,6 +341,32 @@ static int cuda_finish(void *priv, pinio_diag *diag)
     return 0;
 }
 
+/* The GPU's NUMA node, from sysfs of its PCI bus id: the driver is opened
+ * for the id when the config names the device by ordinal. -1: unknown. */
+static int cuda_prefer_node(const void *cfg)
+{
+    const pinio_sink_cuda_cfg *c = cfg;
+    char bus[32] = "";
+    if (!c)
+        return -1;
+    if (c->pci_bus_id) {
+        snprintf(bus, sizeof(bus), "%s", c->pci_bus_id);
+    } else {
+        pinio__cuda cu;
+        CUdevice dev;
+        if (pinio__cuda_open(&cu, NULL) < 0)
+            return -1; /* open() says why, with the whole message */
+        if (cu.DeviceGet(&dev, c->device) != CUDA_SUCCESS ||
+            cu.DeviceGetPCIBusId(bus, (int)sizeof(bus), dev) != CUDA_SUCCESS)
+            bus[0] = '\0';
+        pinio__cuda_close(&cu);
+    }
+    int node = -1;
+    if (!bus[0] || pinio_topo_node_of_pci(NULL, bus, &node, NULL) < 0)
+        return -1;
+    return node;
+}
+
 const pinio_sink pinio_sink_cuda = {
     .name = "cuda",
     .description = "every tensor to a CUDA device at its own 256-byte aligned address",
@@ -346,4 +376,5 @@ const pinio_sink pinio_sink_cuda = {
     .slot_wait = cuda_slot_wait,
     .finish = cuda_finish,
     .close = cuda_close,
+    .prefer_node = cuda_prefer_node,
 };

@@ -48,6 +48,7 @@ typedef struct slot {
 
 typedef struct stream {
     const pinio_sink *sink;
+    const void *cfg;
     void *priv;
     const pinio_plan *plan;
     slot *slots;
@@ -176,9 +177,13 @@ static int ring_create(stream *s, pinio_pool **pool, pinio_view *views, const pi
     pinio_pool_opts_default(&po);
     size_t ring = (size_t)o->slots * o->slot_size;
     po.slab_size = ring < SLOT_MAX ? ring : SLOT_MAX;
-    if (o->node >= 0) {
+    /* A sink that feeds a device wants the staging on the device's node
+     * (its DMA reads the slots), before the storage's. */
+    int want = o->node == PINIO_NODE_AUTO && s->sink->prefer_node ? s->sink->prefer_node(s->cfg)
+                                                                  : -1;
+    if (o->node >= 0 || want >= 0) {
         po.placement = PINIO_POOL_NODE;
-        po.node = o->node;
+        po.node = o->node >= 0 ? o->node : want;
     } else if (o->node == PINIO_NODE_AUTO && pinio_plan_file_at(plan, 0)) {
         po.placement = PINIO_POOL_FILE_NODE;
         po.file = pinio_plan_file_at(plan, 0)->path;
@@ -329,7 +334,7 @@ int pinio_stream(const char *const *paths, size_t npaths, const pinio_stream_opt
     if (o.cache == PINIO_CACHE_COLD)
         rc = pinio_plan_drop_cache(plan, NULL, diag);
 
-    stream s = { .sink = sink, .plan = plan, .k = o.slots, .slot_size = o.slot_size,
+    stream s = { .sink = sink, .cfg = cfg, .plan = plan, .k = o.slots, .slot_size = o.slot_size,
                  .cur = -1, .rep = rep, .diag = diag };
     s.slots = calloc(o.slots, sizeof(*s.slots));
     pinio_view *views = calloc(o.slots, sizeof(*views));
