@@ -93,6 +93,7 @@ API CUresult cuStreamCreate(stream **out, unsigned flags);
 API CUresult cuStreamSynchronize(stream *s);
 API CUresult cuStreamDestroy_v2(stream *s);
 API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, stream *s);
+API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n);
 API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n);
 API CUresult cuEventCreate(event **e, unsigned flags);
 API CUresult cuEventDestroy_v2(event *e);
@@ -459,6 +460,24 @@ API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, st
     s->enq++;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
+    return OK;
+}
+
+/* Synchronous, from registered memory only (as the async copy). */
+API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+    CUresult r = need_ctx();
+    if (r)
+        return r;
+    pthread_mutex_lock(&mu);
+    int reg = inside(host_regs, (uintptr_t)src, n) != NULL;
+    int dev = inside(dev_allocs, (uintptr_t)dst, n) != NULL;
+    st.unregistered += !reg;
+    st.out_of_bounds += !dev;
+    pthread_mutex_unlock(&mu);
+    if (!reg || !dev)
+        return INVALID_VALUE;
+    memcpy((void *)(uintptr_t)dst, src, n);
     return OK;
 }
 
