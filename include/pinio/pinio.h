@@ -17,6 +17,8 @@
 #include "pinio/ring.h"
 #include "pinio/safetensors.h"
 #include "pinio/save.h"
+#include "pinio/sink.h"
+#include "pinio/stream.h"
 #include "pinio/sys.h"
 #include "pinio/version.h"
 #include "pinio/view.h"
