@@ -199,6 +199,52 @@ static void probe_direct(struct out *o, pinio_ring *ring, const char *path)
         unlink(scratch);
 }
 
+/* The NUMA distance between two nodes (sysfs nodeA/distance), or -1. */
+static int node_distance(const char *sysfs, int a, int b)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/devices/system/node/node%d/distance", sysfs, a);
+    FILE *f = fopen(p, "r");
+    int v = -1;
+    for (int i = 0; f && i <= b; i++)
+        if (fscanf(f, "%d", &v) != 1)
+            v = -1;
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* GPUs, found as the CUDA sink finds them (libcuda.so.1 or PINIO_CUDA_LIB). */
+static void probe_gpus(struct out *o, const char *sysfs, int path_node)
+{
+    pinio_cuda_device devs[16];
+    size_t n = 0;
+    int ver = 0;
+    pinio_diag d = { 0 };
+    if (pinio_cuda_devices(devs, 16, &n, &ver, &d) < 0) {
+        fact(o, "cuda", "false", fmt("no: %s", d.msg),
+             "pinio load --device cuda:N needs the NVIDIA driver's libcuda.so.1; "
+             "PINIO_CUDA_LIB names it where it lives elsewhere (NixOS, WSL, Apptainer)");
+        return;
+    }
+    fact(o, "cuda", "true",
+         fmt("%zu device%s, driver %d.%d", n, n == 1 ? "" : "s", ver / 1000, ver % 1000 / 10),
+         NULL);
+    for (size_t i = 0; i < n && i < 16; i++) {
+        const pinio_cuda_device *g = &devs[i];
+        int dist = g->node >= 0 && path_node >= 0 ? node_distance(sysfs, g->node, path_node) : -1;
+        fact(o, fmt("cuda:%d", g->index),
+             fmt("{\"name\":%s,\"pci_bus_id\":%s,\"memory\":%llu,\"node\":%d,"
+                 "\"distance_to_path\":%d}",
+                 quoted(g->name), quoted(g->pci_bus_id), (unsigned long long)g->memory, g->node,
+                 dist),
+             fmt("%s, %s, %s, NUMA node %d, distance %d to PATH's node", g->name, g->pci_bus_id,
+                 bytes_text(g->memory), g->node, dist),
+             g->node < 0 ? "the GPU's node is unknown (VM?): pass --node N to place the "
+                           "staging by hand" : NULL);
+    }
+}
+
 static int run_doctor(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -219,8 +265,10 @@ static int run_doctor(int argc, char **argv)
                    "io_uring and the setup flags it accepts, RLIMIT_MEMLOCK and CAP_IPC_LOCK\n"
                    "(how much memory can be registered), NUMA nodes, the node of PATH's device\n"
                    "and whether pinned memory is placed there, O_DIRECT support and alignment\n"
-                   "on PATH's file system, transparent huge pages, cachestat(2). Every \"no\"\n"
-                   "comes with what to do about it. PATH defaults to the current directory.\n");
+                   "on PATH's file system, transparent huge pages, cachestat(2), the CUDA\n"
+                   "devices (name, PCI bus id, memory, NUMA node, distance to PATH's node).\n"
+                   "Every \"no\" comes with what to do about it. PATH defaults to the current\n"
+                   "directory.\n");
             return 0;
         } else {
             fprintf(stderr, "pinio doctor: see 'pinio doctor --help'\n");
@@ -345,6 +393,7 @@ static int run_doctor(int argc, char **argv)
          si.has_cachestat ? "yes (page-cache residency without mapping files)" :
                             "no (Linux < 6.5): pinio uses mmap + mincore instead",
          NULL);
+    probe_gpus(&o, topo ? pinio_topo_sysfs_root(topo) : "/sys", file_node);
     if (o.json)
         printf("}\n");
     pinio_ring_destroy(ring);

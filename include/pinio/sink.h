@@ -196,6 +196,27 @@ PINIO_API int pinio_cuda_arena_read(pinio_cuda_arena *a, size_t i, uint64_t offs
  *  and the driver. NULL is a no-op. */
 PINIO_API void pinio_cuda_arena_free(pinio_cuda_arena *a);
 
+/** One CUDA device, as the driver and sysfs describe it. */
+typedef struct pinio_cuda_device {
+    int index;                 /**< ordinal: cuda:N */
+    char name[96];
+    char pci_bus_id[32];
+    uint64_t memory;           /**< bytes of device memory */
+    int node;                  /**< NUMA node (sysfs of the PCI bus id), -1 unknown */
+} pinio_cuda_device;
+
+/**
+ * Lists the CUDA devices: the driver loaded as the CUDA sink loads it.
+ * @param out   room for `cap` devices (may be NULL with cap 0)
+ * @param n     receives the number of devices (may exceed `cap`)
+ * @param driver_version  optional: cuDriverGetVersion (12080 = 12.8)
+ * @param diag  why there are none: "no CUDA driver: ..." (-ENODEV), or the
+ *              driver's answer to cuInit (CUDA_ERROR_NO_DEVICE: -ENODEV)
+ * @return 0, or a negative code with `*n` = 0.
+ */
+PINIO_API int pinio_cuda_devices(pinio_cuda_device *out, size_t cap, size_t *n,
+                                 int *driver_version, pinio_diag *diag);
+
 /** Calls a #pinio_sink_host_cfg's function per tensor fragment. */
 PINIO_API extern const pinio_sink pinio_sink_host;
 /** Copies the input files under a directory: temporary name, written,

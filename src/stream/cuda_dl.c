@@ -22,6 +22,8 @@
     X(DeviceGet, "cuDeviceGet")                                  \
     X(DeviceGetByPCIBusId, "cuDeviceGetByPCIBusId")              \
     X(DeviceGetPCIBusId, "cuDeviceGetPCIBusId")                  \
+    X(DeviceGetName, "cuDeviceGetName")                          \
+    X(DeviceTotalMem, "cuDeviceTotalMem_v2")                     \
     X(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")        \
     X(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2")   \
     X(CtxPushCurrent, "cuCtxPushCurrent_v2")                     \

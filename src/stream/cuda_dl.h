@@ -41,6 +41,8 @@ typedef struct pinio__cuda {
     CUresult (*DeviceGet)(CUdevice *, int);
     CUresult (*DeviceGetByPCIBusId)(CUdevice *, const char *);
     CUresult (*DeviceGetPCIBusId)(char *, int, CUdevice);
+    CUresult (*DeviceGetName)(char *, int, CUdevice);
+    CUresult (*DeviceTotalMem)(size_t *, CUdevice);          /* _v2 */
     CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
     CUresult (*DevicePrimaryCtxRelease)(CUdevice);          /* _v2 */
     CUresult (*CtxPushCurrent)(CUcontext);                   /* _v2 */

@@ -341,6 +341,42 @@ static int cuda_finish(void *priv, pinio_diag *diag)
     return 0;
 }
 
+int pinio_cuda_devices(pinio_cuda_device *out, size_t cap, size_t *n, int *driver_version,
+                       pinio_diag *diag)
+{
+    *n = 0;
+    pinio__cuda cu;
+    int rc = pinio__cuda_open(&cu, diag);
+    if (rc < 0)
+        return rc;
+    int count = 0;
+    CUresult r = cu.DeviceGetCount(&count);
+    if (r != CUDA_SUCCESS)
+        rc = pinio__cuda_fail(&cu, r, "cuDeviceGetCount", diag);
+    if (driver_version)
+        cu.DriverGetVersion(driver_version);
+    for (int i = 0; rc == 0 && i < count && (size_t)i < cap; i++) {
+        pinio_cuda_device *d = &out[i];
+        memset(d, 0, sizeof(*d));
+        d->index = i;
+        d->node = -1;
+        CUdevice dev;
+        size_t mem = 0;
+        if (cu.DeviceGet(&dev, i) != CUDA_SUCCESS)
+            continue;
+        cu.DeviceGetName(d->name, (int)sizeof(d->name), dev);
+        cu.DeviceGetPCIBusId(d->pci_bus_id, (int)sizeof(d->pci_bus_id), dev);
+        if (cu.DeviceTotalMem(&mem, dev) == CUDA_SUCCESS)
+            d->memory = mem;
+        if (d->pci_bus_id[0] && pinio_topo_node_of_pci(NULL, d->pci_bus_id, &d->node, NULL) < 0)
+            d->node = -1;
+    }
+    if (rc == 0)
+        *n = (size_t)count;
+    pinio__cuda_close(&cu);
+    return rc;
+}
+
 /* The GPU's NUMA node, from sysfs of its PCI bus id: the driver is opened
  * for the id when the config names the device by ordinal. -1: unknown. */
 static int cuda_prefer_node(const void *cfg)

@@ -15,7 +15,8 @@
  *     CUDA_ERROR_INVALID_CONTEXT, counted.
  * Failures are injected by FAKE_CUDA_FAIL, read at cuInit: "nodevice",
  * "stub", "alloc", "register", "copy:N" (the N-th cuMemcpyHtoDAsync, from 1),
- * "event" (cuEventSynchronize). fake_cuda_stats() (dlsym'ed by the test)
+ * "event" (cuEventSynchronize); FAKE_CUDA_DEVICES sets the device count
+ * (default 1, 0 to 8). fake_cuda_stats() (dlsym'ed by the test)
  * reports the counters. */
 #include <pthread.h>
 #include <stdint.h>
@@ -80,6 +81,8 @@ API CUresult cuDriverGetVersion(int *v);
 API CUresult cuDeviceGetCount(int *n);
 API CUresult cuDeviceGet(CUdevice *d, int ordinal);
 API CUresult cuDeviceGetPCIBusId(char *buf, int len, CUdevice d);
+API CUresult cuDeviceGetName(char *buf, int len, CUdevice d);
+API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d);
 API CUresult cuDeviceGetByPCIBusId(CUdevice *d, const char *id);
 API CUresult cuDevicePrimaryCtxRetain(ctx **c, CUdevice d);
 API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d);
@@ -176,6 +179,9 @@ API CUresult cuInit(unsigned flags)
         return STUB;
     if (f && strcmp(f, "nodevice") == 0)
         return NO_DEVICE;
+    const char *nd = getenv("FAKE_CUDA_DEVICES");
+    ndev = nd ? atoi(nd) : 1;
+    ndev = ndev < 0 ? 0 : ndev > 8 ? 8 : ndev;
     fail_alloc = f && strcmp(f, "alloc") == 0;
     fail_register = f && strcmp(f, "register") == 0;
     fail_event = f && strcmp(f, "event") == 0;
@@ -213,6 +219,22 @@ API CUresult cuDeviceGetPCIBusId(char *buf, int len, CUdevice d)
     if (d < 0 || d >= ndev || len < 13)
         return INVALID_VALUE;
     snprintf(buf, (size_t)len, "0000:%02x:00.0", 0x65 + d);
+    return OK;
+}
+
+API CUresult cuDeviceGetName(char *buf, int len, CUdevice d)
+{
+    if (d < 0 || d >= ndev || len < 1)
+        return INVALID_VALUE;
+    snprintf(buf, (size_t)len, "pinio test driver device %d", d);
+    return OK;
+}
+
+API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d)
+{
+    if (d < 0 || d >= ndev)
+        return INVALID_DEVICE;
+    *bytes = (size_t)80 << 30;
     return OK;
 }
 

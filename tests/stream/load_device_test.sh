@@ -2,7 +2,8 @@
 # pinio load --device end to end: cuda:N through the test driver
 # (PINIO_CUDA_LIB, set by meson), by PCI bus id, the host sink with a
 # custom --staging, --json parses with storage and H2D figures; without a
-# driver one clear line and exit 1; usage errors exit 2; --help explains.
+# driver one clear line and exit 1; usage errors exit 2; --help explains;
+# pinio doctor lists the test driver's GPUs, or says why it finds none.
 # Usage: load_device_test.sh PATH_TO_PINIO
 set -u
 PINIO=$1
@@ -48,6 +49,18 @@ check 1 "no such device" "$PINIO" load --device cuda:7 "$CK"
 has "$DIR/err" "no device cuda:7" "names the device"
 check 1 "injected no device" env FAKE_CUDA_FAIL=nodevice "$PINIO" load --device cuda:0 "$CK"
 has "$DIR/err" "CUDA_ERROR_NO_DEVICE" "the driver's answer"
+
+check 0 "doctor lists the GPUs" env FAKE_CUDA_DEVICES=2 "$PINIO" doctor --json "$DIR"
+if command -v python3 >/dev/null 2>&1; then
+    python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["cuda"] is True and d["cuda:1"]["pci_bus_id"] == "0000:66:00.0", d
+assert d["cuda:0"]["memory"] == 80 << 30 and "cuda:2" not in d, d' "$DIR/out" ||
+        { echo "FAIL: doctor --json GPUs"; cat "$DIR/out"; fails=$((fails + 1)); }
+fi
+check 0 "doctor without a driver" env PINIO_CUDA_LIB="$DIR/none/libcuda.so.1" "$PINIO" doctor "$DIR"
+has "$DIR/out" "^cuda  *no: no CUDA driver: " "doctor says why it finds no GPU"
 
 check 2 "bad --device" "$PINIO" load --device gpu0 "$CK"
 check 2 "bad --staging" "$PINIO" load --device host --staging 100Kx4 "$CK"
