@@ -26,13 +26,13 @@
 #include "pinio/stream.h"
 
 static int stream_once(const char *path, int dev, int node, pinio_cache_policy cache,
-                       const pinio_stream_opts *base, pinio_cuda_arena **a,
+                       const pinio_stream_opts *base, pinio_gpu_arena **a,
                        pinio_stream_report *r)
 {
     pinio_stream_opts o = *base;
     o.node = node;
     o.cache = cache;
-    pinio_sink_cuda_cfg cc = { .device = dev, .out = a };
+    pinio_sink_gpu_cfg cc = { .device = dev, .out = a };
     pinio_diag d = { 0 };
     int rc = pinio_stream(&path, 1, &o, &pinio_sink_cuda, &cc, r, &d);
     if (rc < 0)
@@ -40,29 +40,29 @@ static int stream_once(const char *path, int dev, int node, pinio_cache_policy c
     return rc;
 }
 
-static double h2d_gbs(const pinio_cuda_arena *a)
+static double h2d_gbs(const pinio_gpu_arena *a)
 {
-    pinio_cuda_info ci;
-    pinio_cuda_arena_get_info(a, &ci);
+    pinio_gpu_info ci;
+    pinio_gpu_arena_get_info(a, &ci);
     return ci.h2d_seconds > 0 ? (double)ci.bytes / ci.h2d_seconds / 1e9 : 0;
 }
 
 /* Every tensor back from the device, checked. */
-static int verify(pinio_cuda_arena *a, uint64_t seed)
+static int verify(pinio_gpu_arena *a, uint64_t seed)
 {
     size_t cap = (size_t)64 << 20;
     uint8_t *buf = malloc(cap);
     uint64_t ok = 0, total = 0;
     int bad = 0;
-    for (size_t i = 0; buf && i < pinio_cuda_arena_tensors(a); i++) {
-        pinio_cuda_tensor t;
-        pinio_cuda_arena_tensor(a, i, &t);
+    for (size_t i = 0; buf && i < pinio_gpu_arena_tensors(a); i++) {
+        pinio_gpu_tensor t;
+        pinio_gpu_arena_tensor(a, i, &t);
         total += t.nbytes;
         for (uint64_t off = 0; off < t.nbytes;) {
             size_t n = t.nbytes - off < cap ? (size_t)(t.nbytes - off) : cap;
             pinio_diag d = { 0 };
             uint64_t at = 0;
-            if (pinio_cuda_arena_read(a, i, off, buf, n, &d) < 0) {
+            if (pinio_gpu_arena_read(a, i, off, buf, n, &d) < 0) {
                 fprintf(stderr, "gpucheck: %s\n", d.msg);
                 bad++;
                 break;
@@ -152,12 +152,12 @@ int main(int argc, char **argv)
     if (argc > 5)
         o.slots = (unsigned)atoi(argv[5]);
 
-    pinio_cuda_arena *a = NULL;
+    pinio_gpu_arena *a = NULL;
     pinio_stream_report r;
     if (stream_once(path, dev, PINIO_NODE_AUTO, PINIO_CACHE_COLD, &o, &a, &r) < 0)
         return 1;
-    pinio_cuda_info ci;
-    pinio_cuda_arena_get_info(a, &ci);
+    pinio_gpu_info ci;
+    pinio_gpu_arena_get_info(a, &ci);
     double e2e = (double)r.bytes / r.seconds / 1e9, io = (double)r.read_bytes / r.io_seconds / 1e9;
     double h2d = h2d_gbs(a);
     printf("device: cuda:%d %s driver %d, staging %u x %zu MiB on node %d (%s)\n", ci.device,
@@ -167,7 +167,7 @@ int main(int argc, char **argv)
            "%llu copies\n", (double)r.bytes / 1e9, r.seconds, e2e, io, h2d,
            (unsigned long long)ci.copies);
     int bad = verify(a, seed);
-    pinio_cuda_arena_free(a);
+    pinio_gpu_arena_free(a);
 
     int nodes = pinio_topo_node_count(NULL);
     if (nodes >= 2 && r.node >= 0) {
@@ -179,7 +179,7 @@ int main(int argc, char **argv)
             if (stream_once(path, dev, node, PINIO_CACHE_HOT, &o, &a, &rr) == 0)
                 printf("H2D from staging on node %d (%s): %.2f GB/s\n", node,
                        k ? "remote" : "GPU-local", h2d_gbs(a));
-            pinio_cuda_arena_free(a);
+            pinio_gpu_arena_free(a);
         }
     } else {
         printf("H2D local vs remote staging: one NUMA node only, not measured\n");

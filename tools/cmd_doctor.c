@@ -217,11 +217,11 @@ static int node_distance(const char *sysfs, int a, int b)
 /* GPUs, found as the CUDA sink finds them (libcuda.so.1 or PINIO_CUDA_LIB). */
 static void probe_gpus(struct out *o, const char *sysfs, int path_node)
 {
-    pinio_cuda_device devs[16];
+    pinio_gpu_device devs[16];
     size_t n = 0;
     int ver = 0;
     pinio_diag d = { 0 };
-    if (pinio_cuda_devices(devs, 16, &n, &ver, &d) < 0) {
+    if (pinio_gpu_devices(devs, 16, &n, &ver, &d) < 0) {
         fact(o, "cuda", "false", fmt("no: %s", d.msg),
              "pinio load --device cuda:N needs the NVIDIA driver's libcuda.so.1; "
              "PINIO_CUDA_LIB names it where it lives elsewhere (NixOS, WSL, Apptainer)");
@@ -231,7 +231,7 @@ static void probe_gpus(struct out *o, const char *sysfs, int path_node)
          fmt("%zu device%s, driver %d.%d", n, n == 1 ? "" : "s", ver / 1000, ver % 1000 / 10),
          NULL);
     for (size_t i = 0; i < n && i < 16; i++) {
-        const pinio_cuda_device *g = &devs[i];
+        const pinio_gpu_device *g = &devs[i];
         int dist = g->node >= 0 && path_node >= 0 ? node_distance(sysfs, g->node, path_node) : -1;
         fact(o, fmt("cuda:%d", g->index),
              fmt("{\"name\":%s,\"pci_bus_id\":%s,\"memory\":%llu,\"node\":%d,"

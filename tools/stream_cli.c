@@ -73,8 +73,8 @@ int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts 
 {
     host_count hc = { 0 };
     pinio_sink_host_cfg host = { .fn = count_fragment, .ctx = &hc };
-    pinio_cuda_arena *arena = NULL;
-    pinio_sink_cuda_cfg cuda = { .device = d->cuda, .pci_bus_id = d->pci, .out = &arena };
+    pinio_gpu_arena *arena = NULL;
+    pinio_sink_gpu_cfg cuda = { .device = d->cuda, .pci_bus_id = d->pci, .out = &arena };
     pinio_stream_report r;
     pinio_diag diag = { 0 };
     int err = pinio_stream(paths, n, o, d->host ? &pinio_sink_host : &pinio_sink_cuda,
@@ -83,9 +83,9 @@ int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts 
         fprintf(stderr, "pinio load: %s\n", diag.msg[0] ? diag.msg : pinio_strerror(err));
         return 1;
     }
-    pinio_cuda_info ci = { 0 };
+    pinio_gpu_info ci = { 0 };
     if (arena)
-        pinio_cuda_arena_get_info(arena, &ci);
+        pinio_gpu_arena_get_info(arena, &ci);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double gbs = r.seconds > 0 ? (double)r.bytes / r.seconds / 1e9 : 0;
@@ -126,6 +126,6 @@ int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts 
         printf("I/O path  %s\n", r.io_path);
         printf("peak RSS  %.3f GB\n", (double)ru.ru_maxrss * 1024 / 1e9);
     }
-    pinio_cuda_arena_free(arena);
+    pinio_gpu_arena_free(arena);
     return 0;
 }

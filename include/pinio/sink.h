@@ -136,10 +136,10 @@ typedef struct pinio_sink_file_cfg {
 } pinio_sink_file_cfg;
 
 /** Tensors placed on a CUDA device by #pinio_sink_cuda. Opaque. */
-typedef struct pinio_cuda_arena pinio_cuda_arena;
+typedef struct pinio_gpu_arena pinio_gpu_arena;
 
 /** Config of #pinio_sink_cuda. */
-typedef struct pinio_sink_cuda_cfg {
+typedef struct pinio_sink_gpu_cfg {
     /** Device ordinal (as cuDeviceGet counts); ignored when `pci_bus_id` is set. */
     int device;
     /** Optional: the device by PCI bus id ("0000:65:00.0"). */
@@ -150,20 +150,20 @@ typedef struct pinio_sink_cuda_cfg {
      *  tensor at a 256-byte aligned offset. */
     const uint64_t *dptrs;
     size_t ndptrs;
-    /** Required: receives the arena on success (pinio_cuda_arena_free());
+    /** Required: receives the arena on success (pinio_gpu_arena_free());
      *  untouched on failure. */
-    pinio_cuda_arena **out;
-} pinio_sink_cuda_cfg;
+    pinio_gpu_arena **out;
+} pinio_sink_gpu_cfg;
 
 /** One tensor on the device; `name` valid while the arena lives. */
-typedef struct pinio_cuda_tensor {
+typedef struct pinio_gpu_tensor {
     const char *name;
     uint64_t dptr;             /**< device address, a multiple of 256 */
     uint64_t nbytes;
-} pinio_cuda_tensor;
+} pinio_gpu_tensor;
 
 /** What the CUDA sink did. */
-typedef struct pinio_cuda_info {
+typedef struct pinio_gpu_info {
     int device;                /**< ordinal */
     char pci_bus_id[32];
     int driver_version;        /**< cuDriverGetVersion (12080 = 12.8) */
@@ -174,14 +174,14 @@ typedef struct pinio_cuda_info {
     double h2d_seconds;        /**< first copy issued to last copy completed */
     unsigned slots_registered; /**< slots this sink registered (cuMemHostRegister) */
     unsigned slots_preregistered; /**< slots already registered by someone else */
-} pinio_cuda_info;
+} pinio_gpu_info;
 
 /** Tensor count of an arena. */
-PINIO_API size_t pinio_cuda_arena_tensors(const pinio_cuda_arena *a);
+PINIO_API size_t pinio_gpu_arena_tensors(const pinio_gpu_arena *a);
 /** Tensor `i` (plan order); -ERANGE past the end. */
-PINIO_API int pinio_cuda_arena_tensor(const pinio_cuda_arena *a, size_t i, pinio_cuda_tensor *out);
+PINIO_API int pinio_gpu_arena_tensor(const pinio_gpu_arena *a, size_t i, pinio_gpu_tensor *out);
 /** Fills `*out`. */
-PINIO_API void pinio_cuda_arena_get_info(const pinio_cuda_arena *a, pinio_cuda_info *out);
+PINIO_API void pinio_gpu_arena_get_info(const pinio_gpu_arena *a, pinio_gpu_info *out);
 /**
  * Reads bytes [offset, offset + len) of tensor `i` back to host memory
  * `dst` (cuMemcpyDtoH_v2 of that range only: reading a sub-range reads
@@ -190,20 +190,20 @@ PINIO_API void pinio_cuda_arena_get_info(const pinio_cuda_arena *a, pinio_cuda_i
  * @return 0, -ERANGE (outside the tensor), or the driver's failure as
  *         -EIO/-ENOMEM with `diag` naming the call.
  */
-PINIO_API int pinio_cuda_arena_read(pinio_cuda_arena *a, size_t i, uint64_t offset, void *dst,
+PINIO_API int pinio_gpu_arena_read(pinio_gpu_arena *a, size_t i, uint64_t offset, void *dst,
                                     size_t len, pinio_diag *diag);
 /** Frees the device memory pinio allocated, releases the primary context
  *  and the driver. NULL is a no-op. */
-PINIO_API void pinio_cuda_arena_free(pinio_cuda_arena *a);
+PINIO_API void pinio_gpu_arena_free(pinio_gpu_arena *a);
 
 /** One CUDA device, as the driver and sysfs describe it. */
-typedef struct pinio_cuda_device {
+typedef struct pinio_gpu_device {
     int index;                 /**< ordinal: cuda:N */
     char name[96];
     char pci_bus_id[32];
     uint64_t memory;           /**< bytes of device memory */
     int node;                  /**< NUMA node (sysfs of the PCI bus id), -1 unknown */
-} pinio_cuda_device;
+} pinio_gpu_device;
 
 /**
  * Lists the CUDA devices: the driver loaded as the CUDA sink loads it.
@@ -214,7 +214,7 @@ typedef struct pinio_cuda_device {
  *              driver's answer to cuInit (CUDA_ERROR_NO_DEVICE: -ENODEV)
  * @return 0, or a negative code with `*n` = 0.
  */
-PINIO_API int pinio_cuda_devices(pinio_cuda_device *out, size_t cap, size_t *n,
+PINIO_API int pinio_gpu_devices(pinio_gpu_device *out, size_t cap, size_t *n,
                                  int *driver_version, pinio_diag *diag);
 
 /** Calls a #pinio_sink_host_cfg's function per tensor fragment. */

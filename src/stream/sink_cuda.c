@@ -39,7 +39,7 @@
 
 #define DEV_ALIGN 256u
 
-struct pinio_cuda_arena {
+struct pinio_gpu_arena {
     pinio__cuda cu;
     CUdevice dev;
     CUcontext ctx;             /* primary context, retained */
@@ -48,12 +48,12 @@ struct pinio_cuda_arena {
     size_t n;
     char **names;
     uint64_t *dptr, *nbytes;
-    pinio_cuda_info info;
+    pinio_gpu_info info;
 };
 
 typedef struct cudasink {
-    pinio_cuda_arena *a;
-    pinio_cuda_arena **out;
+    pinio_gpu_arena *a;
+    pinio_gpu_arena **out;
     const pinio_plan *plan;
     CUstream stream;
     CUevent *ev;
@@ -72,7 +72,7 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void pinio_cuda_arena_free(pinio_cuda_arena *a)
+void pinio_gpu_arena_free(pinio_gpu_arena *a)
 {
     if (!a)
         return;
@@ -93,25 +93,25 @@ void pinio_cuda_arena_free(pinio_cuda_arena *a)
     free(a);
 }
 
-size_t pinio_cuda_arena_tensors(const pinio_cuda_arena *a)
+size_t pinio_gpu_arena_tensors(const pinio_gpu_arena *a)
 {
     return a ? a->n : 0;
 }
 
-int pinio_cuda_arena_tensor(const pinio_cuda_arena *a, size_t i, pinio_cuda_tensor *out)
+int pinio_gpu_arena_tensor(const pinio_gpu_arena *a, size_t i, pinio_gpu_tensor *out)
 {
     if (!a || !out || i >= a->n)
         return -ERANGE;
-    *out = (pinio_cuda_tensor){ .name = a->names[i], .dptr = a->dptr[i], .nbytes = a->nbytes[i] };
+    *out = (pinio_gpu_tensor){ .name = a->names[i], .dptr = a->dptr[i], .nbytes = a->nbytes[i] };
     return 0;
 }
 
-void pinio_cuda_arena_get_info(const pinio_cuda_arena *a, pinio_cuda_info *out)
+void pinio_gpu_arena_get_info(const pinio_gpu_arena *a, pinio_gpu_info *out)
 {
     *out = a->info;
 }
 
-int pinio_cuda_arena_read(pinio_cuda_arena *a, size_t i, uint64_t offset, void *dst, size_t len,
+int pinio_gpu_arena_read(pinio_gpu_arena *a, size_t i, uint64_t offset, void *dst, size_t len,
                           pinio_diag *diag)
 {
     if (!a || i >= a->n || offset > a->nbytes[i] || len > a->nbytes[i] - offset) {
@@ -132,7 +132,7 @@ int pinio_cuda_arena_read(pinio_cuda_arena *a, size_t i, uint64_t offset, void *
 
 /* The tensors' device addresses: the caller's, or one allocation with
  * each tensor at the next multiple of 256. */
-static int place_tensors(pinio_cuda_arena *a, const pinio_plan *plan, const pinio_sink_cuda_cfg *c,
+static int place_tensors(pinio_gpu_arena *a, const pinio_plan *plan, const pinio_sink_gpu_cfg *c,
                          pinio_diag *diag)
 {
     pinio_plan_info pi;
@@ -177,7 +177,7 @@ static int place_tensors(pinio_cuda_arena *a, const pinio_plan *plan, const pini
     return 0;
 }
 
-static int open_device(pinio_cuda_arena *a, const pinio_sink_cuda_cfg *c, pinio_diag *diag)
+static int open_device(pinio_gpu_arena *a, const pinio_sink_gpu_cfg *c, pinio_diag *diag)
 {
     CUresult r = c->pci_bus_id ? a->cu.DeviceGetByPCIBusId(&a->dev, c->pci_bus_id)
                                : a->cu.DeviceGet(&a->dev, c->device);
@@ -207,7 +207,7 @@ static int open_device(pinio_cuda_arena *a, const pinio_sink_cuda_cfg *c, pinio_
 static void cuda_close(void *priv, bool ok)
 {
     cudasink *s = priv;
-    pinio_cuda_arena *a = s->a;
+    pinio_gpu_arena *a = s->a;
     if (a && s->pushed) {
         if (s->stream)
             a->cu.StreamSynchronize(s->stream); /* nothing may read a slot past here */
@@ -225,7 +225,7 @@ static void cuda_close(void *priv, bool ok)
     if (ok && s->out && a)
         *s->out = a;
     else
-        pinio_cuda_arena_free(a);
+        pinio_gpu_arena_free(a);
     free(s->ev);
     free(s->reg);
     free(s->slots);
@@ -234,9 +234,9 @@ static void cuda_close(void *priv, bool ok)
 static int cuda_open(void *priv, const void *cfg, const pinio_sink_setup *su, pinio_diag *diag)
 {
     cudasink *s = priv;
-    const pinio_sink_cuda_cfg *c = cfg;
+    const pinio_sink_gpu_cfg *c = cfg;
     if (!c || !c->out) {
-        pinio_diag_set(diag, -EINVAL, "cuda sink: no place for the result (pinio_sink_cuda_cfg.out)");
+        pinio_diag_set(diag, -EINVAL, "cuda sink: no place for the result (pinio_sink_gpu_cfg.out)");
         return -EINVAL;
     }
     s->out = c->out;
@@ -283,7 +283,7 @@ static int cuda_open(void *priv, const void *cfg, const pinio_sink_setup *su, pi
 
 static int register_slot(cudasink *s, unsigned slot, pinio_diag *diag)
 {
-    pinio_cuda_arena *a = s->a;
+    pinio_gpu_arena *a = s->a;
     CUresult r = a->cu.MemHostRegister(s->slots[slot], s->slot_size, CU_MEMHOSTREGISTER_PORTABLE);
     if (r == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) {
         s->reg[slot] = -1;
@@ -300,7 +300,7 @@ static int register_slot(cudasink *s, unsigned slot, pinio_diag *diag)
 static int cuda_chunk(void *priv, const pinio_sink_chunk *c, pinio_diag *diag)
 {
     cudasink *s = priv;
-    pinio_cuda_arena *a = s->a;
+    pinio_gpu_arena *a = s->a;
     int rc = s->reg[c->slot] ? 0 : register_slot(s, c->slot, diag);
     if (rc < 0)
         return rc;
@@ -341,7 +341,7 @@ static int cuda_finish(void *priv, pinio_diag *diag)
     return 0;
 }
 
-int pinio_cuda_devices(pinio_cuda_device *out, size_t cap, size_t *n, int *driver_version,
+int pinio_gpu_devices(pinio_gpu_device *out, size_t cap, size_t *n, int *driver_version,
                        pinio_diag *diag)
 {
     *n = 0;
@@ -356,7 +356,7 @@ int pinio_cuda_devices(pinio_cuda_device *out, size_t cap, size_t *n, int *drive
     if (driver_version)
         cu.DriverGetVersion(driver_version);
     for (int i = 0; rc == 0 && i < count && (size_t)i < cap; i++) {
-        pinio_cuda_device *d = &out[i];
+        pinio_gpu_device *d = &out[i];
         memset(d, 0, sizeof(*d));
         d->index = i;
         d->node = -1;
@@ -381,7 +381,7 @@ int pinio_cuda_devices(pinio_cuda_device *out, size_t cap, size_t *n, int *drive
  * for the id when the config names the device by ordinal. -1: unknown. */
 static int cuda_prefer_node(const void *cfg)
 {
-    const pinio_sink_cuda_cfg *c = cfg;
+    const pinio_sink_gpu_cfg *c = cfg;
     char bus[32] = "";
     if (!c)
         return -1;

@@ -48,7 +48,7 @@ static void teardown(void)
 }
 
 /* Streams `path` to the cuda sink; returns the code, `d` the message. */
-static int run(pinio_sink_cuda_cfg *cc, pinio_diag *d)
+static int run(pinio_sink_gpu_cfg *cc, pinio_diag *d)
 {
     pinio_stream_opts o;
     pinio_stream_opts_default(&o);
@@ -74,8 +74,8 @@ static void expect_failure(const char *inject, int code, const char *words)
 {
     if (inject)
         setenv("FAKE_CUDA_FAIL", inject, 1);
-    pinio_cuda_arena *a = NULL;
-    pinio_sink_cuda_cfg cc = { .out = &a };
+    pinio_gpu_arena *a = NULL;
+    pinio_sink_gpu_cfg cc = { .out = &a };
     pinio_diag d;
     cr_expect_eq(run(&cc, &d), code, "%s: %s", inject ? inject : "", d.msg);
     cr_expect_null(a, "no arena after a failure");
@@ -95,8 +95,8 @@ Test(cuda, no_driver_is_one_clear_line)
     pinio_gen_opts_default(&g);
     g.size = 64u << 10;
     cr_assert_eq(pinio_gen_write(path, &g, NULL, NULL), 0);
-    pinio_cuda_arena *a = NULL;
-    pinio_sink_cuda_cfg cc = { .out = &a };
+    pinio_gpu_arena *a = NULL;
+    pinio_sink_gpu_cfg cc = { .out = &a };
     pinio_diag d;
     int rc = run(&cc, &d);
     unlink(path);
@@ -138,12 +138,12 @@ Test(cuda, event_failure, .init = setup, .fini = teardown)
 
 Test(cuda, device_that_does_not_exist, .init = setup, .fini = teardown)
 {
-    pinio_cuda_arena *a = NULL;
-    pinio_sink_cuda_cfg cc = { .device = 3, .out = &a };
+    pinio_gpu_arena *a = NULL;
+    pinio_sink_gpu_cfg cc = { .device = 3, .out = &a };
     pinio_diag d;
     cr_expect_eq(run(&cc, &d), -ENODEV);
     cr_expect(strstr(d.msg, "no device cuda:3 (1 device)") != NULL, "%s", d.msg);
-    cc = (pinio_sink_cuda_cfg){ .pci_bus_id = "0000:01:00.0", .out = &a };
+    cc = (pinio_sink_gpu_cfg){ .pci_bus_id = "0000:01:00.0", .out = &a };
     cr_expect_eq(run(&cc, &d), -ENODEV);
     cr_expect(strstr(d.msg, "PCI bus id 0000:01:00.0") != NULL, "%s", d.msg);
     expect_clean();
@@ -151,16 +151,16 @@ Test(cuda, device_that_does_not_exist, .init = setup, .fini = teardown)
 
 Test(cuda, by_pci_bus_id, .init = setup, .fini = teardown)
 {
-    pinio_cuda_arena *a = NULL;
-    pinio_sink_cuda_cfg cc = { .pci_bus_id = "0000:65:00.0", .out = &a };
+    pinio_gpu_arena *a = NULL;
+    pinio_sink_gpu_cfg cc = { .pci_bus_id = "0000:65:00.0", .out = &a };
     pinio_diag d;
     cr_assert_eq(run(&cc, &d), 0, "%s", d.msg);
-    pinio_cuda_info ci;
-    pinio_cuda_arena_get_info(a, &ci);
+    pinio_gpu_info ci;
+    pinio_gpu_arena_get_info(a, &ci);
     cr_expect_str_eq(ci.pci_bus_id, "0000:65:00.0");
     cr_expect_eq(ci.driver_version, 12080);
     cr_expect(ci.arena_bytes >= ci.bytes);
-    pinio_cuda_arena_free(a);
+    pinio_gpu_arena_free(a);
     expect_clean();
 }
 
@@ -169,15 +169,15 @@ Test(cuda, by_pci_bus_id, .init = setup, .fini = teardown)
 Test(cuda, caller_device_pointers, .init = setup, .fini = teardown)
 {
     /* A first load tells the sizes; its arena serves as "the caller's". */
-    pinio_cuda_arena *a = NULL, *b = NULL;
-    pinio_sink_cuda_cfg cc = { .out = &a };
+    pinio_gpu_arena *a = NULL, *b = NULL;
+    pinio_sink_gpu_cfg cc = { .out = &a };
     pinio_diag d;
     cr_assert_eq(run(&cc, &d), 0, "%s", d.msg);
-    size_t n = pinio_cuda_arena_tensors(a);
+    size_t n = pinio_gpu_arena_tensors(a);
     uint64_t *ptrs = calloc(n, sizeof(*ptrs));
     for (size_t i = 0; i < n; i++) {
-        pinio_cuda_tensor t;
-        pinio_cuda_arena_tensor(a, i, &t);
+        pinio_gpu_tensor t;
+        pinio_gpu_arena_tensor(a, i, &t);
         ptrs[n - 1 - i] = t.dptr; /* reversed: nothing coincides with the sink's own layout */
     }
     /* Reversed pointers give each tensor another's room: only safe when
@@ -185,37 +185,37 @@ Test(cuda, caller_device_pointers, .init = setup, .fini = teardown)
      * likely but not certain; use the ones that fit, else skip that case. */
     bool fits = true;
     for (size_t i = 0; i < n; i++) {
-        pinio_cuda_tensor t, u;
-        pinio_cuda_arena_tensor(a, i, &t);
-        pinio_cuda_arena_tensor(a, n - 1 - i, &u);
+        pinio_gpu_tensor t, u;
+        pinio_gpu_arena_tensor(a, i, &t);
+        pinio_gpu_arena_tensor(a, n - 1 - i, &u);
         fits = fits && u.nbytes >= t.nbytes;
     }
     if (fits) {
-        cc = (pinio_sink_cuda_cfg){ .dptrs = ptrs, .ndptrs = n, .out = &b };
+        cc = (pinio_sink_gpu_cfg){ .dptrs = ptrs, .ndptrs = n, .out = &b };
         cr_assert_eq(run(&cc, &d), 0, "%s", d.msg);
-        pinio_cuda_info ci;
-        pinio_cuda_arena_get_info(b, &ci);
+        pinio_gpu_info ci;
+        pinio_gpu_arena_get_info(b, &ci);
         cr_expect_eq(ci.arena_bytes, 0, "nothing allocated with caller pointers");
         for (size_t i = 0; i < n; i++) {
-            pinio_cuda_tensor t;
-            pinio_cuda_arena_tensor(b, i, &t);
+            pinio_gpu_tensor t;
+            pinio_gpu_arena_tensor(b, i, &t);
             cr_expect_eq(t.dptr, ptrs[i]);
             uint8_t *buf = malloc(t.nbytes + 1);
-            cr_assert_eq(pinio_cuda_arena_read(b, i, 0, buf, (size_t)t.nbytes, NULL), 0);
+            cr_assert_eq(pinio_gpu_arena_read(b, i, 0, buf, (size_t)t.nbytes, NULL), 0);
             cr_expect(pinio_gen_verify(SEED, t.name, 0, buf, (size_t)t.nbytes, NULL), "%s",
                       t.name);
             free(buf);
         }
-        pinio_cuda_arena_free(b);
+        pinio_gpu_arena_free(b);
     }
     ptrs[1] += 8;
-    cc = (pinio_sink_cuda_cfg){ .dptrs = ptrs, .ndptrs = n, .out = &b };
+    cc = (pinio_sink_gpu_cfg){ .dptrs = ptrs, .ndptrs = n, .out = &b };
     cr_expect_eq(run(&cc, &d), -EINVAL);
     cr_expect(strstr(d.msg, "not aligned to 256") != NULL, "%s", d.msg);
     cc.ndptrs = n - 1;
     cr_expect_eq(run(&cc, &d), -EINVAL);
     free(ptrs);
-    pinio_cuda_arena_free(a);
+    pinio_gpu_arena_free(a);
     expect_clean();
 }
 

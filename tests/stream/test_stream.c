@@ -252,30 +252,30 @@ static void check_copies(const char *from, unsigned shards)
  * driver saw no copy from unregistered memory, none outside an
  * allocation, no slot overwritten while its copy was pending, no call
  * without a context. The arena is freed here. */
-static void check_device(pinio_cuda_arena *a, got *g, fake_stats_fn stats, unsigned slots)
+static void check_device(pinio_gpu_arena *a, got *g, fake_stats_fn stats, unsigned slots)
 {
     cr_assert_not_null(a, "the sink handed the arena over");
-    cr_assert_eq(pinio_cuda_arena_tensors(a), g->ntensors);
-    pinio_cuda_info ci;
-    pinio_cuda_arena_get_info(a, &ci);
+    cr_assert_eq(pinio_gpu_arena_tensors(a), g->ntensors);
+    pinio_gpu_info ci;
+    pinio_gpu_arena_get_info(a, &ci);
     cr_expect_eq(ci.slots_registered + ci.slots_preregistered <= slots, true);
     cr_expect(ci.slots_registered > 0, "the slots were registered with the driver");
     cr_expect(ci.copies >= g->ntensors, "one copy per tensor fragment at least");
     for (size_t i = 0; i < g->ntensors; i++) {
-        pinio_cuda_tensor t;
-        cr_assert_eq(pinio_cuda_arena_tensor(a, i, &t), 0);
+        pinio_gpu_tensor t;
+        cr_assert_eq(pinio_gpu_arena_tensor(a, i, &t), 0);
         cr_expect_eq(t.dptr % 256, 0, "tensor %s at 0x%llx", t.name, (unsigned long long)t.dptr);
         uint8_t *buf = malloc(t.nbytes + 1);
-        cr_assert_eq(pinio_cuda_arena_read(a, i, 0, buf, (size_t)t.nbytes, NULL), 0);
+        cr_assert_eq(pinio_gpu_arena_read(a, i, 0, buf, (size_t)t.nbytes, NULL), 0);
         uint64_t bad = 0;
         cr_expect(pinio_gen_verify(SEED, t.name, 0, buf, (size_t)t.nbytes, &bad),
                   "tensor %s: wrong byte at %llu on the device", t.name, (unsigned long long)bad);
         if (t.nbytes > 64) {
             uint8_t part[32];
-            cr_expect_eq(pinio_cuda_arena_read(a, i, t.nbytes / 2, part, 32, NULL), 0);
+            cr_expect_eq(pinio_gpu_arena_read(a, i, t.nbytes / 2, part, 32, NULL), 0);
             cr_expect(pinio_gen_verify(SEED, t.name, t.nbytes / 2, part, 32, NULL));
         }
-        cr_expect_eq(pinio_cuda_arena_read(a, i, t.nbytes, buf, 1, NULL), -ERANGE);
+        cr_expect_eq(pinio_gpu_arena_read(a, i, t.nbytes, buf, 1, NULL), -ERANGE);
         g->bytes[i] = t.nbytes; /* the host checks below then hold */
         free(buf);
     }
@@ -285,7 +285,7 @@ static void check_device(pinio_cuda_arena *a, got *g, fake_stats_fn stats, unsig
     cr_expect_eq(fs.unregistered, 0, "no copy from unregistered host memory");
     cr_expect_eq(fs.out_of_bounds, 0, "no copy outside a device allocation");
     cr_expect_eq(fs.no_context, 0, "no call without a current context");
-    pinio_cuda_arena_free(a);
+    pinio_gpu_arena_free(a);
 }
 
 static void body(const char *sink_name, unsigned shards, size_t slot_size, unsigned slots)
@@ -307,8 +307,8 @@ static void body(const char *sink_name, unsigned shards, size_t slot_size, unsig
     o.slots = slots;
     pinio_sink_host_cfg hc = { .fn = on_fragment, .ctx = &g };
     pinio_sink_file_cfg fc = { .dir = dst, .verify = true };
-    pinio_cuda_arena *arena = NULL;
-    pinio_sink_cuda_cfg cc = { .device = 0, .out = &arena };
+    pinio_gpu_arena *arena = NULL;
+    pinio_sink_gpu_cfg cc = { .device = 0, .out = &arena };
     void *fake = NULL;
     fake_stats_fn stats = NULL;
     if (strcmp(sink_name, "cuda") == 0) {
