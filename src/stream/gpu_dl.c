@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/stream/cuda_dl.h"
+#include "src/stream/gpu_dl.h"
 
 /* Entry name -> its field, versioned symbol names where they exist. */
 #define CUDA_SYMS(X)                                             \

@@ -35,7 +35,7 @@
 
 #include "pinio/numa.h"
 #include "pinio/sink.h"
-#include "src/stream/cuda_dl.h"
+#include "src/stream/gpu_dl.h"
 
 #define DEV_ALIGN 256u
 

@@ -7,8 +7,8 @@
  * cuMemcpyHtoDAsync, cuCtxPushCurrent, ...) still resolve in every driver
  * but are the pre-3.2 ABIs with a 32-bit CUdeviceptr: never dlsym them
  * (gpu-python-peers.md §2.1). */
-#ifndef PINIO_SRC_STREAM_CUDA_DL_H
-#define PINIO_SRC_STREAM_CUDA_DL_H
+#ifndef PINIO_SRC_STREAM_GPU_DL_H
+#define PINIO_SRC_STREAM_GPU_DL_H
 
 #include <stddef.h>
 #include <stdint.h>
