@@ -214,26 +214,30 @@ static int node_distance(const char *sysfs, int a, int b)
     return v;
 }
 
-/* GPUs, found as the CUDA sink finds them (libcuda.so.1 or PINIO_CUDA_LIB). */
-static void probe_gpus(struct out *o, const char *sysfs, int path_node)
+/* GPUs of one API, found as its sink finds them (libcuda.so.1 or
+ * PINIO_CUDA_LIB; libamdhip64.so or PINIO_HIP_LIB). */
+static void probe_gpus(struct out *o, const char *api, const char *sysfs, int path_node)
 {
     pinio_gpu_device devs[16];
     size_t n = 0;
     int ver = 0;
     pinio_diag d = { 0 };
-    if (pinio_gpu_devices(devs, 16, &n, &ver, &d) < 0) {
-        fact(o, "cuda", "false", fmt("no: %s", d.msg),
-             "pinio load --device cuda:N needs the NVIDIA driver's libcuda.so.1; "
-             "PINIO_CUDA_LIB names it where it lives elsewhere (NixOS, WSL, Apptainer)");
+    bool cuda = strcmp(api, "cuda") == 0;
+    if (pinio_gpu_devices(api, devs, 16, &n, &ver, &d) < 0) {
+        fact(o, api, "false", fmt("no: %s", d.msg),
+             cuda ? "pinio load --device cuda:N needs the NVIDIA driver's libcuda.so.1; "
+                    "PINIO_CUDA_LIB names it where it lives elsewhere (NixOS, WSL, Apptainer)"
+                  : "pinio load --device hip:N needs ROCm's libamdhip64.so; PINIO_HIP_LIB "
+                    "names it where it lives elsewhere");
         return;
     }
-    fact(o, "cuda", "true",
+    fact(o, api, "true",
          fmt("%zu device%s, driver %d.%d", n, n == 1 ? "" : "s", ver / 1000, ver % 1000 / 10),
          NULL);
     for (size_t i = 0; i < n && i < 16; i++) {
         const pinio_gpu_device *g = &devs[i];
         int dist = g->node >= 0 && path_node >= 0 ? node_distance(sysfs, g->node, path_node) : -1;
-        fact(o, fmt("cuda:%d", g->index),
+        fact(o, fmt("%s:%d", api, g->index),
              fmt("{\"name\":%s,\"pci_bus_id\":%s,\"memory\":%llu,\"node\":%d,"
                  "\"distance_to_path\":%d}",
                  quoted(g->name), quoted(g->pci_bus_id), (unsigned long long)g->memory, g->node,
@@ -265,8 +269,8 @@ static int run_doctor(int argc, char **argv)
                    "io_uring and the setup flags it accepts, RLIMIT_MEMLOCK and CAP_IPC_LOCK\n"
                    "(how much memory can be registered), NUMA nodes, the node of PATH's device\n"
                    "and whether pinned memory is placed there, O_DIRECT support and alignment\n"
-                   "on PATH's file system, transparent huge pages, cachestat(2), the CUDA\n"
-                   "devices (name, PCI bus id, memory, NUMA node, distance to PATH's node).\n"
+                   "on PATH's file system, transparent huge pages, cachestat(2), the CUDA and\n"
+                   "HIP devices (name, PCI bus id, memory, NUMA node, distance to PATH's node).\n"
                    "Every \"no\" comes with what to do about it. PATH defaults to the current\n"
                    "directory.\n");
             return 0;
@@ -393,7 +397,8 @@ static int run_doctor(int argc, char **argv)
          si.has_cachestat ? "yes (page-cache residency without mapping files)" :
                             "no (Linux < 6.5): pinio uses mmap + mincore instead",
          NULL);
-    probe_gpus(&o, topo ? pinio_topo_sysfs_root(topo) : "/sys", file_node);
+    probe_gpus(&o, "cuda", topo ? pinio_topo_sysfs_root(topo) : "/sys", file_node);
+    probe_gpus(&o, "hip", topo ? pinio_topo_sysfs_root(topo) : "/sys", file_node);
     if (o.json)
         printf("}\n");
     pinio_ring_destroy(ring);

@@ -45,6 +45,8 @@ static void load_usage(FILE *out)
             "                     its own 256-byte aligned address on that GPU, the driver\n"
             "                     loaded at run time (libcuda.so.1, or the path in\n"
             "                     PINIO_CUDA_LIB); reports storage and H2D GB/s apart.\n"
+            "                     hip:N or hip:BUSID: the same on an AMD GPU through HIP\n"
+            "                     (libamdhip64.so, or the path in PINIO_HIP_LIB).\n"
             "                     host: every byte handed to a callback and dropped (what the\n"
             "                     streaming path costs without a GPU)\n"
             "  --staging SIZE[xK] with --device: K slots of SIZE bytes (default 32Mx4)\n"
@@ -239,7 +241,7 @@ static int run_load(int argc, char **argv)
             break;
         case O_DEVICE:
             if (cli_parse_device(optarg, &dev) < 0) {
-                fprintf(stderr, "pinio load: --device wants host, cuda:N or cuda:BUSID, not '%s'\n", optarg);
+                fprintf(stderr, "pinio load: --device wants host, cuda:N, cuda:BUSID, hip:N or hip:BUSID, not '%s'\n", optarg);
                 goto out;
             }
             break;

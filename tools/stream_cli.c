@@ -37,16 +37,18 @@ int cli_parse_device(const char *s, cli_device *d)
         d->host = true;
         return 0;
     }
-    if (strncmp(s, "cuda:", 5) != 0 || !s[5])
+    size_t k = strncmp(s, "cuda:", 5) == 0 ? 5 : strncmp(s, "hip:", 4) == 0 ? 4 : 0;
+    if (!k || !s[k])
         return -EINVAL;
-    if (strchr(s + 5, ':')) { /* a PCI bus id: 0000:65:00.0 */
-        d->pci = s + 5;
+    d->hip = k == 4;
+    if (strchr(s + k, ':')) { /* a PCI bus id: 0000:65:00.0 */
+        d->pci = s + k;
         return 0;
     }
     uint64_t n;
-    if (cli_parse_u64(s + 5, &n) < 0 || n > 1024)
+    if (cli_parse_u64(s + k, &n) < 0 || n > 1024)
         return -EINVAL;
-    d->cuda = (int)n;
+    d->index = (int)n;
     return 0;
 }
 
@@ -74,11 +76,12 @@ int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts 
     host_count hc = { 0 };
     pinio_sink_host_cfg host = { .fn = count_fragment, .ctx = &hc };
     pinio_gpu_arena *arena = NULL;
-    pinio_sink_gpu_cfg cuda = { .device = d->cuda, .pci_bus_id = d->pci, .out = &arena };
+    pinio_sink_gpu_cfg gpu = { .device = d->index, .pci_bus_id = d->pci, .out = &arena };
+    const pinio_sink *sink = d->host ? &pinio_sink_host : d->hip ? &pinio_sink_hip : &pinio_sink_cuda;
     pinio_stream_report r;
     pinio_diag diag = { 0 };
-    int err = pinio_stream(paths, n, o, d->host ? &pinio_sink_host : &pinio_sink_cuda,
-                           d->host ? (const void *)&host : (const void *)&cuda, &r, &diag);
+    int err = pinio_stream(paths, n, o, sink, d->host ? (const void *)&host : (const void *)&gpu,
+                           &r, &diag);
     if (err < 0) {
         fprintf(stderr, "pinio load: %s\n", diag.msg[0] ? diag.msg : pinio_strerror(err));
         return 1;
@@ -98,7 +101,7 @@ int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts 
                "\"copies\":%llu,\"slots\":%u,\"slot_size\":%zu,\"ring_bytes\":%llu,"
                "\"registered\":%s,\"node\":%d,\"slot_waits\":%zu,\"sink_seconds\":%.6f,"
                "\"peak_rss_bytes\":%lld,\"pci_bus_id\":",
-               d->host ? "host" : "cuda", r.files, r.tensors, (unsigned long long)r.bytes,
+               sink->name, r.files, r.tensors, (unsigned long long)r.bytes,
                (unsigned long long)r.read_bytes, r.seconds, r.io_seconds, gbs, io_gbs, h2d_gbs,
                ci.h2d_seconds, (unsigned long long)ci.copies, r.slots, r.slot_size,
                (unsigned long long)r.ring_bytes, r.registered ? "true" : "false", r.node,
@@ -114,8 +117,8 @@ int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts 
                gbs);
         printf("storage   %.2f GB/s (reads, sink waits included)\n", io_gbs);
         if (arena)
-            printf("device    cuda:%d (%s, driver %d.%d): H2D %.2f GB/s, %llu copies\n",
-                   ci.device, ci.pci_bus_id, ci.driver_version / 1000,
+            printf("device    %s:%d (%s, driver %d.%d): H2D %.2f GB/s, %llu copies\n",
+                   sink->name, ci.device, ci.pci_bus_id, ci.driver_version / 1000,
                    ci.driver_version % 1000 / 10, h2d_gbs, (unsigned long long)ci.copies);
         else
             printf("host      %llu bytes in %llu fragments handed to the host sink\n",

@@ -15,11 +15,12 @@ int cli_parse_staging(const char *s, pinio_stream_opts *o);
 typedef struct cli_device {
     bool set;
     bool host;               /**< "host": the host sink (bounded memory, bytes counted) */
-    int cuda;                /**< "cuda:N": ordinal */
+    bool hip;                /**< "hip:...": AMD through HIP, else CUDA */
+    int index;               /**< "cuda:N", "hip:N": ordinal */
     const char *pci;         /**< "cuda:0000:65:00.0": by PCI bus id */
 } cli_device;
 
-/** Parses host, cuda:N or cuda:BUSID. @return 0 or -EINVAL. */
+/** Parses host, cuda:N, cuda:BUSID, hip:N or hip:BUSID. @return 0 or -EINVAL. */
 int cli_parse_device(const char *s, cli_device *d);
 
 /** Streams `paths` to the device and prints the summary (text or JSON).

@@ -14,8 +14,8 @@
  *     the tensor, bytes), for callers that place tensors themselves;
  *   - #pinio_sink_file: writes every input file, whole, under a target
  *     directory (what `pinio stage` does);
- *   - #pinio_sink_cuda: every tensor to a CUDA device, at its own 256-byte
- *     aligned address, the driver loaded at run time.
+ *   - #pinio_sink_cuda, #pinio_sink_hip: every tensor to a GPU, at its own
+ *     256-byte aligned address, the driver loaded at run time.
  * A caller may write its own sink against this header: the table is the
  * whole contract.
  *
@@ -135,10 +135,10 @@ typedef struct pinio_sink_file_cfg {
     pinio_direct_policy direct;
 } pinio_sink_file_cfg;
 
-/** Tensors placed on a CUDA device by #pinio_sink_cuda. Opaque. */
+/** Tensors placed on a GPU by #pinio_sink_cuda or #pinio_sink_hip. Opaque. */
 typedef struct pinio_gpu_arena pinio_gpu_arena;
 
-/** Config of #pinio_sink_cuda. */
+/** Config of #pinio_sink_cuda and #pinio_sink_hip. */
 typedef struct pinio_sink_gpu_cfg {
     /** Device ordinal (as cuDeviceGet counts); ignored when `pci_bus_id` is set. */
     int device;
@@ -162,7 +162,7 @@ typedef struct pinio_gpu_tensor {
     uint64_t nbytes;
 } pinio_gpu_tensor;
 
-/** What the CUDA sink did. */
+/** What a GPU sink did. */
 typedef struct pinio_gpu_info {
     int device;                /**< ordinal */
     char pci_bus_id[32];
@@ -196,7 +196,7 @@ PINIO_API int pinio_gpu_arena_read(pinio_gpu_arena *a, size_t i, uint64_t offset
  *  and the driver. NULL is a no-op. */
 PINIO_API void pinio_gpu_arena_free(pinio_gpu_arena *a);
 
-/** One CUDA device, as the driver and sysfs describe it. */
+/** One GPU, as its driver and sysfs describe it. */
 typedef struct pinio_gpu_device {
     int index;                 /**< ordinal: cuda:N */
     char name[96];
@@ -206,7 +206,8 @@ typedef struct pinio_gpu_device {
 } pinio_gpu_device;
 
 /**
- * Lists the CUDA devices: the driver loaded as the CUDA sink loads it.
+ * Lists the GPUs of one API: the driver loaded as its sink loads it.
+ * @param api   "cuda" (NULL too) or "hip"; another name is -EINVAL
  * @param out   room for `cap` devices (may be NULL with cap 0)
  * @param n     receives the number of devices (may exceed `cap`)
  * @param driver_version  optional: cuDriverGetVersion (12080 = 12.8)
@@ -214,8 +215,8 @@ typedef struct pinio_gpu_device {
  *              driver's answer to cuInit (CUDA_ERROR_NO_DEVICE: -ENODEV)
  * @return 0, or a negative code with `*n` = 0.
  */
-PINIO_API int pinio_gpu_devices(pinio_gpu_device *out, size_t cap, size_t *n,
-                                 int *driver_version, pinio_diag *diag);
+PINIO_API int pinio_gpu_devices(const char *api, pinio_gpu_device *out, size_t cap, size_t *n,
+                                int *driver_version, pinio_diag *diag);
 
 /** Calls a #pinio_sink_host_cfg's function per tensor fragment. */
 PINIO_API extern const pinio_sink pinio_sink_host;
@@ -226,6 +227,8 @@ PINIO_API extern const pinio_sink pinio_sink_file;
  *  CUDA driver (dlopen'ed: libcuda.so.1, or the path in PINIO_CUDA_LIB),
  *  from the registered slots on a non-blocking stream, one event per slot. */
 PINIO_API extern const pinio_sink pinio_sink_cuda;
+/** The same for AMD GPUs through HIP (libamdhip64.so, or PINIO_HIP_LIB). */
+PINIO_API extern const pinio_sink pinio_sink_hip;
 
 /** The built-in sink called `name`, or NULL. */
 PINIO_API const pinio_sink *pinio_sink_find(const char *name);

@@ -1,10 +1,12 @@
 /*
- * The CUDA sink: each tensor to its own 256-byte aligned device address,
- * copied from the staging slots while the next slots are being read.
+ * The GPU sinks' body (CUDA and HIP, each described in its sink_*.c): each
+ * tensor to its own 256-byte aligned device address, copied from the
+ * staging slots while the next slots are being read. Names below are the
+ * CUDA driver's; HIP's are their mirror (gpu_dl.h).
  *
  *   prefer_node: the GPU's NUMA node (sysfs of its PCI bus id), so that
  *           the stream places the staging ring where the GPU's DMA reads it
- *   open:   driver (cuda_dl.c), device by ordinal or PCI bus id, its
+ *   open:   driver (gpu_dl.c), device by ordinal or PCI bus id, its
  *           primary context (the one torch uses) pushed on this thread,
  *           the tensors' device addresses (one arena, or the caller's),
  *           a non-blocking stream and one event per slot
@@ -35,12 +37,12 @@
 
 #include "pinio/numa.h"
 #include "pinio/sink.h"
-#include "src/stream/gpu_dl.h"
+#include "src/stream/gpu_internal.h"
 
 #define DEV_ALIGN 256u
 
 struct pinio_gpu_arena {
-    pinio__cuda cu;
+    pinio__gpu drv;
     CUdevice dev;
     CUcontext ctx;             /* primary context, retained */
     bool ctx_retained;
@@ -50,20 +52,6 @@ struct pinio_gpu_arena {
     uint64_t *dptr, *nbytes;
     pinio_gpu_info info;
 };
-
-typedef struct cudasink {
-    pinio_gpu_arena *a;
-    pinio_gpu_arena **out;
-    const pinio_plan *plan;
-    CUstream stream;
-    CUevent *ev;
-    unsigned nslots;
-    uint8_t **slots;
-    size_t slot_size;
-    signed char *reg;          /* per slot: 0 not yet, 1 ours, -1 someone else's */
-    bool pushed;
-    double t_first;
-} cudasink;
 
 static double now_s(void)
 {
@@ -77,19 +65,19 @@ void pinio_gpu_arena_free(pinio_gpu_arena *a)
     if (!a)
         return;
     if (a->ctx_retained) {
-        if (a->base && a->cu.CtxPushCurrent(a->ctx) == CUDA_SUCCESS) {
-            a->cu.MemFree(a->base);
+        if (a->base && a->drv.CtxPushCurrent(a->ctx) == CUDA_SUCCESS) {
+            a->drv.MemFree(a->base);
             CUcontext popped;
-            a->cu.CtxPopCurrent(&popped);
+            a->drv.CtxPopCurrent(&popped);
         }
-        a->cu.DevicePrimaryCtxRelease(a->dev);
+        a->drv.DevicePrimaryCtxRelease(a->dev);
     }
     for (size_t i = 0; a->names && i < a->n; i++)
         free(a->names[i]);
     free(a->names);
     free(a->dptr);
     free(a->nbytes);
-    pinio__cuda_close(&a->cu);
+    pinio__gpu_close(&a->drv);
     free(a);
 }
 
@@ -115,19 +103,19 @@ int pinio_gpu_arena_read(pinio_gpu_arena *a, size_t i, uint64_t offset, void *ds
                           pinio_diag *diag)
 {
     if (!a || i >= a->n || offset > a->nbytes[i] || len > a->nbytes[i] - offset) {
-        pinio_diag_set(diag, -ERANGE, "cuda arena: bytes [%llu, +%zu) outside tensor %zu",
+        pinio_diag_set(diag, -ERANGE, "gpu arena: bytes [%llu, +%zu) outside tensor %zu",
                        (unsigned long long)offset, len, i);
         return -ERANGE;
     }
     if (!len)
         return 0;
-    CUresult r = a->cu.CtxPushCurrent(a->ctx);
+    CUresult r = a->drv.CtxPushCurrent(a->ctx);
     if (r != CUDA_SUCCESS)
-        return pinio__cuda_fail(&a->cu, r, "cuCtxPushCurrent_v2", diag);
-    r = a->cu.MemcpyDtoH(dst, a->dptr[i] + offset, len);
+        return pinio__gpu_fail(&a->drv, r, a->drv.sym.CtxPushCurrent, diag);
+    r = a->drv.MemcpyDtoH(dst, a->dptr[i] + offset, len);
     CUcontext popped;
-    a->cu.CtxPopCurrent(&popped);
-    return r == CUDA_SUCCESS ? 0 : pinio__cuda_fail(&a->cu, r, "cuMemcpyDtoH_v2", diag);
+    a->drv.CtxPopCurrent(&popped);
+    return r == CUDA_SUCCESS ? 0 : pinio__gpu_fail(&a->drv, r, a->drv.sym.MemcpyDtoH, diag);
 }
 
 /* The tensors' device addresses: the caller's, or one allocation with
@@ -144,8 +132,8 @@ static int place_tensors(pinio_gpu_arena *a, const pinio_plan *plan, const pinio
     if (!a->names || !a->dptr || !a->nbytes)
         return -ENOMEM;
     if (c->dptrs && c->ndptrs != a->n) {
-        pinio_diag_set(diag, -EINVAL, "cuda sink: %zu device pointers for %zu selected tensors",
-                       c->ndptrs, a->n);
+        pinio_diag_set(diag, -EINVAL, "%s sink: %zu device pointers for %zu selected tensors",
+                       a->drv.api->tag, c->ndptrs, a->n);
         return -EINVAL;
     }
     uint64_t off = 0;
@@ -158,8 +146,9 @@ static int place_tensors(pinio_gpu_arena *a, const pinio_plan *plan, const pinio
         a->info.bytes += t->nbytes;
         if (c->dptrs && c->dptrs[i] % DEV_ALIGN) {
             pinio_diag_set(diag, -EINVAL,
-                           "cuda sink: device pointer 0x%llx for tensor '%s' is not aligned to "
-                           "%u bytes", (unsigned long long)c->dptrs[i], t->name, DEV_ALIGN);
+                           "%s sink: device pointer 0x%llx for tensor '%s' is not aligned to "
+                           "%u bytes", a->drv.api->tag, (unsigned long long)c->dptrs[i], t->name,
+                           DEV_ALIGN);
             return -EINVAL;
         }
         off = (off + DEV_ALIGN - 1) / DEV_ALIGN * DEV_ALIGN;
@@ -168,9 +157,9 @@ static int place_tensors(pinio_gpu_arena *a, const pinio_plan *plan, const pinio
     }
     if (c->dptrs || off == 0)
         return 0;
-    CUresult r = a->cu.MemAlloc(&a->base, (size_t)off);
+    CUresult r = a->drv.MemAlloc(&a->base, (size_t)off);
     if (r != CUDA_SUCCESS)
-        return pinio__cuda_fail(&a->cu, r, "cuMemAlloc_v2 of the tensors' device arena", diag);
+        return pinio__gpu_fail(&a->drv, r, a->drv.sym.MemAlloc, diag);
     a->info.arena_bytes = off;
     for (size_t i = 0; i < a->n; i++)
         a->dptr[i] += a->base;
@@ -179,48 +168,50 @@ static int place_tensors(pinio_gpu_arena *a, const pinio_plan *plan, const pinio
 
 static int open_device(pinio_gpu_arena *a, const pinio_sink_gpu_cfg *c, pinio_diag *diag)
 {
-    CUresult r = c->pci_bus_id ? a->cu.DeviceGetByPCIBusId(&a->dev, c->pci_bus_id)
-                               : a->cu.DeviceGet(&a->dev, c->device);
+    CUresult r = c->pci_bus_id ? a->drv.DeviceGetByPCIBusId(&a->dev, c->pci_bus_id)
+                               : a->drv.DeviceGet(&a->dev, c->device);
     if (r != CUDA_SUCCESS) {
         int count = 0;
-        a->cu.DeviceGetCount(&count);
-        int rc = pinio__cuda_fail(&a->cu, r, c->pci_bus_id ? "cuDeviceGetByPCIBusId" : "cuDeviceGet",
-                                  diag);
+        a->drv.DeviceGetCount(&count);
+        int rc = pinio__gpu_fail(&a->drv, r,
+                                 c->pci_bus_id ? a->drv.sym.DeviceGetByPCIBusId : a->drv.sym.DeviceGet,
+                                 diag);
         if (c->pci_bus_id)
-            pinio_diag_set(diag, rc, "cuda: no device at PCI bus id %s (%d device%s)",
-                           c->pci_bus_id, count, count == 1 ? "" : "s");
+            pinio_diag_set(diag, rc, "%s: no device at PCI bus id %s (%d device%s)",
+                           a->drv.api->tag, c->pci_bus_id, count, count == 1 ? "" : "s");
         else
-            pinio_diag_set(diag, rc, "cuda: no device cuda:%d (%d device%s)", c->device, count,
+            pinio_diag_set(diag, rc, "%s: no device %s:%d (%d device%s)", a->drv.api->tag,
+                           a->drv.api->tag, c->device, count,
                            count == 1 ? "" : "s");
         return rc;
     }
     a->info.device = a->dev;
-    a->cu.DriverGetVersion(&a->info.driver_version);
-    a->cu.DeviceGetPCIBusId(a->info.pci_bus_id, (int)sizeof(a->info.pci_bus_id), a->dev);
-    r = a->cu.DevicePrimaryCtxRetain(&a->ctx, a->dev);
+    a->drv.DriverGetVersion(&a->info.driver_version);
+    a->drv.DeviceGetPCIBusId(a->info.pci_bus_id, (int)sizeof(a->info.pci_bus_id), a->dev);
+    r = a->drv.DevicePrimaryCtxRetain(&a->ctx, a->dev);
     if (r != CUDA_SUCCESS)
-        return pinio__cuda_fail(&a->cu, r, "cuDevicePrimaryCtxRetain", diag);
+        return pinio__gpu_fail(&a->drv, r, a->drv.sym.DevicePrimaryCtxRetain, diag);
     a->ctx_retained = true;
     return 0;
 }
 
-static void cuda_close(void *priv, bool ok)
+void pinio__gpu_sink_close(void *priv, bool ok)
 {
-    cudasink *s = priv;
+    pinio__gpusink *s = priv;
     pinio_gpu_arena *a = s->a;
     if (a && s->pushed) {
         if (s->stream)
-            a->cu.StreamSynchronize(s->stream); /* nothing may read a slot past here */
+            a->drv.StreamSynchronize(s->stream); /* nothing may read a slot past here */
         for (unsigned i = 0; s->ev && i < s->nslots; i++)
             if (s->ev[i])
-                a->cu.EventDestroy(s->ev[i]);
+                a->drv.EventDestroy(s->ev[i]);
         if (s->stream)
-            a->cu.StreamDestroy(s->stream);
+            a->drv.StreamDestroy(s->stream);
         for (unsigned i = 0; s->reg && i < s->nslots; i++)
             if (s->reg[i] == 1)
-                a->cu.MemHostUnregister(s->slots[i]);
+                a->drv.MemHostUnregister(s->slots[i]);
         CUcontext popped;
-        a->cu.CtxPopCurrent(&popped);
+        a->drv.CtxPopCurrent(&popped);
     }
     if (ok && s->out && a)
         *s->out = a;
@@ -231,12 +222,14 @@ static void cuda_close(void *priv, bool ok)
     free(s->slots);
 }
 
-static int cuda_open(void *priv, const void *cfg, const pinio_sink_setup *su, pinio_diag *diag)
+int pinio__gpu_sink_open(void *priv, const pinio__gpu_api *api, const void *cfg,
+                         const pinio_sink_setup *su, pinio_diag *diag)
 {
-    cudasink *s = priv;
+    pinio__gpusink *s = priv;
     const pinio_sink_gpu_cfg *c = cfg;
     if (!c || !c->out) {
-        pinio_diag_set(diag, -EINVAL, "cuda sink: no place for the result (pinio_sink_gpu_cfg.out)");
+        pinio_diag_set(diag, -EINVAL, "%s sink: no place for the result (pinio_sink_gpu_cfg.out)",
+                       api->tag);
         return -EINVAL;
     }
     s->out = c->out;
@@ -251,55 +244,55 @@ static int cuda_open(void *priv, const void *cfg, const pinio_sink_setup *su, pi
     for (unsigned i = 0; rc == 0 && i < su->nslots; i++)
         s->slots[i] = su->slots[i];
     if (rc == 0)
-        rc = pinio__cuda_open(&s->a->cu, diag);
+        rc = pinio__gpu_open(&s->a->drv, api, diag);
     if (rc < 0) {
         free(s->a); /* nothing open in it */
         s->a = NULL;
     }
     if (rc == 0)
         rc = open_device(s->a, c, diag);
-    pinio__cuda *cu = s->a ? &s->a->cu : NULL;
+    pinio__gpu *drv = s->a ? &s->a->drv : NULL;
     if (rc == 0) {
-        CUresult r = cu->CtxPushCurrent(s->a->ctx);
-        rc = r == CUDA_SUCCESS ? 0 : pinio__cuda_fail(cu, r, "cuCtxPushCurrent_v2", diag);
+        CUresult r = drv->CtxPushCurrent(s->a->ctx);
+        rc = r == CUDA_SUCCESS ? 0 : pinio__gpu_fail(drv, r, drv->sym.CtxPushCurrent, diag);
         s->pushed = rc == 0;
     }
     if (rc == 0)
         rc = place_tensors(s->a, s->plan, c, diag);
     if (rc == 0) {
-        CUresult r = cu->StreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
-        rc = r == CUDA_SUCCESS ? 0 : pinio__cuda_fail(cu, r, "cuStreamCreate", diag);
+        CUresult r = drv->StreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
+        rc = r == CUDA_SUCCESS ? 0 : pinio__gpu_fail(drv, r, drv->sym.StreamCreate, diag);
     }
     for (unsigned i = 0; rc == 0 && i < s->nslots; i++) {
-        CUresult r = cu->EventCreate(&s->ev[i], CU_EVENT_DISABLE_TIMING);
-        rc = r == CUDA_SUCCESS ? 0 : pinio__cuda_fail(cu, r, "cuEventCreate", diag);
+        CUresult r = drv->EventCreate(&s->ev[i], CU_EVENT_DISABLE_TIMING);
+        rc = r == CUDA_SUCCESS ? 0 : pinio__gpu_fail(drv, r, drv->sym.EventCreate, diag);
     }
     if (s->a)
         s->a->info.tensors = s->a->n;
     if (rc < 0)
-        cuda_close(s, false);
+        pinio__gpu_sink_close(s, false);
     return rc;
 }
 
-static int register_slot(cudasink *s, unsigned slot, pinio_diag *diag)
+static int register_slot(pinio__gpusink *s, unsigned slot, pinio_diag *diag)
 {
     pinio_gpu_arena *a = s->a;
-    CUresult r = a->cu.MemHostRegister(s->slots[slot], s->slot_size, CU_MEMHOSTREGISTER_PORTABLE);
+    CUresult r = a->drv.MemHostRegister(s->slots[slot], s->slot_size, CU_MEMHOSTREGISTER_PORTABLE);
     if (r == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) {
         s->reg[slot] = -1;
         a->info.slots_preregistered++;
         return 0;
     }
     if (r != CUDA_SUCCESS)
-        return pinio__cuda_fail(&a->cu, r, "cuMemHostRegister_v2 of a staging slot", diag);
+        return pinio__gpu_fail(&a->drv, r, a->drv.sym.MemHostRegister, diag);
     s->reg[slot] = 1;
     a->info.slots_registered++;
     return 0;
 }
 
-static int cuda_chunk(void *priv, const pinio_sink_chunk *c, pinio_diag *diag)
+int pinio__gpu_sink_chunk(void *priv, const pinio_sink_chunk *c, pinio_diag *diag)
 {
-    cudasink *s = priv;
+    pinio__gpusink *s = priv;
     pinio_gpu_arena *a = s->a;
     int rc = s->reg[c->slot] ? 0 : register_slot(s, c->slot, diag);
     if (rc < 0)
@@ -309,52 +302,59 @@ static int cuda_chunk(void *priv, const pinio_sink_chunk *c, pinio_diag *diag)
     size_t cur = 0;
     pinio_sink_fragment f;
     while (pinio_sink_next_fragment(s->plan, c, &cur, &f)) {
-        CUresult r = a->cu.MemcpyHtoDAsync(a->dptr[f.tensor] + f.offset, f.data, f.len, s->stream);
+        CUresult r = a->drv.MemcpyHtoDAsync(a->dptr[f.tensor] + f.offset, f.data, f.len, s->stream);
         if (r != CUDA_SUCCESS) {
             pinio_diag why = { 0 };
-            rc = pinio__cuda_fail(&a->cu, r, "cuMemcpyHtoDAsync_v2", &why);
-            pinio_diag_set(diag, rc, "cuda: copying tensor '%s' bytes [%llu, +%zu): %s", f.t->name,
+            rc = pinio__gpu_fail(&a->drv, r, a->drv.sym.MemcpyHtoDAsync, &why);
+            pinio_diag_set(diag, rc, "%s: copying tensor '%s' bytes [%llu, +%zu): %s", a->drv.api->tag, f.t->name,
                            (unsigned long long)f.offset, f.len, why.msg);
             return rc;
         }
         a->info.copies++;
     }
-    CUresult r = a->cu.EventRecord(s->ev[c->slot], s->stream);
-    return r == CUDA_SUCCESS ? 0 : pinio__cuda_fail(&a->cu, r, "cuEventRecord", diag);
+    CUresult r = a->drv.EventRecord(s->ev[c->slot], s->stream);
+    return r == CUDA_SUCCESS ? 0 : pinio__gpu_fail(&a->drv, r, a->drv.sym.EventRecord, diag);
 }
 
-static int cuda_slot_wait(void *priv, unsigned slot, pinio_diag *diag)
+int pinio__gpu_sink_slot_wait(void *priv, unsigned slot, pinio_diag *diag)
 {
-    cudasink *s = priv;
-    CUresult r = s->a->cu.EventSynchronize(s->ev[slot]);
-    return r == CUDA_SUCCESS ? 0 : pinio__cuda_fail(&s->a->cu, r, "cuEventSynchronize", diag);
+    pinio__gpusink *s = priv;
+    CUresult r = s->a->drv.EventSynchronize(s->ev[slot]);
+    return r == CUDA_SUCCESS ? 0 : pinio__gpu_fail(&s->a->drv, r, s->a->drv.sym.EventSynchronize, diag);
 }
 
-static int cuda_finish(void *priv, pinio_diag *diag)
+int pinio__gpu_sink_finish(void *priv, pinio_diag *diag)
 {
-    cudasink *s = priv;
-    CUresult r = s->a->cu.StreamSynchronize(s->stream);
+    pinio__gpusink *s = priv;
+    CUresult r = s->a->drv.StreamSynchronize(s->stream);
     if (r != CUDA_SUCCESS)
-        return pinio__cuda_fail(&s->a->cu, r, "cuStreamSynchronize", diag);
+        return pinio__gpu_fail(&s->a->drv, r, s->a->drv.sym.StreamSynchronize, diag);
     if (s->t_first)
         s->a->info.h2d_seconds = now_s() - s->t_first;
     return 0;
 }
 
-int pinio_gpu_devices(pinio_gpu_device *out, size_t cap, size_t *n, int *driver_version,
-                       pinio_diag *diag)
+int pinio_gpu_devices(const char *api_name, pinio_gpu_device *out, size_t cap, size_t *n,
+                      int *driver_version, pinio_diag *diag)
 {
     *n = 0;
-    pinio__cuda cu;
-    int rc = pinio__cuda_open(&cu, diag);
+    const pinio__gpu_api *api = api_name && strcmp(api_name, "hip") == 0    ? &pinio__hip_api
+                                : !api_name || strcmp(api_name, "cuda") == 0 ? &pinio__cuda_api
+                                                                             : NULL;
+    if (!api) {
+        pinio_diag_set(diag, -EINVAL, "no GPU API called '%s' (cuda, hip)", api_name);
+        return -EINVAL;
+    }
+    pinio__gpu drv;
+    int rc = pinio__gpu_open(&drv, api, diag);
     if (rc < 0)
         return rc;
     int count = 0;
-    CUresult r = cu.DeviceGetCount(&count);
+    CUresult r = drv.DeviceGetCount(&count);
     if (r != CUDA_SUCCESS)
-        rc = pinio__cuda_fail(&cu, r, "cuDeviceGetCount", diag);
+        rc = pinio__gpu_fail(&drv, r, drv.sym.DeviceGetCount, diag);
     if (driver_version)
-        cu.DriverGetVersion(driver_version);
+        drv.DriverGetVersion(driver_version);
     for (int i = 0; rc == 0 && i < count && (size_t)i < cap; i++) {
         pinio_gpu_device *d = &out[i];
         memset(d, 0, sizeof(*d));
@@ -362,24 +362,24 @@ int pinio_gpu_devices(pinio_gpu_device *out, size_t cap, size_t *n, int *driver_
         d->node = -1;
         CUdevice dev;
         size_t mem = 0;
-        if (cu.DeviceGet(&dev, i) != CUDA_SUCCESS)
+        if (drv.DeviceGet(&dev, i) != CUDA_SUCCESS)
             continue;
-        cu.DeviceGetName(d->name, (int)sizeof(d->name), dev);
-        cu.DeviceGetPCIBusId(d->pci_bus_id, (int)sizeof(d->pci_bus_id), dev);
-        if (cu.DeviceTotalMem(&mem, dev) == CUDA_SUCCESS)
+        drv.DeviceGetName(d->name, (int)sizeof(d->name), dev);
+        drv.DeviceGetPCIBusId(d->pci_bus_id, (int)sizeof(d->pci_bus_id), dev);
+        if (drv.DeviceTotalMem(&mem, dev) == CUDA_SUCCESS)
             d->memory = mem;
         if (d->pci_bus_id[0] && pinio_topo_node_of_pci(NULL, d->pci_bus_id, &d->node, NULL) < 0)
             d->node = -1;
     }
     if (rc == 0)
         *n = (size_t)count;
-    pinio__cuda_close(&cu);
+    pinio__gpu_close(&drv);
     return rc;
 }
 
 /* The GPU's NUMA node, from sysfs of its PCI bus id: the driver is opened
  * for the id when the config names the device by ordinal. -1: unknown. */
-static int cuda_prefer_node(const void *cfg)
+int pinio__gpu_sink_prefer_node(const pinio__gpu_api *api, const void *cfg)
 {
     const pinio_sink_gpu_cfg *c = cfg;
     char bus[32] = "";
@@ -388,29 +388,17 @@ static int cuda_prefer_node(const void *cfg)
     if (c->pci_bus_id) {
         snprintf(bus, sizeof(bus), "%s", c->pci_bus_id);
     } else {
-        pinio__cuda cu;
+        pinio__gpu drv;
         CUdevice dev;
-        if (pinio__cuda_open(&cu, NULL) < 0)
+        if (pinio__gpu_open(&drv, api, NULL) < 0)
             return -1; /* open() says why, with the whole message */
-        if (cu.DeviceGet(&dev, c->device) != CUDA_SUCCESS ||
-            cu.DeviceGetPCIBusId(bus, (int)sizeof(bus), dev) != CUDA_SUCCESS)
+        if (drv.DeviceGet(&dev, c->device) != CUDA_SUCCESS ||
+            drv.DeviceGetPCIBusId(bus, (int)sizeof(bus), dev) != CUDA_SUCCESS)
             bus[0] = '\0';
-        pinio__cuda_close(&cu);
+        pinio__gpu_close(&drv);
     }
     int node = -1;
     if (!bus[0] || pinio_topo_node_of_pci(NULL, bus, &node, NULL) < 0)
         return -1;
     return node;
 }
-
-const pinio_sink pinio_sink_cuda = {
-    .name = "cuda",
-    .description = "every tensor to a CUDA device at its own 256-byte aligned address",
-    .priv_size = sizeof(cudasink),
-    .open = cuda_open,
-    .chunk = cuda_chunk,
-    .slot_wait = cuda_slot_wait,
-    .finish = cuda_finish,
-    .close = cuda_close,
-    .prefer_node = cuda_prefer_node,
-};

@@ -1,102 +1,108 @@
 /*
- * Loading the CUDA driver at run time (see cuda_dl.h for the ABI rules).
+ * Loading a GPU driver at run time (see gpu_dl.h for the ABI rules).
  *
  * Why libcuda.so.1 and never libcuda.so: the unversioned name is a
  * development symlink, or the toolkit's stub (which answers every call
  * with CUDA_ERROR_STUB_LIBRARY); containers often mount only the .so.1.
- * PINIO_CUDA_LIB names another path (NixOS, WSL, Apptainer keep the driver
- * elsewhere; the tests point it at their fake driver).
+ * HIP's runtime is libamdhip64.so, versioned .so.7/.so.6 where no
+ * development package installed the plain name. A variable names another
+ * path (NixOS, WSL, Apptainer keep the driver elsewhere; the tests point
+ * it at their test drivers).
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "src/stream/gpu_dl.h"
 
-/* Entry name -> its field, versioned symbol names where they exist. */
-#define CUDA_SYMS(X)                                             \
-    X(Init, "cuInit")                                            \
-    X(DriverGetVersion, "cuDriverGetVersion")                    \
-    X(DeviceGetCount, "cuDeviceGetCount")                        \
-    X(DeviceGet, "cuDeviceGet")                                  \
-    X(DeviceGetByPCIBusId, "cuDeviceGetByPCIBusId")              \
-    X(DeviceGetPCIBusId, "cuDeviceGetPCIBusId")                  \
-    X(DeviceGetName, "cuDeviceGetName")                          \
-    X(DeviceTotalMem, "cuDeviceTotalMem_v2")                     \
-    X(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")        \
-    X(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2")   \
-    X(CtxPushCurrent, "cuCtxPushCurrent_v2")                     \
-    X(CtxPopCurrent, "cuCtxPopCurrent_v2")                       \
-    X(MemHostRegister, "cuMemHostRegister_v2")                   \
-    X(MemHostUnregister, "cuMemHostUnregister")                  \
-    X(MemAlloc, "cuMemAlloc_v2")                                 \
-    X(MemFree, "cuMemFree_v2")                                   \
-    X(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")                   \
-    X(MemcpyDtoH, "cuMemcpyDtoH_v2")                             \
-    X(StreamCreate, "cuStreamCreate")                            \
-    X(StreamDestroy, "cuStreamDestroy_v2")                       \
-    X(StreamSynchronize, "cuStreamSynchronize")                  \
-    X(EventCreate, "cuEventCreate")                              \
-    X(EventDestroy, "cuEventDestroy_v2")                         \
-    X(EventRecord, "cuEventRecord")                              \
-    X(EventSynchronize, "cuEventSynchronize")                    \
-    X(GetErrorName, "cuGetErrorName")                            \
-    X(GetErrorString, "cuGetErrorString")
+static const char *const cuda_libs[] = { "libcuda.so.1", NULL };
+static const char *const hip_libs[] = { "libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6",
+                                        NULL };
 
-int pinio__cuda_open(pinio__cuda *cu, pinio_diag *diag)
+const pinio__gpu_api pinio__cuda_api = {
+    .tag = "cuda", .name = "CUDA", .libs = cuda_libs, .lib_env = "PINIO_CUDA_LIB", .hip = false,
+};
+const pinio__gpu_api pinio__hip_api = {
+    .tag = "hip", .name = "HIP", .libs = hip_libs, .lib_env = "PINIO_HIP_LIB", .hip = true,
+};
+
+static void *open_lib(const pinio__gpu_api *api, const char **path, pinio_diag *diag)
 {
-    memset(cu, 0, sizeof(*cu));
-    const char *path = getenv(PINIO_CUDA_LIB_ENV);
-    if (!path || !*path)
-        path = "libcuda.so.1";
-    cu->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!cu->lib) {
-        const char *e = dlerror();
-        pinio_diag_set(diag, -ENODEV, "no CUDA driver: %s (%s names another library)",
-                       e ? e : path, PINIO_CUDA_LIB_ENV);
-        return -ENODEV;
+    const char *env = getenv(api->lib_env);
+    const char *const one[] = { env, NULL };
+    const char *const *libs = env && *env ? one : api->libs;
+    char first[256] = "";
+    for (size_t i = 0; libs[i]; i++) {
+        void *h = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
+        if (h) {
+            *path = libs[i];
+            return h;
+        }
+        if (!first[0]) { /* the first failure is the telling one */
+            const char *e = dlerror();
+            snprintf(first, sizeof(first), "%s", e ? e : libs[i]);
+        }
     }
-#define RESOLVE(field, sym)                                                                   \
-    *(void **)&cu->field = dlsym(cu->lib, sym);                                               \
-    if (!cu->field) {                                                                         \
-        pinio_diag_set(diag, -ENODEV, "no usable CUDA driver: %s lacks %s (driver too old?)", \
-                       path, sym);                                                            \
-        pinio__cuda_close(cu);                                                                \
+    pinio_diag_set(diag, -ENODEV, "no %s driver: %s (%s names another library)", api->name,
+                   first, api->lib_env);
+    return NULL;
+}
+
+int pinio__gpu_open(pinio__gpu *g, const pinio__gpu_api *api, pinio_diag *diag)
+{
+    memset(g, 0, sizeof(*g));
+    g->api = api;
+    const char *path = NULL;
+    g->lib = open_lib(api, &path, diag);
+    if (!g->lib)
+        return -ENODEV;
+#define RESOLVE(f, ret, args, cu_sym, hip_sym, opt)                                                   \
+    g->sym.f = api->hip ? hip_sym : cu_sym;                                                           \
+    *(void **)&g->f = dlsym(g->lib, g->sym.f);                                                \
+    if (!g->f && !(opt)) {                                                                    \
+        pinio_diag_set(diag, -ENODEV, "no usable %s driver: %s lacks %s (driver too old?)",   \
+                       api->name, path, g->sym.f);                                            \
+        pinio__gpu_close(g);                                                                  \
         return -ENODEV;                                                                       \
     }
-    CUDA_SYMS(RESOLVE)
+    PINIO_GPU_SYMS(RESOLVE)
 #undef RESOLVE
-    CUresult r = cu->Init(0);
+    CUresult r = g->Init(0);
     if (r != CUDA_SUCCESS) {
-        int rc = pinio__cuda_fail(cu, r, "cuInit", diag);
-        if (r == CUDA_ERROR_STUB_LIBRARY)
-            pinio_diag_set(diag, -ENODEV, "no CUDA driver: %s is the toolkit's stub library, "
+        int rc = pinio__gpu_fail(g, r, g->sym.Init, diag);
+        if (r == CUDA_ERROR_STUB_LIBRARY && !api->hip) {
+            rc = -ENODEV;
+            pinio_diag_set(diag, rc, "no CUDA driver: %s is the toolkit's stub library, "
                            "not the driver", path);
-        pinio__cuda_close(cu);
-        return r == CUDA_ERROR_STUB_LIBRARY ? -ENODEV : rc;
+        }
+        pinio__gpu_close(g);
+        return rc;
     }
     return 0;
 }
 
-void pinio__cuda_close(pinio__cuda *cu)
+void pinio__gpu_close(pinio__gpu *g)
 {
-    if (cu->lib)
-        dlclose(cu->lib);
-    memset(cu, 0, sizeof(*cu));
+    if (g->lib)
+        dlclose(g->lib);
+    const pinio__gpu_api *api = g->api;
+    memset(g, 0, sizeof(*g));
+    g->api = api;
 }
 
-int pinio__cuda_fail(const pinio__cuda *cu, CUresult r, const char *call, pinio_diag *diag)
+int pinio__gpu_fail(const pinio__gpu *g, CUresult r, const char *call, pinio_diag *diag)
 {
     const char *name = NULL, *text = NULL;
-    if (cu->GetErrorName)
-        cu->GetErrorName(r, &name);
-    if (cu->GetErrorString)
-        cu->GetErrorString(r, &text);
+    if (g->GetErrorName)
+        g->GetErrorName(r, &name);
+    if (g->GetErrorString)
+        g->GetErrorString(r, &text);
     int rc = r == CUDA_ERROR_OUT_OF_MEMORY                                 ? -ENOMEM
              : r == CUDA_ERROR_NO_DEVICE || r == CUDA_ERROR_INVALID_DEVICE ? -ENODEV
                                                                            : -EIO;
-    pinio_diag_set(diag, rc, "cuda: %s failed: %s (%d): %s", call, name ? name : "CUDA_ERROR",
-                   r, text ? text : "no description");
+    pinio_diag_set(diag, rc, "%s: %s failed: %s (%d): %s", g->api->tag, call,
+                   name ? name : "error", r, text ? text : "no description");
     return rc;
 }

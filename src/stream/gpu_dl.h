@@ -1,15 +1,24 @@
-/* The CUDA driver API subset the CUDA sink uses, loaded at run time.
+/* The GPU driver API subset the CUDA and HIP sinks use, loaded at run time.
  *
- * No CUDA header is needed to build: the types are the driver's ABI
+ * No CUDA or HIP header is needed to build: the types are the drivers' ABI
  * (CUresult an int, CUdevice an int, CUdeviceptr 64-bit, handles opaque
- * pointers) and the symbols are the versioned names cuda.h #defines the
- * plain ones to. The unversioned legacy names (cuMemAlloc,
+ * pointers) and the CUDA symbols are the versioned names cuda.h #defines
+ * the plain ones to. The unversioned legacy names (cuMemAlloc,
  * cuMemcpyHtoDAsync, cuCtxPushCurrent, ...) still resolve in every driver
  * but are the pre-3.2 ABIs with a 32-bit CUdeviceptr: never dlsym them
- * (gpu-python-peers.md §2.1). */
+ * (gpu-python-peers.md §2.1).
+ *
+ * HIP (libamdhip64) mirrors the subset name for name (§2.4) with the same
+ * error codes for what the sink tests (2, 100, 101, 600, 712) and the same
+ * flag values for what it passes (Portable 0x1, NonBlocking 0x1,
+ * DisableTiming 0x2); its one type difference, hipDeviceptr_t being void *
+ * where CUdeviceptr is a 64-bit integer, has the same size and register
+ * class on the LP64 ABIs Linux runs (x86-64 SysV, AArch64), so one table
+ * serves both. */
 #ifndef PINIO_SRC_STREAM_GPU_DL_H
 #define PINIO_SRC_STREAM_GPU_DL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,51 +41,86 @@ typedef struct CUevent_st *CUevent;
 #define CU_STREAM_NON_BLOCKING 0x1
 #define CU_EVENT_DISABLE_TIMING 0x2
 
-/* The driver: one table of entry points, filled by pinio__cuda_open(). */
-typedef struct pinio__cuda {
+/* Entry -> its CUDA and HIP symbols; optional entries may be missing. */
+#define PINIO_GPU_SYMS(X)                                                                 \
+    X(Init, CUresult, (unsigned), "cuInit", "hipInit", 0)                                 \
+    X(DriverGetVersion, CUresult, (int *), "cuDriverGetVersion", "hipDriverGetVersion", 0) \
+    X(DeviceGetCount, CUresult, (int *), "cuDeviceGetCount", "hipGetDeviceCount", 0)      \
+    X(DeviceGet, CUresult, (CUdevice *, int), "cuDeviceGet", "hipDeviceGet", 0)           \
+    X(DeviceGetByPCIBusId, CUresult, (CUdevice *, const char *), "cuDeviceGetByPCIBusId", \
+      "hipDeviceGetByPCIBusId", 0)                                                        \
+    X(DeviceGetPCIBusId, CUresult, (char *, int, CUdevice), "cuDeviceGetPCIBusId",        \
+      "hipDeviceGetPCIBusId", 0)                                                          \
+    X(DeviceGetName, CUresult, (char *, int, CUdevice), "cuDeviceGetName",                \
+      "hipDeviceGetName", 0)                                                              \
+    X(DeviceTotalMem, CUresult, (size_t *, CUdevice), "cuDeviceTotalMem_v2",              \
+      "hipDeviceTotalMem", 0)                                                             \
+    X(DevicePrimaryCtxRetain, CUresult, (CUcontext *, CUdevice), "cuDevicePrimaryCtxRetain", \
+      "hipDevicePrimaryCtxRetain", 0)                                                     \
+    X(DevicePrimaryCtxRelease, CUresult, (CUdevice), "cuDevicePrimaryCtxRelease_v2",      \
+      "hipDevicePrimaryCtxRelease", 0)                                                    \
+    X(CtxPushCurrent, CUresult, (CUcontext), "cuCtxPushCurrent_v2", "hipCtxPushCurrent", 0) \
+    X(CtxPopCurrent, CUresult, (CUcontext *), "cuCtxPopCurrent_v2", "hipCtxPopCurrent", 0) \
+    X(MemHostRegister, CUresult, (void *, size_t, unsigned), "cuMemHostRegister_v2",      \
+      "hipHostRegister", 0)                                                               \
+    X(MemHostUnregister, CUresult, (void *), "cuMemHostUnregister", "hipHostUnregister", 0) \
+    X(MemAlloc, CUresult, (CUdeviceptr *, size_t), "cuMemAlloc_v2", "hipMalloc", 0)       \
+    X(MemFree, CUresult, (CUdeviceptr), "cuMemFree_v2", "hipFree", 0)                     \
+    X(MemcpyHtoDAsync, CUresult, (CUdeviceptr, const void *, size_t, CUstream),           \
+      "cuMemcpyHtoDAsync_v2", "hipMemcpyHtoDAsync", 0)                                    \
+    X(MemcpyDtoH, CUresult, (void *, CUdeviceptr, size_t), "cuMemcpyDtoH_v2",             \
+      "hipMemcpyDtoH", 0)                                                                 \
+    X(StreamCreate, CUresult, (CUstream *, unsigned), "cuStreamCreate",                   \
+      "hipStreamCreateWithFlags", 0)                                                      \
+    X(StreamDestroy, CUresult, (CUstream), "cuStreamDestroy_v2", "hipStreamDestroy", 0)   \
+    X(StreamSynchronize, CUresult, (CUstream), "cuStreamSynchronize",                     \
+      "hipStreamSynchronize", 0)                                                          \
+    X(EventCreate, CUresult, (CUevent *, unsigned), "cuEventCreate",                      \
+      "hipEventCreateWithFlags", 0)                                                       \
+    X(EventDestroy, CUresult, (CUevent), "cuEventDestroy_v2", "hipEventDestroy", 0)       \
+    X(EventRecord, CUresult, (CUevent, CUstream), "cuEventRecord", "hipEventRecord", 0)   \
+    X(EventSynchronize, CUresult, (CUevent), "cuEventSynchronize", "hipEventSynchronize", 0) \
+    X(GetErrorName, CUresult, (CUresult, const char **), "cuGetErrorName",                \
+      "hipDrvGetErrorName", 1)                                                            \
+    X(GetErrorString, CUresult, (CUresult, const char **), "cuGetErrorString",            \
+      "hipDrvGetErrorString", 1)
+
+/* Which driver: its name in messages, its libraries, its variable. */
+typedef struct pinio__gpu_api {
+    const char *tag;                /* "cuda", "hip": device names (cuda:0), messages */
+    const char *name;               /* "CUDA", "HIP" */
+    const char *const *libs;        /* tried in order */
+    const char *lib_env;            /* PINIO_CUDA_LIB, PINIO_HIP_LIB */
+    bool hip;                       /* the HIP symbol names */
+} pinio__gpu_api;
+
+extern const pinio__gpu_api pinio__cuda_api, pinio__hip_api;
+
+/* The driver: one table of entry points, filled by pinio__gpu_open(), and
+ * the symbol each came from (for messages). */
+typedef struct pinio__gpu {
     void *lib;
-    CUresult (*Init)(unsigned);
-    CUresult (*DriverGetVersion)(int *);
-    CUresult (*DeviceGetCount)(int *);
-    CUresult (*DeviceGet)(CUdevice *, int);
-    CUresult (*DeviceGetByPCIBusId)(CUdevice *, const char *);
-    CUresult (*DeviceGetPCIBusId)(char *, int, CUdevice);
-    CUresult (*DeviceGetName)(char *, int, CUdevice);
-    CUresult (*DeviceTotalMem)(size_t *, CUdevice);          /* _v2 */
-    CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-    CUresult (*DevicePrimaryCtxRelease)(CUdevice);          /* _v2 */
-    CUresult (*CtxPushCurrent)(CUcontext);                   /* _v2 */
-    CUresult (*CtxPopCurrent)(CUcontext *);                  /* _v2 */
-    CUresult (*MemHostRegister)(void *, size_t, unsigned);   /* _v2 */
-    CUresult (*MemHostUnregister)(void *);
-    CUresult (*MemAlloc)(CUdeviceptr *, size_t);             /* _v2 */
-    CUresult (*MemFree)(CUdeviceptr);                        /* _v2 */
-    CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream); /* _v2 */
-    CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);     /* _v2 */
-    CUresult (*StreamCreate)(CUstream *, unsigned);
-    CUresult (*StreamDestroy)(CUstream);                     /* _v2 */
-    CUresult (*StreamSynchronize)(CUstream);
-    CUresult (*EventCreate)(CUevent *, unsigned);
-    CUresult (*EventDestroy)(CUevent);                       /* _v2 */
-    CUresult (*EventRecord)(CUevent, CUstream);
-    CUresult (*EventSynchronize)(CUevent);
-    CUresult (*GetErrorName)(CUresult, const char **);
-    CUresult (*GetErrorString)(CUresult, const char **);
-} pinio__cuda;
+    const pinio__gpu_api *api;
+#define PINIO_GPU_FIELD(f, ret, args, cu, hip, opt) ret(*f) args;
+    PINIO_GPU_SYMS(PINIO_GPU_FIELD)
+#undef PINIO_GPU_FIELD
+    struct {
+#define PINIO_GPU_NAME(f, ret, args, cu, hip, opt) const char *f;
+        PINIO_GPU_SYMS(PINIO_GPU_NAME)
+#undef PINIO_GPU_NAME
+    } sym;
+} pinio__gpu;
 
-/* The environment variable naming another driver library than libcuda.so.1. */
-#define PINIO_CUDA_LIB_ENV "PINIO_CUDA_LIB"
+/* Opens the driver (the api's variable, else its libraries in turn),
+ * resolves every entry and calls its Init(0). On failure nothing stays
+ * open and `diag` says "no CUDA driver: ..." (-ENODEV) or names the
+ * missing symbol / failed Init (-ENODEV for no device, -EIO otherwise). */
+int pinio__gpu_open(pinio__gpu *g, const pinio__gpu_api *api, pinio_diag *diag);
 
-/* Opens the driver (PINIO_CUDA_LIB or libcuda.so.1), resolves every entry
- * and calls cuInit(0). On failure nothing stays open and `diag` says
- * "no CUDA driver: ..." (-ENODEV) or names the missing symbol / failed
- * cuInit (-ENODEV for no device, -EIO otherwise). */
-int pinio__cuda_open(pinio__cuda *cu, pinio_diag *diag);
-
-void pinio__cuda_close(pinio__cuda *cu);
+void pinio__gpu_close(pinio__gpu *g);
 
 /* A driver result as a negative errno (-ENOMEM, -ENODEV, -EIO), with
  * `diag` naming the call and the driver's name and text for the code. */
-int pinio__cuda_fail(const pinio__cuda *cu, CUresult r, const char *call, pinio_diag *diag);
+int pinio__gpu_fail(const pinio__gpu *g, CUresult r, const char *call, pinio_diag *diag);
 
 #endif

@@ -11,6 +11,7 @@ static const pinio_sink *const sinks[] = {
     &pinio_sink_host,
     &pinio_sink_file,
     &pinio_sink_cuda,
+    &pinio_sink_hip,
 };
 
 const pinio_sink *pinio_sink_at(size_t i)

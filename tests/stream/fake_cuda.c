@@ -16,7 +16,9 @@
  * Failures are injected by FAKE_CUDA_FAIL, read at cuInit: "nodevice",
  * "stub", "alloc", "register", "copy:N" (the N-th cuMemcpyHtoDAsync, from 1),
  * "event" (cuEventSynchronize); FAKE_CUDA_DEVICES sets the device count
- * (default 1, 0 to 8). fake_cuda_stats() (dlsym'ed by the test)
+ * (default 1, 0 to 8). Built with -DFAKE_HIP it is libamdhip64.so
+ * instead: the same driver under HIP's names (the subset mirrors CUDA's
+ * name for name). fake_cuda_stats() (dlsym'ed by the test)
  * reports the counters. */
 #include <pthread.h>
 #include <stdint.h>
@@ -27,6 +29,38 @@
 #include <unistd.h>
 
 #define API __attribute__((visibility("default")))
+
+#ifdef FAKE_HIP /* HIP's name for each entry point (gpu-python-peers.md §2.4) */
+#define cuInit hipInit
+#define cuDriverGetVersion hipDriverGetVersion
+#define cuDeviceGetCount hipGetDeviceCount
+#define cuDeviceGet hipDeviceGet
+#define cuDeviceGetPCIBusId hipDeviceGetPCIBusId
+#define cuDeviceGetName hipDeviceGetName
+#define cuDeviceTotalMem_v2 hipDeviceTotalMem
+#define cuDeviceGetByPCIBusId hipDeviceGetByPCIBusId
+#define cuDevicePrimaryCtxRetain hipDevicePrimaryCtxRetain
+#define cuDevicePrimaryCtxRelease_v2 hipDevicePrimaryCtxRelease
+#define cuCtxPushCurrent_v2 hipCtxPushCurrent
+#define cuCtxPopCurrent_v2 hipCtxPopCurrent
+#define cuMemHostRegister_v2 hipHostRegister
+#define cuMemHostUnregister hipHostUnregister
+#define cuMemAlloc_v2 hipMalloc
+#define cuMemFree_v2 hipFree
+#define cuMemcpyHtoDAsync_v2 hipMemcpyHtoDAsync
+#define cuMemcpyHtoD_v2 hipMemcpyHtoD
+#define cuMemcpyDtoH_v2 hipMemcpyDtoH
+#define cuStreamCreate hipStreamCreateWithFlags
+#define cuStreamDestroy_v2 hipStreamDestroy
+#define cuStreamSynchronize hipStreamSynchronize
+#define cuEventCreate hipEventCreateWithFlags
+#define cuEventDestroy_v2 hipEventDestroy
+#define cuEventRecord hipEventRecord
+#define cuEventSynchronize hipEventSynchronize
+#define cuEventQuery hipEventQuery
+#define cuGetErrorName hipDrvGetErrorName
+#define cuGetErrorString hipDrvGetErrorString
+#endif
 
 typedef int CUresult;
 typedef int CUdevice;

@@ -14,10 +14,11 @@ typedef struct fake_stats {
 
 typedef void (*fake_stats_fn)(fake_stats *);
 
-/* Opens the test driver named by PINIO_CUDA_LIB; NULL when unset. */
-static inline fake_stats_fn fake_cuda_load(void **handle)
+/* Opens the test driver named by `env` (PINIO_CUDA_LIB, PINIO_HIP_LIB);
+ * NULL when unset. */
+static inline fake_stats_fn fake_gpu_load(const char *env, void **handle)
 {
-    const char *p = getenv("PINIO_CUDA_LIB");
+    const char *p = getenv(env);
     *handle = p ? dlopen(p, RTLD_NOW | RTLD_LOCAL) : NULL;
     return *handle ? (fake_stats_fn)(uintptr_t)dlsym(*handle, "fake_cuda_stats") : NULL;
 }

@@ -1,5 +1,5 @@
 #!/bin/sh
-# pinio load --device end to end: cuda:N through the test driver
+# pinio load --device end to end: cuda:N and hip:N through the test drivers
 # (PINIO_CUDA_LIB, set by meson), by PCI bus id, the host sink with a
 # custom --staging, --json parses with storage and H2D figures; without a
 # driver one clear line and exit 1; usage errors exit 2; --help explains;
@@ -39,6 +39,10 @@ assert d["h2d_gb_per_s"] > 0 and d["storage_gb_per_s"] > 0 and d["copies"] >= 12
 assert d["pci_bus_id"] == "0000:65:00.0", d' "$DIR/out" ||
         { echo "FAIL: load --device --json"; cat "$DIR/out"; fails=$((fails + 1)); }
 fi
+check 0 "hip:0 (HIP test driver)" "$PINIO" load --device hip:0 --staging 256Kx2 "$CK"
+has "$DIR/out" "device    hip:0" "the HIP device in the summary"
+check 1 "no HIP runtime" env PINIO_HIP_LIB="$DIR/none/libamdhip64.so" "$PINIO" load --device hip:0 "$CK"
+has "$DIR/err" "^pinio load: no HIP driver: " "one clear line for HIP"
 check 0 "host" "$PINIO" load --device host --staging 64Kx2 --filter model.layers.0 "$CK"
 has "$DIR/out" "handed to the host sink" "host summary"
 

@@ -34,7 +34,7 @@ static void setup(void)
     g.tensors = 10;
     g.seed = SEED;
     cr_assert_eq(pinio_gen_write(path, &g, NULL, NULL), 0);
-    stats = fake_cuda_load(&fake);
+    stats = fake_gpu_load("PINIO_CUDA_LIB", &fake);
     cr_assert_not_null(stats, "PINIO_CUDA_LIB names the test driver");
 }
 
@@ -274,4 +274,52 @@ Test(cuda, the_test_driver_checks_fire, .init = setup, .fini = teardown)
     SYM(fn_pop, "cuCtxPopCurrent_v2")(&ctx);
     SYM(fn_release, "cuDevicePrimaryCtxRelease_v2")(0);
     unsetenv("FAKE_CUDA_DELAY_US");
+}
+
+/* HIP: the same sink body through HIP's names (the test driver built as
+ * libamdhip64.so); its absence is one clear line too. */
+Test(hip, no_runtime_is_one_clear_line, .init = setup, .fini = teardown)
+{
+    setenv("PINIO_HIP_LIB", "/var/tmp/pinio-no-such-dir/libamdhip64.so", 1);
+    pinio_gpu_arena *a = NULL;
+    pinio_sink_gpu_cfg cc = { .out = &a };
+    pinio_stream_opts o;
+    pinio_stream_opts_default(&o);
+    pinio_diag d = { 0 };
+    const char *in = path;
+    cr_expect_eq(pinio_stream(&in, 1, &o, &pinio_sink_hip, &cc, NULL, &d), -ENODEV);
+    cr_expect(strncmp(d.msg, "no HIP driver: ", 15) == 0, "%s", d.msg);
+    cr_expect(strstr(d.msg, "PINIO_HIP_LIB") != NULL, "%s", d.msg);
+}
+
+Test(hip, failures_name_hip_calls, .init = setup, .fini = teardown)
+{
+    void *hip = NULL;
+    fake_stats_fn hstats = fake_gpu_load("PINIO_HIP_LIB", &hip);
+    cr_assert_not_null(hstats, "PINIO_HIP_LIB names the HIP test driver");
+    static const struct { const char *inject; int code; const char *words; } cases[] = {
+        { "alloc", -ENOMEM, "hip: hipMalloc failed" },
+        { "register", -ENOMEM, "hipHostRegister" },
+        { "event", -EIO, "hipEventSynchronize" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        setenv("FAKE_CUDA_FAIL", cases[i].inject, 1);
+        pinio_gpu_arena *a = NULL;
+        pinio_sink_gpu_cfg cc = { .device = 0, .out = &a };
+        pinio_stream_opts o;
+        pinio_stream_opts_default(&o);
+        o.slot_size = 64u << 10;
+        o.slots = 2;
+        pinio_diag d = { 0 };
+        const char *in = path;
+        cr_expect_eq(pinio_stream(&in, 1, &o, &pinio_sink_hip, &cc, NULL, &d), cases[i].code,
+                     "%s: %s", cases[i].inject, d.msg);
+        cr_expect(strstr(d.msg, cases[i].words) != NULL, "'%s' in: %s", cases[i].words, d.msg);
+        fake_stats fs;
+        hstats(&fs);
+        cr_expect(fs.allocs_live == 0 && fs.registered_live == 0 && fs.ctx_retained == 0 &&
+                      fs.streams_live == 0, "%s: something left on the HIP driver", cases[i].inject);
+    }
+    unsetenv("FAKE_CUDA_FAIL");
+    dlclose(hip);
 }

@@ -311,16 +311,18 @@ static void body(const char *sink_name, unsigned shards, size_t slot_size, unsig
     pinio_sink_gpu_cfg cc = { .device = 0, .out = &arena };
     void *fake = NULL;
     fake_stats_fn stats = NULL;
-    if (strcmp(sink_name, "cuda") == 0) {
-        stats = fake_cuda_load(&fake);
-        cr_assert_not_null(stats, "the test driver (PINIO_CUDA_LIB) loads");
+    bool gpu = strcmp(sink_name, "cuda") == 0 || strcmp(sink_name, "hip") == 0;
+    if (gpu) {
+        const char *env = sink_name[0] == 'c' ? "PINIO_CUDA_LIB" : "PINIO_HIP_LIB";
+        stats = fake_gpu_load(env, &fake);
+        cr_assert_not_null(stats, "the test driver (%s) loads", env);
     }
     const pinio_sink *sink = strcmp(sink_name, "async") == 0 ? &async_test_sink
                                                               : pinio_sink_find(sink_name);
     cr_assert_not_null(sink);
     const void *cfg = sink == &pinio_sink_host   ? (const void *)&hc
                       : sink == &pinio_sink_file ? (const void *)&fc
-                      : sink == &pinio_sink_cuda ? (const void *)&cc
+                      : gpu                      ? (const void *)&cc
                                                  : (const void *)&g;
     pinio_stream_report rep;
     pinio_diag d = { 0 };
@@ -331,7 +333,7 @@ static void body(const char *sink_name, unsigned shards, size_t slot_size, unsig
     cr_expect_eq(rep.ring_bytes, (uint64_t)slots * slot_size);
     cr_expect_eq(rep.files, shards < 2 ? 1u : shards);
     cr_expect(rep.read_bytes >= rep.bytes);
-    if (sink == &pinio_sink_cuda)
+    if (gpu)
         check_device(arena, &g, stats, slots);
     if (sink == &pinio_sink_file) {
         check_copies(src, shards);
@@ -384,6 +386,7 @@ SINK_TESTS(host, "host")
 SINK_TESTS(file, "file")
 SINK_TESTS(async, "async")
 SINK_TESTS(cuda, "cuda")
+SINK_TESTS(hip, "hip")
 
 /* ---- around the body ------------------------------------------------ */
 
@@ -522,9 +525,10 @@ Test(stream, sink_table)
     cr_expect_eq(pinio_sink_find("host"), &pinio_sink_host);
     cr_expect_eq(pinio_sink_find("file"), &pinio_sink_file);
     cr_expect_eq(pinio_sink_find("cuda"), &pinio_sink_cuda);
+    cr_expect_eq(pinio_sink_find("hip"), &pinio_sink_hip);
     cr_expect_null(pinio_sink_find("nope"));
     size_t n = 0;
     while (pinio_sink_at(n))
         n++;
-    cr_expect_eq(n, 3);
+    cr_expect_eq(n, 4);
 }
