@@ -163,25 +163,13 @@ static int run_load(int argc, char **argv)
             }
             break;
         case O_DIRECT:
-            if (!strcmp(optarg, "auto"))
-                opts.direct = PINIO_DIRECT_AUTO;
-            else if (!strcmp(optarg, "on"))
-                opts.direct = PINIO_DIRECT_ON;
-            else if (!strcmp(optarg, "off"))
-                opts.direct = PINIO_DIRECT_OFF;
-            else {
+            if (cli_parse_direct(optarg, &opts.direct) < 0) {
                 fprintf(stderr, "pinio load: --direct wants auto, on or off, not '%s'\n", optarg);
                 goto out;
             }
             break;
         case O_CACHE:
-            if (!strcmp(optarg, "auto"))
-                opts.cache = PINIO_CACHE_AUTO;
-            else if (!strcmp(optarg, "cold"))
-                opts.cache = PINIO_CACHE_COLD;
-            else if (!strcmp(optarg, "hot"))
-                opts.cache = PINIO_CACHE_HOT;
-            else {
+            if (cli_parse_cache(optarg, &opts.cache) < 0) {
                 fprintf(stderr, "pinio load: --cache wants auto, cold or hot, not '%s'\n", optarg);
                 goto out;
             }

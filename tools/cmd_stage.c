@@ -86,25 +86,13 @@ static int run_stage(int argc, char **argv)
             }
             break;
         case O_CACHE:
-            if (strcmp(optarg, "auto") == 0)
-                o.cache = PINIO_CACHE_AUTO;
-            else if (strcmp(optarg, "cold") == 0)
-                o.cache = PINIO_CACHE_COLD;
-            else if (strcmp(optarg, "hot") == 0)
-                o.cache = PINIO_CACHE_HOT;
-            else {
+            if (cli_parse_cache(optarg, &o.cache) < 0) {
                 fprintf(stderr, "pinio stage: --cache wants auto, cold or hot, not '%s'\n", optarg);
                 return 2;
             }
             break;
         case O_DIRECT_W:
-            if (strcmp(optarg, "auto") == 0)
-                fc.direct = PINIO_DIRECT_AUTO;
-            else if (strcmp(optarg, "on") == 0)
-                fc.direct = PINIO_DIRECT_ON;
-            else if (strcmp(optarg, "off") == 0)
-                fc.direct = PINIO_DIRECT_OFF;
-            else {
+            if (cli_parse_direct(optarg, &fc.direct) < 0) {
                 fprintf(stderr, "pinio stage: --direct wants auto, on or off, not '%s'\n", optarg);
                 return 2;
             }

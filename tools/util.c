@@ -119,3 +119,29 @@ void cli_raise_nofile(unsigned long long *from, unsigned long long *to)
             *to = (unsigned long long)rl.rlim_cur;
     }
 }
+
+int cli_parse_cache(const char *s, pinio_cache_policy *out)
+{
+    static const char *const names[] = { "auto", "cold", "hot" };
+    static const pinio_cache_policy values[] = { PINIO_CACHE_AUTO, PINIO_CACHE_COLD,
+                                                 PINIO_CACHE_HOT };
+    for (size_t i = 0; i < 3; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *out = values[i];
+            return 0;
+        }
+    return -EINVAL;
+}
+
+int cli_parse_direct(const char *s, pinio_direct_policy *out)
+{
+    static const char *const names[] = { "auto", "on", "off" };
+    static const pinio_direct_policy values[] = { PINIO_DIRECT_AUTO, PINIO_DIRECT_ON,
+                                                  PINIO_DIRECT_OFF };
+    for (size_t i = 0; i < 3; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *out = values[i];
+            return 0;
+        }
+    return -EINVAL;
+}

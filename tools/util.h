@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pinio/plan.h"
+
 /**
  * Parses a byte count: decimal digits with an optional binary suffix
  * K, M, G, T (also KiB/MiB/GiB/TiB, lower case accepted, a trailing "B" alone too).
@@ -14,6 +16,12 @@ int cli_parse_size(const char *s, uint64_t *out);
 
 /** Parses a plain unsigned decimal (or 0x hex) integer. Same returns. */
 int cli_parse_u64(const char *s, uint64_t *out);
+
+/** Parses auto|cold|hot. @return 0, or -EINVAL (`*out` untouched). */
+int cli_parse_cache(const char *s, pinio_cache_policy *out);
+
+/** Parses auto|on|off. @return 0, or -EINVAL (`*out` untouched). */
+int cli_parse_direct(const char *s, pinio_direct_policy *out);
 
 /** Formats a byte count as "1.50 GiB" into `buf`; returns `buf`. */
 const char *cli_human_bytes(char *buf, unsigned long cap, uint64_t bytes);
