@@ -488,22 +488,31 @@ API CUresult cuStreamDestroy_v2(stream *s)
     return OK;
 }
 
-API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, stream *s)
+/* A host-to-device copy's checks: from registered host memory, into one
+ * device allocation; counted. Returns its number (from 1) in `*nth`. */
+static CUresult check_h2d(CUdeviceptr dst, const void *src, size_t n, unsigned long *nth)
 {
     CUresult r = need_ctx();
     if (r)
         return r;
     pthread_mutex_lock(&mu);
-    unsigned long nth = ++st.copies;
+    *nth = ++st.copies;
     int reg = inside(host_regs, (uintptr_t)src, n) != NULL;
     int dev = inside(dev_allocs, (uintptr_t)dst, n) != NULL;
     st.unregistered += !reg;
     st.out_of_bounds += !dev;
     pthread_mutex_unlock(&mu);
-    if (fail_copy_at && (long)nth == fail_copy_at)
+    return reg && dev ? OK : INVALID_VALUE;
+}
+
+API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, stream *s)
+{
+    unsigned long nth = 0;
+    CUresult r = check_h2d(dst, src, n, &nth);
+    if (nth && fail_copy_at && (long)nth == fail_copy_at)
         return UNKNOWN;
-    if (!reg || !dev || !s)
-        return INVALID_VALUE;
+    if (r || !s)
+        return r ? r : INVALID_VALUE;
     op *o = malloc(sizeof(*o));
     *o = (op){ .dst = (uint8_t *)(uintptr_t)dst, .src = src, .snap = malloc(n ? n : 1), .n = n };
     memcpy(o->snap, src, n);
@@ -522,17 +531,10 @@ API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, st
 /* Synchronous, from registered memory only (as the async copy). */
 API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
 {
-    CUresult r = need_ctx();
+    unsigned long nth = 0;
+    CUresult r = check_h2d(dst, src, n, &nth);
     if (r)
         return r;
-    pthread_mutex_lock(&mu);
-    int reg = inside(host_regs, (uintptr_t)src, n) != NULL;
-    int dev = inside(dev_allocs, (uintptr_t)dst, n) != NULL;
-    st.unregistered += !reg;
-    st.out_of_bounds += !dev;
-    pthread_mutex_unlock(&mu);
-    if (!reg || !dev)
-        return INVALID_VALUE;
     memcpy((void *)(uintptr_t)dst, src, n);
     return OK;
 }

@@ -9,20 +9,7 @@ set -u
 PINIO=$1
 DIR=$(mktemp -d /var/tmp/pinio-loaddev-XXXXXX) || exit 1
 trap 'rm -rf "$DIR"' EXIT
-fails=0
-check() { # check WANT_STATUS DESCRIPTION CMD...
-    want=$1; what=$2; shift 2
-    "$@" >"$DIR/out" 2>"$DIR/err"
-    got=$?
-    if [ "$got" -ne "$want" ]; then
-        echo "FAIL: $what: exit $got, want $want"; cat "$DIR/out" "$DIR/err"; fails=$((fails + 1))
-    fi
-}
-has() { # has FILE PATTERN DESCRIPTION
-    if ! grep -q -- "$2" "$1"; then
-        echo "FAIL: $3: '$2' not in $1:"; cat "$1"; fails=$((fails + 1))
-    fi
-}
+. "$(dirname "$0")/cli_helpers.sh"
 
 CK=$DIR/m.safetensors
 check 0 "gen" "$PINIO" gen "$CK" --size 4M --tensors 12 --quiet

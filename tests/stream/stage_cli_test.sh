@@ -8,23 +8,7 @@ set -u
 PINIO=$1
 DIR=$(mktemp -d /var/tmp/pinio-stage-XXXXXX) || exit 1
 trap 'rm -rf "$DIR"' EXIT
-fails=0
-check() { # check WANT_STATUS DESCRIPTION CMD...
-    want=$1; what=$2; shift 2
-    "$@" >"$DIR/out" 2>"$DIR/err"
-    got=$?
-    if [ "$got" -ne "$want" ]; then
-        echo "FAIL: $what: exit $got, want $want"; cat "$DIR/out" "$DIR/err"; fails=$((fails + 1))
-    fi
-}
-has() { # has FILE PATTERN DESCRIPTION
-    if ! grep -q -- "$2" "$1"; then
-        echo "FAIL: $3: '$2' not in $1:"; cat "$1"; fails=$((fails + 1))
-    fi
-}
-same() { # same A B
-    if ! cmp -s "$1" "$2"; then echo "FAIL: $2 differs from $1"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/cli_helpers.sh"
 
 check 0 "gen" "$PINIO" gen "$DIR/m.safetensors" --size 3M --tensors 9 --dtypes bf16,u8 --quiet
 check 0 "stage a file" "$PINIO" stage "$DIR/m.safetensors" "$DIR/a" --verify --staging 64Kx2
