@@ -25,9 +25,24 @@
  * checkpoint keeps its own reference), so no write ever reaches the arena
  * or another holder's tensor.
  *
- * Lifetime: the arena is freed when the checkpoint and every tensor
- * #pinio_bytes taken from it have been released, in any order. Tensor
- * pointers obtained with pinio_tensor_data() live as long as the checkpoint.
+ * Memory modes (#pinio_memory_mode): each file's tensors live either in
+ * the arena (pinned) or in a read-only shared mapping of the file (mapped:
+ * the page cache itself, zero copies); AUTO chooses per file.
+ *
+ * Lifetime: the arena, and each file mapping, is freed when the checkpoint
+ * and every tensor #pinio_bytes taken from it have been released, in any
+ * order. Tensor pointers obtained with pinio_tensor_data() live as long as
+ * the checkpoint. A mapped file's tensors stay valid after the file is
+ * renamed or unlinked (the mapping holds the inode).
+ *
+ * Mapped files and truncation: a file truncated (or otherwise changed) after
+ * its header was validated and before its mapping is checked fails the load
+ * with #PINIO_ECHANGED; the library never touches a mapped byte itself
+ * (verification reads through the descriptor), so it never takes a SIGBUS.
+ * A file truncated *after* the load cuts its pages out of the mapping: a
+ * user touching a mapped tensor past the new end of file gets SIGBUS, as
+ * with any file mapping. A file that may be truncated or rewritten in place
+ * while its tensors are used must be loaded #PINIO_MEMORY_PINNED.
  *
  * Threads: a loaded checkpoint is immutable; its accessors may be called from
  * any thread. Tensor bytes taken from it follow bytes.h's rules.
@@ -54,6 +69,69 @@ extern "C" {
 /** `node` value: no placement (any node). */
 #define PINIO_NODE_ANY (-1)
 
+/**
+ * Where a load puts each file's tensors (pinio_load_opts::memory).
+ *
+ * The rule of #PINIO_MEMORY_AUTO, per file:
+ * - **mapped** when the plan reads the file through the page cache (hot:
+ *   at least 90 % of its data section cached, or `cache` HOT): mapping a
+ *   cached file costs page-table work only (a 256 MiB hot file: 0.03 s
+ *   mapped against 0.08-0.12 s read into a fresh arena, PERFORMANCE.md),
+ *   and the tensors then are the page cache itself;
+ * - **pinned** when the file is cold (O_DIRECT into the arena runs at the
+ *   storage's speed, with no page cache filled and no copy), when a kept
+ *   arena is given (`arena`: the caller keeps memory to reuse), when a
+ *   `backend` is forced (a test of the read path asked for reads), or when
+ *   `tensor_align` asks for an alignment the file's tensor offsets do not
+ *   have (a mapping cannot move a tensor).
+ * The report says which mode each file got and why
+ * (pinio_load_report::modes, pinio_checkpoint_file_memory()).
+ */
+typedef enum pinio_memory_mode {
+    PINIO_MEMORY_AUTO = 0, /**< per file, by the rule above */
+    /** Read into one NUMA-placed arena (O_DIRECT for cold files), locked in
+     *  RAM: tensors are PINIO_PROP_PINNED views a DMA engine can use. */
+    PINIO_MEMORY_PINNED,
+    /** The file is mapped read-only and shared, its pages populated; tensors
+     *  are PINIO_PROP_FILE views of the page cache (no copy), the mapping
+     *  freed with the last of them. A cold file's pages are first read into
+     *  the page cache at depth (readahead of the whole range) rather than
+     *  faulted page by page. A file whose tensors miss `tensor_align` is
+     *  read pinned instead (reported). */
+    PINIO_MEMORY_MAPPED,
+} pinio_memory_mode;
+
+/**
+ * A kept arena: pinned memory a caller reuses across loads (a server
+ * swapping models, a job reloading weights), so that the second load pays
+ * no page faults. Empty when created; a load through it (pinio_load_opts::arena)
+ * grows it only when its pinned files need more than it holds, to exactly
+ * what they need (rounded up to 2 MiB). Its NUMA node is the one of the
+ * load that last grew it.
+ *
+ * One checkpoint at a time: a load through an arena whose memory a
+ * checkpoint or a tensor #pinio_bytes from an earlier load still holds fails
+ * with -EBUSY (release them first); the memory is then reused, never
+ * cleared. Not for concurrent loads.
+ */
+typedef struct pinio_arena pinio_arena;
+
+/**
+ * Creates an empty kept arena.
+ * @return 0 with `*out` owned by the caller (pinio_arena_release()); -EINVAL
+ *         (NULL `out`), -ENOMEM (`*out` NULL).
+ */
+PINIO_API int pinio_arena_create(pinio_arena **out);
+
+/**
+ * Releases the caller's arena: its memory is freed now, or with the last
+ * checkpoint or tensor bytes still holding it. NULL is a no-op.
+ */
+PINIO_API void pinio_arena_release(pinio_arena *a);
+
+/** Bytes of memory the arena holds now (0 before its first load). */
+PINIO_API size_t pinio_arena_size(const pinio_arena *a);
+
 /** Options of pinio_load(). Start from pinio_load_opts_default(). */
 typedef struct pinio_load_opts {
     size_t struct_size;          /**< sizeof(pinio_load_opts), set by the defaults function */
@@ -78,7 +156,21 @@ typedef struct pinio_load_opts {
      *  1 GiB), bytes counted as read from storage; see #pinio_progress_fn. */
     pinio_progress_fn progress;
     void *progress_ctx;
-    uint8_t reserved[64];        /**< zero */
+    pinio_memory_mode memory;    /**< AUTO (see #pinio_memory_mode for the rule) */
+    /** Mapped files: also lock their pages in RAM (mlock, within
+     *  RLIMIT_MEMLOCK; the report says when it was refused). */
+    bool lock_mapped;
+    /** Every tensor's first byte at an address that is a multiple of this
+     *  (a power of two, at most 4096); 0 = as the file places it (a tensor
+     *  keeps its file offset modulo 4096). Pinned files: tensors whose file
+     *  offset is not aligned are moved once within the arena after the
+     *  reads (pinio_load_report::realigned_bytes: the cost; the reads are
+     *  unchanged), the arena holding `align` more bytes per tensor. */
+    uint64_t tensor_align;
+    /** Optional: a kept arena for the pinned files (pinio_arena_create());
+     *  borrowed for the call. NULL: a fresh arena, freed with the checkpoint. */
+    pinio_arena *arena;
+    uint8_t reserved[40];        /**< zero */
 } pinio_load_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */
@@ -107,7 +199,8 @@ typedef struct pinio_tensor {
     unsigned rank;
     const uint64_t *shape;
     uint64_t nbytes;
-    const uint8_t *data;   /**< in the pinned arena; valid while the checkpoint lives */
+    const uint8_t *data;   /**< in the pinned arena or the file's mapping (see
+                                pinio_checkpoint_file_memory()); valid while the checkpoint lives */
     unsigned file;         /**< index of the file it came from (pinio_checkpoint_file()) */
     uint64_t file_offset;  /**< absolute offset in that file */
     uint64_t align;        /**< largest power of two dividing `data`'s address, capped at 4096 */
@@ -151,6 +244,17 @@ typedef struct pinio_load_report {
     unsigned setup_flags;      /**< io_uring setup flags in force for the data reads */
     uint64_t fixed_ops;        /**< reads issued as READ_FIXED (into registered memory) */
     uint64_t plain_ops;        /**< reads issued as plain READ / pread */
+    size_t files_pinned;       /**< files read into the arena (#PINIO_MEMORY_PINNED) */
+    size_t files_mapped;       /**< files whose tensors view their mapping (#PINIO_MEMORY_MAPPED) */
+    uint64_t mapped_bytes;     /**< bytes of the files' mappings */
+    double fill_seconds;       /**< mapped files not in the page cache: time reading them into
+                                    it before mapping (part of `seconds`) */
+    size_t realigned;          /**< tensors moved in the arena to meet `tensor_align` */
+    uint64_t realigned_bytes;  /**< their bytes (one memmove each) */
+    double realign_seconds;    /**< time the moves took (part of `seconds`) */
+    bool arena_kept;           /**< the arena is a kept #pinio_arena */
+    bool arena_grown;          /**< ... and it had to grow (or was empty) for this load */
+    char modes[256];           /**< one line: the memory mode of each file and why */
 } pinio_load_report;
 
 /**
@@ -187,6 +291,15 @@ PINIO_API const pinio_tensor *pinio_checkpoint_find(const pinio_checkpoint *cp, 
 PINIO_API size_t pinio_checkpoint_file_count(const pinio_checkpoint *cp);
 PINIO_API const char *pinio_checkpoint_file(const pinio_checkpoint *cp, size_t i);
 
+/**
+ * The memory mode file `i` was loaded in (#PINIO_MEMORY_PINNED or
+ * #PINIO_MEMORY_MAPPED; AUTO when out of range), and in `*why` (optional;
+ * valid while the checkpoint lives) the reason, e.g. "hot (97% in page
+ * cache (cachestat))".
+ */
+PINIO_API pinio_memory_mode pinio_checkpoint_file_memory(const pinio_checkpoint *cp, size_t i,
+                                                         const char **why);
+
 /** The SHA-256 of file `i` as 64 hex digits, when the load verified; else NULL. */
 PINIO_API const char *pinio_checkpoint_sha256(const pinio_checkpoint *cp, size_t i);
 
@@ -208,12 +321,14 @@ PINIO_API const pinio_st *pinio_checkpoint_header(const pinio_checkpoint *cp, si
 PINIO_API const char *pinio_checkpoint_metadata(const pinio_checkpoint *cp, const char *key);
 
 /**
- * The bytes of tensor `i` as a #pinio_bytes viewing the arena without a
- * copy (it holds its own reference on the arena, so it may outlive the
- * checkpoint). Its property says where the bytes live: PINIO_PROP_PINNED
- * when the arena is locked or registered (a GPU backend may DMA from it
- * directly), PINIO_PROP_NATIVE otherwise (pageable memory). The arena is
- * read-only: a mutable access copies first.
+ * The bytes of tensor `i` as a #pinio_bytes viewing the arena or the
+ * file's mapping without a copy (it holds its own reference on that memory,
+ * so it may outlive the checkpoint). Its property says where the bytes
+ * live: PINIO_PROP_PINNED when the arena is locked or registered (a GPU
+ * backend may DMA from it directly), PINIO_PROP_FILE for a mapped file (the
+ * page cache: a GPU backend stages it through pinned memory),
+ * PINIO_PROP_NATIVE otherwise (pageable memory). The memory is read-only:
+ * a mutable access copies first.
  * @return 0 with `*out` owned by the caller (pinio_bytes_free()); -EINVAL
  *         (NULL argument), -ERANGE for a bad index, -ENOMEM. On failure
  *         `*out` is untouched and no reference is taken.

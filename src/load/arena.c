@@ -1,8 +1,10 @@
 /*
- * The resident loader's destination: one arena, laid out as the plan
- * (a read lands at arena + dest_offset), placed on a NUMA node, faulted in
- * ahead of the reads by a helper thread, its placement checked and its
- * pages locked once they hold the data.
+ * The resident loader's destination: one arena holding the pinned files'
+ * reads back to back (modes.c lays them out; a read lands at
+ * pinio__arena_at()), placed on a NUMA node, faulted in ahead of the reads
+ * by a helper thread, its placement checked and its pages locked once they
+ * hold the data. A kept arena (pinio_arena) is the same memory reused:
+ * already faulted and locked, so a second load pays neither.
  *
  * Why neither prefaulted nor registered up front: faulting fresh anonymous
  * memory runs at about the speed of the disk here (0.6 s for 1 GiB on the
@@ -13,6 +15,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -65,29 +68,100 @@ static void faulter_stop(pinio__faulter *f)
     f->running = false;
 }
 
-int pinio__arena_create(pinio__arena *a, const pinio_plan *plan, const pinio_load_opts *opts,
-                        pinio_load_report *rep, pinio_diag *diag)
+struct pinio_arena {
+    pinio_view view;        /* the memory; the arena's own reference */
+    int node;
+    bool node_verified;
+    bool faulted;           /* every page was faulted in by an earlier load */
+};
+
+int pinio_arena_create(pinio_arena **out)
+{
+    if (!out)
+        return -EINVAL;
+    *out = calloc(1, sizeof(**out));
+    if (!*out)
+        return -ENOMEM;
+    (*out)->node = -1;
+    return 0;
+}
+
+void pinio_arena_release(pinio_arena *a)
+{
+    if (!a)
+        return;
+    pinio_view_release(&a->view);
+    free(a);
+}
+
+size_t pinio_arena_size(const pinio_arena *a)
+{
+    return a ? a->view.len : 0;
+}
+
+/* The kept arena: reused when it is large enough, else its memory is
+ * dropped (the caller's earlier checkpoints have let go of it) and fresh
+ * memory allocated below. Returns 1 when reused. */
+static int kept_take(pinio__arena *a, pinio_arena *k, uint64_t bytes, pinio_load_report *rep,
+                     pinio_diag *diag)
+{
+    a->kept = k;
+    rep->arena_kept = true;
+    if (k->view.len && !pinio_view_is_unique(&k->view)) {
+        pinio_diag_set(diag, -EBUSY,
+                       "the kept arena is still in use: release the checkpoint and tensor "
+                       "bytes of the previous load through it first");
+        return -EBUSY;
+    }
+    if (k->view.len >= bytes) {
+        a->view = pinio_view_clone(&k->view);
+        rep->node = k->node;
+        rep->node_verified = k->node_verified;
+        return 1;
+    }
+    pinio_view_release(&k->view);
+    k->faulted = false;
+    rep->arena_grown = true;
+    return 0;
+}
+
+int pinio__arena_create(pinio__arena *a, const pinio_plan *plan, const pinio__fmem *fm,
+                        uint64_t bytes, const pinio_load_opts *opts, pinio_load_report *rep,
+                        pinio_diag *diag)
 {
     memset(a, 0, sizeof(*a));
-    pinio_plan_info pi;
-    pinio_plan_get_info(plan, &pi);
+    a->files = fm;
+    a->used = (size_t)bytes;
+    rep->node = -1;
+    if (!bytes)
+        return 0; /* every file mapped, or nothing to read */
+    size_t size = (size_t)bytes;
+    if (opts->arena) {
+        int rc = kept_take(a, opts->arena, bytes, rep, diag);
+        if (rc < 0)
+            return rc;
+        if (rc == 1)
+            goto ready;
+        /* Grown to what this load needs, in whole huge pages. */
+        size = (size + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
+    }
     pinio_pool_opts po;
     pinio_pool_opts_default(&po);
     po.prefault = false;
     if (opts->node >= 0) {
         po.placement = PINIO_POOL_NODE;
         po.node = opts->node;
-    } else if (opts->node == PINIO_NODE_AUTO && pi.files) {
+    } else if (opts->node == PINIO_NODE_AUTO && plan->nfiles) {
         po.placement = PINIO_POOL_FILE_NODE;
         po.file = pinio_plan_file_at(plan, 0)->path;
     }
     int rc = pinio_pool_create(&a->pool, &po, diag);
     if (rc < 0)
         return rc;
-    rc = pinio_pool_alloc_contig(a->pool, (size_t)pi.dest_bytes, &a->view, NULL);
+    rc = pinio_pool_alloc_contig(a->pool, size, &a->view, NULL);
     if (rc < 0) {
-        pinio_diag_set(diag, rc, "cannot allocate a %llu-byte arena: %s",
-                       (unsigned long long)pi.dest_bytes, pinio_strerror(rc));
+        pinio_diag_set(diag, rc, "cannot allocate a %zu-byte arena: %s", size,
+                       pinio_strerror(rc));
         pinio_pool_destroy(a->pool);
         a->pool = NULL;
         return rc;
@@ -95,17 +169,24 @@ int pinio__arena_create(pinio__arena *a, const pinio_plan *plan, const pinio_loa
     pinio_pool_stats ps;
     pinio_pool_get_stats(a->pool, &ps);
     rep->node = ps.node;
-    rep->arena_bytes = pi.dest_bytes;
+    if (a->kept) {
+        a->kept->view = pinio_view_clone(&a->view);
+        a->kept->node = ps.node;
+    }
+ready:
+    rep->arena_bytes = a->view.len;
     a->base = (uint8_t *)a->view.ptr;
-    faulter_start(&a->faulter, a->base, a->view.len);
+    /* A kept arena's pages stay faulted in (and locked) between loads:
+     * that is what keeping it buys. */
+    if (!a->kept || !a->kept->faulted)
+        faulter_start(&a->faulter, a->base, a->used);
     return 0;
 }
 
 static int arena_claim(void *ctx, size_t i, const pinio_plan_read *r, void **mem)
 {
     (void)i;
-    pinio__arena *a = ctx;
-    *mem = a->base + r->dest_offset;
+    *mem = pinio__arena_at(ctx, r);
     return 0;
 }
 
@@ -125,18 +206,77 @@ const pinio_dest_ops pinio__arena_dest = {
     .landed = arena_landed,
 };
 
+static int cmp_addr(const void *x, const void *y, void *ctx)
+{
+    const uint8_t *const *d = ctx;
+    const uint8_t *p = d[*(const size_t *)x], *q = d[*(const size_t *)y];
+    return p < q ? -1 : p > q;
+}
+
+/* Each tensor moves up to the next multiple of `align` at or past both its
+ * old address and the end of the tensor before it, so the moves are done
+ * back to front: a tensor only ever lands on bytes already moved away or
+ * on slack, and the arena holds `align` bytes of slack per tensor. */
+int pinio__arena_realign(pinio__arena *a, const pinio_plan *plan, uint64_t align,
+                         const uint8_t **tensor_data, pinio_load_report *rep)
+{
+    if (align <= 1 || !a->used)
+        return 0;
+    faulter_stop(&a->faulter);
+    double t0 = pinio__now_s();
+    size_t *idx = malloc((plan->ntensors ? plan->ntensors : 1) * sizeof(*idx));
+    size_t *to = malloc((plan->ntensors ? plan->ntensors : 1) * sizeof(*to));
+    if (!idx || !to) {
+        free(idx);
+        free(to);
+        return -ENOMEM;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < plan->ntensors; i++) {
+        if (a->files[plan->tensors[i].file].mode != PINIO_MEMORY_PINNED)
+            continue;
+        if (plan->tensors[i].nbytes)
+            idx[n++] = i;
+        else
+            tensor_data[i] = a->base; /* empty: any aligned address */
+    }
+    qsort_r(idx, n, sizeof(*idx), cmp_addr, tensor_data);
+    size_t end = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t old = (size_t)(tensor_data[idx[k]] - a->base);
+        size_t at = old > end ? old : end;
+        to[k] = (at + (size_t)align - 1) & ~((size_t)align - 1);
+        end = to[k] + (size_t)plan->tensors[idx[k]].nbytes;
+    }
+    for (size_t k = n; k-- > 0;) {
+        uint8_t *from = (uint8_t *)tensor_data[idx[k]];
+        if (a->base + to[k] == from)
+            continue;
+        memmove(a->base + to[k], from, (size_t)plan->tensors[idx[k]].nbytes);
+        tensor_data[idx[k]] = a->base + to[k];
+        rep->realigned++;
+        rep->realigned_bytes += plan->tensors[idx[k]].nbytes;
+    }
+    free(idx);
+    free(to);
+    rep->realign_seconds = pinio__now_s() - t0;
+    return 0;
+}
+
 void pinio__arena_settle(pinio__arena *a, pinio_load_report *rep)
 {
     faulter_stop(&a->faulter);
     if (!a->view.len) {
-        snprintf(rep->memory, sizeof(rep->memory), "no arena (nothing to read)");
+        snprintf(rep->memory, sizeof(rep->memory), "no arena (%s)",
+                 rep->files_mapped ? "every file mapped" : "nothing to read");
         return;
     }
     /* Placement is checked now that the pages exist, then the pages are
      * locked so that they stay put for the checkpoint's life (and for a
-     * later cuMemHostRegister) -- when the memlock budget allows it. */
+     * later cuMemHostRegister) -- when the memlock budget allows it. A
+     * reused kept arena was checked when it was allocated. */
     pinio_pool_region_info vi;
-    if (pinio_pool_verify_range(a->pool, a->view.ptr, a->view.len, &vi) == 0)
+    if (a->pool && pinio_pool_verify_range(a->pool, a->view.ptr, a->view.len, &vi) == 0)
         rep->node_verified = vi.verify == PINIO_POOL_VERIFY_OK;
     pinio_sysinfo si;
     pinio_sys_probe(&si);
@@ -156,9 +296,15 @@ void pinio__arena_settle(pinio__arena *a, pinio_load_report *rep)
     pinio__appendf(rep->memory, sizeof(rep->memory), ", %s",
                    rep->registered ? "registered with io_uring"
                                    : "not registered with io_uring");
+    if (a->kept) {
+        pinio__appendf(rep->memory, sizeof(rep->memory), ", kept arena %s",
+                       rep->arena_grown ? "allocated for this load" : "reused");
+        a->kept->faulted = true;
+        a->kept->node_verified = rep->node_verified;
+    }
 }
 
-void pinio__arena_close(pinio__arena *a, bool keep_view)
+void pinio__arena_close(pinio__arena *a)
 {
     faulter_stop(&a->faulter);
     if (a->pool) {
@@ -168,6 +314,5 @@ void pinio__arena_close(pinio__arena *a, bool keep_view)
         pinio_pool_destroy(a->pool);
         a->pool = NULL;
     }
-    if (!keep_view)
-        pinio_view_release(&a->view);
+    pinio_view_release(&a->view);
 }

@@ -1,11 +1,11 @@
 /*
  * A loaded checkpoint: the plan's validated headers (kept, not parsed
  * again: tensor names, shapes and `__metadata__` point into them), a tensor
- * table over the arena, and the report.
+ * table over the arena and the files' mappings, and the report.
  *
- * Ownership: the checkpoint holds one reference on the arena; every
- * #pinio_bytes handed out holds another, so the arena is freed with the
- * last of them, in any order.
+ * Ownership: the checkpoint holds one reference on the arena and one on
+ * each mapping; every #pinio_bytes handed out holds another on the memory
+ * it views, so each is freed with the last of them, in any order.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -19,6 +19,9 @@ typedef struct cp_file {
     pinio_st *st;
     char sha_hex[65];
     bool hashed;
+    pinio_memory_mode mode;
+    char why[112];
+    pinio_view map;          /* mapped: the mapping its tensors view */
 } cp_file;
 
 struct pinio_checkpoint {
@@ -38,7 +41,8 @@ static int cmp_by_name(const void *a, const void *b, void *ctx)
     return strcmp(t[*(const size_t *)a].name, t[*(const size_t *)b].name);
 }
 
-int pinio__checkpoint_build(pinio_checkpoint **out, pinio_plan *plan, pinio_view *arena,
+int pinio__checkpoint_build(pinio_checkpoint **out, pinio_plan *plan, const pinio_view *arena,
+                            pinio__fmem *fm, const uint8_t *const *tensor_data,
                             char (*sha_hex)[65], pinio_load_report *rep)
 {
     pinio_checkpoint *cp = calloc(1, sizeof(*cp));
@@ -61,18 +65,21 @@ int pinio__checkpoint_build(pinio_checkpoint **out, pinio_plan *plan, pinio_view
         cp->files[i].st = f->st;
         f->path = NULL;
         f->st = NULL;
+        cp->files[i].mode = fm[i].mode;
+        memcpy(cp->files[i].why, fm[i].why, sizeof(cp->files[i].why));
+        cp->files[i].map = fm[i].map;
+        fm[i].map = (pinio_view){ 0 };
         if (sha_hex) {
             memcpy(cp->files[i].sha_hex, sha_hex[i], sizeof(cp->files[i].sha_hex));
             cp->files[i].hashed = true;
         }
     }
-    const uint8_t *base = arena->ptr;
     for (size_t i = 0; i < n; i++) {
         const pinio_plan_tensor *pt = &plan->tensors[i];
         pinio_tensor *t = &cp->tensors[i];
         *t = (pinio_tensor){ .name = pt->name, .dtype = pt->dtype, .rank = pt->rank,
                              .shape = pt->shape, .nbytes = pt->nbytes,
-                             .data = base ? base + pt->dest_offset : base, .file = pt->file,
+                             .data = tensor_data[i], .file = pt->file,
                              .file_offset = pt->file_offset };
         t->align = pinio__addr_align(t->data);
         unsigned ebytes = pinio_dtype_bits(t->dtype) / 8;
@@ -82,8 +89,7 @@ int pinio__checkpoint_build(pinio_checkpoint **out, pinio_plan *plan, pinio_view
     }
     cp->ntensors = n;
     qsort_r(cp->by_name, n, sizeof(*cp->by_name), cmp_by_name, cp->tensors);
-    cp->arena = *arena;
-    *arena = (pinio_view){ 0 };
+    cp->arena = pinio_view_clone(arena);
     cp->property = rep->locked || rep->registered ? PINIO_PROP_PINNED : PINIO_PROP_NATIVE;
     cp->report = *rep;
     *out = cp;
@@ -97,6 +103,7 @@ void pinio_checkpoint_release(pinio_checkpoint *cp)
     for (size_t i = 0; i < cp->nfiles; i++) {
         free(cp->files[i].path);
         pinio_st_free(cp->files[i].st);
+        pinio_view_release(&cp->files[i].map);
     }
     free(cp->files);
     free(cp->tensors);
@@ -174,6 +181,16 @@ void pinio_checkpoint_report(const pinio_checkpoint *cp, pinio_load_report *out)
     *out = cp->report;
 }
 
+pinio_memory_mode pinio_checkpoint_file_memory(const pinio_checkpoint *cp, size_t i,
+                                               const char **why)
+{
+    if (!cp || i >= cp->nfiles)
+        return PINIO_MEMORY_AUTO;
+    if (why)
+        *why = cp->files[i].why;
+    return cp->files[i].mode;
+}
+
 int pinio_checkpoint_tensor_bytes(const pinio_checkpoint *cp, size_t i, pinio_bytes **out)
 {
     if (!cp || !out)
@@ -181,12 +198,15 @@ int pinio_checkpoint_tensor_bytes(const pinio_checkpoint *cp, size_t i, pinio_by
     if (i >= cp->ntensors)
         return -ERANGE;
     const pinio_tensor *t = &cp->tensors[i];
-    size_t start = t->data ? (size_t)(t->data - cp->arena.ptr) : 0;
+    const cp_file *f = &cp->files[t->file];
+    bool mapped = f->mode == PINIO_MEMORY_MAPPED;
+    const pinio_view *mem = mapped ? &f->map : &cp->arena;
+    size_t start = t->nbytes ? (size_t)(t->data - mem->ptr) : 0;
     pinio_view v;
-    int rc = pinio_view_slice(&cp->arena, start, start + (size_t)t->nbytes, &v);
+    int rc = pinio_view_slice(mem, start, start + (size_t)t->nbytes, &v);
     if (rc < 0)
         return rc;
-    rc = pinio_bytes_from_view(out, &v, cp->property);
+    rc = pinio_bytes_from_view(out, &v, mapped ? PINIO_PROP_FILE : cp->property);
     if (rc < 0)
         pinio_view_release(&v);
     return rc;

@@ -3,15 +3,20 @@
  *
  *   plan (plan.c: inputs, headers, selection, cache policy, layout)
  *   -> [--cache cold: drop the files' pages]
- *   -> arena (arena.c: placed, faulted ahead of the reads)
- *   -> execute into the arena (exec.c), hashing as reads land (verify.c)
- *   -> settle the arena (placement checked, locked)
- *   -> digests compared -> checkpoint (checkpoint.c)
+ *   -> memory mode per file (modes.c: pinned or mapped, and why)
+ *   -> mapped files mapped and checked (mapped.c)
+ *   -> arena for the pinned files (arena.c: placed, faulted ahead of the
+ *      reads; or a kept arena, reused)
+ *   -> execute the pinned files' reads into the arena (exec.c), hashing as
+ *      reads land (verify.c)
+ *   -> digests compared -> tensors realigned (--align) -> settle the arena
+ *      (placement checked, locked) -> checkpoint (checkpoint.c)
  *
  * Each stage fills its own part of the report. Nothing is handed out from a
  * failed load: the checkpoint is built only once every check has passed.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +73,66 @@ static void report_exec(const pinio_exec_report *er, pinio_load_report *rep)
     memcpy(rep->io_path, er->io_path, sizeof(rep->io_path));
 }
 
+/* The pinned files' reads form runs of consecutive reads (a file's reads
+ * are consecutive): each run is one execution into the arena. Most loads
+ * have one run; mixed modes may have more. */
+static int execute_pinned(pinio_plan *plan, pinio__arena *arena, const pinio_load_opts *o,
+                          pinio_load_report *rep, pinio_diag *diag)
+{
+    size_t n = plan->layout.nreads;
+    int rc = 0;
+    bool first = true;
+    for (size_t i = 0; i < n && rc == 0;) {
+        if (arena->files[plan->layout.reads[i].file].mode != PINIO_MEMORY_PINNED) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < n && arena->files[plan->layout.reads[j].file].mode == PINIO_MEMORY_PINNED)
+            j++;
+        pinio_exec_opts eo;
+        exec_opts_of(o, arena->verify != NULL, rep->arena_bytes, &eo);
+        eo.first_read = i;
+        eo.nreads = j - i;
+        pinio_exec_report er;
+        rc = pinio_plan_execute(plan, &pinio__arena_dest, arena, &eo, &er, diag);
+        if (rc == 0 && first)
+            report_exec(&er, rep);
+        else if (rc == 0) {
+            rep->read_bytes += er.read_bytes;
+            rep->io_seconds += er.io_seconds;
+            rep->fixed_ops += er.fixed_ops;
+            rep->plain_ops += er.plain_ops;
+            rep->registered = rep->registered && er.backend == PINIO_BACKEND_FIXED_DIRECT;
+        }
+        first = false;
+        i = j;
+    }
+    if (first)
+        snprintf(rep->io_path, sizeof(rep->io_path), "no reads: %s",
+                 rep->files_mapped ? "every selected file mapped" : "no data to read");
+    return rc;
+}
+
+/* Where each tensor's bytes are: in the arena for pinned files, in the
+ * file's mapping for mapped ones. */
+static void tensor_addresses(const pinio_plan *plan, const pinio__arena *arena,
+                             const pinio__fmem *fm, const uint8_t **data)
+{
+    for (size_t i = 0; i < plan->ntensors; i++) {
+        const pinio_plan_tensor *t = &plan->tensors[i];
+        const pinio__fmem *m = &fm[t->file];
+        if (m->mode == PINIO_MEMORY_MAPPED)
+            data[i] = m->map.len ? (const uint8_t *)m->map.ptr +
+                                       (t->nbytes ? t->file_offset - m->map_off : 0)
+                                 : NULL;
+        else if (!t->nbytes || !m->has_reads) /* empty: the layout may place it anywhere */
+            data[i] = arena->base;
+        else
+            data[i] = arena->base + m->arena_off + (t->dest_offset - m->dest_lo);
+    }
+}
+
 int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *opts,
                pinio_checkpoint **out, pinio_diag *diag)
 {
@@ -78,9 +143,15 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
     int rc = pinio__opts_copy(&o, sizeof(o), opts, "pinio_load options", diag);
     if (rc < 0)
         return rc;
-    if (!out || !paths || npaths == 0 || (o.nfilters && !o.filters)) {
+    if (!out || !paths || npaths == 0 || (o.nfilters && !o.filters) ||
+        o.memory > PINIO_MEMORY_MAPPED || o.tensor_align > 4096 ||
+        (o.tensor_align & (o.tensor_align - 1))) {
         pinio_diag_set(diag, -EINVAL, "pinio_load: %s",
-                       !npaths ? "no input paths" : "invalid arguments");
+                       !npaths                        ? "no input paths"
+                       : o.memory > PINIO_MEMORY_MAPPED ? "invalid memory mode"
+                       : o.tensor_align > 4096 || (o.tensor_align & (o.tensor_align - 1))
+                           ? "tensor_align must be a power of two, at most 4096"
+                           : "invalid arguments");
         return -EINVAL;
     }
     double t0 = pinio__now_s();
@@ -97,24 +168,32 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
     if (o.cache == PINIO_CACHE_COLD)
         rc = pinio_plan_drop_cache(plan, &rep.drop_seconds, diag);
 
+    size_t nf = plan->nfiles ? plan->nfiles : 1, nt = plan->ntensors ? plan->ntensors : 1;
+    pinio__fmem *fm = calloc(nf, sizeof(*fm));
+    const uint8_t **data = calloc(nt, sizeof(*data));
+    const uint8_t **first_mem = calloc(nf, sizeof(*first_mem));
+    if (rc == 0 && (!fm || !data || !first_mem))
+        rc = -ENOMEM;
+    uint64_t arena_bytes = 0;
+    if (rc == 0) {
+        arena_bytes = pinio__modes_decide(plan, &o, fm);
+        pinio__modes_report(plan, fm, &rep);
+        rc = pinio__map_files(plan, fm, o.lock_mapped, &rep, diag);
+    }
     pinio__arena arena;
     bool have_arena = false;
     if (rc == 0) {
-        rc = pinio__arena_create(&arena, plan, &o, &rep, diag);
+        rc = pinio__arena_create(&arena, plan, fm, arena_bytes, &o, &rep, diag);
         have_arena = rc == 0;
     }
-    if (rc == 0 && o.verify)
-        rc = pinio__verify_start(&arena.verify, plan, arena.base);
-    if (rc == 0) {
-        pinio_exec_opts eo;
-        exec_opts_of(&o, arena.verify != NULL, rep.arena_bytes, &eo);
-        pinio_exec_report er;
-        rc = pinio_plan_execute(plan, &pinio__arena_dest, &arena, &eo, &er, diag);
-        if (rc == 0)
-            report_exec(&er, &rep);
+    if (rc == 0 && o.verify) {
+        for (size_t f = 0; f < plan->nfiles; f++)
+            if (fm[f].mode == PINIO_MEMORY_PINNED && fm[f].has_reads)
+                first_mem[f] = arena.base + fm[f].arena_off;
+        rc = pinio__verify_start(&arena.verify, plan, first_mem);
     }
-    if (have_arena)
-        pinio__arena_settle(&arena, &rep);
+    if (rc == 0)
+        rc = execute_pinned(plan, &arena, &o, &rep, diag);
 
     char (*hex)[65] = NULL;
     if (rc == 0 && arena.verify) {
@@ -123,6 +202,12 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
         if (hex)
             arena.verify = NULL; /* finish freed it, whatever it returned */
     }
+    if (rc == 0) {
+        tensor_addresses(plan, &arena, fm, data);
+        rc = pinio__arena_realign(&arena, plan, o.tensor_align, data, &rep);
+    }
+    if (have_arena)
+        pinio__arena_settle(&arena, &rep);
     pinio_checkpoint *cp = NULL;
     if (rc == 0) {
         pinio_plan_info pi;
@@ -130,12 +215,16 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
         rep.files_buffered = pi.files_hot;
         rep.files_direct = pi.files - pi.files_hot;
         rep.seconds = pinio__now_s() - t0 - rep.drop_seconds;
-        rc = pinio__checkpoint_build(&cp, plan, &arena.view, hex, &rep);
+        rc = pinio__checkpoint_build(&cp, plan, &arena.view, fm, data, hex, &rep);
     }
     if (have_arena) {
         pinio__verify_abort(arena.verify); /* still there only when the load failed */
-        pinio__arena_close(&arena, false);
+        pinio__arena_close(&arena);
     }
+    pinio__fmem_release(fm, plan->nfiles);
+    free(fm);
+    free(data);
+    free(first_mem);
     free(hex);
     pinio_plan_free(plan);
     if (rc < 0) {

@@ -1,9 +1,13 @@
 /* The resident loader's stages (src/load/), each in its own file filling its
  * own part of the report:
  *
- *   load.c        pinio_load(): plan -> arena -> execute -> verify -> checkpoint
- *   arena.c       the destination: one NUMA-placed arena, faulted ahead of the
- *                 reads, placement checked and locked after them  (report.memory)
+ *   load.c        pinio_load(): plan -> modes -> map / arena -> execute -> verify
+ *                 -> realign -> checkpoint
+ *   modes.c       pinned or mapped, per file, and why             (report.modes)
+ *   mapped.c      mapped files: page cache filled, mapped, checked (report.mapped_bytes)
+ *   arena.c       the destination: one NUMA-placed arena (or a kept one), faulted
+ *                 ahead of the reads, placement checked and locked after them
+ *                                                                (report.memory)
  *   verify.c      SHA-256 of each file while its bytes land      (report.verified)
  *   checkpoint.c  tensors as views of the arena, headers, accessors (report.misaligned)
  *   report.c      the plan's part of the report and its texts    (report.cache)
@@ -23,6 +27,41 @@
 #include "src/load/hash_internal.h"
 #include "src/load/plan_internal.h"
 
+/* ---- modes.c ---------------------------------------------------------- */
+
+/* Where one file's tensors live, decided before any data I/O. */
+typedef struct pinio__fmem {
+    pinio_memory_mode mode;    /* PINNED or MAPPED */
+    char why[112];
+    bool has_reads;            /* the plan reads something of this file */
+    uint64_t dest_lo, dest_hi; /* pinned: the plan's destination range of its reads */
+    uint64_t arena_off;        /* pinned: where dest_lo lands in the arena */
+    uint64_t map_off;          /* mapped: file offset of the mapping (page aligned) */
+    pinio_view map;            /* mapped: the mapping; empty when nothing is selected */
+} pinio__fmem;
+
+/* Decides each file's mode (pinio_memory_mode's AUTO rule, or what `o`
+ * forces) into `fm[plan->nfiles]` and lays the pinned files out back to
+ * back in the arena. Returns the arena bytes the pinned files need
+ * (tensor_align slack included). */
+uint64_t pinio__modes_decide(const pinio_plan *plan, const pinio_load_opts *o, pinio__fmem *fm);
+
+/* The report's mode line and counts. */
+void pinio__modes_report(const pinio_plan *plan, const pinio__fmem *fm, pinio_load_report *rep);
+
+/* ---- mapped.c --------------------------------------------------------- */
+
+/* Maps every MAPPED file of `plan` (cold ones read into the page cache
+ * first), then checks each is still the file that was validated
+ * (PINIO_ECHANGED otherwise: no mapped byte is touched before that).
+ * Fills rep->mapped_bytes, fill_seconds. On failure the mappings made are
+ * released by pinio__fmem_release(). */
+int pinio__map_files(pinio_plan *plan, pinio__fmem *fm, bool lock, pinio_load_report *rep,
+                     pinio_diag *diag);
+
+/* Releases the mappings still held in `fm`. */
+void pinio__fmem_release(pinio__fmem *fm, size_t n);
+
 /* ---- arena.c ---------------------------------------------------------- */
 
 typedef struct pinio__faulter {
@@ -34,36 +73,59 @@ typedef struct pinio__faulter {
 } pinio__faulter;
 
 typedef struct pinio__arena {
-    pinio_pool *pool;
-    pinio_view view;        /* the arena; the checkpoint takes it over */
+    pinio_pool *pool;       /* when the memory was allocated for this load */
+    pinio_view view;        /* the arena (a reference of its own) */
     uint8_t *base;
+    size_t used;            /* bytes the pinned files need */
+    pinio_arena *kept;      /* the caller's kept arena, or NULL */
+    const pinio__fmem *files; /* per plan file: where its reads land */
     pinio__faulter faulter;
     struct pinio__verify *verify; /* fed as reads land; NULL without --verify */
 } pinio__arena;
 
-/* Maps the arena for `plan` on the node `opts` asks for (AUTO: the first
- * file's device) and starts faulting it in ahead of the reads. Fills
- * rep->arena_bytes and rep->node. */
-int pinio__arena_create(pinio__arena *a, const pinio_plan *plan, const pinio_load_opts *opts,
-                        pinio_load_report *rep, pinio_diag *diag);
+/* Provides `bytes` of arena for `plan`'s pinned files (laid out in `fm`):
+ * the kept arena `opts->arena` when given (grown when too small; -EBUSY
+ * while an earlier checkpoint holds it), else fresh memory on the node
+ * `opts` asks for (AUTO: the first file's device). Starts faulting it in
+ * ahead of the reads when it is fresh. Fills rep->arena_bytes, node,
+ * arena_kept, arena_grown. */
+int pinio__arena_create(pinio__arena *a, const pinio_plan *plan, const pinio__fmem *fm,
+                        uint64_t bytes, const pinio_load_opts *opts, pinio_load_report *rep,
+                        pinio_diag *diag);
 
-/* The destination: a read lands at base + dest_offset. */
+/* Where plan read `r` lands in the arena. */
+static inline uint8_t *pinio__arena_at(const pinio__arena *a, const pinio_plan_read *r)
+{
+    const pinio__fmem *f = &a->files[r->file];
+    return a->base + f->arena_off + (r->dest_offset - f->dest_lo);
+}
+
+/* The destination: a read lands at pinio__arena_at(). */
 extern const pinio_dest_ops pinio__arena_dest;
+
+/* After the reads: moves the tensors of pinned files whose address misses
+ * `align` (tensor_data[i], updated), back to front within the arena's slack.
+ * Fills rep->realigned, realigned_bytes, realign_seconds. 0 or -ENOMEM. */
+int pinio__arena_realign(pinio__arena *a, const pinio_plan *plan, uint64_t align,
+                         const uint8_t **tensor_data, pinio_load_report *rep);
 
 /* After the reads: stops the faulter, checks placement, locks the arena
  * (when RLIMIT_MEMLOCK allows). Fills rep->node_verified, locked, memory. */
 void pinio__arena_settle(pinio__arena *a, pinio_load_report *rep);
 
-/* Releases the engine-side state (the pool); the view is kept, or released
- * too when `keep_view` is false. */
-void pinio__arena_close(pinio__arena *a, bool keep_view);
+/* Releases the engine-side state (the pool) and the arena's reference on
+ * the memory (the checkpoint holds its own). */
+void pinio__arena_close(pinio__arena *a);
 
 /* ---- verify.c --------------------------------------------------------- */
 
 typedef struct pinio__verify pinio__verify;
 
-/* Starts hashing every file of `plan` as its bytes land in `arena`. */
-int pinio__verify_start(pinio__verify **out, const pinio_plan *plan, const uint8_t *arena);
+/* Starts hashing every file of `plan` as its bytes land: file f's first
+ * read at `first_mem[f]` (NULL: file f is not read into memory, its bytes
+ * are read again through the plan's descriptor). */
+int pinio__verify_start(pinio__verify **out, const pinio_plan *plan,
+                        const uint8_t *const *first_mem);
 
 /* Read `r` of the plan has landed. */
 void pinio__verify_landed(pinio__verify *v, const pinio_plan_read *r);
@@ -80,11 +142,14 @@ void pinio__verify_abort(pinio__verify *v);
 /* ---- checkpoint.c ----------------------------------------------------- */
 
 /* Builds the checkpoint: takes the plan's headers and paths (tensor names,
- * shapes and metadata point into the headers; the plan is freed next) and
- * the arena's view (zeroed in `*arena`); `sha_hex` (NULL without --verify)
- * is copied. Counts misaligned tensors into `rep`, then keeps a copy of it.
- * On failure (-ENOMEM) nothing is taken. */
-int pinio__checkpoint_build(pinio_checkpoint **out, pinio_plan *plan, pinio_view *arena,
+ * shapes and metadata point into the headers; the plan is freed next),
+ * a reference on the arena (cloned when any file is pinned) and each mapped
+ * file's mapping (moved out of `fm`); tensor i's bytes are at
+ * `tensor_data[i]`. `sha_hex` (NULL without --verify) is copied. Counts
+ * misaligned tensors into `rep`, then keeps a copy of it. On failure
+ * (-ENOMEM) nothing is taken. */
+int pinio__checkpoint_build(pinio_checkpoint **out, pinio_plan *plan, const pinio_view *arena,
+                            pinio__fmem *fm, const uint8_t *const *tensor_data,
                             char (*sha_hex)[65], pinio_load_report *rep);
 
 /* ---- report.c --------------------------------------------------------- */

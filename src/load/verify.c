@@ -10,6 +10,8 @@
  * alignment tails) is read again through the plan's descriptor, the file
  * the header was validated from. The report says how many bytes came each
  * way.
+ * A mapped file is always hashed through the descriptor: reading its
+ * mapping could take a SIGBUS if the file were truncated meanwhile.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -27,17 +29,21 @@ struct pinio__verify {
     uint64_t landed, reread; /* bytes hashed from the arena, and read again */
 };
 
-/* File `fidx` as segments: each read's wanted bytes from the arena, the
- * gaps between them from the file. `out` has room for 2 * reads + 1. */
-static size_t segments(const pinio_plan *plan, uint32_t fidx, const uint8_t *arena,
+/* File `fidx` as segments: each read's wanted bytes from memory (file byte
+ * at the file's first read lands at `mem`; NULL: a mapped file, all of it
+ * read through the descriptor), the gaps between them from the file. `out`
+ * has room for 2 * reads + 1. */
+static size_t segments(const pinio_plan *plan, uint32_t fidx, const uint8_t *mem,
                        pinio__hash_seg *out, uint64_t *landed, uint64_t *reread)
 {
-    uint64_t size = plan->files[fidx].pub.size, pos = 0;
+    uint64_t size = plan->files[fidx].pub.size, pos = 0, lo = UINT64_MAX;
     size_t n = 0;
-    for (size_t i = 0; i < plan->layout.nreads; i++) {
+    for (size_t i = 0; mem && i < plan->layout.nreads; i++) {
         const pinio_plan_read *r = &plan->layout.reads[i];
         if (r->file != fidx)
             continue;
+        if (lo == UINT64_MAX)
+            lo = r->dest_offset; /* reads of a file are in order: its lowest */
         uint64_t end = r->offset + r->need < size ? r->offset + r->need : size;
         if (end <= pos)
             continue;
@@ -45,7 +51,7 @@ static size_t segments(const pinio_plan *plan, uint32_t fidx, const uint8_t *are
         if (from > pos)
             out[n++] = (pinio__hash_seg){ pos, from - pos, NULL };
         out[n++] = (pinio__hash_seg){ from, end - from,
-                                      arena + r->dest_offset + (from - r->offset) };
+                                      mem + (r->dest_offset - lo) + (from - r->offset) };
         *reread += from - pos;
         *landed += end - from;
         pos = end;
@@ -57,7 +63,8 @@ static size_t segments(const pinio_plan *plan, uint32_t fidx, const uint8_t *are
     return n;
 }
 
-int pinio__verify_start(pinio__verify **out, const pinio_plan *plan, const uint8_t *arena)
+int pinio__verify_start(pinio__verify **out, const pinio_plan *plan,
+                        const uint8_t *const *first_mem)
 {
     *out = NULL;
     pinio__verify *v = calloc(1, sizeof(*v));
@@ -73,7 +80,7 @@ int pinio__verify_start(pinio__verify **out, const pinio_plan *plan, const uint8
     pinio__hash_seg *seg = v->segs;
     for (size_t i = 0; i < v->n; i++) {
         const pinio__pfile *f = &plan->files[i];
-        size_t k = segments(plan, (uint32_t)i, arena, seg, &v->landed, &v->reread);
+        size_t k = segments(plan, (uint32_t)i, first_mem[i], seg, &v->landed, &v->reread);
         v->files[i] = (pinio__hash_file){ .path = f->path, .fd = f->fd, .size = f->pub.size,
                                           .segs = seg, .nsegs = k };
         seg += k;

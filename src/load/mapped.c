@@ -1,0 +1,115 @@
+/*
+ * Mapped mode: a file's selected range mapped read-only and shared, its
+ * pages populated, tensors viewing the page cache with no copy. The mapping
+ * is a refcounted view (munmap with the last reference), so tensors outlive
+ * the checkpoint, and a rename or unlink of the path (the mapping holds the
+ * inode).
+ *
+ * Never a SIGBUS in here: nothing below reads a mapped byte. MAP_POPULATE
+ * stops quietly at the end of file where a load would fault, so a file
+ * truncated since its header was validated only leaves pages unpopulated,
+ * and the identity check after populating turns that into PINIO_ECHANGED
+ * before any tensor is handed out. (verify.c hashes mapped files through
+ * the descriptor for the same reason.)
+ *
+ * Cold files: populating a mapping of uncached pages reads them a fault
+ * (and a readahead window) at a time, one request in flight. Asking for the
+ * whole range with POSIX_FADV_WILLNEED first submits its readahead in one
+ * go, so the device sees a full queue; the populate then only waits for
+ * pages already on their way.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "pinio/sys.h"
+#include "src/load/load_internal.h"
+
+static void unmap_cb(void *cookie, void *ptr, size_t len)
+{
+    (void)cookie;
+    munmap(ptr, len);
+}
+
+/* The file range the selected tensors of file `f` cover: [*lo, *hi). */
+static bool tensor_range(const pinio_plan *plan, uint32_t f, uint64_t *lo, uint64_t *hi)
+{
+    bool any = false;
+    for (size_t i = 0; i < plan->ntensors; i++) {
+        const pinio_plan_tensor *t = &plan->tensors[i];
+        if (t->file != f || !t->nbytes)
+            continue;
+        if (!any || t->file_offset < *lo)
+            *lo = t->file_offset;
+        if (!any || t->file_offset + t->nbytes > *hi)
+            *hi = t->file_offset + t->nbytes;
+        any = true;
+    }
+    return any;
+}
+
+static int map_one(pinio_plan *plan, uint32_t f, pinio__fmem *m, pinio_load_report *rep,
+                   pinio_diag *diag)
+{
+    pinio__pfile *pf = &plan->files[f];
+    uint64_t lo = 0, hi = 0;
+    if (!tensor_range(plan, f, &lo, &hi))
+        return 0; /* nothing selected: no mapping */
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    m->map_off = lo & ~(page - 1);
+    size_t len = (size_t)(hi - m->map_off);
+    double t0 = pinio__now_s();
+    /* Best effort: a file system without readahead still maps. */
+    if (!pf->pub.hot)
+        (void)posix_fadvise(pf->fd, (off_t)m->map_off, (off_t)len, POSIX_FADV_WILLNEED);
+    void *p = mmap(NULL, len, PROT_READ, MAP_SHARED | MAP_POPULATE, pf->fd, (off_t)m->map_off);
+    if (!pf->pub.hot)
+        rep->fill_seconds += pinio__now_s() - t0;
+    if (p == MAP_FAILED) {
+        int e = -errno;
+        pinio_diag_set_at(diag, e, pf->path, m->map_off, "cannot map %zu bytes: %s", len,
+                          pinio_strerror(e));
+        pinio_diag_set_index(diag, f);
+        return e;
+    }
+    int rc = pinio_view_wrap(&m->map, p, len, unmap_cb, NULL, PINIO_VIEW_READONLY);
+    if (rc < 0) {
+        munmap(p, len);
+        return rc;
+    }
+    rep->mapped_bytes += len;
+    /* The populate ran against whatever the file is now: only a file still
+     * of the validated size and times has every page behind the mapping. */
+    return pinio__plan_check_unchanged(plan, f, diag);
+}
+
+int pinio__map_files(pinio_plan *plan, pinio__fmem *fm, bool lock, pinio_load_report *rep,
+                     pinio_diag *diag)
+{
+    int rc = 0;
+    uint64_t locked = 0;
+    for (size_t f = 0; f < plan->nfiles && rc == 0; f++)
+        if (fm[f].mode == PINIO_MEMORY_MAPPED)
+            rc = map_one(plan, (uint32_t)f, &fm[f], rep, diag);
+    if (rc == 0 && lock && rep->mapped_bytes) {
+        pinio_sysinfo si;
+        pinio_sys_probe(&si);
+        bool room = si.registrable == PINIO_UNLIMITED || si.registrable >= rep->mapped_bytes;
+        for (size_t f = 0; room && f < plan->nfiles; f++)
+            if (fm[f].map.len && mlock(fm[f].map.ptr, fm[f].map.len) == 0)
+                locked += fm[f].map.len;
+        pinio__appendf(rep->modes, sizeof(rep->modes), "; mapped pages %s",
+                       locked == rep->mapped_bytes ? "locked (mlock)"
+                       : room ? "not all locked: mlock failed"
+                              : "not locked: RLIMIT_MEMLOCK too small");
+    }
+    return rc;
+}
+
+void pinio__fmem_release(pinio__fmem *fm, size_t n)
+{
+    for (size_t f = 0; fm && f < n; f++)
+        pinio_view_release(&fm[f].map);
+}

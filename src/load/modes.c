@@ -1,0 +1,128 @@
+/*
+ * Memory modes: for each file of a plan, pinned (read into the arena) or
+ * mapped (its page cache mapped, tensors viewing it), decided before any
+ * data I/O, and the arena layout of the pinned ones.
+ *
+ * Why hot files are mapped by default: a file in the page cache is already
+ * in RAM; reading it into a fresh arena pays a page fault and a kernel
+ * zeroing per page plus a copy, while a populated mapping pays page-table
+ * work only (load.h states the measured figures). Why cold files are not:
+ * O_DIRECT into the arena reads at the storage's speed once, where mapping
+ * would first fill the page cache (the same read) and keep the pages
+ * reclaimable rather than locked.
+ *
+ * The arena holds the pinned files' reads back to back: a file's reads are
+ * consecutive in the plan's destination, so each file keeps its internal
+ * layout (and the plan's alignment) shifted by a multiple of the alignment.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "src/load/load_internal.h"
+
+/* Tensors of file `f` whose file offset is not a multiple of `align`: a
+ * mapping places file offset x at an address congruent to x modulo the
+ * page size, so these cannot be aligned without a copy. */
+static size_t misaligned_in_file(const pinio_plan *plan, uint32_t f, uint64_t align)
+{
+    size_t n = 0;
+    for (size_t i = 0; align > 1 && i < plan->ntensors; i++) {
+        const pinio_plan_tensor *t = &plan->tensors[i];
+        n += t->file == f && t->nbytes && (t->file_offset & (align - 1));
+    }
+    return n;
+}
+
+static pinio_memory_mode decide(const pinio_plan *plan, uint32_t f, const pinio_load_opts *o,
+                                char *why, size_t wsize)
+{
+    const pinio_plan_file *pf = &plan->files[f].pub;
+    size_t mis = misaligned_in_file(plan, f, o->tensor_align);
+    switch (o->memory) {
+    case PINIO_MEMORY_PINNED:
+        snprintf(why, wsize, "--memory pinned");
+        return PINIO_MEMORY_PINNED;
+    case PINIO_MEMORY_MAPPED:
+        if (mis) {
+            snprintf(why, wsize, "--memory mapped, but %zu tensors are not %llu-aligned in the file",
+                     mis, (unsigned long long)o->tensor_align);
+            return PINIO_MEMORY_PINNED;
+        }
+        snprintf(why, wsize, "--memory mapped%s", pf->hot ? "" : "; cold: page cache filled first");
+        return PINIO_MEMORY_MAPPED;
+    default:
+        break;
+    }
+    if (o->arena) {
+        snprintf(why, wsize, "a kept arena was given");
+        return PINIO_MEMORY_PINNED;
+    }
+    if (o->backend != PINIO_BACKEND_AUTO) {
+        snprintf(why, wsize, "backend %s forced: reads asked for",
+                 pinio_backend_name(o->backend));
+        return PINIO_MEMORY_PINNED;
+    }
+    if (!pf->hot) {
+        snprintf(why, wsize, "cold (%s): O_DIRECT into the arena",
+                 pf->cache_why && pf->cache_why[0] ? pf->cache_why : "not in page cache");
+        return PINIO_MEMORY_PINNED;
+    }
+    if (mis) {
+        snprintf(why, wsize, "hot, but %zu tensors are not %llu-aligned in the file", mis,
+                 (unsigned long long)o->tensor_align);
+        return PINIO_MEMORY_PINNED;
+    }
+    snprintf(why, wsize, "hot (%s)", pf->cache_why && pf->cache_why[0] ? pf->cache_why : "cached");
+    return PINIO_MEMORY_MAPPED;
+}
+
+uint64_t pinio__modes_decide(const pinio_plan *plan, const pinio_load_opts *o, pinio__fmem *fm)
+{
+    for (size_t f = 0; f < plan->nfiles; f++) {
+        memset(&fm[f], 0, sizeof(fm[f]));
+        fm[f].mode = decide(plan, (uint32_t)f, o, fm[f].why, sizeof(fm[f].why));
+    }
+    for (size_t i = 0; i < plan->layout.nreads; i++) {
+        const pinio_plan_read *r = &plan->layout.reads[i];
+        pinio__fmem *m = &fm[r->file];
+        if (!m->has_reads || r->dest_offset < m->dest_lo)
+            m->dest_lo = r->dest_offset;
+        if (!m->has_reads || r->dest_offset + r->len > m->dest_hi)
+            m->dest_hi = r->dest_offset + r->len;
+        m->has_reads = true;
+    }
+    uint64_t bytes = 0;
+    size_t pinned_tensors = 0;
+    for (size_t f = 0; f < plan->nfiles; f++)
+        if (fm[f].mode == PINIO_MEMORY_PINNED && fm[f].has_reads) {
+            fm[f].arena_off = bytes;
+            bytes += fm[f].dest_hi - fm[f].dest_lo;
+        }
+    for (size_t i = 0; i < plan->ntensors; i++)
+        pinned_tensors += fm[plan->tensors[i].file].mode == PINIO_MEMORY_PINNED;
+    /* Room for moving each tensor up to the next multiple of the alignment. */
+    if (bytes && o->tensor_align > 1)
+        bytes += (uint64_t)pinned_tensors * o->tensor_align;
+    return (bytes + 4095) & ~(uint64_t)4095;
+}
+
+void pinio__modes_report(const pinio_plan *plan, const pinio__fmem *fm, pinio_load_report *rep)
+{
+    rep->modes[0] = '\0';
+    bool same = true;
+    for (size_t f = 0; f < plan->nfiles; f++) {
+        if (fm[f].mode == PINIO_MEMORY_MAPPED)
+            rep->files_mapped++;
+        else
+            rep->files_pinned++;
+        same = same && fm[f].mode == fm[0].mode && strcmp(fm[f].why, fm[0].why) == 0;
+    }
+    if (plan->nfiles > 1 && same) {
+        snprintf(rep->modes, sizeof(rep->modes), "all %zu files %s: %s", plan->nfiles,
+                 fm[0].mode == PINIO_MEMORY_MAPPED ? "mapped" : "pinned", fm[0].why);
+        return;
+    }
+    for (size_t f = 0; f < plan->nfiles; f++)
+        pinio__appendf(rep->modes, sizeof(rep->modes), "%sfile %zu %s: %s", f ? "; " : "", f,
+                       fm[f].mode == PINIO_MEMORY_MAPPED ? "mapped" : "pinned", fm[f].why);
+}
