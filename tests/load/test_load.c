@@ -21,96 +21,11 @@
 #include "pinio/sys.h"
 #include "src/load/plan_internal.h"
 #include "tests/common/limits.h"
-
-#define SEED 11
+#include "tests/load/load_helpers.h"
 
 static bool fm(const char *const *filters, size_t n, const char *name)
 {
     return pinio__filter_match(filters, n, name, strlen(name));
-}
-
-static char tmpdir[256];
-
-static void make_dir(const char *base)
-{
-    snprintf(tmpdir, sizeof(tmpdir), "%s/pinio-load-XXXXXX", base);
-    cr_assert_not_null(mkdtemp(tmpdir), "mkdtemp in %s", base);
-}
-
-static void rm_rf(const char *dir)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-}
-
-static void disk_setup(void)
-{
-    make_dir("/var/tmp");
-}
-
-static void shm_setup(void)
-{
-    make_dir("/dev/shm");
-}
-
-static void teardown(void)
-{
-    if (tmpdir[0])
-        rm_rf(tmpdir);
-}
-
-static void gen(const char *out, uint64_t size, size_t tensors, unsigned shards)
-{
-    static const pinio_dtype dts[] = { PINIO_DTYPE_BF16, PINIO_DTYPE_F32, PINIO_DTYPE_U8,
-                                       PINIO_DTYPE_F8_E4M3, PINIO_DTYPE_F64 };
-    pinio_gen_opts o;
-    pinio_gen_opts_default(&o);
-    o.size = size;
-    o.tensors = tensors;
-    o.dtypes = dts;
-    o.ndtypes = 5;
-    o.shards = shards;
-    o.seed = SEED;
-    pinio_diag d = { 0 };
-    cr_assert_eq(pinio_gen_write(out, &o, NULL, &d), 0, "gen: %s", d.msg);
-}
-
-static char *path_in(const char *name)
-{
-    static char bufs[4][512];
-    static int next;
-    char *b = bufs[next++ % 4];
-    snprintf(b, sizeof(bufs[0]), "%s/%s", tmpdir, name);
-    return b;
-}
-
-/* Every loaded tensor is verified byte for byte against the generator. */
-static void check_all(pinio_checkpoint *cp, size_t want)
-{
-    cr_assert_eq(pinio_checkpoint_count(cp), want);
-    uint64_t sum = 0;
-    for (size_t i = 0; i < want; i++) {
-        const pinio_tensor *t = pinio_checkpoint_tensor(cp, i);
-        cr_assert_not_null(t);
-        cr_assert(pinio_gen_verify(SEED, t->name, 0, t->data, t->nbytes, NULL), "tensor %s differs",
-                  t->name);
-        cr_assert_eq(pinio_checkpoint_find(cp, t->name), t);
-        sum += t->nbytes;
-    }
-    cr_assert_null(pinio_checkpoint_tensor(cp, want));
-    pinio_load_report r;
-    pinio_checkpoint_report(cp, &r);
-    cr_assert_eq(r.bytes, sum);
-    cr_assert_eq(r.tensors, want);
-    if (!r.files_mapped)
-        cr_assert_geq(r.read_bytes, r.bytes);
-}
-
-static int load1(const char *path, const pinio_load_opts *o, pinio_checkpoint **cp, pinio_diag *d)
-{
-    const char *paths[] = { path };
-    return pinio_load(paths, 1, o, cp, d);
 }
 
 static void roundtrip_all_backends(void)
