@@ -133,6 +133,7 @@ int pinio__arena_create(pinio__arena *a, const pinio_plan *plan, const pinio__fm
     a->files = fm;
     a->used = (size_t)bytes;
     rep->node = -1;
+    rep->arena_bytes = 0;
     if (!bytes)
         return 0; /* every file mapped, or nothing to read */
     size_t size = (size_t)bytes;

@@ -1,0 +1,361 @@
+/* Memory modes of pinio_load: every mode x backend x cache state with
+ * every byte checked; mapped tensors outliving the checkpoint, a rename and
+ * an unlink; a file truncated between plan and mapping (PINIO_ECHANGED, no
+ * SIGBUS) and after the load (what a user of mapped tensors gets); mixed
+ * modes over shards; --align; kept arenas. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pinio/gen.h"
+#include "pinio/load.h"
+#include "pinio/sys.h"
+#include "src/load/load_internal.h"
+#include "tests/load/load_helpers.h"
+
+static const pinio_backend backends[] = { PINIO_BACKEND_AUTO, PINIO_BACKEND_FIXED_DIRECT,
+                                          PINIO_BACKEND_DIRECT, PINIO_BACKEND_BUFFERED,
+                                          PINIO_BACKEND_PREAD };
+static const pinio_cache_policy caches[] = { PINIO_CACHE_COLD, PINIO_CACHE_HOT,
+                                             PINIO_CACHE_AUTO };
+static const char *const mode_names[] = { "auto", "pinned", "mapped" };
+
+/* The file's bytes must sit in a mapping at the page offset they have in
+ * the file; the tensor's bytes carry the property of its mode. */
+static void check_mode(pinio_checkpoint *cp, pinio_memory_mode want)
+{
+    const char *why = NULL;
+    cr_assert_eq(pinio_checkpoint_file_memory(cp, 0, &why), want, "%s", why);
+    cr_assert(why && why[0]);
+    for (size_t i = 0; i < pinio_checkpoint_count(cp); i++) {
+        const pinio_tensor *t = pinio_checkpoint_tensor(cp, i);
+        pinio_bytes *b = NULL;
+        cr_assert_eq(pinio_checkpoint_tensor_bytes(cp, i, &b), 0);
+        pinio_property p = pinio_bytes_property(b);
+        if (want == PINIO_MEMORY_MAPPED) {
+            cr_assert_eq(p, PINIO_PROP_FILE, "tensor %s", t->name);
+            cr_assert_eq((uintptr_t)t->data & 4095, t->file_offset & 4095);
+        } else {
+            cr_assert_neq(p, PINIO_PROP_FILE, "tensor %s", t->name);
+        }
+        pinio_bytes_free(b);
+    }
+}
+
+static void modes_matrix(void)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 6u << 20, 23, 1);
+    char digest[3][65] = { { 0 } };
+    for (int m = 0; m < 3; m++)
+        for (size_t b = 0; b < 5; b++)
+            for (size_t c = 0; c < 3; c++) {
+                pinio_load_opts o;
+                pinio_load_opts_default(&o);
+                o.memory = (pinio_memory_mode)m;
+                o.backend = backends[b];
+                o.cache = caches[c];
+                o.verify = b == 0; /* mapped files are hashed through the descriptor */
+                o.queue_depth = 4;
+                o.request_size = 64u << 10;
+                pinio_checkpoint *cp = NULL;
+                pinio_diag d = { 0 };
+                int rc = load1(f, &o, &cp, &d);
+                cr_assert_eq(rc, 0, "memory %s backend %s cache %zu: %s", mode_names[m],
+                             pinio_backend_name(backends[b]), c, d.msg);
+                check_all(cp, 23);
+                pinio_load_report r;
+                pinio_checkpoint_report(cp, &r);
+                cr_assert_eq(r.files_mapped + r.files_pinned, 1);
+                pinio_memory_mode got = r.files_mapped ? PINIO_MEMORY_MAPPED : PINIO_MEMORY_PINNED;
+                if (m != PINIO_MEMORY_AUTO)
+                    cr_assert_eq(got, (pinio_memory_mode)m, "%s", r.modes);
+                else if (backends[b] != PINIO_BACKEND_AUTO || caches[c] == PINIO_CACHE_COLD)
+                    cr_assert_eq(got, PINIO_MEMORY_PINNED, "%s", r.modes);
+                else if (caches[c] == PINIO_CACHE_HOT)
+                    cr_assert_eq(got, PINIO_MEMORY_MAPPED, "%s", r.modes);
+                else /* AUTO: the residency measured decides */
+                    cr_assert_eq(got == PINIO_MEMORY_MAPPED, r.files_buffered == 1, "%s",
+                                 r.modes);
+                check_mode(cp, got);
+                if (got == PINIO_MEMORY_MAPPED) {
+                    cr_assert_eq(r.arena_bytes, 0);
+                    cr_assert_gt(r.mapped_bytes, 0);
+                    cr_assert_eq(r.read_bytes, 0, "a mapped file is not read");
+                }
+                if (o.verify) {
+                    const char *h = pinio_checkpoint_sha256(cp, 0);
+                    cr_assert_not_null(h);
+                    if (digest[0][0])
+                        cr_assert_str_eq(h, digest[0], "%s: the same file, the same digest",
+                                         mode_names[m]);
+                    snprintf(digest[0], sizeof(digest[0]), "%s", h);
+                }
+                pinio_checkpoint_release(cp);
+            }
+}
+
+Test(memory, every_mode_backend_and_cache_on_disk, .init = disk_setup, .fini = teardown)
+{
+    modes_matrix();
+}
+
+Test(memory, every_mode_backend_and_cache_on_tmpfs, .init = shm_setup, .fini = teardown)
+{
+    modes_matrix();
+}
+
+static pinio_checkpoint *load_mode(const char *path, pinio_memory_mode m, uint64_t align)
+{
+    pinio_load_opts o;
+    pinio_load_opts_default(&o);
+    o.memory = m;
+    o.tensor_align = align;
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(load1(path, &o, &cp, &d), 0, "%s", d.msg);
+    return cp;
+}
+
+Test(memory, mapped_tensors_outlive_checkpoint_rename_and_unlink, .init = disk_setup,
+     .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    char *g = path_in("renamed.safetensors");
+    gen(f, 2u << 20, 6, 1);
+    pinio_checkpoint *cp = load_mode(f, PINIO_MEMORY_MAPPED, 0);
+    pinio_bytes *b[6];
+    char names[6][128];
+    for (size_t i = 0; i < 6; i++) {
+        cr_assert_eq(pinio_checkpoint_tensor_bytes(cp, i, &b[i]), 0);
+        snprintf(names[i], sizeof(names[i]), "%s", pinio_checkpoint_tensor(cp, i)->name);
+    }
+    pinio_checkpoint_release(cp);
+    cr_assert_eq(rename(f, g), 0);
+    for (size_t i = 0; i < 6; i++) {
+        const uint8_t *p = NULL;
+        cr_assert_eq(pinio_bytes_data(b[i], PINIO_ACCESS_ZERO_COPY, &p, NULL), 0);
+        cr_assert(pinio_gen_verify(SEED, names[i], 0, p, pinio_bytes_len(b[i]), NULL));
+    }
+    cr_assert_eq(unlink(g), 0);
+    for (size_t i = 0; i < 6; i++) {
+        const uint8_t *p = NULL;
+        cr_assert_eq(pinio_bytes_data(b[i], PINIO_ACCESS_ZERO_COPY, &p, NULL), 0);
+        cr_assert(pinio_gen_verify(SEED, names[i], 0, p, pinio_bytes_len(b[i]), NULL),
+                  "%s after unlink", names[i]);
+        /* A mutable access copies: the mapping is read-only. */
+        uint8_t *w = NULL;
+        cr_assert_eq(pinio_bytes_data_mut(b[i], PINIO_ACCESS_COPY, &w, NULL), 0);
+        if (pinio_bytes_len(b[i]))
+            w[0] ^= 1;
+        pinio_bytes_free(b[i]);
+    }
+}
+
+/* The mapping step on its own, after the plan: the file is truncated in
+ * between. The library must answer PINIO_ECHANGED naming the file, and the
+ * process must still be alive (no SIGBUS): nothing reads a mapped byte. */
+Test(memory, truncated_between_plan_and_mapping_is_echanged, .init = disk_setup,
+     .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 2u << 20, 6, 1);
+    for (int cold = 0; cold < 2; cold++) {
+        pinio_plan_opts po;
+        pinio_plan_opts_default(&po);
+        po.cache = cold ? PINIO_CACHE_COLD : PINIO_CACHE_HOT;
+        pinio_plan *plan = NULL;
+        pinio_diag d = { 0 };
+        const char *paths[] = { f };
+        cr_assert_eq(pinio_plan_create(&plan, paths, 1, &po, &d), 0, "%s", d.msg);
+        cr_assert_eq(truncate(f, 1u << 20), 0);
+        pinio_load_opts o;
+        pinio_load_opts_default(&o);
+        o.memory = PINIO_MEMORY_MAPPED;
+        pinio__fmem fm[1];
+        pinio__modes_decide(plan, &o, fm);
+        cr_assert_eq(fm[0].mode, PINIO_MEMORY_MAPPED);
+        pinio_load_report rep = { 0 };
+        int rc = pinio__map_files(plan, fm, false, &rep, &d);
+        cr_assert_eq(rc, PINIO_ECHANGED, "%d: %s", rc, d.msg);
+        cr_assert_not_null(strstr(d.msg, "m.safetensors"), "%s", d.msg);
+        cr_assert_not_null(strstr(d.msg, "size"), "%s", d.msg);
+        pinio__fmem_release(fm, 1);
+        pinio_plan_free(plan);
+        gen(f, 2u << 20, 6, 1); /* whole again for the next round */
+    }
+}
+
+/* After a mapped load, truncating the file cuts its pages out of the
+ * mapping: the library's own calls stay safe (nothing reads a mapped
+ * byte), and a user touching a tensor past the new end gets SIGBUS, as
+ * with any file mapping (load.h says so). */
+Test(memory, truncated_after_a_mapped_load_is_sigbus_for_the_user_only, .init = disk_setup,
+     .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 2u << 20, 6, 1);
+    pinio_checkpoint *cp = load_mode(f, PINIO_MEMORY_MAPPED, 0);
+    size_t last = pinio_checkpoint_count(cp) - 1;
+    const pinio_tensor *t = pinio_checkpoint_tensor(cp, last);
+    pinio_bytes *b = NULL;
+    cr_assert_eq(pinio_checkpoint_tensor_bytes(cp, last, &b), 0);
+    cr_assert_eq(truncate(f, 0), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        volatile uint8_t x = t->data[t->nbytes - 1];
+        (void)x;
+        _exit(0);
+    }
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS, "status %#x", st);
+    pinio_load_report r;
+    pinio_checkpoint_report(cp, &r);
+    cr_assert_eq(r.files_mapped, 1);
+    cr_assert_eq(pinio_checkpoint_find(cp, t->name), t);
+    pinio_bytes_free(b);
+    pinio_checkpoint_release(cp);
+}
+
+/* Three shards, one of them cold: AUTO maps the hot ones and reads the cold
+ * one into an arena that holds only it; with --verify every digest is the
+ * same as a pinned load's. */
+Test(memory, mixed_modes_over_shards, .init = disk_setup, .fini = teardown)
+{
+    char *dir = path_in("sharded");
+    gen(dir, 6u << 20, 23, 3);
+    char shard[512];
+    snprintf(shard, sizeof(shard), "%s/model-00002-of-00003.safetensors", dir);
+    int fd = open(shard, O_RDONLY);
+    cr_assert_geq(fd, 0, "%s", shard);
+    cr_assert_eq(pinio_file_drop_cache(fd), 0);
+    close(fd);
+    pinio_load_opts o;
+    pinio_load_opts_default(&o);
+    o.verify = true;
+    for (int align = 0; align < 2; align++) {
+        o.tensor_align = align ? 64 : 0;
+        pinio_checkpoint *cp = NULL, *pinned = NULL;
+        pinio_diag d = { 0 };
+        cr_assert_eq(load1(dir, &o, &cp, &d), 0, "%s", d.msg);
+        check_all(cp, 23);
+        pinio_load_report r;
+        pinio_checkpoint_report(cp, &r);
+        cr_assert_eq(pinio_checkpoint_file_count(cp), 3);
+        if (!align) {
+            cr_assert_eq(r.files_mapped, 2, "%s", r.modes);
+            cr_assert_eq(pinio_checkpoint_file_memory(cp, 1, NULL), PINIO_MEMORY_PINNED, "%s",
+                         r.modes);
+            cr_assert_not_null(strstr(r.modes, "cold"), "%s", r.modes);
+        }
+        for (size_t i = 0; align && i < pinio_checkpoint_count(cp); i++)
+            cr_assert_eq((uintptr_t)pinio_checkpoint_tensor(cp, i)->data % 64, 0);
+        pinio_load_opts po = o;
+        po.memory = PINIO_MEMORY_PINNED;
+        cr_assert_eq(load1(dir, &po, &pinned, &d), 0, "%s", d.msg);
+        for (size_t i = 0; i < 3; i++)
+            cr_assert_str_eq(pinio_checkpoint_sha256(cp, i), pinio_checkpoint_sha256(pinned, i));
+        pinio_checkpoint_release(pinned);
+        pinio_checkpoint_release(cp);
+        fd = open(shard, O_RDONLY);
+        cr_assert_eq(pinio_file_drop_cache(fd), 0);
+        close(fd);
+    }
+}
+
+Test(memory, every_tensor_aligned_on_request, .init = disk_setup, .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 6u << 20, 23, 1); /* tensors tiled with no gap: most are not 64-aligned */
+    static const uint64_t aligns[] = { 64, 4096 };
+    for (int m = 0; m < 3; m++)
+        for (size_t a = 0; a < 2; a++) {
+            pinio_checkpoint *cp = load_mode(f, (pinio_memory_mode)m, aligns[a]);
+            check_all(cp, 23);
+            pinio_load_report r;
+            pinio_checkpoint_report(cp, &r);
+            for (size_t i = 0; i < 23; i++) {
+                const pinio_tensor *t = pinio_checkpoint_tensor(cp, i);
+                cr_assert_eq((uintptr_t)t->data % aligns[a], 0, "%s: %s at %p", mode_names[m],
+                             t->name, (const void *)t->data);
+                cr_assert_geq(t->align, aligns[a]);
+            }
+            /* A mapping cannot move a tensor: such a file is read pinned. */
+            cr_assert_eq(r.files_pinned, 1, "%s", r.modes);
+            if (m != PINIO_MEMORY_PINNED)
+                cr_assert_not_null(strstr(r.modes, "aligned"), "%s", r.modes);
+            cr_assert_gt(r.realigned, 0);
+            cr_assert_eq(r.misaligned, 0);
+            pinio_checkpoint_release(cp);
+        }
+    pinio_load_opts o;
+    pinio_load_opts_default(&o);
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    o.tensor_align = 48;
+    cr_assert_eq(load1(f, &o, &cp, &d), -EINVAL);
+    o.tensor_align = 8192;
+    cr_assert_eq(load1(f, &o, &cp, &d), -EINVAL);
+    cr_assert_null(cp);
+}
+
+Test(memory, kept_arena_reused_grown_and_busy, .init = disk_setup, .fini = teardown)
+{
+    char *small = path_in("small.safetensors"), *big = path_in("big.safetensors");
+    gen(small, 1u << 20, 5, 1);
+    gen(big, 5u << 20, 9, 1);
+    pinio_arena *a = NULL;
+    cr_assert_eq(pinio_arena_create(&a), 0);
+    cr_assert_eq(pinio_arena_size(a), 0);
+    pinio_load_opts o;
+    pinio_load_opts_default(&o);
+    o.arena = a;
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    pinio_load_report r;
+    static const struct { int file; bool grown; } steps[] = {
+        { 0, true }, { 0, false }, { 1, true }, { 0, false }, { 1, false },
+    };
+    size_t size = 0;
+    for (size_t s = 0; s < 5; s++) {
+        cr_assert_eq(load1(steps[s].file ? big : small, &o, &cp, &d), 0, "%s", d.msg);
+        check_all(cp, steps[s].file ? 9 : 5);
+        pinio_checkpoint_report(cp, &r);
+        cr_assert(r.arena_kept);
+        cr_assert_eq(r.arena_grown, steps[s].grown, "step %zu: %s", s, r.memory);
+        cr_assert_eq(r.files_pinned, 1, "a kept arena is asked for pinned memory: %s", r.modes);
+        if (steps[s].grown)
+            cr_assert_gt(pinio_arena_size(a), size);
+        else
+            cr_assert_eq(pinio_arena_size(a), size);
+        size = pinio_arena_size(a);
+        cr_assert_eq(r.arena_bytes, size);
+        pinio_checkpoint_release(cp);
+    }
+    /* In use by a checkpoint, then by a tensor that outlived it. */
+    cr_assert_eq(load1(small, &o, &cp, &d), 0, "%s", d.msg);
+    pinio_checkpoint *cp2 = NULL;
+    cr_assert_eq(load1(small, &o, &cp2, &d), -EBUSY);
+    cr_assert_null(cp2);
+    cr_assert_not_null(strstr(d.msg, "kept arena"), "%s", d.msg);
+    pinio_bytes *b = NULL;
+    cr_assert_eq(pinio_checkpoint_tensor_bytes(cp, 0, &b), 0);
+    pinio_checkpoint_release(cp);
+    cr_assert_eq(load1(small, &o, &cp2, &d), -EBUSY);
+    pinio_bytes_free(b);
+    cr_assert_eq(load1(small, &o, &cp2, &d), 0, "%s", d.msg);
+    /* Released before its checkpoint: the memory lives on with it. */
+    pinio_arena_release(a);
+    check_all(cp2, 5);
+    pinio_checkpoint_release(cp2);
+    cr_assert_eq(pinio_arena_create(NULL), -EINVAL);
+    pinio_arena_release(NULL);
+}
