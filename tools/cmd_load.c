@@ -22,7 +22,8 @@ static void load_usage(FILE *out)
             "usage: pinio load PATH... [options]\n"
             "\n"
             "Loads a safetensors checkpoint into pinned, NUMA-local memory with O_DIRECT\n"
-            "io_uring reads, checks every byte arrived, and reports speed and the I/O path.\n"
+            "io_uring reads (or, for files already in the page cache, maps them: see\n"
+            "--memory), checks every byte arrived, and reports speed and the I/O path.\n"
             "PATH is a .safetensors file, a directory of shards (its\n"
             "model.safetensors.index.json when present), or an index file.\n"
             "\n"
@@ -36,6 +37,16 @@ static void load_usage(FILE *out)
             "  --backend auto|fixed|direct|buffered|pread  force a rung of the I/O ladder\n"
             "  --qd N             reads in flight (default: the engine's, 16)\n"
             "  --bs SIZE          bytes per read request, e.g. 1M (default: the engine's)\n"
+            "  --memory auto|pinned|mapped  where tensors live (default auto, per file):\n"
+            "                     pinned: read into one NUMA-placed arena locked in RAM\n"
+            "                     (O_DIRECT for cold files; what a GPU can DMA from);\n"
+            "                     mapped: the file's page cache mapped read-only, no copy\n"
+            "                     (cold files are read into the page cache first);\n"
+            "                     auto: mapped for files already in the page cache, pinned\n"
+            "                     for the others; the summary says which ran and why\n"
+            "  --align N          every tensor at an address that is a multiple of N (a power\n"
+            "                     of two up to 4096, e.g. 64): tensors the file does not align\n"
+            "                     are moved once in the arena (such files are read pinned)\n"
             "  --verify           compute each file's SHA-256 (the hub's LFS object id)\n"
             "  --sha256 HEX       expected SHA-256 of the next input file (repeatable)\n"
             "  --device DEV       stream instead of loading resident: the tensors go through a\n"
@@ -52,12 +63,12 @@ static void load_usage(FILE *out)
             "  --staging SIZE[xK] with --device: K slots of SIZE bytes (default 32Mx4)\n"
             "  --json             print the summary as one JSON object\n"
             "  --quiet            no progress bar and no summary (exit status only)\n"
-            "A load holds one open file per shard: the soft open-file limit is raised to\n"
-            "the hard one (ulimit -Hn) for the command's own process.\n"
             "  --mpi replicate|shard  one load per MPI job, under mpiexec (see\n"
             "                     pinio load --mpi replicate --help; needs a pinio built with MPI)\n"
             "  -h, --help         this help\n"
             "\n"
+            "A load holds one open file per shard: the soft open-file limit is raised to\n"
+            "the hard one (ulimit -Hn) for the command's own process.\n"
             "exit status: 0 loaded; 1 load failed (the message names file and offset); 2 usage\n");
 }
 
@@ -108,7 +119,7 @@ static int run_load(int argc, char **argv)
 #endif
         }
     enum { O_FILTER = 256, O_NODE, O_DIRECT, O_CACHE, O_BACKEND, O_QD, O_BS, O_VERIFY, O_SHA,
-           O_JSON, O_QUIET, O_DEVICE, O_STAGING };
+           O_JSON, O_QUIET, O_DEVICE, O_STAGING, O_MEMORY, O_ALIGN };
     static const struct option longopts[] = {
         { "filter", required_argument, NULL, O_FILTER },
         { "node", required_argument, NULL, O_NODE },
@@ -120,6 +131,8 @@ static int run_load(int argc, char **argv)
         { "verify", no_argument, NULL, O_VERIFY },
         { "sha256", required_argument, NULL, O_SHA },
         { "json", no_argument, NULL, O_JSON },
+        { "memory", required_argument, NULL, O_MEMORY },
+        { "align", required_argument, NULL, O_ALIGN },
         { "quiet", no_argument, NULL, O_QUIET },
         { "device", required_argument, NULL, O_DEVICE },
         { "staging", required_argument, NULL, O_STAGING },
@@ -208,6 +221,27 @@ static int run_load(int argc, char **argv)
                 goto out;
             }
             opts.request_size = (size_t)bs;
+            break;
+        }
+        case O_MEMORY:
+            if (!strcmp(optarg, "auto"))
+                opts.memory = PINIO_MEMORY_AUTO;
+            else if (!strcmp(optarg, "pinned"))
+                opts.memory = PINIO_MEMORY_PINNED;
+            else if (!strcmp(optarg, "mapped"))
+                opts.memory = PINIO_MEMORY_MAPPED;
+            else {
+                fprintf(stderr, "pinio load: --memory wants auto, pinned or mapped, not '%s'\n", optarg);
+                goto out;
+            }
+            break;
+        case O_ALIGN: {
+            uint64_t al = 0;
+            if (cli_parse_size(optarg, &al) < 0 || al < 1 || al > 4096 || (al & (al - 1))) {
+                fprintf(stderr, "pinio load: --align wants a power of two from 1 to 4096, not '%s'\n", optarg);
+                goto out;
+            }
+            opts.tensor_align = al;
             break;
         }
         case O_VERIFY:
@@ -323,6 +357,26 @@ static int run_load(int argc, char **argv)
         cli_json_str(r.io_path, strlen(r.io_path));
         printf(",\"cache\":");
         cli_json_str(r.cache, strlen(r.cache));
+        printf(",\"files_pinned\":%zu,\"files_mapped\":%zu,\"mapped_bytes\":%llu,"
+               "\"fill_seconds\":%.6f,\"align\":%llu,\"realigned\":%zu,"
+               "\"realigned_bytes\":%llu,\"realign_seconds\":%.6f,\"modes\":",
+               r.files_pinned, r.files_mapped, (unsigned long long)r.mapped_bytes,
+               r.fill_seconds, (unsigned long long)opts.tensor_align, r.realigned,
+               (unsigned long long)r.realigned_bytes, r.realign_seconds);
+        cli_json_str(r.modes, strlen(r.modes));
+        printf(",\"memory\":");
+        cli_json_str(r.memory, strlen(r.memory));
+        printf(",\"file_memory\":[");
+        for (size_t i = 0; i < pinio_checkpoint_file_count(cp); i++) {
+            const char *why = "";
+            pinio_memory_mode m = pinio_checkpoint_file_memory(cp, i, &why);
+            printf("%s{\"path\":", i ? "," : "");
+            cli_json_str(pinio_checkpoint_file(cp, i), strlen(pinio_checkpoint_file(cp, i)));
+            printf(",\"mode\":\"%s\",\"why\":", m == PINIO_MEMORY_MAPPED ? "mapped" : "pinned");
+            cli_json_str(why, strlen(why));
+            printf("}");
+        }
+        printf("]");
         printf(",\"sha256\":{");
         for (size_t i = 0; i < pinio_checkpoint_file_count(cp); i++) {
             const char *h = pinio_checkpoint_sha256(cp, i);
@@ -342,13 +396,24 @@ static int run_load(int argc, char **argv)
             printf("skipped   %zu by filter, %zu not in the index\n", r.skipped, r.unindexed);
         printf("I/O path  %s\n", r.io_path);
         printf("cache     %s\n", r.cache);
-        if (r.node >= 0)
+        printf("modes     %s\n", r.modes);
+        if (r.files_mapped)
+            printf("mapped    %.3f GB: the page cache of %zu file%s, no copy%s\n",
+                   (double)r.mapped_bytes / 1e9, r.files_mapped, r.files_mapped == 1 ? "" : "s",
+                   r.fill_seconds > 0 ? " (cold pages read in first)" : "");
+        if (!r.arena_bytes)
+            printf("memory    %s\n", r.memory);
+        else if (r.node >= 0)
             printf("memory    %.3f GB arena on NUMA node %d (%s), %s\n", (double)r.arena_bytes / 1e9,
                    r.node, r.node_verified ? "placement verified" : "placement not verified",
                    r.memory);
         else
             printf("memory    %.3f GB arena, no NUMA placement, %s\n",
                    (double)r.arena_bytes / 1e9, r.memory);
+        if (opts.tensor_align > 1)
+            printf("alignment every tensor %llu-aligned: %zu tensors (%.3f GB) moved in %.3f s\n",
+                   (unsigned long long)opts.tensor_align, r.realigned,
+                   (double)r.realigned_bytes / 1e9, r.realign_seconds);
         if (r.misaligned)
             printf("alignment %zu tensors are not aligned to their element size (safetensors "
                    "does not guarantee it)\n", r.misaligned);
@@ -381,6 +446,6 @@ out:
 
 const struct pinio_cmd pinio_cmd_load = {
     .name = "load",
-    .summary = "load a safetensors checkpoint into pinned NUMA-local memory",
+    .summary = "load a safetensors checkpoint into pinned memory or page-cache mappings",
     .run = run_load,
 };
