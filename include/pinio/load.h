@@ -94,10 +94,10 @@ typedef enum pinio_memory_mode {
     PINIO_MEMORY_PINNED,
     /** The file is mapped read-only and shared, its pages populated; tensors
      *  are PINIO_PROP_FILE views of the page cache (no copy), the mapping
-     *  freed with the last of them. A cold file's pages are first read into
-     *  the page cache at depth (readahead of the whole range) rather than
-     *  faulted page by page. A file whose tensors miss `tensor_align` is
-     *  read pinned instead (reported). */
+     *  freed with the last of them. A cold file's pages are read in by the
+     *  populate, whose readahead grows to the whole range (measured faster
+     *  than readahead requested up front: mapped.c). A file whose tensors
+     *  miss `tensor_align` is read pinned instead (reported). */
     PINIO_MEMORY_MAPPED,
 } pinio_memory_mode;
 
@@ -247,8 +247,8 @@ typedef struct pinio_load_report {
     size_t files_pinned;       /**< files read into the arena (#PINIO_MEMORY_PINNED) */
     size_t files_mapped;       /**< files whose tensors view their mapping (#PINIO_MEMORY_MAPPED) */
     uint64_t mapped_bytes;     /**< bytes of the files' mappings */
-    double fill_seconds;       /**< mapped files not in the page cache: time reading them into
-                                    it before mapping (part of `seconds`) */
+    double fill_seconds;       /**< mapped files not in the page cache: time mapping them,
+                                    their pages read in (part of `seconds`) */
     size_t realigned;          /**< tensors moved in the arena to meet `tensor_align` */
     uint64_t realigned_bytes;  /**< their bytes (one memmove each) */
     double realign_seconds;    /**< time the moves took (part of `seconds`) */
