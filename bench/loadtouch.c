@@ -9,13 +9,14 @@
  *   pinio-pinned   pinio_load, --memory pinned, a fresh arena
  *   pinio-kept     pinio_load, --memory pinned, a kept arena: one load untimed,
  *                  the second timed (what a server swapping weights sees)
+ *   pinio-pinned-reg, pinio-kept-reg   the same with register_arena (READ_FIXED)
  *   mmap-populate  mmap(MAP_POPULATE) of the file
  *   mmap-fault     mmap of the file, pages faulted by the touch
  *   read-thp       read() loop (8 MiB) into a fresh transparent-huge-page buffer
  *   memcpy         memcpy of the file's size between two warm buffers
  *
  * Prints one JSON line: method, bytes, seconds (load + touch), load_seconds,
- * gbps (bytes / seconds). The cache state is the caller's business. */
+ * gbps (bytes / seconds), registered (pinio: reads landed by READ_FIXED). The cache state is the caller's business. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -30,6 +31,7 @@
 #include "pinio/load.h"
 
 static volatile uint64_t sink;
+static bool registered; /* pinio methods: reads landed by READ_FIXED */
 
 /* Reads every byte (8 at a time; the tail byte by byte). */
 static void touch(const uint8_t *p, size_t n)
@@ -52,13 +54,14 @@ static int die(const char *what)
     return 1;
 }
 
-static int pinio_method(const char *path, pinio_memory_mode mode, bool kept, double *load_s,
-                        double *total_s, uint64_t *bytes)
+static int pinio_method(const char *path, pinio_memory_mode mode, bool kept, bool reg,
+                        double *load_s, double *total_s, uint64_t *bytes)
 {
     pinio_arena *a = NULL;
     pinio_load_opts o;
     pinio_load_opts_default(&o);
     o.memory = mode;
+    o.register_arena = reg;
     if (kept) {
         if (pinio_arena_create(&a) < 0)
             return 1;
@@ -84,6 +87,9 @@ static int pinio_method(const char *path, pinio_memory_mode mode, bool kept, dou
         }
         *load_s = t1 - t0;
         *total_s = bench_now() - t0;
+        pinio_load_report r;
+        pinio_checkpoint_report(cp, &r);
+        registered = r.registered;
     }
     pinio_checkpoint_release(cp);
     pinio_arena_release(a);
@@ -103,9 +109,10 @@ int main(int argc, char **argv)
     if (!strncmp(m, "pinio-", 6)) {
         pinio_memory_mode mode = !strcmp(m, "pinio-mapped") ? PINIO_MEMORY_MAPPED
                                                             : PINIO_MEMORY_PINNED;
-        if (strcmp(m, "pinio-mapped") && strcmp(m, "pinio-pinned") && strcmp(m, "pinio-kept"))
+        bool kept = !strncmp(m, "pinio-kept", 10), reg = strstr(m, "-reg") != NULL;
+        if (strcmp(m, "pinio-mapped") && strncmp(m, "pinio-pinned", 12) && !kept)
             return 2;
-        rc = pinio_method(path, mode, !strcmp(m, "pinio-kept"), &load_s, &total_s, &bytes);
+        rc = pinio_method(path, mode, kept, reg, &load_s, &total_s, &bytes);
     } else {
         int fd = open(path, O_RDONLY);
         struct stat st;
@@ -159,8 +166,8 @@ int main(int argc, char **argv)
     if (rc)
         return rc;
     printf("{\"method\":\"%s\",\"bytes\":%llu,\"seconds\":%.6f,\"load_seconds\":%.6f,"
-           "\"gbps\":%.3f}\n",
+           "\"gbps\":%.3f,\"registered\":%s}\n",
            m, (unsigned long long)bytes, total_s, load_s,
-           total_s > 0 ? (double)bytes / total_s / 1e9 : 0.0);
+           total_s > 0 ? (double)bytes / total_s / 1e9 : 0.0, registered ? "true" : "false");
     return 0;
 }

@@ -75,9 +75,9 @@ extern "C" {
  * The rule of #PINIO_MEMORY_AUTO, per file:
  * - **mapped** when the plan reads the file through the page cache (hot:
  *   at least 90 % of its data section cached, or `cache` HOT): mapping a
- *   cached file costs page-table work only (a 256 MiB hot file: 0.03 s
- *   mapped against 0.08-0.12 s read into a fresh arena, PERFORMANCE.md),
- *   and the tensors then are the page cache itself;
+ *   cached file costs page-table work only (a hot 256 MiB file: 0.020-0.036 s
+ *   mapped against 0.24-3.2 s read into a fresh arena, 5 alternating runs
+ *   on a shared 2-CPU VM), and the tensors then are the page cache itself;
  * - **pinned** when the file is cold (O_DIRECT into the arena runs at the
  *   storage's speed, with no page cache filled and no copy), when a kept
  *   arena is given (`arena`: the caller keeps memory to reuse), when a
@@ -160,6 +160,16 @@ typedef struct pinio_load_opts {
     /** Mapped files: also lock their pages in RAM (mlock, within
      *  RLIMIT_MEMLOCK; the report says when it was refused). */
     bool lock_mapped;
+    /** Pinned files: register the arena with io_uring before the reads, so
+     *  that O_DIRECT reads land by READ_FIXED. Off by default: registering
+     *  faults every page in before the first read can start: a cold
+     *  256 MiB load took 0.88 s registered against 0.17 s with reads
+     *  faulting the pages in as they go and a helper faulting ahead
+     *  (medians of 5, shared 2-CPU VM). With a kept arena, already
+     *  faulted, both took 0.15 s. The report's `memory` line says which
+     *  ran. (Registering slab by slab as the pages are faulted, overlapped
+     *  with the reads, needs a sparse buffer table in the engine: not yet.) */
+    bool register_arena;
     /** Every tensor's first byte at an address that is a multiple of this
      *  (a power of two, at most 4096); 0 = as the file places it (a tensor
      *  keeps its file offset modulo 4096). Pinned files: tensors whose file

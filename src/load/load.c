@@ -94,6 +94,8 @@ static int execute_pinned(pinio_plan *plan, pinio__arena *arena, const pinio_loa
         exec_opts_of(o, arena->verify != NULL, rep->arena_bytes, &eo);
         eo.first_read = i;
         eo.nreads = j - i;
+        eo.regions = arena->regions;
+        eo.nregions = arena->nregions;
         pinio_exec_report er;
         rc = pinio_plan_execute(plan, &pinio__arena_dest, arena, &eo, &er, diag);
         if (rc == 0 && first)

@@ -359,3 +359,39 @@ Test(memory, kept_arena_reused_grown_and_busy, .init = disk_setup, .fini = teard
     cr_assert_eq(pinio_arena_create(NULL), -EINVAL);
     pinio_arena_release(NULL);
 }
+
+/* register_arena: the reads land by READ_FIXED when the engine registers
+ * the arena (fresh or kept), and the report says so, or says why not. */
+Test(memory, registered_arena_on_request, .init = disk_setup, .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 6u << 20, 23, 1);
+    pinio_arena *a = NULL;
+    cr_assert_eq(pinio_arena_create(&a), 0);
+    for (int round = 0; round < 4; round++) {
+        pinio_load_opts o;
+        pinio_load_opts_default(&o);
+        o.cache = PINIO_CACHE_COLD;
+        o.register_arena = round != 0;
+        o.arena = round == 3 ? a : NULL;
+        pinio_checkpoint *cp = NULL;
+        pinio_diag d = { 0 };
+        cr_assert_eq(load1(f, &o, &cp, &d), 0, "%s", d.msg);
+        check_all(cp, 23);
+        pinio_load_report r;
+        pinio_checkpoint_report(cp, &r);
+        if (!o.register_arena) {
+            cr_assert(!r.registered);
+            cr_assert_not_null(strstr(r.memory, "the default"), "%s", r.memory);
+        } else if (r.registered) {
+            cr_assert_gt(r.fixed_ops, 0);
+            cr_assert_eq(r.backend, PINIO_BACKEND_FIXED_DIRECT);
+            cr_assert_not_null(strstr(r.memory, "registered with io_uring for the reads"), "%s",
+                               r.memory);
+        } else {
+            cr_assert_not_null(strstr(r.memory, "no read went by READ_FIXED"), "%s", r.memory);
+        }
+        pinio_checkpoint_release(cp);
+    }
+    pinio_arena_release(a);
+}
