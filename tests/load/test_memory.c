@@ -196,6 +196,12 @@ Test(memory, truncated_between_plan_and_mapping_is_echanged, .init = disk_setup,
  * mapping: the library's own calls stay safe (nothing reads a mapped
  * byte), and a user touching a tensor past the new end gets SIGBUS, as
  * with any file mapping (load.h says so). */
+static void on_sigbus(int sig)
+{
+    (void)sig;
+    _exit(42);
+}
+
 Test(memory, truncated_after_a_mapped_load_is_sigbus_for_the_user_only, .init = disk_setup,
      .fini = teardown)
 {
@@ -210,13 +216,17 @@ Test(memory, truncated_after_a_mapped_load_is_sigbus_for_the_user_only, .init = 
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) {
+        /* Caught, so that the child exits rather than dies (valgrind's
+         * wrapper counts a death by signal as a failure). */
+        struct sigaction sa = { .sa_handler = on_sigbus };
+        sigaction(SIGBUS, &sa, NULL);
         volatile uint8_t x = t->data[t->nbytes - 1];
         (void)x;
         _exit(0);
     }
     int st = 0;
     cr_assert_eq(waitpid(pid, &st, 0), pid);
-    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS, "status %#x", st);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 42, "the user's touch: status %#x", st);
     pinio_load_report r;
     pinio_checkpoint_report(cp, &r);
     cr_assert_eq(r.files_mapped, 1);
