@@ -388,10 +388,12 @@ static int run_load(int argc, char **argv)
         }
         printf("}}\n");
     } else if (!quiet) {
-        printf("loaded    %zu tensors, %.3f GB from %zu file%s in %.3f s: %.2f GB/s"
-               " (reads %.2f GB/s)\n",
-               r.tensors, (double)r.bytes / 1e9, r.files, r.files == 1 ? "" : "s", r.seconds, gbs,
-               io_gbs);
+        printf("loaded    %zu tensors, %.3f GB from %zu file%s in %.3f s: %.2f GB/s",
+               r.tensors, (double)r.bytes / 1e9, r.files, r.files == 1 ? "" : "s", r.seconds, gbs);
+        if (r.read_bytes)
+            printf(" (reads %.2f GB/s)\n", io_gbs);
+        else
+            printf(" (%s)\n", r.files_mapped ? "mapped, no reads" : "no reads");
         if (r.skipped || r.unindexed)
             printf("skipped   %zu by filter, %zu not in the index\n", r.skipped, r.unindexed);
         printf("I/O path  %s\n", r.io_path);
@@ -400,7 +402,7 @@ static int run_load(int argc, char **argv)
         if (r.files_mapped)
             printf("mapped    %.3f GB: the page cache of %zu file%s, no copy%s\n",
                    (double)r.mapped_bytes / 1e9, r.files_mapped, r.files_mapped == 1 ? "" : "s",
-                   r.fill_seconds > 0 ? " (cold pages read in first)" : "");
+                   r.fill_seconds > 0 ? " (cold pages read in by the populate)" : "");
         if (!r.arena_bytes)
             printf("memory    %s\n", r.memory);
         else if (r.node >= 0)

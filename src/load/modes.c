@@ -48,7 +48,7 @@ static pinio_memory_mode decide(const pinio_plan *plan, uint32_t f, const pinio_
                      mis, (unsigned long long)o->tensor_align);
             return PINIO_MEMORY_PINNED;
         }
-        snprintf(why, wsize, "--memory mapped%s", pf->hot ? "" : "; cold: page cache filled first");
+        snprintf(why, wsize, "--memory mapped%s", pf->hot ? "" : "; cold: the populate reads it in");
         return PINIO_MEMORY_MAPPED;
     default:
         break;
