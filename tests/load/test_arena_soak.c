@@ -4,11 +4,10 @@
  * where they were. Suite 'integration' (plain and ASan, not valgrind: a
  * thousand loads under valgrind take minutes). */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "pinio/load.h"
+#include "tests/common/proc.h"
 #include "tests/load/load_helpers.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -28,29 +27,11 @@ typedef struct usage {
     int fds;
 } usage;
 
-static long status_kb(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    cr_assert_not_null(f);
-    char line[256];
-    long v = -1;
-    size_t n = strlen(key);
-    while (fgets(line, sizeof(line), f))
-        if (strncmp(line, key, n) == 0 && line[n] == ':')
-            v = strtol(line + n + 1, NULL, 10);
-    fclose(f);
-    cr_assert_geq(v, 0, "%s in /proc/self/status", key);
-    return v;
-}
-
 static usage now(void)
 {
-    usage u = { status_kb("VmRSS"), status_kb("VmPin"), status_kb("VmLck"), 0 };
-    DIR *d = opendir("/proc/self/fd");
-    cr_assert_not_null(d);
-    while (readdir(d))
-        u.fds++;
-    closedir(d);
+    usage u = { t_status_kib("VmRSS:"), t_status_kib("VmPin:"), t_status_kib("VmLck:"),
+                (int)t_count_fds() };
+    cr_assert(u.rss_kb >= 0 && u.pin_kb >= 0 && u.lck_kb >= 0 && u.fds > 0, "/proc/self");
     return u;
 }
 
