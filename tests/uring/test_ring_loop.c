@@ -3,36 +3,10 @@
  * memory or pinned memory (VmPin) -- the explicit unregister + queue_exit at
  * destroy is what makes this hold. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <limits.h>
 
 #include "helpers.h"
-
-static long count_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    cr_assert_not_null(d);
-    long n = 0;
-    while (readdir(d))
-        n++;
-    closedir(d);
-    return n;
-}
-
-/* A "VmRSS:" / "VmPin:" value of /proc/self/status, in KiB. */
-static long status_kib(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    cr_assert_not_null(f);
-    char line[256];
-    long v = -1;
-    size_t k = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, k))
-            v = strtol(line + k, NULL, 10);
-    fclose(f);
-    return v;
-}
+#include "tests/common/proc.h"
 
 static void cycle(const char *path, pinio_backend backend, uint8_t *m)
 {
@@ -63,10 +37,10 @@ Test(loop, create_destroy_1000, .timeout = 110)
     cr_assert_not_null(m);
     for (int i = 0; i < 20; i++) /* warm up allocator caches */
         cycle(path, PINIO_BACKEND_AUTO, m);
-    long fds = count_fds(), rss = status_kib("VmRSS:"), pin = status_kib("VmPin:");
+    long fds = t_count_fds(), rss = t_status_kib("VmRSS:"), pin = t_status_kib("VmPin:");
     for (int i = 0; i < 1000; i++)
         cycle(path, i % 10 == 9 ? PINIO_BACKEND_PREAD : PINIO_BACKEND_AUTO, m);
-    long fds2 = count_fds(), rss2 = status_kib("VmRSS:"), pin2 = status_kib("VmPin:");
+    long fds2 = t_count_fds(), rss2 = t_status_kib("VmRSS:"), pin2 = t_status_kib("VmPin:");
     cr_assert_eq(fds2, fds, "fd leak: %ld -> %ld", fds, fds2);
     cr_assert_eq(pin2, pin, "pinned memory left behind: %ld -> %ld KiB", pin, pin2);
     /* 1000 leaked rings, staging areas or file structs would be tens of MiB.
