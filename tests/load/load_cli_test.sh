@@ -7,19 +7,7 @@ PINIO=$1
 DIR=$(mktemp -d /var/tmp/pinio-loadcli-XXXXXX) || exit 1
 trap 'rm -rf "$DIR"' EXIT
 fails=0
-check() { # check WANT_STATUS DESCRIPTION CMD...
-    want=$1; what=$2; shift 2
-    "$@" >"$DIR/out" 2>"$DIR/err"
-    got=$?
-    if [ "$got" -ne "$want" ]; then
-        echo "FAIL: $what: exit $got, want $want"; cat "$DIR/err"; fails=$((fails + 1))
-    fi
-}
-has() { # has FILE PATTERN DESCRIPTION
-    if ! grep -q -- "$2" "$1"; then
-        echo "FAIL: $3: '$2' not in $1:"; cat "$1"; fails=$((fails + 1))
-    fi
-}
+. "$(dirname "$0")/../common/cli.sh"
 json() { # json DESCRIPTION PYTHON-ASSERTION (on j, the parsed output)
     if ! python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert $2, j" "$DIR/out"; then
         echo "FAIL: $1"; fails=$((fails + 1))
