@@ -7,19 +7,7 @@ PINIO=$1
 DIR=$(mktemp -d /tmp/pinio-cli-XXXXXX) || exit 1
 trap 'rm -rf "$DIR"' EXIT
 fails=0
-check() { # check WANT_STATUS DESCRIPTION CMD...
-    want=$1; what=$2; shift 2
-    "$@" >"$DIR/out" 2>"$DIR/err"
-    got=$?
-    if [ "$got" -ne "$want" ]; then
-        echo "FAIL: $what: exit $got, want $want"; cat "$DIR/err"; fails=$((fails + 1))
-    fi
-}
-has() { # has FILE PATTERN DESCRIPTION
-    if ! grep -q -- "$2" "$1"; then
-        echo "FAIL: $3: '$2' not in $1:"; cat "$1"; fails=$((fails + 1))
-    fi
-}
+. "$(dirname "$0")/../common/cli.sh"
 
 check 0 "gen single" "$PINIO" gen "$DIR/m.safetensors" --size 1M --tensors 10 \
     --dtypes bf16,F32,F8_E4M3,F4 --seed 7 --quiet
