@@ -233,7 +233,7 @@ typedef struct pinio_load_report {
     double verify_seconds;     /**< time SHA-256 added after the last read (part of `seconds`);
                                     hashing runs alongside the reads on a second CPU */
     double io_seconds;         /**< wall time of the data reads */
-    size_t files_direct;       /**< files read with O_DIRECT */
+    size_t files_direct;       /**< files read with O_DIRECT (a mapped file is not read) */
     size_t files_buffered;     /**< files read through the page cache */
     pinio_backend backend;     /**< the rung the data reads used: FIXED_DIRECT only when reads
                                     went to io_uring-registered memory (READ_FIXED) */

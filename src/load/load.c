@@ -212,10 +212,12 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
         pinio__arena_settle(&arena, &rep);
     pinio_checkpoint *cp = NULL;
     if (rc == 0) {
-        pinio_plan_info pi;
-        pinio_plan_get_info(plan, &pi);
-        rep.files_buffered = pi.files_hot;
-        rep.files_direct = pi.files - pi.files_hot;
+        /* Files read, that is: a mapped file is neither. */
+        for (size_t f = 0; f < plan->nfiles; f++)
+            if (fm[f].mode == PINIO_MEMORY_PINNED) {
+                rep.files_buffered += plan->files[f].pub.hot;
+                rep.files_direct += !plan->files[f].pub.hot;
+            }
         rep.seconds = pinio__now_s() - t0 - rep.drop_seconds;
         rc = pinio__checkpoint_build(&cp, plan, &arena.view, fm, data, hex, &rep);
     }

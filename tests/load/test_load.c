@@ -72,6 +72,7 @@ Test(load, direct_on_and_off, .init = disk_setup, .fini = teardown)
     for (int pol = 0; pol < 3; pol++) {
         pinio_load_opts o;
         pinio_load_opts_default(&o);
+        o.memory = PINIO_MEMORY_PINNED; /* the read policy is under test, not mapping */
         o.direct = (pinio_direct_policy)pol;
         pinio_checkpoint *cp = NULL;
         pinio_diag d = { 0 };
@@ -89,10 +90,13 @@ Test(load, hot_file_is_read_buffered_cold_with_o_direct, .init = disk_setup, .fi
 {
     char *f = path_in("m.safetensors");
     gen(f, 4u << 20, 5, 1);
-    /* freshly written: in the page cache */
+    /* freshly written: in the page cache; read (pinned), not mapped */
+    pinio_load_opts pinned;
+    pinio_load_opts_default(&pinned);
+    pinned.memory = PINIO_MEMORY_PINNED;
     pinio_checkpoint *cp = NULL;
     pinio_diag d = { 0 };
-    cr_assert_eq(load1(f, NULL, &cp, &d), 0, "%s", d.msg);
+    cr_assert_eq(load1(f, &pinned, &cp, &d), 0, "%s", d.msg);
     pinio_load_report r;
     pinio_checkpoint_report(cp, &r);
     cr_assert_eq(r.files_buffered, 1, "cache: %s", r.cache);
