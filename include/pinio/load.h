@@ -277,9 +277,12 @@ typedef struct pinio_load_report {
  *                no tensor is ever handed out from a failed load.
  * @param diag    optional; one line naming the file and the offset or tensor.
  * @return 0; PINIO_EFORMAT (invalid header or index), PINIO_ECHANGED (a file
- *         shorter or different than its header said when read), -ENOENT
+ *         shorter or different than its header said when read or mapped), -ENOENT
  *         (missing file, shard or tensor), -EEXIST (a tensor in two shards),
- *         -EINVAL (bad options), -ECANCELED (progress callback), -EIO, -ENOMEM,
+ *         -EINVAL (bad options: a memory mode, a tensor_align not a power of two
+ *         up to 4096), -EBUSY (the kept `arena` still held by an earlier
+ *         load's checkpoint or tensors), -ECANCELED (progress callback), -EIO,
+ *         -ENOMEM, a mapping's errno,
  *         PINIO_EFORMAT with "sha256 mismatch" when verification fails.
  */
 PINIO_API int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *opts,
