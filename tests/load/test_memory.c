@@ -117,16 +117,21 @@ Test(memory, every_mode_backend_and_cache_on_tmpfs, .init = shm_setup, .fini = t
     modes_matrix();
 }
 
+static pinio_checkpoint *load_ok(const char *path, const pinio_load_opts *o)
+{
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(load1(path, o, &cp, &d), 0, "%s", d.msg);
+    return cp;
+}
+
 static pinio_checkpoint *load_mode(const char *path, pinio_memory_mode m, uint64_t align)
 {
     pinio_load_opts o;
     pinio_load_opts_default(&o);
     o.memory = m;
     o.tensor_align = align;
-    pinio_checkpoint *cp = NULL;
-    pinio_diag d = { 0 };
-    cr_assert_eq(load1(path, &o, &cp, &d), 0, "%s", d.msg);
-    return cp;
+    return load_ok(path, &o);
 }
 
 Test(memory, mapped_tensors_outlive_checkpoint_rename_and_unlink, .init = disk_setup,
@@ -139,9 +144,7 @@ Test(memory, mapped_tensors_outlive_checkpoint_rename_and_unlink, .init = disk_s
     pinio_load_opts_default(&o);
     o.memory = PINIO_MEMORY_MAPPED;
     o.lock_mapped = true;
-    pinio_checkpoint *cp = NULL;
-    pinio_diag d = { 0 };
-    cr_assert_eq(load1(f, &o, &cp, &d), 0, "%s", d.msg);
+    pinio_checkpoint *cp = load_ok(f, &o);
     pinio_load_report r;
     pinio_checkpoint_report(cp, &r);
     cr_assert(strstr(r.modes, "; mapped pages locked (mlock)") ||
