@@ -149,6 +149,17 @@ int pinio__arena_create(pinio__arena *a, const pinio_plan *plan, const pinio__fm
         /* Grown to what this load needs, in whole huge pages. */
         size = (size + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
     }
+    /* An arena larger than the memory left would be faulted in until the
+     * OOM killer chose a process (perhaps another one): say so first. */
+    pinio_memavail ma;
+    if (pinio_mem_available(NULL, &ma) == 0 && size > ma.bytes) {
+        pinio_diag_set(diag, -ENOMEM,
+                       "the arena needs %llu bytes but only %llu are available (%s): select "
+                       "fewer tensors (--filter), stream them (--device), or map hot files "
+                       "(--memory mapped)",
+                       (unsigned long long)size, (unsigned long long)ma.bytes, ma.source);
+        return -ENOMEM;
+    }
     pinio_pool_opts po;
     pinio_pool_opts_default(&po);
     po.prefault = false;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "pinio/gen.h"
@@ -120,4 +121,65 @@ Test(inputs, many_shards_load_under_a_low_open_file_limit, .init = setup, .fini 
     memset(&d, 0, sizeof(d));
     cr_assert_eq(load_path(ck, &d), -EMFILE, "%s", d.msg);
     cr_assert_not_null(strstr(d.msg, "ulimit -n"), "%s", d.msg);
+}
+
+/* A checkpoint larger than the memory cgroup allows: a clear error before
+ * any faulting, not the OOM killer. The load runs in a child placed in a
+ * fresh memory cgroup (v1 here, root only) limited to 48 MiB. */
+Test(inputs, an_arena_larger_than_the_cgroup_allows_is_an_error, .init = setup,
+     .fini = teardown)
+{
+    char cg[128];
+    snprintf(cg, sizeof(cg), "/sys/fs/cgroup/memory/pinio-test-%d", (int)getpid());
+    if (mkdir(cg, 0755) != 0) {
+        snprintf(cg, sizeof(cg), "/sys/fs/cgroup/pinio-test-%d", (int)getpid());
+        if (access("/sys/fs/cgroup/cgroup.controllers", F_OK) != 0 || mkdir(cg, 0755) != 0)
+            cr_skip_test("no memory cgroup to create here (not root, or no cgroupfs)");
+    }
+    bool v1 = strstr(cg, "/memory/") != NULL;
+    char f[300], lim[200], procs[200];
+    snprintf(f, sizeof(f), "%s/m.safetensors", dir);
+    pinio_gen_opts g;
+    pinio_gen_opts_default(&g);
+    g.size = 128u << 20;
+    g.tensors = 8;
+    g.seed = SEED;
+    cr_assert_eq(pinio_gen_write(f, &g, NULL, NULL), 0);
+    snprintf(lim, sizeof(lim), "%s/%s", cg, v1 ? "memory.limit_in_bytes" : "memory.max");
+    snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg);
+    FILE *l = fopen(lim, "w");
+    cr_assert_not_null(l, "%s", lim);
+    fprintf(l, "%d\n", 48 << 20);
+    fclose(l);
+    int pipefd[2];
+    cr_assert_eq(pipe(pipefd), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        FILE *p = fopen(procs, "w");
+        if (!p || fprintf(p, "%d\n", (int)getpid()) < 0 || fclose(p) != 0)
+            _exit(3);
+        const char *path = f;
+        pinio_load_opts o;
+        pinio_load_opts_default(&o);
+        o.memory = PINIO_MEMORY_PINNED;
+        o.cache = PINIO_CACHE_COLD;
+        pinio_checkpoint *cp = NULL;
+        pinio_diag d = { 0 };
+        int rc = pinio_load(&path, 1, &o, &cp, &d);
+        pinio_checkpoint_release(cp);
+        (void)!write(pipefd[1], d.msg, strlen(d.msg) + 1);
+        _exit(rc == -ENOMEM ? 0 : rc == 0 ? 1 : 2);
+    }
+    close(pipefd[1]);
+    char msg[600] = "";
+    (void)!read(pipefd[0], msg, sizeof(msg) - 1);
+    close(pipefd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    rmdir(cg);
+    cr_assert(WIFEXITED(st), "the child was killed (signal %d): the OOM killer?",
+              WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    cr_assert_eq(WEXITSTATUS(st), 0, "exit %d: %s", WEXITSTATUS(st), msg);
+    cr_assert_not_null(strstr(msg, "available (cgroup"), "%s", msg);
 }
