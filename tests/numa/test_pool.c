@@ -685,7 +685,7 @@ Test(pool, contig_contract_edges)
 
     pinio_pool_stats st;
     pinio_pool_get_stats(p, &st);
-    cr_assert_eq(st.slabs_registered, f.live, "every slab the registrar took");
+    cr_assert_eq(st.slabs_registered, (size_t)f.live, "every slab the registrar took");
     cr_assert(!fits || st.slabs_registered == 2, "%zu", st.slabs_registered);
     pinio_view_release(&v);
     cr_assert_eq(f.live, 0, "every registered slab unregistered with the view");
