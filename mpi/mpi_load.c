@@ -6,6 +6,9 @@
  *   all:    cut stripes (pure function of the plan), map memory -> agree
  *   all:    execute own stripe (engine, O_DIRECT)  -> agree
  *   all:    exchange stripes in place (replicate)  -> agree
+ *   node:   the same, with one stripe per node cut into one per local rank,
+ *           read into the node's shared copy; the exchange runs between
+ *           the node leaders only, on that copy
  *
  * Why an agreement after every phase: a collective entered by some ranks
  * only is a hang, not an error. Every phase ends in one Allreduce(MINLOC) of
@@ -35,6 +38,7 @@
 
 #include "pinio/mpi.h"
 #include "pinio/safetensors.h"
+#include "pinio/sys.h"
 
 /* Broadcast pieces of at most this many bytes: MPI-3.1 counts are ints. */
 #define BCAST_MAX ((size_t)1 << 30)
@@ -92,6 +96,7 @@ const char *pinio_mpi_policy_name(pinio_mpi_policy p)
     switch (p) {
     case PINIO_MPI_REPLICATE: return "replicate";
     case PINIO_MPI_SHARD: return "shard";
+    case PINIO_MPI_NODE: return "node";
     }
     return NULL;
 }
@@ -404,24 +409,157 @@ static int map_dest(job *j, uint64_t bytes, pinio_view *out)
     return rc;
 }
 
-/* Where stripe `r` starts: the first read of a run of reads whose bytes
- * add up to about r/n of the plan's (the cut nearest to it). Pure: every
- * rank computes the same. */
-static void cut_stripes(const pinio_plan *p, int n, size_t *first)
+/* #PINIO_MPI_NODE: the node's ranks, and the leaders (local rank 0 of
+ * each node). Outside that policy: every rank its own node. */
+typedef struct node {
+    MPI_Comm local, leaders; /* MPI_COMM_NULL when not split / not a leader */
+    int lrank, lsize;        /* this rank within its node */
+    int index, count;        /* this node among the nodes (its leader's rank among leaders) */
+} node;
+
+static int node_split(job *j, node *nd)
 {
-    pinio_plan_info pi;
-    pinio_plan_get_info(p, &pi);
-    uint64_t total = pi.read_bytes, done = 0;
-    size_t i = 0;
-    first[0] = 0;
+    MPI_Comm shared = MPI_COMM_NULL;
+    int e = MPI_Comm_split_type(j->comm, MPI_COMM_TYPE_SHARED, j->rank, MPI_INFO_NULL, &shared);
+    if (e != MPI_SUCCESS)
+        return mpi_fail(j, e, "MPI_Comm_split_type (node)");
+    nd->local = shared;
+    if (j->o.node_ranks > 0) {
+        /* The simulated split: runs of node_ranks local ranks. It stays
+         * inside a real node, so the memory can still be shared. */
+        int lr = 0;
+        MPI_Comm_rank(shared, &lr);
+        e = MPI_Comm_split(shared, lr / j->o.node_ranks, lr, &nd->local);
+        MPI_Comm_free(&shared);
+        if (e != MPI_SUCCESS) {
+            nd->local = MPI_COMM_NULL;
+            return mpi_fail(j, e, "MPI_Comm_split (simulated node)");
+        }
+    }
+    MPI_Comm_set_errhandler(nd->local, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(nd->local, &nd->lrank);
+    MPI_Comm_size(nd->local, &nd->lsize);
+    /* Leaders keyed by job rank: node order follows the job's rank order. */
+    e = MPI_Comm_split(j->comm, nd->lrank == 0 ? 0 : MPI_UNDEFINED, j->rank, &nd->leaders);
+    if (e != MPI_SUCCESS)
+        return mpi_fail(j, e, "MPI_Comm_split (node leaders)");
+    int v[2] = { 0, 0 };
+    if (nd->lrank == 0) {
+        MPI_Comm_set_errhandler(nd->leaders, MPI_ERRORS_RETURN);
+        MPI_Comm_rank(nd->leaders, &v[0]);
+        MPI_Comm_size(nd->leaders, &v[1]);
+    }
+    e = MPI_Bcast(v, 2, MPI_INT, 0, nd->local);
+    if (e != MPI_SUCCESS)
+        return mpi_fail(j, e, "MPI_Bcast (node index)");
+    nd->index = v[0];
+    nd->count = v[1];
+    return 0;
+}
+
+static void node_free(node *nd)
+{
+    if (nd->local != MPI_COMM_NULL)
+        MPI_Comm_free(&nd->local);
+    if (nd->leaders != MPI_COMM_NULL)
+        MPI_Comm_free(&nd->leaders);
+}
+
+/*
+ * The node's copy: the leader creates a memfd of `bytes` and maps it; the
+ * other local ranks map the same file through the leader's descriptor in
+ * /proc (same user: the ptrace read check passes). Why a memfd and not
+ * MPI_Win_allocate_shared: the memory must outlive the call and the
+ * communicator (tensor views are handed out, released whenever), be
+ * O_DIRECT- and io_uring-registrable, and be pinio's to lock; and unlike a
+ * named shm object it has no name a crash could leave behind. The leader
+ * keeps its descriptor open until every local rank has mapped (the caller's
+ * agreement after this), the mappings keep the memory afterwards.
+ */
+static int node_map(job *j, const node *nd, uint64_t bytes, pinio_view *out, int *leader_fd)
+{
+    *leader_fd = -1;
+    if (bytes == 0) {
+        *out = pinio_view_static(NULL, 0);
+        return 0;
+    }
+    int who[3] = { 0, -1, 0 }; /* the leader's pid, fd, and code */
+    if (nd->lrank == 0) {
+        int fd = memfd_create("pinio-node", MFD_CLOEXEC);
+        if (fd < 0 || ftruncate(fd, (off_t)bytes) < 0) {
+            who[2] = -errno;
+            pinio_diag_set(&j->local, who[2], "creating the node's %llu-byte shared copy (memfd): %s",
+                           (unsigned long long)bytes, pinio_strerror(who[2]));
+            if (fd >= 0)
+                close(fd);
+        } else {
+            who[0] = (int)getpid();
+            who[1] = *leader_fd = fd;
+        }
+    }
+    int e = MPI_Bcast(who, 3, MPI_INT, 0, nd->local);
+    if (e != MPI_SUCCESS)
+        return mpi_fail(j, e, "MPI_Bcast (node memory)");
+    if (who[2] < 0)
+        return nd->lrank == 0 ? who[2] : 0; /* the leader's failure, agreed by the caller */
+    int fd = *leader_fd;
+    char proc[64];
+    snprintf(proc, sizeof(proc), "/proc/%d/fd/%d", who[0], who[1]);
+    if (nd->lrank != 0 && (fd = open(proc, O_RDWR | O_CLOEXEC)) < 0) {
+        int rc = -errno;
+        pinio_diag_set_at(&j->local, rc, proc, PINIO_DIAG_NO_OFFSET,
+                          "cannot open the node leader's shared copy: %s", pinio_strerror(rc));
+        return rc;
+    }
+    void *m = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int rc = m == MAP_FAILED ? -errno : 0;
+    if (nd->lrank != 0)
+        close(fd);
+    if (rc < 0) {
+        pinio_diag_set(&j->local, rc, "mapping the node's %llu-byte shared copy: %s",
+                       (unsigned long long)bytes, pinio_strerror(rc));
+        return rc;
+    }
+    rc = pinio_view_wrap(out, m, (size_t)bytes, unmap, NULL, 0);
+    if (rc < 0)
+        munmap(m, (size_t)bytes);
+    return rc;
+}
+
+/* The leader locks the node's copy once its pages exist (one lock per
+ * node: the pages are shared), when RLIMIT_MEMLOCK allows, as the arena
+ * does; not being able to is not an error. Every local rank learns it. */
+static bool node_lock(const node *nd, const pinio_view *mem)
+{
+    int locked = 0;
+    if (nd->lrank == 0 && mem->len) {
+        pinio_sysinfo si;
+        pinio_sys_probe(&si);
+        locked = (si.registrable == PINIO_UNLIMITED || si.registrable >= mem->len) &&
+                 mlock(mem->ptr, mem->len) == 0;
+    }
+    MPI_Bcast(&locked, 1, MPI_INT, 0, nd->local);
+    return locked != 0;
+}
+
+/* Reads [f0, f1) cut into n stripes: stripe r starts at first[r], the
+ * first read of a run whose bytes add up to about r/n of the range's (the
+ * cut nearest to it); first[n] = f1. Pure: every rank computes the same. */
+static void cut_stripes(const pinio_plan *p, size_t f0, size_t f1, int n, size_t *first)
+{
+    uint64_t total = 0, done = 0;
+    for (size_t i = f0; i < f1; i++)
+        total += pinio_plan_read_at(p, i)->len;
+    size_t i = f0;
+    first[0] = f0;
     for (int r = 1; r <= n; r++) {
         uint64_t target = (total / (uint64_t)n) * (uint64_t)r +
                           (total % (uint64_t)n) * (uint64_t)r / (uint64_t)n;
-        while (i < pi.reads && done + pinio_plan_read_at(p, i)->len / 2 < target) {
+        while (i < f1 && done + pinio_plan_read_at(p, i)->len / 2 < target) {
             done += pinio_plan_read_at(p, i)->len;
             i++;
         }
-        first[r] = r == n ? pi.reads : i;
+        first[r] = r == n ? f1 : i;
     }
 }
 
@@ -524,8 +662,9 @@ static int read_stripe(job *j, pinio_plan *p, uint8_t *base, size_t first, size_
 /* Replicate: every stripe to every rank, in place. `start[r]` is where
  * stripe r begins in the destination, start[n] its end; all multiples of
  * `unit`. */
-static int exchange(job *j, uint8_t *base, const uint64_t *start, uint64_t unit,
-                    pinio_mpi_exchange how, uint64_t *received)
+static int exchange(job *j, MPI_Comm comm, int rank, int n, uint8_t *base,
+                    const uint64_t *start, uint64_t unit, pinio_mpi_exchange how,
+                    uint64_t *received)
 {
     MPI_Datatype t;
     int e = MPI_Type_contiguous((int)unit, MPI_BYTE, &t);
@@ -534,18 +673,18 @@ static int exchange(job *j, uint8_t *base, const uint64_t *start, uint64_t unit,
     if (e != MPI_SUCCESS)
         return mpi_fail(j, e, "MPI_Type_contiguous");
     int rc = 0;
-    *received = (start[j->n] - start[0]) - (start[j->rank + 1] - start[j->rank]);
+    *received = (start[n] - start[0]) - (start[rank + 1] - start[rank]);
     if (how == PINIO_MPI_EXCHANGE_ALLGATHERV) {
-        int *counts = malloc(2 * (size_t)j->n * sizeof(int));
+        int *counts = malloc(2 * (size_t)n * sizeof(int));
         if (!counts) {
             rc = -ENOMEM;
         } else {
-            for (int r = 0; r < j->n; r++) {
+            for (int r = 0; r < n; r++) {
                 counts[r] = (int)((start[r + 1] - start[r]) / unit);
-                counts[j->n + r] = (int)(start[r] / unit);
+                counts[n + r] = (int)(start[r] / unit);
             }
-            e = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, base, counts, counts + j->n, t,
-                               j->comm);
+            e = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, base, counts, counts + n, t,
+                               comm);
             if (e != MPI_SUCCESS)
                 rc = mpi_fail(j, e, "MPI_Allgatherv (stripes)");
             free(counts);
@@ -557,7 +696,7 @@ static int exchange(job *j, uint8_t *base, const uint64_t *start, uint64_t unit,
         piece = piece < unit ? unit : piece / unit * unit;
         MPI_Request req[PIECES_IN_FLIGHT];
         int inflight = 0;
-        for (int r = 0; r < j->n && rc == 0; r++)
+        for (int r = 0; r < n && rc == 0; r++)
             for (uint64_t off = start[r]; off < start[r + 1] && rc == 0; off += piece) {
                 uint64_t len = start[r + 1] - off < piece ? start[r + 1] - off : piece;
                 if (inflight == PIECES_IN_FLIGHT) {
@@ -568,7 +707,7 @@ static int exchange(job *j, uint8_t *base, const uint64_t *start, uint64_t unit,
                         break;
                     }
                 }
-                e = MPI_Ibcast(base + off, (int)(len / unit), t, r, j->comm, &req[inflight]);
+                e = MPI_Ibcast(base + off, (int)(len / unit), t, r, comm, &req[inflight]);
                 if (e != MPI_SUCCESS)
                     rc = mpi_fail(j, e, "MPI_Ibcast (stripes)");
                 else
@@ -606,24 +745,37 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
     uint64_t end = (pi.dest_bytes + unit - 1) / unit * unit;
     rep->plan_read_bytes = pi.read_bytes;
     bool own_filters = j->o.policy == PINIO_MPI_SHARD && j->o.nshard_filters;
+    bool by_node = j->o.policy == PINIO_MPI_NODE;
+    node nd = { MPI_COMM_NULL, MPI_COMM_NULL, 0, 1, j->rank, j->n };
+    if (by_node) {
+        rc = agree(j, node_split(j, &nd));
+        if (rc < 0) {
+            node_free(&nd);
+            return rc;
+        }
+    }
 
-    /* Stripes: the same cut on every rank (replicate); a run of whole
-     * tensors (shard by split); the rank's whole plan (shard by its own
-     * filters). lo/hi: the destination range this rank's reads fill. */
+    /* Stripes: the same cut on every rank (replicate: one per rank; node:
+     * one per node, each cut again into one per local rank); a run of
+     * whole tensors (shard by split); the rank's whole plan (shard by its
+     * own filters). start[]: where each exchanged stripe begins; lo/hi: the
+     * destination range this rank's reads fill. */
     size_t *first = calloc((size_t)j->n + 1, sizeof(*first));
+    size_t *lfirst = calloc((size_t)nd.lsize + 1, sizeof(*lfirst));
     uint64_t *start = calloc((size_t)j->n + 1, sizeof(*start));
     size_t my_first = 0, my_n = pi.reads, tfirst = 0, tend = pi.tensors;
     uint64_t lo = 0, hi = end;
-    rc = first && start ? 0 : -ENOMEM;
-    if (rc == 0 && j->o.policy == PINIO_MPI_REPLICATE) {
-        cut_stripes(cp->plan, j->n, first);
-        for (int r = 0; r <= j->n; r++)
+    rc = first && lfirst && start ? 0 : -ENOMEM;
+    if (rc == 0 && j->o.policy != PINIO_MPI_SHARD) {
+        cut_stripes(cp->plan, 0, pi.reads, nd.count, first);
+        for (int r = 0; r <= nd.count; r++)
             start[r] = r == 0 ? 0 : dest_at(cp->plan, first[r], end);
-        start[j->n] = end;
-        my_first = first[j->rank];
-        my_n = first[j->rank + 1] - first[j->rank];
-        lo = start[j->rank];
-        hi = start[j->rank + 1];
+        start[nd.count] = end;
+        cut_stripes(cp->plan, first[nd.index], first[nd.index + 1], nd.lsize, lfirst);
+        my_first = lfirst[nd.lrank];
+        my_n = lfirst[nd.lrank + 1] - lfirst[nd.lrank];
+        lo = nd.lrank == 0 ? start[nd.index] : dest_at(cp->plan, my_first, end);
+        hi = nd.lrank + 1 == nd.lsize ? start[nd.index + 1] : dest_at(cp->plan, my_first + my_n, end);
         if (end / unit > INT_MAX) {
             pinio_diag_set(&j->local, -EOVERFLOW,
                            "a %llu-byte plan is past what MPI-3.1 counts of %llu-byte units reach",
@@ -639,9 +791,12 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
     }
     rep->first_read = my_first;
     rep->nreads = my_n;
+    int leader_fd = -1;
     if (rc == 0)
-        rc = map_dest(j, end, &cp->mem);
+        rc = by_node ? node_map(j, &nd, end, &cp->mem, &leader_fd) : map_dest(j, end, &cp->mem);
     rc = agree(j, rc);
+    if (leader_fd >= 0) /* every local rank has mapped the node's copy (or failed) */
+        close(leader_fd);
 
     if (rc == 0) {
         double t = now_s();
@@ -649,15 +804,19 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
         rep->io_seconds = now_s() - t;
         rc = agree(j, rc);
     }
-    if (rc == 0 && j->o.policy == PINIO_MPI_REPLICATE && j->n > 1 && end > 0) {
+    /* The exchange: between all ranks (replicate) or the node leaders
+     * (node: the others' copy is the leader's). */
+    if (rc == 0 && j->o.policy != PINIO_MPI_SHARD && nd.count > 1 && end > 0) {
         double t = now_s();
-        rep->exchange = j->o.exchange == PINIO_MPI_EXCHANGE_AUTO ? PINIO_MPI_EXCHANGE_ALLGATHERV
-                                                                  : j->o.exchange;
-        rc = exchange(j, pinio_view_data_mut(&cp->mem), start, unit, rep->exchange,
-                      &rep->received_bytes);
+        if (nd.lrank == 0)
+            rc = exchange(j, by_node ? nd.leaders : j->comm, nd.index, nd.count,
+                          pinio_view_data_mut(&cp->mem), start, unit, rep->exchange,
+                          &rep->received_bytes);
         rep->exchange_seconds = now_s() - t;
         rc = agree(j, rc);
     }
+    if (rc == 0 && by_node)
+        rep->locked = node_lock(&nd, &cp->mem);
     if (rc == 0) {
         cp->rank_read = calloc((size_t)j->n, sizeof(*cp->rank_read));
         rc = cp->rank_read ? 0 : -ENOMEM;
@@ -670,7 +829,14 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
     }
     if (rc == 0)
         rc = agree(j, hold(cp, tfirst, tend));
+    rep->node = nd.index;
+    rep->nodes = nd.count;
+    rep->local_rank = nd.lrank;
+    rep->local_ranks = nd.lsize;
+    rep->node_bytes = by_node ? cp->mem.len : 0;
+    node_free(&nd);
     free(first);
+    free(lfirst);
     free(start);
     if (rc < 0)
         return rc;
@@ -709,7 +875,8 @@ int pinio_mpi_load(MPI_Comm comm, const char *const *paths, size_t npaths,
     /* A local check, but one every rank makes on arguments every rank must
      * pass alike; a rank with different arguments fails in the agreement. */
     if (!out || !paths || npaths == 0 || (j.o.nfilters && !j.o.filters) ||
-        (j.o.nshard_filters && !j.o.shard_filters) || !pinio_mpi_policy_name(j.o.policy) ||
+        (j.o.nshard_filters && !j.o.shard_filters) || j.o.node_ranks < 0 ||
+        !pinio_mpi_policy_name(j.o.policy) ||
         !pinio_mpi_exchange_name(j.o.exchange)) {
         pinio_diag_set(diag, -EINVAL, "pinio_mpi_load: invalid arguments");
         return -EINVAL;

@@ -20,6 +20,12 @@
  *      - #PINIO_MPI_SHARD: each rank reads and keeps only its own tensors
  *        (its own filters, or a contiguous split of the plan by bytes that
  *        never cuts a tensor); nothing is exchanged;
+ *      - #PINIO_MPI_NODE: one copy per node, in shared memory pinio owns
+ *        (a memfd mapped by every rank of the node, locked when
+ *        RLIMIT_MEMLOCK allows): the plan is cut into one stripe per node,
+ *        each node's stripe into one per local rank; the ranks read their
+ *        stripes into the node's copy, then the node leaders (local rank 0)
+ *        exchange the node stripes as replicate does, between nodes only;
  *   3. after each phase the ranks agree on one status (an Allreduce): a rank
  *      that fails never leaves another waiting in the next collective, and
  *      every rank returns the same code and the same diagnostic, naming the
@@ -37,6 +43,7 @@
 #define PINIO_MPI_H
 
 #include <mpi.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -52,6 +59,10 @@ extern "C" {
 typedef enum pinio_mpi_policy {
     PINIO_MPI_REPLICATE = 0, /**< every byte on every rank; each byte read once per job */
     PINIO_MPI_SHARD,         /**< each rank its own tensors; each byte read once, no exchange */
+    /** every byte on every rank, one copy per node in shared memory: the
+     *  tensors of every local rank are views of the same pages; each byte
+     *  read once per job, exchanged between node leaders only */
+    PINIO_MPI_NODE,
 } pinio_mpi_policy;
 
 /** How #PINIO_MPI_REPLICATE exchanges the stripes. */
@@ -88,6 +99,13 @@ typedef struct pinio_mpi_opts {
     size_t request_size;         /**< 0 = the engine's default */
     /** #PINIO_MPI_EXCHANGE_BCAST: bytes per broadcast piece; 0 = 16 MiB. */
     uint64_t bcast_piece;
+    /** #PINIO_MPI_NODE: what a node is. 0: the ranks that share memory
+     *  (MPI_Comm_split_type MPI_COMM_TYPE_SHARED). k > 0: each run of k
+     *  consecutive local ranks of such a node counts as a node of its own
+     *  (its own copy, its leader in the exchange): a multi-node job
+     *  simulated on one machine, for tests and benchmarks. Same on every
+     *  rank. */
+    int node_ranks;
 } pinio_mpi_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */
@@ -123,6 +141,12 @@ typedef struct pinio_mpi_report {
     double seconds;               /**< the whole call on this rank */
     double max_seconds;           /**< the whole call on the slowest rank */
     char io_path[256];            /**< the engine's I/O path line on this rank */
+    /* #PINIO_MPI_NODE (else node = rank, nodes = nranks, local_rank 0,
+     * local_ranks 1, node_bytes 0, locked false): */
+    int node, nodes;              /**< this rank's node (its leader's index) and the node count */
+    int local_rank, local_ranks;  /**< this rank within its node */
+    uint64_t node_bytes;          /**< the node's shared copy (the memfd's size, once per node) */
+    bool locked;                  /**< the node's copy is locked in RAM (mlock by its leader) */
 } pinio_mpi_report;
 
 /** A rank's loaded tensors. Opaque; local to the rank. */
@@ -144,7 +168,14 @@ typedef struct pinio_mpi_checkpoint pinio_mpi_checkpoint;
  *         (the lowest code, then the lowest rank, when several fail):
  *         -EINVAL (MPI not initialised, bad options), a plan's or the
  *         engine's errors, -ENOMEM, -EOVERFLOW (a plan past 8 TiB at 4 KiB
- *         alignment), -EPROTO (an MPI call failed; the message has MPI's).
+ *         alignment), -EPROTO (an MPI call failed; the message has MPI's);
+ *         #PINIO_MPI_NODE: the errors of memfd_create/ftruncate/mmap on a
+ *         leader, of opening the leader's /proc/PID/fd/N on another local
+ *         rank (-EACCES where /proc hides other processes).
+ *
+ * #PINIO_MPI_NODE memory: each local rank maps the node's copy; it is freed
+ * when the last rank's last view and checkpoint are released. It is
+ * writable through pinio_view_data_mut(): a write shows on every local rank.
  */
 PINIO_API int pinio_mpi_load(MPI_Comm comm, const char *const *paths, size_t npaths,
                              const pinio_mpi_opts *opts, pinio_mpi_checkpoint **out,
@@ -172,7 +203,7 @@ PINIO_API const pinio_plan *pinio_mpi_plan(const pinio_mpi_checkpoint *cp);
 /** Storage bytes read by rank `r` (every rank knows every rank's); 0 when out of range. */
 PINIO_API uint64_t pinio_mpi_rank_read_bytes(const pinio_mpi_checkpoint *cp, int r);
 
-/** "replicate", "shard"; NULL for an unknown value. */
+/** "replicate", "shard", "node"; NULL for an unknown value. */
 PINIO_API const char *pinio_mpi_policy_name(pinio_mpi_policy p);
 
 /** "auto", "allgatherv", "bcast"; NULL for an unknown value. */

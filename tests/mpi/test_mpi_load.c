@@ -10,10 +10,17 @@
  *   shard (byte-balanced split): every tensor held by exactly one rank and
  *     right there, storage reads again one copy;
  *   shard by each rank's own filters;
- *   an injected read error on the last rank (PINIO_FAULTS=eio@1x1000000): every rank
- *     returns the same code and message, naming that rank and the file;
+ *   node (one node: the machine; then a split into 2 simulated nodes,
+ *     exchanged by pipelined broadcasts between the leaders): every byte on
+ *     every rank, storage reads one copy per job, and one copy of memory
+ *     per node: the ranks' proportional shares (Pss) of the mapping add up
+ *     to the node's copy once, not once per rank, and it is the memfd;
+ *   an injected read error on the last rank (PINIO_FAULTS=eio@1x1000000),
+ *     under replicate and under node: every rank returns the same code and
+ *     message, naming that rank and the file;
  *   a missing input: rank 0's error on every rank;
- *   more ranks than tensors and a selection of nothing: empty stripes.
+ *   more ranks than tensors (every policy) and a selection of nothing:
+ *     empty stripes.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -55,6 +62,34 @@ static uint64_t io_read_bytes(void)
             break;
     fclose(f);
     return v;
+}
+
+/* The mapping holding `p` in /proc/self/smaps: its Pss in KiB, and
+ * whether its name holds `name`. -1 when not found. */
+static long mapping_pss_kb(const void *p, const char *name, int *named)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    long pss = -1;
+    bool in = false;
+    uintptr_t a = (uintptr_t)p;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long lo, hi;
+        long kb;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, ' ') > strchr(line, '-')) {
+            if (in)
+                break;
+            in = a >= lo && a < hi;
+            if (in)
+                *named = strstr(line, name) != NULL;
+        } else if (in && sscanf(line, "Pss: %ld kB", &kb) == 1) {
+            pss = kb;
+        }
+    }
+    fclose(f);
+    return pss;
 }
 
 /* A checkpoint written by rank 0, its path known to every rank. */
@@ -196,6 +231,67 @@ static void case_replicate_bcast(void)
     case_replicate(PINIO_MPI_EXCHANGE_BCAST);
 }
 
+/* Node-local: `node_ranks` 0 (the machine is one node) or a simulated
+ * split. Every rank holds every byte; the pages are the node's memfd. */
+static void case_node(int node_ranks, pinio_mpi_exchange how, int want_nodes)
+{
+    make_checkpoint(6u << 20, 27, 3);
+    pinio_mpi_opts o;
+    pinio_mpi_opts_default(&o);
+    o.policy = PINIO_MPI_NODE;
+    o.node_ranks = node_ranks;
+    o.exchange = how;
+    o.cache = PINIO_CACHE_COLD;
+    o.bcast_piece = 64u << 10;
+    pinio_mpi_report rep;
+    uint64_t io = 0;
+    pinio_mpi_checkpoint *cp = load(&o, &rep, &io);
+    long pss = 0;
+    int named = 0;
+    if (cp) {
+        pinio_plan_info pi;
+        pinio_plan_get_info(pinio_mpi_plan(cp), &pi);
+        CHECK(pinio_mpi_count(cp) == pi.tensors && pi.tensors == 27, "holds %zu of %zu",
+              pinio_mpi_count(cp), pi.tensors);
+        CHECK(verify_held(cp) == pi.bytes, "every byte on every rank");
+        CHECK(rep.nodes == want_nodes, "%d nodes, want %d", rep.nodes, want_nodes);
+        CHECK(rep.node_bytes >= pi.dest_bytes, "node copy %" PRIu64, rep.node_bytes);
+        CHECK(rep.local_rank != 0 ? rep.received_bytes == 0
+                                  : rep.received_bytes > 0 || rep.nodes == 1,
+              "local rank %d received %" PRIu64, rep.local_rank, rep.received_bytes);
+        check_read_once(&rep, io, 0);
+        /* verify_held touched every page on every rank: each maps all of it */
+        pinio_view v;
+        if (pinio_mpi_tensor_view(cp, 0, &v) == 0) {
+            pss = mapping_pss_kb(v.ptr, "memfd:pinio-node", &named);
+            pinio_view_release(&v);
+        }
+        CHECK(named, "the tensors are views of the node's memfd");
+    }
+    /* One copy per node: the Pss of all ranks add up to nodes x copy
+     * (each rank's share is truncated to a KiB: a few KiB short at most);
+     * a private copy per rank would give ranks x copy. */
+    uint64_t all_pss = sum(pss > 0 ? (uint64_t)pss : 0);
+    uint64_t copy_kb = cp ? rep.node_bytes >> 10 : 0;
+    CHECK(!cp || (all_pss <= copy_kb * (uint64_t)rep.nodes &&
+                  all_pss + 4 * (uint64_t)nranks >= copy_kb * (uint64_t)rep.nodes),
+          "ranks' Pss add up to %" PRIu64 " KiB, %d node copies are %" PRIu64 " KiB", all_pss,
+          rep.nodes, copy_kb * (uint64_t)rep.nodes);
+    pinio_mpi_release(cp);
+    remove_checkpoint();
+}
+
+static void case_node_shared(void)
+{
+    case_node(0, PINIO_MPI_EXCHANGE_AUTO, 1);
+}
+
+/* Two simulated nodes (one when there is one rank): ranks 0..k-1 and k.. */
+static void case_node_split2(void)
+{
+    case_node((nranks + 1) / 2, PINIO_MPI_EXCHANGE_BCAST, nranks > 1 ? 2 : 1);
+}
+
 static void case_shard_split(void)
 {
     make_checkpoint(6u << 20, 27, 1);
@@ -255,7 +351,7 @@ static void case_shard_filters(void)
 }
 
 /* The last rank's first read completion fails: everyone hears of it. */
-static void case_fault_on_one_rank(void)
+static void fault_on_one_rank(pinio_mpi_policy policy)
 {
     make_checkpoint(3u << 20, 9, 1);
     int victim = nranks - 1;
@@ -263,6 +359,8 @@ static void case_fault_on_one_rank(void)
         setenv("PINIO_FAULTS", "eio@1x1000000", 1); /* every completion: the engine retries a lone one */
     pinio_mpi_opts o;
     pinio_mpi_opts_default(&o);
+    o.policy = policy;
+    o.node_ranks = (nranks + 1) / 2; /* node: the victim is not the only leader */
     o.cache = PINIO_CACHE_COLD;
     const char *paths[] = { ck };
     pinio_mpi_checkpoint *cp = (pinio_mpi_checkpoint *)&o;
@@ -286,6 +384,16 @@ static void case_fault_on_one_rank(void)
     remove_checkpoint();
 }
 
+static void case_fault_on_one_rank(void)
+{
+    fault_on_one_rank(PINIO_MPI_REPLICATE);
+}
+
+static void case_fault_on_one_rank_node(void)
+{
+    fault_on_one_rank(PINIO_MPI_NODE);
+}
+
 static void case_missing_input(void)
 {
     const char *paths[] = { "/var/tmp/pinio-mpi-does-not-exist.safetensors" };
@@ -301,10 +409,12 @@ static void case_missing_input(void)
 static void case_empty_stripes(void)
 {
     make_checkpoint(1u << 20, 2, 1);
-    for (int pol = 0; pol < 2; pol++) {
+    static const pinio_mpi_policy pols[] = { PINIO_MPI_REPLICATE, PINIO_MPI_SHARD, PINIO_MPI_NODE };
+    for (int k = 0; k < 3; k++) {
+        int pol = pols[k] == PINIO_MPI_SHARD;
         pinio_mpi_opts o;
         pinio_mpi_opts_default(&o);
-        o.policy = pol ? PINIO_MPI_SHARD : PINIO_MPI_REPLICATE;
+        o.policy = pols[k];
         pinio_mpi_report rep;
         uint64_t io = 0;
         pinio_mpi_checkpoint *cp = load(&o, &rep, &io);
@@ -343,7 +453,10 @@ static const struct {
     { "replicate_bcast", case_replicate_bcast },
     { "shard_split", case_shard_split },
     { "shard_filters", case_shard_filters },
+    { "node_shared", case_node_shared },
+    { "node_split2", case_node_split2 },
     { "fault_on_one_rank", case_fault_on_one_rank },
+    { "fault_on_one_rank_node", case_fault_on_one_rank_node },
     { "missing_input", case_missing_input },
     { "empty_stripes", case_empty_stripes },
 };
