@@ -17,7 +17,7 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: mpiexec -n N pinio load --mpi replicate|shard PATH... [options]\n"
+            "usage: mpiexec -n N pinio load --mpi replicate|shard|node PATH... [options]\n"
             "\n"
             "Loads a safetensors checkpoint once per MPI job. Rank 0 reads the headers and\n"
             "broadcasts them; every rank builds the same plan and reads its own stripe with\n"
@@ -25,7 +25,10 @@ static void usage(FILE *out)
             "  replicate  every rank ends with every byte: the stripes are exchanged in place\n"
             "  shard      each rank keeps only its part (a byte-balanced split that never\n"
             "             cuts a tensor, or its own --shard-filter); nothing is exchanged\n"
-            "  (node: one copy per node in shared memory, is not implemented yet)\n"
+            "  node       every rank ends with every byte, one copy per node: the node's\n"
+            "             ranks read disjoint stripes into one shared-memory copy (memfd,\n"
+            "             locked when RLIMIT_MEMLOCK allows) whose views they all hold; only\n"
+            "             the node leaders exchange, over the network\n"
             "Rank 0 prints one report: per-rank bytes read from storage and times.\n"
             "\n"
             "options:\n"
@@ -35,6 +38,9 @@ static void usage(FILE *out)
             "  --exchange auto|allgatherv|bcast  replicate: how stripes are shared (auto:\n"
             "                          allgatherv)\n"
             "  --piece SIZE            bcast: bytes per broadcast piece (default 16M)\n"
+            "  --node-ranks K          node: count each K consecutive ranks of a machine as\n"
+            "                          a node of its own (a multi-node job simulated on one\n"
+            "                          machine); default: the machine's ranks are one node\n"
             "  --cache auto|cold|hot   as pinio load (cold: O_DIRECT after dropping the cache)\n"
             "  --direct auto|on|off    O_DIRECT policy\n"
             "  --qd N, --bs SIZE       reads in flight, bytes per read request\n"
@@ -74,15 +80,17 @@ static void print_report(const pinio_mpi_report *all, int n, bool json)
     if (json) {
         printf("{\"policy\":\"%s\",\"exchange\":\"%s\",\"ranks\":%d,\"plan_read_bytes\":%" PRIu64
                ",\"job_read_bytes\":%" PRIu64 ",\"header_bytes\":%" PRIu64
+               ",\"nodes\":%d,\"node_bytes\":%" PRIu64 ",\"node_locked\":%s"
                ",\"seconds\":%.6f,\"gbps\":%.3f,\"per_rank\":[",
                pinio_mpi_policy_name(r0->policy), pinio_mpi_exchange_name(r0->exchange), n,
-               r0->plan_read_bytes, job, r0->header_bytes, r0->max_seconds,
+               r0->plan_read_bytes, job, r0->header_bytes, r0->nodes, r0->node_bytes,
+               r0->locked ? "true" : "false", r0->max_seconds,
                r0->max_seconds > 0 ? (double)r0->plan_read_bytes / r0->max_seconds / 1e9 : 0);
         for (int r = 0; r < n; r++)
-            printf("%s{\"rank\":%d,\"tensors\":%zu,\"bytes\":%" PRIu64 ",\"read_bytes\":%" PRIu64
+            printf("%s{\"rank\":%d,\"node\":%d,\"local_rank\":%d,\"tensors\":%zu,\"bytes\":%" PRIu64 ",\"read_bytes\":%" PRIu64
                    ",\"received_bytes\":%" PRIu64 ",\"plan_s\":%.6f,\"io_s\":%.6f,"
                    "\"exchange_s\":%.6f,\"seconds\":%.6f}",
-                   r ? "," : "", r, all[r].tensors, all[r].bytes, all[r].read_bytes,
+                   r ? "," : "", r, all[r].node, all[r].local_rank, all[r].tensors, all[r].bytes, all[r].read_bytes,
                    all[r].received_bytes, all[r].plan_seconds, all[r].io_seconds,
                    all[r].exchange_seconds, all[r].seconds);
         printf("]}\n");
@@ -93,11 +101,15 @@ static void print_report(const pinio_mpi_report *all, int n, bool json)
            pinio_mpi_policy_name(r0->policy), n, cli_human_bytes(b1, sizeof(b1), r0->plan_read_bytes),
            r0->max_seconds,
            r0->max_seconds > 0 ? (double)r0->plan_read_bytes / r0->max_seconds / 1e9 : 0);
-    printf("  read from storage: %s by all ranks (one copy: %s)%s\n",
-           cli_human_bytes(b1, sizeof(b1), job), cli_human_bytes(b2, sizeof(b2), r0->plan_read_bytes),
-           r0->policy == PINIO_MPI_REPLICATE ? "" : "");
-    if (r0->policy == PINIO_MPI_REPLICATE && n > 1)
-        printf("  exchange: %s\n", pinio_mpi_exchange_name(r0->exchange));
+    printf("  read from storage: %s by all ranks (one copy: %s)\n",
+           cli_human_bytes(b1, sizeof(b1), job), cli_human_bytes(b2, sizeof(b2), r0->plan_read_bytes));
+    if (r0->policy == PINIO_MPI_NODE)
+        printf("  memory: %d node(s), one %s copy each in shared memory (%s)\n", r0->nodes,
+               cli_human_bytes(b1, sizeof(b1), r0->node_bytes),
+               r0->locked ? "locked" : "not locked: RLIMIT_MEMLOCK or mlock refused");
+    if (r0->policy != PINIO_MPI_SHARD && r0->nodes > 1)
+        printf("  exchange: %s%s\n", pinio_mpi_exchange_name(r0->exchange),
+               r0->policy == PINIO_MPI_NODE ? " between node leaders" : "");
     printf("  rank  tensors        held   read (storage)   received   plan s    io s  xchg s\n");
     for (int r = 0; r < n; r++) {
         char h[32], rd[32], rc[32];
@@ -112,13 +124,14 @@ static void print_report(const pinio_mpi_report *all, int n, bool json)
 int pinio_cli_load_mpi(int argc, char **argv)
 {
     enum { O_MPI = 256, O_FILTER, O_SHARD, O_XCHG, O_PIECE, O_CACHE, O_DIRECT, O_QD, O_BS, O_JSON,
-           O_QUIET };
+           O_QUIET, O_NODE_RANKS };
     static const struct option longopts[] = {
         { "mpi", required_argument, NULL, O_MPI },
         { "filter", required_argument, NULL, O_FILTER },
         { "shard-filter", required_argument, NULL, O_SHARD },
         { "exchange", required_argument, NULL, O_XCHG },
         { "piece", required_argument, NULL, O_PIECE },
+        { "node-ranks", required_argument, NULL, O_NODE_RANKS },
         { "cache", required_argument, NULL, O_CACHE },
         { "direct", required_argument, NULL, O_DIRECT },
         { "qd", required_argument, NULL, O_QD },
@@ -152,11 +165,6 @@ int pinio_cli_load_mpi(int argc, char **argv)
                 fprintf(stderr, "pinio load: --mpi: replicate, shard or node, not '%s'\n", optarg);
                 goto out;
             }
-            if (v == 2) {
-                fprintf(stderr, "pinio load: --mpi node: node-local shared memory is not "
-                                "implemented yet (use replicate)\n");
-                goto out;
-            }
             o.policy = (pinio_mpi_policy)v;
             break;
         case O_FILTER: filters[nfilters++] = optarg; break;
@@ -174,6 +182,13 @@ int pinio_cli_load_mpi(int argc, char **argv)
                 goto out;
             }
             o.bcast_piece = u;
+            break;
+        case O_NODE_RANKS:
+            if (cli_parse_u64(optarg, &u) < 0 || u == 0 || u > 1u << 20) {
+                fprintf(stderr, "pinio load: --node-ranks: a rank count, 1 or more\n");
+                goto out;
+            }
+            o.node_ranks = (int)u;
             break;
         case O_CACHE:
             if ((v = parse_enum(optarg, caches, 3)) < 0) {
@@ -216,6 +231,10 @@ int pinio_cli_load_mpi(int argc, char **argv)
     }
     if (optind >= argc) {
         fprintf(stderr, "pinio load: no PATH given (see pinio load --mpi replicate --help)\n");
+        goto out;
+    }
+    if (o.node_ranks && o.policy != PINIO_MPI_NODE) {
+        fprintf(stderr, "pinio load: --node-ranks needs --mpi node\n");
         goto out;
     }
     if (nshard && o.policy != PINIO_MPI_SHARD) {
