@@ -14,15 +14,16 @@
 
 #include "pinio/gen.h"
 #include "pinio/plan.h"
+#include "tests/common/helpers.h"
 
 #define SEED 41
 
-static char dir[] = "/var/tmp/pinio-planhdr-XXXXXX";
+static char dir[64];
 static char ck[128];
 
 static void setup(void)
 {
-    cr_assert_not_null(mkdtemp(dir));
+    cr_assert_eq(t_tmpdir("/var/tmp", "planhdr", dir, sizeof(dir)), 0);
     snprintf(ck, sizeof(ck), "%s/ck", dir);
     pinio_gen_opts g;
     pinio_gen_opts_default(&g);
@@ -35,9 +36,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    char cmd[256];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(t_rm_rf(dir), 0, "removing %s", dir);
 }
 
 /* The first `*len` bytes of `path` (all of it when `*len` is 0). */

@@ -32,6 +32,7 @@
 
 #include "pinio/gen.h"
 #include "pinio/mpi.h"
+#include "tests/common/helpers.h"
 
 #define SEED 77
 
@@ -99,10 +100,8 @@ static void make_checkpoint(uint64_t size, size_t tensors, unsigned shards)
 {
     int rc = 0;
     if (rank == 0) {
-        strcpy(dir, "/var/tmp/pinio-mpi-XXXXXX");
-        if (!mkdtemp(dir)) {
-            rc = -errno;
-        } else {
+        rc = t_tmpdir("/var/tmp", "mpi", dir, sizeof(dir));
+        if (rc == 0) {
             snprintf(ck, sizeof(ck), shards > 1 ? "%s/ck" : "%s/m.safetensors", dir);
             pinio_gen_opts g;
             pinio_gen_opts_default(&g);
@@ -126,12 +125,9 @@ static void make_checkpoint(uint64_t size, size_t tensors, unsigned shards)
 static void remove_checkpoint(void)
 {
     MPI_Barrier(MPI_COMM_WORLD);
-    if (rank == 0) {
-        char cmd[160];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "cannot remove %s\n", dir);
-    }
+    int rc = rank == 0 ? t_rm_rf(dir) : 0;
+    if (rc < 0)
+        fprintf(stderr, "cannot remove %s: %s\n", dir, pinio_strerror(rc));
 }
 
 /* Every held tensor's bytes against the generator; returns the bytes checked. */
