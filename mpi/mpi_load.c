@@ -695,12 +695,15 @@ static int exchange(job *j, MPI_Comm comm, int rank, int n, uint8_t *base,
         uint64_t piece = j->o.bcast_piece ? j->o.bcast_piece : PIECE_DEFAULT;
         piece = piece < unit ? unit : piece / unit * unit;
         MPI_Request req[PIECES_IN_FLIGHT];
+        /* Statuses, not MPI_STATUSES_IGNORE: MPICH declares that as a
+         * pointer constant that gcc 12 takes for a zero-sized array. */
+        MPI_Status st[PIECES_IN_FLIGHT];
         int inflight = 0;
         for (int r = 0; r < n && rc == 0; r++)
             for (uint64_t off = start[r]; off < start[r + 1] && rc == 0; off += piece) {
                 uint64_t len = start[r + 1] - off < piece ? start[r + 1] - off : piece;
                 if (inflight == PIECES_IN_FLIGHT) {
-                    e = MPI_Waitall(inflight, req, MPI_STATUSES_IGNORE);
+                    e = MPI_Waitall(inflight, req, st);
                     inflight = 0;
                     if (e != MPI_SUCCESS) {
                         rc = mpi_fail(j, e, "MPI_Ibcast (stripes)");
@@ -713,7 +716,7 @@ static int exchange(job *j, MPI_Comm comm, int rank, int n, uint8_t *base,
                 else
                     inflight++;
             }
-        if (inflight && MPI_Waitall(inflight, req, MPI_STATUSES_IGNORE) != MPI_SUCCESS && !rc)
+        if (inflight && MPI_Waitall(inflight, req, st) != MPI_SUCCESS && !rc)
             rc = mpi_fail(j, MPI_ERR_OTHER, "MPI_Ibcast (stripes)");
     }
     MPI_Type_free(&t);
