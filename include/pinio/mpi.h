@@ -67,7 +67,10 @@ typedef enum pinio_mpi_policy {
 
 /** How #PINIO_MPI_REPLICATE exchanges the stripes. */
 typedef enum pinio_mpi_exchange {
-    PINIO_MPI_EXCHANGE_AUTO = 0, /**< ALLGATHERV (measured: bench/mpi_load) */
+    /** ALLGATHERV: bench/mpi_load found the two equal within their spread
+     *  (one machine, 2 and 4 ranks), and one collective leaves the algorithm
+     *  to the MPI library, which picks it by size and topology. */
+    PINIO_MPI_EXCHANGE_AUTO = 0,
     /** One MPI_Allgatherv in place, counts in units of the plan's alignment
      *  (a contiguous datatype), so no count reaches INT_MAX below 8 TiB. */
     PINIO_MPI_EXCHANGE_ALLGATHERV,

@@ -151,6 +151,19 @@ static uint64_t verify_held(const pinio_mpi_checkpoint *cp)
     return bytes;
 }
 
+/* The cases' options: cold (O_DIRECT: the storage reads show in
+ * /proc/self/io), small broadcast pieces (many in flight). */
+static pinio_mpi_opts cold_opts(pinio_mpi_policy policy, pinio_mpi_exchange how)
+{
+    pinio_mpi_opts o;
+    pinio_mpi_opts_default(&o);
+    o.policy = policy;
+    o.exchange = how;
+    o.cache = PINIO_CACHE_COLD;
+    o.bcast_piece = 64u << 10;
+    return o;
+}
+
 static pinio_mpi_checkpoint *load(const pinio_mpi_opts *o, pinio_mpi_report *rep, uint64_t *io)
 {
     const char *paths[] = { ck };
@@ -189,23 +202,26 @@ static void check_read_once(const pinio_mpi_report *rep, uint64_t io, uint64_t s
           rep->plan_read_bytes);
 }
 
+/* A replicated result: all `tensors` of the plan on this rank, every byte right. */
+static pinio_plan_info holds_all(const pinio_mpi_checkpoint *cp, size_t tensors)
+{
+    pinio_plan_info pi;
+    pinio_plan_get_info(pinio_mpi_plan(cp), &pi);
+    CHECK(pinio_mpi_count(cp) == pi.tensors && pi.tensors == tensors, "holds %zu of %zu",
+          pinio_mpi_count(cp), pi.tensors);
+    CHECK(verify_held(cp) == pi.bytes, "every byte on every rank");
+    return pi;
+}
+
 static void case_replicate(pinio_mpi_exchange how)
 {
     make_checkpoint(6u << 20, 27, 3);
-    pinio_mpi_opts o;
-    pinio_mpi_opts_default(&o);
-    o.exchange = how;
-    o.cache = PINIO_CACHE_COLD; /* O_DIRECT: the storage reads show in /proc/self/io */
-    o.bcast_piece = 64u << 10;  /* many pieces in flight */
+    pinio_mpi_opts o = cold_opts(PINIO_MPI_REPLICATE, how);
     pinio_mpi_report rep;
     uint64_t io = 0;
     pinio_mpi_checkpoint *cp = load(&o, &rep, &io);
     if (cp) {
-        pinio_plan_info pi;
-        pinio_plan_get_info(pinio_mpi_plan(cp), &pi);
-        CHECK(pinio_mpi_count(cp) == pi.tensors && pi.tensors == 27, "holds %zu of %zu",
-              pinio_mpi_count(cp), pi.tensors);
-        CHECK(verify_held(cp) == pi.bytes, "every byte on every rank");
+        pinio_plan_info pi = holds_all(cp, 27);
         CHECK(rep.exchange == (how ? how : PINIO_MPI_EXCHANGE_ALLGATHERV), "exchange %d",
               rep.exchange);
         check_read_once(&rep, io, 0);
@@ -232,24 +248,15 @@ static void case_replicate_bcast(void)
 static void case_node(int node_ranks, pinio_mpi_exchange how, int want_nodes)
 {
     make_checkpoint(6u << 20, 27, 3);
-    pinio_mpi_opts o;
-    pinio_mpi_opts_default(&o);
-    o.policy = PINIO_MPI_NODE;
+    pinio_mpi_opts o = cold_opts(PINIO_MPI_NODE, how);
     o.node_ranks = node_ranks;
-    o.exchange = how;
-    o.cache = PINIO_CACHE_COLD;
-    o.bcast_piece = 64u << 10;
     pinio_mpi_report rep;
     uint64_t io = 0;
     pinio_mpi_checkpoint *cp = load(&o, &rep, &io);
     long pss = 0;
     int named = 0;
     if (cp) {
-        pinio_plan_info pi;
-        pinio_plan_get_info(pinio_mpi_plan(cp), &pi);
-        CHECK(pinio_mpi_count(cp) == pi.tensors && pi.tensors == 27, "holds %zu of %zu",
-              pinio_mpi_count(cp), pi.tensors);
-        CHECK(verify_held(cp) == pi.bytes, "every byte on every rank");
+        pinio_plan_info pi = holds_all(cp, 27);
         CHECK(rep.nodes == want_nodes, "%d nodes, want %d", rep.nodes, want_nodes);
         CHECK(rep.node_bytes >= pi.dest_bytes, "node copy %" PRIu64, rep.node_bytes);
         CHECK(rep.local_rank != 0 ? rep.received_bytes == 0
@@ -291,10 +298,7 @@ static void case_node_split2(void)
 static void case_shard_split(void)
 {
     make_checkpoint(6u << 20, 27, 1);
-    pinio_mpi_opts o;
-    pinio_mpi_opts_default(&o);
-    o.policy = PINIO_MPI_SHARD;
-    o.cache = PINIO_CACHE_COLD;
+    pinio_mpi_opts o = cold_opts(PINIO_MPI_SHARD, PINIO_MPI_EXCHANGE_AUTO);
     pinio_mpi_report rep;
     uint64_t io = 0;
     pinio_mpi_checkpoint *cp = load(&o, &rep, &io);
@@ -353,11 +357,8 @@ static void fault_on_one_rank(pinio_mpi_policy policy)
     int victim = nranks - 1;
     if (rank == victim)
         setenv("PINIO_FAULTS", "eio@1x1000000", 1); /* every completion: the engine retries a lone one */
-    pinio_mpi_opts o;
-    pinio_mpi_opts_default(&o);
-    o.policy = policy;
+    pinio_mpi_opts o = cold_opts(policy, PINIO_MPI_EXCHANGE_AUTO);
     o.node_ranks = (nranks + 1) / 2; /* node: the victim is not the only leader */
-    o.cache = PINIO_CACHE_COLD;
     const char *paths[] = { ck };
     pinio_mpi_checkpoint *cp = (pinio_mpi_checkpoint *)&o;
     pinio_diag d;
@@ -448,10 +449,9 @@ static void warm_up(void)
 {
     make_checkpoint(1u << 20, 4, 1);
     for (int k = 0; k < 4; k++) {
-        pinio_mpi_opts o;
-        pinio_mpi_opts_default(&o);
-        o.policy = k < 2 ? PINIO_MPI_REPLICATE : k == 2 ? PINIO_MPI_SHARD : PINIO_MPI_NODE;
-        o.exchange = k == 1 ? PINIO_MPI_EXCHANGE_BCAST : PINIO_MPI_EXCHANGE_AUTO;
+        pinio_mpi_opts o =
+            cold_opts(k < 2 ? PINIO_MPI_REPLICATE : k == 2 ? PINIO_MPI_SHARD : PINIO_MPI_NODE,
+                      k == 1 ? PINIO_MPI_EXCHANGE_BCAST : PINIO_MPI_EXCHANGE_AUTO);
         o.node_ranks = 1;
         pinio_mpi_report rep;
         uint64_t io;
