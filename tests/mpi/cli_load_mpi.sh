@@ -1,0 +1,27 @@
+#!/bin/sh
+# `pinio load --mpi` end to end under mpiexec: --help, a usage error, and a
+# node-local load in 2 simulated nodes whose JSON report (rank 0) must say
+# one copy read from storage by the job, 2 nodes, one shared copy each.
+# usage: cli_load_mpi.sh PINIO MPIEXEC [MPIEXEC ARGS...]
+set -u
+pinio=$1; shift
+fail() { echo "FAIL: $*"; exit 1; }
+"$pinio" load --mpi node --help | grep -q -- '--node-ranks' || fail "--help does not explain --node-ranks"
+"$pinio" load --mpi nodes x >/dev/null 2>&1; [ $? -eq 2 ] || fail "--mpi nodes is not a usage error (exit 2)"
+"$pinio" load --mpi replicate --node-ranks 2 x >/dev/null 2>&1; [ $? -eq 2 ] || fail "--node-ranks without --mpi node is not a usage error"
+dir=$(mktemp -d /var/tmp/pinio-mpicli-XXXXXX) || fail "mktemp"
+trap 'rm -rf "$dir"' EXIT
+"$pinio" gen "$dir/m.safetensors" --size 4194304 --tensors 8 >/dev/null || fail "pinio gen"
+out=$("$@" -n 2 "$pinio" load --mpi node --node-ranks 1 --cache cold --json "$dir/m.safetensors") ||
+  fail "pinio load --mpi node failed: $out"
+echo "$out"
+echo "$out" | python3 -c '
+import json, sys
+j = json.loads(sys.stdin.read().strip().splitlines()[-1])
+assert j["policy"] == "node" and j["ranks"] == 2 and j["nodes"] == 2, j
+assert j["job_read_bytes"] == j["plan_read_bytes"] == sum(r["read_bytes"] for r in j["per_rank"]), j
+assert j["node_bytes"] >= 4194304, j
+assert [r["node"] for r in j["per_rank"]] == [0, 1] and all(r["local_rank"] == 0 for r in j["per_rank"]), j
+assert all(r["bytes"] == 4194304 for r in j["per_rank"]), j
+' || fail "the JSON report is wrong"
+echo "PASS"
