@@ -46,6 +46,8 @@
 #include "pinio/numa.h"
 #include "pinio/view.h"
 
+struct pinio_bytes;
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -239,6 +241,21 @@ PINIO_API void pinio_pool_destroy(pinio_pool *pool);
  */
 PINIO_API int pinio_pool_alloc(pinio_pool *pool, size_t len, size_t align, pinio_view *out,
                                pinio_pool_region_info *info);
+
+/**
+ * pinio_pool_alloc() handed out as #pinio_bytes of property
+ * #PINIO_PROP_PINNED, the seed's staging use: the caller fills the pinned
+ * memory in place (pinio_bytes_data_mut() is zero-copy while these bytes
+ * are the only holder, e.g. pinio_bytes_read() of a FILE window straight
+ * into it), then hands it on (a clone shares it; a later write through
+ * either copies first).
+ * @param[out] out on success the caller owns the bytes (pinio_bytes_free());
+ *        they hold one reference on the slab, so they may outlive the pool.
+ *        Untouched on failure.
+ * @return 0; as pinio_pool_alloc(); -EINVAL for a NULL pool or out.
+ */
+PINIO_API int pinio_pool_alloc_bytes(pinio_pool *pool, size_t len, size_t align,
+                                     struct pinio_bytes **out);
 
 /**
  * Describes the slab that holds [addr, addr+len): registered or not, slot,

@@ -17,7 +17,9 @@
 
 #include "fake_sysfs.h"
 #include "pinio/pool.h"
+#include "pinio/bytes.h"
 #include "pinio/sys.h"
+#include "tests/common/helpers.h"
 
 #define MiB ((size_t)1 << 20)
 
@@ -691,4 +693,54 @@ Test(pool, contig_contract_edges)
     cr_assert_eq(f.live, 0, "every registered slab unregistered with the view");
     cr_assert_eq(pinio_pool_verify_range(p, base, 4096, &vi), -ENOENT, "released: gone");
     pinio_pool_destroy(p);
+}
+
+/* The seed's staging use: pinned bytes filled in place from a file window,
+ * then handed on; a write after the hand-on copies, never reaching the
+ * other holder. */
+Test(pool, pinned_bytes_are_written_in_place_then_handed_on)
+{
+    pinio_pool *p = make_pool(NULL, 4 << 20, false, PINIO_POOL_ANY);
+    char path[300];
+    cr_assert_eq(t_tmpfile("/var/tmp", "poolbytes", NULL, 1 << 20, 9, path, sizeof(path)), 0);
+    pinio_file *file = NULL;
+    cr_assert_eq(pinio_file_open(&file, path, NULL), 0);
+    pinio_bytes *win = NULL;
+    cr_assert_eq(pinio_bytes_from_file(&win, file, 4096, 65536, NULL), 0);
+
+    pinio_bytes *b = NULL;
+    cr_assert_eq(pinio_pool_alloc_bytes(p, 65536, 0, &b), 0);
+    cr_assert_eq(pinio_bytes_property(b), PINIO_PROP_PINNED);
+    uint8_t *w = NULL;
+    cr_assert_eq(pinio_bytes_data_mut(b, PINIO_ACCESS_ZERO_COPY, &w, NULL), 0,
+                 "the only holder writes in place");
+    pinio_pool_region_info ri;
+    cr_assert_eq(pinio_pool_query(p, w, 65536, &ri), 0, "the bytes are the pool's memory");
+    cr_assert_eq(pinio_bytes_read(win, 0, w, 65536, NULL), 0, "a file window read into it");
+    cr_assert(t_pattern_check(w, 65536, 9, 4096, NULL));
+
+    pinio_bytes *handed = NULL;
+    cr_assert_eq(pinio_bytes_clone(b, PINIO_ACCESS_ZERO_COPY, &handed, NULL), 0);
+    const uint8_t *r = NULL;
+    cr_assert_eq(pinio_bytes_data(handed, PINIO_ACCESS_ZERO_COPY, &r, NULL), 0);
+    cr_assert_eq(r, w, "handed on without a copy");
+    cr_assert_eq(pinio_bytes_data_mut(b, PINIO_ACCESS_ZERO_COPY, &w, NULL), PINIO_EWOULD_COPY,
+                 "shared now: a write must copy");
+    cr_assert_eq(pinio_bytes_data_mut(b, PINIO_ACCESS_COPY, &w, NULL), 0);
+    memset(w, 0, 65536);
+    cr_assert(t_pattern_check(r, 65536, 9, 4096, NULL), "the other holder keeps the file's bytes");
+    cr_assert_eq(pinio_bytes_property(b), PINIO_PROP_NATIVE, "the copy is heap memory");
+    cr_assert_eq(pinio_bytes_property(handed), PINIO_PROP_PINNED);
+    uint8_t *hw = NULL;
+    cr_assert_eq(pinio_bytes_data_mut(handed, PINIO_ACCESS_ZERO_COPY, &hw, NULL), 0,
+                 "alone again: the other holder writes in place");
+    cr_assert_eq(hw, r);
+    pinio_pool_destroy(p);             /* the bytes outlive the pool */
+    cr_assert(t_pattern_check(r, 65536, 9, 4096, NULL));
+    pinio_bytes_free(handed);
+    pinio_bytes_free(b);
+    pinio_bytes_free(win);
+    pinio_file_release(file);
+    unlink(path);
+    cr_assert_eq(pinio_pool_alloc_bytes(NULL, 1, 0, &b), -EINVAL);
 }
