@@ -742,11 +742,23 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
         }
         rc = pinio__faults_parse(spec, &j->faults, diag);
     }
+    /* Only a thread that exists is counted: the gate below waits for
+     * `started` arrivals, so counting a failed pthread_create() (EAGAIN under
+     * RLIMIT_NPROC) would wait for a job that never runs. */
     unsigned started = 0;
-    for (; !rc && started < o->jobs; started++)
-        if ((rc = -pthread_create(&jobs[started].th, NULL, job_main, &jobs[started])))
-            pinio_diag_set(diag, rc, "bench: cannot start job thread %u: %s", started,
-                           pinio_strerror(rc));
+    while (!rc && started < o->jobs) {
+        int e = pthread_create(&jobs[started].th, NULL, job_main, &jobs[started]);
+        if (e) {
+            rc = -e;
+            pinio_diag_set(diag, rc, "bench: cannot start job thread %u of %u: %s%s", started,
+                           o->jobs, pinio_strerror(rc),
+                           e == EAGAIN ? " (the process or user thread limit, RLIMIT_NPROC: "
+                                         "ulimit -u, or fewer --jobs)"
+                                       : "");
+            break;
+        }
+        started++;
+    }
     pthread_mutex_lock(&gate.mu);
     while (gate.ready < started)
         pthread_cond_wait(&gate.cv, &gate.mu);

@@ -2,6 +2,7 @@
 #ifndef PINIO_TESTS_COMMON_LIMITS_H
 #define PINIO_TESTS_COMMON_LIMITS_H
 
+#include <grp.h>
 #include <linux/capability.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -34,6 +35,29 @@ static inline pid_t t_fork_unprivileged(rlim_t bytes)
         int step = t_drop_to_memlock(bytes);
         if (step)
             _exit(10 + step);
+    }
+    return pid;
+}
+
+/* fork() whose child may run at most `tasks` tasks (threads count) under
+ * RLIMIT_NPROC, so that pthread_create() fails with EAGAIN once the child
+ * and `tasks - 1` threads exist. Root ignores the limit, so a root child
+ * first becomes a UID of its own (setresuid clears every capability) which
+ * no other process uses. Returns the pid in the parent, 0 in the child; a
+ * child that cannot get there exits with 13 (UID) or 14 (limit). */
+static inline pid_t t_fork_nproc(rlim_t tasks)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (geteuid() == 0) {
+            uid_t id = (uid_t)(300000 + getpid() % 100000);
+            if (setgroups(0, NULL) != 0 || setresgid(id, id, id) != 0 ||
+                setresuid(id, id, id) != 0)
+                _exit(13);
+        }
+        struct rlimit rl = { tasks, tasks };
+        if (setrlimit(RLIMIT_NPROC, &rl) != 0)
+            _exit(14);
     }
     return pid;
 }
