@@ -235,8 +235,11 @@ PINIO_API uint64_t pinio_st_file_size(const pinio_st *st);
  * diagnostic naming the file and byte: invalid UTF-8 or JSON, no
  * weight_map or an empty one (loading nothing would hide a broken index),
  * a value that is not a string, a tensor listed twice (DuplicateKey), a
- * shard name that is absolute, has a ".." component or holds a NUL (a
- * shard must live in the index's folder). Names are compared with their
+ * shard name that is empty, absolute, has an empty or ".." component
+ * ("a//b", "a/", "../b"; "model..v2.safetensors" is fine: components are
+ * compared, not substrings) or holds a NUL (a shard must live in the
+ * index's folder; symlinks are the opener's to confine). "." components
+ * are dropped, so "./a" and "a" are one shard. Names are compared with their
  * length, so names holding NUL bytes stay distinct. Parsing is
  * O(n log n) in the entries. Opaque; immutable once parsed (any thread may
  * call the accessors).

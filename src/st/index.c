@@ -101,22 +101,57 @@ static int cmp_shard(const void *x, const void *y, void *ctx)
     return *a < *b ? -1 : *a > *b; /* entries are in document order: earlier first */
 }
 
-/* A shard must be a relative path inside the index's folder: no leading
- * '/', no ".." component (checked per component, so "model..v2" is fine),
- * no NUL (it would cut the name short when the file is opened). */
-static bool shard_name_ok(const char *s, size_t len)
+/* A shard must be a relative path inside the index's folder, judged per
+ * '/'-separated component (a substring test would refuse "model..v2"): no
+ * leading '/', no empty component ("a//b", "a/"), no ".." component, no NUL
+ * (it would cut the name short when the file is opened). Returns NULL, or
+ * what is wrong. Confinement against symlinks is the opener's job
+ * (RESOLVE_BENEATH); this is the part a name alone decides. */
+static const char *shard_name_problem(const char *s, size_t len)
 {
-    if (len == 0 || s[0] == '/' || memchr(s, '\0', len))
-        return false;
+    if (len == 0)
+        return "is empty";
+    if (memchr(s, '\0', len))
+        return "contains a NUL byte";
+    if (s[0] == '/')
+        return "is an absolute path";
     for (size_t i = 0; i < len;) {
         size_t j = i;
         while (j < len && s[j] != '/')
             j++;
+        if (j == i)
+            return "has an empty path component";
         if (j - i == 2 && s[i] == '.' && s[i + 1] == '.')
-            return false;
+            return "has a '..' component";
+        i = j + 1;
+        if (j + 1 == len)
+            return "has an empty path component"; /* a trailing '/' */
+    }
+    return NULL;
+}
+
+/* Drops "." components in place ("./a" and "a/./b" name "a" and "a/b"), so
+ * that one file spelled two ways is one shard, opened once. Returns the new
+ * length; a name of "." components only keeps its last one, which then is
+ * not a regular file and is refused when opened. */
+static size_t shard_name_normalize(char *s, size_t len)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < len;) {
+        size_t j = i;
+        while (j < len && s[j] != '/')
+            j++;
+        bool dot = j - i == 1 && s[i] == '.';
+        if (!dot || (j == len && w == 0)) {
+            if (w)
+                s[w++] = '/';
+            memmove(s + w, s + i, j - i);
+            w += j - i;
+        }
         i = j + 1;
     }
-    return true;
+    s[w] = '\0';
+    return w;
 }
 
 void pinio_st_index_free(pinio_st_index *ix)
@@ -272,14 +307,16 @@ int pinio_st_index_parse(pinio_st_index **out, const void *data, size_t len, con
                 goto out;
             }
             e->name_len = name.len;
-            e->shard_len = shard.len;
-            if (!shard_name_ok(sh.p + e->shard_off, e->shard_len)) {
+            const char *why = shard_name_problem(sh.p + e->shard_off, shard.len);
+            if (why) {
                 pinio_diag_set_at(diag, PINIO_EFORMAT, path, at,
-                                  "index: tensor '%s' maps to shard '%s' outside the index's folder",
-                                  names.p + e->name_off, sh.p + e->shard_off);
+                                  "index: tensor '%s' maps to shard '%s', which %s (a shard must "
+                                  "be a relative path inside the index's folder)",
+                                  names.p + e->name_off, sh.p + e->shard_off, why);
                 rc = PINIO_EFORMAT;
                 goto out;
             }
+            e->shard_len = shard_name_normalize(sh.p + e->shard_off, shard.len);
             n++;
         }
         if (rc < 0)
