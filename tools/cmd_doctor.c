@@ -284,9 +284,21 @@ static int run_doctor(int argc, char **argv)
         return 2;
     }
     const char *path = optind < argc ? argv[optind] : ".";
+    /* Non-blocking open + fstat: a FIFO's open() would wait for a writer
+     * forever, and the probes below open the path again (O_DIRECT). Only
+     * what they can use passes: a directory, a regular file, a block device. */
     struct stat pst;
-    if (stat(path, &pst) != 0) {
+    int pfd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (pfd < 0 || fstat(pfd, &pst) != 0) {
         fprintf(stderr, "pinio doctor: %s: %s\n", path, pinio_strerror(-errno));
+        if (pfd >= 0)
+            close(pfd);
+        return 1;
+    }
+    close(pfd);
+    if (!S_ISDIR(pst.st_mode) && !S_ISREG(pst.st_mode) && !S_ISBLK(pst.st_mode)) {
+        fprintf(stderr,
+                "pinio doctor: %s: not a regular file (nor a directory or block device)\n", path);
         return 1;
     }
 

@@ -782,7 +782,10 @@ int pinio_st_read_fd(pinio_st **out, int fd, const char *path, unsigned flags, p
 int pinio_st_open(pinio_st **out, const char *path, unsigned flags, pinio_diag *diag)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO's open() would wait for a writer forever;
+     * pinio_st_read_fd() then refuses it as not a regular file. The flag
+     * changes nothing for a regular file's reads. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         int e = -errno;
         return fail(diag, e, path, "open: %s", pinio_strerror(e));

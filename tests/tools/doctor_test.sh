@@ -41,6 +41,10 @@ done
 
 "$pinio" doctor /nonexistent-dir-xyz >"$dir/o" 2>"$dir/err"; rc=$?
 [ $rc != 0 ] && [ "$(wc -l <"$dir/err")" = 1 ] || { echo "FAIL: missing path -> rc $rc"; cat "$dir/err"; fail=1; }
+# A FIFO: opening it to probe O_DIRECT used to wait for a writer forever.
+mkfifo "$dir/fifo"
+timeout 20 "$pinio" doctor "$dir/fifo" >"$dir/o" 2>"$dir/err"; rc=$?
+[ $rc = 1 ] && grep -q "not a regular file" "$dir/err" || { echo "FAIL: FIFO -> rc $rc"; cat "$dir/err"; fail=1; }
 "$pinio" doctor --bogus >"$dir/o" 2>"$dir/err"; rc=$?
 [ $rc = 2 ] || { echo "FAIL: bad option -> rc $rc"; cat "$dir/err"; fail=1; }
 

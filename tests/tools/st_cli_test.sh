@@ -52,6 +52,11 @@ check 0 "gen --help" "$PINIO" gen --help
 has "$DIR/out" "--shards K" "gen help"
 check 0 "info --help" "$PINIO" info --help
 check 1 "gen into a missing directory" "$PINIO" gen "$DIR/no/such/x.safetensors" --size 1K
+# A FIFO named like a checkpoint: open() would wait for a writer forever
+# (timeout's 124 fails the check); refused as not a regular file.
+mkfifo "$DIR/fifo.safetensors"
+check 1 "info on a FIFO" timeout 20 "$PINIO" info "$DIR/fifo.safetensors"
+has "$DIR/err" "not a regular file" "info on a FIFO says why"
 
 if [ "$fails" -ne 0 ]; then
     echo "$fails check(s) failed"
