@@ -27,7 +27,11 @@
  * | MetadataIncompleteBuffer | 8 + N + data end differs from the file size (truncated file, or trailing bytes) |
  *
  * Unknown fields inside a tensor entry are ignored, as the reference does,
- * unless #PINIO_ST_REJECT_UNKNOWN_FIELDS is given.
+ * unless #PINIO_ST_REJECT_UNKNOWN_FIELDS is given; as in the reference
+ * (serde_json), what they hold is still checked: nesting of at most 127
+ * levels counting the top-level object, and no number that overflows a
+ * 64-bit float (`1e400`, a 400-digit integer). So whatever pinio accepts,
+ * the reference accepts.
  *
  * Memory: nothing is allocated in proportion to a size the file claims
  * before that claim is checked: N is checked against the cap and the file

@@ -1,6 +1,9 @@
 /* Strict JSON pull parser; see json_internal.h for the contract and why it
  * exists. Every function checks the sticky error first, so callers may chain
  * calls and test the result once. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pinio/common.h"
@@ -82,7 +85,7 @@ static int open_container(pinio__json *j, char c, const char *what)
     /* The bound keeps pinio__json_skip()'s recursion (and any caller's)
      * shallow; serde_json, the reference parser, stops at the same depth. */
     if (++j->depth > PINIO__JSON_MAX_DEPTH)
-        return pinio__json_fail(j, j->pos - 1, "nesting deeper than 128 levels");
+        return pinio__json_fail(j, j->pos - 1, "nesting deeper than 127 levels");
     return 0;
 }
 
@@ -371,6 +374,79 @@ int pinio__json_u64(pinio__json *j, uint64_t *out)
     return 0;
 }
 
+/* Whether the number text b[s, e) (valid per scan_number) is finite as an
+ * IEEE double. serde_json, the reference, parses every number it does not
+ * keep as u64/i64 into an f64 and rejects one that overflows ("number out
+ * of range"), also inside fields it then ignores: 1e400, -1e400, or an
+ * integer of 400 digits. Underflow (1e-400) is 0.0 there, and fine.
+ * The decimal exponent of the first significant digit decides all but the
+ * last decade; that one is left to strtod() on a bounded copy (767
+ * significant digits decide any double's rounding; a sticky '1' stands for
+ * whatever was cut). */
+static bool number_is_finite(const char *b, size_t s, size_t e)
+{
+    size_t i = s;
+    if (b[i] == '-')
+        i++;
+    int64_t point = 0; /* digits before the '.', after leading zeros */
+    int64_t lead = 0;  /* zeros after the '.' before the first significant digit */
+    bool seen = false, frac = false;
+    size_t first = 0;
+    for (; i < e && b[i] != 'e' && b[i] != 'E'; i++) {
+        if (b[i] == '.') {
+            frac = true;
+            continue;
+        }
+        if (!seen && b[i] == '0') {
+            if (frac)
+                lead++;
+            continue;
+        }
+        if (!seen) {
+            seen = true;
+            first = i;
+        }
+        if (!frac)
+            point++;
+    }
+    if (!seen)
+        return true; /* zero, whatever the exponent */
+    int64_t exp = 0;
+    if (i < e) { /* 'e' */
+        i++;
+        bool eneg = b[i] == '-';
+        if (b[i] == '+' || b[i] == '-')
+            i++;
+        for (; i < e; i++)
+            if (exp < 100000000)
+                exp = exp * 10 + (b[i] - '0');
+        if (eneg)
+            exp = -exp;
+    }
+    /* value = 0.d1d2... x 10^mag */
+    int64_t mag = (point ? point : -lead) + exp;
+    if (mag <= 308)
+        return true;
+    if (mag > 309)
+        return false;
+    char tmp[800];
+    size_t k = 0;
+    bool cut = false;
+    tmp[k++] = '.';
+    for (i = first; i < e && b[i] != 'e' && b[i] != 'E'; i++) {
+        if (b[i] == '.')
+            continue;
+        if (k < 780)
+            tmp[k++] = b[i];
+        else if (b[i] != '0')
+            cut = true;
+    }
+    if (cut)
+        tmp[k++] = '1';
+    snprintf(tmp + k, sizeof(tmp) - k, "e309");
+    return isfinite(strtod(tmp, NULL));
+}
+
 static int literal(pinio__json *j, const char *lit, size_t n)
 {
     if (j->len - j->pos < n || memcmp(j->buf + j->pos, lit, n) != 0)
@@ -410,7 +486,11 @@ int pinio__json_skip(pinio__json *j)
     case PINIO__JSON_STRING:
         return pinio__json_string(j, &s);
     case PINIO__JSON_NUMBER:
-        return scan_number(j, &neg, &integral, &a, &b);
+        if ((r = scan_number(j, &neg, &integral, &a, &b)))
+            return r;
+        if (!number_is_finite(j->buf, a, j->pos))
+            return pinio__json_fail(j, a, "number out of range (beyond a 64-bit float)");
+        return 0;
     case PINIO__JSON_TRUE:
         return literal(j, "true", 4);
     case PINIO__JSON_FALSE:

@@ -13,7 +13,8 @@
  * Infinity, no raw control characters in strings, only the escapes of RFC
  * 8259, \u escapes must form valid Unicode scalar values (lone surrogates are
  * rejected, as serde_json does), nesting is limited to PINIO__JSON_MAX_DEPTH
- * (serde_json's recursion limit). The input must already be valid UTF-8
+ * (serde_json's recursion limit), and a number pinio__json_skip() passes
+ * over must be finite as a double (serde_json's "number out of range"). The input must already be valid UTF-8
  * (check with pinio__utf8_check() first); the parser does not re-check it.
  *
  * Errors: every function returns 0 / 1 on success and PINIO_EFORMAT on the
@@ -28,7 +29,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PINIO__JSON_MAX_DEPTH 128
+/* serde_json's remaining_depth starts at 128 and fails when it reaches 0,
+ * so the 128th open container is refused: 127 is the deepest accepted. */
+#define PINIO__JSON_MAX_DEPTH 127
 
 typedef struct pinio__json {
     const char *buf;      /* start of the document */
@@ -109,6 +112,7 @@ void pinio__json_str_decode(const pinio__json_str *s, char *dst);
 
 /** True when the decoded string equals the `n` bytes at `lit`. */
 bool pinio__json_str_eq(const pinio__json_str *s, const char *lit, size_t n);
+
 
 /**
  * Checks that `len` bytes are well-formed UTF-8 (no overlongs, no surrogates,

@@ -246,17 +246,69 @@ Test(st_rules, json_unknown_field_strict)
                  "tensor 'w': unknown field 'x'");
 }
 
-Test(st_rules, json_depth_limit)
+/* A tensor entry whose unknown field "x" holds `k` nested arrays: with the
+ * top-level object and the entry, the document nests k + 2 deep. */
+static char *deep_entry(int k)
 {
-    /* An ignored field may hold any JSON, but not nested without bound. */
-    char j[1024] = "{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":";
-    size_t n = strlen(j);
-    for (int i = 0; i < 200; i++)
+    char *j = malloc(4096);
+    cr_assert_not_null(j);
+    size_t n = (size_t)sprintf(j, "{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":");
+    for (int i = 0; i < k; i++)
         j[n++] = '[';
-    for (int i = 0; i < 200; i++)
+    for (int i = 0; i < k; i++)
         j[n++] = ']';
     strcpy(j + n, "}}");
-    reject(j, 1, "InvalidHeaderDeserialization", "nesting deeper than 128");
+    return j;
+}
+
+Test(st_rules, json_depth_limit)
+{
+    /* An ignored field may hold any JSON, but not nested without bound:
+     * serde_json refuses the 128th level, so 127 is the deepest accepted. */
+    char *j = deep_entry(125);
+    pinio_st_free(accept(j, 1));
+    free(j);
+    j = deep_entry(126);
+    reject(j, 1, "InvalidHeaderDeserialization", "nesting deeper than 127");
+    free(j);
+    j = deep_entry(200);
+    reject(j, 1, "InvalidHeaderDeserialization", "nesting deeper than 127");
+    free(j);
+}
+
+/* serde_json parses every number of an ignored field and refuses one beyond
+ * a double ("number out of range"); underflow is 0.0 there, and accepted. */
+Test(st_rules, numbers_out_of_range_in_unknown_fields)
+{
+    static const char *ok[] = {
+        "1e308", "-1e308", "1.7976931348623157e308", "17976931348623157e292", "1e-400", "0e999999",
+        "0.000e400", "123456789012345678901234567890", "-0.5", "1.7976931348623158e308",
+    };
+    static const char *bad[] = {
+        "1e400", "-1e400", "1e309", "1.7976931348623159e308", "1.8e308", "0.1e310",
+        "1e99999999999999999999",
+    };
+    char j[1024];
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        snprintf(j, sizeof j, "{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":[%s]}}", ok[i]);
+        pinio_st_free(accept(j, 1));
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(j, sizeof j, "{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":{\"y\":%s}}}", bad[i]);
+        reject(j, 1, "InvalidHeaderDeserialization", "number out of range");
+    }
+    /* An integer of 309 digits is below DBL_MAX's 1.79e308 only up to 1797...;
+     * 400 digits is out of range, 300 is not. */
+    char big[600];
+    for (int digits = 300; digits <= 400; digits += 100) {
+        memset(big, '9', (size_t)digits);
+        big[digits] = '\0';
+        snprintf(j, sizeof j, "{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":%s}}", big);
+        if (digits == 300)
+            pinio_st_free(accept(j, 1));
+        else
+            reject(j, 1, "InvalidHeaderDeserialization", "number out of range");
+    }
 }
 
 Test(st_rules, duplicate_tensor_name)
