@@ -20,6 +20,7 @@
  * | InvalidHeader | the header is not valid UTF-8 (names the byte offset) |
  * | InvalidHeaderDeserialization | bad JSON, or not the expected shape: top level not an object, tensor entry not an object, missing/duplicate field, unknown dtype, dim or offset not a non-negative 64-bit integer, data_offsets not a pair, `__metadata__` not a string → string map |
  * | DuplicateKey | the same tensor name or metadata key twice (stricter than the reference) |
+ * | InvalidHeaderDeserialization | also stricter than the reference: a tensor entry written as a JSON array (`[dtype, shape, offsets]`, which serde accepts for a struct), a dtype written as an enum object (`{"F32": null}`), a tensor name holding a NUL (`\u0000`; the diagnostic names its byte), all refused so that every pinio path (loader, CLI, bindings) can treat names as C strings and entries one way |
  * | InvalidOffset | after sorting by (BEGIN, END), a tensor does not start where the previous one ended, or END < BEGIN: a gap, overlap or reversed range |
  * | ValidationOverflow | the element or bit count overflows 64 bits |
  * | MisalignedSlice | a sub-byte dtype whose bit count is not a multiple of 8 |
@@ -117,7 +118,7 @@ typedef struct pinio_st pinio_st;
  * valid until pinio_st_free().
  */
 typedef struct pinio_st_tensor {
-    const char *name;      /**< decoded UTF-8, NUL-terminated (may also contain NUL: use name_len) */
+    const char *name;      /**< decoded UTF-8, NUL-terminated (never holds a NUL: refused when parsed) */
     size_t name_len;       /**< bytes, without the terminating NUL */
     pinio_dtype dtype;
     unsigned rank;         /**< number of dims; 0 for a scalar (one element) */
@@ -243,8 +244,8 @@ PINIO_API uint64_t pinio_st_file_size(const pinio_st *st);
  * ("a//b", "a/", "../b"; "model..v2.safetensors" is fine: components are
  * compared, not substrings) or holds a NUL (a shard must live in the
  * index's folder; symlinks are the opener's to confine). "." components
- * are dropped, so "./a" and "a" are one shard. Names are compared with their
- * length, so names holding NUL bytes stay distinct. Parsing is
+ * are dropped, so "./a" and "a" are one shard. A tensor name holding a NUL
+ * is refused, as in a header. Parsing is
  * O(n log n) in the entries. Opaque; immutable once parsed (any thread may
  * call the accessors).
  */
@@ -252,7 +253,7 @@ typedef struct pinio_st_index pinio_st_index;
 
 /** One weight_map entry; pointers valid until pinio_st_index_free(). */
 typedef struct pinio_st_index_entry {
-    const char *name; /**< decoded UTF-8, NUL-terminated (may hold NUL: use name_len) */
+    const char *name; /**< decoded UTF-8, NUL-terminated (never holds a NUL) */
     size_t name_len;
     size_t shard;     /**< index for pinio_st_index_shard() */
 } pinio_st_index_entry;

@@ -290,6 +290,13 @@ int pinio_st_index_parse(pinio_st_index **out, const void *data, size_t len, con
                 pinio__json_fail(&j, at, "weight_map value is not a string");
                 goto json_err;
             }
+            /* The header parser's rule: no NUL in tensor names. */
+            size_t nul = pinio__json_str_nul(&name);
+            if (nul != SIZE_MAX) {
+                pinio__json_fail(&j, (size_t)(name.raw - text) + nul,
+                                 "tensor name contains a NUL (\\u0000)");
+                goto json_err;
+            }
             if (pinio__json_string(&j, &shard) < 0)
                 goto json_err;
             if (n == cap) {

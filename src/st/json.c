@@ -309,6 +309,20 @@ bool pinio__json_str_eq(const pinio__json_str *s, const char *lit, size_t n)
     return memcmp(tmp, lit, n) == 0;
 }
 
+size_t pinio__json_str_nul(const pinio__json_str *s)
+{
+    if (!s->escaped)
+        return SIZE_MAX;
+    for (size_t i = 0; i + 1 < s->raw_len; i++) {
+        if (s->raw[i] != '\\')
+            continue;
+        if (s->raw[i + 1] == 'u' && i + 6 <= s->raw_len && memcmp(s->raw + i + 2, "0000", 4) == 0)
+            return i;
+        i++; /* the escaped character: "\\u0000" is a backslash, then text */
+    }
+    return SIZE_MAX;
+}
+
 /* Scans a number per RFC 8259 and reports its parts; consumes it. */
 static int scan_number(pinio__json *j, bool *neg, bool *integral, size_t *start, size_t *end)
 {

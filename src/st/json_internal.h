@@ -113,6 +113,9 @@ void pinio__json_str_decode(const pinio__json_str *s, char *dst);
 /** True when the decoded string equals the `n` bytes at `lit`. */
 bool pinio__json_str_eq(const pinio__json_str *s, const char *lit, size_t n);
 
+/** Where the string holds a NUL once decoded: the offset in `raw` of its
+ *  "\u0000" escape (the only way JSON spells one), or SIZE_MAX. */
+size_t pinio__json_str_nul(const pinio__json_str *s);
 
 /**
  * Checks that `len` bytes are well-formed UTF-8 (no overlongs, no surrogates,

@@ -433,6 +433,18 @@ static int parse_json(struct parse_ctx *c)
         if ((r = grow((void **)&st->tensors, &st->cap_tensors, st->ntensors + 1,
                       sizeof(*st->tensors))))
             return r;
+        /* One rule for every path: a name with a NUL is refused here, so
+         * that the loader, the CLI and the bindings may pass names as C
+         * strings (they would cut "a\u0000b" to "a"). */
+        size_t nul = pinio__json_str_nul(&k);
+        if (nul != SIZE_MAX) {
+            char nm[100];
+            size_t at = (size_t)(k.raw - j->buf) + nul;
+            return fail(c->diag, PINIO_EFORMAT, c->path,
+                        "InvalidHeaderDeserialization: tensor name '%s' contains a NUL "
+                        "(\\u0000 at header byte %zu, file offset %zu)",
+                        show(nm, k.raw, k.raw_len), at, at + 8);
+        }
         struct st_tensor *t = &st->tensors[st->ntensors];
         memset(t, 0, sizeof(*t));
         if ((r = add_string(st, &k, &t->name_off)))

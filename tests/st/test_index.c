@@ -75,6 +75,18 @@ Test(index, one_shard_spelled_two_ways_is_one)
     pinio_st_index_free(ix);
 }
 
+/* The header parser's rule: a tensor name holding a NUL is refused, with
+ * the byte of its escape ("a\\u0000b" would be cut to "a" by any C string). */
+Test(index, nul_in_tensor_name_is_refused)
+{
+    pinio_st_index *ix = NULL;
+    pinio_diag d = {0};
+    cr_assert_eq(parse("{\"weight_map\":{\"a\\u0000b\":\"s\",\"a\\u0000c\":\"s\"}}", &ix, &d),
+                 PINIO_EFORMAT);
+    cr_assert_null(ix);
+    cr_assert(strstr(d.msg, "NUL") && strstr(d.msg, "byte 17"), "%s", d.msg);
+}
+
 /* A FIFO named like an index: open() would wait for a writer forever. */
 Test(index, fifo_is_refused_without_blocking)
 {

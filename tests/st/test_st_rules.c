@@ -311,6 +311,22 @@ Test(st_rules, numbers_out_of_range_in_unknown_fields)
     }
 }
 
+/* Stricter than the reference, documented in safetensors.h: an entry as an
+ * array, a dtype as an enum object, a NUL in a tensor name. */
+Test(st_rules, documented_rejections)
+{
+    reject("{\"w\":[\"U8\",[1],[0,1]]}", 1, "InvalidHeaderDeserialization", "tensor 'w'");
+    reject("{\"w\":{\"dtype\":{\"U8\":null},\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
+           "InvalidHeaderDeserialization", "tensor 'w'");
+    /* "a\u0000b" would load as "a"; its escape starts at header byte 3. */
+    reject("{\"a\\u0000b\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
+           "InvalidHeaderDeserialization", "contains a NUL (\\u0000 at header byte 3, file offset 11)");
+    /* An escaped backslash followed by the text u0000 is no NUL. */
+    pinio_st *st = accept("{\"a\\\\u0000\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1);
+    cr_assert_str_eq(pinio_st_at(st, 0)->name, "a\\u0000");
+    pinio_st_free(st);
+}
+
 Test(st_rules, duplicate_tensor_name)
 {
     /* serde would keep the last entry; the orphan range hides behind it here
@@ -490,7 +506,7 @@ Test(st_valid, every_dtype)
 Test(st_valid, metadata_and_escapes)
 {
     const char *j = "{\"__metadata__\":{\"format\":\"pt\",\"caf\\u00e9\":\"a\\nb\\\"\\ud83d\\ude00\"},"
-                    T1("\\u00e9t\\u00e9/x", "U8", "[1]", 0, 1) ",\"w\\u0000z\":"
+                    T1("\\u00e9t\\u00e9/x", "U8", "[1]", 0, 1) ",\"w\\u0001z\":"
                     "{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}";
     pinio_st *st = accept(j, 2);
     cr_assert_eq(pinio_st_metadata_count(st), 2);
@@ -502,7 +518,8 @@ Test(st_valid, metadata_and_escapes)
     cr_assert_eq(kv->value_len, 8);
     cr_assert_null(pinio_st_metadata_at(st, 2));
     cr_assert_not_null(pinio_st_find(st, "\xc3\xa9t\xc3\xa9/x", 7));
-    const pinio_st_tensor *t = pinio_st_find(st, "w\0z", 3); /* an embedded NUL */
+    /* An escaped control character (a NUL is refused: documented_rejections). */
+    const pinio_st_tensor *t = pinio_st_find(st, "w\x01z", 3);
     cr_assert_not_null(t);
     cr_assert_eq(t->name_len, 3);
     cr_assert_null(pinio_st_find(st, "w", 1));
