@@ -54,6 +54,21 @@ header = {
     "TensorInvalidInfo": st({"a": t("F32", [3], 0, 8)}, bytes(8)),
     "MetadataIncompleteBuffer": st({"a": t("U8", [4], 0, 4)}, bytes(2)),
     "Metadata_trailing": st({"a": t("U8", [1], 0, 1)}, bytes(5)),
+    # Parity boundaries with serde_json: 127 levels in all is the deepest
+    # accepted (top object + entry + 125 arrays), 128 is refused; a number of
+    # an ignored field must be finite as a double; a NUL in a name is refused.
+    "Deser_depth_127": st(b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"z":'
+                          + b"[" * 125 + b"]" * 125 + b"}}", b"\0"),
+    "Deser_depth_128": st(b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"z":'
+                          + b"[" * 126 + b"]" * 126 + b"}}", b"\0"),
+    "Deser_num_max": st(b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],'
+                        b'"z":[1.7976931348623157e308,1e-400,0e999]}}', b"\0"),
+    "Deser_num_1e400": st(b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"z":1e400}}', b"\0"),
+    "Deser_num_400_digits": st(b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"z":'
+                               + b"9" * 400 + b"}}", b"\0"),
+    "Deser_nul_name": st(b'{"a\\u0000b":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}', b"\0"),
+    "Deser_entry_array": st(b'{"a":["U8",[1],[0,1]]}', b"\0"),
+    "Deser_dtype_enum": st(b'{"a":{"dtype":{"U8":null},"shape":[1],"data_offsets":[0,1]}}', b"\0"),
 }
 
 idx = lambda wm, **kw: json.dumps(dict(kw, weight_map=wm)).encode()
@@ -75,6 +90,9 @@ index = {
     "truncated": b'{"weight_map":{"a":"s.safe',
     "trailing_garbage": b'{"weight_map":{}} x',
     "escapes": b'{"weight_map":{"\\u00e9\\t\\"q\\"":"d\\/s.safetensors"}}',
+    "dotdot_in_name": b'{"weight_map":{"a":"model..v2.safetensors","b":"./model..v2.safetensors"}}',
+    "empty_component": b'{"weight_map":{"a":"d//s.safetensors"}}',
+    "nul_in_name": b'{"weight_map":{"a\\u0000b":"s.safetensors"}}',
 }
 
 for d, seeds in ((hdir, header), (idir, index)):
