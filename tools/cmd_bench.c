@@ -205,7 +205,7 @@ static int run_bench(int argc, char **argv)
             o.time_s = strtod(v, &e);
             if (*e == 's')
                 e++;
-            rc = (e == v || *e || !(o.time_s > 0) || !isfinite(o.time_s)) ? -EINVAL : 0;
+            rc = (e == v || *e || !(o.time_s >= 1e-3) || !isfinite(o.time_s)) ? -EINVAL : 0;
         } else if ((v = value_of(argc, argv, &i, a, "--batch"))) {
             if (!strcmp(v, "auto"))
                 o.batch = 0;
@@ -213,8 +213,10 @@ static int run_bench(int argc, char **argv)
                 rc = -EINVAL; /* 0 is spelled "auto" */
         } else if ((v = value_of(argc, argv, &i, a, "--node"))) {
             unsigned node = 0;
-            rc = parse_bounded(v, 4095, &node);
-            o.node = (int)node;
+            if (!strcmp(v, "-1")) /* the default: no node, spelled as it is shown */
+                o.node = -1;
+            else if (!(rc = parse_bounded(v, 4095, &node)))
+                o.node = (int)node;
         } else if ((v = value_of(argc, argv, &i, a, "--seed"))) {
             rc = cli_parse_u64(v, &o.seed);
         } else if ((v = value_of(argc, argv, &i, a, "--cache"))) {

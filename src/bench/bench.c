@@ -103,8 +103,10 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
     if (o->size % (o->bs * o->jobs))
         BAD("bench: --size %llu is not a multiple of bs x jobs (%llu)",
             (unsigned long long)o->size, (unsigned long long)(o->bs * o->jobs));
-    if (!(o->time_s >= 0.0 && o->time_s <= 1e6))
-        BAD("bench: --time must be between 0 and 1e6 seconds");
+    /* A run shorter than a millisecond ends before its first completion and
+     * would report success with nothing moved (--time 1e-300). */
+    if (!(o->time_s == 0.0 || (o->time_s >= 1e-3 && o->time_s <= 1e6)))
+        BAD("bench: --time must be 0 (one pass) or between 0.001 and 1e6 seconds");
     if (o->iopoll && !o->direct)
         BAD("bench: --iopoll needs O_DIRECT (drop --direct=0)");
     if (o->verify && !is_write(o->rw))

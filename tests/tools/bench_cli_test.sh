@@ -25,6 +25,7 @@ bad 2 --file "$f" --qd 0
 bad 2 --file "$f" --qd 99999
 bad 2 --file "$f" --rw readwrite
 bad 2 --file "$f" --time -1
+bad 2 --file "$f" --time 1e-300
 bad 2 --file "$f" --cache hot
 bad 2 --file "$f" --verify
 bad 2 --file "$f" --bogus
@@ -38,6 +39,8 @@ bad 2 --file "$f" --batch lots
 bad 2 --file "$f" --node 4095
 bad 2
 bad 1 --file /nonexistent-dir/x
+# -1 is the default --node (no node): accepted as written (exit 1: no file).
+bad 1 --file /nonexistent-dir/x --node -1
 bad 1 --file /dev/null --rw write --size 1M
 
 # A JSON run (creating the file) and a sweep, both parseable.
