@@ -50,6 +50,8 @@ static int parse_dtypes(char *list, pinio_dtype *out, size_t cap, size_t *n)
         }
         (*n)++;
     }
+    if (!*n)
+        fprintf(stderr, "pinio gen: --dtypes wants a comma-separated list of dtypes (e.g. BF16,F32)\n");
     return *n ? 0 : -EINVAL;
 }
 

@@ -28,13 +28,19 @@ static void info_usage(FILE *out)
             "2 usage error.\n");
 }
 
-/* Text output: printable bytes as they are, control bytes escaped. */
+/* Text output: printable characters as they are, control characters
+ * escaped, so that a name cannot drive the terminal: C0 and DEL as \xNN,
+ * C1 (U+0080..U+009F, UTF-8 C2 80..C2 9F; 0x9B alone is a CSI on some
+ * terminals) as \uNNNN. Names are valid UTF-8 (the parser checked). */
 static void text_str(const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c < 0x20)
+        if (c < 0x20 || c == 0x7f)
             printf("\\x%02x", c);
+        else if (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80 &&
+                 (unsigned char)s[i + 1] <= 0x9f)
+            printf("\\u%04x", (unsigned char)s[++i]);
         else
             putchar(c);
     }

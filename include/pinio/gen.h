@@ -110,7 +110,9 @@ static inline void pinio_gen_opts_default(pinio_gen_opts *opts)
  *
  * @param res  optional: what was written.
  * @return 0; -EINVAL for bad options (an invalid dtype, more than 99999
- *         shards); a negative errno for I/O (ENOSPC, EACCES, ...) with the
+ *         shards, a header over #PINIO_ST_HEADER_MAX or an index over
+ *         #PINIO_ST_INDEX_MAX bytes: what a reader would refuse is not
+ *         written); a negative errno for I/O (ENOSPC, EACCES, ...) with the
  *         path and offset in the diag. On failure no temporary file is left;
  *         files of earlier shards that were complete stay.
  */

@@ -346,6 +346,14 @@ static int write_file(const char *path, const struct gen_tensor *ts, size_t n,
         free(h.p);
         return fail(diag, h.err, "%s: out of memory for the header", path);
     }
+    /* Write nothing a reader would refuse (HeaderTooLarge). */
+    if (h.len > PINIO_ST_HEADER_MAX) {
+        free(h.p);
+        return fail(diag, -EINVAL,
+                    "%s: a header of %zu bytes is over the format's limit of %u: fewer tensors "
+                    "per file (--tensors, or more --shards)",
+                    path, h.len, (unsigned)PINIO_ST_HEADER_MAX);
+    }
 
     char *tmp = malloc(strlen(path) + 16);
     if (!tmp) {
@@ -416,6 +424,12 @@ static int write_index(const char *dir, const struct gen_tensor *ts, size_t n, u
         text_add(&t, "%s\n    \"%s\": \"%s\"", i ? "," : "", ts[i].name, shard);
     }
     text_add(&t, "\n  }\n}\n");
+    if (!t.err && t.len > PINIO_ST_INDEX_MAX) {
+        free(t.p);
+        return fail(diag, -EINVAL,
+                    "%s: an index of %zu bytes is over pinio's limit of %u: fewer --tensors",
+                    dir, t.len, (unsigned)PINIO_ST_INDEX_MAX);
+    }
     char *path = malloc(strlen(dir) + sizeof(PINIO_GEN_INDEX_NAME) + 2);
     if (t.err || !path) {
         free(t.p);

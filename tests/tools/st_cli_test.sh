@@ -51,6 +51,27 @@ has "$DIR/out" '"data_size": 2048' "2KiB is 2048 bytes"
 check 0 "gen --help" "$PINIO" gen --help
 has "$DIR/out" "--shards K" "gen help"
 check 0 "info --help" "$PINIO" info --help
+check 2 "gen with an empty --dtypes" "$PINIO" gen "$DIR/x.safetensors" --size 1K --dtypes ""
+has "$DIR/err" "dtypes" "an empty --dtypes says why"
+# A header over 10^8 bytes: refused before anything is written (the parser
+# would refuse it as HeaderTooLarge).
+check 2 "gen with a too large header" "$PINIO" gen "$DIR/big.safetensors" --size 1100000 --tensors 1100000 -q
+has "$DIR/err" "over the format's limit" "a too large header says why"
+[ -e "$DIR/big.safetensors" ] && { echo "FAIL: a too large header was written"; fails=$((fails + 1)); }
+ls "$DIR" | grep -q "tmp" && { echo "FAIL: a temporary file was left"; fails=$((fails + 1)); }
+# Names with C1 controls and DEL: escaped in text output, not sent raw.
+printf '{"a\\u009bb\\u007fc":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}' >"$DIR/h.json"
+python3 - "$DIR/h.json" "$DIR/c1.safetensors" <<'PY'
+import struct, sys
+h = open(sys.argv[1], "rb").read()
+h += b" " * (-len(h) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + b"\0")
+PY
+check 0 "info on C1 names" "$PINIO" info "$DIR/c1.safetensors"
+has "$DIR/out" 'a\\u009bb\\x7fc' "C1 and DEL escaped"
+if LC_ALL=C grep -q "$(printf '\302\233')" "$DIR/out" || LC_ALL=C grep -q "$(printf '\177')" "$DIR/out"; then
+    echo "FAIL: info printed a raw control character"; fails=$((fails + 1))
+fi
 check 1 "gen into a missing directory" "$PINIO" gen "$DIR/no/such/x.safetensors" --size 1K
 # A FIFO named like a checkpoint: open() would wait for a writer forever
 # (timeout's 124 fails the check); refused as not a regular file.
