@@ -11,6 +11,7 @@
 
 #include "pinio/pinio.h"
 #include "cli.h"
+#include "stop.h"
 #include "util.h"
 
 #define MAX_SWEEP 32
@@ -35,11 +36,16 @@ static void usage(FILE *out)
             "  --node N         NUMA node for buffers and threads\n"
             "  --cache cold     drop the file's cached pages first\n"
             "  --verify         write runs: write a pattern, read it back, compare\n"
-            "  --allow-device-overwrite   permit writes to a block device\n"
+            "  --allow-device-overwrite   permit writes to a block device (one in use,\n"
+            "                   e.g. mounted, is refused all the same)\n"
+            "  --allow-file-overwrite     permit writes to an existing file holding data\n"
+            "                   that bench did not write (default: refused)\n"
             "  --seed N         random order and pattern seed (default 1)\n"
             "  --json           one JSON object per run\n"
             "  --sweep bs=4k,64k,1m qd=1,4,16,64   run the grid, print a table\n"
-            "A read of a missing file creates it first, filled with real data.\n");
+            "A read of a missing file creates it first, filled with real data, under a\n"
+            "temporary name renamed into place when complete; Ctrl-C or SIGTERM stops\n"
+            "the run and removes a file it was making.\n");
 }
 
 /* --name=value or --name value; returns the value or NULL (usage error). */
@@ -135,12 +141,18 @@ static void print_json(const pinio_bench_opts *o, const pinio_bench_result *r)
  * silent. Cleared before the results are printed. */
 struct status {
     double time_s;
+    bool tty;
     bool shown;
 };
 
+/* Always installed: it is also how SIGINT/SIGTERM stop a run (stop.h). */
 static int on_progress(void *ctx, const pinio_progress *p)
 {
     struct status *st = ctx;
+    if (cli_stop_requested())
+        return 1;
+    if (!st->tty)
+        return 0;
     uint64_t bytes = p->done_bytes;
     double seconds = p->elapsed_s;
     char b[32], of[32] = "";
@@ -240,6 +252,8 @@ static int run_bench(int argc, char **argv)
             o.verify = b;
         } else if (!strcmp(a, "--allow-device-overwrite")) {
             o.allow_device_overwrite = true;
+        } else if (!strcmp(a, "--allow-file-overwrite")) {
+            o.allow_file_overwrite = true;
         } else if (!strcmp(a, "--sweep")) {
             sweep = true;
             for (; i + 1 < argc && (!strncmp(argv[i + 1], "bs=", 3) ||
@@ -287,6 +301,7 @@ static int run_bench(int argc, char **argv)
                 return 2;
             }
         }
+    cli_stop_install();
     if (sweep && !json)
         printf("%-6s %9s %5s %10s %10s %9s %9s %9s %9s %8s\n", "rw", "bs", "qd", "MB/s", "IOPS",
                "p50_us", "p99_us", "p99.9_us", "s/GB", "sub/io");
@@ -297,14 +312,14 @@ static int run_bench(int argc, char **argv)
             c.qd = (unsigned)sweep_qd[q];
             pinio_bench_result r;
             memset(&d, 0, sizeof d);
-            struct status st = {.time_s = c.time_s};
-            if (!json && isatty(STDERR_FILENO)) {
-                c.progress = on_progress;
-                c.progress_ctx = &st;
-            }
+            struct status st = {.time_s = c.time_s, .tty = !json && isatty(STDERR_FILENO)};
+            c.progress = on_progress;
+            c.progress_ctx = &st;
             int rc = pinio_bench_run(&c, &r, &d);
             if (st.shown)
                 fprintf(stderr, "\r%*s\r", 64, "");
+            if (rc == -ECANCELED)
+                cli_stop_reraise(); /* the library removed what it was making */
             if (rc) {
                 fprintf(stderr, "pinio %s\n", d.msg[0] ? d.msg : pinio_strerror(rc));
                 return 1;

@@ -22,8 +22,16 @@
  * up by the engine's own ladder (pinio_ring_setup_uring()), so the flags
  * measured are the flags the loader runs with.
  *
- * Safety: writes go only to a regular file (created when missing) or, with
- * pinio_bench_opts::allow_device_overwrite, to a block device. Every option
+ * Safety: writes go only to a regular file that is missing (then created),
+ * empty, made by bench, or allowed by pinio_bench_opts::allow_file_overwrite;
+ * or, with pinio_bench_opts::allow_device_overwrite, to a block device that
+ * nothing else holds exclusively (a mounted file system does): it is opened
+ * with O_EXCL, held for the whole run, and refused with -EBUSY when in use.
+ * A missing file is made under a temporary name (PATH.pinio-bench-PID.tmp)
+ * and renamed into place when complete, so an interrupted run never leaves
+ * a partial file at PATH; while it is filled (reads) the progress callback
+ * is asked every 64 MiB whether to go on (done_bytes 0), which is how a
+ * program's signal handler stops a run. Every option
  * is checked (pinio_bench_check()) before anything is opened or created.
  *
  * Fault injection: the `PINIO_FAULTS` grammar of ring.h applies to each job's
@@ -94,6 +102,10 @@ typedef struct pinio_bench_opts {
      *  file it created). */
     pinio_progress_fn progress;
     void *progress_ctx;
+    /** Permit a write workload on an existing non-empty regular file that
+     *  bench did not make (bench marks its files with the user.pinio.bench
+     *  extended attribute); without it such a run fails with -EEXIST. */
+    bool allow_file_overwrite;
 } pinio_bench_opts;
 
 /** Fills `*o` with the defaults: read, bs 1 MiB, qd 16, 1 job, direct, fixed, node -1, seed 1. */
@@ -157,7 +169,8 @@ PINIO_API int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag);
  * @return 0; -EINVAL (options, pinio_bench_check()); -ENOENT/-EACCES/...
  *         (opening the target); -EPERM (a write to a block device without
  *         allow_device_overwrite, or to something that is neither a regular
- *         file nor a block device); -ENOMEM (buffers, or their registration:
+ *         file nor a block device); -EBUSY (a write to a block device in
+ *         use); -EEXIST (a write to a file holding data bench did not write); -ENOMEM (buffers, or their registration:
  *         RLIMIT_MEMLOCK, checked before the target is created when the
  *         buffers certainly cannot fit); -ENOSYS (io_uring unavailable); an
  *         I/O error of a request; -EBADMSG (verify found a block that

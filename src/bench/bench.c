@@ -25,6 +25,7 @@
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -121,8 +122,38 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
 
 /* ---- the target --------------------------------------------------------- */
 
-static int fill_new_file(int fd, uint64_t size, uint64_t seed, const char *path, pinio_diag *diag)
+/* Marks a file bench made, so that a later write run may reuse it without
+ * --allow-file-overwrite (and a later run may remove it as a stale
+ * temporary): best effort, file systems without user xattrs lose only that. */
+#define BENCH_XATTR "user.pinio.bench"
+
+static bool made_by_bench(const char *path)
 {
+    char v[4];
+    return getxattr(path, BENCH_XATTR, v, sizeof v) >= 0;
+}
+
+/* Asks the progress callback whether to go on while the target is made: the
+ * CLI's Ctrl-C reaches the library this way (the library installs no signal
+ * handlers), and the partial file is removed. */
+static int setup_cancelled(const pinio_bench_opts *o, uint64_t total, const char *path,
+                           pinio_diag *diag)
+{
+    if (!o->progress)
+        return 0;
+    /* Setup, not the workload: the workload's bytes are still 0. */
+    pinio_progress pg = { .done_bytes = 0, .total_bytes = total };
+    if (o->progress(o->progress_ctx, &pg) == 0)
+        return 0;
+    pinio_diag_set(diag, -ECANCELED, "bench: %s: stopped by the progress callback while it was "
+                   "being created", path);
+    return -ECANCELED;
+}
+
+static int fill_new_file(const pinio_bench_opts *o, int fd, uint64_t size, const char *path,
+                         pinio_diag *diag)
+{
+    uint64_t seed = o->seed;
     /* Real data, not a sparse file: reading holes costs no I/O and would
      * flatter every figure. The verify pattern is as good as random here. */
     size_t chunk = 4u << 20;
@@ -141,6 +172,11 @@ static int fill_new_file(int fd, uint64_t size, uint64_t seed, const char *path,
                    e;
         }
         off += (uint64_t)w;
+        int c = off % (64u << 20) == 0 || off == size ? setup_cancelled(o, size, path, diag) : 0;
+        if (c) {
+            free(buf);
+            return c;
+        }
     }
     free(buf);
     if (fsync(fd))
@@ -152,7 +188,7 @@ static int fill_new_file(int fd, uint64_t size, uint64_t seed, const char *path,
 /* Opens (creating when allowed) the target and settles the size. On
  * success `*size` is the bytes the run uses and `*fsize` the target's size. */
 static int prepare_target(const pinio_bench_opts *o, uint64_t *size, pinio_bench_result *res,
-                          pinio_diag *diag)
+                          int *hold, pinio_diag *diag)
 {
     const char *p = o->path;
     bool wr = is_write(o->rw);
@@ -167,18 +203,44 @@ static int prepare_target(const pinio_bench_opts *o, uint64_t *size, pinio_bench
         want -= want % (o->bs * o->jobs);
         if (!want)
             return pinio_diag_set(diag, -EINVAL, "bench: %s: --size too small", p), -EINVAL;
-        int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        /* Made under a temporary name and renamed into place, so that an
+         * interrupted run never leaves a partial file at the target's name
+         * (which the next run would refuse, or worse, benchmark). */
+        char *tmp = malloc(strlen(p) + 48);
+        if (!tmp)
+            return pinio_diag_set(diag, -ENOMEM, "bench: no memory"), -ENOMEM;
+        sprintf(tmp, "%s.pinio-bench-%ld.tmp", p, (long)getpid());
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd < 0) {
             e = -errno;
-            return pinio_diag_set(diag, e, "bench: %s: cannot create: %s", p, pinio_strerror(e)), e;
+            pinio_diag_set(diag, e, "bench: %s: cannot create: %s", tmp, pinio_strerror(e));
+            free(tmp);
+            return e;
         }
+        (void)fsetxattr(fd, BENCH_XATTR, "1", 1, 0);
         /* A write run writes every block itself; reserving the space keeps
          * the first pass from measuring block allocation in the kernel. */
         int rc = wr ? (posix_fallocate(fd, 0, (off_t)want) ? -ENOSPC : 0)
-                    : fill_new_file(fd, want, o->seed, p, diag);
+                    : fill_new_file(o, fd, want, p, diag);
+        if (!rc && fsync(fd))
+            rc = -errno;
         close(fd);
+        /* RENAME_NOREPLACE: a file that appeared at the name meanwhile is
+         * someone's, not ours to replace; link() does the same where the
+         * file system lacks the flag. */
+        if (!rc && renameat2(AT_FDCWD, tmp, AT_FDCWD, p, RENAME_NOREPLACE) != 0) {
+            rc = -errno;
+            if (rc == -EINVAL && link(tmp, p) == 0)
+                rc = 0;
+            else if (rc == -EINVAL)
+                rc = -errno;
+            if (rc)
+                pinio_diag_set(diag, rc, "bench: %s: moving the new file into place: %s", p,
+                               pinio_strerror(rc));
+        }
+        unlink(tmp); /* after a rename there is nothing left to remove */
+        free(tmp);
         if (rc) {
-            unlink(p);
             if (rc == -ENOSPC)
                 pinio_diag_set(diag, rc, "bench: %s: no space for %llu bytes", p,
                                (unsigned long long)want);
@@ -192,6 +254,15 @@ static int prepare_target(const pinio_bench_opts *o, uint64_t *size, pinio_bench
     uint64_t fsize;
     if (S_ISREG(st.st_mode)) {
         fsize = (uint64_t)st.st_size;
+        /* A write run destroys what the file holds: only an empty file, one
+         * bench made, or an explicit yes. */
+        if (wr && fsize && !o->allow_file_overwrite && !made_by_bench(p))
+            return pinio_diag_set(diag, -EEXIST,
+                                  "bench: %s holds %llu bytes that bench did not write: a write "
+                                  "run would destroy them; use a new path, or add "
+                                  "--allow-file-overwrite to mean it",
+                                  p, (unsigned long long)fsize),
+                   -EEXIST;
     } else if (S_ISBLK(st.st_mode)) {
         if (wr && !o->allow_device_overwrite)
             return pinio_diag_set(diag, -EPERM,
@@ -199,11 +270,25 @@ static int prepare_target(const pinio_bench_opts *o, uint64_t *size, pinio_bench
                                   "add --allow-device-overwrite to mean it",
                                   p),
                    -EPERM;
-        int fd = open(p, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            return pinio_diag_set(diag, -errno, "bench: %s: %s", p, pinio_strerror(-errno)), -errno;
+        /* O_EXCL on a block device claims it: it fails with EBUSY while a
+         * file system is mounted on it (or another program claimed it), and
+         * while held, nobody can mount it under the run. Writes keep it. */
+        int fd = open(p, O_RDONLY | O_CLOEXEC | (wr ? O_EXCL : 0));
+        if (fd < 0) {
+            int e = -errno;
+            if (e == -EBUSY)
+                return pinio_diag_set(diag, e,
+                                      "bench: %s is in use (a mounted file system, or another "
+                                      "program holds it exclusively): refusing to write to it",
+                                      p),
+                       e;
+            return pinio_diag_set(diag, e, "bench: %s: %s", p, pinio_strerror(e)), e;
+        }
         int rc = ioctl(fd, BLKGETSIZE64, &fsize) ? -errno : 0;
-        close(fd);
+        if (wr && !rc)
+            *hold = fd;
+        else
+            close(fd);
         if (rc)
             return pinio_diag_set(diag, rc, "bench: %s: BLKGETSIZE64: %s", p, pinio_strerror(rc)),
                    rc;
@@ -853,10 +938,12 @@ int pinio_bench_run(const pinio_bench_opts *uo, pinio_bench_result *res, pinio_d
     if ((rc = check_memlock(o, diag)))
         return rc;
     uint64_t size;
-    rc = prepare_target(o, &size, res, diag);
-    if (rc)
-        return rc;
-    rc = run_jobs(o, spec, size, res, diag);
+    int hold = -1;
+    rc = prepare_target(o, &size, res, &hold, diag);
+    if (!rc)
+        rc = run_jobs(o, spec, size, res, diag);
+    if (hold >= 0)
+        close(hold);
     if (rc && res->created)
         unlink(o->path); /* a failed run leaves behind nothing it made */
     return rc;

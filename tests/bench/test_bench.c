@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/loop.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -558,6 +560,97 @@ Test(run, thread_creation_failure_unwinds)
     if (WEXITSTATUS(st) == 13 || WEXITSTATUS(st) == 14)
         cr_skip_test("cannot lower RLIMIT_NPROC here (step %d)", WEXITSTATUS(st));
     cr_assert_eq(WEXITSTATUS(st), 0, "child check %d failed", WEXITSTATUS(st));
+}
+
+/* A loop device over `file`, detached when `*lfd` is closed (autoclear).
+ * Returns 0, or a negative errno (no loop driver, not root). */
+static int loop_attach(const char *file, char *dev, size_t n, int *lfd)
+{
+    for (int tries = 0; tries < 8; tries++) { /* another program may take the same number */
+        int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+        if (ctl < 0)
+            return -errno;
+        int no = ioctl(ctl, LOOP_CTL_GET_FREE);
+        int e = errno;
+        close(ctl);
+        if (no < 0)
+            return -e;
+        snprintf(dev, n, "/dev/loop%d", no);
+        int fd = open(dev, O_RDWR | O_CLOEXEC);
+        if (fd < 0)
+            return -errno;
+        int ffd = open(file, O_RDWR | O_CLOEXEC);
+        if (ffd < 0) {
+            e = errno;
+            close(fd);
+            return -e;
+        }
+        int rc = ioctl(fd, LOOP_SET_FD, ffd);
+        e = errno;
+        close(ffd);
+        if (rc == 0) {
+            struct loop_info64 li;
+            memset(&li, 0, sizeof li);
+            li.lo_flags = LO_FLAGS_AUTOCLEAR;
+            ioctl(fd, LOOP_SET_STATUS64, &li);
+            *lfd = fd;
+            return 0;
+        }
+        close(fd);
+        if (e != EBUSY)
+            return -e;
+    }
+    return -EBUSY;
+}
+
+/* --allow-device-overwrite on a device in use: a mounted file system holds
+ * its device exclusively, as this test's O_EXCL descriptor does; the write
+ * is refused and the device keeps its bytes. Released, the same run works. */
+Test(run, device_in_use_is_not_written)
+{
+    char *p = temp_name("/var/tmp");
+    int fd = open(p, O_CREAT | O_RDWR, 0600);
+    cr_assert(fd >= 0 && ftruncate(fd, 1 << 20) == 0);
+    close(fd);
+    char dev[64];
+    int lfd = -1;
+    int rc = loop_attach(p, dev, sizeof dev, &lfd);
+    if (rc) {
+        unlink(p);
+        free(p);
+        cr_skip_test("no loop device here: %s", strerror(-rc));
+    }
+    int holder = open(dev, O_RDONLY | O_EXCL | O_CLOEXEC);
+    cr_assert_geq(holder, 0, "%s: %s", dev, strerror(errno));
+    pinio_bench_opts o = base(dev);
+    o.rw = PINIO_BENCH_WRITE;
+    o.allow_device_overwrite = true;
+    o.direct = false;
+    o.fixed = false;
+    o.bs = 65536;
+    o.qd = 2;
+    o.size = 1 << 20;
+    pinio_diag d = {0};
+    pinio_bench_result r;
+    rc = pinio_bench_run(&o, &r, &d);
+    close(holder);
+    struct stat sb;
+    bool zero = true;
+    static unsigned char buf[1 << 20];
+    fd = open(p, O_RDONLY);
+    if (fd >= 0 && read(fd, buf, sizeof buf) == (ssize_t)sizeof buf)
+        for (size_t i = 0; i < sizeof buf; i++)
+            zero = zero && !buf[i];
+    if (fd >= 0)
+        close(fd);
+    int rc2 = rc == -EBUSY ? pinio_bench_run(&o, &r, &d) : -1;
+    close(lfd); /* autoclear detaches the device */
+    cr_assert_eq(stat(p, &sb), 0);
+    unlink(p);
+    free(p);
+    cr_assert_eq(rc, -EBUSY, "%d: %s", rc, d.msg);
+    cr_assert(zero, "the device in use was written");
+    cr_assert_eq(rc2, 0, "once released: %s", d.msg);
 }
 
 Test(run, time_based_run_loops_and_stops)

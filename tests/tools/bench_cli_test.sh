@@ -43,6 +43,35 @@ bad 1 --file /nonexistent-dir/x
 bad 1 --file /nonexistent-dir/x --node -1
 bad 1 --file /dev/null --rw write --size 1M
 
+# SIGTERM while a missing file is filled: the run stops, removes its
+# temporary and dies of the signal; nothing is left at the target's name.
+g="$dir/sig"
+"$pinio" bench --file "$g" --size 4G --direct=0 >/dev/null 2>"$dir/err" &
+pid=$!
+for _ in $(seq 200); do ls "$dir"/sig.pinio-bench-*.tmp >/dev/null 2>&1 && break; sleep 0.02; done
+kill -TERM $pid; wait $pid; rc=$?
+[ $rc = 143 ] || { echo "FAIL: bench after SIGTERM exit $rc, want 143"; cat "$dir/err"; fail=1; }
+left=$(ls "$dir" | grep '^sig')
+[ -z "$left" ] || { echo "FAIL: SIGTERM left $left"; fail=1; }
+# SIGKILL cannot be handled: the partial file stays under its temporary
+# name, never at the target's.
+"$pinio" bench --file "$g" --size 4G --direct=0 >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 200); do ls "$dir"/sig.pinio-bench-*.tmp >/dev/null 2>&1 && break; sleep 0.02; done
+kill -KILL $pid; wait $pid 2>/dev/null
+[ -e "$g" ] && { echo "FAIL: SIGKILL left a partial file at the target's name"; fail=1; }
+rm -f "$dir"/sig.pinio-bench-*.tmp
+
+# A write run on a file holding data bench did not write: refused, and the
+# data stays; with --allow-file-overwrite it runs.
+head -c 1048576 /dev/urandom >"$dir/precious"
+cp "$dir/precious" "$dir/precious.orig"
+"$pinio" bench --file "$dir/precious" --rw write --direct=0 --size 1M --bs 64k >/dev/null 2>"$dir/err"; rc=$?
+[ $rc = 1 ] && grep -q "allow-file-overwrite" "$dir/err" || { echo "FAIL: write over data -> rc $rc"; cat "$dir/err"; fail=1; }
+cmp -s "$dir/precious" "$dir/precious.orig" || { echo "FAIL: the refused write changed the file"; fail=1; }
+"$pinio" bench --file "$dir/precious" --rw write --direct=0 --size 1M --bs 64k --allow-file-overwrite >/dev/null 2>"$dir/err" || { echo "FAIL: --allow-file-overwrite refused"; cat "$dir/err"; fail=1; }
+rm -f "$dir/precious" "$dir/precious.orig"
+
 # A JSON run (creating the file) and a sweep, both parseable.
 "$pinio" bench --file "$f" --size 8M --bs 64k --qd 4 --json >"$dir/j1" 2>"$dir/err" || { echo "FAIL: json run"; cat "$dir/err"; fail=1; }
 python3 -m json.tool "$dir/j1" >/dev/null || { echo "FAIL: not JSON:"; cat "$dir/j1"; fail=1; }
