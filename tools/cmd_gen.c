@@ -8,6 +8,7 @@
 
 #include "pinio/pinio.h"
 #include "cli.h"
+#include "stop.h"
 #include "util.h"
 
 static void gen_usage(FILE *out)
@@ -35,6 +36,9 @@ static void gen_usage(FILE *out)
             "  -q, --quiet    no progress and no summary\n"
             "  -h, --help     this help\n"
             "\n"
+            "Each file is written under a temporary name (OUT.tmpPID) and renamed when\n"
+            "complete; Ctrl-C or SIGTERM removes the file being written, then ends pinio\n"
+            "by that signal.\n"
             "Exit status: 0 written, 1 I/O error (the message names the file), 2 usage error.\n");
 }
 
@@ -55,9 +59,14 @@ static int parse_dtypes(char *list, pinio_dtype *out, size_t cap, size_t *n)
     return *n ? 0 : -EINVAL;
 }
 
+/* Always installed: it is also how SIGINT/SIGTERM stop gen, which then
+ * removes the file it was writing (stop.h). ctx: non-NULL to print. */
 static int progress(void *ctx, const pinio_progress *p)
 {
-    (void)ctx;
+    if (cli_stop_requested())
+        return 1;
+    if (!ctx)
+        return 0;
     uint64_t done = p->done_bytes, total = p->total_bytes;
     char a[32], b[32];
     fprintf(stderr, "\rpinio gen: %3u%%  %s of %s   ",
@@ -131,13 +140,17 @@ static int run_gen(int argc, char **argv)
         return 2;
     }
     const char *out = argv[optind];
-    if (!quiet && isatty(STDERR_FILENO))
-        o.progress = progress;
+    bool show = !quiet && isatty(STDERR_FILENO);
+    o.progress = progress;
+    o.progress_ctx = show ? &o : NULL;
+    cli_stop_install();
     pinio_gen_result res;
     pinio_diag d;
     int r = pinio_gen_write(out, &o, &res, &d);
-    if (o.progress)
+    if (show)
         fputc('\n', stderr);
+    if (r == -ECANCELED)
+        cli_stop_reraise(); /* the library removed the file it was writing */
     if (r < 0) {
         fprintf(stderr, "pinio gen: %s\n", d.msg);
         return r == -EINVAL ? 2 : 1;

@@ -72,6 +72,14 @@ has "$DIR/out" 'a\\u009bb\\x7fc' "C1 and DEL escaped"
 if LC_ALL=C grep -q "$(printf '\302\233')" "$DIR/out" || LC_ALL=C grep -q "$(printf '\177')" "$DIR/out"; then
     echo "FAIL: info printed a raw control character"; fails=$((fails + 1))
 fi
+# SIGTERM during gen: the temporary file goes, and gen dies of the signal.
+"$PINIO" gen "$DIR/sig.safetensors" --size 8G -q 2>"$DIR/err" &
+pid=$!
+for _ in $(seq 200); do ls "$DIR"/sig.safetensors.tmp* >/dev/null 2>&1 && break; sleep 0.02; done
+kill -TERM $pid; wait $pid; rc=$?
+[ $rc = 143 ] || { echo "FAIL: gen after SIGTERM exit $rc, want 143"; cat "$DIR/err"; fails=$((fails + 1)); }
+left=$(ls "$DIR" | grep '^sig')
+[ -z "$left" ] || { echo "FAIL: SIGTERM left $left"; fails=$((fails + 1)); }
 check 1 "gen into a missing directory" "$PINIO" gen "$DIR/no/such/x.safetensors" --size 1K
 # A FIFO named like a checkpoint: open() would wait for a writer forever
 # (timeout's 124 fails the check); refused as not a regular file.
