@@ -335,6 +335,26 @@ static int check_memlock(const pinio_bench_opts *o, pinio_diag *diag)
            -ENOMEM;
 }
 
+/* The offset and length alignment O_DIRECT needs on `fd`: the logical block
+ * size of a block device, statx's dio_offset_align for a file (Linux 6.1+);
+ * 0 when unknown. */
+static unsigned dio_align(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st))
+        return 0;
+    if (S_ISBLK(st.st_mode)) {
+        int ss = 0;
+        return ioctl(fd, BLKSSZGET, &ss) == 0 && ss > 0 ? (unsigned)ss : 0;
+    }
+#if defined(STATX_DIOALIGN) && !defined(PINIO_NO_STATX_DIO_FIELDS)
+    struct statx sx;
+    if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN))
+        return sx.stx_dio_offset_align;
+#endif
+    return 0;
+}
+
 /* ---- one job ------------------------------------------------------------ */
 
 typedef struct slot {
@@ -442,7 +462,13 @@ static int job_ring(job *j)
                     o->sqpoll   ? " (with --sqpoll)"
                     : o->iopoll ? " (with --iopoll)"
                     : rc == -ENOSYS || rc == -EPERM ? " (io_uring is disabled here)"
-                                                    : "");
+                    /* Before Linux 5.12 rings are charged to RLIMIT_MEMLOCK.
+                     * No fallback (the loader has one): a benchmark that ran
+                     * on a pread pool would report another engine's figures. */
+                    : rc == -ENOMEM ? " (before Linux 5.12 io_uring rings count against "
+                                      "RLIMIT_MEMLOCK: raise ulimit -l; bench measures io_uring "
+                                      "only, so it does not fall back as load does)"
+                                    : "");
 }
 
 static int job_setup(job *j)
@@ -820,6 +846,17 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
                            rc == -EINVAL && o->direct
                                ? " (the file system refuses O_DIRECT, e.g. tmpfs: use --direct=0)"
                                : "");
+            break;
+        }
+        /* Said before any request, with the number: each request would
+         * fail with a bare "invalid argument" instead. */
+        unsigned align = i == 0 && o->direct ? dio_align(j->fd) : 0;
+        if (align > 1 && o->bs % align) {
+            rc = -EINVAL;
+            pinio_diag_set(diag, rc,
+                           "bench: %s: --bs %llu is not a multiple of the %u-byte block that "
+                           "O_DIRECT needs here (use --bs %u or a multiple, or --direct=0)",
+                           o->path, (unsigned long long)o->bs, align, align);
             break;
         }
         if (i == 0 && o->cache_cold && (rc = pinio_file_drop_cache(j->fd))) {

@@ -564,7 +564,7 @@ Test(run, thread_creation_failure_unwinds)
 
 /* A loop device over `file`, detached when `*lfd` is closed (autoclear).
  * Returns 0, or a negative errno (no loop driver, not root). */
-static int loop_attach(const char *file, char *dev, size_t n, int *lfd)
+static int loop_attach(const char *file, unsigned block, char *dev, size_t n, int *lfd)
 {
     for (int tries = 0; tries < 8; tries++) { /* another program may take the same number */
         int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
@@ -593,6 +593,11 @@ static int loop_attach(const char *file, char *dev, size_t n, int *lfd)
             memset(&li, 0, sizeof li);
             li.lo_flags = LO_FLAGS_AUTOCLEAR;
             ioctl(fd, LOOP_SET_STATUS64, &li);
+            if (block && ioctl(fd, LOOP_SET_BLOCK_SIZE, (unsigned long)block) != 0) {
+                e = errno;
+                close(fd);
+                return -e;
+            }
             *lfd = fd;
             return 0;
         }
@@ -614,7 +619,7 @@ Test(run, device_in_use_is_not_written)
     close(fd);
     char dev[64];
     int lfd = -1;
-    int rc = loop_attach(p, dev, sizeof dev, &lfd);
+    int rc = loop_attach(p, 0, dev, sizeof dev, &lfd);
     if (rc) {
         unlink(p);
         free(p);
@@ -651,6 +656,38 @@ Test(run, device_in_use_is_not_written)
     cr_assert_eq(rc, -EBUSY, "%d: %s", rc, d.msg);
     cr_assert(zero, "the device in use was written");
     cr_assert_eq(rc2, 0, "once released: %s", d.msg);
+}
+
+/* --bs 512 with O_DIRECT on a device of 4096-byte logical blocks: one error
+ * that gives the block size, before any request (each would fail with a
+ * bare "invalid argument"). */
+Test(run, direct_bs_below_the_device_block_says_its_size)
+{
+    char *p = temp_name("/var/tmp");
+    int fd = open(p, O_CREAT | O_RDWR, 0600);
+    cr_assert(fd >= 0 && ftruncate(fd, 1 << 20) == 0);
+    close(fd);
+    char dev[64];
+    int lfd = -1;
+    int rc = loop_attach(p, 4096, dev, sizeof dev, &lfd);
+    if (rc) {
+        unlink(p);
+        free(p);
+        cr_skip_test("no loop device with 4 KiB blocks here: %s", strerror(-rc));
+    }
+    pinio_bench_opts o = base(dev);
+    o.fixed = false;
+    o.bs = 512;
+    o.qd = 2;
+    o.size = 65536;
+    pinio_diag d = {0};
+    pinio_bench_result r;
+    rc = pinio_bench_run(&o, &r, &d);
+    close(lfd);
+    unlink(p);
+    free(p);
+    cr_assert_eq(rc, -EINVAL, "%d: %s", rc, d.msg);
+    cr_assert(strstr(d.msg, "--bs 512") && strstr(d.msg, "4096-byte block"), "%s", d.msg);
 }
 
 Test(run, time_based_run_loops_and_stops)
