@@ -29,7 +29,9 @@
  * with O_EXCL, held for the whole run, and refused with -EBUSY when in use.
  * A missing file is made under a temporary name (PATH.pinio-bench-PID.tmp)
  * and renamed into place when complete, so an interrupted run never leaves
- * a partial file at PATH; while it is filled (reads) the progress callback
+ * a partial file at PATH (temporaries of PATH that a killed run left are
+ * removed first: marked user.pinio.bench, their process gone, untouched for
+ * a minute); while it is filled (reads) the progress callback
  * is asked every 64 MiB whether to go on (done_bytes 0), which is how a
  * program's signal handler stops a run. Every option
  * is checked (pinio_bench_check()) before anything is opened or created.

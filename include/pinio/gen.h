@@ -105,8 +105,11 @@ static inline void pinio_gen_opts_default(pinio_gen_opts *opts)
  * Writes a synthetic checkpoint at `out` (see pinio_gen_opts::shards).
  *
  * Each file is written with plain buffered write(2) calls of 4 MiB under a
- * temporary name in the same directory, then renamed into place, so a file
- * at the final name is always complete.
+ * temporary name in the same directory (OUT.tmpPID, marked with the
+ * user.pinio.gen extended attribute), then renamed into place, so a file
+ * at the final name is always complete. Temporaries of the same OUT that a
+ * killed gen left are removed first (marked, their process gone, untouched
+ * for a minute).
  *
  * @param res  optional: what was written.
  * @return 0; -EINVAL for bad options (an invalid dtype, more than 99999

@@ -33,6 +33,7 @@
 #include "pinio/ring.h"
 #include "pinio/sys.h"
 #include "src/base/opts.h"
+#include "src/base/stale.h"
 #include "src/bench/bench_internal.h"
 #include "src/numa/prim.h"
 #include "src/uring/faults.h"
@@ -210,6 +211,8 @@ static int prepare_target(const pinio_bench_opts *o, uint64_t *size, pinio_bench
         if (!tmp)
             return pinio_diag_set(diag, -ENOMEM, "bench: no memory"), -ENOMEM;
         sprintf(tmp, "%s.pinio-bench-%ld.tmp", p, (long)getpid());
+        /* What an earlier run killed while filling left (src/base/stale.h). */
+        pinio__remove_stale(p, ".pinio-bench-", ".tmp", BENCH_XATTR);
         int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd < 0) {
             e = -errno;

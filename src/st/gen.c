@@ -10,10 +10,12 @@
 #include <string.h>
 #include <time.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "pinio/gen.h"
 #include "src/base/opts.h"
+#include "src/base/stale.h"
 
 /* ------------------------------------------------------------ generator */
 
@@ -319,6 +321,9 @@ static int report(const struct progress *pg, pinio_diag *diag)
     return -ECANCELED;
 }
 
+/* The mark of gen's temporaries, by which a later run knows them. */
+#define GEN_XATTR "user.pinio.gen"
+
 /* Writes one .safetensors file holding tensors ts[0..n). */
 static int write_file(const char *path, const struct gen_tensor *ts, size_t n,
                       const pinio_gen_opts *o, struct progress *pg, uint8_t *buf,
@@ -361,6 +366,8 @@ static int write_file(const char *path, const struct gen_tensor *ts, size_t n,
         return fail(diag, -ENOMEM, "%s: out of memory", path);
     }
     sprintf(tmp, "%s.tmp%ld", path, (long)getpid());
+    /* What an earlier gen killed while writing left (src/base/stale.h). */
+    pinio__remove_stale(path, ".tmp", "", GEN_XATTR);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         int e = -errno;
@@ -369,6 +376,7 @@ static int write_file(const char *path, const struct gen_tensor *ts, size_t n,
         free(tmp);
         return e;
     }
+    (void)fsetxattr(fd, GEN_XATTR, "1", 1, 0); /* marks it as ours; best effort */
     struct writer w = {.fd = fd, .path = tmp, .buf = buf, .cap = CHUNK, .diag = diag};
     uint8_t len8[8];
     for (int i = 0; i < 8; i++)

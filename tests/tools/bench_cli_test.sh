@@ -62,6 +62,19 @@ kill -KILL $pid; wait $pid 2>/dev/null
 [ -e "$g" ] && { echo "FAIL: SIGKILL left a partial file at the target's name"; fail=1; }
 rm -f "$dir"/sig.pinio-bench-*.tmp
 
+# A temporary a killed run left (marked, dead pid, old): removed by the next
+# run that makes the same file; an unmarked one stays.
+dead=$(sh -c 'echo $$')
+for m in 1 0; do
+    t="$dir/sig.pinio-bench-$((dead + 1000000 * (1 - m))).tmp"
+    : >"$t"
+    python3 -c 'import os,sys,time; p=sys.argv[1]; m=sys.argv[2]=="1"; m and os.setxattr(p,"user.pinio.bench",b"1"); t=time.time()-3600; os.utime(p,(t,t))' "$t" $m
+done
+"$pinio" bench --file "$g" --size 1M --bs 64k --direct=0 >/dev/null 2>"$dir/err" || { echo "FAIL: bench next to a stale temporary"; cat "$dir/err"; fail=1; }
+[ -e "$dir/sig.pinio-bench-$dead.tmp" ] && { echo "FAIL: bench's stale temporary stayed"; fail=1; }
+[ -e "$dir/sig.pinio-bench-$((dead + 1000000)).tmp" ] || { echo "FAIL: an unmarked temporary was removed"; fail=1; }
+rm -f "$g" "$dir"/sig.pinio-bench-*.tmp
+
 # A write run on a file holding data bench did not write: refused, and the
 # data stays; with --allow-file-overwrite it runs.
 head -c 1048576 /dev/urandom >"$dir/precious"

@@ -80,6 +80,29 @@ kill -TERM $pid; wait $pid; rc=$?
 [ $rc = 143 ] || { echo "FAIL: gen after SIGTERM exit $rc, want 143"; cat "$DIR/err"; fails=$((fails + 1)); }
 left=$(ls "$DIR" | grep '^sig')
 [ -z "$left" ] || { echo "FAIL: SIGTERM left $left"; fails=$((fails + 1)); }
+# Temporaries a killed gen left: removed by the next gen when provably its
+# own (the mark, a dead pid, untouched for a minute); others stay.
+dead=$(sh -c 'echo $$')
+mk() { # mk NAME MARK(0|1) AGE_SECONDS
+    : >"$DIR/$1"
+    python3 - "$DIR/$1" "$2" "$3" <<'PY'
+import os, sys, time
+p, mark, age = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])
+if mark:
+    os.setxattr(p, "user.pinio.gen", b"1")
+t = time.time() - age
+os.utime(p, (t, t))
+PY
+}
+mk "st.safetensors.tmp$dead" 1 3600
+mk "st.safetensors.tmp$((dead + 1000000))" 0 3600
+mk "st.safetensors.tmp$$" 1 3600
+mk "st.safetensors.tmp$((dead + 2000000))" 1 0
+check 0 "gen next to stale temporaries" "$PINIO" gen "$DIR/st.safetensors" --size 1K -q
+[ -e "$DIR/st.safetensors.tmp$dead" ] && { echo "FAIL: a stale temporary of gen stayed"; fails=$((fails + 1)); }
+for keep in "tmp$((dead + 1000000))" "tmp$$" "tmp$((dead + 2000000))"; do
+    [ -e "$DIR/st.safetensors.$keep" ] || { echo "FAIL: st.safetensors.$keep was removed"; fails=$((fails + 1)); }
+done
 check 1 "gen into a missing directory" "$PINIO" gen "$DIR/no/such/x.safetensors" --size 1K
 # A FIFO named like a checkpoint: open() would wait for a writer forever
 # (timeout's 124 fails the check); refused as not a regular file.
