@@ -5,9 +5,12 @@
  * ENOSYS -> pread pool; dioinval -> buffered, still correct. */
 #include <criterion/criterion.h>
 #include <limits.h>
+#include <pthread.h>
+#include <sys/wait.h>
 
 #include "helpers.h"
 #include "src/uring/ring_internal.h"
+#include "tests/common/limits.h"
 
 #define SIZE ((1u << 20) + 333u)
 
@@ -269,4 +272,37 @@ Test(faults, from_environment)
     cr_assert(!ri.faults_active);
     read_ok(&x);
     fx_close(&x);
+}
+
+static void *idle_thread(void *arg)
+{
+    return arg;
+}
+
+/* The pread pool under RLIMIT_NPROC (the child and one thread): creating 4
+ * workers fails with EAGAIN, and the one that started is joined before the
+ * error returns: afterwards a thread can be created again, which a leaked
+ * worker would prevent. */
+Test(faults, pread_pool_thread_limit_unwinds)
+{
+    pid_t pid = t_fork_nproc(2);
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        alarm(30);
+        struct pinio_pread_pool *p = NULL;
+        int rc = pinio__pread_pool_create(&p, 4, 8);
+        if (rc != -EAGAIN)
+            _exit(20);
+        pthread_t th;
+        if (pthread_create(&th, NULL, idle_thread, NULL) != 0)
+            _exit(21); /* the started worker still runs */
+        pthread_join(th, NULL);
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    cr_assert(WIFEXITED(st), "the child died of signal %d", WTERMSIG(st));
+    if (WEXITSTATUS(st) == 13 || WEXITSTATUS(st) == 14)
+        cr_skip_test("cannot lower RLIMIT_NPROC here (step %d)", WEXITSTATUS(st));
+    cr_assert_eq(WEXITSTATUS(st), 0, "child check %d failed", WEXITSTATUS(st));
 }
