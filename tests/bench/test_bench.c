@@ -608,23 +608,32 @@ static int loop_attach(const char *file, unsigned block, char *dev, size_t n, in
     return -EBUSY;
 }
 
-/* --allow-device-overwrite on a device in use: a mounted file system holds
- * its device exclusively, as this test's O_EXCL descriptor does; the write
- * is refused and the device keeps its bytes. Released, the same run works. */
-Test(run, device_in_use_is_not_written)
+/* A loop device of `block`-byte logical blocks (0: the default) over a new
+ * 1 MiB file of zeros, whose path is returned; skips the test where loop
+ * devices cannot be made. */
+static char *loop_over_new_file(unsigned block, char *dev, size_t n, int *lfd)
 {
     char *p = temp_name("/var/tmp");
     int fd = open(p, O_CREAT | O_RDWR, 0600);
     cr_assert(fd >= 0 && ftruncate(fd, 1 << 20) == 0);
     close(fd);
-    char dev[64];
-    int lfd = -1;
-    int rc = loop_attach(p, 0, dev, sizeof dev, &lfd);
+    int rc = loop_attach(p, block, dev, n, lfd);
     if (rc) {
         unlink(p);
         free(p);
         cr_skip_test("no loop device here: %s", strerror(-rc));
     }
+    return p;
+}
+
+/* --allow-device-overwrite on a device in use: a mounted file system holds
+ * its device exclusively, as this test's O_EXCL descriptor does; the write
+ * is refused and the device keeps its bytes. Released, the same run works. */
+Test(run, device_in_use_is_not_written)
+{
+    char dev[64];
+    int lfd = -1;
+    char *p = loop_over_new_file(0, dev, sizeof dev, &lfd);
     int holder = open(dev, O_RDONLY | O_EXCL | O_CLOEXEC);
     cr_assert_geq(holder, 0, "%s: %s", dev, strerror(errno));
     pinio_bench_opts o = base(dev);
@@ -637,12 +646,12 @@ Test(run, device_in_use_is_not_written)
     o.size = 1 << 20;
     pinio_diag d = {0};
     pinio_bench_result r;
-    rc = pinio_bench_run(&o, &r, &d);
+    int rc = pinio_bench_run(&o, &r, &d);
     close(holder);
     struct stat sb;
     bool zero = true;
     static unsigned char buf[1 << 20];
-    fd = open(p, O_RDONLY);
+    int fd = open(p, O_RDONLY);
     if (fd >= 0 && read(fd, buf, sizeof buf) == (ssize_t)sizeof buf)
         for (size_t i = 0; i < sizeof buf; i++)
             zero = zero && !buf[i];
@@ -663,18 +672,9 @@ Test(run, device_in_use_is_not_written)
  * bare "invalid argument"). */
 Test(run, direct_bs_below_the_device_block_says_its_size)
 {
-    char *p = temp_name("/var/tmp");
-    int fd = open(p, O_CREAT | O_RDWR, 0600);
-    cr_assert(fd >= 0 && ftruncate(fd, 1 << 20) == 0);
-    close(fd);
     char dev[64];
     int lfd = -1;
-    int rc = loop_attach(p, 4096, dev, sizeof dev, &lfd);
-    if (rc) {
-        unlink(p);
-        free(p);
-        cr_skip_test("no loop device with 4 KiB blocks here: %s", strerror(-rc));
-    }
+    char *p = loop_over_new_file(4096, dev, sizeof dev, &lfd);
     pinio_bench_opts o = base(dev);
     o.fixed = false;
     o.bs = 512;
@@ -682,7 +682,7 @@ Test(run, direct_bs_below_the_device_block_says_its_size)
     o.size = 65536;
     pinio_diag d = {0};
     pinio_bench_result r;
-    rc = pinio_bench_run(&o, &r, &d);
+    int rc = pinio_bench_run(&o, &r, &d);
     close(lfd);
     unlink(p);
     free(p);
