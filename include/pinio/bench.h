@@ -31,9 +31,10 @@
  * and renamed into place when complete, so an interrupted run never leaves
  * a partial file at PATH (temporaries of PATH that a killed run left are
  * removed first: marked user.pinio.bench, their process gone, untouched for
- * a minute); while it is filled (reads) the progress callback
- * is asked every 64 MiB whether to go on (done_bytes 0), which is how a
- * program's signal handler stops a run. Every option
+ * a minute); a fill (reads) that lasts longer than a second calls the
+ * progress callback about once a second too (done_bytes 0, total_bytes the
+ * file's size, elapsed_s since the fill began; the run's own calls then
+ * count from 0 again), which is how a program's signal handler stops it. Every option
  * is checked (pinio_bench_check()) before anything is opened or created.
  *
  * Fault injection: the `PINIO_FAULTS` grammar of ring.h applies to each job's

@@ -134,16 +134,20 @@ static bool made_by_bench(const char *path)
     return getxattr(path, BENCH_XATTR, v, sizeof v) >= 0;
 }
 
-/* Asks the progress callback whether to go on while the target is made: the
- * CLI's Ctrl-C reaches the library this way (the library installs no signal
- * handlers), and the partial file is removed. */
-static int setup_cancelled(const pinio_bench_opts *o, uint64_t total, const char *path,
-                           pinio_diag *diag)
+static uint64_t now_ns(void);
+
+/* Asks the progress callback whether to go on while the target is made,
+ * about once a second as during the run: the CLI's Ctrl-C reaches the
+ * library this way (the library installs no signal handlers), and the
+ * partial file is removed. */
+static int setup_cancelled(const pinio_bench_opts *o, uint64_t total, uint64_t t0,
+                           const char *path, pinio_diag *diag)
 {
     if (!o->progress)
         return 0;
     /* Setup, not the workload: the workload's bytes are still 0. */
-    pinio_progress pg = { .done_bytes = 0, .total_bytes = total };
+    pinio_progress pg = { .done_bytes = 0, .total_bytes = total,
+                          .elapsed_s = (double)(now_ns() - t0) / 1e9 };
     if (o->progress(o->progress_ctx, &pg) == 0)
         return 0;
     pinio_diag_set(diag, -ECANCELED, "bench: %s: stopped by the progress callback while it was "
@@ -154,7 +158,7 @@ static int setup_cancelled(const pinio_bench_opts *o, uint64_t total, const char
 static int fill_new_file(const pinio_bench_opts *o, int fd, uint64_t size, const char *path,
                          pinio_diag *diag)
 {
-    uint64_t seed = o->seed;
+    uint64_t seed = o->seed, t0 = now_ns(), next = t0 + 1000000000ull;
     /* Real data, not a sparse file: reading holes costs no I/O and would
      * flatter every figure. The verify pattern is as good as random here. */
     size_t chunk = 4u << 20;
@@ -173,7 +177,11 @@ static int fill_new_file(const pinio_bench_opts *o, int fd, uint64_t size, const
                    e;
         }
         off += (uint64_t)w;
-        int c = off % (64u << 20) == 0 || off == size ? setup_cancelled(o, size, path, diag) : 0;
+        int c = 0;
+        if (o->progress && now_ns() >= next) {
+            next += 1000000000ull;
+            c = setup_cancelled(o, size, t0, path, diag);
+        }
         if (c) {
             free(buf);
             return c;
