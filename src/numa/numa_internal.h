@@ -23,10 +23,4 @@ int pinio__cpulist_parse(const char *s, uint64_t *mask, size_t nwords);
 /** True when the cpulist `s` is well formed and lists `cpu`. */
 int pinio__cpulist_contains(const char *s, unsigned cpu);
 
-/* The loader's old names of pinio_pool_alloc_contig() and
- * pinio_pool_verify_range() (include/pinio/pool.h), kept until src/load/
- * switches to the public ones. */
-#define pinio__pool_alloc_contig pinio_pool_alloc_contig
-#define pinio__pool_verify_range pinio_pool_verify_range
-
 #endif
