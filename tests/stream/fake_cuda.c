@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fake_cuda.h" /* fake_stats: the counters, one definition for both sides */
+
 #define API __attribute__((visibility("default")))
 
 #ifdef FAKE_HIP /* HIP's name for each entry point (gpu-python-peers.md §2.4) */
@@ -72,10 +74,6 @@ enum {
     ALREADY_REGISTERED = 712, NOT_REGISTERED = 713, UNKNOWN = 999,
 };
 
-typedef struct fake_stats {
-    unsigned long copies, unregistered, overwritten, out_of_bounds, no_context;
-    unsigned long registered_live, allocs_live, ctx_retained, streams_live;
-} fake_stats;
 
 typedef struct op {
     uint8_t *dst;
@@ -547,6 +545,8 @@ API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
     pthread_mutex_lock(&mu);
     int dev = inside(dev_allocs, (uintptr_t)src, n) != NULL;
     st.out_of_bounds += !dev;
+    st.d2h_copies += dev;
+    st.d2h_bytes += dev ? n : 0;
     pthread_mutex_unlock(&mu);
     if (!dev)
         return INVALID_VALUE;

@@ -5,11 +5,13 @@
 #define PINIO_TESTS_STREAM_FAKE_CUDA_H
 
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 typedef struct fake_stats {
     unsigned long copies, unregistered, overwritten, out_of_bounds, no_context;
     unsigned long registered_live, allocs_live, ctx_retained, streams_live;
+    unsigned long d2h_copies, d2h_bytes; /* cuMemcpyDtoH_v2 calls and bytes */
 } fake_stats;
 
 typedef void (*fake_stats_fn)(fake_stats *);
