@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pinio/bytes.h"
 #include "pinio/common.h"
 #include "pinio/plan.h"
 
@@ -135,7 +136,9 @@ typedef struct pinio_sink_file_cfg {
     pinio_direct_policy direct;
 } pinio_sink_file_cfg;
 
-/** Tensors placed on a GPU by #pinio_sink_cuda or #pinio_sink_hip. Opaque. */
+/** Tensors placed on a GPU by #pinio_sink_cuda or #pinio_sink_hip. Opaque
+ *  and refcounted: the caller's handle and every pinio_bytes cut from it
+ *  (pinio_gpu_arena_bytes()) hold one reference each. */
 typedef struct pinio_gpu_arena pinio_gpu_arena;
 
 /** Config of #pinio_sink_cuda and #pinio_sink_hip. */
@@ -192,8 +195,35 @@ PINIO_API void pinio_gpu_arena_get_info(const pinio_gpu_arena *a, pinio_gpu_info
  */
 PINIO_API int pinio_gpu_arena_read(pinio_gpu_arena *a, size_t i, uint64_t offset, void *dst,
                                     size_t len, pinio_diag *diag);
-/** Frees the device memory pinio allocated, releases the primary context
- *  and the driver. NULL is a no-op. */
+/**
+ * Tensor `i` (plan order) as pinio_bytes of property #PINIO_PROP_DEVICE,
+ * len = the tensor's size; nothing is copied here. Reading it back is lazy
+ * (cubecl's Device property): pinio_bytes_read()/copy_into of a range
+ * copies that range only, straight into the caller's buffer (one
+ * cuMemcpyDtoH_v2); pinio_bytes_data() reads the whole tensor back once
+ * into a private host buffer (zero-copy mode: #PINIO_EWOULD_COPY) and
+ * serves every later read from it. view, split and duplicate are lazy
+ * windows of the same device range (nothing read, property kept). The host
+ * side is read-only: data_mut and grow are -ENOTSUP, try_detach copies
+ * (pinio_bytes_clone() too: clones share the device range). The bytes
+ * hold a reference on the arena: they may outlive the caller's handle, and
+ * the device memory is freed when the last of them and the handle are gone.
+ * Reads may run on any thread (as pinio_gpu_arena_read()), concurrently
+ * on the same bytes; the first whole read-back happens once.
+ *
+ * @return 0, -ERANGE (no tensor `i`; `diag` says so), -EINVAL (NULL
+ *         arguments), -ENOMEM. On success the caller owns `*out` (free it
+ *         with pinio_bytes_free()) and keeps its arena handle; on failure
+ *         `*out` is untouched.
+ */
+PINIO_API int pinio_gpu_arena_bytes(pinio_gpu_arena *a, size_t i, pinio_bytes **out,
+                                    pinio_diag *diag);
+/** Adds a reference to `a`; returns `a`. Thread-safe. */
+PINIO_API pinio_gpu_arena *pinio_gpu_arena_retain(pinio_gpu_arena *a);
+/** Drops a reference; the last one (the caller's handle and every bytes
+ *  of pinio_gpu_arena_bytes(), in any order) frees the device memory pinio
+ *  allocated, releases the primary context and the driver. NULL is a
+ *  no-op. Thread-safe. */
 PINIO_API void pinio_gpu_arena_free(pinio_gpu_arena *a);
 
 /** One GPU, as its driver and sysfs describe it. */

@@ -30,6 +30,7 @@
  * REGISTERED) is used as it is and left registered.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,9 @@
 #define DEV_ALIGN 256u
 
 struct pinio_gpu_arena {
+    /* The caller's handle and every DEVICE pinio_bytes cut from the arena
+     * (gpu_bytes.c) each hold one: the bytes may outlive the handle. */
+    atomic_uint refs;
     pinio__gpu drv;
     CUdevice dev;
     CUcontext ctx;             /* primary context, retained */
@@ -60,9 +64,16 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+pinio_gpu_arena *pinio_gpu_arena_retain(pinio_gpu_arena *a)
+{
+    atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
+    return a;
+}
+
 void pinio_gpu_arena_free(pinio_gpu_arena *a)
 {
-    if (!a)
+    /* acq_rel: the last holder sees every other holder's reads done. */
+    if (!a || atomic_fetch_sub_explicit(&a->refs, 1, memory_order_acq_rel) != 1)
         return;
     if (a->ctx_retained) {
         if (a->base && a->drv.CtxPushCurrent(a->ctx) == CUDA_SUCCESS) {
@@ -237,6 +248,8 @@ int pinio__gpu_sink_open(void *priv, const pinio__gpu_api *api, const void *cfg,
     s->nslots = su->nslots;
     s->slot_size = su->slot_size;
     s->a = calloc(1, sizeof(*s->a));
+    if (s->a)
+        atomic_init(&s->a->refs, 1);
     s->ev = calloc(su->nslots, sizeof(*s->ev));
     s->reg = calloc(su->nslots, sizeof(*s->reg));
     s->slots = calloc(su->nslots, sizeof(*s->slots));

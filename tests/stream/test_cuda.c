@@ -323,3 +323,186 @@ Test(hip, failures_name_hip_calls, .init = setup, .fini = teardown)
     unsetenv("FAKE_CUDA_FAIL");
     dlclose(hip);
 }
+
+/* DEVICE pinio_bytes (pinio_gpu_arena_bytes): counting the test driver's
+ * cuMemcpyDtoH_v2 calls and bytes shows which reads reach the device. */
+static void d2h(unsigned long *copies, unsigned long *bytes)
+{
+    fake_stats fs;
+    stats(&fs);
+    *copies = fs.d2h_copies;
+    *bytes = fs.d2h_bytes;
+}
+
+/* Expects exactly `copies` D2H copies of `bytes` bytes since the last call. */
+static void expect_d2h(unsigned long copies, unsigned long bytes, const char *what)
+{
+    static unsigned long c0, b0;
+    unsigned long c, b;
+    d2h(&c, &b);
+    cr_expect(c - c0 == copies && b - b0 == bytes, "%s: %lu D2H copies of %lu bytes, not %lu of %lu",
+              what, c - c0, b - b0, copies, bytes);
+    c0 = c;
+    b0 = b;
+}
+
+/* Streams `path` to the cuda sink; returns the arena (3 tensors at least). */
+static pinio_gpu_arena *load_arena(void)
+{
+    pinio_gpu_arena *a = NULL;
+    pinio_sink_gpu_cfg cc = { .out = &a };
+    pinio_diag d;
+    cr_assert_eq(run(&cc, &d), 0, "%s", d.msg);
+    cr_assert_gt(pinio_gpu_arena_tensors(a), 2);
+    return a;
+}
+
+static void expect_bytes_of(pinio_bytes *b, const pinio_gpu_tensor *t, uint64_t at, size_t off,
+                            size_t len)
+{
+    uint8_t *buf = malloc(len + 1);
+    pinio_diag d = { 0 };
+    cr_assert_eq(pinio_bytes_read(b, off, buf, len, &d), 0, "%s", d.msg);
+    cr_expect(pinio_gen_verify(SEED, t->name, at + off, buf, len, NULL), "%s bytes [%llu, +%zu)",
+              t->name, (unsigned long long)(at + off), len);
+    free(buf);
+}
+
+Test(cuda, device_bytes_read_back_lazily, .init = setup, .fini = teardown)
+{
+    pinio_gpu_arena *a = load_arena();
+    pinio_gpu_tensor t;
+    cr_assert_eq(pinio_gpu_arena_tensor(a, 1, &t), 0);
+    cr_assert_gt(t.nbytes, 4096);
+    pinio_bytes *b = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(pinio_gpu_arena_bytes(a, 1, &b, &d), 0, "%s", d.msg);
+    cr_expect_eq(pinio_bytes_property(b), PINIO_PROP_DEVICE);
+    cr_expect_eq(pinio_bytes_len(b), t.nbytes);
+    expect_d2h(0, 0, "before any read");
+
+    /* A sub-range reads that range only, every time (nothing cached). */
+    expect_bytes_of(b, &t, 0, 1000, 100);
+    expect_d2h(1, 100, "a 100-byte read");
+    expect_bytes_of(b, &t, 0, (size_t)t.nbytes - 7, 7);
+    expect_d2h(1, 7, "the last 7 bytes");
+
+    /* Zero-copy host access would need the read-back: refused, nothing read. */
+    const uint8_t *p;
+    cr_expect_eq(pinio_bytes_data(b, PINIO_ACCESS_ZERO_COPY, &p, NULL), PINIO_EWOULD_COPY);
+    expect_d2h(0, 0, "a refused zero-copy access");
+    /* The whole tensor once; later reads and data() come from the host copy. */
+    cr_assert_eq(pinio_bytes_data(b, PINIO_ACCESS_COPY, &p, &d), 0, "%s", d.msg);
+    cr_expect(pinio_gen_verify(SEED, t.name, 0, p, (size_t)t.nbytes, NULL));
+    cr_expect_eq((uintptr_t)p % PINIO_DEFAULT_ALIGN, 0);
+    expect_d2h(1, t.nbytes, "the whole read-back");
+    cr_assert_eq(pinio_bytes_data(b, PINIO_ACCESS_ZERO_COPY, &p, NULL), 0);
+    expect_bytes_of(b, &t, 0, 5, 64);
+    expect_d2h(0, 0, "reads after the read-back");
+    cr_expect_eq(pinio_bytes_property(b), PINIO_PROP_DEVICE, "still on the device");
+
+    /* Read-only host side; out-of-range reads and tensors are refused. */
+    uint8_t *w;
+    cr_expect_eq(pinio_bytes_data_mut(b, PINIO_ACCESS_COPY, &w, NULL), -ENOTSUP);
+    uint8_t one;
+    cr_expect_eq(pinio_bytes_read(b, (size_t)t.nbytes, &one, 1, NULL), -ERANGE);
+    pinio_bytes *none = NULL;
+    cr_expect_eq(pinio_gpu_arena_bytes(a, pinio_gpu_arena_tensors(a), &none, &d), -ERANGE);
+    cr_expect_null(none);
+    cr_expect(strstr(d.msg, "no tensor") != NULL, "%s", d.msg);
+    expect_d2h(0, 0, "refused reads");
+    pinio_bytes_free(b);
+    pinio_gpu_arena_free(a);
+    expect_clean();
+}
+
+/* view, split and clone are lazy windows of the same device range (also
+ * after the parent was read back): property DEVICE, and each reads only
+ * its own bytes. */
+Test(cuda, device_bytes_views_and_splits, .init = setup, .fini = teardown)
+{
+    pinio_gpu_arena *a = load_arena();
+    pinio_gpu_tensor t;
+    cr_assert_eq(pinio_gpu_arena_tensor(a, 2, &t), 0);
+    pinio_bytes *b, *v, *right, *c;
+    cr_assert_eq(pinio_gpu_arena_bytes(a, 2, &b, NULL), 0);
+    expect_d2h(0, 0, "start");
+    cr_assert_eq(pinio_bytes_view(b, 256, 1024, PINIO_ACCESS_ZERO_COPY, &v, NULL), 0);
+    cr_expect_eq(pinio_bytes_property(v), PINIO_PROP_DEVICE);
+    cr_expect_eq(pinio_bytes_len(v), 768);
+    expect_d2h(0, 0, "a view reads nothing");
+    expect_bytes_of(v, &t, 256, 8, 16);
+    expect_d2h(1, 16, "16 bytes of the view");
+    const uint8_t *p;
+    cr_assert_eq(pinio_bytes_data(v, PINIO_ACCESS_COPY, &p, NULL), 0);
+    cr_expect(pinio_gen_verify(SEED, t.name, 256, p, 768, NULL));
+    expect_d2h(1, 768, "the view's read-back is the view only");
+
+    /* The parent read back, then split: both halves still lazy and DEVICE. */
+    cr_assert_eq(pinio_bytes_data(b, PINIO_ACCESS_COPY, &p, NULL), 0);
+    expect_d2h(1, t.nbytes, "the parent's read-back");
+    cr_assert_eq(pinio_bytes_split(b, 300, PINIO_ACCESS_ZERO_COPY, &right, NULL), 0);
+    cr_expect_eq(pinio_bytes_len(b), 300);
+    cr_expect_eq(pinio_bytes_len(right), t.nbytes - 300);
+    cr_expect_eq(pinio_bytes_property(b), PINIO_PROP_DEVICE);
+    cr_expect_eq(pinio_bytes_property(right), PINIO_PROP_DEVICE);
+    expect_d2h(0, 0, "a split reads nothing");
+    expect_bytes_of(right, &t, 300, 0, 32);
+    expect_bytes_of(b, &t, 0, 268, 32);
+    expect_d2h(2, 64, "each half reads its own range");
+
+    cr_assert_eq(pinio_bytes_clone(right, PINIO_ACCESS_ZERO_COPY, &c, NULL), 0);
+    cr_expect_eq(pinio_bytes_property(c), PINIO_PROP_DEVICE);
+    expect_bytes_of(c, &t, 300, (size_t)t.nbytes - 300 - 4, 4);
+    expect_d2h(1, 4, "a clone reads its range lazily");
+    /* An empty view: nothing to read, no buffer needed. */
+    pinio_bytes *e;
+    cr_assert_eq(pinio_bytes_view(c, 10, 10, PINIO_ACCESS_ZERO_COPY, &e, NULL), 0);
+    cr_expect_eq(pinio_bytes_data(e, PINIO_ACCESS_ZERO_COPY, &p, NULL), 0);
+    expect_d2h(0, 0, "an empty view");
+    pinio_bytes_free(e);
+    pinio_bytes_free(c);
+    pinio_bytes_free(right);
+    pinio_bytes_free(v);
+    pinio_bytes_free(b);
+    pinio_gpu_arena_free(a);
+    expect_clean();
+}
+
+/* The bytes hold the arena: the device memory stays until the last of the
+ * handle, the bytes and their view is released, in any of the 6 orders. */
+Test(cuda, device_bytes_outlive_the_arena_handle, .init = setup, .fini = teardown)
+{
+    static const int orders[6][3] = { { 0, 1, 2 }, { 0, 2, 1 }, { 1, 0, 2 },
+                                      { 1, 2, 0 }, { 2, 0, 1 }, { 2, 1, 0 } };
+    for (int o = 0; o < 6; o++) {
+        pinio_gpu_arena *a = load_arena();
+        pinio_gpu_tensor t;
+        cr_assert_eq(pinio_gpu_arena_tensor(a, 0, &t), 0);
+        pinio_bytes *b, *v;
+        cr_assert_eq(pinio_gpu_arena_bytes(a, 0, &b, NULL), 0);
+        cr_assert_eq(pinio_bytes_view(b, 64, 128, PINIO_ACCESS_ZERO_COPY, &v, NULL), 0);
+        bool gone[3] = { false, false, false };
+        for (int k = 0; k < 3; k++) {
+            int x = orders[o][k];
+            if (x == 0)
+                pinio_gpu_arena_free(a);
+            else if (x == 1)
+                pinio_bytes_free(b);
+            else
+                pinio_bytes_free(v);
+            gone[x] = true;
+            fake_stats fs;
+            stats(&fs);
+            if (k < 2)
+                cr_expect_eq(fs.allocs_live, 1, "order %d step %d: the device memory stays", o,
+                             k);
+            /* What is left still reads the right bytes. */
+            if (!gone[1])
+                expect_bytes_of(b, &t, 0, 0, 64);
+            if (!gone[2])
+                expect_bytes_of(v, &t, 64, 0, 64);
+        }
+        expect_clean();
+    }
+}
