@@ -36,6 +36,13 @@ extern "C" {
 /** Default number of staging slots. */
 #define PINIO_STREAM_SLOTS_DEFAULT 4u
 
+/**
+ * Called by a verified stream once per input file, in plan order, with
+ * its SHA-256 as 64 lowercase hex digits (`path` and `hex` valid during the
+ * call only), after every digest matched what was expected.
+ */
+typedef void (*pinio_stream_sha256_fn)(void *ctx, size_t file, const char *path, const char *hex);
+
 /** Options of pinio_stream(). Start from pinio_stream_opts_default(). */
 typedef struct pinio_stream_opts {
     size_t struct_size;          /**< sizeof(pinio_stream_opts), set by the defaults function */
@@ -54,6 +61,22 @@ typedef struct pinio_stream_opts {
     /** Optional: called after each batch of reads. */
     pinio_progress_fn progress;
     void *progress_ctx;
+    /** Compute each input file's SHA-256 (the hub's LFS object id), with
+     *  any sink: the bytes each read brought are hashed in their staging
+     *  slot before the slot is reused (so a byte changed on the way in
+     *  changes the digest); what no read brought (the header, unselected
+     *  tensors of a filtered stream) is read again from the file. */
+    bool verify;
+    /** With verify: expected hex digests, one per input file in plan
+     *  order (pinio_plan_file_at()); NULL entries, or fewer than the files,
+     *  leave those unchecked. A mismatch fails the stream with
+     *  PINIO_EFORMAT, "sha256 mismatch" and the file in `diag`, and the
+     *  sink is closed as after any failure (nothing published). */
+    const char *const *expected_sha256;
+    size_t nexpected;
+    /** Optional, with verify: receives each file's digest. */
+    pinio_stream_sha256_fn sha256_fn;
+    void *sha256_ctx;
 } pinio_stream_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */
@@ -88,6 +111,10 @@ typedef struct pinio_stream_report {
     double io_seconds;         /**< wall time of the reads (sink work in between included) */
     double sink_seconds;       /**< time spent in the sink's chunk/slot_wait/finish */
     char io_path[256];         /**< one line: the I/O path that ran and why */
+    bool verified;             /**< SHA-256 computed (and matched, when expected) */
+    double verify_seconds;     /**< time spent hashing and re-reading (part of `seconds`) */
+    uint64_t verify_landed_bytes; /**< bytes hashed in the staging slots, as they landed */
+    uint64_t verify_reread_bytes; /**< bytes no read brought, read again from the files */
 } pinio_stream_report;
 
 /**

@@ -34,6 +34,7 @@
 #include "pinio/pool.h"
 #include "pinio/stream.h"
 #include "src/base/opts.h"
+#include "src/stream/verify_internal.h"
 
 #define SLOT_MIN ((size_t)64 << 10)
 #define SLOT_MAX PINIO_POOL_SLAB_MAX
@@ -56,6 +57,7 @@ typedef struct stream {
     size_t slot_size;
     int cur;                  /* slot being filled, -1 before the first read */
     pinio_stream_report *rep;
+    pinio__sverify *verify;   /* NULL without --verify */
     pinio_diag *diag;
 } stream;
 
@@ -137,6 +139,10 @@ static int stream_landed(void *ctx, size_t i, const pinio_plan_read *r, void *me
     double t0 = now_s();
     int rc = s->sink->chunk(s->priv, &c, s->diag);
     s->rep->sink_seconds += now_s() - t0;
+    /* After chunk, so that an asynchronous copy runs while the slot is
+     * hashed; the slot cannot be reused before this returns. */
+    if (rc == 0 && s->verify)
+        rc = pinio__sverify_landed(s->verify, r, mem, s->diag);
     return rc;
 }
 
@@ -274,6 +280,9 @@ static int run_sink(stream *s, pinio_plan *plan, const void *cfg, const pinio_st
         if (rc == 0)
             rc = w;
     }
+    /* Before finish: a file that does not match is never published. */
+    if (rc == 0 && s->verify)
+        rc = pinio__sverify_finish(s->verify, o, s->rep, diag);
     if (rc == 0 && s->sink->finish) {
         double t0 = now_s();
         rc = s->sink->finish(s->priv, diag);
@@ -297,7 +306,8 @@ int pinio_stream(const char *const *paths, size_t npaths, const pinio_stream_opt
     int rc = pinio__opts_copy(&o, sizeof(o), opts, "pinio_stream options", diag);
     if (rc < 0)
         return rc;
-    if (!paths || !npaths || (o.nfilters && !o.filters)) {
+    if (!paths || !npaths || (o.nfilters && !o.filters) ||
+        (o.verify && o.nexpected && !o.expected_sha256)) {
         pinio_diag_set(diag, -EINVAL, "pinio_stream: %s",
                        !npaths ? "no input paths" : "invalid arguments");
         return -EINVAL;
@@ -342,12 +352,15 @@ int pinio_stream(const char *const *paths, size_t npaths, const pinio_stream_opt
     pinio_pool *pool = NULL;
     if (rc == 0 && (!s.slots || !views || !s.priv))
         rc = -ENOMEM;
+    if (rc == 0 && o.verify)
+        rc = pinio__sverify_start(&s.verify, plan);
     if (rc == 0)
         rc = ring_create(&s, &pool, views, plan, &o, diag);
     if (rc == 0)
         rc = run_sink(&s, plan, cfg, &o, diag);
     if (pool || views)
         ring_free(pool, views, views ? o.slots : 0);
+    pinio__sverify_free(s.verify);
     free(views);
     free(s.slots);
     free(s.priv);

@@ -532,3 +532,133 @@ Test(stream, sink_table)
         n++;
     cr_expect_eq(n, 4);
 }
+
+/* ---- --verify with every sink ---------------------------------------- */
+
+/* The file's SHA-256 by another implementation (coreutils). */
+static void sha256sum(const char *path, char hex[65])
+{
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "sha256sum '%s'", path);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    cr_assert_eq(fscanf(p, "%64s", hex), 1);
+    cr_assert_eq(pclose(p), 0);
+}
+
+static void on_sha(void *ctx, size_t file, const char *path, const char *hex)
+{
+    (void)path;
+    cr_expect_eq(file, 0);
+    snprintf(ctx, 65, "%s", hex);
+}
+
+/* Streams `src` to sink `name` verified against `want`, filtered or not,
+ * with PINIO_FAULTS `faults` (NULL: none); returns the code. On success,
+ * the digest must be `want` and the bytes hashed must add up to the file;
+ * on failure, nothing may be left behind (file sink: no file; GPU: no
+ * arena, nothing on the driver). */
+static int verified_stream(const char *name, const char *want, bool filtered,
+                           const char *faults, pinio_diag *d)
+{
+    void *fake = NULL;
+    fake_stats_fn stats = NULL;
+    bool gpu = strcmp(name, "cuda") == 0 || strcmp(name, "hip") == 0;
+    if (gpu)
+        stats = fake_gpu_load(name[0] == 'c' ? "PINIO_CUDA_LIB" : "PINIO_HIP_LIB", &fake);
+    got g = { 0 };
+    g.ntensors = 64;
+    g.bytes = calloc(g.ntensors, sizeof(*g.bytes));
+    pinio_sink_host_cfg hc = { .fn = on_fragment, .ctx = &g };
+    pinio_sink_file_cfg fc = { .dir = dst, .overwrite = true };
+    pinio_gpu_arena *arena = NULL;
+    pinio_sink_gpu_cfg cc = { .out = &arena };
+    const pinio_sink *sink = strcmp(name, "async") == 0 ? &async_test_sink : pinio_sink_find(name);
+    cr_assert_not_null(sink);
+    const void *cfg = sink == &pinio_sink_host   ? (const void *)&hc
+                      : sink == &pinio_sink_file ? (const void *)&fc
+                      : gpu                      ? (const void *)&cc
+                                                 : (const void *)&g;
+    static const char *const filters[] = { "model.layers.1.*" };
+    char hex[65] = "";
+    pinio_stream_opts o;
+    pinio_stream_opts_default(&o);
+    o.slot_size = 64u << 10;
+    o.slots = 2;
+    o.cache = PINIO_CACHE_COLD;
+    o.verify = true;
+    o.expected_sha256 = &want;
+    o.nexpected = 1;
+    o.sha256_fn = on_sha;
+    o.sha256_ctx = hex;
+    o.filters = filtered ? filters : NULL;
+    o.nfilters = filtered ? 1 : 0;
+    if (faults)
+        setenv("PINIO_FAULTS", faults, 1);
+    pinio_stream_report rep;
+    const char *in = src;
+    memset(d, 0, sizeof(*d));
+    int rc = pinio_stream(&in, 1, &o, sink, cfg, &rep, d);
+    unsetenv("PINIO_FAULTS");
+    struct stat st;
+    cr_assert_eq(stat(src, &st), 0);
+    if (rc == 0) {
+        cr_expect(rep.verified);
+        cr_expect_str_eq(hex, want, "%s sink: the digest handed out", name);
+        cr_expect_eq(rep.verify_landed_bytes + rep.verify_reread_bytes, (uint64_t)st.st_size,
+                     "%s sink: every byte of the file hashed once", name);
+        cr_expect_gt(rep.verify_landed_bytes, 0, "%s sink: bytes hashed in the slots", name);
+        cr_expect(filtered ? rep.verify_reread_bytes > rep.verify_landed_bytes
+                           : rep.verify_reread_bytes < 4096,
+                  "%s sink: %llu bytes read again (filtered: %d)", name,
+                  (unsigned long long)rep.verify_reread_bytes, filtered);
+    } else {
+        cr_expect_null(arena, "%s sink: no arena after a failure", name);
+        char copy[200];
+        snprintf(copy, sizeof(copy), "%s/m.safetensors", dst);
+        if (sink == &pinio_sink_file)
+            cr_expect(access(copy, F_OK) != 0 || same_file(src, copy),
+                      "file sink: nothing published over the earlier good copy");
+    }
+    pinio_gpu_arena_free(arena);
+    if (fake) {
+        fake_stats fs;
+        stats(&fs);
+        cr_expect(fs.allocs_live == 0 && fs.registered_live == 0 && fs.ctx_retained == 0,
+                  "%s: nothing left on the driver", name);
+        dlclose(fake);
+    }
+    free(g.bytes);
+    return rc;
+}
+
+/* Every sink: the right digest, filtered or not; a byte flipped in flight
+ * (after the device said the read was fine) fails the digest, names the
+ * file, and publishes nothing. */
+Test(stream, verify_with_every_sink, .init = setup, .fini = teardown)
+{
+    snprintf(src, sizeof(src), "%s/m.safetensors", dir);
+    gen(src, 1, 1u << 20, 12);
+    char want[65];
+    sha256sum(src, want);
+    static const char *const sinks[] = { "host", "file", "async", "cuda", "hip" };
+    pinio_diag d;
+    for (size_t i = 0; i < sizeof(sinks) / sizeof(*sinks); i++) {
+        for (int filtered = 0; filtered < 2; filtered++)
+            cr_expect_eq(verified_stream(sinks[i], want, filtered, NULL, &d), 0, "%s: %s",
+                         sinks[i], d.msg);
+        for (int n = 1; n <= 3; n += 2) {
+            char spec[32];
+            snprintf(spec, sizeof(spec), "corrupt@%d", n);
+            int rc = verified_stream(sinks[i], want, false, spec, &d);
+            cr_expect_eq(rc, PINIO_EFORMAT, "%s sink, %s: %d %s", sinks[i], spec, rc, d.msg);
+            cr_expect(strstr(d.msg, "sha256 mismatch") && strstr(d.msg, "m.safetensors"),
+                      "%s: %s", sinks[i], d.msg);
+        }
+    }
+    /* A wrong expectation fails too (the digest is compared, not just made). */
+    char wrong[65];
+    memcpy(wrong, want, sizeof(wrong));
+    wrong[0] = wrong[0] == '0' ? '1' : '0';
+    cr_expect_eq(verified_stream("host", wrong, true, NULL, &d), PINIO_EFORMAT, "%s", d.msg);
+}

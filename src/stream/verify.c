@@ -1,0 +1,175 @@
+/*
+ * --verify for a stream: the SHA-256 of each input file, whatever the sink.
+ *
+ * Why not the resident load's hasher threads (src/load/hash.c): they hash
+ * from memory that stays put until the load ends, while a stream's slot is
+ * overwritten as soon as the sink is done with it. So each file is hashed
+ * here, on the stream's thread, in the landed callback (after the sink was
+ * handed the chunk, so an asynchronous copy runs meanwhile, and before the
+ * slot can be reused): the bytes a read brought are hashed where they
+ * landed, so a byte flipped on the way in changes the digest; what no read
+ * brought (the header, unselected tensors, alignment tails) is read again
+ * from the file, as the resident --verify does (src/load/verify.c). The
+ * digest is OpenSSL's SHA-256, the same as the hasher's.
+ *
+ * The cost: hashing runs between landed reads, so it overlaps the reads in
+ * flight and the sink's asynchronous copies but not the sink's own CPU work.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "src/stream/verify_internal.h"
+
+/* Buffer of the re-reads (gaps and tails). */
+#define REREAD_CHUNK ((size_t)1 << 20)
+
+typedef struct vfile {
+    EVP_MD_CTX *md;
+    uint64_t pos;  /* bytes [0, pos) hashed */
+    int fd;        /* opened at the first re-read, -1 before */
+} vfile;
+
+struct pinio__sverify {
+    const pinio_plan *plan;
+    vfile *f;
+    size_t n;
+    uint8_t *buf;  /* REREAD_CHUNK bytes, allocated at the first re-read */
+    uint64_t landed, reread;
+    double seconds;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int pinio__sverify_start(pinio__sverify **out, const pinio_plan *plan)
+{
+    pinio_plan_info pi;
+    pinio_plan_get_info(plan, &pi);
+    pinio__sverify *v = calloc(1, sizeof(*v));
+    if (!v || !(v->f = calloc(pi.files ? pi.files : 1, sizeof(*v->f)))) {
+        free(v);
+        return -ENOMEM;
+    }
+    v->plan = plan;
+    v->n = pi.files;
+    for (size_t i = 0; i < v->n; i++) {
+        v->f[i].fd = -1;
+        v->f[i].md = EVP_MD_CTX_new();
+        if (!v->f[i].md || EVP_DigestInit_ex(v->f[i].md, EVP_sha256(), NULL) != 1) {
+            pinio__sverify_free(v);
+            return -ENOMEM;
+        }
+    }
+    *out = v;
+    return 0;
+}
+
+void pinio__sverify_free(pinio__sverify *v)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < v->n; i++) {
+        EVP_MD_CTX_free(v->f[i].md);
+        if (v->f[i].fd >= 0)
+            close(v->f[i].fd);
+    }
+    free(v->f);
+    free(v->buf);
+    free(v);
+}
+
+/* Hashes file `i` from its position up to `end`, read again from the file. */
+static int reread(pinio__sverify *v, size_t i, uint64_t end, pinio_diag *diag)
+{
+    vfile *f = &v->f[i];
+    const char *path = pinio_plan_file_at(v->plan, i)->path;
+    if (f->pos >= end)
+        return 0;
+    if (f->fd < 0 && (f->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+        int rc = -errno;
+        pinio_diag_set_at(diag, rc, path, PINIO_DIAG_NO_OFFSET, "verify: cannot open: %s",
+                          pinio_strerror(rc));
+        return rc;
+    }
+    if (!v->buf && !(v->buf = malloc(REREAD_CHUNK)))
+        return -ENOMEM;
+    while (f->pos < end) {
+        size_t want = end - f->pos < REREAD_CHUNK ? (size_t)(end - f->pos) : REREAD_CHUNK;
+        ssize_t got = pread(f->fd, v->buf, want, (off_t)f->pos);
+        if (got <= 0) {
+            int rc = got < 0 ? -errno : -EIO;
+            pinio_diag_set_at(diag, rc, path, f->pos, "verify: %s",
+                              got < 0 ? pinio_strerror(rc) : "the file got shorter");
+            return rc;
+        }
+        EVP_DigestUpdate(f->md, v->buf, (size_t)got);
+        f->pos += (uint64_t)got;
+        v->reread += (uint64_t)got;
+    }
+    return 0;
+}
+
+int pinio__sverify_landed(pinio__sverify *v, const pinio_plan_read *r, const uint8_t *mem,
+                          pinio_diag *diag)
+{
+    double t0 = now_s();
+    vfile *f = &v->f[r->file];
+    uint64_t size = pinio_plan_file_at(v->plan, r->file)->size;
+    uint64_t end = r->offset + r->need < size ? r->offset + r->need : size;
+    int rc = reread(v, r->file, r->offset < end ? r->offset : end, diag);
+    if (rc == 0 && end > f->pos) {
+        EVP_DigestUpdate(f->md, mem + (f->pos - r->offset), (size_t)(end - f->pos));
+        v->landed += end - f->pos;
+        f->pos = end;
+    }
+    v->seconds += now_s() - t0;
+    return rc;
+}
+
+int pinio__sverify_finish(pinio__sverify *v, const pinio_stream_opts *o, pinio_stream_report *rep,
+                          pinio_diag *diag)
+{
+    double t0 = now_s();
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < v->n; i++) {
+        const pinio_plan_file *pf = pinio_plan_file_at(v->plan, i);
+        rc = reread(v, i, pf->size, diag);
+        uint8_t sha[EVP_MAX_MD_SIZE];
+        unsigned len = 0;
+        if (rc == 0 && EVP_DigestFinal_ex(v->f[i].md, sha, &len) != 1)
+            rc = -ENOMEM;
+        char hex[65] = "";
+        for (unsigned b = 0; rc == 0 && b < 32 && b < len; b++)
+            snprintf(hex + 2 * b, 3, "%02x", sha[b]);
+        const char *want = rc == 0 && o->expected_sha256 && i < o->nexpected
+                               ? o->expected_sha256[i]
+                               : NULL;
+        if (want && strcasecmp(want, hex) != 0) {
+            rc = PINIO_EFORMAT;
+            pinio_diag_set_at(diag, rc, pf->path, PINIO_DIAG_NO_OFFSET,
+                              "sha256 mismatch: expected %s, got %s", want, hex);
+            pinio_diag_set_index(diag, i);
+        }
+        if (rc == 0 && o->sha256_fn)
+            o->sha256_fn(o->sha256_ctx, i, pf->path, hex);
+    }
+    v->seconds += now_s() - t0;
+    if (rc == 0) {
+        rep->verified = true;
+        rep->verify_seconds = v->seconds;
+        rep->verify_landed_bytes = v->landed;
+        rep->verify_reread_bytes = v->reread;
+    }
+    return rc;
+}

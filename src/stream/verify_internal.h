@@ -1,0 +1,29 @@
+/* --verify for a stream (verify.c): each input file's SHA-256 (the hub's
+ * LFS object id) computed from the staging slots as the reads land. */
+#ifndef PINIO_SRC_STREAM_VERIFY_INTERNAL_H
+#define PINIO_SRC_STREAM_VERIFY_INTERNAL_H
+
+#include "pinio/stream.h"
+
+typedef struct pinio__sverify pinio__sverify;
+
+/* One digest per file of `plan` (which must outlive it). 0 or -ENOMEM. */
+int pinio__sverify_start(pinio__sverify **out, const pinio_plan *plan);
+
+/* Read `r` has landed at `mem` (file byte r->offset at mem[0]): hashes
+ * what lies between the previous read of its file and it (read again from
+ * the file) and then its wanted bytes from `mem`. Must be called in each
+ * file's read order, before the slot holding `mem` is reused. */
+int pinio__sverify_landed(pinio__sverify *v, const pinio_plan_read *r, const uint8_t *mem,
+                          pinio_diag *diag);
+
+/* Every read has landed: hashes each file's tail, checks the expected
+ * digests of `o` (PINIO_EFORMAT "sha256 mismatch" naming the file), hands
+ * each digest to o->sha256_fn and fills the verify fields of `rep`. */
+int pinio__sverify_finish(pinio__sverify *v, const pinio_stream_opts *o, pinio_stream_report *rep,
+                          pinio_diag *diag);
+
+/* Releases everything. NULL is a no-op. */
+void pinio__sverify_free(pinio__sverify *v);
+
+#endif
