@@ -292,9 +292,8 @@ static int run_load(int argc, char **argv)
         fprintf(stderr, "pinio load: --staging goes with --device\n");
         goto out;
     }
-    if (dev.set && (opts.verify || opts.request_size)) {
-        fprintf(stderr, "pinio load: --%s is not supported with --device yet\n",
-                opts.verify ? "verify" : "bs");
+    if (dev.set && opts.request_size) {
+        fprintf(stderr, "pinio load: --bs is not supported with --device yet\n");
         goto out;
     }
     if (dev.set) {
@@ -305,6 +304,9 @@ static int run_load(int argc, char **argv)
         so.direct = opts.direct;
         so.queue_depth = opts.queue_depth;
         so.backend = opts.backend;
+        so.verify = opts.verify;
+        so.expected_sha256 = shas;
+        so.nexpected = nshas;
         rc = cli_stream_load((const char *const *)argv + optind, (size_t)(argc - optind), &so,
                              &dev, json, quiet);
         goto out;

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -14,8 +15,9 @@
 static void stage_usage(FILE *out)
 {
     fprintf(out,
-            "usage: pinio stage SRC DST [--verify] [--force] [--staging SIZE[xK]]\n"
-            "                   [--cache auto|cold|hot] [--direct auto|on|off] [--json] [-q]\n"
+            "usage: pinio stage SRC DST [--verify] [--sha256 HEX]... [--force]\n"
+            "                   [--staging SIZE[xK]] [--cache auto|cold|hot]\n"
+            "                   [--direct auto|on|off] [--json] [-q]\n"
             "\n"
             "Copies a checkpoint to another directory, typically node-local storage before a\n"
             "job, at storage speed: the files are read with O_DIRECT into a small ring of\n"
@@ -31,9 +33,17 @@ static void stage_usage(FILE *out)
             "                    file; the index is copied too\n"
             "  DST               the target directory (created if missing; its parent must\n"
             "                    exist); files keep their names\n"
-            "  --verify          read every copy back (past the page cache where possible) and\n"
-            "                    compare a position-keyed 64-bit checksum with the source's,\n"
-            "                    taken as the bytes streamed (a copy check, not SHA-256)\n"
+            "  --verify          two checks. The SHA-256 of each source file (the hub's LFS\n"
+            "                    object id, printed as pinio load --verify prints it), hashed\n"
+            "                    in the staging slots as the bytes arrive, so a byte changed on\n"
+            "                    the way in shows (what no read brought, e.g. the header, is\n"
+            "                    read again). And every copy read back (past the page cache\n"
+            "                    where possible) and compared, by a position-keyed 64-bit\n"
+            "                    checksum, with the bytes that streamed. Nothing is renamed\n"
+            "                    into place unless both pass\n"
+            "  --sha256 HEX      expected SHA-256 of the next source file, in order (a\n"
+            "                    directory's shards in their index order; repeatable; implies\n"
+            "                    --verify). A mismatch fails the copy and names the file\n"
             "  --force           replace files that already exist in DST\n"
             "  --staging SIZE[xK] the ring: K slots of SIZE bytes (default 32Mx4); SIZE a\n"
             "                    power of two from 64K to 1G, K from 2 to 1024\n"
@@ -50,12 +60,14 @@ static void stage_usage(FILE *out)
             "offset; no temporary file is left and no target replaced), 2 usage error.\n");
 }
 
-enum { O_VERIFY = 256, O_FORCE, O_STAGING, O_CACHE, O_DIRECT_W, O_JSON };
+enum { O_VERIFY = 256, O_SHA, O_FORCE, O_STAGING, O_CACHE, O_DIRECT_W, O_JSON };
 
-static int run_stage(int argc, char **argv)
+/* `shas` has room for one --sha256 per argument. */
+static int stage(int argc, char **argv, const char **shas)
 {
     static const struct option longopts[] = {
         { "verify", no_argument, NULL, O_VERIFY },
+        { "sha256", required_argument, NULL, O_SHA },
         { "force", no_argument, NULL, O_FORCE },
         { "staging", required_argument, NULL, O_STAGING },
         { "cache", required_argument, NULL, O_CACHE },
@@ -69,11 +81,22 @@ static int run_stage(int argc, char **argv)
     pinio_stream_opts_default(&o);
     pinio_sink_file_cfg fc = { 0 };
     bool json = false, quiet = false;
+    size_t nshas = 0;
     int c;
+
     while ((c = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
         switch (c) {
+        case O_SHA:
+            if (!cli_is_sha256(optarg)) {
+                fprintf(stderr, "pinio stage: --sha256 wants 64 hex digits, not '%s'\n", optarg);
+                return 2;
+            }
+            shas[nshas++] = optarg;
+            /* an expected digest is checked by --verify */
+            __attribute__((fallthrough));
         case O_VERIFY:
             fc.verify = true;
+            o.verify = true;
             break;
         case O_FORCE:
             fc.overwrite = true;
@@ -123,11 +146,16 @@ static int run_stage(int argc, char **argv)
                 strerror(errno));
         return 1;
     }
+    o.expected_sha256 = shas;
+    o.nexpected = nshas;
+    cli_shas digests = { 0 };
+    cli_shas_hook(&o, &digests);
     pinio_stream_report r;
     pinio_diag d = { 0 };
     int rc = pinio_stream(&src, 1, &o, &pinio_sink_file, &fc, &r, &d);
     if (rc < 0) {
         fprintf(stderr, "pinio stage: %s\n", d.msg[0] ? d.msg : pinio_strerror(rc));
+        cli_shas_free(&digests);
         return 1;
     }
     double gbs = r.seconds > 0 ? (double)r.read_bytes / r.seconds / 1e9 : 0;
@@ -137,7 +165,7 @@ static int run_stage(int argc, char **argv)
         printf(",\"dst\":");
         cli_json_str(fc.dir, strlen(fc.dir));
         printf(",\"files\":%zu,\"tensors\":%zu,\"bytes\":%llu,\"read_bytes\":%llu,"
-               "\"seconds\":%.6f,\"gb_per_s\":%.3f,\"verified\":%s,\"slots\":%u,"
+               "\"seconds\":%.6f,\"gb_per_s\":%.3f,\"copies_verified\":%s,\"slots\":%u,"
                "\"slot_size\":%zu,\"ring_bytes\":%llu,\"registered\":%s,\"node\":%d,"
                "\"sink_seconds\":%.6f,\"io_path\":",
                r.files, r.tensors, (unsigned long long)r.bytes,
@@ -145,6 +173,7 @@ static int run_stage(int argc, char **argv)
                r.slots, r.slot_size, (unsigned long long)r.ring_bytes,
                r.registered ? "true" : "false", r.node, r.sink_seconds);
         cli_json_str(r.io_path, strlen(r.io_path));
+        cli_shas_json(&digests, &r);
         printf("}\n");
     } else if (!quiet) {
         char a[32], b[32];
@@ -155,8 +184,22 @@ static int run_stage(int argc, char **argv)
                cli_human_bytes(b, sizeof(b), r.slot_size), r.node,
                r.registered ? "registered (READ_FIXED)" : "not registered");
         printf("io path   %s\n", r.io_path);
+        cli_shas_text(&digests, &r);
     }
+    cli_shas_free(&digests);
     return 0;
+}
+
+static int run_stage(int argc, char **argv)
+{
+    const char **shas = calloc((size_t)argc + 1, sizeof(*shas));
+    if (!shas) {
+        fprintf(stderr, "pinio stage: out of memory\n");
+        return 1;
+    }
+    int rc = stage(argc, argv, shas);
+    free(shas);
+    return rc;
 }
 
 const struct pinio_cmd pinio_cmd_stage = {

@@ -70,9 +70,80 @@ static int count_fragment(void *ctx, const pinio_sink_fragment *f)
     return 0;
 }
 
-int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts *o,
+static void keep_sha(void *ctx, size_t file, const char *path, const char *hex)
+{
+    cli_shas *s = ctx;
+    (void)file;
+    char (*h)[65] = realloc(s->hex, (s->n + 1) * sizeof(*h));
+    if (h)
+        s->hex = h;
+    char **p = realloc(s->path, (s->n + 1) * sizeof(*p));
+    if (p)
+        s->path = p;
+    char *dup = h && p ? strdup(path) : NULL;
+    if (!dup) {
+        s->lost = true;
+        return;
+    }
+    memcpy(s->hex[s->n], hex, 65);
+    s->path[s->n++] = dup;
+}
+
+void cli_shas_hook(pinio_stream_opts *o, cli_shas *s)
+{
+    if (o->verify) {
+        o->sha256_fn = keep_sha;
+        o->sha256_ctx = s;
+    }
+}
+
+void cli_shas_json(const cli_shas *s, const pinio_stream_report *r)
+{
+    printf(",\"verified\":%s,\"verify_seconds\":%.6f,\"verify_landed_bytes\":%llu,"
+           "\"verify_reread_bytes\":%llu,\"sha256\":{",
+           r->verified ? "true" : "false", r->verify_seconds,
+           (unsigned long long)r->verify_landed_bytes, (unsigned long long)r->verify_reread_bytes);
+    for (size_t i = 0; i < s->n; i++) {
+        printf("%s", i ? "," : "");
+        cli_json_str(s->path[i], strlen(s->path[i]));
+        printf(":\"%s\"", s->hex[i]);
+    }
+    printf("}");
+}
+
+void cli_shas_text(const cli_shas *s, const pinio_stream_report *r)
+{
+    for (size_t i = 0; i < s->n; i++)
+        printf("sha256    %s  %s\n", s->hex[i], s->path[i]);
+    if (r->verified)
+        printf("verify    SHA-256 of %.3f GB in the staging slots as it landed and %.3f GB "
+               "read again from the files (not streamed: headers, unselected tensors); "
+               "%.3f s of hashing%s\n",
+               (double)r->verify_landed_bytes / 1e9, (double)r->verify_reread_bytes / 1e9,
+               r->verify_seconds, s->lost ? " (out of memory: some digests not shown)" : "");
+}
+
+void cli_shas_free(cli_shas *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->path[i]);
+    free(s->path);
+    free(s->hex);
+    memset(s, 0, sizeof(*s));
+}
+
+bool cli_is_sha256(const char *s)
+{
+    return strlen(s) == 64 && strspn(s, "0123456789abcdefABCDEF") == 64;
+}
+
+int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts *opts,
                     const cli_device *d, bool json, bool quiet)
 {
+    pinio_stream_opts so = *opts;
+    const pinio_stream_opts *o = &so;
+    cli_shas shas = { 0 };
+    cli_shas_hook(&so, &shas);
     host_count hc = { 0 };
     pinio_sink_host_cfg host = { .fn = count_fragment, .ctx = &hc };
     pinio_gpu_arena *arena = NULL;
@@ -84,6 +155,7 @@ int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts 
                            &r, &diag);
     if (err < 0) {
         fprintf(stderr, "pinio load: %s\n", diag.msg[0] ? diag.msg : pinio_strerror(err));
+        cli_shas_free(&shas);
         return 1;
     }
     pinio_gpu_info ci = { 0 };
@@ -109,6 +181,7 @@ int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts 
         cli_json_str(ci.pci_bus_id, strlen(ci.pci_bus_id));
         printf(",\"io_path\":");
         cli_json_str(r.io_path, strlen(r.io_path));
+        cli_shas_json(&shas, &r);
         printf("}\n");
     } else if (!quiet) {
         char a[32];
@@ -127,8 +200,10 @@ int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts 
                cli_human_bytes(a, sizeof(a), r.slot_size), r.node,
                r.registered ? "registered (READ_FIXED)" : "not registered");
         printf("I/O path  %s\n", r.io_path);
+        cli_shas_text(&shas, &r);
         printf("peak RSS  %.3f GB\n", (double)ru.ru_maxrss * 1024 / 1e9);
     }
+    cli_shas_free(&shas);
     pinio_gpu_arena_free(arena);
     return 0;
 }

@@ -23,6 +23,26 @@ typedef struct cli_device {
 /** Parses host, cuda:N, cuda:BUSID, hip:N or hip:BUSID. @return 0 or -EINVAL. */
 int cli_parse_device(const char *s, cli_device *d);
 
+/** The digests a verified stream hands out (pinio_stream_opts.sha256_fn),
+ *  kept for the summary. */
+typedef struct cli_shas {
+    size_t n;
+    char (*hex)[65];
+    char **path;
+    bool lost;               /**< out of memory: some digests were not kept */
+} cli_shas;
+
+/** Points o->sha256_fn at `s` (zeroed by the caller) when o->verify. */
+void cli_shas_hook(pinio_stream_opts *o, cli_shas *s);
+/** JSON members `,"verified":..,"verify_*":..,"sha256":{PATH:HEX,...}`. */
+void cli_shas_json(const cli_shas *s, const pinio_stream_report *r);
+/** The summary lines `sha256    HEX  PATH` and `verify    ...`, as pinio load
+ *  --verify prints them; nothing when the stream was not verified. */
+void cli_shas_text(const cli_shas *s, const pinio_stream_report *r);
+void cli_shas_free(cli_shas *s);
+/** Whether `s` is 64 hex digits (a --sha256 argument). */
+bool cli_is_sha256(const char *s);
+
 /** Streams `paths` to the device and prints the summary (text or JSON).
  *  @return the exit status: 0, or 1 with one line on stderr. */
 int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts *o,

@@ -2,7 +2,8 @@
 # pinio load --device end to end: cuda:N and hip:N through the test drivers
 # (PINIO_CUDA_LIB, set by meson), by PCI bus id, the host sink with a
 # custom --staging, --json parses with storage and H2D figures; without a
-# driver one clear line and exit 1; usage errors exit 2; --help explains;
+# driver one clear line and exit 1; --verify hashes on every device (a
+# byte flipped in flight fails --sha256); usage errors exit 2; --help explains;
 # pinio doctor lists the test driver's GPUs, or says why it finds none.
 # Usage: load_device_test.sh PATH_TO_PINIO
 set -u
@@ -56,7 +57,25 @@ has "$DIR/out" "^cuda  *no: no CUDA driver: " "doctor says why it finds no GPU"
 check 2 "bad --device" "$PINIO" load --device gpu0 "$CK"
 check 2 "bad --staging" "$PINIO" load --device host --staging 100Kx4 "$CK"
 check 2 "--staging without --device" "$PINIO" load --staging 1Mx4 "$CK"
-check 2 "--verify with --device" "$PINIO" load --device host --verify "$CK"
+# --verify with every device: the SHA-256 of the file, hashed in the
+# staging slots; a byte flipped in flight fails the expected digest.
+SUM=$(sha256sum "$CK" | cut -d' ' -f1)
+for dev in host cuda:0 hip:0; do
+    check 0 "$dev --verify" "$PINIO" load --device $dev --verify --staging 64Kx2 "$CK"
+    has "$DIR/out" "^sha256    $SUM  $CK" "$dev --verify prints the file's SHA-256"
+    check 1 "$dev: a byte flipped in flight" env PINIO_FAULTS=corrupt@3 "$PINIO" load \
+        --device $dev --sha256 "$SUM" --cache cold --staging 64Kx2 "$CK"
+    has "$DIR/err" "sha256 mismatch" "$dev: the error says the digest differs"
+done
+check 0 "--verify --json" "$PINIO" load --device cuda:0 --verify --json --filter model.layers.0 "$CK"
+if command -v python3 >/dev/null 2>&1; then
+    python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["verified"] and d["sha256"][sys.argv[2]] == sys.argv[3], d
+assert d["verify_reread_bytes"] > 0 and d["verify_landed_bytes"] > 0, d' "$DIR/out" "$CK" "$SUM" ||
+        { echo "FAIL: load --device --verify --json"; cat "$DIR/out"; fails=$((fails + 1)); }
+fi
 check 0 "--help" "$PINIO" load --help
 has "$DIR/out" "PINIO_CUDA_LIB" "help names the driver variable"
 

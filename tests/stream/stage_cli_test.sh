@@ -14,13 +14,24 @@ check 0 "gen" "$PINIO" gen "$DIR/m.safetensors" --size 3M --tensors 9 --dtypes b
 check 0 "stage a file" "$PINIO" stage "$DIR/m.safetensors" "$DIR/a" --verify --staging 64Kx2
 same "$DIR/m.safetensors" "$DIR/a/m.safetensors"
 has "$DIR/out" "verified" "the summary says verified"
+SUM=$(sha256sum "$DIR/m.safetensors" | cut -d' ' -f1)
+has "$DIR/out" "^sha256    $SUM  $DIR/m.safetensors" "--verify prints the source's SHA-256"
+# An expected digest is checked; a byte flipped in flight fails it, and
+# nothing is published.
+check 0 "--sha256 right" "$PINIO" stage "$DIR/m.safetensors" "$DIR/s1" --sha256 "$SUM" --cache cold
+check 1 "a byte flipped in flight" env PINIO_FAULTS=corrupt@2 "$PINIO" stage "$DIR/m.safetensors" \
+    "$DIR/s2" --sha256 "$SUM" --cache cold --staging 64Kx2
+has "$DIR/err" "sha256 mismatch" "the error says the digest differs"
+has "$DIR/err" "m.safetensors" "the error names the file"
+[ -z "$(ls -A "$DIR/s2")" ] || { echo "FAIL: left in $DIR/s2"; ls -A "$DIR/s2"; fails=$((fails + 1)); }
+check 2 "bad --sha256" "$PINIO" stage "$DIR/m.safetensors" "$DIR/s3" --sha256 abc
 [ "$(ls -A "$DIR/a" | wc -l)" -eq 1 ] || { echo "FAIL: extra files in $DIR/a"; ls -A "$DIR/a"; fails=$((fails + 1)); }
 
 check 0 "gen sharded" "$PINIO" gen "$DIR/sh" --size 2M --tensors 12 --shards 3 --quiet
 check 0 "stage shards --json" "$PINIO" stage "$DIR/sh" "$DIR/b" --json --verify --cache cold
 for f in "$DIR"/sh/*; do same "$f" "$DIR/b/$(basename "$f")"; done
 if command -v python3 >/dev/null 2>&1; then
-    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["files"] == 3 and d["verified"], d' "$DIR/out" ||
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["files"] == 3 and d["verified"] and d["copies_verified"] and len(d["sha256"]) == 3, d' "$DIR/out" ||
         { echo "FAIL: stage --json"; cat "$DIR/out"; fails=$((fails + 1)); }
 fi
 
