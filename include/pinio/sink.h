@@ -188,8 +188,10 @@ PINIO_API void pinio_gpu_arena_get_info(const pinio_gpu_arena *a, pinio_gpu_info
 /**
  * Reads bytes [offset, offset + len) of tensor `i` back to host memory
  * `dst` (cuMemcpyDtoH_v2 of that range only: reading a sub-range reads
- * only that range). Callable from any thread (the context is pushed and
- * popped around the copy).
+ * only that range). Callable from any thread: the device is made current
+ * around the copy and the thread's own state restored after (CUDA: the
+ * primary context pushed and popped; HIP: hipSetDevice, then the thread's
+ * previous device again).
  * @return 0, -ERANGE (outside the tensor), or the driver's failure as
  *         -EIO/-ENOMEM with `diag` naming the call.
  */
@@ -222,7 +224,7 @@ PINIO_API int pinio_gpu_arena_bytes(pinio_gpu_arena *a, size_t i, pinio_bytes **
 PINIO_API pinio_gpu_arena *pinio_gpu_arena_retain(pinio_gpu_arena *a);
 /** Drops a reference; the last one (the caller's handle and every bytes
  *  of pinio_gpu_arena_bytes(), in any order) frees the device memory pinio
- *  allocated, releases the primary context and the driver. NULL is a
+ *  allocated, releases the primary context (CUDA) and the driver. NULL is a
  *  no-op. Thread-safe. */
 PINIO_API void pinio_gpu_arena_free(pinio_gpu_arena *a);
 

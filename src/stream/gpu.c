@@ -6,8 +6,9 @@
  *
  *   prefer_node: the GPU's NUMA node (sysfs of its PCI bus id), so that
  *           the stream places the staging ring where the GPU's DMA reads it
- *   open:   driver (gpu_dl.c), device by ordinal or PCI bus id, its
- *           primary context (the one torch uses) pushed on this thread,
+ *   open:   driver (gpu_dl.c), device by ordinal or PCI bus id made
+ *           current on this thread (bind() below: CUDA's primary context,
+ *           the one torch uses, pushed; HIP's device selected),
  *           the tensors' device addresses (one arena, or the caller's),
  *           a non-blocking stream and one event per slot
  *   chunk:  on a slot's first chunk, cuMemHostRegister of the slot; then
@@ -15,7 +16,7 @@
  *           address + the fragment's offset; the slot's event recorded
  *   slot_wait: cuEventSynchronize of the slot's event
  *   finish: the stream synchronized; the arena handed to the caller
- *   close:  events, stream, the slots' registrations, the context popped
+ *   close:  events, stream, the slots' registrations, the device unbound
  *
  * Why realign during the copy: a tensor's file offset is whatever the
  * checkpoint says (8-byte aligned at best), and a kernel wants 256; one
@@ -48,8 +49,8 @@ struct pinio_gpu_arena {
     atomic_uint refs;
     pinio__gpu drv;
     CUdevice dev;
-    CUcontext ctx;             /* primary context, retained */
-    bool ctx_retained;
+    CUcontext ctx;             /* CUDA: primary context, retained */
+    bool ctx_retained;         /* CUDA: retained; HIP: the device was opened */
     CUdeviceptr base;          /* pinio's allocation, 0 with caller pointers */
     size_t n;
     char **names;
@@ -70,18 +71,50 @@ pinio_gpu_arena *pinio_gpu_arena_retain(pinio_gpu_arena *a)
     return a;
 }
 
+/*
+ * Makes the arena's device current on the calling thread, until unbind().
+ * CUDA: the device's primary context (shared with torch) pushed, popped
+ * after, so the caller's own current context is untouched. HIP: its
+ * context calls are deprecated (one context per device; gpu-python-
+ * peers.md §2.4), so the device is selected with hipSetDevice and the
+ * thread's previous device restored after.
+ */
+static CUresult bind(pinio_gpu_arena *a, int *prev)
+{
+    if (!a->drv.api->hip)
+        return a->drv.CtxPushCurrent(a->ctx);
+    CUresult r = a->drv.GetDevice(prev);
+    return r == CUDA_SUCCESS ? a->drv.SetDevice(a->dev) : r;
+}
+
+static void unbind(pinio_gpu_arena *a, int prev)
+{
+    CUcontext popped;
+    if (a->drv.api->hip)
+        a->drv.SetDevice(prev);
+    else
+        a->drv.CtxPopCurrent(&popped);
+}
+
+/* The failed call of bind(), for messages. */
+static const char *bind_sym(const pinio_gpu_arena *a)
+{
+    return a->drv.api->hip ? a->drv.sym.SetDevice : a->drv.sym.CtxPushCurrent;
+}
+
 void pinio_gpu_arena_free(pinio_gpu_arena *a)
 {
     /* acq_rel: the last holder sees every other holder's reads done. */
     if (!a || atomic_fetch_sub_explicit(&a->refs, 1, memory_order_acq_rel) != 1)
         return;
+    int prev = 0;
     if (a->ctx_retained) {
-        if (a->base && a->drv.CtxPushCurrent(a->ctx) == CUDA_SUCCESS) {
+        if (a->base && bind(a, &prev) == CUDA_SUCCESS) {
             a->drv.MemFree(a->base);
-            CUcontext popped;
-            a->drv.CtxPopCurrent(&popped);
+            unbind(a, prev);
         }
-        a->drv.DevicePrimaryCtxRelease(a->dev);
+        if (!a->drv.api->hip)
+            a->drv.DevicePrimaryCtxRelease(a->dev);
     }
     for (size_t i = 0; a->names && i < a->n; i++)
         free(a->names[i]);
@@ -120,12 +153,12 @@ int pinio_gpu_arena_read(pinio_gpu_arena *a, size_t i, uint64_t offset, void *ds
     }
     if (!len)
         return 0;
-    CUresult r = a->drv.CtxPushCurrent(a->ctx);
+    int prev = 0;
+    CUresult r = bind(a, &prev);
     if (r != CUDA_SUCCESS)
-        return pinio__gpu_fail(&a->drv, r, a->drv.sym.CtxPushCurrent, diag);
+        return pinio__gpu_fail(&a->drv, r, bind_sym(a), diag);
     r = a->drv.MemcpyDtoH(dst, a->dptr[i] + offset, len);
-    CUcontext popped;
-    a->drv.CtxPopCurrent(&popped);
+    unbind(a, prev);
     return r == CUDA_SUCCESS ? 0 : pinio__gpu_fail(&a->drv, r, a->drv.sym.MemcpyDtoH, diag);
 }
 
@@ -199,9 +232,11 @@ static int open_device(pinio_gpu_arena *a, const pinio_sink_gpu_cfg *c, pinio_di
     a->info.device = a->dev;
     a->drv.DriverGetVersion(&a->info.driver_version);
     a->drv.DeviceGetPCIBusId(a->info.pci_bus_id, (int)sizeof(a->info.pci_bus_id), a->dev);
-    r = a->drv.DevicePrimaryCtxRetain(&a->ctx, a->dev);
-    if (r != CUDA_SUCCESS)
-        return pinio__gpu_fail(&a->drv, r, a->drv.sym.DevicePrimaryCtxRetain, diag);
+    if (!a->drv.api->hip) {
+        r = a->drv.DevicePrimaryCtxRetain(&a->ctx, a->dev);
+        if (r != CUDA_SUCCESS)
+            return pinio__gpu_fail(&a->drv, r, a->drv.sym.DevicePrimaryCtxRetain, diag);
+    }
     a->ctx_retained = true;
     return 0;
 }
@@ -221,8 +256,7 @@ void pinio__gpu_sink_close(void *priv, bool ok)
         for (unsigned i = 0; s->reg && i < s->nslots; i++)
             if (s->reg[i] == 1)
                 a->drv.MemHostUnregister(s->slots[i]);
-        CUcontext popped;
-        a->drv.CtxPopCurrent(&popped);
+        unbind(a, s->prev_dev);
     }
     if (ok && s->out && a)
         *s->out = a;
@@ -266,8 +300,8 @@ int pinio__gpu_sink_open(void *priv, const pinio__gpu_api *api, const void *cfg,
         rc = open_device(s->a, c, diag);
     pinio__gpu *drv = s->a ? &s->a->drv : NULL;
     if (rc == 0) {
-        CUresult r = drv->CtxPushCurrent(s->a->ctx);
-        rc = r == CUDA_SUCCESS ? 0 : pinio__gpu_fail(drv, r, drv->sym.CtxPushCurrent, diag);
+        CUresult r = bind(s->a, &s->prev_dev);
+        rc = r == CUDA_SUCCESS ? 0 : pinio__gpu_fail(drv, r, bind_sym(s->a), diag);
         s->pushed = rc == 0;
     }
     if (rc == 0)

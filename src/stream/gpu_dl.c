@@ -60,8 +60,9 @@ int pinio__gpu_open(pinio__gpu *g, const pinio__gpu_api *api, pinio_diag *diag)
         return -ENODEV;
 #define RESOLVE(f, ret, args, cu_sym, hip_sym, opt)                                                   \
     g->sym.f = api->hip ? hip_sym : cu_sym;                                                           \
-    *(void **)&g->f = dlsym(g->lib, g->sym.f);                                                \
-    if (!g->f && !(opt)) {                                                                    \
+    if (g->sym.f)                                                                             \
+        *(void **)&g->f = dlsym(g->lib, g->sym.f);                                            \
+    if (g->sym.f && !g->f && !(opt)) {                                                        \
         pinio_diag_set(diag, -ENODEV, "no usable %s driver: %s lacks %s (driver too old?)",   \
                        api->name, path, g->sym.f);                                            \
         pinio__gpu_close(g);                                                                  \

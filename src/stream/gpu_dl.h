@@ -8,7 +8,12 @@
  * but are the pre-3.2 ABIs with a 32-bit CUdeviceptr: never dlsym them
  * (gpu-python-peers.md §2.1).
  *
- * HIP (libamdhip64) mirrors the subset name for name (§2.4) with the same
+ * HIP (libamdhip64) mirrors the subset name for name (§2.4), except the
+ * context: its hipDevicePrimaryCtx* and hipCtxPush/PopCurrent are
+ * deprecated (HIP has one context per device), so the HIP sink selects
+ * the device with hipSetDevice instead, and the CUDA-only entries have no
+ * HIP symbol (NULL: not resolved), the HIP-only ones no CUDA symbol. It has
+ * the same
  * error codes for what the sink tests (2, 100, 101, 600, 712) and the same
  * flag values for what it passes (Portable 0x1, NonBlocking 0x1,
  * DisableTiming 0x2); its one type difference, hipDeviceptr_t being void *
@@ -56,11 +61,12 @@ typedef struct CUevent_st *CUevent;
     X(DeviceTotalMem, CUresult, (size_t *, CUdevice), "cuDeviceTotalMem_v2",              \
       "hipDeviceTotalMem", 0)                                                             \
     X(DevicePrimaryCtxRetain, CUresult, (CUcontext *, CUdevice), "cuDevicePrimaryCtxRetain", \
-      "hipDevicePrimaryCtxRetain", 0)                                                     \
-    X(DevicePrimaryCtxRelease, CUresult, (CUdevice), "cuDevicePrimaryCtxRelease_v2",      \
-      "hipDevicePrimaryCtxRelease", 0)                                                    \
-    X(CtxPushCurrent, CUresult, (CUcontext), "cuCtxPushCurrent_v2", "hipCtxPushCurrent", 0) \
-    X(CtxPopCurrent, CUresult, (CUcontext *), "cuCtxPopCurrent_v2", "hipCtxPopCurrent", 0) \
+      NULL, 0)                                                                            \
+    X(DevicePrimaryCtxRelease, CUresult, (CUdevice), "cuDevicePrimaryCtxRelease_v2", NULL, 0) \
+    X(CtxPushCurrent, CUresult, (CUcontext), "cuCtxPushCurrent_v2", NULL, 0)              \
+    X(CtxPopCurrent, CUresult, (CUcontext *), "cuCtxPopCurrent_v2", NULL, 0)              \
+    X(SetDevice, CUresult, (int), NULL, "hipSetDevice", 0)                                \
+    X(GetDevice, CUresult, (int *), NULL, "hipGetDevice", 0)                              \
     X(MemHostRegister, CUresult, (void *, size_t, unsigned), "cuMemHostRegister_v2",      \
       "hipHostRegister", 0)                                                               \
     X(MemHostUnregister, CUresult, (void *), "cuMemHostUnregister", "hipHostUnregister", 0) \
@@ -97,7 +103,8 @@ typedef struct pinio__gpu_api {
 extern const pinio__gpu_api pinio__cuda_api, pinio__hip_api;
 
 /* The driver: one table of entry points, filled by pinio__gpu_open(), and
- * the symbol each came from (for messages). */
+ * the symbol each came from (for messages); an entry the API does not have
+ * (a NULL symbol above) stays NULL. */
 typedef struct pinio__gpu {
     void *lib;
     const pinio__gpu_api *api;

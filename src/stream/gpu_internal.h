@@ -17,7 +17,8 @@ typedef struct pinio__gpusink {
     uint8_t **slots;
     size_t slot_size;
     signed char *reg;          /* per slot: 0 not yet, 1 ours, -1 someone else's */
-    bool pushed;
+    bool pushed;               /* the device is bound to this thread (gpu.c bind()) */
+    int prev_dev;              /* HIP: the thread's device before, restored at close */
     double t_first;
 } pinio__gpusink;
 

@@ -18,7 +18,14 @@
  * "event" (cuEventSynchronize); FAKE_CUDA_DEVICES sets the device count
  * (default 1, 0 to 8). Built with -DFAKE_HIP it is libamdhip64.so
  * instead: the same driver under HIP's names (the subset mirrors CUDA's
- * name for name). fake_cuda_stats() (dlsym'ed by the test)
+ * name for name), except the context: HIP selects a thread's device with
+ * hipSetDevice (its context calls are deprecated, gpu-python-peers.md
+ * §2.4), so this build has hipSetDevice/hipGetDevice and lacks
+ * hipDevicePrimaryCtx* and hipCtxPush/PopCurrent (a sink resolving them
+ * fails to load). A real HIP thread that never called hipSetDevice uses
+ * device 0; here it has no device, so a call on a thread that forgot to
+ * select one is counted (on a machine of several GPUs it would silently
+ * go to device 0). fake_cuda_stats() (dlsym'ed by the test)
  * reports the counters. */
 #include <pthread.h>
 #include <stdint.h>
@@ -116,10 +123,15 @@ API CUresult cuDeviceGetPCIBusId(char *buf, int len, CUdevice d);
 API CUresult cuDeviceGetName(char *buf, int len, CUdevice d);
 API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d);
 API CUresult cuDeviceGetByPCIBusId(CUdevice *d, const char *id);
+#ifdef FAKE_HIP
+API CUresult hipSetDevice(int d);
+API CUresult hipGetDevice(int *d);
+#else
 API CUresult cuDevicePrimaryCtxRetain(ctx **c, CUdevice d);
 API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d);
 API CUresult cuCtxPushCurrent_v2(ctx *c);
 API CUresult cuCtxPopCurrent_v2(ctx **c);
+#endif
 API CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags);
 API CUresult cuMemHostUnregister(void *p);
 API CUresult cuMemAlloc_v2(CUdeviceptr *d, size_t n);
@@ -283,6 +295,27 @@ API CUresult cuDeviceGetByPCIBusId(CUdevice *d, const char *id)
     return INVALID_DEVICE;
 }
 
+#ifdef FAKE_HIP
+/* The thread's device: the bottom of its context stack, one deep. */
+API CUresult hipSetDevice(int d)
+{
+    if (!inited)
+        return NOT_INITIALIZED;
+    if (d < 0 || d >= ndev)
+        return INVALID_DEVICE;
+    cur_stack[0] = &ctxs[d];
+    cur_depth = 1;
+    return OK;
+}
+
+API CUresult hipGetDevice(int *d)
+{
+    if (!inited)
+        return NOT_INITIALIZED;
+    *d = cur_depth ? cur_stack[0]->dev : 0; /* HIP's default device */
+    return OK;
+}
+#else
 API CUresult cuDevicePrimaryCtxRetain(ctx **c, CUdevice d)
 {
     if (!inited)
@@ -323,6 +356,7 @@ API CUresult cuCtxPopCurrent_v2(ctx **c)
         *c = x;
     return OK;
 }
+#endif
 
 API CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags)
 {

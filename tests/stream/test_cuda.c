@@ -506,3 +506,61 @@ Test(cuda, device_bytes_outlive_the_arena_handle, .init = setup, .fini = teardow
         expect_clean();
     }
 }
+
+/* HIP: the device is selected with hipSetDevice (HIP's context calls are
+ * deprecated; the test HIP library does not even have them), the thread's
+ * own device is restored after the stream and after each read back, and
+ * a call on a thread that selected no device is what the library counts. */
+typedef int (*fn_setdev)(int);
+typedef int (*fn_hipgetdev)(int *);
+
+Test(cuda, hip_selects_the_device_with_hipSetDevice, .init = setup, .fini = teardown)
+{
+    void *hip = NULL;
+    fake_stats_fn hstats = fake_gpu_load("PINIO_HIP_LIB", &hip);
+    cr_assert_not_null(hstats, "PINIO_HIP_LIB names the test HIP library");
+    cr_expect_null(dlsym(hip, "hipCtxPushCurrent"));
+    cr_expect_null(dlsym(hip, "hipDevicePrimaryCtxRetain"));
+    fn_setdev setdev = (fn_setdev)(uintptr_t)dlsym(hip, "hipSetDevice");
+    fn_hipgetdev getdev = (fn_hipgetdev)(uintptr_t)dlsym(hip, "hipGetDevice");
+    cr_assert(setdev && getdev);
+    setenv("FAKE_CUDA_DEVICES", "2", 1);
+    cr_assert_eq(((fn_init)(uintptr_t)dlsym(hip, "hipInit"))(0), 0);
+    unsigned long long dptr = 0;
+    cr_expect_eq(((fn_alloc)(uintptr_t)dlsym(hip, "hipMalloc"))(&dptr, 4096), 201,
+                 "no device selected on this thread: refused");
+    fake_stats fs;
+    hstats(&fs);
+    cr_expect_eq(fs.no_context, 1);
+
+    cr_assert_eq(setdev(0), 0); /* the caller's own choice, which pinio must keep */
+    pinio_gpu_arena *a = NULL;
+    pinio_sink_gpu_cfg cc = { .device = 1, .out = &a };
+    pinio_stream_opts o;
+    pinio_stream_opts_default(&o);
+    o.slot_size = 64u << 10;
+    o.slots = 2;
+    const char *in = path;
+    pinio_diag d = { 0 };
+    cr_assert_eq(pinio_stream(&in, 1, &o, &pinio_sink_hip, &cc, NULL, &d), 0, "%s", d.msg);
+    int dev = -1;
+    cr_expect(getdev(&dev) == 0 && dev == 0, "the thread's device restored (got %d)", dev);
+    pinio_gpu_info gi;
+    pinio_gpu_arena_get_info(a, &gi);
+    cr_expect_eq(gi.device, 1);
+    pinio_gpu_tensor t;
+    cr_assert_eq(pinio_gpu_arena_tensor(a, 0, &t), 0);
+    uint8_t *buf = malloc(t.nbytes + 1);
+    cr_assert_eq(pinio_gpu_arena_read(a, 0, 0, buf, (size_t)t.nbytes, &d), 0, "%s", d.msg);
+    cr_expect(pinio_gen_verify(SEED, t.name, 0, buf, (size_t)t.nbytes, NULL));
+    free(buf);
+    cr_expect(getdev(&dev) == 0 && dev == 0, "the thread's device restored after a read back");
+    pinio_gpu_arena_free(a);
+    hstats(&fs);
+    cr_expect_eq(fs.no_context, 1, "pinio made no call without a device selected");
+    cr_expect(fs.allocs_live == 0 && fs.registered_live == 0 && fs.streams_live == 0,
+              "left on the device: %lu allocations, %lu registrations, %lu streams",
+              fs.allocs_live, fs.registered_live, fs.streams_live);
+    unsetenv("FAKE_CUDA_DEVICES");
+    dlclose(hip);
+}
