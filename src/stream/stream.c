@@ -141,8 +141,11 @@ static int stream_landed(void *ctx, size_t i, const pinio_plan_read *r, void *me
     s->rep->sink_seconds += now_s() - t0;
     /* After chunk, so that an asynchronous copy runs while the slot is
      * hashed; the slot cannot be reused before this returns. */
-    if (rc == 0 && s->verify)
+    if (rc == 0 && s->verify) {
+        t0 = now_s();
         rc = pinio__sverify_landed(s->verify, r, mem, s->diag);
+        s->rep->verify_seconds += now_s() - t0;
+    }
     return rc;
 }
 
@@ -281,8 +284,11 @@ static int run_sink(stream *s, pinio_plan *plan, const void *cfg, const pinio_st
             rc = w;
     }
     /* Before finish: a file that does not match is never published. */
-    if (rc == 0 && s->verify)
+    if (rc == 0 && s->verify) {
+        double t0 = now_s();
         rc = pinio__sverify_finish(s->verify, o, s->rep, diag);
+        s->rep->verify_seconds += now_s() - t0;
+    }
     if (rc == 0 && s->sink->finish) {
         double t0 = now_s();
         rc = s->sink->finish(s->priv, diag);

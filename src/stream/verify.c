@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "src/stream/verify_internal.h"
@@ -42,15 +41,7 @@ struct pinio__sverify {
     size_t n;
     uint8_t *buf;  /* REREAD_CHUNK bytes, allocated at the first re-read */
     uint64_t landed, reread;
-    double seconds;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 int pinio__sverify_start(pinio__sverify **out, const pinio_plan *plan)
 {
@@ -123,7 +114,6 @@ static int reread(pinio__sverify *v, size_t i, uint64_t end, pinio_diag *diag)
 int pinio__sverify_landed(pinio__sverify *v, const pinio_plan_read *r, const uint8_t *mem,
                           pinio_diag *diag)
 {
-    double t0 = now_s();
     vfile *f = &v->f[r->file];
     uint64_t size = pinio_plan_file_at(v->plan, r->file)->size;
     uint64_t end = r->offset + r->need < size ? r->offset + r->need : size;
@@ -133,14 +123,12 @@ int pinio__sverify_landed(pinio__sverify *v, const pinio_plan_read *r, const uin
         v->landed += end - f->pos;
         f->pos = end;
     }
-    v->seconds += now_s() - t0;
     return rc;
 }
 
 int pinio__sverify_finish(pinio__sverify *v, const pinio_stream_opts *o, pinio_stream_report *rep,
                           pinio_diag *diag)
 {
-    double t0 = now_s();
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < v->n; i++) {
         const pinio_plan_file *pf = pinio_plan_file_at(v->plan, i);
@@ -164,10 +152,8 @@ int pinio__sverify_finish(pinio__sverify *v, const pinio_stream_opts *o, pinio_s
         if (rc == 0 && o->sha256_fn)
             o->sha256_fn(o->sha256_ctx, i, pf->path, hex);
     }
-    v->seconds += now_s() - t0;
     if (rc == 0) {
         rep->verified = true;
-        rep->verify_seconds = v->seconds;
         rep->verify_landed_bytes = v->landed;
         rep->verify_reread_bytes = v->reread;
     }

@@ -19,7 +19,8 @@ int pinio__sverify_landed(pinio__sverify *v, const pinio_plan_read *r, const uin
 
 /* Every read has landed: hashes each file's tail, checks the expected
  * digests of `o` (PINIO_EFORMAT "sha256 mismatch" naming the file), hands
- * each digest to o->sha256_fn and fills the verify fields of `rep`. */
+ * each digest to o->sha256_fn and fills rep->verified and the byte counts
+ * (the caller times it). */
 int pinio__sverify_finish(pinio__sverify *v, const pinio_stream_opts *o, pinio_stream_report *rep,
                           pinio_diag *diag);
 

@@ -47,8 +47,8 @@ static void teardown(void)
     cr_assert_eq(system(cmd), 0);
 }
 
-/* Streams `path` to the cuda sink; returns the code, `d` the message. */
-static int run(pinio_sink_gpu_cfg *cc, pinio_diag *d)
+/* Streams `path` to `sink`; returns the code, `d` the message. */
+static int run_to(const pinio_sink *sink, pinio_sink_gpu_cfg *cc, pinio_diag *d)
 {
     pinio_stream_opts o;
     pinio_stream_opts_default(&o);
@@ -56,7 +56,12 @@ static int run(pinio_sink_gpu_cfg *cc, pinio_diag *d)
     o.slots = 2;
     const char *in = path;
     memset(d, 0, sizeof(*d));
-    return pinio_stream(&in, 1, &o, &pinio_sink_cuda, cc, NULL, d);
+    return pinio_stream(&in, 1, &o, sink, cc, NULL, d);
+}
+
+static int run(pinio_sink_gpu_cfg *cc, pinio_diag *d)
+{
+    return run_to(&pinio_sink_cuda, cc, d);
 }
 
 static void expect_clean(void)
@@ -306,13 +311,8 @@ Test(hip, failures_name_hip_calls, .init = setup, .fini = teardown)
         setenv("FAKE_CUDA_FAIL", cases[i].inject, 1);
         pinio_gpu_arena *a = NULL;
         pinio_sink_gpu_cfg cc = { .device = 0, .out = &a };
-        pinio_stream_opts o;
-        pinio_stream_opts_default(&o);
-        o.slot_size = 64u << 10;
-        o.slots = 2;
-        pinio_diag d = { 0 };
-        const char *in = path;
-        cr_expect_eq(pinio_stream(&in, 1, &o, &pinio_sink_hip, &cc, NULL, &d), cases[i].code,
+        pinio_diag d;
+        cr_expect_eq(run_to(&pinio_sink_hip, &cc, &d), cases[i].code,
                      "%s: %s", cases[i].inject, d.msg);
         cr_expect(strstr(d.msg, cases[i].words) != NULL, "'%s' in: %s", cases[i].words, d.msg);
         fake_stats fs;
@@ -536,13 +536,8 @@ Test(cuda, hip_selects_the_device_with_hipSetDevice, .init = setup, .fini = tear
     cr_assert_eq(setdev(0), 0); /* the caller's own choice, which pinio must keep */
     pinio_gpu_arena *a = NULL;
     pinio_sink_gpu_cfg cc = { .device = 1, .out = &a };
-    pinio_stream_opts o;
-    pinio_stream_opts_default(&o);
-    o.slot_size = 64u << 10;
-    o.slots = 2;
-    const char *in = path;
-    pinio_diag d = { 0 };
-    cr_assert_eq(pinio_stream(&in, 1, &o, &pinio_sink_hip, &cc, NULL, &d), 0, "%s", d.msg);
+    pinio_diag d;
+    cr_assert_eq(run_to(&pinio_sink_hip, &cc, &d), 0, "%s", d.msg);
     int dev = -1;
     cr_expect(getdev(&dev) == 0 && dev == 0, "the thread's device restored (got %d)", dev);
     pinio_gpu_info gi;
