@@ -7,6 +7,7 @@
  * retained contexts). The test driver's own checks are shown to fire. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -558,4 +559,79 @@ Test(cuda, hip_selects_the_device_with_hipSetDevice, .init = setup, .fini = tear
               fs.allocs_live, fs.registered_live, fs.streams_live);
     unsetenv("FAKE_CUDA_DEVICES");
     dlclose(hip);
+}
+
+/* DEVICE bytes read from several threads at once (the controller.h
+ * contract for memory() and copy_into()): every thread gets the right
+ * bytes, each from a thread that has no context of its own, and racing
+ * first host accesses read the tensor back exactly once. Also run under
+ * ThreadSanitizer (suite concurrency, meson.build). */
+#define READERS 4
+
+typedef struct reader {
+    pinio_bytes *b;
+    const pinio_gpu_tensor *t;
+    pthread_barrier_t *go;
+    bool whole;                /* data(), else sub-range reads */
+    int bad;
+} reader;
+
+static void *read_device(void *arg)
+{
+    reader *r = arg;
+    size_t n = (size_t)r->t->nbytes;
+    uint8_t buf[512];
+    pthread_barrier_wait(r->go);
+    if (r->whole) {
+        const uint8_t *p;
+        r->bad += pinio_bytes_data(r->b, PINIO_ACCESS_COPY, &p, NULL) != 0 ||
+                  !pinio_gen_verify(SEED, r->t->name, 0, p, n, NULL);
+    }
+    for (size_t off = (size_t)(uintptr_t)r % 97; off + sizeof(buf) <= n; off += n / 16 + 1)
+        r->bad += pinio_bytes_read(r->b, off, buf, sizeof(buf), NULL) != 0 ||
+                  !pinio_gen_verify(SEED, r->t->name, off, buf, sizeof(buf), NULL);
+    return NULL;
+}
+
+static void read_concurrently(pinio_bytes *b, const pinio_gpu_tensor *t, bool whole)
+{
+    pthread_t th[READERS];
+    reader rd[READERS];
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, READERS);
+    for (int i = 0; i < READERS; i++) {
+        rd[i] = (reader){ .b = b, .t = t, .go = &go, .whole = whole };
+        cr_assert_eq(pthread_create(&th[i], NULL, read_device, &rd[i]), 0);
+    }
+    for (int i = 0; i < READERS; i++) {
+        pthread_join(th[i], NULL);
+        cr_expect_eq(rd[i].bad, 0, "reader %d: wrong bytes or a failed read", i);
+    }
+    pthread_barrier_destroy(&go);
+}
+
+Test(cuda, device_bytes_concurrent_reads, .init = setup, .fini = teardown)
+{
+    pinio_gpu_arena *a = load_arena();
+    pinio_gpu_tensor t;
+    cr_assert_eq(pinio_gpu_arena_tensor(a, 3, &t), 0);
+    pinio_bytes *b;
+    cr_assert_eq(pinio_gpu_arena_bytes(a, 3, &b, NULL), 0);
+    pinio_gpu_arena_free(a); /* the bytes hold the arena */
+    unsigned long c0, b0, c1, b1;
+    d2h(&c0, &b0);
+    read_concurrently(b, &t, false);
+    d2h(&c1, &b1);
+    cr_expect_gt(c1 - c0, 0, "sub-range reads went to the device");
+    cr_expect_lt(b1 - b0, (unsigned long)t.nbytes * READERS, "never the whole tensor");
+    d2h(&c0, &b0);
+    read_concurrently(b, &t, true);
+    d2h(&c1, &b1);
+    cr_expect_eq(c1 - c0, 1, "racing first host accesses: one read-back, not %lu", c1 - c0);
+    cr_expect_eq(b1 - b0, t.nbytes);
+    fake_stats fs;
+    stats(&fs);
+    cr_expect_eq(fs.no_context, 0, "each reader thread bound the device");
+    pinio_bytes_free(b);
+    expect_clean();
 }
