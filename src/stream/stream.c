@@ -19,7 +19,8 @@
  * with it (slot_wait).
  *
  * Why batches of at most k reads (k/2 for a sink that copies
- * asynchronously): the executor claims every read of a batch before it
+ * asynchronously, and with --verify, whose hashing thread reads the slots
+ * after they landed): the executor claims every read of a batch before it
  * reads any, and lands them only after the batch. A batch of n reads opens
  * at most n new windows, so with n <= k the slot a claim reopens never
  * holds a read of the same batch (which could not land before the claim
@@ -45,6 +46,7 @@ typedef struct slot {
     uint8_t *base;
     uint64_t window;          /* window it holds, NO_WINDOW before first use */
     size_t claimed, landed;   /* reads of the current window */
+    uint64_t vticket;         /* --verify: its last read's ticket (verify_internal.h) */
 } slot;
 
 typedef struct stream {
@@ -81,14 +83,27 @@ void pinio_stream_opts_init(pinio_stream_opts *opts, size_t size)
     pinio__opts_init(opts, size, &d, sizeof(d));
 }
 
+/* Until neither the sink nor the hashing reads slot `i` any more. */
 static int sink_wait(stream *s, unsigned i, bool count)
 {
-    if (!s->sink->slot_wait || s->slots[i].window == NO_WINDOW)
+    slot *sl = &s->slots[i];
+    if (sl->window == NO_WINDOW)
         return 0;
-    double t0 = now_s();
-    int rc = s->sink->slot_wait(s->priv, i, s->diag);
-    s->rep->sink_seconds += now_s() - t0;
-    s->rep->slot_waits += count;
+    int rc = 0;
+    if (s->sink->slot_wait) {
+        double t0 = now_s();
+        rc = s->sink->slot_wait(s->priv, i, s->diag);
+        s->rep->sink_seconds += now_s() - t0;
+        s->rep->slot_waits += count;
+    }
+    /* Whatever the sink answered: the ring may be freed next. */
+    if (s->verify && sl->vticket) {
+        double t0 = now_s();
+        int w = pinio__sverify_wait(s->verify, sl->vticket, rc == 0 ? s->diag : NULL);
+        rc = rc ? rc : w;
+        s->rep->verify_seconds += now_s() - t0;
+        sl->vticket = 0;
+    }
     return rc;
 }
 
@@ -139,11 +154,14 @@ static int stream_landed(void *ctx, size_t i, const pinio_plan_read *r, void *me
     double t0 = now_s();
     int rc = s->sink->chunk(s->priv, &c, s->diag);
     s->rep->sink_seconds += now_s() - t0;
-    /* After chunk, so that an asynchronous copy runs while the slot is
-     * hashed; the slot cannot be reused before this returns. */
+    /* After chunk, so that an asynchronous copy starts first; the slot is
+     * not reused before its hashing is done (sink_wait). */
     if (rc == 0 && s->verify) {
         t0 = now_s();
-        rc = pinio__sverify_landed(s->verify, r, mem, s->diag);
+        uint64_t ticket = 0;
+        rc = pinio__sverify_landed(s->verify, r, mem, &ticket, s->diag);
+        if (ticket)
+            s->slots[at].vticket = ticket;
         s->rep->verify_seconds += now_s() - t0;
     }
     return rc;
@@ -234,7 +252,9 @@ static void exec_opts_of(const pinio_stream_opts *o, const stream *s,
     eo->progress = o->progress;
     eo->progress_ctx = o->progress_ctx;
     eo->batch_bytes = UINT64_MAX; /* a batch is bounded by reads (see the banner) */
-    eo->batch_reads = s->sink->slot_wait ? (o->slots / 2 ? o->slots / 2 : 1) : o->slots;
+    /* Hashing on its thread (--verify) reads the slots after landed too. */
+    bool async = s->sink->slot_wait || s->verify;
+    eo->batch_reads = async ? (o->slots / 2 ? o->slots / 2 : 1) : o->slots;
     eo->regions = regions;
     eo->nregions = o->slots;
 }
@@ -364,9 +384,10 @@ int pinio_stream(const char *const *paths, size_t npaths, const pinio_stream_opt
         rc = ring_create(&s, &pool, views, plan, &o, diag);
     if (rc == 0)
         rc = run_sink(&s, plan, cfg, &o, diag);
+    pinio__sverify_free(s.verify); /* its thread is done with the slots */
+    s.verify = NULL;
     if (pool || views)
         ring_free(pool, views, views ? o.slots : 0);
-    pinio__sverify_free(s.verify);
     free(views);
     free(s.slots);
     free(s.priv);
