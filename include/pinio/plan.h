@@ -100,6 +100,9 @@ typedef struct pinio_plan_file {
     const pinio_st *header;    /**< the validated header (tensors, `__metadata__`) */
     bool hot;                  /**< read through the page cache (see `cache_why`) */
     const char *cache_why;     /**< why: "97% in page cache (cachestat)", "--cache hot", ... */
+    int fd;                    /**< the descriptor the header was validated through, owned by
+                                    the plan: read it with pread (or dup it), never close it.
+                                    Whatever the path names now, this is the validated file. */
 } pinio_plan_file;
 
 /** One selected tensor; pointers valid while the plan lives. */

@@ -329,6 +329,7 @@ int pinio__pfile_open(pinio__pfile *f, const char *shard_of, const void *header,
     if (rc < 0)
         return rc;
     f->pub.path = f->path;
+    f->pub.fd = f->fd;
     f->pub.size = pinio_st_file_size(f->st);
     f->pub.header = f->st;
     f->pub.cache_why = f->why;

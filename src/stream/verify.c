@@ -167,9 +167,12 @@ static int reread(pinio__sverify *v, size_t i, uint64_t end, pinio_diag *diag)
     const char *path = pinio_plan_file_at(v->plan, i)->path;
     if (f->pos >= end)
         return 0;
-    if (f->fd < 0 && (f->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+    /* The plan's descriptor, the file the header was validated from: the
+     * path may name another file by now. */
+    if (f->fd < 0 &&
+        (f->fd = fcntl(pinio_plan_file_at(v->plan, i)->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
         int rc = -errno;
-        pinio_diag_set_at(diag, rc, path, PINIO_DIAG_NO_OFFSET, "verify: cannot open: %s",
+        pinio_diag_set_at(diag, rc, path, PINIO_DIAG_NO_OFFSET, "verify: cannot use the validated descriptor: %s",
                           pinio_strerror(rc));
         return rc;
     }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pinio/gen.h"
@@ -298,4 +299,23 @@ Test(plan, reads_never_cross_a_segment, .init = setup_file,
     const char *paths[] = { path };
     cr_assert_eq(pinio_plan_create(&p, paths, 1, &po, &d), -EINVAL);
     cr_assert_null(p);
+}
+
+Test(plan, each_file_keeps_its_validated_descriptor, .init = setup_file, .fini = teardown)
+{
+    struct stat before, now;
+    cr_assert_eq(stat(path, &before), 0);
+    pinio_plan *p = make_plan(NULL);
+    const pinio_plan_file *f = pinio_plan_file_at(p, 0);
+    cr_assert_geq(f->fd, 0);
+    /* Another file renamed over the path: the descriptor still names the
+     * validated one, for whoever rereads through it (--verify). */
+    char other[300];
+    snprintf(other, sizeof(other), "%s/other", dir);
+    cr_assert_eq(t_tmpfile(dir, "other", "x", 1, 0, other, sizeof(other)), 0);
+    cr_assert_eq(rename(other, path), 0);
+    cr_assert_eq(fstat(f->fd, &now), 0);
+    cr_assert_eq(now.st_ino, before.st_ino);
+    cr_assert_eq((uint64_t)now.st_size, f->size);
+    pinio_plan_free(p);
 }
