@@ -336,7 +336,7 @@ static int run_bench(int argc, char **argv)
             } else {
                 print_text(&c, &r);
             }
-            fflush(stdout);
+            cli_flush(); /* a failure is reported once, by main.c */
         }
     return 0;
 }

@@ -1,10 +1,13 @@
 /* The `pinio` command. It uses the public API only; each subcommand lives in
  * its own cmd_*.c file and is listed in the table below. */
+#include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "pinio/pinio.h"
 #include "cli.h"
+#include "util.h"
 
 extern const struct pinio_cmd pinio_cmd_bench;
 extern const struct pinio_cmd pinio_cmd_doctor;
@@ -39,6 +42,29 @@ static void usage(FILE *out)
     }
 }
 
+/* A command's output is its result: when it could not be written (a full
+ * disk, a closed pipe's EIO, stdout on /dev/full) the command failed, even
+ * though everything it computed was right. stdio reports a failed write only
+ * through the stream's error flag or the final flush, so it is checked here,
+ * once, after every command, rather than after each printf. fclose also
+ * catches what only close(2) reports (NFS). */
+static int finish_output(const char *cmd, int rc)
+{
+    bool failed = ferror(stdout) != 0;
+    errno = 0;
+    if (fclose(stdout) != 0)
+        failed = true;
+    if (!failed)
+        return rc;
+    /* A buffer that failed to flush mid-printf is kept and fails again at
+     * fclose, with its errno; one an explicit cli_flush() lost left the
+     * reason there. */
+    int e = cli_output_errno() ? cli_output_errno() : errno;
+    fprintf(stderr, "pinio%s%s: writing the output: %s\n", cmd ? " " : "", cmd ? cmd : "",
+            e ? strerror(e) : "an earlier write failed");
+    return rc ? rc : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -48,15 +74,15 @@ int main(int argc, char **argv)
     const char *arg = argv[1];
     if (!strcmp(arg, "--help") || !strcmp(arg, "-h") || !strcmp(arg, "help")) {
         usage(stdout);
-        return 0;
+        return finish_output(NULL, 0);
     }
     if (!strcmp(arg, "--version") || !strcmp(arg, "-V")) {
         printf("pinio %s\n", pinio_version());
-        return 0;
+        return finish_output(NULL, 0);
     }
     for (size_t i = 0; commands[i]; i++)
         if (!strcmp(arg, commands[i]->name))
-            return commands[i]->run(argc - 1, argv + 1);
+            return finish_output(commands[i]->name, commands[i]->run(argc - 1, argv + 1));
     fprintf(stderr, "pinio: unknown command '%s' (see 'pinio --help')\n", arg);
     return 2;
 }

@@ -2,6 +2,9 @@
  * because it accepts "-1" (wrapping to 2^64-1) and leading spaces. */
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -144,4 +147,50 @@ int cli_parse_direct(const char *s, pinio_direct_policy *out)
             return 0;
         }
     return -EINVAL;
+}
+
+int cli_usage(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "pinio %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "; see 'pinio %s --help'\n", cmd);
+    va_end(ap);
+    return 2;
+}
+
+int cli_getopt_error(const char *cmd, int c, char *const *argv)
+{
+    /* getopt's own messages are off (opterr = 0): they carry argv[0], which is
+     * the command's name alone here, and would make the error two lines. The
+     * element it stopped at is argv[optind - 1], a long option with any
+     * "=value" attached. */
+    const char *arg = optind > 0 ? argv[optind - 1] : "";
+    bool is_long = !strncmp(arg, "--", 2);
+    if (c == ':')
+        return is_long ? cli_usage(cmd, "option '%s' wants a value", arg)
+                       : cli_usage(cmd, "option '-%c' wants a value", optopt);
+    if (is_long && optopt && strchr(arg, '='))
+        return cli_usage(cmd, "option '%.*s' takes no value", (int)(strchr(arg, '=') - arg), arg);
+    if (is_long)
+        return cli_usage(cmd, "unknown or ambiguous option '%s'", arg);
+    return cli_usage(cmd, "unknown option '-%c'", optopt);
+}
+
+/* The command line's own state (not the library's): one process, one stdout. */
+static int first_flush_errno;
+
+int cli_flush(void)
+{
+    if (fflush(stdout) == 0)
+        return 0;
+    if (!first_flush_errno)
+        first_flush_errno = errno ? errno : EIO;
+    return -errno;
+}
+
+int cli_output_errno(void)
+{
+    return first_flush_errno;
 }

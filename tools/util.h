@@ -8,6 +8,31 @@
 #include "pinio/plan.h"
 
 /**
+ * Flushes stdout now (a row of output the user should see before the next
+ * run). A failure is remembered for cli_output_errno(): stdio then drops the
+ * buffer and keeps only the error flag, without the reason.
+ * @return 0, or -errno.
+ */
+int cli_flush(void);
+
+/** The errno of the first failed cli_flush(), or 0. */
+int cli_output_errno(void);
+
+/**
+ * Reports a usage error of `pinio CMD` as one line on stderr, the message
+ * followed by a pointer to the help: "pinio CMD: <msg>; see 'pinio CMD --help'".
+ * @return 2, the usage exit status, so that callers can `return cli_usage(...)`.
+ */
+int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/**
+ * Reports what getopt_long rejected (it returned '?' or ':'; the caller set
+ * opterr = 0 and started its optstring with ':') with cli_usage().
+ * @return 2.
+ */
+int cli_getopt_error(const char *cmd, int c, char *const *argv);
+
+/**
  * Parses a byte count: decimal digits with an optional binary suffix
  * K, M, G, T (also KiB/MiB/GiB/TiB, lower case accepted, a trailing "B" alone too).
  * "1G" is 2^30. @return 0 and `*out`, or -EINVAL (malformed) / -ERANGE (over 2^64).
