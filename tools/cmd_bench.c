@@ -268,17 +268,17 @@ static int run_bench(int argc, char **argv)
                 }
             }
             if (!rc && !nbs && !nqd) {
-                fprintf(stderr, "pinio bench: --sweep wants bs=LIST and/or qd=LIST\n");
+                cli_usage("bench", "--sweep wants bs=LIST and/or qd=LIST");
                 return 2;
             }
         } else if (!o.path && a[0] != '-') {
             o.path = a;
         } else {
-            fprintf(stderr, "pinio bench: unknown option '%s' (see 'pinio bench --help')\n", a);
+            cli_usage("bench", "unknown option '%s'", a);
             return 2;
         }
         if (rc) {
-            fprintf(stderr, "pinio bench: bad value in '%s'%s%s\n", a,
+            cli_usage("bench", "bad value in '%s'%s%s", a,
                     i < argc && argv[i] != a ? " " : "", i < argc && argv[i] != a ? argv[i] : "");
             return 2;
         }
@@ -296,9 +296,9 @@ static int run_bench(int argc, char **argv)
             c.bs = sweep_bs[a];
             c.qd = (unsigned)sweep_qd[q];
             if (sweep_qd[q] > 4096 || pinio_bench_check(&c, &d)) {
-                fprintf(stderr, "pinio %s\n",
-                        d.msg[0] ? d.msg : "bench: --qd: must be between 1 and 4096");
-                return 2;
+                /* the library's message starts "bench: ", the command's name */
+                const char *m = d.msg[0] ? d.msg : "bench: --qd: must be between 1 and 4096";
+                return cli_usage("bench", "%s", strncmp(m, "bench: ", 7) ? m : m + 7);
             }
         }
     cli_stop_install();

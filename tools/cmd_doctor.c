@@ -259,7 +259,8 @@ static int run_doctor(int argc, char **argv)
     struct out o = { .json = false, .first = true };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         if (c == 'j') {
             o.json = true;
         } else if (c == 'h') {
@@ -275,12 +276,12 @@ static int run_doctor(int argc, char **argv)
                    "directory.\n");
             return 0;
         } else {
-            fprintf(stderr, "pinio doctor: see 'pinio doctor --help'\n");
+            return cli_getopt_error("doctor", c, argv);
             return 2;
         }
     }
     if (argc - optind > 1) {
-        fprintf(stderr, "pinio doctor: one PATH at most\n");
+        cli_usage("doctor", "one PATH at most");
         return 2;
     }
     const char *path = optind < argc ? argv[optind] : ".";

@@ -49,13 +49,13 @@ static int parse_dtypes(char *list, pinio_dtype *out, size_t cap, size_t *n)
         for (char *p = tok; *p; p++)
             *p = (char)toupper((unsigned char)*p);
         if (*n == cap || pinio_dtype_from_name(tok, strlen(tok), &out[*n]) < 0) {
-            fprintf(stderr, "pinio gen: unknown dtype '%s'\n", tok);
+            cli_usage("gen", "unknown dtype '%s'", tok);
             return -EINVAL;
         }
         (*n)++;
     }
     if (!*n)
-        fprintf(stderr, "pinio gen: --dtypes wants a comma-separated list of dtypes (e.g. BF16,F32)\n");
+        cli_usage("gen", "--dtypes wants a comma-separated list of dtypes (e.g. BF16,F32)");
     return *n ? 0 : -EINVAL;
 }
 
@@ -89,18 +89,19 @@ static int run_gen(int argc, char **argv)
     bool have_size = false, quiet = false;
     uint64_t v;
     int c;
-    while ((c = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":qh", longopts, NULL)) != -1) {
         switch (c) {
         case 's':
-            if (cli_parse_size(optarg, &o.size) < 0) {
-                fprintf(stderr, "pinio gen: invalid --size '%s'\n", optarg);
-                return 2;
-            }
+            /* 0 would write a checkpoint of empty tensors: never what was meant */
+            if (cli_parse_size(optarg, &o.size) < 0 || o.size == 0)
+                return cli_usage("gen", "--size wants a byte count above 0 (e.g. 512M), not '%s'",
+                                 optarg);
             have_size = true;
             break;
         case 't':
             if (cli_parse_u64(optarg, &v) < 0 || v == 0 || v > 10000000) {
-                fprintf(stderr, "pinio gen: --tensors wants 1 to 10000000, not '%s'\n", optarg);
+                cli_usage("gen", "--tensors wants 1 to 10000000, not '%s'", optarg);
                 return 2;
             }
             o.tensors = (size_t)v;
@@ -112,14 +113,14 @@ static int run_gen(int argc, char **argv)
             break;
         case 'k':
             if (cli_parse_u64(optarg, &v) < 0 || v == 0 || v > 99999) {
-                fprintf(stderr, "pinio gen: --shards wants 1 to 99999, not '%s'\n", optarg);
+                cli_usage("gen", "--shards wants 1 to 99999, not '%s'", optarg);
                 return 2;
             }
             o.shards = (unsigned)v;
             break;
         case 'S':
             if (cli_parse_u64(optarg, &o.seed) < 0) {
-                fprintf(stderr, "pinio gen: invalid --seed '%s'\n", optarg);
+                cli_usage("gen", "invalid --seed '%s'", optarg);
                 return 2;
             }
             break;
@@ -130,14 +131,11 @@ static int run_gen(int argc, char **argv)
             gen_usage(stdout);
             return 0;
         default:
-            gen_usage(stderr);
-            return 2;
+            return cli_getopt_error("gen", c, argv);
         }
     }
     if (optind + 1 != argc || !have_size) {
-        fprintf(stderr, "pinio gen: %s\n\n", !have_size ? "--size is required" : "one OUT path is required");
-        gen_usage(stderr);
-        return 2;
+        return cli_usage("gen", "%s", !have_size ? "--size is required" : "one OUT path is required");
     }
     const char *out = argv[optind];
     bool show = !quiet && isatty(STDERR_FILENO);

@@ -133,7 +133,8 @@ static int run_info(int argc, char **argv)
     };
     bool json = false;
     int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'j':
             json = true;
@@ -142,14 +143,11 @@ static int run_info(int argc, char **argv)
             info_usage(stdout);
             return 0;
         default:
-            info_usage(stderr);
-            return 2;
+            return cli_getopt_error("info", c, argv);
         }
     }
     if (optind + 1 != argc) {
-        fprintf(stderr, "pinio info: one PATH is required\n\n");
-        info_usage(stderr);
-        return 2;
+        return cli_usage("info", "one PATH is required");
     }
     const char *path = argv[optind];
     pinio_st *st;

@@ -113,8 +113,8 @@ static int run_load(int argc, char **argv)
 #if PINIO_HAVE_MPI
             return pinio_cli_load_mpi(argc, argv);
 #else
-            fprintf(stderr, "pinio load: --mpi: this pinio was built without MPI "
-                            "(meson -Dmpi=enabled, with libopenmpi-dev)\n");
+            cli_usage("load", "--mpi: this pinio was built without MPI "
+                            "(meson -Dmpi=enabled, with libopenmpi-dev)");
             return 2;
 #endif
         }
@@ -155,7 +155,8 @@ static int run_load(int argc, char **argv)
         goto out;
     }
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case O_FILTER:
             filters[nfilters++] = optarg;
@@ -169,7 +170,7 @@ static int run_load(int argc, char **argv)
                 char *end;
                 long n = strtol(optarg, &end, 10);
                 if (*end || n < 0 || n > 4095) {
-                    fprintf(stderr, "pinio load: --node wants a node number, auto or any, not '%s'\n", optarg);
+                    cli_usage("load", "--node wants a node number, auto or any, not '%s'", optarg);
                     goto out;
                 }
                 opts.node = (int)n;
@@ -177,13 +178,13 @@ static int run_load(int argc, char **argv)
             break;
         case O_DIRECT:
             if (cli_parse_direct(optarg, &opts.direct) < 0) {
-                fprintf(stderr, "pinio load: --direct wants auto, on or off, not '%s'\n", optarg);
+                cli_usage("load", "--direct wants auto, on or off, not '%s'", optarg);
                 goto out;
             }
             break;
         case O_CACHE:
             if (cli_parse_cache(optarg, &opts.cache) < 0) {
-                fprintf(stderr, "pinio load: --cache wants auto, cold or hot, not '%s'\n", optarg);
+                cli_usage("load", "--cache wants auto, cold or hot, not '%s'", optarg);
                 goto out;
             }
             break;
@@ -197,7 +198,7 @@ static int run_load(int argc, char **argv)
             while (k < sizeof(names) / sizeof(names[0]) && strcmp(names[k].n, optarg))
                 k++;
             if (k == sizeof(names) / sizeof(names[0])) {
-                fprintf(stderr, "pinio load: --backend wants auto, fixed, direct, buffered or pread, not '%s'\n", optarg);
+                cli_usage("load", "--backend wants auto, fixed, direct, buffered or pread, not '%s'", optarg);
                 goto out;
             }
             opts.backend = names[k].b;
@@ -207,7 +208,7 @@ static int run_load(int argc, char **argv)
             char *end;
             long n = strtol(optarg, &end, 10);
             if (*end || n < 1 || n > 4096) {
-                fprintf(stderr, "pinio load: --qd wants 1..4096, not '%s'\n", optarg);
+                cli_usage("load", "--qd wants 1..4096, not '%s'", optarg);
                 goto out;
             }
             opts.queue_depth = (unsigned)n;
@@ -217,7 +218,7 @@ static int run_load(int argc, char **argv)
             uint64_t bs = 0;
             if (cli_parse_size(optarg, &bs) < 0 || bs < 4096 || bs > (1u << 30) ||
                 (bs & (bs - 1))) {
-                fprintf(stderr, "pinio load: --bs wants a power of two from 4K to 1G (e.g. 1M), not '%s'\n", optarg);
+                cli_usage("load", "--bs wants a power of two from 4K to 1G (e.g. 1M), not '%s'", optarg);
                 goto out;
             }
             opts.request_size = (size_t)bs;
@@ -231,14 +232,14 @@ static int run_load(int argc, char **argv)
             else if (!strcmp(optarg, "mapped"))
                 opts.memory = PINIO_MEMORY_MAPPED;
             else {
-                fprintf(stderr, "pinio load: --memory wants auto, pinned or mapped, not '%s'\n", optarg);
+                cli_usage("load", "--memory wants auto, pinned or mapped, not '%s'", optarg);
                 goto out;
             }
             break;
         case O_ALIGN: {
             uint64_t al = 0;
             if (cli_parse_size(optarg, &al) < 0 || al < 1 || al > 4096 || (al & (al - 1))) {
-                fprintf(stderr, "pinio load: --align wants a power of two from 1 to 4096, not '%s'\n", optarg);
+                cli_usage("load", "--align wants a power of two from 1 to 4096, not '%s'", optarg);
                 goto out;
             }
             opts.tensor_align = al;
@@ -249,7 +250,7 @@ static int run_load(int argc, char **argv)
             break;
         case O_SHA:
             if (strlen(optarg) != 64 || strspn(optarg, "0123456789abcdefABCDEF") != 64) {
-                fprintf(stderr, "pinio load: --sha256 wants 64 hex digits, not '%s'\n", optarg);
+                cli_usage("load", "--sha256 wants 64 hex digits, not '%s'", optarg);
                 goto out;
             }
             shas[nshas++] = optarg;
@@ -263,14 +264,14 @@ static int run_load(int argc, char **argv)
             break;
         case O_DEVICE:
             if (cli_parse_device(optarg, &dev) < 0) {
-                fprintf(stderr, "pinio load: --device wants host, cuda:N, cuda:BUSID, hip:N or hip:BUSID, not '%s'\n", optarg);
+                cli_usage("load", "--device wants host, cuda:N, cuda:BUSID, hip:N or hip:BUSID, not '%s'", optarg);
                 goto out;
             }
             break;
         case O_STAGING:
             if (cli_parse_staging(optarg, &so) < 0) {
-                fprintf(stderr, "pinio load: --staging wants SIZE[xK], SIZE a power of two from "
-                                "64K to 1G and K from 2 to 1024, not '%s'\n", optarg);
+                cli_usage("load", "--staging wants SIZE[xK], SIZE a power of two from "
+                                "64K to 1G and K from 2 to 1024, not '%s'", optarg);
                 goto out;
             }
             staging = optarg;
@@ -280,20 +281,20 @@ static int run_load(int argc, char **argv)
             rc = 0;
             goto out;
         default:
-            fprintf(stderr, "pinio load: see 'pinio load --help'\n");
+            cli_getopt_error("load", c, argv);
             goto out;
         }
     }
     if (optind >= argc) {
-        fprintf(stderr, "pinio load: no checkpoint given (see 'pinio load --help')\n");
+        cli_usage("load", "no checkpoint given");
         goto out;
     }
     if (staging && !dev.set) {
-        fprintf(stderr, "pinio load: --staging goes with --device\n");
+        cli_usage("load", "--staging goes with --device");
         goto out;
     }
     if (dev.set && opts.request_size) {
-        fprintf(stderr, "pinio load: --bs is not supported with --device yet\n");
+        cli_usage("load", "--bs is not supported with --device yet");
         goto out;
     }
     if (dev.set) {

@@ -158,11 +158,12 @@ int pinio_cli_load_mpi(int argc, char **argv)
         goto out;
     }
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case O_MPI:
             if ((v = parse_enum(optarg, policies, 3)) < 0) {
-                fprintf(stderr, "pinio load: --mpi: replicate, shard or node, not '%s'\n", optarg);
+                cli_usage("load", "--mpi: replicate, shard or node, not '%s'", optarg);
                 goto out;
             }
             o.policy = (pinio_mpi_policy)v;
@@ -171,49 +172,49 @@ int pinio_cli_load_mpi(int argc, char **argv)
         case O_SHARD: shard[nshard++] = optarg; break;
         case O_XCHG:
             if ((v = parse_enum(optarg, exchanges, 3)) < 0) {
-                fprintf(stderr, "pinio load: --exchange: auto, allgatherv or bcast\n");
+                cli_usage("load", "--exchange: auto, allgatherv or bcast");
                 goto out;
             }
             o.exchange = (pinio_mpi_exchange)v;
             break;
         case O_PIECE:
             if (cli_parse_size(optarg, &u) < 0 || u == 0) {
-                fprintf(stderr, "pinio load: --piece: a size such as 16M\n");
+                cli_usage("load", "--piece: a size such as 16M");
                 goto out;
             }
             o.bcast_piece = u;
             break;
         case O_NODE_RANKS:
             if (cli_parse_u64(optarg, &u) < 0 || u == 0 || u > 1u << 20) {
-                fprintf(stderr, "pinio load: --node-ranks: a rank count, 1 or more\n");
+                cli_usage("load", "--node-ranks: a rank count, 1 or more");
                 goto out;
             }
             o.node_ranks = (int)u;
             break;
         case O_CACHE:
             if ((v = parse_enum(optarg, caches, 3)) < 0) {
-                fprintf(stderr, "pinio load: --cache: auto, cold or hot\n");
+                cli_usage("load", "--cache: auto, cold or hot");
                 goto out;
             }
             o.cache = (pinio_cache_policy)v;
             break;
         case O_DIRECT:
             if ((v = parse_enum(optarg, directs, 3)) < 0) {
-                fprintf(stderr, "pinio load: --direct: auto, on or off\n");
+                cli_usage("load", "--direct: auto, on or off");
                 goto out;
             }
             o.direct = v == 0 ? PINIO_DIRECT_AUTO : v == 1 ? PINIO_DIRECT_ON : PINIO_DIRECT_OFF;
             break;
         case O_QD:
             if (cli_parse_u64(optarg, &u) < 0 || u == 0 || u > 4096) {
-                fprintf(stderr, "pinio load: --qd: 1 to 4096\n");
+                cli_usage("load", "--qd: 1 to 4096");
                 goto out;
             }
             o.queue_depth = (unsigned)u;
             break;
         case O_BS:
             if (cli_parse_size(optarg, &u) < 0 || u == 0) {
-                fprintf(stderr, "pinio load: --bs: a size such as 1M\n");
+                cli_usage("load", "--bs: a size such as 1M");
                 goto out;
             }
             o.request_size = (size_t)u;
@@ -225,20 +226,20 @@ int pinio_cli_load_mpi(int argc, char **argv)
             rc = 0;
             goto out;
         default:
-            usage(stderr);
+            cli_getopt_error("load", c, argv);
             goto out;
         }
     }
     if (optind >= argc) {
-        fprintf(stderr, "pinio load: no PATH given (see pinio load --mpi replicate --help)\n");
+        cli_usage("load", "no PATH given");
         goto out;
     }
     if (o.node_ranks && o.policy != PINIO_MPI_NODE) {
-        fprintf(stderr, "pinio load: --node-ranks needs --mpi node\n");
+        cli_usage("load", "--node-ranks needs --mpi node");
         goto out;
     }
     if (nshard && o.policy != PINIO_MPI_SHARD) {
-        fprintf(stderr, "pinio load: --shard-filter needs --mpi shard\n");
+        cli_usage("load", "--shard-filter needs --mpi shard");
         goto out;
     }
 

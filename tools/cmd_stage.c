@@ -84,11 +84,12 @@ static int stage(int argc, char **argv, const char **shas)
     size_t nshas = 0;
     int c;
 
-    while ((c = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":qh", longopts, NULL)) != -1) {
         switch (c) {
         case O_SHA:
             if (!cli_is_sha256(optarg)) {
-                fprintf(stderr, "pinio stage: --sha256 wants 64 hex digits, not '%s'\n", optarg);
+                cli_usage("stage", "--sha256 wants 64 hex digits, not '%s'", optarg);
                 return 2;
             }
             shas[nshas++] = optarg;
@@ -103,20 +104,20 @@ static int stage(int argc, char **argv, const char **shas)
             break;
         case O_STAGING:
             if (cli_parse_staging(optarg, &o) < 0) {
-                fprintf(stderr, "pinio stage: --staging wants SIZE[xK], SIZE a power of two "
-                                "from 64K to 1G and K from 2 to 1024, not '%s'\n", optarg);
+                cli_usage("stage", "--staging wants SIZE[xK], SIZE a power of two "
+                                "from 64K to 1G and K from 2 to 1024, not '%s'", optarg);
                 return 2;
             }
             break;
         case O_CACHE:
             if (cli_parse_cache(optarg, &o.cache) < 0) {
-                fprintf(stderr, "pinio stage: --cache wants auto, cold or hot, not '%s'\n", optarg);
+                cli_usage("stage", "--cache wants auto, cold or hot, not '%s'", optarg);
                 return 2;
             }
             break;
         case O_DIRECT_W:
             if (cli_parse_direct(optarg, &fc.direct) < 0) {
-                fprintf(stderr, "pinio stage: --direct wants auto, on or off, not '%s'\n", optarg);
+                cli_usage("stage", "--direct wants auto, on or off, not '%s'", optarg);
                 return 2;
             }
             break;
@@ -130,14 +131,11 @@ static int stage(int argc, char **argv, const char **shas)
             stage_usage(stdout);
             return 0;
         default:
-            stage_usage(stderr);
-            return 2;
+            return cli_getopt_error("stage", c, argv);
         }
     }
     if (optind + 2 != argc) {
-        fprintf(stderr, "pinio stage: SRC and DST are required\n\n");
-        stage_usage(stderr);
-        return 2;
+        return cli_usage("stage", "SRC and DST are required");
     }
     const char *src = argv[optind];
     fc.dir = argv[optind + 1];
