@@ -335,6 +335,19 @@ static int run_load(int argc, char **argv)
     }
     pinio_load_report r;
     pinio_checkpoint_report(cp, &r);
+    /* The library loads what the filters select, nothing included; for the
+     * command, "loaded 0 tensors" and success is a typo in a pattern that a
+     * script would not notice. */
+    if (nfilters && !r.tensors) {
+        fprintf(stderr, "pinio load: no tensor matches --filter");
+        for (size_t i = 0; i < nfilters; i++)
+            fprintf(stderr, "%s '%s'", i ? "," : "", filters[i]);
+        fprintf(stderr, " (%zu tensors in %zu file%s)\n", r.skipped + r.unindexed, r.files,
+                r.files == 1 ? "" : "s");
+        pinio_checkpoint_release(cp);
+        rc = 1;
+        goto out;
+    }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double gbs = r.seconds > 0 ? (double)r.bytes / r.seconds / 1e9 : 0;

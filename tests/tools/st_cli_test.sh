@@ -110,6 +110,14 @@ mkfifo "$DIR/fifo.safetensors"
 check 1 "info on a FIFO" timeout 20 "$PINIO" info "$DIR/fifo.safetensors"
 has "$DIR/err" "not a regular file" "info on a FIFO says why"
 
+# pinio load with filters that select nothing fails and names the patterns;
+# one that selects something still loads.
+check 1 "load, no tensor matches" "$PINIO" load "$DIR/m.safetensors" --filter nope --filter 'x.*'
+has "$DIR/err" "no tensor matches --filter 'nope', 'x.\*'" "the patterns are named"
+[ "$(wc -l <"$DIR/err")" -eq 1 ] || { echo "FAIL: no-match error is not one line"; fails=$((fails + 1)); }
+check 0 "load, a filter matches" "$PINIO" load --quiet "$DIR/m.safetensors" --filter nope \
+    --filter model.layers.0
+
 if [ "$fails" -ne 0 ]; then
     echo "$fails check(s) failed"
     exit 1
