@@ -148,8 +148,11 @@ typedef struct pinio_load_opts {
     pinio_backend backend;       /**< force a rung of the engine's ladder (tests); AUTO */
     pinio_cache_policy cache;    /**< AUTO by default */
     bool verify;                 /**< compute each file's SHA-256 (the hub's LFS object id) */
-    /** With verify: expected lowercase hex digests, one per input file in
-     *  resolution order (NULL entries or a NULL array: nothing to compare). */
+    /** With verify: expected hex digests, one per input file in resolution
+     *  order (a directory or index counts one per shard); NULL entries skip a
+     *  file. When nexpected is not 0 it must equal the number of files:
+     *  otherwise -EINVAL, naming both counts, before any data is read (a
+     *  surplus or missing digest would check a file against another's). */
     const char *const *expected_sha256;
     size_t nexpected;
     /** Optional: called after each batch of reads (1/16 of the load, 16 MiB to

@@ -183,3 +183,34 @@ Test(inputs, an_arena_larger_than_the_cgroup_allows_is_an_error, .init = setup,
     cr_assert_eq(WEXITSTATUS(st), 0, "exit %d: %s", WEXITSTATUS(st), msg);
     cr_assert_not_null(strstr(msg, "available (cgroup"), "%s", msg);
 }
+
+/* --sha256 values map to the files in resolution order; a count that
+ * differs would check one file against another's digest, so it is refused
+ * before any data is read. */
+Test(inputs, expected_digests_must_be_one_per_file, .init = setup, .fini = teardown)
+{
+    char ck[300];
+    snprintf(ck, sizeof(ck), "%s/ck", dir);
+    gen(ck, 3, 6);
+    const char *d3[] = { NULL, NULL, NULL }, *d2[] = { NULL, NULL };
+    const char *path = ck;
+    for (int k = 0; k < 2; k++) {
+        pinio_load_opts o;
+        pinio_load_opts_default(&o);
+        o.verify = true;
+        o.expected_sha256 = k ? d3 : d2;
+        o.nexpected = k ? 3 : 2;
+        pinio_checkpoint *cp = NULL;
+        pinio_diag d = { 0 };
+        int rc = pinio_load(&path, 1, &o, &cp, &d);
+        if (k) {
+            cr_assert_eq(rc, 0, "one per shard, NULL entries skip: %s", d.msg);
+            cr_assert_eq(pinio_checkpoint_file_count(cp), 3);
+        } else {
+            cr_assert_eq(rc, -EINVAL, "%s", d.msg);
+            cr_assert_not_null(strstr(d.msg, "2 expected SHA-256 digests for 3 files"), "%s",
+                               d.msg);
+        }
+        pinio_checkpoint_release(cp);
+    }
+}
