@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "src/base/opts.h"
@@ -286,11 +285,4 @@ int pinio__plan_check_unchanged(const pinio_plan *p, size_t i, pinio_diag *diag)
                           what);
     pinio_diag_set_index(diag, i);
     return PINIO_ECHANGED;
-}
-
-double pinio__now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

@@ -9,6 +9,7 @@
 
 #include "pinio/plan.h"
 #include "pinio/safetensors.h"
+#include "src/base/clock.h"
 #include "src/load/layout_internal.h"
 
 /* What identifies a file's content from outside: if any of it differs
@@ -79,7 +80,5 @@ int pinio__plan_check_unchanged(const pinio_plan *p, size_t i, pinio_diag *diag)
  * of them, 16 MiB to 1 GiB. */
 uint64_t pinio__batch_bytes_default(uint64_t total);
 
-/* plan.c: seconds on the monotonic clock, for the reports. */
-double pinio__now_s(void);
 
 #endif

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "pinio/gen.h"
+#include "src/base/clock.h"
 #include "src/base/opts.h"
 #include "src/base/stale.h"
 
@@ -301,20 +302,13 @@ struct progress {
     double t0;
 };
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Reports progress; -ECANCELED when the callback asks to stop. */
 static int report(const struct progress *pg, pinio_diag *diag)
 {
     if (!pg->o->progress)
         return 0;
     pinio_progress p = { .done_bytes = pg->done, .total_bytes = pg->total,
-                         .elapsed_s = mono_s() - pg->t0 };
+                         .elapsed_s = pinio__now_s() - pg->t0 };
     if (pg->o->progress(pg->o->progress_ctx, &p) == 0)
         return 0;
     pinio_diag_set(diag, -ECANCELED, "gen: stopped by the progress callback");
@@ -487,7 +481,7 @@ int pinio_gen_write(const char *out, const pinio_gen_opts *uo, pinio_gen_result 
         free(ts);
         return fail(diag, -ENOMEM, "%s: out of memory", out);
     }
-    struct progress pg = {.o = o, .t0 = mono_s()};
+    struct progress pg = {.o = o, .t0 = pinio__now_s()};
     for (size_t i = 0; i < n; i++)
         pg.total += ts[i].nbytes;
     uint64_t file_bytes = 0;
@@ -515,7 +509,7 @@ int pinio_gen_write(const char *out, const pinio_gen_opts *uo, pinio_gen_result 
     }
     if (!r && o->progress) /* the final call: nothing is left to stop */
         (void)o->progress(o->progress_ctx, &(pinio_progress){ .done_bytes = pg.done,
-                          .total_bytes = pg.total, .elapsed_s = mono_s() - pg.t0 });
+                          .total_bytes = pg.total, .elapsed_s = pinio__now_s() - pg.t0 });
     if (!r && res)
         *res = (pinio_gen_result){pg.total, file_bytes, n, k};
     if (!r && diag) {

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "pinio/save.h"
+#include "src/base/clock.h"
 #include "src/base/opts.h"
 #include "src/st/json_internal.h"
 
@@ -373,13 +374,6 @@ struct out {
     char why[128];
 };
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int write_all(struct out *w, const uint8_t *p, size_t n, uint64_t off)
 {
     while (n) {
@@ -442,7 +436,7 @@ static int progress(struct out *w)
     if (!w->o->progress)
         return 0;
     pinio_progress p = { .done_bytes = w->done, .total_bytes = w->total,
-                         .elapsed_s = mono_s() - w->t0 };
+                         .elapsed_s = pinio__now_s() - w->t0 };
     if (w->o->progress(w->o->progress_ctx, &p) == 0)
         return 0;
     pinio_diag_set(w->diag, -ECANCELED, "pinio_save: stopped by the progress callback");
@@ -509,7 +503,7 @@ static int create_tmp(const char *path, char **tmp_out, pinio_diag *diag)
     for (int tries = 0; tries < 100; tries++) {
         uint64_t rnd;
         if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
-            rnd = (uint64_t)(mono_s() * 1e9) ^ ((uint64_t)(uintptr_t)&rnd << 16) ^ (uint64_t)tries;
+            rnd = (uint64_t)(pinio__now_s() * 1e9) ^ ((uint64_t)(uintptr_t)&rnd << 16) ^ (uint64_t)tries;
         snprintf(tmp, cap, "%.*s.%s.pinio-%ld-%016llx", (int)dlen, path, path + dlen,
                  (long)getpid(), (unsigned long long)rnd);
         int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
@@ -581,7 +575,7 @@ int pinio_save(const char *path, const pinio_save_tensor *ts, size_t n,
         pinio_diag_set(diag, -EINVAL, "pinio_save: NULL argument");
         return -EINVAL;
     }
-    double t0 = mono_s();
+    double t0 = pinio__now_s();
     pinio_save_opts o;
     int r = copy_opts(&o, uo, diag);
     if (r)
@@ -631,14 +625,14 @@ int pinio_save(const char *path, const pinio_save_tensor *ts, size_t n,
         r = sync_dir(path, diag);
     if (!r && o.progress) /* the final call: nothing is left to stop */
         (void)o.progress(o.progress_ctx, &(pinio_progress){ .done_bytes = w.total,
-                         .total_bytes = w.total, .elapsed_s = mono_s() - t0 });
+                         .total_bytes = w.total, .elapsed_s = pinio__now_s() - t0 });
     if (!r && res) {
         memset(res, 0, sizeof(*res));
         res->file_bytes = size;
         res->header_bytes = h.len - 8;
         res->data_bytes = w.total;
         res->direct = w.direct;
-        res->seconds = mono_s() - t0;
+        res->seconds = pinio__now_s() - t0;
         snprintf(res->io_path, sizeof(res->io_path), "%s", w.why);
     }
     if (w.stage)

@@ -39,6 +39,7 @@
 
 #include "pinio/numa.h"
 #include "pinio/sink.h"
+#include "src/base/clock.h"
 #include "src/stream/gpu_internal.h"
 
 #define DEV_ALIGN 256u
@@ -57,13 +58,6 @@ struct pinio_gpu_arena {
     uint64_t *dptr, *nbytes;
     pinio_gpu_info info;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 pinio_gpu_arena *pinio_gpu_arena_retain(pinio_gpu_arena *a)
 {
@@ -345,7 +339,7 @@ int pinio__gpu_sink_chunk(void *priv, const pinio_sink_chunk *c, pinio_diag *dia
     if (rc < 0)
         return rc;
     if (!s->t_first)
-        s->t_first = now_s();
+        s->t_first = pinio__now_s();
     size_t cur = 0;
     pinio_sink_fragment f;
     while (pinio_sink_next_fragment(s->plan, c, &cur, &f)) {
@@ -377,7 +371,7 @@ int pinio__gpu_sink_finish(void *priv, pinio_diag *diag)
     if (r != CUDA_SUCCESS)
         return pinio__gpu_fail(&s->a->drv, r, s->a->drv.sym.StreamSynchronize, diag);
     if (s->t_first)
-        s->a->info.h2d_seconds = now_s() - s->t_first;
+        s->a->info.h2d_seconds = pinio__now_s() - s->t_first;
     return 0;
 }
 

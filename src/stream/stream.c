@@ -34,6 +34,7 @@
 
 #include "pinio/pool.h"
 #include "pinio/stream.h"
+#include "src/base/clock.h"
 #include "src/base/opts.h"
 #include "src/stream/verify_internal.h"
 
@@ -63,13 +64,6 @@ typedef struct stream {
     pinio_diag *diag;
 } stream;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 void pinio_stream_opts_init(pinio_stream_opts *opts, size_t size)
 {
     pinio_stream_opts d;
@@ -91,17 +85,17 @@ static int sink_wait(stream *s, unsigned i, bool count)
         return 0;
     int rc = 0;
     if (s->sink->slot_wait) {
-        double t0 = now_s();
+        double t0 = pinio__now_s();
         rc = s->sink->slot_wait(s->priv, i, s->diag);
-        s->rep->sink_seconds += now_s() - t0;
+        s->rep->sink_seconds += pinio__now_s() - t0;
         s->rep->slot_waits += count;
     }
     /* Whatever the sink answered: the ring may be freed next. */
     if (s->verify && sl->vticket) {
-        double t0 = now_s();
+        double t0 = pinio__now_s();
         int w = pinio__sverify_wait(s->verify, sl->vticket, rc == 0 ? s->diag : NULL);
         rc = rc ? rc : w;
-        s->rep->verify_seconds += now_s() - t0;
+        s->rep->verify_seconds += pinio__now_s() - t0;
         sl->vticket = 0;
     }
     return rc;
@@ -151,18 +145,18 @@ static int stream_landed(void *ctx, size_t i, const pinio_plan_read *r, void *me
     s->slots[at].landed++;
     pinio_sink_chunk c = { .read = i, .r = r, .file = r->file, .file_offset = r->offset,
                            .data = mem, .len = (size_t)r->need, .slot = at };
-    double t0 = now_s();
+    double t0 = pinio__now_s();
     int rc = s->sink->chunk(s->priv, &c, s->diag);
-    s->rep->sink_seconds += now_s() - t0;
+    s->rep->sink_seconds += pinio__now_s() - t0;
     /* After chunk, so that an asynchronous copy starts first; the slot is
      * not reused before its hashing is done (sink_wait). */
     if (rc == 0 && s->verify) {
-        t0 = now_s();
+        t0 = pinio__now_s();
         uint64_t ticket = 0;
         rc = pinio__sverify_landed(s->verify, r, mem, &ticket, s->diag);
         if (ticket)
             s->slots[at].vticket = ticket;
-        s->rep->verify_seconds += now_s() - t0;
+        s->rep->verify_seconds += pinio__now_s() - t0;
     }
     return rc;
 }
@@ -305,14 +299,14 @@ static int run_sink(stream *s, pinio_plan *plan, const void *cfg, const pinio_st
     }
     /* Before finish: a file that does not match is never published. */
     if (rc == 0 && s->verify) {
-        double t0 = now_s();
+        double t0 = pinio__now_s();
         rc = pinio__sverify_finish(s->verify, o, s->rep, diag);
-        s->rep->verify_seconds += now_s() - t0;
+        s->rep->verify_seconds += pinio__now_s() - t0;
     }
     if (rc == 0 && s->sink->finish) {
-        double t0 = now_s();
+        double t0 = pinio__now_s();
         rc = s->sink->finish(s->priv, diag);
-        s->rep->sink_seconds += now_s() - t0;
+        s->rep->sink_seconds += pinio__now_s() - t0;
     }
     if (rc < 0 && diag && diag->code == 0)
         pinio_diag_set(diag, rc, "the %s sink failed: %s", s->sink->name, pinio_strerror(rc));
@@ -340,7 +334,7 @@ int pinio_stream(const char *const *paths, size_t npaths, const pinio_stream_opt
     }
     if ((rc = check_opts(&o, sink, diag)) < 0)
         return rc;
-    double t0 = now_s();
+    double t0 = pinio__now_s();
     pinio_stream_report local;
     if (!rep)
         rep = &local;
@@ -392,7 +386,7 @@ int pinio_stream(const char *const *paths, size_t npaths, const pinio_stream_opt
     free(s.slots);
     free(s.priv);
     pinio_plan_free(plan);
-    rep->seconds = now_s() - t0;
+    rep->seconds = pinio__now_s() - t0;
     if (rc < 0 && diag && diag->code == 0)
         pinio_diag_set(diag, rc, "stream failed: %s", pinio_strerror(rc));
     return rc;
