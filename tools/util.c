@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "pinio/pinio.h"
 #include "util.h"
 
 static int digits(const char **p, unsigned base, uint64_t *out)
@@ -190,7 +191,115 @@ int cli_flush(void)
     return -errno;
 }
 
+int cli_jw_finish(jw *w)
+{
+    int r = jw_finish(w);
+    if (r < 0 && r != -EPROTO && !first_flush_errno)
+        first_flush_errno = -r;
+    return r;
+}
+
 int cli_output_errno(void)
 {
     return first_flush_errno;
+}
+
+/* ---- option values: one grammar for every command ---------------------- */
+
+static int bad_value(const char *cmd, const char *opt, const char *want, const char *arg)
+{
+    return cli_usage(cmd, "%s wants %s, not '%s'", opt, want, arg);
+}
+
+int cli_opt_cache(const char *cmd, const char *opt, const char *arg, pinio_cache_policy *out)
+{
+    return cli_parse_cache(arg, out) == 0 ? 0 : bad_value(cmd, opt, "auto, cold or hot", arg);
+}
+
+int cli_opt_direct(const char *cmd, const char *opt, const char *arg, pinio_direct_policy *out)
+{
+    return cli_parse_direct(arg, out) == 0 ? 0 : bad_value(cmd, opt, "auto, on or off", arg);
+}
+
+int cli_opt_node(const char *cmd, const char *opt, const char *arg, int *out)
+{
+    uint64_t n;
+    if (!strcmp(arg, "auto"))
+        *out = PINIO_NODE_AUTO;
+    else if (!strcmp(arg, "any"))
+        *out = PINIO_NODE_ANY;
+    else if (cli_parse_u64(arg, &n) == 0 && n <= 4095)
+        *out = (int)n; /* Linux's MAX_NUMNODES is at most 1 << 10; 4095 leaves room */
+    else
+        return bad_value(cmd, opt, "a node number, auto or any", arg);
+    return 0;
+}
+
+int cli_opt_qd(const char *cmd, const char *opt, const char *arg, unsigned *out)
+{
+    uint64_t n;
+    if (cli_parse_u64(arg, &n) < 0 || n < 1 || n > 4096)
+        return bad_value(cmd, opt, "1..4096", arg);
+    *out = (unsigned)n;
+    return 0;
+}
+
+int cli_opt_bs(const char *cmd, const char *opt, const char *arg, size_t *out)
+{
+    /* O_DIRECT wants block multiples and the engine splits at powers of
+     * two; 1 GiB is the largest registered buffer (one iovec). */
+    uint64_t bs;
+    if (cli_parse_size(arg, &bs) < 0 || bs < 4096 || bs > (1u << 30) || (bs & (bs - 1)))
+        return bad_value(cmd, opt, "a power of two from 4K to 1G (e.g. 1M)", arg);
+    *out = (size_t)bs;
+    return 0;
+}
+
+int cli_opt_size(const char *cmd, const char *opt, const char *arg, uint64_t min, uint64_t max,
+                 uint64_t *out)
+{
+    uint64_t v;
+    if (cli_parse_size(arg, &v) < 0 || v < min || v > max) {
+        char lo[32], hi[32], want[96];
+        snprintf(want, sizeof(want), "a size from %s to %s (e.g. 16M)",
+                 cli_human_bytes(lo, sizeof(lo), min), cli_human_bytes(hi, sizeof(hi), max));
+        return bad_value(cmd, opt, want, arg);
+    }
+    *out = v;
+    return 0;
+}
+
+/* ---- failures ------------------------------------------------------------ */
+
+int cli_fail(const char *cmd, bool json, int code, const pinio_diag *d)
+{
+    const char *msg = d && d->msg[0] ? d->msg : pinio_strerror(code);
+    fprintf(stderr, "pinio %s: %s\n", cmd, msg);
+    if (json) {
+        int r = jw_error(cmd, code, msg, d && d->path[0] ? d->path : NULL,
+                         d && d->offset != PINIO_DIAG_NO_OFFSET ? (int64_t)d->offset : -1);
+        if (r < 0 && r != -EPROTO && !first_flush_errno)
+            first_flush_errno = -r;
+    }
+    return 1;
+}
+
+int cli_failf(const char *cmd, bool json, int code, const char *file, const char *fmt, ...)
+{
+    pinio_diag d = { .code = code, .offset = PINIO_DIAG_NO_OFFSET };
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d.msg, sizeof(d.msg), fmt, ap);
+    va_end(ap);
+    if (file)
+        snprintf(d.path, sizeof(d.path), "%s", file);
+    return cli_fail(cmd, json, code, &d);
+}
+
+void cli_jw_limit(jw *w, const char *key, unsigned long long v)
+{
+    if (v == (unsigned long long)RLIM_INFINITY)
+        jw_kstr(w, key, "unlimited");
+    else
+        jw_ku64(w, key, v);
 }

@@ -1,11 +1,14 @@
-/* Small helpers shared by the pinio subcommands (argument parsing). */
+/* Small helpers shared by the pinio subcommands: the one grammar of their
+ * option values, usage and failure reporting. */
 #ifndef PINIO_CLI_UTIL_H
 #define PINIO_CLI_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "pinio/plan.h"
+#include "jw.h"
 
 /**
  * Flushes stdout now (a row of output the user should see before the next
@@ -15,8 +18,15 @@
  */
 int cli_flush(void);
 
-/** The errno of the first failed cli_flush(), or 0. */
+/** The errno of the first failed cli_flush() or cli_jw_finish(), or 0. */
 int cli_output_errno(void);
+
+/**
+ * jw_finish() for a command's output: a failed write is remembered for
+ * cli_output_errno() (the flush inside jw_finish() took the buffer and left
+ * stdio only its error flag). @return as jw_finish().
+ */
+int cli_jw_finish(jw *w);
 
 /**
  * Reports a usage error of `pinio CMD` as one line on stderr, the message
@@ -48,10 +58,53 @@ int cli_parse_cache(const char *s, pinio_cache_policy *out);
 /** Parses auto|on|off. @return 0, or -EINVAL (`*out` untouched). */
 int cli_parse_direct(const char *s, pinio_direct_policy *out);
 
+/*
+ * Option values, one grammar for every command. Each cli_opt_X() parses the
+ * value `arg` of option `opt` (its name as the user types it, "--qd") of
+ * `pinio CMD`; on a bad value it prints the one usage line
+ * "pinio CMD: OPT wants ..., not 'ARG'; see 'pinio CMD --help'".
+ * @return 0 with `*out` set, or 2 (the usage exit status; `*out` untouched).
+ */
+/** auto|cold|hot */
+int cli_opt_cache(const char *cmd, const char *opt, const char *arg, pinio_cache_policy *out);
+/** auto|on|off */
+int cli_opt_direct(const char *cmd, const char *opt, const char *arg, pinio_direct_policy *out);
+/** N (a NUMA node, 0..4095), auto (PINIO_NODE_AUTO) or any (PINIO_NODE_ANY) */
+int cli_opt_node(const char *cmd, const char *opt, const char *arg, int *out);
+/** reads in flight: 1..4096 */
+int cli_opt_qd(const char *cmd, const char *opt, const char *arg, unsigned *out);
+/** bytes per read request: a size (cli_parse_size), a power of two from 4K to 1G */
+int cli_opt_bs(const char *cmd, const char *opt, const char *arg, size_t *out);
+/** a size (cli_parse_size) from `min` to `max` bytes */
+int cli_opt_size(const char *cmd, const char *opt, const char *arg, uint64_t min, uint64_t max,
+                 uint64_t *out);
+
+/**
+ * Reports a failure of `pinio CMD`: one line "pinio CMD: MSG" on stderr
+ * (MSG: the diagnostic's message, else pinio_strerror(code)) and, with
+ * `json`, the jw_error() object on stdout carrying the diagnostic's file
+ * and offset. `d` may be NULL.
+ * @return 1, the failure exit status.
+ */
+int cli_fail(const char *cmd, bool json, int code, const pinio_diag *d);
+
+/** As cli_fail() for a failure the command found itself (no diagnostic):
+ *  `file` may be NULL. @return 1. */
+int cli_failf(const char *cmd, bool json, int code, const char *file, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/** Writes `key` with a resource limit: the number, or the string
+ *  "unlimited" for RLIM_INFINITY (the documented spelling, doc/json). */
+void cli_jw_limit(jw *w, const char *key, unsigned long long v);
+
 /** Formats a byte count as "1.50 GiB" into `buf`; returns `buf`. */
 const char *cli_human_bytes(char *buf, unsigned long cap, uint64_t bytes);
 
 /**
+ * Deprecated: use jw (jw.h), which also keeps bytes that are not UTF-8 from
+ * making the output invalid JSON. Kept only until cmd_bench.c and
+ * cmd_doctor.c move to jw; nothing new may call it.
+ *
  * Prints the `n` bytes at `s` to stdout as a JSON string literal: quotes,
  * backslashes and control bytes (NUL included) escaped, other bytes as they
  * are, so valid UTF-8 stays valid JSON.
