@@ -1,15 +1,14 @@
 /* `pinio load`: load a checkpoint into pinned memory and report how it went. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "pinio/pinio.h"
 #include "cli.h"
+#include "jw.h"
+#include "load_args.h"
+#include "progress.h"
 #include "stream_cli.h"
 #include "util.h"
 #if PINIO_HAVE_MPI
@@ -64,7 +63,8 @@ static void load_usage(FILE *out)
             "                     host: every byte handed to a callback and dropped (what the\n"
             "                     streaming path costs without a GPU)\n"
             "  --staging SIZE[xK] with --device: K slots of SIZE bytes (default 32Mx4)\n"
-            "  --json             print the summary as one JSON object\n"
+            "  --json             print the summary as one JSON object (doc/json/SCHEMA.md);\n"
+            "                     a failure prints an error object and exits 1\n"
             "  --quiet            no progress bar and no summary (exit status only)\n"
             "  --mpi replicate|shard  one load per MPI job, under mpiexec (see\n"
             "                     pinio load --mpi replicate --help; needs a pinio built with MPI)\n"
@@ -75,393 +75,235 @@ static void load_usage(FILE *out)
             "exit status: 0 loaded; 1 load failed (the message names file and offset); 2 usage\n");
 }
 
-struct progress {
-    bool tty;
-    double t0;
-    double last;
-};
-
-static double mono(void)
+/* The summary as one JSON object (doc/json/load.schema.json, "resident"). */
+static void print_json(char *const *inputs, size_t ninputs, const pinio_load_opts *opts,
+                       pinio_checkpoint *cp, const pinio_load_report *r, long long rss,
+                       unsigned long long nofile_from, unsigned long long nofile_to)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    jw w;
+    jw_init(&w, stdout);
+    jw_begin(&w, "load");
+    jw_kstr(&w, "kind", "resident");
+    jw_key(&w, "inputs");
+    jw_arr(&w);
+    for (size_t i = 0; i < ninputs; i++)
+        jw_str(&w, inputs[i]);
+    jw_arr_end(&w);
+    jw_ku64(&w, "file_count", r->files);
+    jw_ku64(&w, "tensor_count", r->tensors);
+    jw_ku64(&w, "skipped_tensor_count", r->skipped);
+    jw_ku64(&w, "unindexed_tensor_count", r->unindexed);
+    jw_ku64(&w, "misaligned_tensor_count", r->misaligned);
+    jw_ku64(&w, "bytes", r->bytes);
+    jw_ku64(&w, "read_bytes", r->read_bytes);
+    jw_ku64(&w, "arena_bytes", r->arena_bytes);
+    jw_ku64(&w, "mapped_bytes", r->mapped_bytes);
+    jw_kf64(&w, "elapsed_s", r->seconds);
+    jw_kf64(&w, "io_s", r->io_seconds);
+    jw_kf64(&w, "verify_s", r->verify_seconds);
+    jw_kf64(&w, "drop_s", r->drop_seconds);
+    jw_kf64(&w, "fill_s", r->fill_seconds);
+    jw_kf64(&w, "gb_per_s", r->seconds > 0 ? (double)r->bytes / r->seconds / 1e9 : 0);
+    jw_kf64(&w, "io_gb_per_s", r->io_seconds > 0 ? (double)r->read_bytes / r->io_seconds / 1e9 : 0);
+    jw_ku64(&w, "direct_file_count", r->files_direct);
+    jw_ku64(&w, "buffered_file_count", r->files_buffered);
+    jw_ku64(&w, "pinned_file_count", r->files_pinned);
+    jw_ku64(&w, "mapped_file_count", r->files_mapped);
+    jw_kstr(&w, "backend", pinio_backend_name(r->backend));
+    jw_kbool(&w, "locked", r->locked);
+    jw_kbool(&w, "registered", r->registered);
+    jw_kbool(&w, "arena_kept", r->arena_kept);
+    jw_kbool(&w, "arena_grown", r->arena_grown);
+    jw_ku64(&w, "fixed_read_count", r->fixed_ops);
+    jw_ku64(&w, "plain_read_count", r->plain_ops);
+    jw_key(&w, "node");
+    if (r->node >= 0)
+        jw_i64(&w, r->node);
+    else
+        jw_null(&w);
+    jw_kbool(&w, "node_verified", r->node_verified);
+    jw_kbool(&w, "verified", r->verified);
+    jw_ku64(&w, "verify_landed_bytes", r->verify_landed_bytes);
+    jw_ku64(&w, "verify_reread_bytes", r->verify_reread_bytes);
+    jw_ku64(&w, "align_bytes", opts->tensor_align > 1 ? opts->tensor_align : 1);
+    jw_ku64(&w, "realigned_tensor_count", r->realigned);
+    jw_ku64(&w, "realigned_bytes", r->realigned_bytes);
+    jw_kf64(&w, "realign_s", r->realign_seconds);
+    jw_ku64(&w, "peak_rss_bytes", rss > 0 ? (uint64_t)rss : 0);
+    jw_key(&w, "open_file_limit");
+    jw_obj(&w);
+    cli_jw_limit(&w, "before", nofile_from);
+    cli_jw_limit(&w, "after", nofile_to);
+    jw_obj_end(&w);
+    jw_kstr(&w, "io_path", r->io_path);
+    jw_kstr(&w, "cache", r->cache);
+    jw_kstr(&w, "memory", r->memory);
+    jw_key(&w, "files");
+    jw_arr(&w);
+    for (size_t i = 0; i < pinio_checkpoint_file_count(cp); i++) {
+        const char *why = "";
+        pinio_memory_mode m = pinio_checkpoint_file_memory(cp, i, &why);
+        jw_obj(&w);
+        jw_kstr(&w, "path", pinio_checkpoint_file(cp, i));
+        jw_kstr(&w, "memory", m == PINIO_MEMORY_MAPPED ? "mapped" : "pinned");
+        jw_kstr(&w, "memory_why", why);
+        jw_kstr(&w, "sha256", pinio_checkpoint_sha256(cp, i));
+        jw_obj_end(&w);
+    }
+    jw_arr_end(&w);
+    jw_obj_end(&w);
+    cli_jw_finish(&w); /* a failed write is main.c's to report */
 }
 
-static int on_progress(void *ctx, const pinio_progress *pg)
+static void print_text(const pinio_load_opts *opts, pinio_checkpoint *cp,
+                       const pinio_load_report *r, long long rss,
+                       unsigned long long nofile_from, unsigned long long nofile_to)
 {
-    struct progress *p = ctx;
-    uint64_t done = pg->done_bytes, total = pg->total_bytes;
-    double t = mono();
-    if (!p->tty || (t - p->last < 0.1 && done < total))
-        return 0;
-    p->last = t;
-    double el = t - p->t0, gbs = el > 0 ? (double)done / el / 1e9 : 0;
-    double eta = gbs > 0 ? (double)(total - done) / (gbs * 1e9) : 0;
-    int width = 30, fill = total ? (int)((double)width * (double)done / (double)total) : width;
-    fprintf(stderr, "\r[%.*s%*s] %6.2f / %.2f GB  %5.2f GB/s  ETA %4.1fs ", fill,
-            "==============================", width - fill, "", (double)done / 1e9,
-            (double)total / 1e9, gbs, eta);
-    if (done >= total)
-        fprintf(stderr, "\r%*s\r", 80, "");
-    return 0;
+    double gbs = r->seconds > 0 ? (double)r->bytes / r->seconds / 1e9 : 0;
+    double io_gbs = r->io_seconds > 0 ? (double)r->read_bytes / r->io_seconds / 1e9 : 0;
+    printf("loaded    %zu tensors, %.3f GB from %zu file%s in %.3f s: %.2f GB/s", r->tensors,
+           (double)r->bytes / 1e9, r->files, r->files == 1 ? "" : "s", r->seconds, gbs);
+    if (r->read_bytes)
+        printf(" (reads %.2f GB/s)\n", io_gbs);
+    else
+        printf(" (%s)\n", r->files_mapped ? "mapped, no reads" : "no reads");
+    if (r->skipped || r->unindexed)
+        printf("skipped   %zu by filter, %zu not in the index\n", r->skipped, r->unindexed);
+    printf("I/O path  %s\n", r->io_path);
+    printf("cache     %s\n", r->cache);
+    printf("modes     %s\n", r->modes);
+    if (r->files_mapped)
+        printf("mapped    %.3f GB: the page cache of %zu file%s, no copy%s\n",
+               (double)r->mapped_bytes / 1e9, r->files_mapped, r->files_mapped == 1 ? "" : "s",
+               r->fill_seconds > 0 ? " (cold pages read in by the populate)" : "");
+    if (!r->arena_bytes)
+        printf("memory    %s\n", r->memory);
+    else if (r->node >= 0)
+        printf("memory    %.3f GB arena on NUMA node %d (%s), %s\n", (double)r->arena_bytes / 1e9,
+               r->node, r->node_verified ? "placement verified" : "placement not verified",
+               r->memory);
+    else
+        printf("memory    %.3f GB arena, no NUMA placement, %s\n", (double)r->arena_bytes / 1e9,
+               r->memory);
+    if (opts->tensor_align > 1)
+        printf("alignment every tensor %llu-aligned: %zu tensors (%.3f GB) moved in %.3f s\n",
+               (unsigned long long)opts->tensor_align, r->realigned,
+               (double)r->realigned_bytes / 1e9, r->realign_seconds);
+    if (r->misaligned)
+        printf("alignment %zu tensors are not aligned to their element size (safetensors "
+               "does not guarantee it)\n", r->misaligned);
+    for (size_t i = 0; i < pinio_checkpoint_file_count(cp); i++) {
+        const char *h = pinio_checkpoint_sha256(cp, i);
+        if (h)
+            printf("sha256    %s  %s\n", h, pinio_checkpoint_file(cp, i));
+    }
+    if (r->verified)
+        printf("verify    SHA-256 of %.3f GB as it landed and %.3f GB read again from the "
+               "files (not loaded: headers, unselected tensors); added %.3f s after the "
+               "last read\n",
+               (double)r->verify_landed_bytes / 1e9, (double)r->verify_reread_bytes / 1e9,
+               r->verify_seconds);
+    if (r->drop_seconds > 0.05)
+        printf("cold      dropping the cached pages took %.3f s (not counted: it wrote back "
+               "dirty pages first)\n", r->drop_seconds);
+    printf("peak RSS  %.3f GB\n", (double)rss / 1e9);
+    if (nofile_to > nofile_from && r->files + 16 > nofile_from)
+        printf("limits    open-file limit raised from %llu to %llu for %zu files\n",
+               nofile_from, nofile_to, r->files);
 }
 
-static int run_load(int argc, char **argv)
+/* The resident load: the arena or the files' mappings. */
+static int load_resident(int argc, char **argv, cli_load_args *a)
 {
-    /* --mpi is a different program shape (collective, rank 0 reports):
-     * the MPI build hands the whole command line to cmd_load_mpi.c. */
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--mpi") || !strncmp(argv[i], "--mpi=", 6)) {
-#if PINIO_HAVE_MPI
-            return pinio_cli_load_mpi(argc, argv);
-#else
-            cli_usage("load", "--mpi: this pinio was built without MPI "
-                            "(meson -Dmpi=enabled, with libopenmpi-dev)");
-            return 2;
-#endif
-        }
-    enum { O_FILTER = 256, O_NODE, O_DIRECT, O_CACHE, O_BACKEND, O_QD, O_BS, O_VERIFY, O_SHA,
-           O_JSON, O_QUIET, O_DEVICE, O_STAGING, O_MEMORY, O_ALIGN };
-    static const struct option longopts[] = {
-        { "filter", required_argument, NULL, O_FILTER },
-        { "node", required_argument, NULL, O_NODE },
-        { "direct", required_argument, NULL, O_DIRECT },
-        { "cache", required_argument, NULL, O_CACHE },
-        { "backend", required_argument, NULL, O_BACKEND },
-        { "qd", required_argument, NULL, O_QD },
-        { "bs", required_argument, NULL, O_BS },
-        { "verify", no_argument, NULL, O_VERIFY },
-        { "sha256", required_argument, NULL, O_SHA },
-        { "json", no_argument, NULL, O_JSON },
-        { "memory", required_argument, NULL, O_MEMORY },
-        { "align", required_argument, NULL, O_ALIGN },
-        { "quiet", no_argument, NULL, O_QUIET },
-        { "device", required_argument, NULL, O_DEVICE },
-        { "staging", required_argument, NULL, O_STAGING },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
-    pinio_load_opts opts;
-    pinio_load_opts_default(&opts);
-    const char **filters = calloc((size_t)argc, sizeof(*filters));
-    const char **shas = calloc((size_t)argc, sizeof(*shas));
-    size_t nfilters = 0, nshas = 0;
-    bool json = false, quiet = false;
-    cli_device dev = { 0 };
-    pinio_stream_opts so;
-    pinio_stream_opts_default(&so);
-    const char *staging = NULL;
-    int rc = 2, c;
-    if (!filters || !shas) {
-        fprintf(stderr, "pinio load: out of memory\n");
-        goto out;
+    pinio_load_opts opts = a->load;
+    opts.filters = a->filters;
+    opts.nfilters = a->nfilters;
+    opts.expected_sha256 = a->shas;
+    opts.nexpected = a->nshas;
+    cli_progress pg;
+    cli_progress_start(&pg, "load", 0, a->quiet || a->json);
+    if (cli_progress_active(&pg)) { /* a callback costs a queue drain per batch: only when shown */
+        opts.progress = cli_progress_cb;
+        opts.progress_ctx = &pg;
     }
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        switch (c) {
-        case O_FILTER:
-            filters[nfilters++] = optarg;
-            break;
-        case O_NODE:
-            if (!strcmp(optarg, "auto"))
-                opts.node = PINIO_NODE_AUTO;
-            else if (!strcmp(optarg, "any"))
-                opts.node = PINIO_NODE_ANY;
-            else {
-                char *end;
-                long n = strtol(optarg, &end, 10);
-                if (*end || n < 0 || n > 4095) {
-                    cli_usage("load", "--node wants a node number, auto or any, not '%s'", optarg);
-                    goto out;
-                }
-                opts.node = (int)n;
-            }
-            break;
-        case O_DIRECT:
-            if (cli_parse_direct(optarg, &opts.direct) < 0) {
-                cli_usage("load", "--direct wants auto, on or off, not '%s'", optarg);
-                goto out;
-            }
-            break;
-        case O_CACHE:
-            if (cli_parse_cache(optarg, &opts.cache) < 0) {
-                cli_usage("load", "--cache wants auto, cold or hot, not '%s'", optarg);
-                goto out;
-            }
-            break;
-        case O_BACKEND: {
-            static const struct { const char *n; pinio_backend b; } names[] = {
-                { "auto", PINIO_BACKEND_AUTO }, { "fixed", PINIO_BACKEND_FIXED_DIRECT },
-                { "direct", PINIO_BACKEND_DIRECT }, { "buffered", PINIO_BACKEND_BUFFERED },
-                { "pread", PINIO_BACKEND_PREAD },
-            };
-            size_t k = 0;
-            while (k < sizeof(names) / sizeof(names[0]) && strcmp(names[k].n, optarg))
-                k++;
-            if (k == sizeof(names) / sizeof(names[0])) {
-                cli_usage("load", "--backend wants auto, fixed, direct, buffered or pread, not '%s'", optarg);
-                goto out;
-            }
-            opts.backend = names[k].b;
-            break;
-        }
-        case O_QD: {
-            char *end;
-            long n = strtol(optarg, &end, 10);
-            if (*end || n < 1 || n > 4096) {
-                cli_usage("load", "--qd wants 1..4096, not '%s'", optarg);
-                goto out;
-            }
-            opts.queue_depth = (unsigned)n;
-            break;
-        }
-        case O_BS: {
-            uint64_t bs = 0;
-            if (cli_parse_size(optarg, &bs) < 0 || bs < 4096 || bs > (1u << 30) ||
-                (bs & (bs - 1))) {
-                cli_usage("load", "--bs wants a power of two from 4K to 1G (e.g. 1M), not '%s'", optarg);
-                goto out;
-            }
-            opts.request_size = (size_t)bs;
-            break;
-        }
-        case O_MEMORY:
-            if (!strcmp(optarg, "auto"))
-                opts.memory = PINIO_MEMORY_AUTO;
-            else if (!strcmp(optarg, "pinned"))
-                opts.memory = PINIO_MEMORY_PINNED;
-            else if (!strcmp(optarg, "mapped"))
-                opts.memory = PINIO_MEMORY_MAPPED;
-            else {
-                cli_usage("load", "--memory wants auto, pinned or mapped, not '%s'", optarg);
-                goto out;
-            }
-            break;
-        case O_ALIGN: {
-            uint64_t al = 0;
-            if (cli_parse_size(optarg, &al) < 0 || al < 1 || al > 4096 || (al & (al - 1))) {
-                cli_usage("load", "--align wants a power of two from 1 to 4096, not '%s'", optarg);
-                goto out;
-            }
-            opts.tensor_align = al;
-            break;
-        }
-        case O_VERIFY:
-            opts.verify = true;
-            break;
-        case O_SHA:
-            if (strlen(optarg) != 64 || strspn(optarg, "0123456789abcdefABCDEF") != 64) {
-                cli_usage("load", "--sha256 wants 64 hex digits, not '%s'", optarg);
-                goto out;
-            }
-            shas[nshas++] = optarg;
-            opts.verify = true;
-            break;
-        case O_JSON:
-            json = true;
-            break;
-        case O_QUIET:
-            quiet = true;
-            break;
-        case O_DEVICE:
-            if (cli_parse_device(optarg, &dev) < 0) {
-                cli_usage("load", "--device wants host, cuda:N, cuda:BUSID, hip:N or hip:BUSID, not '%s'", optarg);
-                goto out;
-            }
-            break;
-        case O_STAGING:
-            if (cli_parse_staging(optarg, &so) < 0) {
-                cli_usage("load", "--staging wants SIZE[xK], SIZE a power of two from "
-                                "64K to 1G and K from 2 to 1024, not '%s'", optarg);
-                goto out;
-            }
-            staging = optarg;
-            break;
-        case 'h':
-            load_usage(stdout);
-            rc = 0;
-            goto out;
-        default:
-            cli_getopt_error("load", c, argv);
-            goto out;
-        }
-    }
-    if (optind >= argc) {
-        cli_usage("load", "no checkpoint given");
-        goto out;
-    }
-    if (staging && !dev.set) {
-        cli_usage("load", "--staging goes with --device");
-        goto out;
-    }
-    if (dev.set && opts.request_size) {
-        cli_usage("load", "--bs is not supported with --device yet");
-        goto out;
-    }
-    if (dev.set) {
-        so.filters = filters;
-        so.nfilters = nfilters;
-        so.node = opts.node;
-        so.cache = opts.cache;
-        so.direct = opts.direct;
-        so.queue_depth = opts.queue_depth;
-        so.backend = opts.backend;
-        so.verify = opts.verify;
-        so.expected_sha256 = shas;
-        so.nexpected = nshas;
-        rc = cli_stream_load((const char *const *)argv + optind, (size_t)(argc - optind), &so,
-                             &dev, json, quiet);
-        goto out;
-    }
-    opts.filters = filters;
-    opts.nfilters = nfilters;
-    opts.expected_sha256 = shas;
-    opts.nexpected = nshas;
-    struct progress prog = { .tty = !quiet && !json && isatty(STDERR_FILENO), .t0 = mono() };
-    if (prog.tty) { /* a callback costs a queue drain per batch: only when shown */
-        opts.progress = on_progress;
-        opts.progress_ctx = &prog;
-    }
-
     unsigned long long nofile_from, nofile_to;
     cli_raise_nofile(&nofile_from, &nofile_to);
+    char *const *inputs = argv + a->first_path;
+    size_t ninputs = (size_t)(argc - a->first_path);
     pinio_checkpoint *cp = NULL;
     pinio_diag diag = { 0 };
-    int err = pinio_load((const char *const *)argv + optind, (size_t)(argc - optind), &opts, &cp,
-                         &diag);
-    if (err < 0) {
-        fprintf(stderr, "pinio load: %s\n", diag.msg[0] ? diag.msg : pinio_strerror(err));
-        rc = 1;
-        goto out;
-    }
+    int err = pinio_load((const char *const *)inputs, ninputs, &opts, &cp, &diag);
+    cli_progress_end(&pg);
+    if (err < 0)
+        return cli_fail("load", a->json, err, &diag);
     pinio_load_report r;
     pinio_checkpoint_report(cp, &r);
     /* The library loads what the filters select, nothing included; for the
      * command, "loaded 0 tensors" and success is a typo in a pattern that a
      * script would not notice. */
-    if (nfilters && !r.tensors) {
-        fprintf(stderr, "pinio load: no tensor matches --filter");
-        for (size_t i = 0; i < nfilters; i++)
-            fprintf(stderr, "%s '%s'", i ? "," : "", filters[i]);
-        fprintf(stderr, " (%zu tensors in %zu file%s)\n", r.skipped + r.unindexed, r.files,
-                r.files == 1 ? "" : "s");
+    if (a->nfilters && !r.tensors) {
+        char msg[PINIO_DIAG_MSG_MAX];
+        size_t n = (size_t)snprintf(msg, sizeof(msg), "no tensor matches --filter");
+        for (size_t i = 0; i < a->nfilters && n < sizeof(msg); i++)
+            n += (size_t)snprintf(msg + n, sizeof(msg) - n, "%s '%s'", i ? "," : "",
+                                  a->filters[i]);
+        if (n < sizeof(msg))
+            snprintf(msg + n, sizeof(msg) - n, " (%zu tensors in %zu file%s)",
+                     r.skipped + r.unindexed, r.files, r.files == 1 ? "" : "s");
         pinio_checkpoint_release(cp);
-        rc = 1;
-        goto out;
+        return cli_failf("load", a->json, -ENOENT, NULL, "%s", msg);
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    double gbs = r.seconds > 0 ? (double)r.bytes / r.seconds / 1e9 : 0;
-    double io_gbs = r.io_seconds > 0 ? (double)r.read_bytes / r.io_seconds / 1e9 : 0;
-    if (json) {
-        printf("{\"files\":%zu,\"tensors\":%zu,\"skipped\":%zu,\"unindexed\":%zu,"
-               "\"misaligned\":%zu,\"bytes\":%llu,\"read_bytes\":%llu,\"arena_bytes\":%llu,"
-               "\"seconds\":%.6f,\"io_seconds\":%.6f,\"verify_seconds\":%.6f,\"drop_seconds\":%.6f,\"gb_per_s\":%.3f,\"io_gb_per_s\":%.3f,"
-               "\"files_direct\":%zu,\"files_buffered\":%zu,\"backend\":\"%s\","
-               "\"locked\":%s,\"registered\":%s,\"fixed_ops\":%llu,\"plain_ops\":%llu,"
-               "\"node\":%d,\"node_verified\":%s,\"verified\":%s,"
-               "\"verify_landed_bytes\":%llu,\"verify_reread_bytes\":%llu,"
-               "\"peak_rss_bytes\":%lld,\"io_path\":",
-               r.files, r.tensors, r.skipped, r.unindexed, r.misaligned,
-               (unsigned long long)r.bytes, (unsigned long long)r.read_bytes,
-               (unsigned long long)r.arena_bytes, r.seconds, r.io_seconds, r.verify_seconds,
-               r.drop_seconds, gbs, io_gbs,
-               r.files_direct, r.files_buffered, pinio_backend_name(r.backend),
-               r.locked ? "true" : "false", r.registered ? "true" : "false",
-               (unsigned long long)r.fixed_ops, (unsigned long long)r.plain_ops, r.node,
-               r.node_verified ? "true" : "false", r.verified ? "true" : "false", (unsigned long long)r.verify_landed_bytes,
-               (unsigned long long)r.verify_reread_bytes, (long long)ru.ru_maxrss * 1024);
-        cli_json_str(r.io_path, strlen(r.io_path));
-        printf(",\"cache\":");
-        cli_json_str(r.cache, strlen(r.cache));
-        printf(",\"files_pinned\":%zu,\"files_mapped\":%zu,\"mapped_bytes\":%llu,"
-               "\"fill_seconds\":%.6f,\"align\":%llu,\"realigned\":%zu,"
-               "\"realigned_bytes\":%llu,\"realign_seconds\":%.6f,\"modes\":",
-               r.files_pinned, r.files_mapped, (unsigned long long)r.mapped_bytes,
-               r.fill_seconds, (unsigned long long)opts.tensor_align, r.realigned,
-               (unsigned long long)r.realigned_bytes, r.realign_seconds);
-        cli_json_str(r.modes, strlen(r.modes));
-        printf(",\"memory\":");
-        cli_json_str(r.memory, strlen(r.memory));
-        printf(",\"file_memory\":[");
-        for (size_t i = 0; i < pinio_checkpoint_file_count(cp); i++) {
-            const char *why = "";
-            pinio_memory_mode m = pinio_checkpoint_file_memory(cp, i, &why);
-            printf("%s{\"path\":", i ? "," : "");
-            cli_json_str(pinio_checkpoint_file(cp, i), strlen(pinio_checkpoint_file(cp, i)));
-            printf(",\"mode\":\"%s\",\"why\":", m == PINIO_MEMORY_MAPPED ? "mapped" : "pinned");
-            cli_json_str(why, strlen(why));
-            printf("}");
-        }
-        printf("]");
-        printf(",\"sha256\":{");
-        for (size_t i = 0; i < pinio_checkpoint_file_count(cp); i++) {
-            const char *h = pinio_checkpoint_sha256(cp, i);
-            if (!h)
-                continue;
-            printf("%s", i ? "," : "");
-            cli_json_str(pinio_checkpoint_file(cp, i), strlen(pinio_checkpoint_file(cp, i)));
-            printf(":\"%s\"", h);
-        }
-        printf("}}\n");
-    } else if (!quiet) {
-        printf("loaded    %zu tensors, %.3f GB from %zu file%s in %.3f s: %.2f GB/s",
-               r.tensors, (double)r.bytes / 1e9, r.files, r.files == 1 ? "" : "s", r.seconds, gbs);
-        if (r.read_bytes)
-            printf(" (reads %.2f GB/s)\n", io_gbs);
-        else
-            printf(" (%s)\n", r.files_mapped ? "mapped, no reads" : "no reads");
-        if (r.skipped || r.unindexed)
-            printf("skipped   %zu by filter, %zu not in the index\n", r.skipped, r.unindexed);
-        printf("I/O path  %s\n", r.io_path);
-        printf("cache     %s\n", r.cache);
-        printf("modes     %s\n", r.modes);
-        if (r.files_mapped)
-            printf("mapped    %.3f GB: the page cache of %zu file%s, no copy%s\n",
-                   (double)r.mapped_bytes / 1e9, r.files_mapped, r.files_mapped == 1 ? "" : "s",
-                   r.fill_seconds > 0 ? " (cold pages read in by the populate)" : "");
-        if (!r.arena_bytes)
-            printf("memory    %s\n", r.memory);
-        else if (r.node >= 0)
-            printf("memory    %.3f GB arena on NUMA node %d (%s), %s\n", (double)r.arena_bytes / 1e9,
-                   r.node, r.node_verified ? "placement verified" : "placement not verified",
-                   r.memory);
-        else
-            printf("memory    %.3f GB arena, no NUMA placement, %s\n",
-                   (double)r.arena_bytes / 1e9, r.memory);
-        if (opts.tensor_align > 1)
-            printf("alignment every tensor %llu-aligned: %zu tensors (%.3f GB) moved in %.3f s\n",
-                   (unsigned long long)opts.tensor_align, r.realigned,
-                   (double)r.realigned_bytes / 1e9, r.realign_seconds);
-        if (r.misaligned)
-            printf("alignment %zu tensors are not aligned to their element size (safetensors "
-                   "does not guarantee it)\n", r.misaligned);
-        for (size_t i = 0; i < pinio_checkpoint_file_count(cp); i++) {
-            const char *h = pinio_checkpoint_sha256(cp, i);
-            if (h)
-                printf("sha256    %s  %s\n", h, pinio_checkpoint_file(cp, i));
-        }
-        if (r.verified)
-            printf("verify    SHA-256 of %.3f GB as it landed and %.3f GB read again from the "
-                   "files (not loaded: headers, unselected tensors); added %.3f s after the "
-                   "last read\n",
-                   (double)r.verify_landed_bytes / 1e9, (double)r.verify_reread_bytes / 1e9,
-                   r.verify_seconds);
-        if (r.drop_seconds > 0.05)
-            printf("cold      dropping the cached pages took %.3f s (not counted: it wrote back "
-                   "dirty pages first)\n", r.drop_seconds);
-        printf("peak RSS  %.3f GB\n", (double)ru.ru_maxrss * 1024 / 1e9);
-        if (nofile_to > nofile_from && r.files + 16 > nofile_from)
-            printf("limits    open-file limit raised from %llu to %llu for %zu files\n",
-                   nofile_from, nofile_to, r.files);
-    }
+    long long rss = (long long)ru.ru_maxrss * 1024;
+    if (a->json)
+        print_json(inputs, ninputs, &opts, cp, &r, rss, nofile_from, nofile_to);
+    else if (!a->quiet)
+        print_text(&opts, cp, &r, rss, nofile_from, nofile_to);
     pinio_checkpoint_release(cp);
-    rc = 0;
-out:
-    free(filters);
-    free(shas);
+    return 0;
+}
+
+static int run_load(int argc, char **argv)
+{
+#if !PINIO_HAVE_MPI
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--mpi") || !strncmp(argv[i], "--mpi=", 6))
+            return cli_usage("load", "--mpi: this pinio was built without MPI "
+                                     "(meson -Dmpi=enabled, with libopenmpi-dev)");
+#endif
+    cli_load_args a;
+    int rc = cli_load_parse(argc, argv, &a);
+    if (rc == 0 && a.help) {
+#if PINIO_HAVE_MPI
+        if (a.mpi)
+            pinio_cli_load_mpi_usage(stdout);
+        else
+#endif
+            load_usage(stdout);
+    } else if (rc == 0 && a.mpi) {
+#if PINIO_HAVE_MPI
+        /* --mpi is a different program shape (collective, rank 0 reports) */
+        rc = pinio_cli_load_mpi(argc, argv, &a);
+#endif
+    } else if (rc == 0 && a.dev.set) {
+        pinio_stream_opts so = a.so;
+        so.filters = a.filters;
+        so.nfilters = a.nfilters;
+        so.node = a.load.node;
+        so.cache = a.load.cache;
+        so.direct = a.load.direct;
+        so.queue_depth = a.load.queue_depth;
+        so.backend = a.load.backend;
+        so.verify = a.load.verify;
+        so.expected_sha256 = a.shas;
+        so.nexpected = a.nshas;
+        rc = cli_stream_load((const char *const *)argv + a.first_path,
+                             (size_t)(argc - a.first_path), &so, &a.dev, a.json, a.quiet);
+    } else if (rc == 0) {
+        rc = load_resident(argc, argv, &a);
+    }
+    cli_load_args_free(&a);
     return rc;
 }
 

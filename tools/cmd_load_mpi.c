@@ -3,7 +3,6 @@
  * Compiled only into a pinio built with MPI (-Dmpi); cmd_load.c hands
  * argv here when it sees --mpi. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,10 +10,11 @@
 
 #include "pinio/mpi.h"
 #include "pinio/pinio.h"
+#include "jw.h"
 #include "load_mpi.h"
 #include "util.h"
 
-static void usage(FILE *out)
+void pinio_cli_load_mpi_usage(FILE *out)
 {
     fprintf(out,
             "usage: mpiexec -n N pinio load --mpi replicate|shard|node PATH... [options]\n"
@@ -43,21 +43,18 @@ static void usage(FILE *out)
             "                          machine); default: the machine's ranks are one node\n"
             "  --cache auto|cold|hot   as pinio load (cold: O_DIRECT after dropping the cache)\n"
             "  --direct auto|on|off    O_DIRECT policy\n"
-            "  --qd N, --bs SIZE       reads in flight, bytes per read request\n"
-            "  --json                  print the report as one JSON object (rank 0)\n"
+            "  --backend auto|fixed|direct|buffered|pread  as pinio load\n"
+            "  --qd N, --bs SIZE       reads in flight (1..4096), bytes per read request (a\n"
+            "                          power of two from 4K to 1G)\n"
+            "  --json                  print the report as one JSON object (rank 0;\n"
+            "                          doc/json/SCHEMA.md); a failure prints an error object\n"
             "  --quiet                 no report (exit status only)\n"
             "  -h, --help              this help\n"
             "\n"
+            "pinio load's options that place or verify a resident copy (--node, --memory,\n"
+            "--align, --verify, --sha256, --device, --staging) are refused with --mpi.\n"
             "exit status: 0 loaded on every rank; 1 failed (the same message on every rank,\n"
             "naming the failing rank, file and offset; rank 0 prints it); 2 usage\n");
-}
-
-static int parse_enum(const char *s, const char *const *names, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (names[i] && !strcmp(s, names[i]))
-            return i;
-    return -1;
 }
 
 /* "%r" in a shard filter becomes the rank: one command line for all ranks. */
@@ -73,27 +70,53 @@ static char *with_rank(const char *pat, int rank)
     return s;
 }
 
+static void print_json(const pinio_mpi_report *all, int n)
+{
+    const pinio_mpi_report *r0 = &all[0];
+    jw w;
+    jw_init(&w, stdout);
+    jw_begin(&w, "load");
+    jw_kstr(&w, "kind", "mpi");
+    jw_kstr(&w, "policy", pinio_mpi_policy_name(r0->policy));
+    jw_kstr(&w, "exchange", pinio_mpi_exchange_name(r0->exchange));
+    jw_ku64(&w, "rank_count", (uint64_t)n);
+    jw_ku64(&w, "node_count", (uint64_t)r0->nodes);
+    jw_ku64(&w, "plan_read_bytes", r0->plan_read_bytes);
+    jw_ku64(&w, "job_read_bytes", r0->job_read_bytes);
+    jw_ku64(&w, "header_bytes", r0->header_bytes);
+    jw_ku64(&w, "node_bytes", r0->node_bytes);
+    jw_kbool(&w, "node_locked", r0->locked);
+    jw_kf64(&w, "elapsed_s", r0->max_seconds);
+    jw_kf64(&w, "gb_per_s",
+            r0->max_seconds > 0 ? (double)r0->plan_read_bytes / r0->max_seconds / 1e9 : 0);
+    jw_key(&w, "ranks");
+    jw_arr(&w);
+    for (int r = 0; r < n; r++) {
+        jw_obj(&w);
+        jw_ki64(&w, "rank", r);
+        jw_ki64(&w, "node", all[r].node);
+        jw_ki64(&w, "local_rank", all[r].local_rank);
+        jw_ku64(&w, "tensor_count", all[r].tensors);
+        jw_ku64(&w, "bytes", all[r].bytes);
+        jw_ku64(&w, "read_bytes", all[r].read_bytes);
+        jw_ku64(&w, "received_bytes", all[r].received_bytes);
+        jw_kf64(&w, "plan_s", all[r].plan_seconds);
+        jw_kf64(&w, "io_s", all[r].io_seconds);
+        jw_kf64(&w, "exchange_s", all[r].exchange_seconds);
+        jw_kf64(&w, "elapsed_s", all[r].seconds);
+        jw_obj_end(&w);
+    }
+    jw_arr_end(&w);
+    jw_obj_end(&w);
+    cli_jw_finish(&w); /* a failed write is main.c's to report */
+}
+
 static void print_report(const pinio_mpi_report *all, int n, bool json)
 {
     const pinio_mpi_report *r0 = &all[0];
     uint64_t job = r0->job_read_bytes;
     if (json) {
-        printf("{\"policy\":\"%s\",\"exchange\":\"%s\",\"ranks\":%d,\"plan_read_bytes\":%" PRIu64
-               ",\"job_read_bytes\":%" PRIu64 ",\"header_bytes\":%" PRIu64
-               ",\"nodes\":%d,\"node_bytes\":%" PRIu64 ",\"node_locked\":%s"
-               ",\"seconds\":%.6f,\"gbps\":%.3f,\"per_rank\":[",
-               pinio_mpi_policy_name(r0->policy), pinio_mpi_exchange_name(r0->exchange), n,
-               r0->plan_read_bytes, job, r0->header_bytes, r0->nodes, r0->node_bytes,
-               r0->locked ? "true" : "false", r0->max_seconds,
-               r0->max_seconds > 0 ? (double)r0->plan_read_bytes / r0->max_seconds / 1e9 : 0);
-        for (int r = 0; r < n; r++)
-            printf("%s{\"rank\":%d,\"node\":%d,\"local_rank\":%d,\"tensors\":%zu,\"bytes\":%" PRIu64 ",\"read_bytes\":%" PRIu64
-                   ",\"received_bytes\":%" PRIu64 ",\"plan_s\":%.6f,\"io_s\":%.6f,"
-                   "\"exchange_s\":%.6f,\"seconds\":%.6f}",
-                   r ? "," : "", r, all[r].node, all[r].local_rank, all[r].tensors, all[r].bytes, all[r].read_bytes,
-                   all[r].received_bytes, all[r].plan_seconds, all[r].io_seconds,
-                   all[r].exchange_seconds, all[r].seconds);
-        printf("]}\n");
+        print_json(all, n);
         return;
     }
     char b1[32], b2[32];
@@ -121,127 +144,31 @@ static void print_report(const pinio_mpi_report *all, int n, bool json)
     }
 }
 
-int pinio_cli_load_mpi(int argc, char **argv)
+int pinio_cli_load_mpi(int argc, char **argv, const cli_load_args *a)
 {
-    enum { O_MPI = 256, O_FILTER, O_SHARD, O_XCHG, O_PIECE, O_CACHE, O_DIRECT, O_QD, O_BS, O_JSON,
-           O_QUIET, O_NODE_RANKS };
-    static const struct option longopts[] = {
-        { "mpi", required_argument, NULL, O_MPI },
-        { "filter", required_argument, NULL, O_FILTER },
-        { "shard-filter", required_argument, NULL, O_SHARD },
-        { "exchange", required_argument, NULL, O_XCHG },
-        { "piece", required_argument, NULL, O_PIECE },
-        { "node-ranks", required_argument, NULL, O_NODE_RANKS },
-        { "cache", required_argument, NULL, O_CACHE },
-        { "direct", required_argument, NULL, O_DIRECT },
-        { "qd", required_argument, NULL, O_QD },
-        { "bs", required_argument, NULL, O_BS },
-        { "json", no_argument, NULL, O_JSON },
-        { "quiet", no_argument, NULL, O_QUIET },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
     static const char *const policies[] = { "replicate", "shard", "node" };
     static const char *const exchanges[] = { "auto", "allgatherv", "bcast" };
-    static const char *const caches[] = { "auto", "cold", "hot" };
-    static const char *const directs[] = { "auto", "on", "off" };
     pinio_mpi_opts o;
     pinio_mpi_opts_default(&o);
-    const char **filters = calloc((size_t)argc, sizeof(*filters));
-    const char **shard = calloc((size_t)argc, sizeof(*shard));
-    size_t nfilters = 0, nshard = 0;
-    bool json = false, quiet = false;
-    int rc = 2, c, v;
-    uint64_t u;
-    if (!filters || !shard) {
-        fprintf(stderr, "pinio load: out of memory\n");
-        goto out;
+    for (int i = 0; i < 3; i++) { /* names checked by cli_load_parse() */
+        if (!strcmp(a->policy, policies[i]))
+            o.policy = (pinio_mpi_policy)i;
+        if (a->exchange && !strcmp(a->exchange, exchanges[i]))
+            o.exchange = (pinio_mpi_exchange)i;
     }
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        switch (c) {
-        case O_MPI:
-            if ((v = parse_enum(optarg, policies, 3)) < 0) {
-                cli_usage("load", "--mpi: replicate, shard or node, not '%s'", optarg);
-                goto out;
-            }
-            o.policy = (pinio_mpi_policy)v;
-            break;
-        case O_FILTER: filters[nfilters++] = optarg; break;
-        case O_SHARD: shard[nshard++] = optarg; break;
-        case O_XCHG:
-            if ((v = parse_enum(optarg, exchanges, 3)) < 0) {
-                cli_usage("load", "--exchange: auto, allgatherv or bcast");
-                goto out;
-            }
-            o.exchange = (pinio_mpi_exchange)v;
-            break;
-        case O_PIECE:
-            if (cli_parse_size(optarg, &u) < 0 || u == 0) {
-                cli_usage("load", "--piece: a size such as 16M");
-                goto out;
-            }
-            o.bcast_piece = u;
-            break;
-        case O_NODE_RANKS:
-            if (cli_parse_u64(optarg, &u) < 0 || u == 0 || u > 1u << 20) {
-                cli_usage("load", "--node-ranks: a rank count, 1 or more");
-                goto out;
-            }
-            o.node_ranks = (int)u;
-            break;
-        case O_CACHE:
-            if ((v = parse_enum(optarg, caches, 3)) < 0) {
-                cli_usage("load", "--cache: auto, cold or hot");
-                goto out;
-            }
-            o.cache = (pinio_cache_policy)v;
-            break;
-        case O_DIRECT:
-            if ((v = parse_enum(optarg, directs, 3)) < 0) {
-                cli_usage("load", "--direct: auto, on or off");
-                goto out;
-            }
-            o.direct = v == 0 ? PINIO_DIRECT_AUTO : v == 1 ? PINIO_DIRECT_ON : PINIO_DIRECT_OFF;
-            break;
-        case O_QD:
-            if (cli_parse_u64(optarg, &u) < 0 || u == 0 || u > 4096) {
-                cli_usage("load", "--qd: 1 to 4096");
-                goto out;
-            }
-            o.queue_depth = (unsigned)u;
-            break;
-        case O_BS:
-            if (cli_parse_size(optarg, &u) < 0 || u == 0) {
-                cli_usage("load", "--bs: a size such as 1M");
-                goto out;
-            }
-            o.request_size = (size_t)u;
-            break;
-        case O_JSON: json = true; break;
-        case O_QUIET: quiet = true; break;
-        case 'h':
-            usage(stdout);
-            rc = 0;
-            goto out;
-        default:
-            cli_getopt_error("load", c, argv);
-            goto out;
-        }
-    }
-    if (optind >= argc) {
-        cli_usage("load", "no PATH given");
-        goto out;
-    }
-    if (o.node_ranks && o.policy != PINIO_MPI_NODE) {
-        cli_usage("load", "--node-ranks needs --mpi node");
-        goto out;
-    }
-    if (nshard && o.policy != PINIO_MPI_SHARD) {
-        cli_usage("load", "--shard-filter needs --mpi shard");
-        goto out;
-    }
+    o.cache = a->load.cache;
+    o.direct = a->load.direct;
+    o.backend = a->load.backend;
+    o.queue_depth = a->load.queue_depth;
+    o.request_size = a->load.request_size;
+    o.bcast_piece = a->piece;
+    o.node_ranks = a->node_ranks;
+    const char **shard = calloc(a->nshard + 1, sizeof(*shard));
+    if (!shard)
+        return cli_failf("load", a->json, -ENOMEM, NULL, "out of memory");
+    size_t nshard = a->nshard;
+    bool json = a->json, quiet = a->quiet;
+    int rc;
 
     int inited = 0, provided = 0, rank = 0, n = 1;
     MPI_Initialized(&inited);
@@ -250,20 +177,20 @@ int pinio_cli_load_mpi(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     for (size_t i = 0; i < nshard; i++)
-        shard[i] = with_rank(shard[i], rank); /* freed below */
-    o.filters = filters;
-    o.nfilters = nfilters;
+        shard[i] = with_rank(a->shard[i], rank); /* freed below */
+    o.filters = a->filters;
+    o.nfilters = a->nfilters;
     o.shard_filters = shard;
     o.nshard_filters = nshard;
     pinio_mpi_checkpoint *cp = NULL;
     pinio_mpi_report rep;
     pinio_diag d;
-    int lrc = pinio_mpi_load(MPI_COMM_WORLD, (const char *const *)argv + optind,
-                             (size_t)(argc - optind), &o, &cp, &rep, &d);
+    int lrc = pinio_mpi_load(MPI_COMM_WORLD, (const char *const *)argv + a->first_path,
+                             (size_t)(argc - a->first_path), &o, &cp, &rep, &d);
     rc = lrc < 0 ? 1 : 0;
     if (lrc < 0) {
-        if (rank == 0)
-            fprintf(stderr, "pinio load: %s\n", d.msg);
+        if (rank == 0) /* the same message on every rank: one report */
+            cli_fail("load", json, lrc, &d);
     } else {
         pinio_mpi_report *all = rank == 0 ? calloc((size_t)n, sizeof(*all)) : NULL;
         MPI_Gather(&rep, (int)sizeof(rep), MPI_BYTE, all, (int)sizeof(rep), MPI_BYTE, 0,
@@ -277,8 +204,6 @@ int pinio_cli_load_mpi(int argc, char **argv)
         free((char *)shard[i]);
     if (!inited)
         MPI_Finalize();
-out:
-    free(filters);
     free(shard);
     return rc;
 }

@@ -9,6 +9,8 @@
 
 #include "pinio/stream.h"
 #include "cli.h"
+#include "jw.h"
+#include "progress.h"
 #include "stream_cli.h"
 #include "util.h"
 
@@ -50,9 +52,10 @@ static void stage_usage(FILE *out)
             "  --cache POLICY    auto: buffered reads for files already in the page cache,\n"
             "                    O_DIRECT for the rest (default); cold: drop the source's\n"
             "                    cached pages first and read O_DIRECT; hot: buffered\n"
-            "  --direct POLICY   O_DIRECT for the writes: auto (where the target's file\n"
-            "                    system takes it; default), on (fail otherwise), off\n"
-            "  --json            print the summary as one JSON object\n"
+            "  --direct POLICY   O_DIRECT for the reads and the writes: auto (where the\n"
+            "                    file system takes it; default), on (fail otherwise), off\n"
+            "  --json            print the summary as one JSON object (doc/json/SCHEMA.md);\n"
+            "                    a failure prints an error object\n"
             "  -q, --quiet       no summary\n"
             "  -h, --help        this help\n"
             "\n"
@@ -110,16 +113,15 @@ static int stage(int argc, char **argv, const char **shas)
             }
             break;
         case O_CACHE:
-            if (cli_parse_cache(optarg, &o.cache) < 0) {
-                cli_usage("stage", "--cache wants auto, cold or hot, not '%s'", optarg);
+            if (cli_opt_cache("stage", "--cache", optarg, &o.cache))
                 return 2;
-            }
             break;
         case O_DIRECT_W:
-            if (cli_parse_direct(optarg, &fc.direct) < 0) {
-                cli_usage("stage", "--direct wants auto, on or off, not '%s'", optarg);
+            /* as everywhere: the O_DIRECT policy of the command's file I/O,
+             * here the reads and the writes */
+            if (cli_opt_direct("stage", "--direct", optarg, &fc.direct))
                 return 2;
-            }
+            o.direct = fc.direct;
             break;
         case O_JSON:
             json = true;
@@ -139,40 +141,40 @@ static int stage(int argc, char **argv, const char **shas)
     }
     const char *src = argv[optind];
     fc.dir = argv[optind + 1];
-    if (mkdir(fc.dir, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "pinio stage: %s: cannot create the target directory: %s\n", fc.dir,
-                strerror(errno));
-        return 1;
-    }
+    if (mkdir(fc.dir, 0755) != 0 && errno != EEXIST)
+        return cli_failf("stage", json, -errno, fc.dir, "%s: cannot create the target directory: %s",
+                         fc.dir, strerror(errno));
     o.expected_sha256 = shas;
     o.nexpected = nshas;
     cli_shas digests = { 0 };
     cli_shas_hook(&o, &digests);
+    cli_progress pg;
+    cli_progress_start(&pg, "stage", 0, quiet || json);
+    if (cli_progress_active(&pg)) {
+        o.progress = cli_progress_cb;
+        o.progress_ctx = &pg;
+    }
     pinio_stream_report r;
     pinio_diag d = { 0 };
     int rc = pinio_stream(&src, 1, &o, &pinio_sink_file, &fc, &r, &d);
+    cli_progress_end(&pg);
     if (rc < 0) {
-        fprintf(stderr, "pinio stage: %s\n", d.msg[0] ? d.msg : pinio_strerror(rc));
         cli_shas_free(&digests);
-        return 1;
+        return cli_fail("stage", json, rc, &d);
     }
     double gbs = r.seconds > 0 ? (double)r.read_bytes / r.seconds / 1e9 : 0;
     if (json) {
-        printf("{\"src\":");
-        cli_json_str(src, strlen(src));
-        printf(",\"dst\":");
-        cli_json_str(fc.dir, strlen(fc.dir));
-        printf(",\"files\":%zu,\"tensors\":%zu,\"bytes\":%llu,\"read_bytes\":%llu,"
-               "\"seconds\":%.6f,\"gb_per_s\":%.3f,\"copies_verified\":%s,\"slots\":%u,"
-               "\"slot_size\":%zu,\"ring_bytes\":%llu,\"registered\":%s,\"node\":%d,"
-               "\"sink_seconds\":%.6f,\"io_path\":",
-               r.files, r.tensors, (unsigned long long)r.bytes,
-               (unsigned long long)r.read_bytes, r.seconds, gbs, fc.verify ? "true" : "false",
-               r.slots, r.slot_size, (unsigned long long)r.ring_bytes,
-               r.registered ? "true" : "false", r.node, r.sink_seconds);
-        cli_json_str(r.io_path, strlen(r.io_path));
-        cli_shas_json(&digests, &r);
-        printf("}\n");
+        jw w;
+        jw_init(&w, stdout);
+        jw_begin(&w, "stage");
+        jw_kstr(&w, "src", src);
+        jw_kstr(&w, "dst", fc.dir);
+        cli_stream_json(&w, &r);
+        jw_kf64(&w, "gb_per_s", gbs);
+        jw_kbool(&w, "copies_verified", fc.verify);
+        cli_shas_json(&w, &digests, &r);
+        jw_obj_end(&w);
+        cli_jw_finish(&w);
     } else if (!quiet) {
         char a[32], b[32];
         printf("staged %s -> %s: %zu file%s, %s in %.3f s (%.2f GB/s)%s\n", src, fc.dir,
@@ -191,10 +193,8 @@ static int stage(int argc, char **argv, const char **shas)
 static int run_stage(int argc, char **argv)
 {
     const char **shas = calloc((size_t)argc + 1, sizeof(*shas));
-    if (!shas) {
-        fprintf(stderr, "pinio stage: out of memory\n");
-        return 1;
-    }
+    if (!shas)
+        return cli_failf("stage", false, -ENOMEM, NULL, "out of memory");
     int rc = stage(argc, argv, shas);
     free(shas);
     return rc;

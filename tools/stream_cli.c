@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "progress.h"
 #include "stream_cli.h"
 #include "util.h"
 
@@ -97,18 +98,44 @@ void cli_shas_hook(pinio_stream_opts *o, cli_shas *s)
     }
 }
 
-void cli_shas_json(const cli_shas *s, const pinio_stream_report *r)
+void cli_shas_json(jw *w, const cli_shas *s, const pinio_stream_report *r)
 {
-    printf(",\"verified\":%s,\"verify_seconds\":%.6f,\"verify_landed_bytes\":%llu,"
-           "\"verify_reread_bytes\":%llu,\"sha256\":{",
-           r->verified ? "true" : "false", r->verify_seconds,
-           (unsigned long long)r->verify_landed_bytes, (unsigned long long)r->verify_reread_bytes);
+    jw_kbool(w, "verified", r->verified);
+    jw_kf64(w, "verify_s", r->verify_seconds);
+    jw_ku64(w, "verify_landed_bytes", r->verify_landed_bytes);
+    jw_ku64(w, "verify_reread_bytes", r->verify_reread_bytes);
+    jw_kbool(w, "digests_complete", !s->lost);
+    jw_key(w, "digests");
+    jw_arr(w);
     for (size_t i = 0; i < s->n; i++) {
-        printf("%s", i ? "," : "");
-        cli_json_str(s->path[i], strlen(s->path[i]));
-        printf(":\"%s\"", s->hex[i]);
+        jw_obj(w);
+        jw_kstr(w, "path", s->path[i]);
+        jw_kstr(w, "sha256", s->hex[i]);
+        jw_obj_end(w);
     }
-    printf("}");
+    jw_arr_end(w);
+}
+
+void cli_stream_json(jw *w, const pinio_stream_report *r)
+{
+    jw_ku64(w, "file_count", r->files);
+    jw_ku64(w, "tensor_count", r->tensors);
+    jw_ku64(w, "bytes", r->bytes);
+    jw_ku64(w, "read_bytes", r->read_bytes);
+    jw_kf64(w, "elapsed_s", r->seconds);
+    jw_kf64(w, "io_s", r->io_seconds);
+    jw_kf64(w, "sink_s", r->sink_seconds);
+    jw_ku64(w, "slot_count", r->slots);
+    jw_ku64(w, "slot_size_bytes", r->slot_size);
+    jw_ku64(w, "ring_bytes", r->ring_bytes);
+    jw_kbool(w, "registered", r->registered);
+    jw_key(w, "node");
+    if (r->node >= 0)
+        jw_i64(w, r->node);
+    else
+        jw_null(w);
+    jw_ku64(w, "slot_wait_count", r->slot_waits);
+    jw_kstr(w, "io_path", r->io_path);
 }
 
 void cli_shas_text(const cli_shas *s, const pinio_stream_report *r)
@@ -149,14 +176,20 @@ int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts 
     pinio_gpu_arena *arena = NULL;
     pinio_sink_gpu_cfg gpu = { .device = d->index, .pci_bus_id = d->pci, .out = &arena };
     const pinio_sink *sink = d->host ? &pinio_sink_host : d->hip ? &pinio_sink_hip : &pinio_sink_cuda;
+    cli_progress pg;
+    cli_progress_start(&pg, "load", 0, quiet || json);
+    if (cli_progress_active(&pg)) {
+        so.progress = cli_progress_cb;
+        so.progress_ctx = &pg;
+    }
     pinio_stream_report r;
     pinio_diag diag = { 0 };
     int err = pinio_stream(paths, n, o, sink, d->host ? (const void *)&host : (const void *)&gpu,
                            &r, &diag);
+    cli_progress_end(&pg);
     if (err < 0) {
-        fprintf(stderr, "pinio load: %s\n", diag.msg[0] ? diag.msg : pinio_strerror(err));
         cli_shas_free(&shas);
-        return 1;
+        return cli_fail("load", json, err, &diag);
     }
     pinio_gpu_info ci = { 0 };
     if (arena)
@@ -167,22 +200,27 @@ int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts 
     double io_gbs = r.io_seconds > 0 ? (double)r.read_bytes / r.io_seconds / 1e9 : 0;
     double h2d_gbs = ci.h2d_seconds > 0 ? (double)ci.bytes / ci.h2d_seconds / 1e9 : 0;
     if (json) {
-        printf("{\"device\":\"%s\",\"files\":%zu,\"tensors\":%zu,\"bytes\":%llu,"
-               "\"read_bytes\":%llu,\"seconds\":%.6f,\"io_seconds\":%.6f,\"gb_per_s\":%.3f,"
-               "\"storage_gb_per_s\":%.3f,\"h2d_gb_per_s\":%.3f,\"h2d_seconds\":%.6f,"
-               "\"copies\":%llu,\"slots\":%u,\"slot_size\":%zu,\"ring_bytes\":%llu,"
-               "\"registered\":%s,\"node\":%d,\"slot_waits\":%zu,\"sink_seconds\":%.6f,"
-               "\"peak_rss_bytes\":%lld,\"pci_bus_id\":",
-               sink->name, r.files, r.tensors, (unsigned long long)r.bytes,
-               (unsigned long long)r.read_bytes, r.seconds, r.io_seconds, gbs, io_gbs, h2d_gbs,
-               ci.h2d_seconds, (unsigned long long)ci.copies, r.slots, r.slot_size,
-               (unsigned long long)r.ring_bytes, r.registered ? "true" : "false", r.node,
-               r.slot_waits, r.sink_seconds, (long long)ru.ru_maxrss * 1024);
-        cli_json_str(ci.pci_bus_id, strlen(ci.pci_bus_id));
-        printf(",\"io_path\":");
-        cli_json_str(r.io_path, strlen(r.io_path));
-        cli_shas_json(&shas, &r);
-        printf("}\n");
+        jw w;
+        jw_init(&w, stdout);
+        jw_begin(&w, "load");
+        jw_kstr(&w, "kind", "stream");
+        jw_key(&w, "inputs");
+        jw_arr(&w);
+        for (size_t i = 0; i < n; i++)
+            jw_str(&w, paths[i]);
+        jw_arr_end(&w);
+        jw_kstr(&w, "device", sink->name);
+        jw_kstr(&w, "pci_bus_id", arena ? ci.pci_bus_id : NULL);
+        cli_stream_json(&w, &r);
+        jw_kf64(&w, "gb_per_s", gbs);
+        jw_kf64(&w, "io_gb_per_s", io_gbs);
+        jw_kf64(&w, "h2d_gb_per_s", h2d_gbs);
+        jw_kf64(&w, "h2d_s", ci.h2d_seconds);
+        jw_ku64(&w, "h2d_copy_count", ci.copies);
+        jw_ku64(&w, "peak_rss_bytes", (uint64_t)ru.ru_maxrss * 1024);
+        cli_shas_json(&w, &shas, &r);
+        jw_obj_end(&w);
+        cli_jw_finish(&w);
     } else if (!quiet) {
         char a[32];
         printf("streamed  %zu tensors, %.3f GB from %zu file%s in %.3f s: %.2f GB/s\n",

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 
 #include "pinio/stream.h"
+#include "jw.h"
 
 /** Parses --staging SIZE[xK] ("32M", "32Mx4") into o->slot_size/slots.
  *  @return 0, or -EINVAL (malformed) / -ERANGE (out of the ring's limits). */
@@ -34,8 +35,12 @@ typedef struct cli_shas {
 
 /** Points o->sha256_fn at `s` (zeroed by the caller) when o->verify. */
 void cli_shas_hook(pinio_stream_opts *o, cli_shas *s);
-/** JSON members `,"verified":..,"verify_*":..,"sha256":{PATH:HEX,...}`. */
-void cli_shas_json(const cli_shas *s, const pinio_stream_report *r);
+/** JSON members "verified", "verify_s", "verify_*_bytes", "digests_complete"
+ *  and "digests": [{"path", "sha256"}] (doc/json/SCHEMA.md). */
+void cli_shas_json(jw *w, const cli_shas *s, const pinio_stream_report *r);
+/** The JSON members load --device and stage share: counts, bytes, times,
+ *  the ring, "io_path". */
+void cli_stream_json(jw *w, const pinio_stream_report *r);
 /** The summary lines `sha256    HEX  PATH` and `verify    ...`, as pinio load
  *  --verify prints them; nothing when the stream was not verified. */
 void cli_shas_text(const cli_shas *s, const pinio_stream_report *r);
@@ -44,7 +49,8 @@ void cli_shas_free(cli_shas *s);
 bool cli_is_sha256(const char *s);
 
 /** Streams `paths` to the device and prints the summary (text or JSON).
- *  @return the exit status: 0, or 1 with one line on stderr. */
+ *  @return the exit status: 0, or 1 with one line on stderr (and, with
+ *  `json`, the error object on stdout). */
 int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts *o,
                     const cli_device *d, bool json, bool quiet);
 

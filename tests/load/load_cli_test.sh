@@ -26,11 +26,11 @@ has "$DIR/out" "mapped, no reads" "a mapped load reads nothing"
 check 0 "pinned" "$PINIO" load "$M" --memory pinned
 has "$DIR/out" "modes     file 0 pinned: --memory pinned" "pinned on request"
 check 0 "auto hot --json" "$PINIO" load "$M" --cache hot --json
-json "auto maps a hot file" 'j["file_memory"][0]["mode"] == "mapped" and j["files_mapped"] == 1 and "hot" in j["file_memory"][0]["why"]'
+json "auto maps a hot file" 'j["files"][0]["memory"] == "mapped" and j["mapped_file_count"] == 1 and "hot" in j["files"][0]["memory_why"]'
 check 0 "auto cold --json" "$PINIO" load "$M" --cache cold --json
-json "auto reads a cold file pinned" 'j["file_memory"][0]["mode"] == "pinned" and "cold" in j["modes"] and j["mapped_bytes"] == 0'
+json "auto reads a cold file pinned" 'j["files"][0]["memory"] == "pinned" and "cold" in j["files"][0]["memory_why"] and j["mapped_bytes"] == 0'
 check 0 "--align 64 --json" "$PINIO" load "$M" --memory mapped --align 64 --json
-json "--align moves tensors, the file read pinned" 'j["align"] == 64 and j["realigned"] > 0 and j["misaligned"] == 0 and j["files_pinned"] == 1 and "aligned" in j["modes"]'
+json "--align moves tensors, the file read pinned" 'j["align_bytes"] == 64 and j["realigned_tensor_count"] > 0 and j["misaligned_tensor_count"] == 0 and j["pinned_file_count"] == 1 and "aligned" in j["files"][0]["memory_why"]'
 check 0 "--align 4096" "$PINIO" load "$M" --align 4096
 has "$DIR/out" "every tensor 4096-aligned" "the summary reports the alignment"
 

@@ -18,10 +18,10 @@ echo "$out"
 echo "$out" | python3 -c '
 import json, sys
 j = json.loads(sys.stdin.read().strip().splitlines()[-1])
-assert j["policy"] == "node" and j["ranks"] == 2 and j["nodes"] == 2, j
-assert j["job_read_bytes"] == j["plan_read_bytes"] == sum(r["read_bytes"] for r in j["per_rank"]), j
+assert j["policy"] == "node" and j["rank_count"] == 2 and j["node_count"] == 2, j
+assert j["job_read_bytes"] == j["plan_read_bytes"] == sum(r["read_bytes"] for r in j["ranks"]), j
 assert j["node_bytes"] >= 4194304, j
-assert [r["node"] for r in j["per_rank"]] == [0, 1] and all(r["local_rank"] == 0 for r in j["per_rank"]), j
-assert all(r["bytes"] == 4194304 for r in j["per_rank"]), j
+assert [r["node"] for r in j["ranks"]] == [0, 1] and all(r["local_rank"] == 0 for r in j["ranks"]), j
+assert all(r["bytes"] == 4194304 for r in j["ranks"]), j
 ' || fail "the JSON report is wrong"
 echo "PASS"

@@ -22,8 +22,8 @@ if command -v python3 >/dev/null 2>&1; then
     python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert d["device"] == "cuda" and d["tensors"] == 12 and d["bytes"] > 0, d
-assert d["h2d_gb_per_s"] > 0 and d["storage_gb_per_s"] > 0 and d["copies"] >= 12, d
+assert d["device"] == "cuda" and d["tensor_count"] == 12 and d["bytes"] > 0, d
+assert d["h2d_gb_per_s"] > 0 and d["io_gb_per_s"] > 0 and d["h2d_copy_count"] >= 12, d
 assert d["pci_bus_id"] == "0000:65:00.0", d' "$DIR/out" ||
         { echo "FAIL: load --device --json"; cat "$DIR/out"; fails=$((fails + 1)); }
 fi
@@ -72,7 +72,7 @@ if command -v python3 >/dev/null 2>&1; then
     python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert d["verified"] and d["sha256"][sys.argv[2]] == sys.argv[3], d
+assert d["verified"] and {x["path"]: x["sha256"] for x in d["digests"]}[sys.argv[2]] == sys.argv[3], d
 assert d["verify_reread_bytes"] > 0 and d["verify_landed_bytes"] > 0, d' "$DIR/out" "$CK" "$SUM" ||
         { echo "FAIL: load --device --verify --json"; cat "$DIR/out"; fails=$((fails + 1)); }
 fi

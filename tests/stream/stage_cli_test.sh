@@ -31,7 +31,7 @@ check 0 "gen sharded" "$PINIO" gen "$DIR/sh" --size 2M --tensors 12 --shards 3 -
 check 0 "stage shards --json" "$PINIO" stage "$DIR/sh" "$DIR/b" --json --verify --cache cold
 for f in "$DIR"/sh/*; do same "$f" "$DIR/b/$(basename "$f")"; done
 if command -v python3 >/dev/null 2>&1; then
-    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["files"] == 3 and d["verified"] and d["copies_verified"] and len(d["sha256"]) == 3, d' "$DIR/out" ||
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["file_count"] == 3 and d["verified"] and d["copies_verified"] and len(d["digests"]) == 3, d' "$DIR/out" ||
         { echo "FAIL: stage --json"; cat "$DIR/out"; fails=$((fails + 1)); }
 fi
 

@@ -1,0 +1,219 @@
+/* `pinio load`'s one option table (load_args.h). */
+#include "load_args.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+enum {
+    O_FILTER = 256, O_NODE, O_DIRECT, O_CACHE, O_BACKEND, O_QD, O_BS, O_VERIFY, O_SHA, O_JSON,
+    O_QUIET, O_DEVICE, O_STAGING, O_MEMORY, O_ALIGN,
+    O_MPI, O_SHARD, O_XCHG, O_PIECE, O_NODE_RANKS,
+    O_END
+};
+
+static const struct option longopts[] = {
+    { "filter", required_argument, NULL, O_FILTER },
+    { "node", required_argument, NULL, O_NODE },
+    { "direct", required_argument, NULL, O_DIRECT },
+    { "cache", required_argument, NULL, O_CACHE },
+    { "backend", required_argument, NULL, O_BACKEND },
+    { "qd", required_argument, NULL, O_QD },
+    { "bs", required_argument, NULL, O_BS },
+    { "verify", no_argument, NULL, O_VERIFY },
+    { "sha256", required_argument, NULL, O_SHA },
+    { "json", no_argument, NULL, O_JSON },
+    { "memory", required_argument, NULL, O_MEMORY },
+    { "align", required_argument, NULL, O_ALIGN },
+    { "quiet", no_argument, NULL, O_QUIET },
+    { "device", required_argument, NULL, O_DEVICE },
+    { "staging", required_argument, NULL, O_STAGING },
+    { "mpi", required_argument, NULL, O_MPI },
+    { "shard-filter", required_argument, NULL, O_SHARD },
+    { "exchange", required_argument, NULL, O_XCHG },
+    { "piece", required_argument, NULL, O_PIECE },
+    { "node-ranks", required_argument, NULL, O_NODE_RANKS },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+};
+
+/* Which options each shape of the load takes; the rest are refused by name
+ * rather than ignored. */
+#define BIT(o) (1ull << ((o) - O_FILTER))
+static const unsigned long long mpi_only =
+    BIT(O_SHARD) | BIT(O_XCHG) | BIT(O_PIECE) | BIT(O_NODE_RANKS);
+static const unsigned long long not_mpi = BIT(O_NODE) | BIT(O_VERIFY) | BIT(O_SHA) |
+                                          BIT(O_MEMORY) | BIT(O_ALIGN) | BIT(O_DEVICE) |
+                                          BIT(O_STAGING);
+
+static const char *opt_name(int o)
+{
+    for (const struct option *l = longopts; l->name; l++)
+        if (l->val == o)
+            return l->name;
+    return "?";
+}
+
+static int pick(const char *opt, const char *arg, const char *const *names, size_t n,
+                const char *want)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(arg, names[i]))
+            return (int)i;
+    return -cli_usage("load", "%s wants %s, not '%s'", opt, want, arg);
+}
+
+static int one(cli_load_args *a, int c, const char *arg)
+{
+    pinio_load_opts *o = &a->load;
+    switch (c) {
+    case O_FILTER: a->filters[a->nfilters++] = arg; return 0;
+    case O_NODE: return cli_opt_node("load", "--node", arg, &o->node);
+    case O_DIRECT: return cli_opt_direct("load", "--direct", arg, &o->direct);
+    case O_CACHE: return cli_opt_cache("load", "--cache", arg, &o->cache);
+    case O_QD: return cli_opt_qd("load", "--qd", arg, &o->queue_depth);
+    case O_BS: return cli_opt_bs("load", "--bs", arg, &o->request_size);
+    case O_BACKEND: {
+        static const char *const names[] = { "auto", "fixed", "direct", "buffered", "pread" };
+        static const pinio_backend values[] = { PINIO_BACKEND_AUTO, PINIO_BACKEND_FIXED_DIRECT,
+                                                PINIO_BACKEND_DIRECT, PINIO_BACKEND_BUFFERED,
+                                                PINIO_BACKEND_PREAD };
+        int k = pick("--backend", arg, names, 5, "auto, fixed, direct, buffered or pread");
+        if (k < 0)
+            return -k;
+        o->backend = values[k];
+        return 0;
+    }
+    case O_MEMORY: {
+        static const char *const names[] = { "auto", "pinned", "mapped" };
+        static const pinio_memory_mode values[] = { PINIO_MEMORY_AUTO, PINIO_MEMORY_PINNED,
+                                                    PINIO_MEMORY_MAPPED };
+        int k = pick("--memory", arg, names, 3, "auto, pinned or mapped");
+        if (k < 0)
+            return -k;
+        o->memory = values[k];
+        return 0;
+    }
+    case O_ALIGN: {
+        uint64_t al;
+        if (cli_parse_size(arg, &al) < 0 || al < 1 || al > 4096 || (al & (al - 1)))
+            return cli_usage("load", "--align wants a power of two from 1 to 4096, not '%s'", arg);
+        o->tensor_align = al;
+        return 0;
+    }
+    case O_SHA:
+        if (!cli_is_sha256(arg))
+            return cli_usage("load", "--sha256 wants 64 hex digits, not '%s'", arg);
+        a->shas[a->nshas++] = arg;
+        o->verify = true;
+        return 0;
+    case O_VERIFY: o->verify = true; return 0;
+    case O_JSON: a->json = true; return 0;
+    case O_QUIET: a->quiet = true; return 0;
+    case O_DEVICE:
+        if (cli_parse_device(arg, &a->dev) < 0)
+            return cli_usage("load", "--device wants host, cuda:N, cuda:BUSID, hip:N or hip:BUSID, "
+                                     "not '%s'", arg);
+        return 0;
+    case O_STAGING:
+        if (cli_parse_staging(arg, &a->so) < 0)
+            return cli_usage("load", "--staging wants SIZE[xK], SIZE a power of two from 64K to "
+                                     "1G and K from 2 to 1024, not '%s'", arg);
+        a->staging = true;
+        return 0;
+    case O_MPI: {
+        static const char *const names[] = { "replicate", "shard", "node" };
+        int k = pick("--mpi", arg, names, 3, "replicate, shard or node");
+        if (k < 0)
+            return -k;
+        a->mpi = true;
+        a->policy = arg;
+        return 0;
+    }
+    case O_SHARD: a->shard[a->nshard++] = arg; return 0;
+    case O_XCHG: {
+        static const char *const names[] = { "auto", "allgatherv", "bcast" };
+        int k = pick("--exchange", arg, names, 3, "auto, allgatherv or bcast");
+        if (k < 0)
+            return -k;
+        a->exchange = arg;
+        return 0;
+    }
+    case O_PIECE:
+        return cli_opt_size("load", "--piece", arg, 4096, (uint64_t)1 << 30, &a->piece);
+    case O_NODE_RANKS: {
+        uint64_t u;
+        if (cli_parse_u64(arg, &u) < 0 || u == 0 || u > 1u << 20)
+            return cli_usage("load", "--node-ranks wants a rank count from 1, not '%s'", arg);
+        a->node_ranks = (int)u;
+        return 0;
+    }
+    }
+    return 2;
+}
+
+int cli_load_parse(int argc, char **argv, cli_load_args *a)
+{
+    memset(a, 0, sizeof(*a));
+    pinio_load_opts_default(&a->load);
+    pinio_stream_opts_default(&a->so);
+    a->filters = calloc((size_t)argc, sizeof(*a->filters));
+    a->shas = calloc((size_t)argc, sizeof(*a->shas));
+    a->shard = calloc((size_t)argc, sizeof(*a->shard));
+    if (!a->filters || !a->shas || !a->shard) {
+        fprintf(stderr, "pinio load: out of memory\n");
+        return 2;
+    }
+    unsigned long long seen = 0;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        if (c == 'h') {
+            a->help = true;
+            continue; /* --mpi may come later: it picks which help */
+        }
+        if (c < O_FILTER || c >= O_END)
+            return cli_getopt_error("load", c, argv);
+        int rc = one(a, c, optarg);
+        if (rc)
+            return rc;
+        seen |= BIT(c);
+    }
+    if (a->help)
+        return 0;
+    a->first_path = optind;
+    if (optind >= argc)
+        return cli_usage("load", "no checkpoint given");
+    for (int o = O_FILTER; o < O_END; o++) {
+        if (a->mpi && (seen & BIT(o) & not_mpi))
+            return cli_usage("load", "--%s is not supported with --mpi", opt_name(o));
+        if (!a->mpi && (seen & BIT(o) & mpi_only))
+            return cli_usage("load", "--%s goes with --mpi", opt_name(o));
+    }
+    if (a->staging && !a->dev.set)
+        return cli_usage("load", "--staging goes with --device");
+    if (a->dev.set && a->load.request_size)
+        return cli_usage("load", "--bs is not supported with --device yet");
+    if (a->dev.set && (seen & (BIT(O_MEMORY) | BIT(O_ALIGN))))
+        return cli_usage("load", "--%s is not supported with --device",
+                         seen & BIT(O_MEMORY) ? "memory" : "align");
+    if (a->node_ranks && strcmp(a->policy, "node"))
+        return cli_usage("load", "--node-ranks goes with --mpi node");
+    if (a->nshard && strcmp(a->policy, "shard"))
+        return cli_usage("load", "--shard-filter goes with --mpi shard");
+    if (a->exchange && !strcmp(a->policy, "shard"))
+        return cli_usage("load", "--exchange goes with --mpi replicate or node");
+    return 0;
+}
+
+void cli_load_args_free(cli_load_args *a)
+{
+    free(a->filters);
+    free(a->shas);
+    free(a->shard);
+    memset(a, 0, sizeof(*a));
+}

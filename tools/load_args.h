@@ -1,0 +1,49 @@
+/* The command line of `pinio load`, with and without --mpi: one option
+ * table and one parser, so that an option means the same thing and takes
+ * the same values on both paths. */
+#ifndef PINIO_CLI_LOAD_ARGS_H
+#define PINIO_CLI_LOAD_ARGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pinio/pinio.h"
+#include "stream_cli.h"
+
+typedef struct cli_load_args {
+    pinio_load_opts load;    /**< everything the resident load takes */
+    const char **filters;    /**< --filter, in order (argv strings) */
+    size_t nfilters;
+    const char **shas;       /**< --sha256, in order */
+    size_t nshas;
+    bool json, quiet, help;
+    cli_device dev;          /**< --device (dev.set) */
+    pinio_stream_opts so;    /**< --staging */
+    bool staging;
+    /* --mpi: the policy and its own options */
+    bool mpi;
+    const char *policy;      /**< replicate|shard|node, checked by the MPI side */
+    const char **shard;      /**< --shard-filter */
+    size_t nshard;
+    const char *exchange;    /**< --exchange auto|allgatherv|bcast */
+    uint64_t piece;          /**< --piece, 0 = default */
+    int node_ranks;          /**< --node-ranks, 0 = default */
+    /** The PATHs: argv[first_path .. argc). */
+    int first_path;
+} cli_load_args;
+
+/**
+ * Parses `pinio load` argv (argv[0] = "load") into `a` (zeroed and set to
+ * the defaults first). Checks that options go together: one of the
+ * resident or streaming load is refused with --mpi, an --mpi option
+ * without --mpi, --staging without --device.
+ * @return 0 (a->help: --help was asked for, nothing else checked), or 2
+ *         after one usage line on stderr. Free with cli_load_args_free()
+ *         either way.
+ */
+int cli_load_parse(int argc, char **argv, cli_load_args *a);
+
+void cli_load_args_free(cli_load_args *a);
+
+#endif
