@@ -1,11 +1,15 @@
-/* pinio info: print and validate a safetensors header (public API only). */
+/* pinio info: print and validate a safetensors header, or an index and
+ * its shards' headers (public API only). */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pinio/pinio.h"
 #include "cli.h"
+#include "jw.h"
 #include "util.h"
 
 static void info_usage(FILE *out)
@@ -19,9 +23,12 @@ static void info_usage(FILE *out)
             "rejects duplicate names. Prints the header size, the metadata, and each tensor\n"
             "in file order: name, dtype, shape, data offsets, absolute file offset and the\n"
             "alignment of that offset (safetensors guarantees none). Only the header is read.\n"
+            "PATH may also be an index (model.safetensors.index.json): then every shard it\n"
+            "names is shown the same way, and each tensor of its weight_map must be in the\n"
+            "shard it names.\n"
             "\n"
-            "  --json       machine-readable output on stdout (also for an invalid file:\n"
-            "               {\"valid\": false, \"error\": ...})\n"
+            "  --json       machine-readable output on stdout (doc/json/SCHEMA.md); an\n"
+            "               invalid file prints an error object naming file and offset\n"
             "  -h, --help   this help\n"
             "\n"
             "Exit status: 0 valid, 1 invalid or unreadable (one-line reason on stderr),\n"
@@ -46,37 +53,55 @@ static void text_str(const char *s, size_t n)
     }
 }
 
-static void print_json(const char *path, const pinio_st *st)
+static void json_file(jw *w, const char *path, const pinio_st *st)
 {
-    printf("{\"path\": ");
-    cli_json_str(path, strlen(path));
-    printf(", \"valid\": true, \"file_size\": %llu, \"header_size\": %llu, "
-           "\"data_offset\": %llu, \"data_size\": %llu,\n \"metadata\": {",
-           (unsigned long long)pinio_st_file_size(st), (unsigned long long)pinio_st_header_size(st),
-           (unsigned long long)pinio_st_data_offset(st), (unsigned long long)pinio_st_data_size(st));
+    size_t misaligned = 0;
+    jw_obj(w);
+    jw_kstr(w, "path", path);
+    jw_ku64(w, "file_size_bytes", pinio_st_file_size(st));
+    jw_ku64(w, "header_size_bytes", pinio_st_header_size(st));
+    jw_ku64(w, "data_offset", pinio_st_data_offset(st));
+    jw_ku64(w, "data_size_bytes", pinio_st_data_size(st));
+    jw_key(w, "metadata");
+    jw_obj(w);
     for (size_t i = 0; i < pinio_st_metadata_count(st); i++) {
         const pinio_st_kv *kv = pinio_st_metadata_at(st, i);
-        printf("%s", i ? ", " : "");
-        cli_json_str(kv->key, kv->key_len);
-        printf(": ");
-        cli_json_str(kv->value, kv->value_len);
+        /* keys are unique and valid UTF-8: the parser checked both */
+        char key[512];
+        snprintf(key, sizeof(key), "%.*s", (int)kv->key_len, kv->key);
+        jw_key(w, key);
+        jw_strn(w, kv->value, kv->value_len);
     }
-    printf("},\n \"tensors\": [");
+    jw_obj_end(w);
+    jw_ku64(w, "tensor_count", pinio_st_count(st));
+    jw_key(w, "tensors");
+    jw_arr(w);
     for (size_t i = 0; i < pinio_st_count(st); i++) {
         const pinio_st_tensor *t = pinio_st_at(st, i);
-        printf("%s\n  {\"name\": ", i ? "," : "");
-        cli_json_str(t->name, t->name_len);
-        printf(", \"dtype\": \"%s\", \"bits\": %u, \"shape\": [", pinio_dtype_name(t->dtype),
-               pinio_dtype_bits(t->dtype));
+        misaligned += t->nbytes && t->align < (pinio_dtype_bits(t->dtype) + 7) / 8;
+        jw_obj(w);
+        jw_key(w, "name");
+        jw_strn(w, t->name, t->name_len);
+        jw_kstr(w, "dtype", pinio_dtype_name(t->dtype));
+        jw_ku64(w, "bits", pinio_dtype_bits(t->dtype));
+        jw_key(w, "shape");
+        jw_arr(w);
         for (unsigned d = 0; d < t->rank; d++)
-            printf("%s%llu", d ? ", " : "", (unsigned long long)t->shape[d]);
-        printf("], \"data_offsets\": [%llu, %llu], \"file_offset\": %llu, \"nbytes\": %llu, "
-               "\"alignment\": %llu}",
-               (unsigned long long)t->begin, (unsigned long long)t->end,
-               (unsigned long long)t->file_offset, (unsigned long long)t->nbytes,
-               (unsigned long long)t->align);
+            jw_u64(w, t->shape[d]);
+        jw_arr_end(w);
+        jw_key(w, "data_offsets");
+        jw_arr(w);
+        jw_u64(w, t->begin);
+        jw_u64(w, t->end);
+        jw_arr_end(w);
+        jw_ku64(w, "file_offset", t->file_offset);
+        jw_ku64(w, "size_bytes", t->nbytes);
+        jw_ku64(w, "alignment_bytes", t->align);
+        jw_obj_end(w);
     }
-    printf("%s]}\n", pinio_st_count(st) ? "\n " : "");
+    jw_arr_end(w);
+    jw_ku64(w, "misaligned_tensor_count", misaligned);
+    jw_obj_end(w);
 }
 
 static void print_text(const char *path, const pinio_st *st)
@@ -124,6 +149,118 @@ static void print_text(const char *path, const pinio_st *st)
            misaligned, n);
 }
 
+/* What info shows: one file, or an index and the shards it names. */
+typedef struct info_set {
+    pinio_st_index *index;
+    size_t n;
+    char **paths;     /* the index's shard paths, or the one PATH */
+    pinio_st **st;
+    size_t unindexed; /* tensors of the shards the weight_map does not name */
+} info_set;
+
+static void info_free(info_set *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        pinio_st_free(s->st[i]);
+    free(s->st);
+    free(s->paths);
+    pinio_st_index_free(s->index);
+}
+
+/* Whether `shard` resolves beneath the folder of `index`: info opens the
+ * shards by name, and an index must not make it read (and print the first
+ * bytes of) a file elsewhere through a symlink. */
+static bool beneath(const char *index, const char *shard)
+{
+    char dir[PATH_MAX], rd[PATH_MAX], rs[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", index);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = '\0';
+    else
+        snprintf(dir, sizeof(dir), ".");
+    if (!realpath(dir, rd) || !realpath(shard, rs))
+        return true; /* a missing shard: pinio_st_open() says so */
+    size_t n = strlen(rd);
+    return !strncmp(rs, rd, n) && (rs[n] == '/' || (n == 1 && rd[0] == '/'));
+}
+
+static int info_open(info_set *s, const char *path, pinio_diag *d)
+{
+    size_t len = strlen(path);
+    bool is_index = len >= 5 && !strcmp(path + len - 5, ".json");
+    int r = 0;
+    if (is_index && (r = pinio_st_index_open(&s->index, path, d)) < 0)
+        return r;
+    s->n = is_index ? pinio_st_index_shard_count(s->index) : 1;
+    s->paths = calloc(s->n ? s->n : 1, sizeof(*s->paths));
+    s->st = calloc(s->n ? s->n : 1, sizeof(*s->st));
+    if (!s->paths || !s->st)
+        return -ENOMEM;
+    for (size_t i = 0; i < s->n && r == 0; i++) {
+        s->paths[i] = is_index ? (char *)pinio_st_index_shard(s->index, i) : (char *)path;
+        if (is_index && !beneath(path, s->paths[i])) {
+            pinio_diag_set_at(d, -EXDEV, s->paths[i], PINIO_DIAG_NO_OFFSET,
+                              "shard named by %s resolves outside the index's folder "
+                              "(a symlink?): refused", path);
+            return -EXDEV;
+        }
+        r = pinio_st_open(&s->st[i], s->paths[i], 0, d);
+    }
+    if (r < 0 || !is_index)
+        return r;
+    /* The map must agree with the shards, as pinio load requires. */
+    size_t mapped = 0;
+    for (size_t i = 0; i < pinio_st_index_count(s->index); i++) {
+        const pinio_st_index_entry *e = pinio_st_index_at(s->index, i);
+        if (!pinio_st_find(s->st[e->shard], e->name, e->name_len)) {
+            pinio_diag_set_at(d, PINIO_EFORMAT, path, PINIO_DIAG_NO_OFFSET,
+                              "weight_map names tensor '%.*s' in %s, which does not hold it",
+                              (int)e->name_len, e->name, s->paths[e->shard]);
+            return PINIO_EFORMAT;
+        }
+        mapped++;
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < s->n; i++)
+        total += pinio_st_count(s->st[i]);
+    s->unindexed = total - mapped;
+    return 0;
+}
+
+static void info_json(const char *path, const info_set *s)
+{
+    jw w;
+    jw_init(&w, stdout);
+    jw_begin(&w, "info");
+    jw_kstr(&w, "path", path);
+    jw_kstr(&w, "kind", s->index ? "index" : "safetensors");
+    jw_kbool(&w, "valid", true);
+    size_t tensors = 0;
+    for (size_t i = 0; i < s->n; i++)
+        tensors += pinio_st_count(s->st[i]);
+    jw_ku64(&w, "file_count", s->n);
+    jw_ku64(&w, "tensor_count", tensors);
+    jw_key(&w, "index");
+    if (s->index) {
+        jw_obj(&w);
+        jw_kstr(&w, "path", pinio_st_index_path(s->index));
+        jw_ku64(&w, "entry_count", pinio_st_index_count(s->index));
+        jw_ku64(&w, "shard_count", pinio_st_index_shard_count(s->index));
+        jw_ku64(&w, "unindexed_tensor_count", s->unindexed);
+        jw_obj_end(&w);
+    } else {
+        jw_null(&w);
+    }
+    jw_key(&w, "files");
+    jw_arr(&w);
+    for (size_t i = 0; i < s->n; i++)
+        json_file(&w, s->paths[i], s->st[i]);
+    jw_arr_end(&w);
+    jw_obj_end(&w);
+    cli_jw_finish(&w); /* a failed write is main.c's to report */
+}
+
 static int run_info(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -146,30 +283,30 @@ static int run_info(int argc, char **argv)
             return cli_getopt_error("info", c, argv);
         }
     }
-    if (optind + 1 != argc) {
+    if (optind + 1 != argc)
         return cli_usage("info", "one PATH is required");
-    }
     const char *path = argv[optind];
-    pinio_st *st;
-    pinio_diag d;
-    int r = pinio_st_open(&st, path, 0, &d);
+    info_set s = { 0 };
+    pinio_diag d = { 0 };
+    int r = info_open(&s, path, &d);
     if (r < 0) {
-        fprintf(stderr, "pinio info: %s\n", d.msg);
-        if (json) {
-            printf("{\"path\": ");
-            cli_json_str(path, strlen(path));
-            printf(", \"valid\": false, \"code\": \"%s\", \"error\": ", pinio_err_name(r));
-            cli_json_str(d.msg, strlen(d.msg));
-            printf("}\n");
-        }
-        return 1;
+        info_free(&s);
+        return cli_fail("info", json, r, &d);
     }
-    if (json)
-        print_json(path, st);
-    else
-        print_text(path, st);
-    pinio_st_free(st);
-    return 0; /* a failed write of the output is main.c's to report */
+    if (json) {
+        info_json(path, &s);
+    } else {
+        if (s.index)
+            printf("index:    %s: %zu tensors in %zu shards (%zu tensors of the shards not in "
+                   "its weight_map)\n\n", path, pinio_st_index_count(s.index), s.n, s.unindexed);
+        for (size_t i = 0; i < s.n; i++) {
+            if (i)
+                printf("\n");
+            print_text(s.paths[i], s.st[i]);
+        }
+    }
+    info_free(&s);
+    return 0;
 }
 
 const struct pinio_cmd pinio_cmd_info = {

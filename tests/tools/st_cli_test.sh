@@ -16,11 +16,11 @@ has "$DIR/out" "tensors:  10" "info lists the tensors"
 has "$DIR/out" "pinio_gen_seed = 7" "info shows the metadata"
 has "$DIR/out" "model.layers.0.self_attn.q_proj.weight  F32" "info shows name and dtype"
 check 0 "info --json" "$PINIO" info --json "$DIR/m.safetensors"
-has "$DIR/out" '"valid": true' "json valid"
-has "$DIR/out" '"dtype": "F4", "bits": 4' "json dtype"
-has "$DIR/out" '"alignment": ' "json alignment"
+has "$DIR/out" '"valid":true' "json valid"
+has "$DIR/out" '"dtype":"F4","bits":4' "json dtype"
+has "$DIR/out" '"alignment_bytes":' "json alignment"
 if command -v python3 >/dev/null 2>&1; then
-    if ! python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["tensors"]) == 10' "$DIR/out"; then
+    if ! python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["files"][0]["tensors"]) == d["tensor_count"] == 10' "$DIR/out"; then
         echo "FAIL: info --json is not valid JSON with 10 tensors"; fails=$((fails + 1))
     fi
 fi
@@ -36,7 +36,7 @@ has "$DIR/err" "MetadataIncompleteBuffer" "the rule is named"
 has "$DIR/err" "bad.safetensors" "the file is named"
 [ "$(wc -l <"$DIR/err")" -eq 1 ] || { echo "FAIL: error is not one line"; fails=$((fails + 1)); }
 check 1 "info --json on an invalid file" "$PINIO" info --json "$DIR/bad.safetensors"
-has "$DIR/out" '"valid": false' "json invalid"
+has "$DIR/out" '"error":{"code":' "json invalid: an error object"
 check 1 "info on a missing file" "$PINIO" info "$DIR/none.safetensors"
 
 # Usage errors.
@@ -47,7 +47,7 @@ check 2 "gen with a bad size" "$PINIO" gen "$DIR/x.safetensors" --size 12Q
 check 2 "gen with a bad dtype" "$PINIO" gen "$DIR/x.safetensors" --size 1K --dtypes F33
 check 0 "gen with a KiB size" "$PINIO" gen "$DIR/k.safetensors" --size 2KiB --tensors 2 -q
 check 0 "info on it" "$PINIO" info --json "$DIR/k.safetensors"
-has "$DIR/out" '"data_size": 2048' "2KiB is 2048 bytes"
+has "$DIR/out" '"data_size_bytes":2048' "2KiB is 2048 bytes"
 check 0 "gen --help" "$PINIO" gen --help
 has "$DIR/out" "--shards K" "gen help"
 check 0 "info --help" "$PINIO" info --help
