@@ -287,7 +287,7 @@ static int run_info(int argc, char **argv)
         return cli_usage("info", "one PATH is required");
     const char *path = argv[optind];
     info_set s = { 0 };
-    pinio_diag d = { 0 };
+    pinio_diag d = { .offset = PINIO_DIAG_NO_OFFSET };
     int r = info_open(&s, path, &d);
     if (r < 0) {
         info_free(&s);

@@ -231,7 +231,7 @@ static int load_resident(int argc, char **argv, cli_load_args *a)
     char *const *inputs = argv + a->first_path;
     size_t ninputs = (size_t)(argc - a->first_path);
     pinio_checkpoint *cp = NULL;
-    pinio_diag diag = { 0 };
+    pinio_diag diag = { .offset = PINIO_DIAG_NO_OFFSET };
     int err = pinio_load((const char *const *)inputs, ninputs, &opts, &cp, &diag);
     cli_progress_end(&pg);
     if (err < 0)

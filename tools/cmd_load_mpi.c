@@ -184,7 +184,7 @@ int pinio_cli_load_mpi(int argc, char **argv, const cli_load_args *a)
     o.nshard_filters = nshard;
     pinio_mpi_checkpoint *cp = NULL;
     pinio_mpi_report rep;
-    pinio_diag d;
+    pinio_diag d = { .offset = PINIO_DIAG_NO_OFFSET };
     int lrc = pinio_mpi_load(MPI_COMM_WORLD, (const char *const *)argv + a->first_path,
                              (size_t)(argc - a->first_path), &o, &cp, &rep, &d);
     rc = lrc < 0 ? 1 : 0;

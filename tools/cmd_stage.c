@@ -155,7 +155,7 @@ static int stage(int argc, char **argv, const char **shas)
         o.progress_ctx = &pg;
     }
     pinio_stream_report r;
-    pinio_diag d = { 0 };
+    pinio_diag d = { .offset = PINIO_DIAG_NO_OFFSET };
     int rc = pinio_stream(&src, 1, &o, &pinio_sink_file, &fc, &r, &d);
     cli_progress_end(&pg);
     if (rc < 0) {

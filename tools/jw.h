@@ -1,6 +1,6 @@
 /* jw: the one JSON writer every `pinio CMD --json` uses.
  *
- * The contract of the CLI's JSON (doc/json.md): one object per line on
+ * The contract of the CLI's JSON (doc/json/SCHEMA.md): one object per line on
  * stdout; every top-level object starts with "pinio_version", "schema" and
  * "command"; keys are snake_case with their unit in the name (_bytes, _s,
  * _ns, _gb_per_s, _mb_per_s); lists are arrays; a failure is an object with

@@ -183,7 +183,7 @@ int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts 
         so.progress_ctx = &pg;
     }
     pinio_stream_report r;
-    pinio_diag diag = { 0 };
+    pinio_diag diag = { .offset = PINIO_DIAG_NO_OFFSET };
     int err = pinio_stream(paths, n, o, sink, d->host ? (const void *)&host : (const void *)&gpu,
                            &r, &diag);
     cli_progress_end(&pg);

@@ -116,6 +116,11 @@ static int fail(pinio_diag *d, int code, const char *path, const char *fmt, ...)
         for (char *p = d->msg; *p; p++)
             if (*p == '\n' || *p == '\r')
                 *p = ' ';
+        /* The file in its own field, so that no caller parses the message
+         * for it (the byte, where there is one, is in the message). */
+        snprintf(d->path, sizeof(d->path), "%s", path ? path : "");
+        d->offset = PINIO_DIAG_NO_OFFSET;
+        d->index = PINIO_DIAG_NO_INDEX;
     }
     return code;
 }

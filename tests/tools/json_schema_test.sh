@@ -1,0 +1,78 @@
+#!/bin/sh
+# Every --json output of info, load (resident, --device host, --mpi) and
+# stage, successes and failures, on odd file names (a quote, a newline, a
+# \xff byte): one line of valid UTF-8 JSON matching doc/json/CMD.schema.json
+# (error.schema.json for a failure, which must also exit 1).
+# usage: json_schema_test.sh PINIO SCHEMA_DIR
+set -u
+PINIO=$1
+SDIR=$2
+HERE=$(dirname "$0")
+[ -x /usr/bin/python3 ] || { echo "SKIP: no /usr/bin/python3"; exit 77; }
+/usr/bin/python3 -c 'import jsonschema' 2>/dev/null ||
+    { echo "FAIL: python3-jsonschema is missing (scripts/bootstrap installs it)"; exit 1; }
+DIR=$(mktemp -d /var/tmp/pinio-json-XXXXXX) || exit 1
+trap 'rm -rf "$DIR"' EXIT
+fails=0
+n=0
+
+# valid WANT_STATUS CMD ARGS...: `pinio CMD ARGS... --json` exits WANT and
+# its stdout validates (a failure: against the error schema).
+valid() {
+    want=$1; cmd=$2; shift 2
+    n=$((n + 1))
+    "$PINIO" "$cmd" "$@" --json >"$DIR/out.$n" 2>"$DIR/err"
+    got=$?
+    if [ "$got" -ne "$want" ]; then
+        echo "FAIL: pinio $cmd $* --json: exit $got, want $want"; cat "$DIR/err"
+        fails=$((fails + 1))
+    elif ! /usr/bin/python3 "$HERE/json_validate.py" "$SDIR" "$cmd" "$DIR/out.$n"; then
+        echo "FAIL: pinio $cmd $* --json: output does not match the schema:"
+        head -c 2000 "$DIR/out.$n"; echo
+        fails=$((fails + 1))
+    elif [ "$want" -ne 0 ] && ! grep -q '"error":{' "$DIR/out.$n"; then
+        echo "FAIL: pinio $cmd $* --json: a failure without an error object"
+        fails=$((fails + 1))
+    fi
+}
+
+ODD=$DIR/$(printf 'o"d\nd\377.safetensors')
+M=$DIR/m.safetensors
+"$PINIO" gen "$M" --size 256K --tensors 4 --quiet || { echo "FAIL: gen"; exit 1; }
+"$PINIO" gen "$ODD" --size 256K --tensors 4 --quiet || { echo "FAIL: gen odd"; exit 1; }
+"$PINIO" gen "$DIR/sh" --size 128K --tensors 5 --shards 2 --quiet || { echo "FAIL: gen sh"; exit 1; }
+cp "$M" "$DIR/bad.safetensors" && printf x >>"$DIR/bad.safetensors"
+
+valid 0 info "$M"
+valid 0 info "$ODD"
+valid 0 info "$DIR/sh/model.safetensors.index.json"
+valid 1 info "$DIR/bad.safetensors"
+valid 1 info "$DIR/none.safetensors"
+# the error names the file and, for a format error, the offset
+grep -q '"file":".*bad.safetensors","offset":[0-9]' "$DIR/out.$n" 2>/dev/null ||
+    grep -q '"file":".*none.safetensors"' "$DIR/out.$n" ||
+    { echo "FAIL: info's error object does not name the file"; cat "$DIR/out.$n"; fails=$((fails + 1)); }
+
+valid 0 load "$M"
+valid 0 load "$ODD" --verify --cache cold
+valid 0 load "$DIR/sh" --memory mapped
+valid 0 load "$M" --device host --verify
+valid 1 load "$M" --filter no.such.tensor
+valid 1 load "$DIR/none.safetensors"
+valid 1 load "$DIR/bad.safetensors" --device host
+valid 1 load "$DIR/sh/model.safetensors.index.json" "$M"
+if "$PINIO" load --mpi replicate --help >/dev/null 2>&1; then
+    # LeakSanitizer reports Open MPI's own allocations at MPI_Finalize (why
+    # scripts/test keeps suite mpi out of the ASan stage): not ours to judge.
+    ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+    export ASAN_OPTIONS
+    valid 0 load --mpi replicate "$ODD"
+    valid 1 load --mpi replicate "$DIR/none.safetensors"
+fi
+
+valid 0 stage "$ODD" "$DIR/st" --verify
+valid 1 stage "$ODD" "$DIR/st"
+valid 0 stage "$DIR/sh" "$DIR/st2"
+
+[ $fails -eq 0 ] && echo "all $n JSON outputs match their schemas"
+exit $((fails != 0))
