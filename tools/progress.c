@@ -126,7 +126,7 @@ size_t cli_progress_format(char *buf, size_t cap, const char *label, unsigned fl
         line[n++] = ']';
         line[n++] = ' ';
     }
-    snprintf(line + n, sizeof(line) - n, " %s", tail);
+    snprintf(line + n, sizeof(line) - n, "%s", tail);
     n = strlen(line);
     if (n > CLI_PROGRESS_COLUMNS) /* a very long label: cut, never wrap */
         n = CLI_PROGRESS_COLUMNS;
