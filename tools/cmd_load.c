@@ -81,14 +81,7 @@ static void print_json(char *const *inputs, size_t ninputs, const pinio_load_opt
                        unsigned long long nofile_from, unsigned long long nofile_to)
 {
     jw w;
-    jw_init(&w, stdout);
-    jw_begin(&w, "load");
-    jw_kstr(&w, "kind", "resident");
-    jw_key(&w, "inputs");
-    jw_arr(&w);
-    for (size_t i = 0; i < ninputs; i++)
-        jw_str(&w, inputs[i]);
-    jw_arr_end(&w);
+    cli_load_json_begin(&w, "resident", (const char *const *)inputs, ninputs);
     jw_ku64(&w, "file_count", r->files);
     jw_ku64(&w, "tensor_count", r->tensors);
     jw_ku64(&w, "skipped_tensor_count", r->skipped);

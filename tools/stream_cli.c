@@ -116,6 +116,18 @@ void cli_shas_json(jw *w, const cli_shas *s, const pinio_stream_report *r)
     jw_arr_end(w);
 }
 
+void cli_load_json_begin(jw *w, const char *kind, const char *const *paths, size_t n)
+{
+    jw_init(w, stdout);
+    jw_begin(w, "load");
+    jw_kstr(w, "kind", kind);
+    jw_key(w, "inputs");
+    jw_arr(w);
+    for (size_t i = 0; i < n; i++)
+        jw_str(w, paths[i]);
+    jw_arr_end(w);
+}
+
 void cli_stream_json(jw *w, const pinio_stream_report *r)
 {
     jw_ku64(w, "file_count", r->files);
@@ -201,14 +213,7 @@ int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts 
     double h2d_gbs = ci.h2d_seconds > 0 ? (double)ci.bytes / ci.h2d_seconds / 1e9 : 0;
     if (json) {
         jw w;
-        jw_init(&w, stdout);
-        jw_begin(&w, "load");
-        jw_kstr(&w, "kind", "stream");
-        jw_key(&w, "inputs");
-        jw_arr(&w);
-        for (size_t i = 0; i < n; i++)
-            jw_str(&w, paths[i]);
-        jw_arr_end(&w);
+        cli_load_json_begin(&w, "stream", paths, n);
         jw_kstr(&w, "device", sink->name);
         jw_kstr(&w, "pci_bus_id", arena ? ci.pci_bus_id : NULL);
         cli_stream_json(&w, &r);

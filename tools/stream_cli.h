@@ -38,6 +38,10 @@ void cli_shas_hook(pinio_stream_opts *o, cli_shas *s);
 /** JSON members "verified", "verify_s", "verify_*_bytes", "digests_complete"
  *  and "digests": [{"path", "sha256"}] (doc/json/SCHEMA.md). */
 void cli_shas_json(jw *w, const cli_shas *s, const pinio_stream_report *r);
+/** Starts the JSON object of `pinio load` on stdout: the fixed keys,
+ *  "kind" (resident, stream, mpi) and "inputs" (the PATHs). */
+void cli_load_json_begin(jw *w, const char *kind, const char *const *paths, size_t n);
+
 /** The JSON members load --device and stage share: counts, bytes, times,
  *  the ring, "io_path". */
 void cli_stream_json(jw *w, const pinio_stream_report *r);
