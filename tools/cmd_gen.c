@@ -131,7 +131,8 @@ static void gen_json(const char *out, const pinio_gen_opts *o, const pinio_gen_r
     } else {
         jw_null(&w);
     }
-    jw_finish(&w);
+    jw_obj_end(&w);
+    jw_finish(&w); /* a failed write is reported once, by main */
 }
 
 static int run_gen(int argc, char **argv)
