@@ -695,7 +695,10 @@ static void json(const struct facts *f)
     j_gpus(&w, &f->gpu[1]);
     jw_obj_end(&w);
     jw_obj_end(&w);
-    jw_finish(&w); /* a failed write is reported once, by main */
+    /* cli_flush() first: it keeps the errno of a failed write for main,
+     * which reports it once; jw_finish() alone would lose it. */
+    cli_flush();
+    jw_finish(&w);
 }
 
 /* ---- the command -------------------------------------------------------- */
