@@ -8,11 +8,20 @@
  * so a reader can check every byte it loaded with pinio_gen_verify() without
  * storing a reference copy, in any order and from any thread.
  *
- * Files written by pinio_gen_write() are valid safetensors: tensors in
- * generation order, tiled with no gap, the header padded with spaces to a
- * multiple of 8 (as the reference writer does), and `__metadata__` holding
- * `"format": "pt"` and #PINIO_GEN_SEED_KEY → the seed in decimal, so the
- * content can be verified from the file alone.
+ * Files written by pinio_gen_write() are laid out as the reference writer
+ * (safetensors `save_file`) lays out its own: tensors sorted by dtype
+ * descending in the format's enum order (the widest first), then by name,
+ * tiled with no gap, the header padded with spaces to a multiple of 8, so
+ * every tensor is naturally aligned; `__metadata__` holds `"format": "pt"`
+ * and #PINIO_GEN_SEED_KEY → the seed in decimal, so the content can be
+ * verified from the file alone.
+ *
+ * What is generated, by default, is a Llama-style decoder
+ * (`model.embed_tokens.weight`, `model.layers.N.self_attn.{q,k,v,o}_proj.weight`,
+ * `model.layers.N.mlp.{gate,up,down}_proj.weight`, the two layer norms,
+ * `model.norm.weight`, `lm_head.weight`) with consistent shapes
+ * (#pinio_gen_model); with a tensor count instead, that many tensors of equal
+ * size named as the layers' tensors, in turn.
  */
 #ifndef PINIO_GEN_H
 #define PINIO_GEN_H
@@ -59,7 +68,7 @@ typedef struct pinio_gen_opts {
      *  whole bytes for sub-byte dtypes), so the total may fall short by a few
      *  bytes per tensor; pinio_gen_result::data_bytes says the exact figure. */
     uint64_t size;
-    /** Number of tensors; 0 picks size / 8 MiB, clamped to [1, 4096]. */
+    /** Number of tensors of equal size; 0: the transformer of #pinio_gen_model instead. */
     size_t tensors;
     /** dtypes used in turn, tensor i getting dtypes[i % ndtypes]; NULL/0: BF16 only. */
     const pinio_dtype *dtypes;
@@ -75,7 +84,38 @@ typedef struct pinio_gen_opts {
      *  being written is removed (shards already complete stay). */
     pinio_progress_fn progress;
     void *progress_ctx;
+    /* The transformer's dimensions (used when `tensors` is 0); 0 = derived.
+     * With `hidden` and `layers` both set, `size` may be 0 (else it is an
+     * upper bound); otherwise the model is the widest that fits in `size`
+     * with at least one layer per 128 hidden units (see pinio_gen_model_of()). */
+    unsigned hidden;       /**< hidden size, a multiple of 8 (at most 2^20) */
+    unsigned layers;       /**< decoder layers (at most 100000) */
+    unsigned intermediate; /**< MLP width; 0 = 8/3 of hidden rounded up to 256 (8 below 256) */
+    unsigned vocab;        /**< vocabulary; 0 = 32000 from hidden 1024 up, 32 x hidden below */
 } pinio_gen_opts;
+
+/** The shape of a generated transformer. */
+typedef struct pinio_gen_model {
+    unsigned hidden;       /**< embed and norm width; q_proj and o_proj are hidden x hidden */
+    unsigned layers;
+    unsigned intermediate; /**< gate_proj and up_proj: intermediate x hidden; down_proj the transpose */
+    unsigned vocab;        /**< embed_tokens and lm_head: vocab x hidden */
+    unsigned kv_dim;       /**< k_proj and v_proj: kv_dim x hidden (hidden / 4 from 1024 up, else hidden) */
+} pinio_gen_model;
+
+/**
+ * The transformer pinio_gen_write() writes for `opts` (whose `tensors` must
+ * be 0). Dimensions left at 0 are derived: without `hidden`, the widest of
+ * 8192, 5120, 4096, 3072, 2048, 1536, 1024, 768, 512, 256, ..., 8 whose model
+ * with `layers` layers (default: hidden / 128, at least 1) fits in `size`,
+ * then as many layers as fit; a `size` too small for any gives the smallest
+ * model (hidden 8, one layer), larger than `size`.
+ * @return 0 and `*out`; -EINVAL (tensors set, hidden not a multiple of 8, a
+ *         dimension over its bound, hidden and layers given and over a
+ *         nonzero size) with the diag saying which.
+ */
+PINIO_API int pinio_gen_model_of(const pinio_gen_opts *opts, pinio_gen_model *out,
+                                 pinio_diag *diag);
 
 /** What pinio_gen_write() wrote. */
 typedef struct pinio_gen_result {
@@ -85,7 +125,8 @@ typedef struct pinio_gen_result {
     unsigned files;      /**< .safetensors files written */
 } pinio_gen_result;
 
-/** Defaults: size 0, tensors 0 (automatic), BF16, one file, seed 0, no progress. */
+/** Defaults: size 0, tensors 0 (a transformer, every dimension derived), BF16, one file,
+ *  seed 0, no progress. */
 static inline void pinio_gen_opts_default(pinio_gen_opts *opts);
 
 /**
@@ -104,10 +145,11 @@ static inline void pinio_gen_opts_default(pinio_gen_opts *opts)
 /**
  * Writes a synthetic checkpoint at `out` (see pinio_gen_opts::shards).
  *
- * Each file is written with plain buffered write(2) calls of 4 MiB under a
- * temporary name in the same directory (OUT.tmpPID, marked with the
- * user.pinio.gen extended attribute), then renamed into place, so a file
- * at the final name is always complete. Temporaries of the same OUT that a
+ * Each file (the index too) is written with plain buffered write(2) calls
+ * of 4 MiB under a temporary name in the same directory (OUT.tmpPID, marked
+ * with the user.pinio.gen extended attribute), fsync'ed, then renamed into
+ * place and the directory fsync'ed, so a file at the final name is always
+ * complete, after a crash too. Temporaries of the same OUT that a
  * killed gen left are removed first (marked, their process gone, untouched
  * for a minute).
  *

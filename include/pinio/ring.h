@@ -207,6 +207,28 @@ PINIO_API void pinio_ring_destroy(pinio_ring *ring);
 /** Fills `*info` with what the ring found. Never fails. */
 PINIO_API void pinio_ring_get_info(const pinio_ring *ring, pinio_ring_info *info);
 
+/** The io_uring opcodes pinio issues, as this kernel answers IORING_REGISTER_PROBE. */
+typedef struct pinio_ring_ops {
+    bool read;        /**< IORING_OP_READ: unregistered and buffered reads (Linux 5.6) */
+    bool read_fixed;  /**< IORING_OP_READ_FIXED: reads into registered memory (5.1) */
+    bool write;       /**< IORING_OP_WRITE: `pinio bench --write` */
+    bool write_fixed; /**< IORING_OP_WRITE_FIXED: `pinio bench --write` into registered memory */
+    unsigned last_op; /**< the highest opcode the kernel knows */
+} pinio_ring_ops;
+
+/**
+ * Probes the opcodes of #pinio_ring_ops on a small ring of its own (no
+ * PINIO_FAULTS, no setup flags).
+ * @return 0 and `*out`; io_uring_setup's negative errno when io_uring is
+ *         unavailable (-ENOSYS, -EPERM: seccomp, kernel.io_uring_disabled);
+ *         -EOPNOTSUPP on kernels without the probe (before 5.6); -EINVAL for
+ *         a NULL `out`. `*out` is zeroed on failure.
+ */
+PINIO_API int pinio_ring_probe_ops(pinio_ring_ops *out);
+
+/** The liburing version pinio was built against ("2.3"; static string). */
+PINIO_API const char *pinio_liburing_version(void);
+
 /** liburing's ring (<liburing.h>); only pinio_ring_setup_uring() takes one. */
 struct io_uring;
 

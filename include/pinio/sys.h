@@ -78,6 +78,70 @@ typedef struct pinio_memavail {
  */
 PINIO_API int pinio_mem_available(const char *root, pinio_memavail *out);
 
+/** The file system a path lives on (statfs(2)). */
+typedef struct pinio_fs {
+    char name[16];     /**< "ext4", "xfs", "btrfs", "tmpfs", "nfs", "fuse", ...; "unknown" */
+    uint64_t magic;    /**< statfs f_type */
+    bool memory;       /**< tmpfs, ramfs, hugetlbfs: the page cache is the storage (nothing to
+                            drop, no device to read from) */
+    bool network;      /**< NFS, CIFS/SMB, 9p, Ceph, Lustre, GPFS, FUSE: no local block queue */
+} pinio_fs;
+
+/**
+ * Names the file system of `path`.
+ * @return 0; -EINVAL (NULL argument) or statfs's negative errno; `*out` is
+ *         written only on success.
+ */
+PINIO_API int pinio_fs_probe(const char *path, pinio_fs *out);
+
+/** The request queue of a block device, as sysfs `block/DISK/queue/` states it. */
+typedef struct pinio_block_queue {
+    char device[32];             /**< the device named by MAJ:MIN ("nvme0n1p2", "dm-0") */
+    char disk[32];               /**< whose queue this is: a partition's disk; for a stacked
+                                      device (dm, md) its first member's disk, recursively */
+    unsigned members;            /**< members of the stacked device `device` (0: not stacked) */
+    char scheduler[32];          /**< the active I/O scheduler ("none", "mq-deadline"); "" unknown */
+    int64_t nr_requests;         /**< -1 when unknown (so for every number below) */
+    int64_t max_sectors_kb;      /**< the largest request the block layer sends */
+    int64_t max_hw_sectors_kb;   /**< the device's own limit */
+    int64_t logical_block_size;  /**< bytes: O_DIRECT offset/length granularity */
+    int64_t physical_block_size; /**< bytes */
+    int64_t read_ahead_kb;
+    int rotational;              /**< 1 spinning disk, 0 not, -1 unknown */
+    int io_poll;                 /**< 1 poll queues (IORING_SETUP_IOPOLL works), 0 not, -1 unknown */
+    char model[64];              /**< `device/model`, trimmed; "" unknown */
+} pinio_block_queue;
+
+/**
+ * Reads the queue facts of block device `major:minor` under `sysfs_root`
+ * (NULL: "/sys"): `dev/block/MAJ:MIN` resolved to its device directory, a
+ * partition replaced by its disk, a dm/md device by its first member
+ * (`slaves/`, sorted by name), recursively.
+ * @return 0; -ENODEV when sysfs has no such block device (tmpfs, overlayfs,
+ *         NFS: major 0); -ELOOP for members stacked deeper than 16 levels;
+ *         -EINVAL for a NULL `out`. Attributes that cannot be read stay
+ *         unknown.
+ */
+PINIO_API int pinio_block_queue_probe(const char *sysfs_root, unsigned major, unsigned minor,
+                                      pinio_block_queue *out);
+
+/** The huge page pool of the default size and transparent huge pages. */
+typedef struct pinio_hugepages {
+    int64_t total;          /**< HugePages_Total of /proc/meminfo; -1 unknown */
+    int64_t free;           /**< HugePages_Free; -1 unknown */
+    uint64_t page_bytes;    /**< Hugepagesize; 0 unknown */
+    char thp_enabled[16];   /**< "always", "madvise", "never"; "" unknown */
+    char thp_defrag[16];    /**< "always", "defer", "defer+madvise", "madvise", "never"; "" */
+} pinio_hugepages;
+
+/**
+ * Reads the huge page pool and the THP modes.
+ * @param root NULL or "/" for the real files; else a folder holding proc/
+ *             and sys/ laid out as the real ones (tests).
+ * @return 0; -EINVAL for a NULL `out`. What cannot be read stays unknown.
+ */
+PINIO_API int pinio_hugepages_probe(const char *root, pinio_hugepages *out);
+
 /** How a residency figure was obtained. */
 typedef enum pinio_residency_method {
     PINIO_RESIDENCY_CACHESTAT = 1, /**< cachestat(2): exact, no mapping */

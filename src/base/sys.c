@@ -5,8 +5,10 @@
  * on one machine and run on others (cluster images are old, kernels newer),
  * so cachestat(2) and CAP_IPC_LOCK are checked by calling them.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -347,6 +350,200 @@ int pinio_mem_available(const char *root, pinio_memavail *out)
     if (out->cgroup < out->bytes) {
         out->bytes = out->cgroup;
         out->source = cg;
+    }
+    return 0;
+}
+
+/* ---- file system, block queue, huge pages -------------------------------- */
+
+/* statfs magics (linux/magic.h; ZFS, GPFS, Lustre, BeeGFS and 9p are not
+ * there: out-of-tree or spelled in their own headers). */
+static const struct fs_kind {
+    uint64_t magic;
+    const char *name;
+    bool memory, network;
+} fs_kinds[] = {
+    { 0xEF53, "ext4", false, false },      { 0x58465342, "xfs", false, false },
+    { 0x9123683E, "btrfs", false, false }, { 0xF2F52010, "f2fs", false, false },
+    { 0x2fc12fc1, "zfs", false, false },   { 0x01021994, "tmpfs", true, false },
+    { 0x858458f6, "ramfs", true, false },  { 0x958458f6, "hugetlbfs", true, false },
+    { 0x794c7630, "overlay", false, false }, { 0x6969, "nfs", false, true },
+    { 0xFF534D42, "cifs", false, true },   { 0xFE534D42, "smb2", false, true },
+    { 0x01021997, "9p", false, true },     { 0x00c36400, "ceph", false, true },
+    { 0x0BD00BD0, "lustre", false, true }, { 0x47504653, "gpfs", false, true },
+    { 0x19830326, "beegfs", false, true }, { 0x65735546, "fuse", false, true },
+    { 0x2011BAB0, "exfat", false, false }, { 0x4d44, "vfat", false, false },
+    { 0x73717368, "squashfs", false, false }, { 0xE0F5E1E2, "erofs", false, false },
+};
+
+int pinio_fs_probe(const char *path, pinio_fs *out)
+{
+    struct statfs sf;
+    if (!path || !out)
+        return -EINVAL;
+    if (statfs(path, &sf) != 0)
+        return -errno;
+    pinio_fs r = { .magic = (uint64_t)(unsigned long)sf.f_type };
+    snprintf(r.name, sizeof(r.name), "unknown");
+    for (size_t i = 0; i < sizeof(fs_kinds) / sizeof(fs_kinds[0]); i++)
+        if (fs_kinds[i].magic == (r.magic & 0xffffffffu)) {
+            snprintf(r.name, sizeof(r.name), "%s", fs_kinds[i].name);
+            r.memory = fs_kinds[i].memory;
+            r.network = fs_kinds[i].network;
+        }
+    *out = r;
+    return 0;
+}
+
+/* Copies what fits of `src`, cut (not an error: names here are short). */
+static void copy_cut(char *dst, size_t n, const char *src)
+{
+    size_t l = strnlen(src, n - 1);
+    memcpy(dst, src, l);
+    dst[l] = '\0';
+}
+
+/* One sysfs attribute: its first line, trailing blanks cut; "" if absent. */
+static void read_attr(const char *dir, const char *name, char *buf, size_t n)
+{
+    char p[2 * MEM_PATH];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    buf[0] = '\0';
+    if (read_small_file(p, buf, n) < 0) {
+        buf[0] = '\0';
+        return;
+    }
+    buf[strcspn(buf, "\n")] = '\0';
+    for (size_t l = strlen(buf); l && (buf[l - 1] == ' ' || buf[l - 1] == '\t'); l--)
+        buf[l - 1] = '\0';
+}
+
+static int64_t read_attr_i64(const char *dir, const char *name)
+{
+    char b[64], *end;
+    read_attr(dir, name, b, sizeof(b));
+    long long v = strtoll(b, &end, 10);
+    return end == b ? -1 : (int64_t)v;
+}
+
+static void base_name(const char *dir, char *out, size_t n)
+{
+    const char *s = strrchr(dir, '/');
+    copy_cut(out, n, s ? s + 1 : dir);
+}
+
+/* The first entry of dir/slaves by name (a dm/md member), or "" and 0. */
+static unsigned first_member(const char *dir, char *first, size_t n)
+{
+    char p[2 * MEM_PATH];
+    snprintf(p, sizeof(p), "%s/slaves", dir);
+    first[0] = '\0';
+    DIR *d = opendir(p);
+    if (!d)
+        return 0;
+    unsigned count = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        count++;
+        if (!first[0] || strcmp(e->d_name, first) < 0)
+            copy_cut(first, n, e->d_name);
+    }
+    closedir(d);
+    return count;
+}
+
+int pinio_block_queue_probe(const char *sysfs_root, unsigned major, unsigned minor,
+                            pinio_block_queue *out)
+{
+    if (!out)
+        return -EINVAL;
+    char link[MEM_PATH], dir[MEM_PATH];
+    snprintf(link, sizeof(link), "%s/dev/block/%u:%u", sysfs_root ? sysfs_root : "/sys", major,
+             minor);
+    if (!realpath(link, dir))
+        return -ENODEV;
+    pinio_block_queue q = { .nr_requests = -1, .max_sectors_kb = -1, .max_hw_sectors_kb = -1,
+                            .logical_block_size = -1, .physical_block_size = -1,
+                            .read_ahead_kb = -1, .rotational = -1, .io_poll = -1 };
+    base_name(dir, q.device, sizeof(q.device));
+    /* A partition, and the members of a dm/md device, have no queue of
+     * their own that says anything about the hardware (dm's says
+     * "none"): the disk underneath does. */
+    for (int depth = 0;; depth++) {
+        char p[2 * MEM_PATH], member[256];
+        snprintf(p, sizeof(p), "%s/partition", dir);
+        if (access(p, F_OK) == 0) {
+            char *slash = strrchr(dir, '/');
+            if (slash && slash != dir)
+                *slash = '\0';
+        }
+        unsigned m = first_member(dir, member, sizeof(member));
+        if (!m)
+            break;
+        if (depth == 0)
+            q.members = m;
+        if (depth >= 16)
+            return -ELOOP;
+        snprintf(p, sizeof(p), "%s/slaves/%s", dir, member);
+        if (!realpath(p, dir))
+            return -ENODEV;
+    }
+    base_name(dir, q.disk, sizeof(q.disk));
+    char qdir[MEM_PATH + 16], sched[256];
+    snprintf(qdir, sizeof(qdir), "%s/queue", dir);
+    /* "mq-deadline kyber [none]": the active one is in brackets. */
+    read_attr(qdir, "scheduler", sched, sizeof(sched));
+    char *l = strchr(sched, '['), *r = l ? strchr(l, ']') : NULL;
+    if (l && r) {
+        *r = '\0';
+        copy_cut(q.scheduler, sizeof(q.scheduler), l + 1);
+    } else
+        copy_cut(q.scheduler, sizeof(q.scheduler), sched);
+    q.nr_requests = read_attr_i64(qdir, "nr_requests");
+    q.max_sectors_kb = read_attr_i64(qdir, "max_sectors_kb");
+    q.max_hw_sectors_kb = read_attr_i64(qdir, "max_hw_sectors_kb");
+    q.logical_block_size = read_attr_i64(qdir, "logical_block_size");
+    q.physical_block_size = read_attr_i64(qdir, "physical_block_size");
+    q.read_ahead_kb = read_attr_i64(qdir, "read_ahead_kb");
+    q.rotational = (int)read_attr_i64(qdir, "rotational");
+    q.io_poll = (int)read_attr_i64(qdir, "io_poll");
+    read_attr(dir, "device/model", q.model, sizeof(q.model));
+    *out = q;
+    return 0;
+}
+
+int pinio_hugepages_probe(const char *root, pinio_hugepages *out)
+{
+    if (!out)
+        return -EINVAL;
+    if (!root || strcmp(root, "/") == 0)
+        root = "";
+    *out = (pinio_hugepages){ .total = -1, .free = -1 };
+    char p[MEM_PATH + 64], buf[256];
+    snprintf(p, sizeof(p), "%s/proc/meminfo", root);
+    FILE *f = fopen(p, "re");
+    while (f && fgets(buf, sizeof(buf), f)) {
+        unsigned long long v;
+        if (sscanf(buf, "HugePages_Total: %llu", &v) == 1)
+            out->total = (int64_t)v;
+        else if (sscanf(buf, "HugePages_Free: %llu", &v) == 1)
+            out->free = (int64_t)v;
+        else if (sscanf(buf, "Hugepagesize: %llu", &v) == 1)
+            out->page_bytes = (uint64_t)v * 1024;
+    }
+    if (f)
+        fclose(f);
+    /* The active mode is the bracketed word: "always [madvise] never". */
+    static const char *const files[] = { "enabled", "defrag" };
+    for (int i = 0; i < 2; i++) {
+        char *dst = i ? out->thp_defrag : out->thp_enabled;
+        snprintf(p, sizeof(p), "%s/sys/kernel/mm/transparent_hugepage", root);
+        read_attr(p, files[i], buf, sizeof(buf));
+        char *l = strchr(buf, '['), *r = l ? strchr(l, ']') : NULL;
+        if (l && r && (size_t)(r - l - 1) < sizeof(out->thp_enabled))
+            snprintf(dst, sizeof(out->thp_enabled), "%.*s", (int)(r - l - 1), l + 1);
     }
     return 0;
 }

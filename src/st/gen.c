@@ -117,7 +117,25 @@ int pinio_gen_shard_name(char *buf, size_t cap, unsigned i, unsigned k)
     return n < 0 || (size_t)n >= cap ? -ERANGE : 0;
 }
 
+static int fail(pinio_diag *d, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int fail(pinio_diag *d, int code, const char *fmt, ...)
+{
+    if (d) {
+        d->code = code;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(d->msg, sizeof(d->msg), fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
 #define NAME_MAX_LEN 80
+/* Bounds that keep every product in 64 bits and every header under the
+ * format's 100 MB (a layer is 9 entries of about 100 header bytes). */
+#define MAX_DIM (1u << 20)
+#define MAX_LAYERS 100000u
 
 struct gen_tensor {
     char name[NAME_MAX_LEN];
@@ -144,6 +162,7 @@ static void unit_of(unsigned bits, uint64_t *ubytes, uint64_t *uelems)
     *ubytes = bits / g;
 }
 
+/* A tensor of the count layout: `target` bytes, named after position i. */
 static void plan_tensor(struct gen_tensor *t, size_t i, uint64_t target)
 {
     const char *part = layer_parts[i % NPARTS];
@@ -168,25 +187,214 @@ static void plan_tensor(struct gen_tensor *t, size_t i, uint64_t target)
     }
 }
 
-static int make_plan(const pinio_gen_opts *o, struct gen_tensor **out, size_t *count)
+/* ---------------------------------------------------- the transformer */
+
+/* What a dimension left at 0 becomes, Llama's rules scaled down for small
+ * models: grouped-query attention with 4 query heads per KV head from 1024
+ * up (Llama 3 8B: 4096 -> 1024), the SwiGLU width 8/3 of hidden rounded up
+ * to 256 (Llama 2 7B: 4096 -> 11008; to 8 below 256), and a 32000-token
+ * vocabulary from 1024 up (32 tokens per hidden unit below, so that a small
+ * --size is not all embedding). */
+static unsigned kv_of(unsigned h) { return h >= 1024 ? h / 4 : h; }
+static unsigned vocab_of(unsigned h) { return h >= 1024 ? 32000u : 32u * h; }
+static unsigned inter_of(unsigned h)
 {
-    size_t n = o->tensors;
-    if (!n) {
-        uint64_t auto_n = o->size / (8u << 20);
-        n = auto_n < 1 ? 1 : auto_n > 4096 ? 4096 : (size_t)auto_n;
+    uint64_t q = h >= 256 ? 256 : 8, v = ((uint64_t)h * 8 / 3 + q - 1) / q * q;
+    return v > UINT32_MAX ? UINT32_MAX : (unsigned)v;
+}
+
+static void model_fill(pinio_gen_model *m, unsigned h, unsigned layers, const pinio_gen_opts *o)
+{
+    *m = (pinio_gen_model){ .hidden = h, .layers = layers,
+                            .intermediate = o->intermediate ? o->intermediate : inter_of(h),
+                            .vocab = o->vocab ? o->vocab : vocab_of(h), .kv_dim = kv_of(h) };
+}
+
+static size_t model_count(const pinio_gen_model *m)
+{
+    return 3 + (size_t)m->layers * NPARTS; /* embed_tokens, the layers, norm, lm_head */
+}
+
+static pinio_dtype dtype_at(const pinio_gen_opts *o, size_t i)
+{
+    return o->dtypes && o->ndtypes ? o->dtypes[i % o->ndtypes] : PINIO_DTYPE_BF16;
+}
+
+/* Shape of tensor i of the model in state-dict order (PyTorch's Linear
+ * stores its weight as [out_features, in_features]); its name if `name`. */
+static unsigned model_shape(const pinio_gen_model *m, size_t i, uint64_t shape[2], char *name,
+                            size_t cap)
+{
+    size_t n = model_count(m);
+    uint64_t rows = m->hidden, cols = m->hidden;
+    const char *part = NULL;
+    if (i == 0 || i == n - 1)
+        rows = m->vocab;
+    else if (i != n - 2)
+        part = layer_parts[(i - 1) % NPARTS];
+    if (name) {
+        if (part)
+            snprintf(name, cap, "model.layers.%zu.%s", (i - 1) / NPARTS, part);
+        else
+            snprintf(name, cap, "%s", i == 0 ? "model.embed_tokens.weight" :
+                                      i == n - 1 ? "lm_head.weight" : "model.norm.weight");
     }
+    if (i == n - 2 || (part && strstr(part, "norm"))) {
+        shape[0] = m->hidden;
+        return 1;
+    }
+    if (part && (strstr(part, "k_proj") || strstr(part, "v_proj")))
+        rows = m->kv_dim;
+    else if (part && (strstr(part, "gate_proj") || strstr(part, "up_proj")))
+        rows = m->intermediate;
+    else if (part && strstr(part, "down_proj"))
+        cols = m->intermediate;
+    shape[0] = rows;
+    shape[1] = cols;
+    return 2;
+}
+
+/* Bytes of a tensor of `rank` dims: every dimension is a multiple of 8 (the
+ * hidden size is), so sub-byte dtypes always fill whole bytes. */
+static uint64_t shape_bytes(unsigned rank, const uint64_t shape[2], pinio_dtype dt)
+{
+    uint64_t e = rank == 1 ? shape[0] : shape[0] * shape[1];
+    return e * pinio_dtype_bits(dt) / 8;
+}
+
+static void model_tensor(const pinio_gen_model *m, const pinio_gen_opts *o, size_t i,
+                         struct gen_tensor *t)
+{
+    t->dtype = dtype_at(o, i);
+    t->rank = model_shape(m, i, t->shape, t->name, sizeof(t->name));
+    t->nbytes = shape_bytes(t->rank, t->shape, t->dtype);
+}
+
+static uint64_t model_bytes(const pinio_gen_model *m, const pinio_gen_opts *o)
+{
+    uint64_t sum = 0, shape[2];
+    for (size_t i = 0, n = model_count(m); i < n; i++) {
+        unsigned rank = model_shape(m, i, shape, NULL, 0);
+        sum += shape_bytes(rank, shape, dtype_at(o, i));
+    }
+    return sum;
+}
+
+/* The most layers of width h whose model fits in o->size, at least `min`;
+ * 0 when even `min` does not fit. */
+static unsigned layers_for(unsigned h, unsigned min, const pinio_gen_opts *o)
+{
+    pinio_gen_model m;
+    model_fill(&m, h, min, o);
+    if (model_bytes(&m, o) > o->size)
+        return 0;
+    unsigned lo = min, hi = MAX_LAYERS; /* lo fits; find the last that does */
+    while (lo < hi) {
+        unsigned mid = lo + (hi - lo + 1) / 2;
+        model_fill(&m, h, mid, o);
+        if (model_bytes(&m, o) <= o->size)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Hidden widths tried, widest first, when --hidden is not given. */
+static const unsigned widths[] = { 8192, 5120, 4096, 3072, 2048, 1536, 1024, 768,
+                                   512, 256, 128, 64, 32, 16, 8 };
+
+int pinio_gen_model_of(const pinio_gen_opts *uo, pinio_gen_model *out, pinio_diag *diag)
+{
+    pinio_gen_opts oc;
+    pinio_gen_opts_default(&oc);
+    int rc = pinio__opts_copy(&oc, sizeof oc, uo, "pinio_gen options", diag);
+    if (rc < 0)
+        return rc;
+    const pinio_gen_opts *o = &oc;
+    if (!out)
+        return fail(diag, -EINVAL, "no model output");
+    if (o->tensors)
+        return fail(diag, -EINVAL,
+                    "a tensor count and a transformer shape exclude each other");
+    if (o->hidden % 8 || o->hidden > MAX_DIM || o->intermediate > MAX_DIM ||
+        o->vocab > MAX_DIM * 16 || o->layers > MAX_LAYERS)
+        return fail(diag, -EINVAL,
+                    "hidden %u, intermediate %u, vocab %u, layers %u: hidden must be a "
+                    "multiple of 8 up to %u, intermediate up to %u, vocab up to %u, layers up "
+                    "to %u",
+                    o->hidden, o->intermediate, o->vocab, o->layers, MAX_DIM, MAX_DIM,
+                    MAX_DIM * 16, MAX_LAYERS);
+    pinio_gen_model m;
+    if (o->hidden && o->layers) {
+        model_fill(&m, o->hidden, o->layers, o);
+        uint64_t b = model_bytes(&m, o);
+        if (o->size && b > o->size)
+            return fail(diag, -EINVAL,
+                        "hidden %u x %u layers is %llu bytes, over the size of %llu",
+                        o->hidden, o->layers, (unsigned long long)b, (unsigned long long)o->size);
+    } else if (o->hidden) {
+        unsigned l = layers_for(o->hidden, 1, o);
+        model_fill(&m, o->hidden, l ? l : 1, o);
+    } else {
+        /* The widest model that is still deep enough to look like one: a
+         * layer per 128 hidden units (4096 -> 32, Llama 2 7B) unless the
+         * layer count is given. Nothing fits: the smallest model. */
+        model_fill(&m, 8, o->layers ? o->layers : 1, o);
+        for (size_t i = 0; i < sizeof(widths) / sizeof(widths[0]); i++) {
+            unsigned h = widths[i];
+            unsigned want = o->layers ? o->layers : h / 128 ? h / 128 : 1;
+            unsigned l = layers_for(h, want, o);
+            if (l) {
+                model_fill(&m, h, o->layers ? o->layers : l, o);
+                break;
+            }
+        }
+    }
+    *out = m;
+    return 0;
+}
+
+/* The reference writer's order inside a file (save.c: `prepare`): dtype
+ * descending in the enum's order, then name, bytewise. The widest dtype
+ * comes first, so with a data section starting 8-aligned every tensor is
+ * naturally aligned, as in files written by safetensors itself. */
+static int ref_order(const void *pa, const void *pb)
+{
+    const struct gen_tensor *a = pa, *b = pb;
+    if (a->dtype != b->dtype)
+        return a->dtype > b->dtype ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+static int make_plan(const pinio_gen_opts *o, struct gen_tensor **out, size_t *count,
+                     pinio_diag *diag)
+{
     for (size_t k = 0; k < o->ndtypes; k++)
         if ((unsigned)o->dtypes[k] >= PINIO_DTYPE_COUNT)
-            return -EINVAL;
+            return fail(diag, -EINVAL, "gen: invalid dtype %d", (int)o->dtypes[k]);
+    size_t n = o->tensors;
+    pinio_gen_model m;
+    if (!n) {
+        int rc = pinio_gen_model_of(o, &m, diag);
+        if (rc < 0)
+            return rc;
+        n = model_count(&m);
+    }
     struct gen_tensor *ts = calloc(n, sizeof(*ts));
     if (!ts)
-        return -ENOMEM;
-    uint64_t per = o->size / n, used = 0;
-    for (size_t i = 0; i < n; i++) {
-        ts[i].dtype = o->dtypes && o->ndtypes ? o->dtypes[i % o->ndtypes] : PINIO_DTYPE_BF16;
-        /* The last tensor takes the remainder of the division. */
-        plan_tensor(&ts[i], i, i + 1 == n ? o->size - used : per);
-        used += ts[i].nbytes;
+        return fail(diag, -ENOMEM, "gen: out of memory");
+    if (!o->tensors) {
+        for (size_t i = 0; i < n; i++)
+            model_tensor(&m, o, i, &ts[i]);
+    } else {
+        uint64_t per = o->size / n, used = 0;
+        for (size_t i = 0; i < n; i++) {
+            ts[i].dtype = dtype_at(o, i);
+            /* The last tensor takes the remainder of the division. */
+            plan_tensor(&ts[i], i, i + 1 == n ? o->size - used : per);
+            used += ts[i].nbytes;
+        }
     }
     *out = ts;
     *count = n;
@@ -194,20 +402,6 @@ static int make_plan(const pinio_gen_opts *o, struct gen_tensor **out, size_t *c
 }
 
 /* ------------------------------------------------------------- writing */
-
-static int fail(pinio_diag *d, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int fail(pinio_diag *d, int code, const char *fmt, ...)
-{
-    if (d) {
-        d->code = code;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(d->msg, sizeof(d->msg), fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 /* A growable text buffer for the JSON headers (a few hundred bytes per tensor). */
 struct text {
@@ -318,6 +512,64 @@ static int report(const struct progress *pg, pinio_diag *diag)
 /* The mark of gen's temporaries, by which a later run knows them. */
 #define GEN_XATTR "user.pinio.gen"
 
+/* Creates the temporary of `path` (PATH.tmpPID, marked as gen's) after
+ * removing what an earlier gen killed while writing left there
+ * (src/base/stale.h). @return the descriptor with `*tmp` malloc'ed, or
+ * -errno with the diag set. */
+static int open_temp(const char *path, char **tmp, pinio_diag *diag)
+{
+    *tmp = malloc(strlen(path) + 32);
+    if (!*tmp)
+        return fail(diag, -ENOMEM, "%s: out of memory", path);
+    sprintf(*tmp, "%s.tmp%ld", path, (long)getpid());
+    pinio__remove_stale(path, ".tmp", "", GEN_XATTR);
+    int fd = open(*tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int e = -errno;
+        fail(diag, e, "%s: create: %s", *tmp, pinio_strerror(e));
+        free(*tmp);
+        *tmp = NULL;
+        return e;
+    }
+    (void)fsetxattr(fd, GEN_XATTR, "1", 1, 0); /* marks it as ours; best effort */
+    return fd;
+}
+
+/* Makes the temporary `tmp` (open as `fd`, written with result `r`) appear
+ * as `path`, or removes it when anything failed. fsync before the rename:
+ * without it a crash after the rename can leave the new name on a file
+ * whose blocks never reached the disk (ext4's auto_da_alloc covers only
+ * some cases, xfs none), and a loader would then read zeros or garbage
+ * under a name that promises a complete checkpoint. The folder is synced
+ * after, so that the name itself is durable too. Frees `tmp`. */
+static int publish(int fd, char *tmp, const char *path, int r, pinio_diag *diag)
+{
+    const char *step = NULL;
+    if (!r && fsync(fd) < 0)
+        r = -errno, step = "fsync";
+    if (close(fd) < 0 && !r) /* NFS and friends report write errors at close */
+        r = -errno, step = "close";
+    if (!r && rename(tmp, path) < 0)
+        r = -errno, step = "rename";
+    if (step)
+        fail(diag, r, "%s: %s%s%s: %s", tmp, step, *step == 'r' ? " to " : "",
+             *step == 'r' ? path : "", pinio_strerror(r));
+    if (r) {
+        unlink(tmp);
+    } else {
+        char *slash = strrchr(tmp, '/');
+        if (slash)
+            *slash = '\0';
+        int dfd = open(slash ? (slash == tmp ? "/" : tmp) : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            (void)fsync(dfd); /* best effort: some file systems refuse it on folders */
+            close(dfd);
+        }
+    }
+    free(tmp);
+    return r;
+}
+
 /* Writes one .safetensors file holding tensors ts[0..n). */
 static int write_file(const char *path, const struct gen_tensor *ts, size_t n,
                       const pinio_gen_opts *o, struct progress *pg, uint8_t *buf,
@@ -354,23 +606,12 @@ static int write_file(const char *path, const struct gen_tensor *ts, size_t n,
                     path, h.len, (unsigned)PINIO_ST_HEADER_MAX);
     }
 
-    char *tmp = malloc(strlen(path) + 16);
-    if (!tmp) {
-        free(h.p);
-        return fail(diag, -ENOMEM, "%s: out of memory", path);
-    }
-    sprintf(tmp, "%s.tmp%ld", path, (long)getpid());
-    /* What an earlier gen killed while writing left (src/base/stale.h). */
-    pinio__remove_stale(path, ".tmp", "", GEN_XATTR);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    char *tmp;
+    int fd = open_temp(path, &tmp, diag);
     if (fd < 0) {
-        int e = -errno;
         free(h.p);
-        fail(diag, e, "%s: create: %s", tmp, pinio_strerror(e));
-        free(tmp);
-        return e;
+        return fd;
     }
-    (void)fsetxattr(fd, GEN_XATTR, "1", 1, 0); /* marks it as ours; best effort */
     struct writer w = {.fd = fd, .path = tmp, .buf = buf, .cap = CHUNK, .diag = diag};
     uint8_t len8[8];
     for (int i = 0; i < 8; i++)
@@ -398,34 +639,43 @@ static int write_file(const char *path, const struct gen_tensor *ts, size_t n,
     }
     if (!r)
         r = flush(&w);
-    if (close(fd) < 0 && !r) { /* NFS and friends report write errors at close */
-        r = -errno;
-        fail(diag, r, "%s: close: %s", tmp, pinio_strerror(r));
-    }
-    if (!r && rename(tmp, path) < 0) {
-        r = -errno;
-        fail(diag, r, "%s: rename to %s: %s", tmp, path, pinio_strerror(r));
-    }
-    if (r)
-        unlink(tmp);
-    else
+    r = publish(fd, tmp, path, r, diag);
+    if (!r)
         *file_bytes += w.off;
-    free(tmp);
     return r;
 }
 
-static int write_index(const char *dir, const struct gen_tensor *ts, size_t n, unsigned k,
-                       uint64_t total, pinio_diag *diag)
+struct index_entry {
+    const char *name;
+    unsigned shard;
+};
+
+static int by_name(const void *pa, const void *pb)
 {
+    return strcmp(((const struct index_entry *)pa)->name, ((const struct index_entry *)pb)->name);
+}
+
+/* The index as transformers writes it: weight_map sorted by name. Tensor i
+ * of `ts` lies in shard i * k / n (the split pinio_gen_write() uses). */
+static int write_index(const char *dir, const struct gen_tensor *ts, size_t n, unsigned k,
+                       uint64_t total, uint8_t *buf, pinio_diag *diag)
+{
+    struct index_entry *e = malloc((n ? n : 1) * sizeof(*e));
+    if (!e)
+        return fail(diag, -ENOMEM, "%s: out of memory for the index", dir);
+    for (size_t i = 0; i < n; i++)
+        e[i] = (struct index_entry){ ts[i].name, (unsigned)((uint64_t)i * k / n) + 1 };
+    qsort(e, n, sizeof(*e), by_name);
     struct text t = {0};
     text_add(&t, "{\n  \"metadata\": {\n    \"total_size\": %llu\n  },\n  \"weight_map\": {",
              (unsigned long long)total);
     for (size_t i = 0; i < n; i++) {
         char shard[64];
-        pinio_gen_shard_name(shard, sizeof(shard), (unsigned)(i * k / n) + 1, k);
-        text_add(&t, "%s\n    \"%s\": \"%s\"", i ? "," : "", ts[i].name, shard);
+        pinio_gen_shard_name(shard, sizeof(shard), e[i].shard, k);
+        text_add(&t, "%s\n    \"%s\": \"%s\"", i ? "," : "", e[i].name, shard);
     }
     text_add(&t, "\n  }\n}\n");
+    free(e);
     if (!t.err && t.len > PINIO_ST_INDEX_MAX) {
         free(t.p);
         return fail(diag, -EINVAL,
@@ -439,20 +689,15 @@ static int write_index(const char *dir, const struct gen_tensor *ts, size_t n, u
         return fail(diag, -ENOMEM, "%s: out of memory for the index", dir);
     }
     sprintf(path, "%s/%s", dir, PINIO_GEN_INDEX_NAME);
-    int r = 0;
-    FILE *f = fopen(path, "we");
-    if (!f) {
-        r = -errno;
-        fail(diag, r, "%s: create: %s", path, pinio_strerror(r));
-    } else {
-        size_t wrote = fwrite(t.p, 1, t.len, f);
-        int e = wrote == t.len ? 0 : errno ? -errno : -EIO;
-        if (fclose(f) != 0 && !e)
-            e = errno ? -errno : -EIO;
-        if (e) {
-            r = e;
-            fail(diag, r, "%s: write: %s", path, pinio_strerror(r));
-        }
+    char *tmp;
+    int fd = open_temp(path, &tmp, diag);
+    int r = fd < 0 ? fd : 0;
+    if (!r) {
+        struct writer w = {.fd = fd, .path = tmp, .buf = buf, .cap = CHUNK, .diag = diag};
+        r = put(&w, t.p, t.len);
+        if (!r)
+            r = flush(&w);
+        r = publish(fd, tmp, path, r, diag);
     }
     free(t.p);
     free(path);
@@ -471,11 +716,11 @@ int pinio_gen_write(const char *out, const pinio_gen_opts *uo, pinio_gen_result 
     unsigned k = o->shards ? o->shards : 1;
     if (k > 99999)
         return fail(diag, -EINVAL, "%s: at most 99999 shards", out);
-    struct gen_tensor *ts;
-    size_t n;
-    int r = make_plan(o, &ts, &n);
+    struct gen_tensor *ts = NULL;
+    size_t n = 0;
+    int r = make_plan(o, &ts, &n, diag);
     if (r)
-        return fail(diag, r, "%s: %s", out, r == -EINVAL ? "invalid dtype" : "out of memory");
+        return r;
     uint8_t *buf = malloc(CHUNK);
     if (!buf) {
         free(ts);
@@ -486,6 +731,7 @@ int pinio_gen_write(const char *out, const pinio_gen_opts *uo, pinio_gen_result 
         pg.total += ts[i].nbytes;
     uint64_t file_bytes = 0;
     if (k == 1) {
+        qsort(ts, n, sizeof(*ts), ref_order);
         r = write_file(out, ts, n, o, &pg, buf, &file_bytes, diag);
     } else {
         if (mkdir(out, 0755) < 0 && errno != EEXIST) {
@@ -501,11 +747,12 @@ int pinio_gen_write(const char *out, const pinio_gen_opts *uo, pinio_gen_result 
             size_t hi = (size_t)(((uint64_t)(s + 1) * n + k - 1) / k);
             int m = sprintf(path, "%s/", out);
             pinio_gen_shard_name(path + m, 64 - 1, s + 1, k);
+            qsort(ts + lo, hi - lo, sizeof(*ts), ref_order);
             r = write_file(path, ts + lo, hi - lo, o, &pg, buf, &file_bytes, diag);
         }
         free(path);
         if (!r)
-            r = write_index(out, ts, n, k, pg.total, diag);
+            r = write_index(out, ts, n, k, pg.total, buf, diag);
     }
     if (!r && o->progress) /* the final call: nothing is left to stop */
         (void)o->progress(o->progress_ctx, &(pinio_progress){ .done_bytes = pg.done,

@@ -42,16 +42,19 @@ has "$DIR/err" "no device cuda:7" "names the device"
 check 1 "injected no device" env FAKE_CUDA_FAIL=nodevice "$PINIO" load --device cuda:0 "$CK"
 has "$DIR/err" "CUDA_ERROR_NO_DEVICE" "the driver's answer"
 
-check 0 "doctor lists the GPUs" env FAKE_CUDA_DEVICES=2 "$PINIO" doctor --json "$DIR"
+# doctor exits 1 on a degraded machine (that is the verdict, not a failure here).
+env FAKE_CUDA_DEVICES=2 "$PINIO" doctor --json "$DIR" >"$DIR/out" 2>"$DIR/err"
+[ $? -le 1 ] || { echo "FAIL: doctor lists the GPUs: exit"; cat "$DIR/err"; fails=$((fails + 1)); }
 if command -v python3 >/dev/null 2>&1; then
     python3 -c '
 import json, sys
-d = json.load(open(sys.argv[1]))
-assert d["cuda"] is True and d["cuda:1"]["pci_bus_id"] == "0000:66:00.0", d
-assert d["cuda:0"]["memory"] == 80 << 30 and "cuda:2" not in d, d' "$DIR/out" ||
+d = json.load(open(sys.argv[1]))["gpus"]["cuda"]
+assert d["available"] is True and d["devices"][1]["pci_bus_id"] == "0000:66:00.0", d
+assert d["devices"][0]["memory_bytes"] == 80 << 30 and len(d["devices"]) == 2, d' "$DIR/out" ||
         { echo "FAIL: doctor --json GPUs"; cat "$DIR/out"; fails=$((fails + 1)); }
 fi
-check 0 "doctor without a driver" env PINIO_CUDA_LIB="$DIR/none/libcuda.so.1" "$PINIO" doctor "$DIR"
+env PINIO_CUDA_LIB="$DIR/none/libcuda.so.1" "$PINIO" doctor "$DIR" >"$DIR/out" 2>"$DIR/err"
+[ $? -le 1 ] || { echo "FAIL: doctor without a driver: exit"; cat "$DIR/err"; fails=$((fails + 1)); }
 has "$DIR/out" "^cuda  *no: no CUDA driver: " "doctor says why it finds no GPU"
 
 check 2 "bad --device" "$PINIO" load --device gpu0 "$CK"
