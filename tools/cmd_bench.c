@@ -2,6 +2,7 @@
  * (pinio_bench_run(), include/pinio/bench.h). Every option is parsed and
  * checked before the target is opened, so a bad command line writes nothing. */
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 #include "pinio/pinio.h"
 #include "cli.h"
+#include "jw.h"
 #include "stop.h"
 #include "util.h"
 
@@ -19,14 +21,30 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: pinio bench --file PATH [options]\n"
-            "  --rw read|randread|write|randwrite   workload (default read)\n"
+            "usage: pinio bench --file PATH [options]     (or: pinio bench PATH [options])\n"
+            "workload\n"
+            "  --rw read|randread|write|randwrite|rw|randrw   (default read)\n"
+            "  --rwmixread N    rw/randrw: per cent of requests that read, 1..99 (default 50)\n"
             "  --bs SIZE        bytes per request, multiple of 512 (default 1M)\n"
-            "  --qd N           requests in flight per job (default 16)\n"
+            "  --bssplit SPLIT  sizes by share of requests, e.g. 4k/50:64k/30:1m/20\n"
+            "  --blockalign SIZE  random offsets with --bssplit: multiples of this\n"
+            "  --qd N           requests in flight per job (default 16; also --iodepth)\n"
             "  --jobs N         threads, one ring and one file region each (default 1)\n"
+            "  --random-distribution random|zipf:T|pareto:H|normal:SIGMA%%|zoned:A/S:A/S...\n"
+            "  --norandommap    random offsets drawn independently (default: each block once)\n"
+            "where and how much\n"
             "  --size SIZE      bytes to use, split between jobs (default: the file, or 1G new)\n"
-            "  --time SECONDS   run this long, looping over the region\n"
-            "  --direct[=0|1]   O_DIRECT (default 1)\n"
+            "  --offset SIZE    start of the used area in the target\n"
+            "  --io-size SIZE   bytes to transfer (all jobs), looping over the area\n"
+            "  --loops N        passes (default 1)\n"
+            "time\n"
+            "  --time SECONDS   run this long, looping over the area (also --runtime)\n"
+            "  --ramp-time S    run this long first, left out of every figure (needs --time)\n"
+            "  --startdelay S   each job waits this long before its first request\n"
+            "  --rate SIZE      per job: at most SIZE bytes per second\n"
+            "  --rate-iops N    per job: at most N requests per second\n"
+            "engine\n"
+            "  --direct auto|on|off  O_DIRECT (default on; auto is on; 0|1 as before)\n"
             "  --fixed[=0|1]    registered buffers (default 1)\n"
             "  --regfiles       registered file table\n"
             "  --batch N|auto   requests gathered per submit call (default auto: 1 for\n"
@@ -35,47 +53,39 @@ static void usage(FILE *out)
             "  --iopoll         polled completions (needs NVMe poll queues)\n"
             "  --node N         NUMA node for buffers and threads\n"
             "  --cache cold     drop the file's cached pages first\n"
-            "  --verify         write runs: write a pattern, read it back, compare\n"
+            "checking\n"
+            "  --verify[=pattern]  write runs: blocks carry a header (offset, seed,\n"
+            "                   generation) and a pattern; read back and compare\n"
+            "  --verify-only    read runs: check what a --verify run left, naming a\n"
+            "                   misplaced block's offset\n"
+            "  --seed N         random order and pattern seed (default 1)\n"
             "  --allow-device-overwrite   permit writes to a block device (one in use,\n"
             "                   e.g. mounted, is refused all the same)\n"
             "  --allow-file-overwrite     permit writes to an existing file holding data\n"
             "                   that bench did not write (default: refused)\n"
-            "  --seed N         random order and pattern seed (default 1)\n"
-            "  --json           one JSON object per run\n"
+            "output\n"
+            "  --output-format normal|json|terse   (--json = json; doc/json/bench.md)\n"
+            "  --output FILE    write the results there instead of stdout\n"
+            "  --percentile-list P:P:...   latency percentiles to report besides the fixed ones\n"
             "  --sweep bs=4k,64k,1m qd=1,4,16,64   run the grid, print a table\n"
             "A read of a missing file creates it first, filled with real data, under a\n"
-            "temporary name renamed into place when complete; Ctrl-C or SIGTERM stops\n"
-            "the run and removes a file it was making.\n");
+            "temporary name renamed into place when complete. Ctrl-C or SIGTERM stops\n"
+            "the run: the result so far is printed (marked partial), a file being made\n"
+            "is removed, and the command dies of the signal (exit status 130 for Ctrl-C).\n"
+            "Not supported: trim, several files, --bsrange, --thinktime, per-interval logs,\n"
+            "job files, verify=crc32c|sha256.\n");
 }
 
-/* --name=value or --name value; returns the value or NULL (usage error). */
-static const char *value_of(int argc, char **argv, int *i, const char *arg, const char *name)
+/* A 0|1 value of a flag given as --flag or --flag=0|1 (optional_argument). */
+static int parse_flag(const char *v, bool *out)
 {
-    size_t n = strlen(name);
-    if (strncmp(arg, name, n))
-        return NULL;
-    if (arg[n] == '=')
-        return arg + n + 1;
-    if (arg[n] == 0 && *i + 1 < argc)
-        return argv[++*i];
-    return NULL;
-}
-
-/* --flag or --flag=0|1 */
-static int flag_of(const char *arg, const char *name, bool *out)
-{
-    size_t n = strlen(name);
-    if (strncmp(arg, name, n))
-        return 0;
-    if (arg[n] == 0)
+    if (!v || !strcmp(v, "1") || !strcmp(v, "on"))
         *out = true;
-    else if (!strcmp(arg + n, "=1"))
-        *out = true;
-    else if (!strcmp(arg + n, "=0"))
+    else if (!strcmp(v, "0") || !strcmp(v, "off"))
         *out = false;
     else
-        return 0;
-    return 1;
+        return -EINVAL;
+    return 0;
 }
 
 /* An unsigned option value no larger than `max`. */
@@ -89,6 +99,98 @@ static int parse_bounded(const char *v, uint64_t max, unsigned *out)
         return -EINVAL;
     *out = (unsigned)x;
     return 0;
+}
+
+/* Seconds, with an optional "s": finite, >= 0. */
+static int parse_seconds(const char *v, double *out)
+{
+    char *e;
+    double x = strtod(v, &e);
+    if (e != v && *e == 's')
+        e++;
+    if (e == v || *e || !(x >= 0) || !isfinite(x))
+        return -EINVAL;
+    *out = x;
+    return 0;
+}
+
+/* 4k/50:64k/30:1m/20 */
+static int parse_bssplit(const char *s, pinio_bench_bs_weight *w, unsigned *n)
+{
+    char buf[512];
+    if (strlen(s) >= sizeof buf)
+        return -EINVAL;
+    strcpy(buf, s);
+    *n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ":", &save); tok;
+         tok = strtok_r(NULL, ":", &save)) {
+        char *slash = strchr(tok, '/');
+        uint64_t pct;
+        if (*n == 16 || !slash)
+            return -EINVAL;
+        *slash = 0;
+        if (cli_parse_size(tok, &w[*n].bs) || cli_parse_u64(slash + 1, &pct) || pct > 100)
+            return -EINVAL;
+        w[(*n)++].pct = (unsigned)pct;
+    }
+    return *n ? 0 : -EINVAL;
+}
+
+/* random|zipf:T|pareto:H|normal:S|zoned:A/S:A/S... */
+static int parse_dist(const char *s, pinio_bench_opts *o, pinio_bench_zone *z)
+{
+    static const char *const names[] = {"random", "zipf", "pareto", "normal", "zoned"};
+    size_t len = strcspn(s, ":");
+    for (unsigned k = 0; k < 5; k++) {
+        if (strlen(names[k]) != len || strncmp(s, names[k], len))
+            continue;
+        o->dist = (pinio_bench_dist)k;
+        const char *v = s[len] ? s + len + 1 : NULL;
+        if (k == 0)
+            return v ? -EINVAL : 0;
+        if (!v)
+            return -EINVAL;
+        if (k != PINIO_BENCH_DIST_ZONED) {
+            char *e;
+            o->dist_param = strtod(v, &e);
+            return e == v || *e ? -EINVAL : 0;
+        }
+        o->nzones = 0;
+        while (*v) {
+            char *e;
+            if (o->nzones == 16)
+                return -EINVAL;
+            z[o->nzones].access_pct = strtod(v, &e);
+            if (e == v || *e != '/')
+                return -EINVAL;
+            v = e + 1;
+            z[o->nzones].size_pct = strtod(v, &e);
+            if (e == v || (*e && *e != ':'))
+                return -EINVAL;
+            o->nzones++;
+            v = *e ? e + 1 : e;
+        }
+        o->zones = z;
+        return o->nzones ? 0 : -EINVAL;
+    }
+    return -EINVAL;
+}
+
+/* 50:99:99.9 */
+static int parse_pcts(const char *s, double *p, unsigned *n)
+{
+    *n = 0;
+    while (*s) {
+        char *e;
+        if (*n == PINIO_BENCH_MAX_PCT)
+            return -EINVAL;
+        p[*n] = strtod(s, &e);
+        if (e == s || (*e && *e != ':') || !(p[*n] > 0 && p[*n] <= 100))
+            return -EINVAL;
+        (*n)++;
+        s = *e ? e + 1 : e;
+    }
+    return *n ? 0 : -EINVAL;
 }
 
 static int parse_list(const char *s, uint64_t *vals, unsigned *n, bool sizes)
@@ -110,31 +212,121 @@ static int parse_list(const char *s, uint64_t *vals, unsigned *n, bool sizes)
     return *n ? 0 : -EINVAL;
 }
 
-static void print_json(const pinio_bench_opts *o, const pinio_bench_result *r)
+/* p99.9 -> "p99_9": JSON keys are identifiers in most consumers. */
+static void pct_key(char *k, size_t cap, double p)
 {
-    printf("{\"tool\":\"pinio\",\"file\":");
-    cli_json_str(o->path, strlen(o->path));
-    printf(",\"rw\":\"%s\",\"bs\":%llu,\"qd\":%u,\"jobs\":%u,\"direct\":%s,\"fixed\":%s,"
-           "\"regfiles\":%s,\"sqpoll\":%s,\"iopoll\":%s,\"node\":%d,\"cache\":\"%s\","
-           "\"time_s\":%.3f,\"verify\":%s,\"batch\":%u,",
-           pinio_bench_rw_name(o->rw), (unsigned long long)o->bs, o->qd, o->jobs,
-           o->direct ? "true" : "false", o->fixed ? "true" : "false",
-           o->regfiles ? "true" : "false", o->sqpoll ? "true" : "false",
-           o->iopoll ? "true" : "false", o->node, o->cache_cold ? "cold" : "keep", o->time_s,
-           o->verify ? "true" : "false", r->batch);
-    printf("\"bytes\":%llu,\"ios\":%llu,\"seconds\":%.6f,\"bytes_per_s\":%.1f,\"mb_s\":%.2f,"
-           "\"iops\":%.1f,",
-           (unsigned long long)r->bytes, (unsigned long long)r->ios, r->seconds, r->bytes_per_s,
-           r->bytes_per_s / 1e6, r->iops);
-    printf("\"lat_ns\":{\"min\":%llu,\"mean\":%.0f,\"p50\":%llu,\"p90\":%llu,\"p99\":%llu,"
-           "\"p99.9\":%llu,\"max\":%llu},",
-           (unsigned long long)r->lat_min_ns, r->lat_mean_ns, (unsigned long long)r->lat_p50_ns,
-           (unsigned long long)r->lat_p90_ns, (unsigned long long)r->lat_p99_ns,
-           (unsigned long long)r->lat_p999_ns, (unsigned long long)r->lat_max_ns);
-    printf("\"cpu_user_s\":%.6f,\"cpu_sys_s\":%.6f,\"cpu_s_per_gb\":%.6f,"
-           "\"submits_per_io\":%.4f,\"verified_bytes\":%llu,\"created\":%s,\"features\":\"%s\"}\n",
-           r->cpu_user_s, r->cpu_sys_s, r->cpu_s_per_gb, r->submits_per_io,
-           (unsigned long long)r->verified_bytes, r->created ? "true" : "false", r->features);
+    snprintf(k, cap, "p%g", p);
+    for (char *c = k; *c; c++)
+        *c = *c == '.' ? '_' : *c;
+}
+
+static void json_lat(jw *w, const char *key, const pinio_bench_lat *l, const pinio_bench_opts *o)
+{
+    jw_key(w, key);
+    jw_obj(w);
+    jw_ku64(w, "count", l->count);
+    jw_ku64(w, "min", l->min_ns);
+    jw_kf64(w, "mean", l->mean_ns);
+    jw_kf64(w, "stdev", l->stdev_ns);
+    jw_ku64(w, "p50", l->p50_ns);
+    jw_ku64(w, "p90", l->p90_ns);
+    jw_ku64(w, "p99", l->p99_ns);
+    jw_ku64(w, "p99_9", l->p999_ns);
+    jw_ku64(w, "max", l->max_ns);
+    /* --percentile-list apart: it may repeat a fixed key (p50) */
+    jw_key(w, "percentiles");
+    jw_obj(w);
+    for (unsigned i = 0; i < o->npercentiles; i++) {
+        char k[32];
+        pct_key(k, sizeof k, o->percentiles[i]);
+        jw_ku64(w, k, l->pct_ns[i]);
+    }
+    jw_obj_end(w);
+    jw_obj_end(w);
+}
+
+static void json_dir(jw *w, const char *key, const pinio_bench_dir *d, const pinio_bench_opts *o)
+{
+    jw_key(w, key);
+    jw_obj(w);
+    jw_ku64(w, "bytes", d->bytes);
+    jw_ku64(w, "ios", d->ios);
+    jw_kf64(w, "bw_mb_per_s", d->bytes_per_s / 1e6);
+    jw_kf64(w, "iops", d->iops);
+    json_lat(w, "lat_ns", &d->lat, o);
+    jw_obj_end(w);
+}
+
+/* The keys are documented in doc/json/bench.md. */
+static void print_json(FILE *out, const pinio_bench_opts *o, const pinio_bench_result *r)
+{
+    jw w;
+    jw_init(&w, out);
+    jw_begin(&w, "bench");
+    jw_kstr(&w, "file", o->path);
+    jw_kstr(&w, "rw", pinio_bench_rw_name(o->rw));
+    if (o->rw == PINIO_BENCH_RW || o->rw == PINIO_BENCH_RANDRW)
+        jw_ku64(&w, "rwmixread", o->rwmixread ? o->rwmixread : 50);
+    jw_ku64(&w, "bs_bytes", o->bs);
+    jw_ku64(&w, "qd", o->qd);
+    jw_ku64(&w, "jobs", o->jobs);
+    jw_kbool(&w, "direct", o->direct);
+    jw_kbool(&w, "fixed", o->fixed);
+    jw_kbool(&w, "regfiles", o->regfiles);
+    jw_kbool(&w, "sqpoll", o->sqpoll);
+    jw_kbool(&w, "iopoll", o->iopoll);
+    jw_ki64(&w, "node", o->node);
+    jw_kstr(&w, "cache", o->cache_cold ? "cold" : "keep");
+    jw_kf64(&w, "time_limit_s", o->time_s);
+    jw_kf64(&w, "ramp_time_s", o->ramp_time_s);
+    jw_ku64(&w, "offset_bytes", o->offset);
+    jw_kbool(&w, "verify", o->verify);
+    jw_kbool(&w, "verify_only", o->verify_only);
+    jw_ku64(&w, "batch", r->batch);
+    jw_kbool(&w, "partial", r->partial);
+    jw_ku64(&w, "bytes", r->bytes);
+    jw_ku64(&w, "ios", r->ios);
+    jw_kf64(&w, "elapsed_s", r->seconds);
+    jw_kf64(&w, "bw_mb_per_s", r->bytes_per_s / 1e6);
+    jw_kf64(&w, "iops", r->iops);
+    json_lat(&w, "lat_ns", &r->lat, o);
+    json_dir(&w, "read", &r->read, o);
+    json_dir(&w, "write", &r->write, o);
+    jw_kf64(&w, "cpu_user_s", r->cpu_user_s);
+    jw_kf64(&w, "cpu_sys_s", r->cpu_sys_s);
+    jw_kf64(&w, "cpu_s_per_gb", r->cpu_s_per_gb);
+    jw_kf64(&w, "submits_per_io", r->submits_per_io);
+    jw_ku64(&w, "verify_submits", r->verify_submits);
+    jw_ku64(&w, "verified_bytes", r->verified_bytes);
+    jw_ku64(&w, "file_size_bytes", r->file_size);
+    jw_kbool(&w, "created", r->created);
+    jw_key(&w, "features");
+    jw_arr(&w);
+    char f[sizeof r->features];
+    strcpy(f, r->features);
+    for (char *save = NULL, *t = strtok_r(f, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        jw_str(&w, t);
+    jw_arr_end(&w);
+    jw_obj_end(&w);
+    jw_finish(&w);
+}
+
+/* One ;-separated line per run (fields in doc/json/bench.md, "terse"):
+ * what a shell script cuts with `cut -d';'`. Version 1. */
+static void print_terse(FILE *out, const pinio_bench_opts *o, const pinio_bench_result *r)
+{
+    fprintf(out, "pinio-bench;1;%s;%s;%llu;%u;%u;%llu;%llu;%.6f;%.3f;%.1f", pinio_version(),
+            pinio_bench_rw_name(o->rw), (unsigned long long)o->bs, o->qd, o->jobs,
+            (unsigned long long)r->bytes, (unsigned long long)r->ios, r->seconds,
+            r->bytes_per_s / 1e6, r->iops);
+    const pinio_bench_dir *d[2] = {&r->read, &r->write};
+    for (int k = 0; k < 2; k++)
+        fprintf(out, ";%llu;%llu;%.3f;%.1f;%.0f;%.0f;%llu;%llu;%llu;%llu",
+                (unsigned long long)d[k]->bytes, (unsigned long long)d[k]->ios,
+                d[k]->bytes_per_s / 1e6, d[k]->iops, d[k]->lat.mean_ns, d[k]->lat.stdev_ns,
+                (unsigned long long)d[k]->lat.p50_ns, (unsigned long long)d[k]->lat.p99_ns,
+                (unsigned long long)d[k]->lat.p999_ns, (unsigned long long)d[k]->lat.max_ns);
+    fprintf(out, ";%.6f;%.4f;%d\n", r->cpu_s_per_gb, r->submits_per_io, r->partial ? 1 : 0);
 }
 
 /* A status line on a terminal, about once a second: a 60 s run is not
@@ -164,181 +356,356 @@ static int on_progress(void *ctx, const pinio_progress *p)
     return 0;
 }
 
-static void print_text(const pinio_bench_opts *o, const pinio_bench_result *r)
+static void text_dir(FILE *out, const char *name, const pinio_bench_dir *d)
+{
+    char s[32];
+    fprintf(out, "  %s: %s, %.1f MB/s, %.0f IOPS; latency us: mean %.1f stdev %.1f  p50 %.1f  "
+            "p99 %.1f  p99.9 %.1f  max %.1f\n",
+            name, cli_human_bytes(s, sizeof s, d->bytes), d->bytes_per_s / 1e6, d->iops,
+            d->lat.mean_ns / 1e3, d->lat.stdev_ns / 1e3, (double)d->lat.p50_ns / 1e3,
+            (double)d->lat.p99_ns / 1e3, (double)d->lat.p999_ns / 1e3,
+            (double)d->lat.max_ns / 1e3);
+}
+
+static void print_text(FILE *out, const pinio_bench_opts *o, const pinio_bench_result *r)
 {
     char b[32], s[32];
-    printf("pinio bench: %s bs=%s qd=%u batch=%u jobs=%u %s [%s]%s\n",
-           pinio_bench_rw_name(o->rw), cli_human_bytes(b, sizeof b, o->bs), o->qd, r->batch,
-           o->jobs, o->path, r->features,
-           r->created ? " (created)" : "");
-    printf("  %s in %.3f s: %.1f MB/s, %.0f IOPS\n", cli_human_bytes(s, sizeof s, r->bytes),
-           r->seconds, r->bytes_per_s / 1e6, r->iops);
-    printf("  latency us: min %.1f  p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  max %.1f\n",
-           (double)r->lat_min_ns / 1e3, (double)r->lat_p50_ns / 1e3, (double)r->lat_p90_ns / 1e3,
-           (double)r->lat_p99_ns / 1e3, (double)r->lat_p999_ns / 1e3,
-           (double)r->lat_max_ns / 1e3);
-    printf("  CPU %.4f s/GB (user %.3f s, sys %.3f s), %.3f submit calls per I/O\n",
-           r->cpu_s_per_gb, r->cpu_user_s, r->cpu_sys_s, r->submits_per_io);
-    if (o->verify)
-        printf("  verify: %s read back, all blocks match\n",
-               cli_human_bytes(s, sizeof s, r->verified_bytes));
+    fprintf(out, "pinio bench: %s bs=%s qd=%u batch=%u jobs=%u %s [%s]%s%s\n",
+            pinio_bench_rw_name(o->rw), cli_human_bytes(b, sizeof b, o->bs), o->qd, r->batch,
+            o->jobs, o->path, r->features, r->created ? " (created)" : "",
+            r->partial ? " (stopped: partial result)" : "");
+    fprintf(out, "  %s in %.3f s: %.1f MB/s (10^6 B/s), %.0f IOPS\n",
+            cli_human_bytes(s, sizeof s, r->bytes), r->seconds, r->bytes_per_s / 1e6, r->iops);
+    fprintf(out, "  latency us: min %.1f  mean %.1f  stdev %.1f  p50 %.1f  p90 %.1f  p99 %.1f  "
+            "p99.9 %.1f  max %.1f\n",
+            (double)r->lat_min_ns / 1e3, r->lat.mean_ns / 1e3, r->lat.stdev_ns / 1e3,
+            (double)r->lat_p50_ns / 1e3, (double)r->lat_p90_ns / 1e3,
+            (double)r->lat_p99_ns / 1e3, (double)r->lat_p999_ns / 1e3,
+            (double)r->lat_max_ns / 1e3);
+    if (o->npercentiles) {
+        fprintf(out, "  percentiles us:");
+        for (unsigned i = 0; i < o->npercentiles; i++)
+            fprintf(out, "  p%g %.1f", o->percentiles[i], (double)r->lat.pct_ns[i] / 1e3);
+        fprintf(out, "\n");
+    }
+    if (r->read.ios && r->write.ios) {
+        text_dir(out, "read ", &r->read);
+        text_dir(out, "write", &r->write);
+    }
+    fprintf(out, "  CPU %.4f s/GB (user %.3f s, sys %.3f s), %.3f submit calls per I/O\n",
+            r->cpu_s_per_gb, r->cpu_user_s, r->cpu_sys_s, r->submits_per_io);
+    if (o->verify || o->verify_only)
+        fprintf(out, "  verify: %s read back, all blocks match\n",
+                cli_human_bytes(s, sizeof s, r->verified_bytes));
+}
+
+enum fmt { FMT_NORMAL, FMT_JSON, FMT_TERSE };
+
+enum {
+    O_FILE = 256, O_RW, O_MIX, O_BS, O_BSSPLIT, O_ALIGN, O_QD, O_JOBS, O_SIZE, O_OFFSET,
+    O_IOSIZE, O_LOOPS, O_TIME, O_RAMP, O_DELAY, O_RATE, O_RATEIOPS, O_DIST, O_NOMAP, O_DIRECT,
+    O_FIXED, O_REGFILES, O_SQPOLL, O_IOPOLL, O_BATCH, O_NODE, O_CACHE, O_VERIFY, O_VONLY,
+    O_DEVOK, O_FILEOK, O_SEED, O_JSON, O_OUTPUT, O_FORMAT, O_PCT, O_SWEEP,
+};
+
+static const struct option longopts[] = {
+    {"file", required_argument, NULL, O_FILE},
+    {"rw", required_argument, NULL, O_RW},
+    {"rwmixread", required_argument, NULL, O_MIX},
+    {"bs", required_argument, NULL, O_BS},
+    {"bssplit", required_argument, NULL, O_BSSPLIT},
+    {"blockalign", required_argument, NULL, O_ALIGN},
+    {"qd", required_argument, NULL, O_QD},
+    {"iodepth", required_argument, NULL, O_QD},
+    {"jobs", required_argument, NULL, O_JOBS},
+    {"numjobs", required_argument, NULL, O_JOBS},
+    {"size", required_argument, NULL, O_SIZE},
+    {"offset", required_argument, NULL, O_OFFSET},
+    {"io-size", required_argument, NULL, O_IOSIZE},
+    {"loops", required_argument, NULL, O_LOOPS},
+    {"time", required_argument, NULL, O_TIME},
+    {"runtime", required_argument, NULL, O_TIME},
+    {"ramp-time", required_argument, NULL, O_RAMP},
+    {"startdelay", required_argument, NULL, O_DELAY},
+    {"rate", required_argument, NULL, O_RATE},
+    {"rate-iops", required_argument, NULL, O_RATEIOPS},
+    {"random-distribution", required_argument, NULL, O_DIST},
+    {"norandommap", no_argument, NULL, O_NOMAP},
+    {"direct", required_argument, NULL, O_DIRECT},
+    {"fixed", optional_argument, NULL, O_FIXED},
+    {"regfiles", optional_argument, NULL, O_REGFILES},
+    {"sqpoll", optional_argument, NULL, O_SQPOLL},
+    {"iopoll", optional_argument, NULL, O_IOPOLL},
+    {"batch", required_argument, NULL, O_BATCH},
+    {"node", required_argument, NULL, O_NODE},
+    {"cache", required_argument, NULL, O_CACHE},
+    {"verify", optional_argument, NULL, O_VERIFY},
+    {"verify-only", no_argument, NULL, O_VONLY},
+    {"allow-device-overwrite", no_argument, NULL, O_DEVOK},
+    {"allow-file-overwrite", no_argument, NULL, O_FILEOK},
+    {"seed", required_argument, NULL, O_SEED},
+    {"json", no_argument, NULL, O_JSON},
+    {"output", required_argument, NULL, O_OUTPUT},
+    {"output-format", required_argument, NULL, O_FORMAT},
+    {"percentile-list", required_argument, NULL, O_PCT},
+    {"sweep", no_argument, NULL, O_SWEEP},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* What a command line asks for beyond pinio_bench_opts, and the storage
+ * the options borrow. */
+struct cli {
+    pinio_bench_opts o;
+    enum fmt fmt;
+    const char *output;
+    bool sweep;
+    uint64_t sweep_bs[MAX_SWEEP], sweep_qd[MAX_SWEEP];
+    unsigned nbs, nqd;
+    pinio_bench_bs_weight split[16];
+    pinio_bench_zone zones[16];
+    double pcts[PINIO_BENCH_MAX_PCT];
+};
+
+/* Parses one option; returns 0, or the usage exit status (2) after saying why. */
+static int parse_opt(struct cli *c, int opt, const char *v)
+{
+    pinio_bench_opts *o = &c->o;
+    const char *name = NULL;
+    for (const struct option *l = longopts; l->name && !name; l++)
+        if (l->val == opt)
+            name = l->name;
+    int rc = 0;
+    bool b;
+    switch (opt) {
+    case O_FILE: o->path = v; break;
+    case O_RW: rc = pinio_bench_rw_parse(v, &o->rw); break;
+    case O_MIX: rc = parse_bounded(v, 99, &o->rwmixread); rc = rc || !o->rwmixread ? -EINVAL : 0; break;
+    case O_BS: rc = cli_parse_size(v, &o->bs); break;
+    case O_BSSPLIT:
+        rc = parse_bssplit(v, c->split, &o->nbssplit);
+        o->bssplit = c->split;
+        break;
+    case O_ALIGN: rc = cli_parse_size(v, &o->blockalign); break;
+    case O_QD: rc = parse_bounded(v, 4096, &o->qd); break;
+    case O_JOBS: rc = parse_bounded(v, 256, &o->jobs); break;
+    case O_SIZE: rc = cli_parse_size(v, &o->size); break;
+    case O_OFFSET: rc = cli_parse_size(v, &o->offset); break;
+    case O_IOSIZE: rc = cli_parse_size(v, &o->io_size); break;
+    case O_LOOPS: rc = parse_bounded(v, 1000000, &o->loops); rc = rc || !o->loops ? -EINVAL : 0; break;
+    case O_TIME:
+        rc = parse_seconds(v, &o->time_s);
+        rc = rc || o->time_s < 1e-3 ? -EINVAL : 0;
+        break;
+    case O_RAMP: rc = parse_seconds(v, &o->ramp_time_s); break;
+    case O_DELAY: rc = parse_seconds(v, &o->startdelay_s); break;
+    case O_RATE: rc = cli_parse_size(v, &o->rate_bytes_per_s); break;
+    case O_RATEIOPS: rc = cli_parse_u64(v, &o->rate_iops); break;
+    case O_DIST: rc = parse_dist(v, o, c->zones); break;
+    case O_NOMAP: o->norandommap = true; break;
+    case O_DIRECT: {
+        /* bench measures storage: auto is on; 0|1 as before */
+        pinio_direct_policy d;
+        if (!strcmp(v, "1") || !strcmp(v, "0"))
+            o->direct = v[0] == '1';
+        else if (!(rc = cli_parse_direct(v, &d)))
+            o->direct = d != PINIO_DIRECT_OFF;
+        break;
+    }
+    case O_FIXED: rc = parse_flag(v, &o->fixed); break;
+    case O_REGFILES: rc = parse_flag(v, &o->regfiles); break;
+    case O_SQPOLL: rc = parse_flag(v, &o->sqpoll); break;
+    case O_IOPOLL: rc = parse_flag(v, &o->iopoll); break;
+    case O_BATCH:
+        if (!strcmp(v, "auto"))
+            o->batch = 0;
+        else if (!(rc = parse_bounded(v, 4096, &o->batch)) && !o->batch)
+            rc = -EINVAL; /* 0 is spelled "auto" */
+        break;
+    case O_NODE: {
+        unsigned node = 0;
+        if (!strcmp(v, "-1")) /* the default: no node, spelled as it is shown */
+            o->node = -1;
+        else if (!(rc = parse_bounded(v, 4095, &node)))
+            o->node = (int)node;
+        break;
+    }
+    case O_CACHE:
+        if (!strcmp(v, "cold"))
+            o->cache_cold = true;
+        else if (!strcmp(v, "keep") || !strcmp(v, "warm"))
+            o->cache_cold = false;
+        else
+            rc = -EINVAL;
+        break;
+    case O_VERIFY:
+        /* pattern (the block header + pattern) is the one mode; crc32c and
+         * sha256 are not implemented, and are refused rather than faked */
+        if (v && !strcmp(v, "pattern"))
+            o->verify = true;
+        else
+            rc = parse_flag(v, &b), o->verify = b;
+        break;
+    case O_VONLY: o->verify_only = true; break;
+    case O_DEVOK: o->allow_device_overwrite = true; break;
+    case O_FILEOK: o->allow_file_overwrite = true; break;
+    case O_SEED: rc = cli_parse_u64(v, &o->seed); break;
+    case O_JSON: c->fmt = FMT_JSON; break;
+    case O_OUTPUT: c->output = v; break;
+    case O_FORMAT:
+        if (!strcmp(v, "normal"))
+            c->fmt = FMT_NORMAL;
+        else if (!strcmp(v, "json"))
+            c->fmt = FMT_JSON;
+        else if (!strcmp(v, "terse"))
+            c->fmt = FMT_TERSE;
+        else
+            rc = -EINVAL;
+        break;
+    case O_PCT:
+        rc = parse_pcts(v, c->pcts, &o->npercentiles);
+        o->percentiles = c->pcts;
+        break;
+    case O_SWEEP: c->sweep = true; break;
+    }
+    if (rc)
+        return cli_usage("bench", "bad value '%s' for --%s", v ? v : "", name ? name : "?");
+    return 0;
+}
+
+/* Operands: the target (or the old positional PATH) and --sweep's lists. */
+static int parse_operand(struct cli *c, const char *a)
+{
+    if (c->sweep && (!strncmp(a, "bs=", 3) || !strncmp(a, "qd=", 3))) {
+        bool is_bs = a[0] == 'b';
+        if (parse_list(a + 3, is_bs ? c->sweep_bs : c->sweep_qd, is_bs ? &c->nbs : &c->nqd, is_bs))
+            return cli_usage("bench", "bad value in '%s'", a);
+        return 0;
+    }
+    if (!c->o.path) {
+        c->o.path = a;
+        return 0;
+    }
+    return cli_usage("bench", "unexpected argument '%s'", a);
+}
+
+static void print_result(FILE *out, const struct cli *c, const pinio_bench_opts *o,
+                          const pinio_bench_result *r)
+{
+    if (c->fmt == FMT_JSON) {
+        print_json(out, o, r);
+    } else if (c->fmt == FMT_TERSE) {
+        print_terse(out, o, r);
+    } else if (c->sweep) {
+        char b[32];
+        fprintf(out, "%-6s %9s %5u %10.1f %10.0f %9.1f %9.1f %9.1f %9.4f %8.3f%s\n",
+                pinio_bench_rw_name(o->rw), cli_human_bytes(b, sizeof b, o->bs), o->qd,
+                r->bytes_per_s / 1e6, r->iops, (double)r->lat_p50_ns / 1e3,
+                (double)r->lat_p99_ns / 1e3, (double)r->lat_p999_ns / 1e3, r->cpu_s_per_gb,
+                r->submits_per_io, r->partial ? " partial" : "");
+    } else {
+        print_text(out, o, r);
+    }
+    fflush(out);
 }
 
 static int run_bench(int argc, char **argv)
 {
-    pinio_bench_opts o;
-    pinio_bench_opts_default(&o);
-    bool json = false, sweep = false;
-    uint64_t sweep_bs[MAX_SWEEP], sweep_qd[MAX_SWEEP];
-    unsigned nbs = 0, nqd = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        bool b;
-        int rc = 0;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    struct cli *c = calloc(1, sizeof *c);
+    if (!c)
+        return fprintf(stderr, "pinio bench: out of memory\n"), 1;
+    pinio_bench_opts_default(&c->o);
+    int rc = 0, opt;
+    optind = 1;
+    opterr = 0;
+    while (!rc && (opt = getopt_long(argc, argv, "-:h", longopts, NULL)) != -1) {
+        if (opt == 'h') {
             usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-        } else if ((v = value_of(argc, argv, &i, a, "--file"))) {
-            o.path = v;
-        } else if ((v = value_of(argc, argv, &i, a, "--rw"))) {
-            rc = pinio_bench_rw_parse(v, &o.rw);
-        } else if ((v = value_of(argc, argv, &i, a, "--bs"))) {
-            rc = cli_parse_size(v, &o.bs);
-        } else if ((v = value_of(argc, argv, &i, a, "--qd"))) {
-            rc = parse_bounded(v, 4096, &o.qd);
-        } else if ((v = value_of(argc, argv, &i, a, "--jobs"))) {
-            rc = parse_bounded(v, 256, &o.jobs);
-        } else if ((v = value_of(argc, argv, &i, a, "--size"))) {
-            rc = cli_parse_size(v, &o.size);
-        } else if ((v = value_of(argc, argv, &i, a, "--time"))) {
-            char *e;
-            o.time_s = strtod(v, &e);
-            if (*e == 's')
-                e++;
-            rc = (e == v || *e || !(o.time_s >= 1e-3) || !isfinite(o.time_s)) ? -EINVAL : 0;
-        } else if ((v = value_of(argc, argv, &i, a, "--batch"))) {
-            if (!strcmp(v, "auto"))
-                o.batch = 0;
-            else if (!(rc = parse_bounded(v, 4096, &o.batch)) && !o.batch)
-                rc = -EINVAL; /* 0 is spelled "auto" */
-        } else if ((v = value_of(argc, argv, &i, a, "--node"))) {
-            unsigned node = 0;
-            if (!strcmp(v, "-1")) /* the default: no node, spelled as it is shown */
-                o.node = -1;
-            else if (!(rc = parse_bounded(v, 4095, &node)))
-                o.node = (int)node;
-        } else if ((v = value_of(argc, argv, &i, a, "--seed"))) {
-            rc = cli_parse_u64(v, &o.seed);
-        } else if ((v = value_of(argc, argv, &i, a, "--cache"))) {
-            if (!strcmp(v, "cold"))
-                o.cache_cold = true;
-            else if (!strcmp(v, "keep") || !strcmp(v, "warm"))
-                o.cache_cold = false;
-            else
-                rc = -EINVAL;
-        } else if (flag_of(a, "--direct", &b)) {
-            o.direct = b;
-        } else if (flag_of(a, "--fixed", &b)) {
-            o.fixed = b;
-        } else if (flag_of(a, "--regfiles", &b)) {
-            o.regfiles = b;
-        } else if (flag_of(a, "--sqpoll", &b)) {
-            o.sqpoll = b;
-        } else if (flag_of(a, "--iopoll", &b)) {
-            o.iopoll = b;
-        } else if (flag_of(a, "--verify", &b)) {
-            o.verify = b;
-        } else if (!strcmp(a, "--allow-device-overwrite")) {
-            o.allow_device_overwrite = true;
-        } else if (!strcmp(a, "--allow-file-overwrite")) {
-            o.allow_file_overwrite = true;
-        } else if (!strcmp(a, "--sweep")) {
-            sweep = true;
-            for (; i + 1 < argc && (!strncmp(argv[i + 1], "bs=", 3) ||
-                                    !strncmp(argv[i + 1], "qd=", 3));
-                 i++) {
-                bool is_bs = argv[i + 1][0] == 'b';
-                rc = parse_list(argv[i + 1] + 3, is_bs ? sweep_bs : sweep_qd, is_bs ? &nbs : &nqd,
-                                is_bs);
-                if (rc) {
-                    a = argv[i + 1];
-                    break;
-                }
-            }
-            if (!rc && !nbs && !nqd) {
-                cli_usage("bench", "--sweep wants bs=LIST and/or qd=LIST");
-                return 2;
-            }
-        } else if (!o.path && a[0] != '-') {
-            o.path = a;
+            goto out;
+        } else if (opt == 1) {
+            rc = parse_operand(c, optarg);
+        } else if (opt == '?' || opt == ':') {
+            rc = cli_getopt_error("bench", opt, argv);
         } else {
-            cli_usage("bench", "unknown option '%s'", a);
-            return 2;
-        }
-        if (rc) {
-            cli_usage("bench", "bad value in '%s'%s%s", a,
-                    i < argc && argv[i] != a ? " " : "", i < argc && argv[i] != a ? argv[i] : "");
-            return 2;
+            rc = parse_opt(c, opt, optarg);
         }
     }
-    if (!nbs)
-        sweep_bs[nbs++] = o.bs;
-    if (!nqd)
-        sweep_qd[nqd++] = o.qd;
+    if (rc)
+        goto out;
+    if (c->sweep && !c->nbs && !c->nqd) {
+        rc = cli_usage("bench", "--sweep wants bs=LIST and/or qd=LIST");
+        goto out;
+    }
+    if (!c->nbs)
+        c->sweep_bs[c->nbs++] = c->o.bs;
+    if (!c->nqd)
+        c->sweep_qd[c->nqd++] = c->o.qd;
     /* Check every cell before running any: a bad one must not leave the
      * others half done (or a file created). */
     pinio_diag d = {0};
-    for (unsigned a = 0; a < nbs; a++)
-        for (unsigned q = 0; q < nqd; q++) {
-            pinio_bench_opts c = o;
-            c.bs = sweep_bs[a];
-            c.qd = (unsigned)sweep_qd[q];
-            if (sweep_qd[q] > 4096 || pinio_bench_check(&c, &d)) {
+    for (unsigned a = 0; a < c->nbs; a++)
+        for (unsigned q = 0; q < c->nqd; q++) {
+            pinio_bench_opts x = c->o;
+            x.bs = c->sweep_bs[a];
+            x.qd = (unsigned)c->sweep_qd[q];
+            if (c->sweep_qd[q] > 4096 || pinio_bench_check(&x, &d)) {
                 /* the library's message starts "bench: ", the command's name */
                 const char *m = d.msg[0] ? d.msg : "bench: --qd: must be between 1 and 4096";
-                return cli_usage("bench", "%s", strncmp(m, "bench: ", 7) ? m : m + 7);
+                rc = cli_usage("bench", "%s", strncmp(m, "bench: ", 7) ? m : m + 7);
+                goto out;
             }
         }
+    FILE *out = stdout;
+    if (c->output && !(out = fopen(c->output, "w"))) {
+        fprintf(stderr, "pinio bench: --output %s: %s\n", c->output, strerror(errno));
+        rc = 1;
+        goto out;
+    }
     cli_stop_install();
-    if (sweep && !json)
-        printf("%-6s %9s %5s %10s %10s %9s %9s %9s %9s %8s\n", "rw", "bs", "qd", "MB/s", "IOPS",
-               "p50_us", "p99_us", "p99.9_us", "s/GB", "sub/io");
-    for (unsigned a = 0; a < nbs; a++)
-        for (unsigned q = 0; q < nqd; q++) {
-            pinio_bench_opts c = o;
-            c.bs = sweep_bs[a];
-            c.qd = (unsigned)sweep_qd[q];
+    if (c->sweep && c->fmt == FMT_NORMAL)
+        fprintf(out, "%-6s %9s %5s %10s %10s %9s %9s %9s %9s %8s\n", "rw", "bs", "qd", "MB/s",
+                "IOPS", "p50_us", "p99_us", "p99.9_us", "s/GB", "sub/io");
+    for (unsigned a = 0; a < c->nbs && !rc; a++)
+        for (unsigned q = 0; q < c->nqd && !rc; q++) {
+            pinio_bench_opts x = c->o;
+            x.bs = c->sweep_bs[a];
+            x.qd = (unsigned)c->sweep_qd[q];
             pinio_bench_result r;
             memset(&d, 0, sizeof d);
-            struct status st = {.time_s = c.time_s, .tty = !json && isatty(STDERR_FILENO)};
-            c.progress = on_progress;
-            c.progress_ctx = &st;
-            int rc = pinio_bench_run(&c, &r, &d);
+            struct status st = {.time_s = x.time_s,
+                                .tty = c->fmt == FMT_NORMAL && isatty(STDERR_FILENO)};
+            x.progress = on_progress;
+            x.progress_ctx = &st;
+            int e = pinio_bench_run(&x, &r, &d);
             if (st.shown)
                 fprintf(stderr, "\r%*s\r", 64, "");
-            if (rc == -ECANCELED)
+            if (e == -ECANCELED) {
+                /* Ctrl-C: what completed is still a result (fio prints it
+                 * too); then die of the signal, status 128 + its number. */
+                if (r.partial)
+                    print_result(out, c, &x, &r);
+                if (out != stdout)
+                    fclose(out);
                 cli_stop_reraise(); /* the library removed what it was making */
-            if (rc) {
-                fprintf(stderr, "pinio %s\n", d.msg[0] ? d.msg : pinio_strerror(rc));
-                return 1;
             }
-            if (json) {
-                print_json(&c, &r);
-            } else if (sweep) {
-                char b[32];
-                printf("%-6s %9s %5u %10.1f %10.0f %9.1f %9.1f %9.1f %9.4f %8.3f\n",
-                       pinio_bench_rw_name(c.rw), cli_human_bytes(b, sizeof b, c.bs), c.qd,
-                       r.bytes_per_s / 1e6, r.iops, (double)r.lat_p50_ns / 1e3,
-                       (double)r.lat_p99_ns / 1e3, (double)r.lat_p999_ns / 1e3, r.cpu_s_per_gb,
-                       r.submits_per_io);
-            } else {
-                print_text(&c, &r);
+            if (e) {
+                if (c->fmt == FMT_JSON)
+                    jw_error("bench", e, d.msg[0] ? d.msg : pinio_strerror(e), x.path, -1);
+                fprintf(stderr, "pinio %s\n", d.msg[0] ? d.msg : pinio_strerror(e));
+                rc = 1;
+                break;
             }
-            cli_flush(); /* a failure is reported once, by main.c */
+            print_result(out, c, &x, &r);
         }
-    return 0;
+    if (out != stdout && fclose(out) && !rc) {
+        fprintf(stderr, "pinio bench: --output %s: %s\n", c->output, strerror(errno));
+        rc = 1;
+    }
+    if (!rc)
+        cli_flush(); /* a failure is reported once, by main.c */
+out:
+    free(c);
+    return rc;
 }
 
 const struct pinio_cmd pinio_cmd_bench = {

@@ -63,7 +63,44 @@ typedef enum pinio_bench_rw {
     PINIO_BENCH_RANDREAD,  /**< random reads, each block once per pass */
     PINIO_BENCH_WRITE,     /**< sequential writes */
     PINIO_BENCH_RANDWRITE, /**< random writes, each block once per pass */
+    PINIO_BENCH_RW,        /**< sequential, each request a read or a write (rwmixread) */
+    PINIO_BENCH_RANDRW,    /**< random, each request a read or a write (rwmixread) */
 } pinio_bench_rw;
+
+/** Distribution of random offsets (pinio_bench_opts::dist). Every kind but
+ *  UNIFORM draws each request independently (blocks repeat within a pass,
+ *  as with norandommap); hot blocks are not scattered over the region as fio
+ *  does: block 0 of a job's region is the hottest for ZIPF and PARETO, the
+ *  middle one for NORMAL, so an offset histogram shows the law as named. */
+typedef enum pinio_bench_dist {
+    PINIO_BENCH_DIST_UNIFORM = 0, /**< the default: a permutation (random map) */
+    PINIO_BENCH_DIST_ZIPF,        /**< P(rank k) ~ 1/k^theta; dist_param = theta > 0, != 1 */
+    PINIO_BENCH_DIST_PARETO,      /**< fio's pareto:h, 0 < h < 1: block = (n-1) u^(log h / log(1-h)) */
+    PINIO_BENCH_DIST_NORMAL,      /**< centred, sigma = dist_param per cent of the region */
+    PINIO_BENCH_DIST_ZONED,       /**< zones: access per cent over size per cent, in order */
+} pinio_bench_dist;
+
+/** One zone of PINIO_BENCH_DIST_ZONED: `access_pct` of the requests fall,
+ *  uniformly, in the next `size_pct` of the region. Both lists sum to 100. */
+typedef struct pinio_bench_zone {
+    double access_pct, size_pct;
+} pinio_bench_zone;
+
+/** One entry of a block size split (fio's bssplit): `pct` per cent of the
+ *  requests are `bs` bytes. The entries' pct sum to 100. */
+typedef struct pinio_bench_bs_weight {
+    uint64_t bs;
+    unsigned pct;
+} pinio_bench_bs_weight;
+
+/** Called as each request is issued (pinio_bench_opts::trace), on the job's
+ *  thread: `job` is its index, `write` its direction. For tests and traces;
+ *  it runs in the hot loop, so keep it short. */
+typedef void (*pinio_bench_trace_fn)(void *ctx, unsigned job, bool write, uint64_t off,
+                                     uint64_t len);
+
+/** Most percentiles a run reports besides the fixed ones (percentiles). */
+#define PINIO_BENCH_MAX_PCT 16
 
 /** Options of a run. Start from pinio_bench_opts_default(). */
 typedef struct pinio_bench_opts {
@@ -109,6 +146,63 @@ typedef struct pinio_bench_opts {
      *  bench did not make (bench marks its files with the user.pinio.bench
      *  extended attribute); without it such a run fails with -EEXIST. */
     bool allow_file_overwrite;
+
+    /* Added with the fio-compatible knobs; zero means the default, as for
+     * every field added later (src/base/opts.h). */
+    /** PINIO_BENCH_RW/RANDRW: per cent of requests that read, 1 .. 99;
+     *  0 = 50 (fio's default). All reads or all writes is read or write. */
+    unsigned rwmixread;
+    /** Start of the used area within the target (bytes, a multiple of 512):
+     *  jobs split [offset, offset + size). */
+    uint64_t offset;
+    /** Bytes each run transfers over all jobs, looping over the region as
+     *  needed (fio's io_size); 0 = `size`. A multiple of bs x jobs. Not with
+     *  time_s. */
+    uint64_t io_size;
+    /** Passes over io_size (or size); 0 = 1. Not with time_s. */
+    unsigned loops;
+    /** Seconds run first and left out of every figure (fio's ramp_time):
+     *  the counters restart when it ends. Needs time_s. */
+    double ramp_time_s;
+    /** Seconds each job waits after the start before its first request. */
+    double startdelay_s;
+    /** Per job: at most this many bytes per second (0 = unlimited), held by
+     *  issuing request k no earlier than k x bs / rate after the job began. */
+    uint64_t rate_bytes_per_s;
+    /** Per job: at most this many requests per second (0 = unlimited). */
+    uint64_t rate_iops;
+    /** Random workloads: the offset distribution (default uniform). */
+    pinio_bench_dist dist;
+    /** ZIPF: theta; PARETO: h; NORMAL: sigma in per cent of the region. */
+    double dist_param;
+    /** ZONED: the zones, 1 .. 16 (borrowed for the call). */
+    const pinio_bench_zone *zones;
+    unsigned nzones;
+    /** Random uniform offsets drawn independently for each request (blocks
+     *  may repeat or be skipped) instead of each block once per pass. */
+    bool norandommap;
+    /** Block sizes by share of requests, 1 .. 16 entries (borrowed for the
+     *  call); when set, `bs` is ignored and each request draws its size.
+     *  A sequential run walks the region request after request; a random
+     *  one draws offsets that are multiples of blockalign (implies
+     *  norandommap). A pass ends when `size` bytes were issued. */
+    const pinio_bench_bs_weight *bssplit;
+    unsigned nbssplit;
+    /** Random offsets with bssplit are multiples of this (0 = the smallest
+     *  size of the split); a multiple of 512. */
+    uint64_t blockalign;
+    /** Optional: called as each request of the workload is issued. */
+    pinio_bench_trace_fn trace;
+    void *trace_ctx;
+    /** Read workloads: check every block read against what a verify write
+     *  run with the same seed, bs and region wrote (header and pattern), and
+     *  fail with -EBADMSG naming the first block that differs and, when it
+     *  holds another block's header, the offset that block was written for. */
+    bool verify_only;
+    /** Percentiles (0 < p <= 100) reported in pinio_bench_lat::pct_ns, in
+     *  this order, at most PINIO_BENCH_MAX_PCT (borrowed for the call). */
+    const double *percentiles;
+    unsigned npercentiles;
 } pinio_bench_opts;
 
 /** Fills `*o` with the defaults: read, bs 1 MiB, qd 16, 1 job, direct, fixed, node -1, seed 1. */
@@ -127,11 +221,27 @@ static inline void pinio_bench_opts_default(pinio_bench_opts *opts)
     pinio_bench_opts_init(opts, sizeof(*opts));
 }
 
-/** Name of a workload ("read", "randread", "write", "randwrite"). */
+/** Name of a workload ("read", "randread", "write", "randwrite", "rw", "randrw"). */
 PINIO_API const char *pinio_bench_rw_name(pinio_bench_rw rw);
 
 /** Parses a workload name. @return 0 and `*out`, or -EINVAL. */
 PINIO_API int pinio_bench_rw_parse(const char *name, pinio_bench_rw *out);
+
+/** Latency of one direction: nanoseconds, submission to completion. */
+typedef struct pinio_bench_lat {
+    uint64_t count;          /**< requests timed */
+    uint64_t min_ns, p50_ns, p90_ns, p99_ns, p999_ns, max_ns;
+    double mean_ns, stdev_ns;
+    /** At pinio_bench_opts::percentiles, in their order (the rest 0). */
+    uint64_t pct_ns[PINIO_BENCH_MAX_PCT];
+} pinio_bench_lat;
+
+/** What one direction (reads or writes) of a run measured. */
+typedef struct pinio_bench_dir {
+    uint64_t bytes, ios;
+    double bytes_per_s, iops; /**< over the run's seconds */
+    pinio_bench_lat lat;
+} pinio_bench_dir;
 
 /** What a run measured. All latencies are nanoseconds, submission to completion. */
 typedef struct pinio_bench_result {
@@ -153,6 +263,16 @@ typedef struct pinio_bench_result {
      *  "single_issuer,defer_taskrun,fixed_bufs,reg_files,o_direct"). */
     char features[160];
     unsigned batch;          /**< requests gathered per submit call in force (auto resolved) */
+    /* Added later, at the end. */
+    pinio_bench_dir read;    /**< the reads of the workload */
+    pinio_bench_dir write;   /**< the writes of the workload */
+    pinio_bench_lat lat;     /**< both directions (lat_*_ns above, plus stdev and pct_ns) */
+    /** io_uring_submit* calls of the verify read-back pass: not in
+     *  submits_per_io, which is the workload's cost per workload request. */
+    uint64_t verify_submits;
+    /** The run was stopped by the progress callback (-ECANCELED) after the
+     *  workload began: the figures cover what completed until then. */
+    bool partial;
 } pinio_bench_result;
 
 /**
@@ -168,7 +288,9 @@ PINIO_API int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag);
  * with `size` bytes of pseudo-random data (so that reads do real I/O: a
  * sparse file reads as zeros without touching the device).
  *
- * @param res on success filled; on failure its content is unspecified.
+ * @param res on success filled; on -ECANCELED after the workload began,
+ *        filled with what completed until then and `partial` set (zeroed
+ *        when the stop came before); on other failures unspecified.
  * @return 0; -EINVAL (options, pinio_bench_check()); -ENOENT/-EACCES/...
  *         (opening the target); -EPERM (a write to a block device without
  *         allow_device_overwrite, or to something that is neither a regular

@@ -57,16 +57,17 @@ void pinio_bench_opts_init(pinio_bench_opts *o, size_t size)
     pinio__opts_init(o, size, &d, sizeof(d));
 }
 
-static const char *const rw_names[] = {"read", "randread", "write", "randwrite"};
+static const char *const rw_names[] = {"read", "randread", "write", "randwrite", "rw", "randrw"};
+#define NRW (sizeof rw_names / sizeof rw_names[0])
 
 const char *pinio_bench_rw_name(pinio_bench_rw rw)
 {
-    return (unsigned)rw < 4 ? rw_names[rw] : "unknown";
+    return (unsigned)rw < NRW ? rw_names[rw] : "unknown";
 }
 
 int pinio_bench_rw_parse(const char *name, pinio_bench_rw *out)
 {
-    for (unsigned i = 0; name && i < 4; i++)
+    for (unsigned i = 0; name && i < NRW; i++)
         if (!strcmp(name, rw_names[i])) {
             *out = (pinio_bench_rw)i;
             return 0;
@@ -74,14 +75,30 @@ int pinio_bench_rw_parse(const char *name, pinio_bench_rw *out)
     return -EINVAL;
 }
 
+/* The workload writes (all or some of its requests). */
 static bool is_write(pinio_bench_rw rw)
 {
-    return rw == PINIO_BENCH_WRITE || rw == PINIO_BENCH_RANDWRITE;
+    return rw == PINIO_BENCH_WRITE || rw == PINIO_BENCH_RANDWRITE || rw == PINIO_BENCH_RW ||
+           rw == PINIO_BENCH_RANDRW;
+}
+
+static bool is_mixed(pinio_bench_rw rw)
+{
+    return rw == PINIO_BENCH_RW || rw == PINIO_BENCH_RANDRW;
 }
 
 static bool is_rand(pinio_bench_rw rw)
 {
-    return rw == PINIO_BENCH_RANDREAD || rw == PINIO_BENCH_RANDWRITE;
+    return rw == PINIO_BENCH_RANDREAD || rw == PINIO_BENCH_RANDWRITE || rw == PINIO_BENCH_RANDRW;
+}
+
+/* The unit sizes are multiples of: bs, or the largest size of bssplit. */
+static uint64_t unit_bs(const pinio_bench_opts *o)
+{
+    uint64_t m = o->nbssplit ? 0 : o->bs;
+    for (unsigned i = 0; o->bssplit && i < o->nbssplit; i++)
+        m = o->bssplit[i].bs > m ? o->bssplit[i].bs : m;
+    return m;
 }
 
 int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
@@ -91,7 +108,7 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
         BAD("bench: no options");
     if (!o->path || !*o->path)
         BAD("bench: no target: --file PATH is required");
-    if ((unsigned)o->rw > PINIO_BENCH_RANDWRITE)
+    if ((unsigned)o->rw > PINIO_BENCH_RANDRW)
         BAD("bench: unknown workload %d", (int)o->rw);
     if (o->bs < 512 || o->bs > MAX_BS || o->bs % 512)
         BAD("bench: --bs %llu: must be a multiple of 512 between 512 and 64 MiB",
@@ -102,9 +119,9 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
         BAD("bench: --batch %u: must be between 0 (auto) and 4096", o->batch);
     if (o->jobs < 1 || o->jobs > 256)
         BAD("bench: --jobs %u: must be between 1 and 256", o->jobs);
-    if (o->size % (o->bs * o->jobs))
+    if (o->size % (unit_bs(o) * o->jobs))
         BAD("bench: --size %llu is not a multiple of bs x jobs (%llu)",
-            (unsigned long long)o->size, (unsigned long long)(o->bs * o->jobs));
+            (unsigned long long)o->size, (unsigned long long)(unit_bs(o) * o->jobs));
     /* A run shorter than a millisecond ends before its first completion and
      * would report success with nothing moved (--time 1e-300). */
     if (!(o->time_s == 0.0 || (o->time_s >= 1e-3 && o->time_s <= 1e6)))
@@ -113,6 +130,67 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
         BAD("bench: --iopoll needs O_DIRECT (drop --direct=0)");
     if (o->verify && !is_write(o->rw))
         BAD("bench: --verify applies to write workloads (write, randwrite)");
+    if (o->rwmixread > 99)
+        BAD("bench: --rwmixread %u: must be between 1 and 99 (all reads or all writes is "
+            "--rw read or write)", o->rwmixread);
+    if (o->rwmixread && !is_mixed(o->rw))
+        BAD("bench: --rwmixread applies to mixed workloads (rw, randrw)");
+    if (o->offset % 512)
+        BAD("bench: --offset %llu: must be a multiple of 512", (unsigned long long)o->offset);
+    if (o->io_size % (unit_bs(o) * o->jobs))
+        BAD("bench: --io-size %llu is not a multiple of bs x jobs (%llu)",
+            (unsigned long long)o->io_size, (unsigned long long)(unit_bs(o) * o->jobs));
+    if ((o->io_size || o->loops > 1) && o->time_s > 0)
+        BAD("bench: --io-size and --loops bound a run by bytes: not with --time");
+    if (!(o->ramp_time_s == 0.0 || (o->ramp_time_s > 0 && o->ramp_time_s <= 1e6)))
+        BAD("bench: --ramp-time must be between 0 and 1e6 seconds");
+    if (o->ramp_time_s > 0 && !(o->time_s > 0))
+        BAD("bench: --ramp-time needs --time (the ramp runs first, then --time is measured)");
+    if (!(o->startdelay_s == 0.0 || (o->startdelay_s > 0 && o->startdelay_s <= 1e6)))
+        BAD("bench: --startdelay must be between 0 and 1e6 seconds");
+    if (o->dist != PINIO_BENCH_DIST_UNIFORM || o->norandommap) {
+        if (!is_rand(o->rw))
+            BAD("bench: --random-distribution and --norandommap apply to random workloads");
+        pinio__dist d;
+        const char *why = "";
+        if (pinio__dist_init(&d, o, 1000, 1, &why))
+            BAD("bench: --random-distribution: %s", why);
+    }
+    if (o->nbssplit) {
+        unsigned sum = 0;
+        if (!o->bssplit || o->nbssplit > 16)
+            BAD("bench: --bssplit: 1 to 16 sizes");
+        for (unsigned i = 0; i < o->nbssplit; i++) {
+            uint64_t b = o->bssplit[i].bs;
+            if (b < 512 || b > MAX_BS || b % 512)
+                BAD("bench: --bssplit: size %llu must be a multiple of 512 between 512 and "
+                    "64 MiB", (unsigned long long)b);
+            sum += o->bssplit[i].pct;
+        }
+        if (sum != 100)
+            BAD("bench: --bssplit: the shares sum to %u, not 100", sum);
+        if (o->blockalign % 512 || o->blockalign > MAX_BS)
+            BAD("bench: --blockalign %llu: must be a multiple of 512 up to 64 MiB",
+                (unsigned long long)o->blockalign);
+    } else if (o->blockalign) {
+        BAD("bench: --blockalign applies to --bssplit runs (without it, offsets are multiples "
+            "of --bs)");
+    }
+    if ((o->verify || o->verify_only) &&
+        (o->nbssplit || o->norandommap || o->dist != PINIO_BENCH_DIST_UNIFORM))
+        BAD("bench: --verify checks each block once: not with --bssplit, --norandommap or "
+            "--random-distribution");
+    if (o->verify && is_mixed(o->rw))
+        BAD("bench: --verify applies to write workloads (write, randwrite), not mixed ones");
+    if (o->verify_only && (is_write(o->rw) || o->verify))
+        BAD("bench: --verify-only checks what is there: a read workload (read, randread), "
+            "without --verify");
+    if (o->npercentiles > PINIO_BENCH_MAX_PCT || (o->npercentiles && !o->percentiles))
+        BAD("bench: --percentile-list: at most %d percentiles", PINIO_BENCH_MAX_PCT);
+    for (unsigned i = 0; i < o->npercentiles; i++)
+        if (!(o->percentiles[i] > 0 && o->percentiles[i] <= 100))
+            BAD("bench: --percentile-list: %g is not above 0 and at most 100",
+                o->percentiles[i]);
     if (o->node < -1)
         BAD("bench: --node %d: must be a node number", o->node);
     if (o->node >= 0 && !pinio__prim_node_exists(o->node))
@@ -206,10 +284,10 @@ static int prepare_target(const pinio_bench_opts *o, uint64_t *size, pinio_bench
     res->created = false;
     if (stat(p, &st)) {
         int e = -errno;
-        if (e != -ENOENT)
+        if (e != -ENOENT || o->verify_only)
             return pinio_diag_set(diag, e, "bench: %s: %s", p, pinio_strerror(e)), e;
         uint64_t want = o->size ? o->size : (1ull << 30);
-        want -= want % (o->bs * o->jobs);
+        want -= want % (unit_bs(o) * o->jobs);
         if (!want)
             return pinio_diag_set(diag, -EINVAL, "bench: %s: --size too small", p), -EINVAL;
         /* Made under a temporary name and renamed into place, so that an
@@ -231,8 +309,10 @@ static int prepare_target(const pinio_bench_opts *o, uint64_t *size, pinio_bench
         (void)fsetxattr(fd, BENCH_XATTR, "1", 1, 0);
         /* A write run writes every block itself; reserving the space keeps
          * the first pass from measuring block allocation in the kernel. */
-        int rc = wr ? (posix_fallocate(fd, 0, (off_t)want) ? -ENOSPC : 0)
-                    : fill_new_file(o, fd, want, p, diag);
+        /* A mixed workload reads too: it needs real data like a read. */
+        int rc = wr && !is_mixed(o->rw)
+                     ? (posix_fallocate(fd, 0, (off_t)(o->offset + want)) ? -ENOSPC : 0)
+                     : fill_new_file(o, fd, o->offset + want, p, diag);
         if (!rc && fsync(fd))
             rc = -errno;
         close(fd);
@@ -258,7 +338,7 @@ static int prepare_target(const pinio_bench_opts *o, uint64_t *size, pinio_bench
             return rc;
         }
         res->created = true;
-        res->file_size = want;
+        res->file_size = o->offset + want;
         *size = want;
         return 0;
     }
@@ -309,18 +389,20 @@ static int prepare_target(const pinio_bench_opts *o, uint64_t *size, pinio_bench
                -EPERM;
     }
     if (!*size) {
-        *size = fsize - fsize % (o->bs * o->jobs);
+        uint64_t avail = fsize > o->offset ? fsize - o->offset : 0;
+        *size = avail - avail % (unit_bs(o) * o->jobs);
         if (!*size)
             return pinio_diag_set(diag, -EINVAL,
                                   "bench: %s: %llu bytes is less than one block per job", p,
                                   (unsigned long long)fsize),
                    -EINVAL;
-    } else if (*size > fsize && !(wr && S_ISREG(st.st_mode))) {
-        return pinio_diag_set(diag, -EINVAL, "bench: %s has %llu bytes, --size asks for %llu", p,
-                              (unsigned long long)fsize, (unsigned long long)*size),
+    } else if (o->offset + *size > fsize && !(wr && S_ISREG(st.st_mode))) {
+        return pinio_diag_set(diag, -EINVAL, "bench: %s has %llu bytes, --offset + --size ask "
+                              "for %llu", p, (unsigned long long)fsize,
+                              (unsigned long long)(o->offset + *size)),
                -EINVAL;
     }
-    res->file_size = fsize > *size ? fsize : *size;
+    res->file_size = fsize > o->offset + *size ? fsize : o->offset + *size;
     return 0;
 }
 
@@ -369,9 +451,12 @@ static unsigned dio_align(int fd)
 /* ---- one job ------------------------------------------------------------ */
 
 typedef struct slot {
-    uint64_t off;  /* file offset of the block */
+    uint64_t off;  /* file offset of the request */
     uint64_t t0;   /* submission time, ns */
+    uint64_t idx;  /* issue index within the pass (verify: the block's generation) */
+    uint32_t len;  /* bytes of the request (bs, or drawn from bssplit) */
     uint32_t done; /* bytes completed so far (short transfers resubmit the rest) */
+    bool wr;       /* a write */
 } slot;
 
 /* Start gate: jobs set up (ring, buffers, registration) off the clock, then
@@ -391,7 +476,9 @@ typedef struct job {
     unsigned idx;
     int fd;
     uint64_t base, nblocks;     /* region: [base, base + nblocks * bs) */
+    uint64_t region;            /* bytes of the region */
     uint64_t perm_mul, perm_add; /* random order: block = (i * mul + add) % nblocks */
+    uint64_t maxbs;             /* bytes per slot: bs, or the largest of bssplit */
     struct gate *gate;
     pthread_t th;
     struct io_uring ring;
@@ -403,9 +490,28 @@ typedef struct job {
     size_t area_len;
     slot *slots;
     pinio__faults *faults;
-    pinio__hist hist;
-    uint64_t ios, bytes, submits, retries, verified, issued;
-    _Atomic uint64_t live_bytes; /* `bytes`, published once per wake for progress */
+    /* The pass being run (job_pass()): what the next request is. */
+    int dir;        /* 0 reads, 1 writes, 2 drawn per request (rwmixread) */
+    bool fancy;     /* offsets or sizes not from the plain order (fancy_next()) */
+    bool header;    /* writes carry the verify block header and pattern */
+    pinio_bench_trace_fn trace; /* the workload pass only */
+    uint64_t issued, issued_bytes, seq_pos;
+    pinio__dist dist;
+    uint64_t rng;   /* direction and size draws */
+    /* Rate limit: request k (bytes b before it) is issued no earlier than
+     * t_rate0 + max(k x ns_per_io, b x ns_per_byte). */
+    double ns_per_io, ns_per_byte;
+    uint64_t t_rate0;
+    unsigned *idle; /* slots waiting for their issue time */
+    unsigned nidle;
+    uint64_t ramp_end; /* ns; 0 once the ramp is over (or without one) */
+    pinio__hist hist[2]; /* reads, writes */
+    uint64_t ios[2], bytes[2], submits, retries, verified;
+    uint64_t verify_submits; /* the read-back pass's, apart: not the workload's cost */
+    uint64_t wr_issued; /* requests the write pass issued (what verify reads back) */
+    _Atomic uint64_t live_bytes; /* bytes, published once per wake for progress */
+    uint64_t t_start_ns;
+    double cpu_u0, cpu_s0;
     double t_start, t_end, cpu_user, cpu_sys;
     int err;
     pinio_diag diag;
@@ -489,9 +595,10 @@ static int job_setup(job *j)
     if (o->node >= 0 && (rc = pinio__prim_run_on_node(o->node)))
         return job_fail(j, rc, "--node: cannot run there", "");
     j->slots = calloc(o->qd, sizeof *j->slots);
-    j->area_len = ((size_t)o->qd * o->bs + HUGE_ALIGN - 1) & ~(size_t)(HUGE_ALIGN - 1);
+    j->idle = calloc(o->qd, sizeof *j->idle);
+    j->area_len = ((size_t)o->qd * j->maxbs + HUGE_ALIGN - 1) & ~(size_t)(HUGE_ALIGN - 1);
     j->area = pinio__prim_map(j->area_len, HUGE_ALIGN, false);
-    if (!j->slots || !j->area)
+    if (!j->slots || !j->idle || !j->area)
         return job_fail(j, -ENOMEM, "buffers of qd x bs bytes", " (lower --qd or --bs)");
     /* Placed as the loader's pool places its slabs, in the same order (the
      * policy before the first touch). A refused bind (seccomp, CONFIG_NUMA=n)
@@ -513,8 +620,8 @@ static int job_setup(job *j)
         if (!iov)
             return job_fail(j, -ENOMEM, "iovecs", "");
         for (unsigned i = 0; i < o->qd; i++) {
-            iov[i].iov_base = j->area + (size_t)i * o->bs;
-            iov[i].iov_len = o->bs;
+            iov[i].iov_base = j->area + (size_t)i * j->maxbs;
+            iov[i].iov_len = j->maxbs;
         }
         rc = j->faults && j->faults->regnomem ? -ENOMEM : io_uring_register_buffers(&j->ring, iov, o->qd);
         free(iov);
@@ -532,15 +639,17 @@ static int job_setup(job *j)
     return 0;
 }
 
-static void job_prep(job *j, unsigned s, bool wr, bool pattern, uint64_t t)
+static void job_prep(job *j, unsigned s, uint64_t t)
 {
-    const pinio_bench_opts *o = j->o;
     slot *sl = &j->slots[s];
-    uint8_t *buf = j->area + (size_t)s * o->bs + sl->done;
-    unsigned len = (unsigned)(o->bs - sl->done);
+    uint8_t *buf = j->area + (size_t)s * j->maxbs;
+    /* The whole block at its first submission only: a resubmitted rest
+     * still holds it. */
+    if (sl->wr && j->header && !sl->done)
+        pinio__bench_block_fill(buf, sl->len, sl->off, j->o->seed, sl->idx / j->nblocks);
+    buf += sl->done;
+    unsigned len = sl->len - sl->done;
     uint64_t off = sl->off + sl->done;
-    if (wr && pattern)
-        pinio__bench_pattern_fill(buf, len, off, o->seed);
     struct io_uring_sqe *sqe = io_uring_get_sqe(&j->ring);
     while (!sqe) { /* SQPOLL: the kernel thread has not consumed the SQ yet */
         io_uring_submit(&j->ring);
@@ -550,12 +659,12 @@ static void job_prep(job *j, unsigned s, bool wr, bool pattern, uint64_t t)
     }
     int fd = j->regfiles ? 0 : j->fd;
     if (j->fixed) {
-        if (wr)
+        if (sl->wr)
             io_uring_prep_write_fixed(sqe, fd, buf, len, off, (int)s);
         else
             io_uring_prep_read_fixed(sqe, fd, buf, len, off, (int)s);
     } else {
-        if (wr)
+        if (sl->wr)
             io_uring_prep_write(sqe, fd, buf, len, off);
         else
             io_uring_prep_read(sqe, fd, buf, len, off);
@@ -565,6 +674,78 @@ static void job_prep(job *j, unsigned s, bool wr, bool pattern, uint64_t t)
     io_uring_sqe_set_data64(sqe, s);
     if (!sl->done)
         sl->t0 = t;
+}
+
+/* The next request of a pass that is not the plain order: a size drawn from
+ * bssplit, an offset walked (sequential) or drawn from the distribution. */
+static void fancy_next(job *j, slot *sl)
+{
+    const pinio_bench_opts *o = j->o;
+    uint64_t len = o->bs;
+    if (o->nbssplit) {
+        uint64_t u = pinio__rng_below(&j->rng, 100);
+        unsigned i = 0;
+        for (unsigned acc = o->bssplit[0].pct; u >= acc && i + 1 < o->nbssplit;)
+            acc += o->bssplit[++i].pct;
+        len = o->bssplit[i].bs;
+    }
+    sl->len = (uint32_t)len;
+    if (!is_rand(o->rw)) {
+        if (j->seq_pos + len > j->region)
+            j->seq_pos = 0;
+        sl->off = j->base + j->seq_pos;
+        j->seq_pos += len;
+        return;
+    }
+    uint64_t align = o->nbssplit ? j->dist.n ? j->region / j->dist.n : o->bs : o->bs;
+    uint64_t off = pinio__dist_next(&j->dist) * align;
+    if (off + len > j->region) /* a large request near the end: the last that fits */
+        off = (j->region - len) / align * align;
+    sl->off = j->base + off;
+}
+
+/* Fills slot `sl` with the next request of the pass; false once it issued
+ * `limit` bytes (0: no limit, the deadline ends the pass). The plain order
+ * (fixed bs, permutation or sequence) is the common case and stays a
+ * multiply and a modulo. */
+static inline bool next_io(job *j, slot *sl, uint64_t limit)
+{
+    if (limit && j->issued_bytes >= limit)
+        return false;
+    if (!j->fancy) {
+        sl->off = j->base + block_of(j, j->issued) * j->o->bs;
+        sl->len = (uint32_t)j->o->bs;
+    } else {
+        fancy_next(j, sl);
+    }
+    sl->wr = j->dir == 2 ? pinio__rng_below(&j->rng, 100) >= j->o->rwmixread : j->dir;
+    sl->done = 0;
+    sl->idx = j->issued++;
+    j->issued_bytes += sl->len;
+    if (j->trace)
+        j->trace(j->o->trace_ctx, j->idx, sl->wr, sl->off, sl->len);
+    return true;
+}
+
+/* When the rate limit lets the next request go (ns). */
+static uint64_t due_ns(const job *j)
+{
+    double a = (double)j->issued * j->ns_per_io, b = (double)j->issued_bytes * j->ns_per_byte;
+    return j->t_rate0 + (uint64_t)(a > b ? a : b);
+}
+
+/* The ramp is over: what it measured is dropped, and the clock and the CPU
+ * counters start now. */
+static void ramp_over(job *j, uint64_t t)
+{
+    for (int d = 0; d < 2; d++) {
+        pinio__hist_reset(&j->hist[d]);
+        j->ios[d] = j->bytes[d] = 0;
+    }
+    j->submits = 0;
+    j->t_start_ns = t;
+    thread_cpu(&j->cpu_u0, &j->cpu_s0);
+    j->ramp_end = 0;
 }
 
 /* Submits the refills gathered so far once `batch` of them wait and more
@@ -587,24 +768,102 @@ static void job_kick(job *j, bool more)
     }
 }
 
-/* One pass: `limit` requests (0 = until `deadline`, ns). `check` compares
- * each completed block with the pattern (verify); `record` times it. */
-static int job_pass(job *j, bool wr, bool check, bool record, uint64_t limit, uint64_t deadline)
+/* Reports a verify mismatch of the block in slot `s`, naming what is there
+ * instead when the block holds another block's header. */
+static void verify_fail(job *j, const slot *sl, const pinio__block_found *f, bool gen_known,
+                        uint64_t gen)
 {
     const pinio_bench_opts *o = j->o;
-    uint64_t issued = 0, retries = 0;
-    unsigned inflight = 0;
-    bool stop = false;
+    unsigned long long at = (unsigned long long)sl->off;
+    j->err = -EBADMSG;
+    if (f->has_header && f->off != sl->off)
+        pinio_diag_set(&j->diag, -EBADMSG,
+                       "bench: %s: verify: the block at offset %llu holds the block written for "
+                       "offset %llu (misplaced)", o->path, at, (unsigned long long)f->off);
+    else if (f->has_header && f->seed != o->seed)
+        pinio_diag_set(&j->diag, -EBADMSG,
+                       "bench: %s: verify: the block at offset %llu was written with seed %llu, "
+                       "not %llu", o->path, at, (unsigned long long)f->seed,
+                       (unsigned long long)o->seed);
+    else if (f->bad_at < 0 && gen_known)
+        pinio_diag_set(&j->diag, -EBADMSG,
+                       "bench: %s: verify: the block at offset %llu is stale: generation %llu, "
+                       "the last write was generation %llu", o->path, at,
+                       (unsigned long long)f->gen, (unsigned long long)gen);
+    else
+        pinio_diag_set(&j->diag, -EBADMSG,
+                       "bench: %s: verify: the block at offset %llu differs from what was "
+                       "written (first at byte %llu)%s", o->path, at,
+                       (unsigned long long)(sl->off + (uint64_t)(f->bad_at > 0 ? f->bad_at : 0)),
+                       f->has_header ? "" : "; it has no bench block header");
+}
+
+/* Issues the slots parked by the rate limit whose time has come; true when
+ * the pass has nothing more to issue (they are dropped then). */
+static bool issue_due(job *j, uint64_t limit, bool stop, unsigned *inflight)
+{
     uint64_t t = now_ns();
-    for (unsigned s = 0; s < o->qd && (limit ? issued < limit : t < deadline); s++) {
-        j->slots[s].off = j->base + block_of(j, issued++) * o->bs;
-        j->slots[s].done = 0;
-        job_prep(j, s, wr, o->verify, t);
+    while (j->nidle && !stop && due_ns(j) <= t) {
+        unsigned s = j->idle[j->nidle - 1];
+        if (!next_io(j, &j->slots[s], limit))
+            break;
+        j->nidle--;
+        job_prep(j, s, t);
+        (*inflight)++;
+    }
+    bool done = stop || (limit && j->issued_bytes >= limit);
+    if (done)
+        j->nidle = 0;
+    return done;
+}
+
+/* Waits for a completion or, with slots parked by the rate limit, for the
+ * next one's issue time, whichever comes first. */
+static int job_wait(job *j, unsigned inflight)
+{
+    j->submits++;
+    if (!j->nidle)
+        return io_uring_submit_and_wait(&j->ring, 1);
+    uint64_t t = now_ns(), due = due_ns(j);
+    uint64_t wait = due > t ? due - t : 0;
+    if (!inflight) {
+        io_uring_submit(&j->ring);
+        struct timespec ts = {(time_t)(wait / 1000000000u), (long)(wait % 1000000000u)};
+        nanosleep(&ts, NULL);
+        return 0;
+    }
+    struct __kernel_timespec kts = {(long long)(wait / 1000000000u),
+                                    (long long)(wait % 1000000000u)};
+    struct io_uring_cqe *cqe;
+    int rc = io_uring_submit_and_wait_timeout(&j->ring, &cqe, 1, &kts, NULL);
+    return rc == -ETIME ? 0 : rc;
+}
+
+/* One pass: requests until `limit` bytes were issued (0 = until `deadline`,
+ * ns). `check` compares each completed block with what verify wrote;
+ * `record` times it. */
+static int job_pass(job *j, bool check, bool record, uint64_t limit, uint64_t deadline)
+{
+    const pinio_bench_opts *o = j->o;
+    uint64_t retries = 0;
+    unsigned inflight = 0;
+    bool stop = false, rated = j->ns_per_io > 0 || j->ns_per_byte > 0;
+    uint64_t t = now_ns();
+    j->issued = j->issued_bytes = j->seq_pos = 0;
+    j->nidle = 0;
+    j->t_rate0 = t;
+    for (unsigned s = 0; s < o->qd && (limit || t < deadline); s++) {
+        if (rated && due_ns(j) > t) {
+            j->idle[j->nidle++] = s;
+            continue;
+        }
+        if (!next_io(j, &j->slots[s], limit))
+            break;
+        job_prep(j, s, t);
         inflight++;
     }
-    while (inflight) {
-        int rc = io_uring_submit_and_wait(&j->ring, 1);
-        j->submits++;
+    while (inflight || j->nidle) {
+        int rc = job_wait(j, inflight);
         if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
             job_fail(j, rc, "io_uring_submit_and_wait", "");
             break; /* the ring is torn down with the requests in it */
@@ -613,6 +872,9 @@ static int job_pass(job *j, bool wr, bool check, bool record, uint64_t limit, ui
         if ((deadline && t >= deadline) ||
             atomic_load_explicit(&j->gate->cancel, memory_order_relaxed))
             stop = true;
+        if (j->ramp_end && t >= j->ramp_end)
+            ramp_over(j, t);
+        bool rec = record && !j->ramp_end;
         struct io_uring_cqe *cqe;
         unsigned head, seen = 0, avail = io_uring_cq_ready(&j->ring);
         io_uring_for_each_cqe(&j->ring, head, cqe)
@@ -625,14 +887,14 @@ static int job_pass(job *j, bool wr, bool check, bool record, uint64_t limit, ui
             seen++;
             unsigned s = (unsigned)io_uring_cqe_get_data64(cqe);
             slot *sl = &j->slots[s];
+            uint8_t *buf = j->area + (size_t)s * j->maxbs;
             int res = cqe->res;
             if (j->faults)
-                res = pinio__faults_completion_buf(j->faults, res,
-                                                   wr ? NULL : j->area + (size_t)s * o->bs + sl->done,
-                                                   o->bs - sl->done);
+                res = pinio__faults_completion_buf(j->faults, res, sl->wr ? NULL : buf + sl->done,
+                                                   sl->len - sl->done);
             if ((res == -EAGAIN || res == -EINTR || res == -EBUSY) && retries < MAX_RETRIES) {
                 retries++;
-                job_prep(j, s, wr, o->verify, t);
+                job_prep(j, s, t);
                 job_kick(j, seen < avail);
                 continue;
             }
@@ -643,7 +905,7 @@ static int job_pass(job *j, bool wr, bool check, bool record, uint64_t limit, ui
                     /* IOPOLL rings accept any file, but each request to a
                      * device without polled queues fails with EOPNOTSUPP. */
                     pinio_diag_set(&j->diag, e, "bench: %s: %s at offset %llu: %s%s", o->path,
-                                   res ? (wr ? "write" : "read") : "unexpected end of file",
+                                   res ? (sl->wr ? "write" : "read") : "unexpected end of file",
                                    (unsigned long long)(sl->off + sl->done), pinio_strerror(e),
                                    e == -EOPNOTSUPP && o->iopoll
                                        ? " (--iopoll needs a device with polled queues, e.g. "
@@ -655,52 +917,56 @@ static int job_pass(job *j, bool wr, bool check, bool record, uint64_t limit, ui
                 continue;
             }
             sl->done += (uint32_t)res;
-            if (sl->done < o->bs) {
+            if (sl->done < sl->len) {
                 /* Short transfer: the rest, same slot. O_DIRECT needs the
                  * offset, length and address aligned, so restart from the
                  * last 4 KiB boundary (the bytes redone are the same bytes). */
                 if (o->direct)
                     sl->done &= ~(uint32_t)4095;
                 retries++;
-                job_prep(j, s, wr, o->verify, t);
+                job_prep(j, s, t);
                 job_kick(j, seen < avail);
                 continue;
             }
-            if (record) {
-                pinio__hist_record(&j->hist, t - sl->t0);
-                j->ios++;
-                j->bytes += o->bs;
+            if (rec) {
+                pinio__hist_record(&j->hist[sl->wr], t - sl->t0);
+                j->ios[sl->wr]++;
+                j->bytes[sl->wr] += sl->len;
             }
             if (check) {
-                long bad = pinio__bench_pattern_check(j->area + (size_t)s * o->bs, o->bs, sl->off,
-                                                      o->seed);
-                if (bad >= 0 && !j->err) {
-                    j->err = -EBADMSG;
-                    pinio_diag_set(&j->diag, -EBADMSG,
-                                   "bench: %s: verify: the block at offset %llu differs from "
-                                   "what was written (first at byte %llu)",
-                                   o->path, (unsigned long long)sl->off,
-                                   (unsigned long long)(sl->off + (uint64_t)bad));
+                pinio__block_found f;
+                /* After a write pass, the generation of the last write of
+                 * this block is known: an older one is a lost write. */
+                bool gen_known = !o->verify_only;
+                uint64_t gen = gen_known ? (j->wr_issued - 1 - sl->idx) / j->nblocks : 0;
+                bool bad = pinio__bench_block_check(buf, sl->len, sl->off, o->seed, &f) != 0 ||
+                           (gen_known && f.has_header && f.gen != gen);
+                if (bad && !j->err) {
+                    verify_fail(j, sl, &f, gen_known, gen);
                     stop = true;
                 }
-                j->verified += o->bs;
+                j->verified += sl->len;
             }
-            if (!stop && (limit ? issued < limit : true)) {
-                sl->off = j->base + block_of(j, issued++) * o->bs;
-                sl->done = 0;
-                job_prep(j, s, wr, o->verify, t);
+            if (stop || !(limit || t < deadline)) {
+                inflight--;
+            } else if (rated && due_ns(j) > t) {
+                j->idle[j->nidle++] = s;
+                inflight--;
+            } else if (next_io(j, sl, limit)) {
+                job_prep(j, s, t);
                 job_kick(j, seen < avail);
             } else {
                 inflight--;
             }
         }
         io_uring_cq_advance(&j->ring, seen);
-        if (record)
-            atomic_store_explicit(&j->live_bytes, j->bytes, memory_order_relaxed);
+        if (rec)
+            atomic_store_explicit(&j->live_bytes, j->bytes[0] + j->bytes[1],
+                                  memory_order_relaxed);
+        if (j->nidle)
+            issue_due(j, limit, stop, &inflight);
     }
     j->retries += retries;
-    if (!check)
-        j->issued = issued;
     return j->err;
 }
 
@@ -719,29 +985,53 @@ static void *job_main(void *arg)
     pthread_mutex_unlock(&g->mu);
     if (j->err || state < 0)
         return NULL;
-    bool wr = is_write(o->rw);
-    uint64_t limit = o->time_s > 0 ? 0 : j->nblocks;
-    double u0, s0;
-    thread_cpu(&u0, &s0);
+    if (o->startdelay_s > 0) {
+        uint64_t ns = (uint64_t)(o->startdelay_s * 1e9);
+        struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+        while (nanosleep(&ts, &ts) && errno == EINTR)
+            ;
+    }
+    /* Bytes per job: the region, or io_size's share, times loops. */
+    uint64_t pass = o->io_size ? o->io_size / o->jobs : j->region;
+    uint64_t limit = o->time_s > 0 ? 0 : pass * (o->loops ? o->loops : 1);
+    thread_cpu(&j->cpu_u0, &j->cpu_s0);
     uint64_t t0 = now_ns();
-    uint64_t deadline = o->time_s > 0 ? t0 + (uint64_t)(o->time_s * 1e9) : 0;
-    job_pass(j, wr, false, true, limit, deadline);
+    j->t_start_ns = t0;
+    j->ramp_end = o->ramp_time_s > 0 ? t0 + (uint64_t)(o->ramp_time_s * 1e9) : 0;
+    uint64_t deadline = o->time_s > 0 ? t0 + (uint64_t)((o->ramp_time_s + o->time_s) * 1e9) : 0;
+    j->dir = o->rw == PINIO_BENCH_RW || o->rw == PINIO_BENCH_RANDRW ? 2 : is_write(o->rw);
+    j->fancy = o->nbssplit || o->norandommap || o->dist != PINIO_BENCH_DIST_UNIFORM;
+    j->header = o->verify;
+    j->trace = o->trace;
+    job_pass(j, o->verify_only, true, limit, deadline);
     uint64_t t1 = now_ns();
     double u1, s1;
     thread_cpu(&u1, &s1);
-    j->t_start = (double)t0 * 1e-9;
+    j->t_start = (double)j->t_start_ns * 1e-9;
     j->t_end = (double)t1 * 1e-9;
-    j->cpu_user = u1 - u0;
-    j->cpu_sys = s1 - s0;
+    j->cpu_user = u1 - j->cpu_u0;
+    j->cpu_sys = s1 - j->cpu_s0;
     pthread_mutex_lock(&g->mu);
     g->finished++;
     pthread_cond_broadcast(&g->cv);
     pthread_mutex_unlock(&g->mu);
     if (!j->err && o->verify && !atomic_load(&g->cancel)) {
         /* Every block the pass issued completed (the pass drains), so what
-         * was written is exactly the first `issued` blocks of the order. */
+         * was written is exactly the first `issued` blocks of the order.
+         * Its submits are counted apart: submits_per_io is the workload's
+         * cost per workload I/O, and the read-back pass has I/Os of its own
+         * that `ios` does not count (counted together, 1,024 writes showed
+         * 1.975 submits per I/O instead of 0.987). */
+        j->wr_issued = j->issued;
         uint64_t n = j->issued < j->nblocks ? j->issued : j->nblocks;
-        job_pass(j, false, true, false, n, 0);
+        uint64_t before = j->submits;
+        j->dir = 0;
+        j->header = false;
+        j->trace = NULL;
+        j->ns_per_io = j->ns_per_byte = 0;
+        job_pass(j, true, false, n * o->bs, 0);
+        j->verify_submits = j->submits - before;
+        j->submits = before;
     }
     return NULL;
 }
@@ -752,6 +1042,7 @@ static void job_teardown(job *j)
         io_uring_queue_exit(&j->ring);
     pinio__prim_unmap(j->area, j->area_len);
     free(j->slots);
+    free(j->idle);
     free(j->faults);
     if (j->fd >= 0)
         close(j->fd);
@@ -815,6 +1106,24 @@ static bool watch(const pinio_bench_opts *o, job *jobs, unsigned n, uint64_t tot
     return atomic_load(&g->cancel);
 }
 
+static void fill_lat(pinio_bench_lat *l, const pinio__hist *h, const pinio_bench_opts *o)
+{
+    memset(l, 0, sizeof *l);
+    if (!h->total)
+        return;
+    l->count = h->total;
+    l->min_ns = h->min;
+    l->p50_ns = pinio__hist_percentile(h, 50);
+    l->p90_ns = pinio__hist_percentile(h, 90);
+    l->p99_ns = pinio__hist_percentile(h, 99);
+    l->p999_ns = pinio__hist_percentile(h, 99.9);
+    l->max_ns = h->max;
+    l->mean_ns = h->sum / (double)h->total;
+    l->stdev_ns = pinio__hist_stdev(h);
+    for (unsigned i = 0; i < o->npercentiles; i++)
+        l->pct_ns[i] = pinio__hist_percentile(h, o->percentiles[i]);
+}
+
 /* Starts the jobs, opens the gate once all are set up, and sums what they
  * measured. */
 static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
@@ -836,16 +1145,31 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
         j->gate = &gate;
         j->fd = -1;
         atomic_init(&j->live_bytes, 0);
-        j->base = per_job * i;
+        j->base = o->offset + per_job * i;
+        j->region = per_job;
+        j->maxbs = unit_bs(o);
         j->batch = o->batch ? (o->batch < o->qd ? o->batch : o->qd) : is_rand(o->rw) ? 1 : o->qd;
         j->nblocks = per_job / o->bs;
+        if (!j->nblocks) /* bssplit: sizes apart from bs, which only names the order */
+            j->nblocks = 1;
         /* A multiplier coprime with nblocks makes i -> i*mul+add (mod n) a
          * permutation: every block once per pass, no bitmap. */
         j->perm_add = (o->seed * 0x9e3779b97f4a7c15ull + i) % j->nblocks;
         j->perm_mul = (j->nblocks * 5 / 8 + 0x2545f491ull * (o->seed | 1)) % j->nblocks;
         while (j->nblocks > 1 && (!j->perm_mul || gcd(j->perm_mul, j->nblocks) != 1))
             j->perm_mul = (j->perm_mul + 1) % j->nblocks;
-        pinio__hist_reset(&j->hist);
+        pinio__hist_reset(&j->hist[0]);
+        pinio__hist_reset(&j->hist[1]);
+        /* Each job its own streams, so that jobs do not walk in step. */
+        j->rng = o->seed * 0xd1b54a32d192ed03ull + 2 * i + 1;
+        uint64_t align = o->blockalign ? o->blockalign : o->bs;
+        for (unsigned k = 0; !o->blockalign && k < o->nbssplit; k++)
+            align = k == 0 || o->bssplit[k].bs < align ? o->bssplit[k].bs : align;
+        const char *why = "";
+        (void)pinio__dist_init(&j->dist, o, o->nbssplit ? per_job / align : j->nblocks,
+                               o->seed * 0x9e3779b97f4a7c15ull + 2 * i, &why); /* checked */
+        j->ns_per_io = o->rate_iops ? 1e9 / (double)o->rate_iops : 0;
+        j->ns_per_byte = o->rate_bytes_per_s ? 1e9 / (double)o->rate_bytes_per_s : 0;
     }
     for (unsigned i = 0; i < o->jobs && !rc; i++) {
         job *j = &jobs[i];
@@ -913,13 +1237,19 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
     for (unsigned i = 0; i < started; i++)
         pthread_join(jobs[i].th, NULL);
 
-    pinio__hist *h = rc ? NULL : malloc(sizeof *h);
-    if (!rc && !h) {
+    /* A stop asked by the progress callback still reports what completed
+     * (the CLI prints it on Ctrl-C); any other failure reports nothing. */
+    bool report = !rc || (rc == -ECANCELED && started == o->jobs);
+    pinio__hist *h = report ? calloc(3, sizeof *h) : NULL;
+    if (report && !h) {
         rc = -ENOMEM;
         pinio_diag_set(diag, rc, "bench: no memory for the histogram");
+        report = false;
     }
-    if (!rc) {
-        pinio__hist_reset(h);
+    if (report) {
+        res->partial = rc == -ECANCELED;
+        for (int d = 0; d < 3; d++)
+            pinio__hist_reset(&h[d]);
         double t0 = jobs[0].t_start, t1 = jobs[0].t_end, user = 0, sys = 0;
         uint64_t submits = 0;
         for (unsigned i = 0; i < o->jobs; i++) {
@@ -929,26 +1259,42 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
                 if (diag)
                     *diag = j->diag;
             }
-            pinio__hist_merge(h, &j->hist);
-            res->bytes += j->bytes;
-            res->ios += j->ios;
+            for (int d = 0; d < 2; d++) {
+                pinio__hist_merge(&h[d], &j->hist[d]);
+                pinio__hist_merge(&h[2], &j->hist[d]);
+            }
+            res->read.bytes += j->bytes[0];
+            res->read.ios += j->ios[0];
+            res->write.bytes += j->bytes[1];
+            res->write.ios += j->ios[1];
             res->verified_bytes += j->verified;
             submits += j->submits;
+            res->verify_submits += j->verify_submits;
             user += j->cpu_user;
             sys += j->cpu_sys;
             t0 = j->t_start < t0 ? j->t_start : t0;
             t1 = j->t_end > t1 ? j->t_end : t1;
         }
+        res->bytes = res->read.bytes + res->write.bytes;
+        res->ios = res->read.ios + res->write.ios;
         res->seconds = t1 - t0;
-        res->bytes_per_s = res->seconds > 0 ? (double)res->bytes / res->seconds : 0;
-        res->iops = res->seconds > 0 ? (double)res->ios / res->seconds : 0;
-        res->lat_min_ns = h->total ? h->min : 0;
-        res->lat_p50_ns = pinio__hist_percentile(h, 50);
-        res->lat_p90_ns = pinio__hist_percentile(h, 90);
-        res->lat_p99_ns = pinio__hist_percentile(h, 99);
-        res->lat_p999_ns = pinio__hist_percentile(h, 99.9);
-        res->lat_max_ns = h->max;
-        res->lat_mean_ns = h->total ? h->sum / (double)h->total : 0;
+        double per_s = res->seconds > 0 ? 1 / res->seconds : 0;
+        res->bytes_per_s = (double)res->bytes * per_s;
+        res->iops = (double)res->ios * per_s;
+        pinio_bench_dir *dirs[2] = {&res->read, &res->write};
+        for (int d = 0; d < 2; d++) {
+            dirs[d]->bytes_per_s = (double)dirs[d]->bytes * per_s;
+            dirs[d]->iops = (double)dirs[d]->ios * per_s;
+            fill_lat(&dirs[d]->lat, &h[d], o);
+        }
+        fill_lat(&res->lat, &h[2], o);
+        res->lat_min_ns = res->lat.min_ns;
+        res->lat_p50_ns = res->lat.p50_ns;
+        res->lat_p90_ns = res->lat.p90_ns;
+        res->lat_p99_ns = res->lat.p99_ns;
+        res->lat_p999_ns = res->lat.p999_ns;
+        res->lat_max_ns = res->lat.max_ns;
+        res->lat_mean_ns = res->lat.mean_ns;
         res->cpu_user_s = user;
         res->cpu_sys_s = sys;
         res->cpu_s_per_gb = res->bytes ? (user + sys) / ((double)res->bytes / 1e9) : 0;

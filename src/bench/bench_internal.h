@@ -3,6 +3,7 @@
 #ifndef PINIO_SRC_BENCH_INTERNAL_H
 #define PINIO_SRC_BENCH_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,6 +21,7 @@ typedef struct pinio__hist {
     uint64_t total;
     uint64_t min, max; /* exact */
     double sum;        /* for the mean */
+    double sumsq;      /* for the standard deviation */
     uint64_t counts[PINIO__HIST_BUCKETS];
 } pinio__hist;
 
@@ -33,6 +35,9 @@ uint64_t pinio__hist_high(unsigned index);
  * holding the sample of rank ceil(p/100 * total), capped by the exact max;
  * 0 for an empty histogram. Monotone in p. */
 uint64_t pinio__hist_percentile(const pinio__hist *h, double p);
+/* Sample standard deviation of the recorded values (exact, from the sums); 0
+ * below two samples. */
+double pinio__hist_stdev(const pinio__hist *h);
 
 /* The verify pattern: the 8-byte word at file offset `off` (a multiple of 8)
  * is a hash of (off, seed), so a block written at the wrong offset, a stale
@@ -40,5 +45,48 @@ uint64_t pinio__hist_percentile(const pinio__hist *h, double p);
 void pinio__bench_pattern_fill(void *buf, size_t len, uint64_t off, uint64_t seed);
 /* Offset within buf of the first word that differs, or -1. */
 long pinio__bench_pattern_check(const void *buf, size_t len, uint64_t off, uint64_t seed);
+
+/* Verify blocks: the pattern above with a 32-byte header in front (magic,
+ * offset, seed, generation), so that a block found at the wrong place names
+ * the offset it was written for. Blocks shorter than the header are pattern
+ * only. */
+#define PINIO__BLOCK_HDR 32
+typedef struct pinio__block_found {
+    bool has_header; /* the block starts with a bench header */
+    uint64_t off, seed, gen; /* what the header says (has_header) */
+    long bad_at;     /* offset within the block of the first byte that differs, or -1 */
+} pinio__block_found;
+void pinio__bench_block_fill(void *buf, size_t len, uint64_t off, uint64_t seed, uint64_t gen);
+/* 0 when the block is the one written for (off, seed), any generation;
+ * -1 otherwise, with `found` saying what is there. */
+int pinio__bench_block_check(const void *buf, size_t len, uint64_t off, uint64_t seed,
+                             pinio__block_found *found);
+
+/* Random offsets other than the default permutation (src/bench/dist.c): a
+ * sampler of block indices in [0, n) with the distribution of the options,
+ * deterministic for a seed. Hot blocks are not scattered (fio hashes them
+ * over the region): block 0 is the most likely for zipf, the middle for
+ * normal, so that an offset histogram shows the distribution as named. */
+typedef struct pinio__dist {
+    int kind;        /* pinio_bench_dist */
+    uint64_t n;      /* blocks */
+    uint64_t rng;    /* splitmix64 state */
+    double p;        /* zipf: theta; pareto: exponent; normal: sigma in blocks */
+    /* zipf (rejection-inversion, Hormann & Derflinger 1996) */
+    double hx0, hn, s;
+    /* zoned: cumulative access per cent and block ranges */
+    unsigned nz;
+    double zacc[16];
+    uint64_t zlo[16], zhi[16];
+} pinio__dist;
+
+struct pinio_bench_opts;
+/* 0, or -EINVAL for parameters out of range (the message in `why`). */
+int pinio__dist_init(pinio__dist *d, const struct pinio_bench_opts *o, uint64_t n, uint64_t seed,
+                     const char **why);
+uint64_t pinio__dist_next(pinio__dist *d);
+uint64_t pinio__rng_next(uint64_t *state);
+/* Uniform in [0, n), n > 0. */
+uint64_t pinio__rng_below(uint64_t *state, uint64_t n);
 
 #endif

@@ -1,6 +1,7 @@
 /* The latency histogram of pinio_bench (layout in bench_internal.h) and the
  * verify pattern. Recording is a count-leading-zeros, a shift and an add:
  * cheap enough to time every request at millions of IOPS. */
+#include <math.h>
 #include <string.h>
 
 #include "bench_internal.h"
@@ -36,6 +37,7 @@ void pinio__hist_record(pinio__hist *h, uint64_t v)
     h->counts[pinio__hist_index(v)]++;
     h->total++;
     h->sum += (double)v;
+    h->sumsq += (double)v * (double)v;
     if (v < h->min)
         h->min = v;
     if (v > h->max)
@@ -48,6 +50,7 @@ void pinio__hist_merge(pinio__hist *dst, const pinio__hist *src)
         dst->counts[i] += src->counts[i];
     dst->total += src->total;
     dst->sum += src->sum;
+    dst->sumsq += src->sumsq;
     if (src->min < dst->min)
         dst->min = src->min;
     if (src->max > dst->max)
@@ -100,5 +103,58 @@ long pinio__bench_pattern_check(const void *buf, size_t len, uint64_t off, uint6
     for (size_t i = 0; i < len / 8; i++)
         if (w[i] != mix64((off + 8 * i) ^ k))
             return (long)(8 * i);
+    return -1;
+}
+
+double pinio__hist_stdev(const pinio__hist *h)
+{
+    if (h->total < 2)
+        return 0;
+    double n = (double)h->total, mean = h->sum / n;
+    double var = (h->sumsq - n * mean * mean) / (n - 1);
+    return var > 0 ? sqrt(var) : 0; /* rounding can make a constant series slightly negative */
+}
+
+/* The block header: the pattern's first 32 bytes replaced by what names the
+ * block, so that a block found at the wrong place says where it belongs
+ * instead of only "differs". */
+#define BLOCK_MAGIC 0x31425649494e4950ull /* "PINIIVB1" little-endian */
+
+void pinio__bench_block_fill(void *buf, size_t len, uint64_t off, uint64_t seed, uint64_t gen)
+{
+    pinio__bench_pattern_fill(buf, len, off, seed);
+    if (len < PINIO__BLOCK_HDR)
+        return;
+    uint64_t *w = buf;
+    w[0] = BLOCK_MAGIC;
+    w[1] = off;
+    w[2] = seed;
+    w[3] = gen;
+}
+
+int pinio__bench_block_check(const void *buf, size_t len, uint64_t off, uint64_t seed,
+                             pinio__block_found *found)
+{
+    const uint64_t *w = buf;
+    memset(found, 0, sizeof *found);
+    found->bad_at = -1;
+    if (len >= PINIO__BLOCK_HDR && w[0] == BLOCK_MAGIC) {
+        found->has_header = true;
+        found->off = w[1];
+        found->seed = w[2];
+        found->gen = w[3];
+        if (w[1] != off || w[2] != seed) {
+            found->bad_at = 8;
+            return -1;
+        }
+    } else if (len >= PINIO__BLOCK_HDR) {
+        found->bad_at = 0;
+        return -1;
+    }
+    size_t h = len >= PINIO__BLOCK_HDR ? PINIO__BLOCK_HDR : 0;
+    long bad = pinio__bench_pattern_check((const uint8_t *)buf + h, len - h, off + h, seed);
+    if (bad < 0)
+        return 0;
+    found->bad_at = (long)h + bad;
     return -1;
 }

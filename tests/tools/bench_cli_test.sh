@@ -4,7 +4,7 @@
 # one table row per cell. usage: bench_cli_test.sh PINIO
 set -u
 pinio=$1
-dir=$(mktemp -d /tmp/pbench-cli-XXXXXX)
+dir=$(mktemp -d /var/tmp/pinio-bench-cli-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 fail=0
 f="$dir/data"
@@ -34,6 +34,18 @@ bad 2 --file "$f" --sweep bs=4k,0
 bad 2 --file "$f" --sweep qd=1,5000
 bad 2 --file "$f" --direct=2
 bad 2 --file "$f" --batch 0
+bad 2 --file "$f" --direct maybe
+bad 2 --file
+bad 2 --file "$f" --rw randrw --rwmixread 100
+bad 2 --file "$f" --rw read --rwmixread 50
+bad 2 --file "$f" --bssplit 4k/50:64k/40
+bad 2 --file "$f" --rw randread --random-distribution zipf:0
+bad 2 --file "$f" --rw read --random-distribution zipf:1.2
+bad 2 --file "$f" --ramp-time 1
+bad 2 --file "$f" --output-format xml
+bad 2 --file "$f" --verify=sha256
+bad 2 --file "$f" --rw write --verify-only
+bad 2 --file "$f" --percentile-list 50:101
 bad 2 --file "$f" --batch 5000
 bad 2 --file "$f" --batch lots
 bad 2 --file "$f" --node 4095
@@ -94,7 +106,9 @@ j = json.load(open(sys.argv[1]))
 assert j["bytes"] == 8 << 20 and j["ios"] == 128 and j["created"] is True, j
 assert j["batch"] == 4, j  # auto: qd for a sequential read
 l = j["lat_ns"]
-assert 0 < l["min"] <= l["p50"] <= l["p90"] <= l["p99"] <= l["p99.9"] <= l["max"], l
+assert 0 < l["min"] <= l["p50"] <= l["p90"] <= l["p99"] <= l["p99_9"] <= l["max"], l
+assert j["command"] == "bench" and j["schema"] >= 2 and "pinio_version" in j, j
+assert j["read"]["ios"] == 128 and j["write"]["ios"] == 0 and j["partial"] is False, j
 PY
 "$pinio" bench --file "$f" --size 8M --sweep bs=4k,64k qd=1,8 --json >"$dir/j2" 2>"$dir/err" || { echo "FAIL: json sweep"; cat "$dir/err"; fail=1; }
 [ "$(wc -l <"$dir/j2")" = 4 ] || { echo "FAIL: sweep json rows"; cat "$dir/j2"; fail=1; }
@@ -105,5 +119,51 @@ while read -r line; do echo "$line" | python3 -m json.tool >/dev/null || { echo 
 # --node 0 exists on every Linux machine: buffers and the job thread go there.
 "$pinio" bench --file "$f" --size 8M --bs 64k --node 0 --json >"$dir/j3" 2>"$dir/err" || { echo "FAIL: --node 0"; cat "$dir/err"; fail=1; }
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["node"] == 0 and j["bytes"] == 8 << 20, j' "$dir/j3" || fail=1
+# Abbreviations and the new spellings: --fil, --direct off, --iodepth.
+"$pinio" bench --fil "$f" --size 8M --bs 64k --direct off --iodepth 2 --output-format terse >"$dir/t1" 2>"$dir/err" || { echo "FAIL: abbreviated options"; cat "$dir/err"; fail=1; }
+# terse: one line, 35 ;-separated fields, documented in doc/json/bench.md
+python3 - "$dir/t1" <<'PY' || fail=1
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) == 1, lines
+f = lines[0].split(";")
+assert len(f) == 35 and f[0] == "pinio-bench" and f[1] == "1" and f[3] == "read", f
+assert int(f[7]) == 8 << 20 and int(f[8]) == 128 and int(f[13]) == 128 and f[34] == "0", f
+PY
+# --output FILE: the result goes there, stdout stays empty.
+"$pinio" bench --file "$f" --size 8M --bs 64k --json --output "$dir/o.json" >"$dir/so" 2>"$dir/err" || { echo "FAIL: --output"; cat "$dir/err"; fail=1; }
+[ -s "$dir/so" ] && { echo "FAIL: --output also wrote stdout"; fail=1; }
+python3 -m json.tool "$dir/o.json" >/dev/null || { echo "FAIL: --output not JSON"; fail=1; }
+
+# --verify submits: the read-back pass is counted apart (it was counted
+# against the write pass's I/Os, doubling submits_per_io).
+"$pinio" bench --file "$dir/v" --rw write --size 4M --bs 4k --qd 4 --verify --json >"$dir/vj" 2>"$dir/err" || { echo "FAIL: verify json"; cat "$dir/err"; fail=1; }
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["ios"]==1024 and j["submits_per_io"] <= 1.01 and j["verify_submits"] >= 256, j' "$dir/vj" || fail=1
+# A misplaced block: swap blocks 3 and 7 on disk; --verify-only names the
+# offset where block 7's header was found.
+python3 - "$dir/v" <<'PY'
+import sys
+p, bs = sys.argv[1], 4096
+with open(p, "r+b") as f:
+    f.seek(3 * bs); a = f.read(bs); f.seek(7 * bs); b = f.read(bs)
+    f.seek(3 * bs); f.write(b); f.seek(7 * bs); f.write(a)
+PY
+"$pinio" bench --file "$dir/v" --bs 4k --qd 1 --verify-only >"$dir/t" 2>"$dir/err"; rc=$?
+[ $rc = 1 ] && grep -q "offset 12288 holds the block written for offset 28672" "$dir/err" || { echo "FAIL: verify-only of a swapped block -> rc $rc"; cat "$dir/err"; fail=1; }
+# Before the swap was made, a verify-only pass of an intact file passes.
+"$pinio" bench --file "$dir/v2" --rw randwrite --size 1M --bs 4k --verify >/dev/null 2>&1 && "$pinio" bench --file "$dir/v2" --rw randread --bs 4k --verify-only >"$dir/t" 2>"$dir/err" && grep -q "all blocks match" "$dir/t" || { echo "FAIL: verify-only of an intact file"; cat "$dir/err"; fail=1; }
+rm -f "$dir/v" "$dir/v2"
+
+# Ctrl-C during a timed run: the result so far is printed (partial), then
+# the command dies of SIGINT (130). A background job has SIGINT ignored;
+# python restores the default before exec so that the test can send it.
+python3 -c 'import signal,os,sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])' \
+    "$pinio" bench --file "$f" --size 8M --bs 4k --qd 1 --direct=0 --time 30 --json >"$dir/p" 2>"$dir/err" &
+pid=$!
+sleep 1.5
+kill -INT $pid; wait $pid; rc=$?
+[ $rc = 130 ] || { echo "FAIL: bench after SIGINT exit $rc, want 130"; cat "$dir/err"; fail=1; }
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["partial"] is True and j["ios"] > 0 and j["elapsed_s"] < 29, j' "$dir/p" || { echo "FAIL: partial result"; cat "$dir/p"; fail=1; }
+
 [ $fail = 0 ] && echo "pbench cli: ok"
 exit $fail
