@@ -29,7 +29,10 @@ def declarations(text):
     A comment is the /** ... */ block that ends right before the declaration
     (blank lines allowed), as Doxygen attaches it."""
     out = []
-    for m in re.finditer(r"PINIO_API\b[^;{]*;", text):
+    # Exported functions, and the static inline ones the header declares
+    # before defining them (pinio_X_opts_default): public API all the same.
+    pat = r"PINIO_API\b[^;{]*;|^static inline [^;{=]*\bpinio_\w+\([^;{]*\);"
+    for m in re.finditer(pat, text, re.M):
         decl = re.sub(r"\s+", " ", m.group(0)).strip()
         decl = re.sub(r"\s*PINIO_PRINTF\([^)]*\)", "", decl)
         fn = re.search(r"(pinio_\w+)\s*\(", decl)
@@ -43,7 +46,9 @@ def declarations(text):
             start = before.rfind("/**")
             if start >= 0 and "*/" not in before[start:-2]:
                 comment = before[start:]
-        out.append((name, decl[len("PINIO_API "):], comment))
+        if decl.startswith("PINIO_API "):
+            decl = decl[len("PINIO_API "):]
+        out.append((name, decl, comment))
     return out
 
 
