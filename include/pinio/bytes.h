@@ -77,7 +77,8 @@ PINIO_API int pinio_bytes_from_file(pinio_bytes **out, pinio_file *file, uint64_
  */
 PINIO_API int pinio_bytes_from_data(pinio_bytes **out, const void *data, size_t len, size_t align);
 
-/** Like pinio_bytes_from_data() with `len` zero bytes. */
+/** Like pinio_bytes_from_data() with `len` zero bytes: the same errors, and
+ *  `*out` untouched on failure. */
 PINIO_API int pinio_bytes_alloc(pinio_bytes **out, size_t len, size_t align);
 
 /** Destroys the handle and its controller. NULL-safe. */

@@ -37,6 +37,8 @@ extern "C" {
     X(CHANGED, -4003, "file changed while it was being read")                               \
     X(UNALIGNED, -4004, "memory or offset not aligned as required")
 
+/** The pinio-specific codes as constants: #PINIO_EWOULD_COPY, #PINIO_EFORMAT,
+ *  #PINIO_ECHANGED, #PINIO_EUNALIGNED (see PINIO_ERRNO_MAP for their messages). */
 enum pinio_error {
 #define PINIO_ERR_ENUM_(name, val, msg) PINIO_E##name = (val),
     PINIO_ERRNO_MAP(PINIO_ERR_ENUM_)

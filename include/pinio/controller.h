@@ -147,7 +147,8 @@ typedef struct pinio_controller_ops {
                  pinio_controller **right);
     /**
      * A new controller over the same bytes without copying them (sharing,
-     * copy-on-write later). Default: -ENOTSUP (pinio_bytes_clone then
+     * copy-on-write later). On failure no controller is created, `*out` is
+     * untouched and `c` unchanged. Default: -ENOTSUP (pinio_bytes_clone then
      * deep-copies).
      */
     int (*duplicate)(pinio_controller *c, pinio_controller **out);
@@ -167,7 +168,8 @@ typedef struct pinio_controller_ops {
      * know the logical length), aligned to at least alloc_align (`out->align`
      * says how much): memory that falls short is copied or refused, never
      * handed over as is. On success the controller no longer owns it and is
-     * left empty (destroy it as usual). Default: -ENOTSUP.
+     * left empty (destroy it as usual); on failure the controller keeps its
+     * memory and contents and `*out` is untouched. Default: -ENOTSUP.
      */
     int (*try_detach)(pinio_controller *c, pinio_access mode, pinio_detached *out,
                       pinio_diag *diag);
@@ -217,7 +219,11 @@ PINIO_API int pinio_controller_memory_mut(pinio_controller *c, pinio_access mode
  */
 PINIO_API int pinio_controller_split(pinio_controller *c, size_t offset, pinio_controller **left,
                                      pinio_controller **right);
-/** ops->duplicate or -ENOTSUP. On success the caller owns `*out` as well as `c`. */
+/**
+ * ops->duplicate or -ENOTSUP; -EINVAL for a NULL `out`. On success the caller
+ * owns `*out` as well as `c`; on failure `*out` is untouched and `c` is
+ * unchanged (still the caller's).
+ */
 PINIO_API int pinio_controller_duplicate(pinio_controller *c, pinio_controller **out);
 /**
  * ops->view or -ENOTSUP; -EINVAL for a NULL `out`; -ERANGE when
@@ -240,7 +246,14 @@ PINIO_API int pinio_controller_copy_into(pinio_controller *c, size_t offset, voi
  * On failure the controller (memory, capacity, alignment) is unchanged.
  */
 PINIO_API int pinio_controller_grow(pinio_controller *c, size_t size, size_t align);
-/** ops->try_detach or -ENOTSUP. On success the caller owns `out`'s buffer. */
+/**
+ * ops->try_detach or -ENOTSUP; -EINVAL for a NULL `out`; the op's errors
+ * (e.g. #PINIO_EWOULD_COPY in zero-copy mode when only a copy could hand
+ * the memory over). On success
+ * the caller owns `out`'s buffer (pinio_detached_free()) and `c` is empty but
+ * still the caller's to destroy; on failure `c` keeps its memory and `*out`
+ * is untouched.
+ */
 PINIO_API int pinio_controller_try_detach(pinio_controller *c, pinio_access mode,
                                           pinio_detached *out, pinio_diag *diag);
 /** ops->destroy (if any). NULL-safe. `c` must not be used afterwards. */

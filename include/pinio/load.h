@@ -31,8 +31,8 @@
  *
  * Lifetime: the arena, and each file mapping, is freed when the checkpoint
  * and every tensor #pinio_bytes taken from it have been released, in any
- * order. Tensor pointers obtained with pinio_tensor_data() live as long as
- * the checkpoint. A mapped file's tensors stay valid after the file is
+ * order. Tensor pointers (pinio_tensor::data, from pinio_checkpoint_tensor()
+ * or pinio_checkpoint_find()) live as long as the checkpoint. A mapped file's tensors stay valid after the file is
  * renamed or unlinked (the mapping holds the inode).
  *
  * Mapped files and truncation: a file truncated (or otherwise changed) after
@@ -96,7 +96,7 @@ typedef enum pinio_memory_mode {
      *  are PINIO_PROP_FILE views of the page cache (no copy), the mapping
      *  freed with the last of them. A cold file's pages are read in by the
      *  populate, whose readahead grows to the whole range (measured faster
-     *  than readahead requested up front: mapped.c). A file whose tensors
+     *  than readahead requested up front). A file whose tensors
      *  miss `tensor_align` is read pinned instead (reported). */
     PINIO_MEMORY_MAPPED,
 } pinio_memory_mode;

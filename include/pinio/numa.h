@@ -147,7 +147,8 @@ PINIO_API int pinio_topo_node_of_dev(const pinio_topo *topo, unsigned major, uns
 PINIO_API int pinio_topo_node_of_file(const pinio_topo *topo, const char *path, int *node,
                                       pinio_diag *diag);
 
-/** As pinio_topo_node_of_file() for an open descriptor (fstat(2)). */
+/** As pinio_topo_node_of_file() for an open descriptor (fstat(2)): the same
+ *  errors, with fstat's errno instead of stat's. */
 PINIO_API int pinio_topo_node_of_fd(const pinio_topo *topo, int fd, int *node,
                                     pinio_diag *diag);
 

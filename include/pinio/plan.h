@@ -113,14 +113,14 @@ typedef struct pinio_plan_tensor {
     unsigned rank;
     const uint64_t *shape;     /**< `rank` dims */
     uint64_t nbytes;
-    uint32_t file;             /**< index for pinio_plan_file() */
+    uint32_t file;             /**< index for pinio_plan_file_at() */
     uint64_t file_offset;      /**< absolute offset in that file */
     uint64_t dest_offset;      /**< offset of its first byte in a destination laid out as the plan */
 } pinio_plan_tensor;
 
 /** One aligned read of a plan. */
 typedef struct pinio_plan_read {
-    uint32_t file;             /**< index for pinio_plan_file() */
+    uint32_t file;             /**< index for pinio_plan_file_at() */
     uint64_t offset;           /**< file offset, a multiple of the plan's alignment */
     uint64_t len;              /**< bytes, a multiple of the alignment; may run past EOF */
     uint64_t need;             /**< bytes from `offset` that must arrive (to the last wanted byte) */

@@ -127,7 +127,7 @@ typedef struct pinio_ring_opts {
 
 /**
  * Fills `*opts` with the defaults: queue depth 16, request size 4 MiB (chosen
- * by measurement, see src/uring/ring.c), backend AUTO, O_DIRECT AUTO, no
+ * by measurement), backend AUTO, O_DIRECT AUTO, no
  * SQPOLL/IOPOLL, 4 pread threads, 64 file slots, faults from the environment.
  */
 static inline void pinio_ring_opts_default(pinio_ring_opts *opts);

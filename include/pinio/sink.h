@@ -9,7 +9,7 @@
  * synchronously by returning from `chunk`, or later through `slot_wait`
  * (a sink that copies asynchronously, e.g. to a GPU).
  *
- * Built-in sinks, one file each in src/stream/ (the dav1d muxer habit):
+ * Built-in sinks:
  *   - #pinio_sink_host: a callback per tensor fragment (tensor, offset in
  *     the tensor, bytes), for callers that place tensors themselves;
  *   - #pinio_sink_file: writes every input file, whole, under a target

@@ -1,12 +1,8 @@
 #include "pinio/common.h"
 
-#define PINIO_STR2_(x) #x
-#define PINIO_STR_(x) PINIO_STR2_(x)
-
 const char *pinio_version(void)
 {
-    return PINIO_STR_(PINIO_VERSION_MAJOR) "." PINIO_STR_(PINIO_VERSION_MINOR) "." PINIO_STR_(
-        PINIO_VERSION_PATCH);
+    return PINIO_VERSION_STRING;
 }
 
 unsigned pinio_version_number(void)
