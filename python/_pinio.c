@@ -29,6 +29,7 @@
 
 #include "pinio/load.h"
 #include "pinio/save.h"
+#include "pinio/stream.h"
 
 static PyObject *Error; /* pinio._pinio.Error, an OSError */
 
@@ -495,6 +496,162 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     return (PyObject *)co;
 }
 
+/* -------------------------------------------------------- stream_gpu */
+
+/* The Python allocator behind pinio_sink_gpu_cfg.place, and the exception
+ * it raised (kept for the caller: the stream runs without the GIL). */
+typedef struct place_call {
+    PyObject *fn;
+    PyObject *type, *value, *tb;
+} place_call;
+
+/* (name, dtype, shape, nbytes) of every tensor of `plan`, in plan order. */
+static PyObject *plan_tensor_list(const pinio_plan *plan, size_t n)
+{
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; list && i < n; i++) {
+        const pinio_plan_tensor *t = pinio_plan_tensor_at(plan, i);
+        PyObject *shape = shape_tuple(t->shape, t->rank);
+        PyObject *item = shape ? Py_BuildValue("(s#sNK)", t->name, (Py_ssize_t)t->name_len,
+                                               pinio_dtype_name(t->dtype), shape,
+                                               (unsigned long long)t->nbytes)
+                               : NULL;
+        if (!item) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+    }
+    return list;
+}
+
+/* Runs on the stream's thread, inside the released section of
+ * py_stream_gpu(): the GIL is taken back for the allocator's call only. */
+static int place_with_python(void *ctx, const pinio_plan *plan, uint64_t *dptrs, size_t n,
+                             pinio_diag *diag)
+{
+    place_call *pc = ctx;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *list = plan_tensor_list(plan, n);
+    PyObject *res = list ? PyObject_CallOneArg(pc->fn, list) : NULL;
+    PyObject *fast = res ? PySequence_Fast(res, "the allocator returns a sequence of ints") : NULL;
+    if (fast && (size_t)PySequence_Fast_GET_SIZE(fast) != n)
+        PyErr_Format(PyExc_ValueError, "the allocator returned %zd pointers for %zu tensors",
+                     PySequence_Fast_GET_SIZE(fast), n);
+    for (size_t i = 0; fast && !PyErr_Occurred() && i < n; i++)
+        dptrs[i] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(fast, (Py_ssize_t)i));
+    int rc = 0;
+    if (PyErr_Occurred()) {
+        PyErr_Fetch(&pc->type, &pc->value, &pc->tb);
+        PyObject *str = pc->value ? PyObject_Str(pc->value) : NULL;
+        const char *msg = str ? PyUnicode_AsUTF8(str) : NULL;
+        PyErr_Clear();
+        rc = -ECANCELED;
+        pinio_diag_set(diag, rc, "placing %zu tensors: the allocator failed: %s", n,
+                       msg ? msg : "an exception");
+        Py_XDECREF(str);
+    }
+    Py_XDECREF(fast);
+    Py_XDECREF(res);
+    Py_XDECREF(list);
+    PyGILState_Release(g);
+    return rc;
+}
+
+static PyObject *gpu_report(const pinio_stream_report *r, const pinio_gpu_info *gi)
+{
+    return Py_BuildValue(
+        "{s:n,s:n,s:K,s:K,s:d,s:d,s:s,s:O,s:i,s:s,s:i,s:K,s:d,s:I,s:I}", "files",
+        (Py_ssize_t)r->files, "tensors", (Py_ssize_t)r->tensors, "bytes",
+        (unsigned long long)r->bytes, "read_bytes", (unsigned long long)r->read_bytes, "seconds",
+        r->seconds, "io_seconds", r->io_seconds, "io_path", r->io_path, "registered",
+        r->registered ? Py_True : Py_False, "device", gi->device, "pci_bus_id", gi->pci_bus_id,
+        "driver_version", gi->driver_version, "copies", (unsigned long long)gi->copies,
+        "h2d_seconds", gi->h2d_seconds, "slots_registered", gi->slots_registered,
+        "slots_preregistered", gi->slots_preregistered);
+}
+
+/* stream_gpu(paths, place, api, device, filters, ...) -> report: the
+ * selected tensors through the CUDA (or HIP) sink to device addresses the
+ * Python `place` chooses, every copy complete when this returns. */
+static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
+{
+    (void)mod;
+    static char *kwlist[] = {(char *)"paths", (char *)"place", (char *)"api", (char *)"device",
+                             (char *)"filters", (char *)"backend", (char *)"cache",
+                             (char *)"direct", (char *)"slot_size", (char *)"slots", NULL};
+    PyObject *paths, *place, *filters = Py_None;
+    const char *api = "cuda", *backend = "auto", *cache = "auto", *direct = "auto";
+    int device = 0;
+    Py_ssize_t slot_size = 0;
+    unsigned int slots = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|siOsssnI", kwlist, &paths, &place, &api,
+                                     &device, &filters, &backend, &cache, &direct, &slot_size,
+                                     &slots))
+        return NULL;
+    const pinio_sink *sink = pinio_sink_find(api);
+    if (!PyCallable_Check(place) || !sink || (strcmp(api, "cuda") && strcmp(api, "hip"))) {
+        PyErr_SetString(PyExc_ValueError, "stream_gpu: place must be callable, api cuda or hip");
+        return NULL;
+    }
+    pinio_stream_opts o;
+    pinio_stream_opts_default(&o);
+    static const char *const caches[3] = {"auto", "cold", "hot"};
+    static const char *const directs[3] = {"auto", "on", "off"};
+    int c, d;
+    if (parse_backend(backend, &o.backend) || parse_policy("cache", cache, caches, &c) ||
+        parse_policy("direct", direct, directs, &d))
+        return NULL;
+    o.cache = (pinio_cache_policy)c;
+    o.direct = (pinio_direct_policy)d;
+    if (slot_size)
+        o.slot_size = (size_t)slot_size;
+    if (slots)
+        o.slots = slots;
+    size_t np = 0, nf = 0;
+    PyObject *keep_p = NULL, *keep_f = NULL;
+    const char **pv = str_array(paths, &np, &keep_p, 1);
+    if (!pv)
+        return NULL;
+    const char **fv = NULL;
+    if (filters != Py_None) {
+        fv = str_array(filters, &nf, &keep_f, 0);
+        if (!fv) {
+            free(pv);
+            Py_DECREF(keep_p);
+            return NULL;
+        }
+        o.filters = fv;
+        o.nfilters = nf;
+    }
+    place_call pc = {.fn = place};
+    pinio_gpu_arena *arena = NULL;
+    pinio_sink_gpu_cfg cfg = {.device = device, .place = place_with_python, .place_ctx = &pc,
+                              .out = &arena};
+    pinio_stream_report rep;
+    pinio_diag diag;
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = pinio_stream(pv, np, &o, sink, &cfg, &rep, &diag);
+    Py_END_ALLOW_THREADS
+    free(pv);
+    free(fv);
+    Py_DECREF(keep_p);
+    Py_XDECREF(keep_f);
+    if (r) {
+        if (pc.type) { /* the allocator's own exception, as it raised it */
+            PyErr_Restore(pc.type, pc.value, pc.tb);
+            return NULL;
+        }
+        return raise_pinio(r, &diag, "stream to the GPU failed");
+    }
+    /* The memory is the caller's; the arena held only the context. */
+    pinio_gpu_info gi;
+    pinio_gpu_arena_get_info(arena, &gi);
+    pinio_gpu_arena_free(arena);
+    return gpu_report(&rep, &gi);
+}
+
 /* ------------------------------------------------------ header, read */
 
 /* (tensors in file order [(name, dtype, shape, begin, end)], metadata or
@@ -825,6 +982,10 @@ static PyMethodDef methods[] = {
     {"load", (PyCFunction)(void (*)(void))py_load, METH_VARARGS | METH_KEYWORDS,
      "load(paths, filters=None, backend='auto', cache='auto', direct='auto', verify=False)"
      " -> Checkpoint (GIL released during the load)"},
+    {"stream_gpu", (PyCFunction)(void (*)(void))py_stream_gpu, METH_VARARGS | METH_KEYWORDS,
+     "stream_gpu(paths, place, api='cuda', device=0, filters=None, backend='auto', "
+     "cache='auto', direct='auto', slot_size=0, slots=0) -> report: place([(name, dtype, "
+     "shape, nbytes)]) returns each tensor's device address; synchronised on return"},
     {"header", py_header, METH_O,
      "header(path) -> ([(name, dtype, shape, begin, end)] in file order, metadata|None, "
      "data_offset, file_size)"},
