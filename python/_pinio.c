@@ -67,6 +67,7 @@ typedef struct {
     void *heap;         /* or memory of our own (range reads), freed with us */
     uint8_t *ptr;
     Py_ssize_t len;
+    int readonly;       /* a read-only mapping of the file (memory "mapped") */
 } BufferObject;
 
 static void Buffer_dealloc(BufferObject *self)
@@ -77,13 +78,17 @@ static void Buffer_dealloc(BufferObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Writable, as upstream's tensors are (a private mapping there): a write
- * stays within this tensor's own bytes of the arena, which only tensors
- * of the same name from the same checkpoint object share (as upstream's
- * share one mapping). */
+/* Pinned bytes are writable, as upstream's tensors are (a private mapping
+ * there): a write stays within this tensor's own bytes of the arena, which
+ * only tensors of the same name from the same checkpoint object share (as
+ * upstream's share one mapping). Mapped bytes are the page cache itself,
+ * mapped read-only and shared: exported read-only, so that a consumer
+ * asking for a writable buffer is refused instead of crashing the process
+ * with SIGSEGV at its first write. */
 static int Buffer_getbuffer(BufferObject *self, Py_buffer *view, int flags)
 {
-    return PyBuffer_FillInfo(view, (PyObject *)self, self->ptr, self->len, 0, flags);
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->ptr, self->len, self->readonly,
+                             flags);
 }
 
 static PyBufferProcs Buffer_as_buffer = {
@@ -111,9 +116,17 @@ static PyObject *Buffer_get_pinned(BufferObject *self, void *closure)
     return PyBool_FromLong(self->bytes && pinio_bytes_property(self->bytes) == PINIO_PROP_PINNED);
 }
 
+static PyObject *Buffer_get_readonly(BufferObject *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->readonly);
+}
+
 static PyGetSetDef Buffer_getset[] = {
     {"address", (getter)Buffer_get_address, NULL, "address of the first byte", NULL},
     {"pinned", (getter)Buffer_get_pinned, NULL, "the bytes are page-locked (pinned)", NULL},
+    {"readonly", (getter)Buffer_get_readonly, NULL,
+     "the bytes are a read-only mapping of the file (exported read-only)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -147,6 +160,7 @@ static PyObject *buffer_from_bytes(pinio_bytes *b)
     o->heap = NULL;
     o->ptr = (uint8_t *)p;
     o->len = (Py_ssize_t)pinio_bytes_len(b);
+    o->readonly = pinio_bytes_property(b) == PINIO_PROP_FILE;
     return (PyObject *)o;
 }
 
@@ -307,7 +321,8 @@ static PyObject *Checkpoint_report(CheckpointObject *self, PyObject *unused)
     pinio_load_report r;
     pinio_checkpoint_report(self->cp, &r);
     return Py_BuildValue(
-        "{s:n,s:n,s:n,s:n,s:K,s:K,s:K,s:d,s:d,s:n,s:n,s:s,s:O,s:O,s:i,s:O,s:s,s:s,s:s,s:K,s:K}",
+        "{s:n,s:n,s:n,s:n,s:K,s:K,s:K,s:d,s:d,s:n,s:n,s:s,s:O,s:O,s:i,s:O,s:s,s:s,s:s,s:K,s:K,"
+        "s:s,s:n,s:n}",
         "files", (Py_ssize_t)r.files, "tensors", (Py_ssize_t)r.tensors, "skipped",
         (Py_ssize_t)r.skipped, "unindexed", (Py_ssize_t)r.unindexed, "bytes",
         (unsigned long long)r.bytes, "read_bytes", (unsigned long long)r.read_bytes,
@@ -317,7 +332,8 @@ static PyObject *Checkpoint_report(CheckpointObject *self, PyObject *unused)
         r.locked ? Py_True : Py_False, "registered", r.registered ? Py_True : Py_False, "node",
         r.node, "verified", r.verified ? Py_True : Py_False, "io_path", r.io_path, "cache",
         r.cache, "memory", r.memory, "fixed_ops", (unsigned long long)r.fixed_ops, "plain_ops",
-        (unsigned long long)r.plain_ops);
+        (unsigned long long)r.plain_ops, "modes", r.modes, "files_pinned",
+        (Py_ssize_t)r.files_pinned, "files_mapped", (Py_ssize_t)r.files_mapped);
 }
 
 static PyObject *Checkpoint_close(CheckpointObject *self, PyObject *unused)
@@ -441,23 +457,27 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
 {
     (void)mod;
     static char *kwlist[] = {(char *)"paths", (char *)"filters", (char *)"backend",
-                             (char *)"cache", (char *)"direct", (char *)"verify", NULL};
+                             (char *)"cache", (char *)"direct", (char *)"verify",
+                             (char *)"memory", NULL};
     PyObject *paths, *filters = Py_None;
-    const char *backend = "auto", *cache = "auto", *direct = "auto";
+    const char *backend = "auto", *cache = "auto", *direct = "auto", *memory = "auto";
     int verify = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp", kwlist, &paths, &filters, &backend,
-                                     &cache, &direct, &verify))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssps", kwlist, &paths, &filters, &backend,
+                                     &cache, &direct, &verify, &memory))
         return NULL;
     pinio_load_opts o;
     pinio_load_opts_default(&o);
     static const char *const caches[3] = {"auto", "cold", "hot"};
     static const char *const directs[3] = {"auto", "on", "off"};
-    int c, d;
+    static const char *const memories[3] = {"auto", "pinned", "mapped"};
+    int c, d, m;
     if (parse_backend(backend, &o.backend) || parse_policy("cache", cache, caches, &c) ||
-        parse_policy("direct", direct, directs, &d))
+        parse_policy("direct", direct, directs, &d) ||
+        parse_policy("memory", memory, memories, &m))
         return NULL;
     o.cache = (pinio_cache_policy)c;
     o.direct = (pinio_direct_policy)d;
+    o.memory = (pinio_memory_mode)m;
     o.verify = verify;
     size_t np = 0, nf = 0;
     PyObject *keep_p = NULL, *keep_f = NULL;
@@ -762,6 +782,7 @@ static PyObject *py_read(PyObject *mod, PyObject *args)
     o->heap = mem;
     o->ptr = mem;
     o->len = (Py_ssize_t)len;
+    o->readonly = 0;
     return (PyObject *)o;
 }
 
@@ -980,7 +1001,8 @@ static PyObject *py_serialize(PyObject *mod, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"load", (PyCFunction)(void (*)(void))py_load, METH_VARARGS | METH_KEYWORDS,
-     "load(paths, filters=None, backend='auto', cache='auto', direct='auto', verify=False)"
+     "load(paths, filters=None, backend='auto', cache='auto', direct='auto', verify=False, "
+     "memory='auto')"
      " -> Checkpoint (GIL released during the load)"},
     {"stream_gpu", (PyCFunction)(void (*)(void))py_stream_gpu, METH_VARARGS | METH_KEYWORDS,
      "stream_gpu(paths, place, api='cuda', device=0, filters=None, backend='auto', "

@@ -176,7 +176,9 @@ class safe_open:
     def _checkpoint(self):
         if self._ckpt is None:
             try:
-                raw = _pinio.load([self._path], backend=_BACKENDS[self._backend])
+                # pinned: upstream's tensors are writable (a private mapping)
+                raw = _pinio.load([self._path], backend=_BACKENDS[self._backend],
+                                  memory="pinned")
             except _pinio.Error as e:
                 raise SafetensorError(_pinio_message(e)) from None
             self._ckpt = _pinio_pkg.Checkpoint(raw, self._fw)
