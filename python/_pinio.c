@@ -67,7 +67,7 @@ typedef struct {
     void *heap;         /* or memory of our own (range reads), freed with us */
     uint8_t *ptr;
     Py_ssize_t len;
-    int readonly;       /* a read-only mapping of the file (memory "mapped") */
+    int readonly;       /* a shared read-only mapping of the file (map_private off) */
 } BufferObject;
 
 static void Buffer_dealloc(BufferObject *self)
@@ -84,7 +84,8 @@ static void Buffer_dealloc(BufferObject *self)
  * upstream's share one mapping). Mapped bytes are the page cache itself,
  * mapped read-only and shared: exported read-only, so that a consumer
  * asking for a writable buffer is refused instead of crashing the process
- * with SIGSEGV at its first write. */
+ * with SIGSEGV at its first write; a load with map_private (the default
+ * here) maps them copy-on-write instead, writable as pinned bytes are. */
 static int Buffer_getbuffer(BufferObject *self, Py_buffer *view, int flags)
 {
     return PyBuffer_FillInfo(view, (PyObject *)self, self->ptr, self->len, self->readonly,
@@ -126,7 +127,7 @@ static PyGetSetDef Buffer_getset[] = {
     {"address", (getter)Buffer_get_address, NULL, "address of the first byte", NULL},
     {"pinned", (getter)Buffer_get_pinned, NULL, "the bytes are page-locked (pinned)", NULL},
     {"readonly", (getter)Buffer_get_readonly, NULL,
-     "the bytes are a read-only mapping of the file (exported read-only)", NULL},
+     "the bytes are a shared read-only mapping of the file (exported read-only)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -143,7 +144,8 @@ static PyTypeObject BufferType = {
     .tp_getset = Buffer_getset,
 };
 
-static PyObject *buffer_from_bytes(pinio_bytes *b)
+/* `maps_writable`: the checkpoint's mappings are private (map_private). */
+static PyObject *buffer_from_bytes(pinio_bytes *b, int maps_writable)
 {
     const uint8_t *p = NULL;
     int r = pinio_bytes_data(b, PINIO_ACCESS_ZERO_COPY, &p, NULL);
@@ -160,7 +162,7 @@ static PyObject *buffer_from_bytes(pinio_bytes *b)
     o->heap = NULL;
     o->ptr = (uint8_t *)p;
     o->len = (Py_ssize_t)pinio_bytes_len(b);
-    o->readonly = pinio_bytes_property(b) == PINIO_PROP_FILE;
+    o->readonly = !maps_writable && pinio_bytes_property(b) == PINIO_PROP_FILE;
     return (PyObject *)o;
 }
 
@@ -169,6 +171,7 @@ static PyObject *buffer_from_bytes(pinio_bytes *b)
 typedef struct {
     PyObject_HEAD
     pinio_checkpoint *cp;
+    int maps_writable;  /* loaded with map_private: mapped bytes are writable too */
 } CheckpointObject;
 
 static void Checkpoint_dealloc(CheckpointObject *self)
@@ -247,7 +250,7 @@ static PyObject *Checkpoint_buffer(CheckpointObject *self, PyObject *arg)
     }
     if (r)
         return raise_pinio(r, NULL, pinio_strerror(r));
-    return buffer_from_bytes(b);
+    return buffer_from_bytes(b, self->maps_writable);
 }
 
 static PyObject *metadata_dict(const pinio_st *st)
@@ -458,12 +461,12 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     (void)mod;
     static char *kwlist[] = {(char *)"paths", (char *)"filters", (char *)"backend",
                              (char *)"cache", (char *)"direct", (char *)"verify",
-                             (char *)"memory", NULL};
+                             (char *)"memory", (char *)"map_private", NULL};
     PyObject *paths, *filters = Py_None;
     const char *backend = "auto", *cache = "auto", *direct = "auto", *memory = "auto";
-    int verify = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssps", kwlist, &paths, &filters, &backend,
-                                     &cache, &direct, &verify, &memory))
+    int verify = 0, map_private = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$sp", kwlist, &paths, &filters, &backend,
+                                     &cache, &direct, &verify, &memory, &map_private))
         return NULL;
     pinio_load_opts o;
     pinio_load_opts_default(&o);
@@ -478,6 +481,7 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     o.cache = (pinio_cache_policy)c;
     o.direct = (pinio_direct_policy)d;
     o.memory = (pinio_memory_mode)m;
+    o.map_private = map_private;
     o.verify = verify;
     size_t np = 0, nf = 0;
     PyObject *keep_p = NULL, *keep_f = NULL;
@@ -513,6 +517,7 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
         return NULL;
     }
     co->cp = cp;
+    co->maps_writable = map_private;
     return (PyObject *)co;
 }
 
@@ -1001,8 +1006,8 @@ static PyObject *py_serialize(PyObject *mod, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"load", (PyCFunction)(void (*)(void))py_load, METH_VARARGS | METH_KEYWORDS,
-     "load(paths, filters=None, backend='auto', cache='auto', direct='auto', verify=False, "
-     "memory='auto')"
+     "load(paths, filters=None, backend='auto', cache='auto', direct='auto', verify=False, *, "
+     "memory='auto', map_private=True)"
      " -> Checkpoint (GIL released during the load)"},
     {"stream_gpu", (PyCFunction)(void (*)(void))py_stream_gpu, METH_VARARGS | METH_KEYWORDS,
      "stream_gpu(paths, place, api='cuda', device=0, filters=None, backend='auto', "

@@ -283,25 +283,28 @@ def load_to_device(paths, filter=None, device="cuda", *, allocator=None, backend
 
 
 def open(paths, framework="pt", *, filter=None, device="cpu", backend="auto", cache="auto",
-         direct="auto", verify=False, memory="pinned"):
+         direct="auto", verify=False, memory="auto", map_private=True):
     """Loads `paths` (files, shard folders, index files) and returns a Checkpoint.
 
     filter: names, dotted prefixes or globs (None: all). backend: auto,
     fixed_direct, direct, buffered or pread (a rung of the engine's ladder).
     cache: auto (buffered when the page cache holds the file), cold, hot.
-    memory: "pinned" (default: one pinned arena, tensors writable as
-    torch's and upstream's are), "mapped" (the page cache itself, mapped
-    read-only: no copy, but read-only tensors: numpy arrays refuse writes,
-    torch warns that the buffer is not writable, and a write to such a torch
-    tensor kills the process with SIGSEGV), or "auto" (mapped for files in
-    the page cache, pinned for the others: the library's rule, load.h).
+    memory: "auto" (default: files in the page cache mapped, the others read
+    into one pinned arena with O_DIRECT: the library's rule, load.h),
+    "pinned" or "mapped". Mappings are private (copy-on-write, as upstream
+    maps a file), so every tensor is writable and a write is never seen by
+    the file or another load. map_private=False maps shared and read-only
+    (no copy-on-write bookkeeping): such tensors are exported read-only
+    (numpy refuses writes; torch warns that the buffer is not writable, and
+    a write to such a torch tensor kills the process with SIGSEGV).
     Loads to the CPU: for a GPU use load(..., device="cuda:N").
     Raises pinio.Error (an OSError naming the file, offset or tensor)."""
     if cuda_index(device) is not None:
         raise ValueError(f"pinio.open loads to the CPU; pinio.load(..., device={device!r}) "
                          "streams to a GPU")
     raw = _pinio.load(_as_paths(paths), filters=list(filter) if filter else None,
-                      backend=backend, cache=cache, direct=direct, verify=verify, memory=memory)
+                      backend=backend, cache=cache, direct=direct, verify=verify, memory=memory,
+                      map_private=map_private)
     return Checkpoint(raw, framework)
 
 

@@ -1,7 +1,9 @@
-"""Memory modes from Python: pinned tensors are writable (as upstream's, a
-private mapping there), mapped ones are the page cache mapped read-only and
-exported read-only, so nothing hands out a writable view of memory whose
-first write is SIGSEGV (the library's auto rule maps hot files)."""
+"""Memory modes from Python: every tensor is writable, as upstream's (a
+private mapping there): pinned ones, and mapped ones (hot files, the
+library's auto rule) mapped private, copy-on-write, so a write reaches
+neither the file nor another load. A shared read-only mapping
+(map_private=False) is exported read-only: nothing hands out a writable
+view of memory whose first write is SIGSEGV."""
 import os
 import subprocess
 import sys
@@ -44,9 +46,25 @@ print(float(d["a"][0]), x[0, 0], float(l["b"][0, 0]))
     assert float(stpt.load_file(path)["a"][0]) == 0.0
 
 
-def test_mapped_is_read_only(tmp):
+def test_hot_files_are_mapped_private(tmp):
     path = hot_file(tmp)
-    ck = pinio.open(path, "np", memory="mapped")
+    ck = pinio.open(path, "np")  # the default: auto, private mappings
+    rep = ck.report()
+    assert rep["files_mapped"] == 1 and "copy-on-write" in rep["modes"], rep
+    a = ck["a"]
+    assert a.flags.writeable and not ck.buffer("a").readonly
+    other = pinio.open(path, "np")
+    a[0] = 42  # zero copy, yet the write is this load's alone
+    assert other["a"][0] == 0
+    ck.close()
+    other.close()
+    np.testing.assert_array_equal(pinio.load(path, framework="np")["a"],
+                                  np.arange(4096, dtype=np.float32))
+
+
+def test_shared_mapping_is_read_only(tmp):
+    path = hot_file(tmp)
+    ck = pinio.open(path, "np", memory="mapped", map_private=False)
     rep = ck.report()
     assert rep["files_mapped"] == 1 and rep["files_pinned"] == 0, rep
     assert ck.buffer("a").readonly and not ck.buffer("a").pinned
@@ -58,12 +76,9 @@ def test_mapped_is_read_only(tmp):
         memoryview(ck.buffer("a")).cast("B")[0] = 1
     np.testing.assert_array_equal(a, np.arange(4096, dtype=np.float32))
     ck.close()
-    pinned = pinio.open(path, "np")
+    pinned = pinio.open(path, "np", memory="pinned")
     assert pinned.report()["files_pinned"] == 1 and not pinned.buffer("a").readonly
-    assert pinned["a"].flags.writeable
+    assert pinned.buffer("a").pinned and pinned["a"].flags.writeable
     pinned.close()
-    auto = pinio.open(path, "np", memory="auto")
-    assert auto.report()["files_mapped"] == 1  # hot: the library's rule maps it
-    auto.close()
     with pytest.raises(ValueError, match="memory nope is invalid"):
         pinio.open(path, memory="nope")

@@ -2,10 +2,10 @@
 `pinio.safetensors` in the imports and the program behaves the same.
 
 What differs from upstream, and why:
-- safe_open reads the whole file into pinned memory at the first
-  get_tensor()/get_tensors() (one engine run, O_DIRECT when the file is not
-  in the page cache) and hands out zero-copy views of it; upstream maps the
-  file. get_slice() reads only the rows it needs (upstream's mmap touches
+- safe_open loads the whole file at the first get_tensor()/get_tensors():
+  a file in the page cache is mapped private (copy-on-write, as upstream
+  maps it), a cold one read into pinned memory in one engine run with
+  O_DIRECT; tensors are zero-copy views either way. get_slice() reads only the rows it needs (upstream's mmap touches
   only those pages; its pread backend reads the whole tensor).
 - numpy tensors are zero-copy views too (upstream copies them into a
   bytearray); they are writable, as upstream's are.
@@ -176,9 +176,9 @@ class safe_open:
     def _checkpoint(self):
         if self._ckpt is None:
             try:
-                # pinned: upstream's tensors are writable (a private mapping)
-                raw = _pinio.load([self._path], backend=_BACKENDS[self._backend],
-                                  memory="pinned")
+                # hot files mapped private, as upstream maps them (writable,
+                # copy-on-write), cold ones read pinned with O_DIRECT
+                raw = _pinio.load([self._path], backend=_BACKENDS[self._backend])
             except _pinio.Error as e:
                 raise SafetensorError(_pinio_message(e)) from None
             self._ckpt = _pinio_pkg.Checkpoint(raw, self._fw)
