@@ -454,6 +454,52 @@ static int parse_policy(const char *what, const char *s, const char *const names
     return -1;
 }
 
+/* What load and stream_gpu both take: the inputs, the selection and the
+ * I/O policies, parsed; `keep` holds the encoded strings they point into. */
+typedef struct io_args {
+    const char **paths, **filters;
+    size_t npaths, nfilters;
+    PyObject *keep_p, *keep_f;
+    pinio_backend backend;
+    pinio_cache_policy cache;
+    pinio_direct_policy direct;
+} io_args;
+
+static void io_args_free(io_args *a)
+{
+    free(a->paths);
+    free(a->filters);
+    Py_XDECREF(a->keep_p);
+    Py_XDECREF(a->keep_f);
+    memset(a, 0, sizeof(*a));
+}
+
+/* 0, or -1 with an exception set and nothing held. */
+static int io_args_parse(io_args *a, PyObject *paths, PyObject *filters, const char *backend,
+                         const char *cache, const char *direct)
+{
+    static const char *const caches[3] = {"auto", "cold", "hot"};
+    static const char *const directs[3] = {"auto", "on", "off"};
+    memset(a, 0, sizeof(*a));
+    int c, d;
+    if (parse_backend(backend, &a->backend) || parse_policy("cache", cache, caches, &c) ||
+        parse_policy("direct", direct, directs, &d))
+        return -1;
+    a->cache = (pinio_cache_policy)c;
+    a->direct = (pinio_direct_policy)d;
+    a->paths = str_array(paths, &a->npaths, &a->keep_p, 1);
+    if (!a->paths)
+        return -1;
+    if (filters != Py_None) {
+        a->filters = str_array(filters, &a->nfilters, &a->keep_f, 0);
+        if (!a->filters) {
+            io_args_free(a);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* --------------------------------------------------------------- load */
 
 static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
@@ -468,47 +514,29 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$sp", kwlist, &paths, &filters, &backend,
                                      &cache, &direct, &verify, &memory, &map_private))
         return NULL;
+    static const char *const memories[3] = {"auto", "pinned", "mapped"};
+    int m;
+    io_args a;
+    if (parse_policy("memory", memory, memories, &m) ||
+        io_args_parse(&a, paths, filters, backend, cache, direct))
+        return NULL;
     pinio_load_opts o;
     pinio_load_opts_default(&o);
-    static const char *const caches[3] = {"auto", "cold", "hot"};
-    static const char *const directs[3] = {"auto", "on", "off"};
-    static const char *const memories[3] = {"auto", "pinned", "mapped"};
-    int c, d, m;
-    if (parse_backend(backend, &o.backend) || parse_policy("cache", cache, caches, &c) ||
-        parse_policy("direct", direct, directs, &d) ||
-        parse_policy("memory", memory, memories, &m))
-        return NULL;
-    o.cache = (pinio_cache_policy)c;
-    o.direct = (pinio_direct_policy)d;
+    o.backend = a.backend;
+    o.cache = a.cache;
+    o.direct = a.direct;
+    o.filters = a.filters;
+    o.nfilters = a.nfilters;
     o.memory = (pinio_memory_mode)m;
     o.map_private = map_private;
     o.verify = verify;
-    size_t np = 0, nf = 0;
-    PyObject *keep_p = NULL, *keep_f = NULL;
-    const char **pv = str_array(paths, &np, &keep_p, 1);
-    if (!pv)
-        return NULL;
-    const char **fv = NULL;
-    if (filters != Py_None) {
-        fv = str_array(filters, &nf, &keep_f, 0);
-        if (!fv) {
-            free(pv);
-            Py_DECREF(keep_p);
-            return NULL;
-        }
-        o.filters = fv;
-        o.nfilters = nf;
-    }
     pinio_checkpoint *cp = NULL;
     pinio_diag diag;
     int r;
     Py_BEGIN_ALLOW_THREADS
-    r = pinio_load(pv, np, &o, &cp, &diag);
+    r = pinio_load(a.paths, a.npaths, &o, &cp, &diag);
     Py_END_ALLOW_THREADS
-    free(pv);
-    free(fv);
-    Py_DECREF(keep_p);
-    Py_XDECREF(keep_f);
+    io_args_free(&a);
     if (r)
         return raise_pinio(r, &diag, "load failed");
     CheckpointObject *co = PyObject_New(CheckpointObject, &CheckpointType);
@@ -619,36 +647,20 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "stream_gpu: place must be callable, api cuda or hip");
         return NULL;
     }
+    io_args a;
+    if (io_args_parse(&a, paths, filters, backend, cache, direct))
+        return NULL;
     pinio_stream_opts o;
     pinio_stream_opts_default(&o);
-    static const char *const caches[3] = {"auto", "cold", "hot"};
-    static const char *const directs[3] = {"auto", "on", "off"};
-    int c, d;
-    if (parse_backend(backend, &o.backend) || parse_policy("cache", cache, caches, &c) ||
-        parse_policy("direct", direct, directs, &d))
-        return NULL;
-    o.cache = (pinio_cache_policy)c;
-    o.direct = (pinio_direct_policy)d;
+    o.backend = a.backend;
+    o.cache = a.cache;
+    o.direct = a.direct;
+    o.filters = a.filters;
+    o.nfilters = a.nfilters;
     if (slot_size)
         o.slot_size = (size_t)slot_size;
     if (slots)
         o.slots = slots;
-    size_t np = 0, nf = 0;
-    PyObject *keep_p = NULL, *keep_f = NULL;
-    const char **pv = str_array(paths, &np, &keep_p, 1);
-    if (!pv)
-        return NULL;
-    const char **fv = NULL;
-    if (filters != Py_None) {
-        fv = str_array(filters, &nf, &keep_f, 0);
-        if (!fv) {
-            free(pv);
-            Py_DECREF(keep_p);
-            return NULL;
-        }
-        o.filters = fv;
-        o.nfilters = nf;
-    }
     place_call pc = {.fn = place};
     pinio_gpu_arena *arena = NULL;
     pinio_sink_gpu_cfg cfg = {.device = device, .place = place_with_python, .place_ctx = &pc,
@@ -657,12 +669,9 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
     pinio_diag diag;
     int r;
     Py_BEGIN_ALLOW_THREADS
-    r = pinio_stream(pv, np, &o, sink, &cfg, &rep, &diag);
+    r = pinio_stream(a.paths, a.npaths, &o, sink, &cfg, &rep, &diag);
     Py_END_ALLOW_THREADS
-    free(pv);
-    free(fv);
-    Py_DECREF(keep_p);
-    Py_XDECREF(keep_f);
+    io_args_free(&a);
     if (r) {
         if (pc.type) { /* the allocator's own exception, as it raised it */
             PyErr_Restore(pc.type, pc.value, pc.tb);
