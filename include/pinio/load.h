@@ -188,7 +188,9 @@ typedef struct pinio_load_opts {
      *  a caller may write to a tensor: the write copies that page for this
      *  mapping only; the file, the page cache and other loads never see it.
      *  The pages are populated read-only first, so nothing is copied until
-     *  written. For bindings whose tensors are writable (Python's). */
+     *  written. For bindings whose tensors are writable (Python's).
+     *  `lock_mapped` is then ignored (reported): the kernel locks a
+     *  writable private mapping by copying every page. */
     bool map_private;
     uint8_t reserved[39];        /**< zero */
 } pinio_load_opts;

@@ -106,8 +106,13 @@ int pinio__map_files(pinio_plan *plan, pinio__fmem *fm, bool lock, bool priv, pi
         if (fm[f].mode == PINIO_MEMORY_MAPPED)
             rc = map_one(plan, (uint32_t)f, &fm[f], priv, rep, diag);
     if (rc == 0 && priv && rep->mapped_bytes)
-        pinio__appendf(rep->modes, sizeof(rep->modes), "; mapped private (copy-on-write)");
-    if (rc == 0 && lock && rep->mapped_bytes) {
+        pinio__appendf(rep->modes, sizeof(rep->modes), "; mapped private (copy-on-write)%s",
+                       lock ? "; mapped pages not locked: the kernel locks a writable private "
+                              "mapping by copying every page" : "");
+    /* Never mlock a private one: locking (or later making writable) a
+     * locked private mapping breaks copy-on-write on every page, a copy of
+     * the whole range, which is what mapping it was to avoid. */
+    if (rc == 0 && lock && !priv && rep->mapped_bytes) {
         pinio_sysinfo si;
         pinio_sys_probe(&si);
         bool room = si.registrable == PINIO_UNLIMITED || si.registrable >= rep->mapped_bytes;
