@@ -239,6 +239,18 @@ def test_driver_failures_name_the_call(gpu, tmp, monkeypatch):
     assert s["registered_live"] == 0 and s["streams_live"] == 0, s
 
 
+@pytest.mark.skipif(hasattr(torch, "uint16"), reason="this torch has uint16")
+def test_dtype_this_torch_lacks(gpu, tmp):
+    import numpy as np
+    from pinio.safetensors import numpy as stnp
+    path = os.path.join(tmp, "u16.safetensors")
+    stnp.save_file({"u": np.arange(6, dtype=np.uint16)}, path)
+    with pytest.raises(AttributeError, match=r"'u' is U16: torch .* has no torch.uint16"):
+        pinio.load(path, device="cuda", allocator=gpu.alloc)
+    s = gpu.stats()
+    assert s["registered_live"] == 0 and s["streams_live"] == 0, s
+
+
 def test_no_driver_is_a_clear_error(tmp, monkeypatch):
     path = os.path.join(tmp, "m.safetensors")
     stpt.save_file({"x": torch.ones(4)}, path)
