@@ -29,6 +29,7 @@
 
 #include "pinio/load.h"
 #include "pinio/save.h"
+#include "pinio/stream.h"
 
 static PyObject *Error; /* pinio._pinio.Error, an OSError */
 
@@ -66,6 +67,7 @@ typedef struct {
     void *heap;         /* or memory of our own (range reads), freed with us */
     uint8_t *ptr;
     Py_ssize_t len;
+    int readonly;       /* a shared read-only mapping of the file (map_private off) */
 } BufferObject;
 
 static void Buffer_dealloc(BufferObject *self)
@@ -76,13 +78,18 @@ static void Buffer_dealloc(BufferObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Writable, as upstream's tensors are (a private mapping there): a write
- * stays within this tensor's own bytes of the arena, which only tensors
- * of the same name from the same checkpoint object share (as upstream's
- * share one mapping). */
+/* Pinned bytes are writable, as upstream's tensors are (a private mapping
+ * there): a write stays within this tensor's own bytes of the arena, which
+ * only tensors of the same name from the same checkpoint object share (as
+ * upstream's share one mapping). Mapped bytes are the page cache itself,
+ * mapped read-only and shared: exported read-only, so that a consumer
+ * asking for a writable buffer is refused instead of crashing the process
+ * with SIGSEGV at its first write; a load with map_private (the default
+ * here) maps them copy-on-write instead, writable as pinned bytes are. */
 static int Buffer_getbuffer(BufferObject *self, Py_buffer *view, int flags)
 {
-    return PyBuffer_FillInfo(view, (PyObject *)self, self->ptr, self->len, 0, flags);
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->ptr, self->len, self->readonly,
+                             flags);
 }
 
 static PyBufferProcs Buffer_as_buffer = {
@@ -110,9 +117,17 @@ static PyObject *Buffer_get_pinned(BufferObject *self, void *closure)
     return PyBool_FromLong(self->bytes && pinio_bytes_property(self->bytes) == PINIO_PROP_PINNED);
 }
 
+static PyObject *Buffer_get_readonly(BufferObject *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->readonly);
+}
+
 static PyGetSetDef Buffer_getset[] = {
     {"address", (getter)Buffer_get_address, NULL, "address of the first byte", NULL},
     {"pinned", (getter)Buffer_get_pinned, NULL, "the bytes are page-locked (pinned)", NULL},
+    {"readonly", (getter)Buffer_get_readonly, NULL,
+     "the bytes are a shared read-only mapping of the file (exported read-only)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -129,7 +144,8 @@ static PyTypeObject BufferType = {
     .tp_getset = Buffer_getset,
 };
 
-static PyObject *buffer_from_bytes(pinio_bytes *b)
+/* `maps_writable`: the checkpoint's mappings are private (map_private). */
+static PyObject *buffer_from_bytes(pinio_bytes *b, int maps_writable)
 {
     const uint8_t *p = NULL;
     int r = pinio_bytes_data(b, PINIO_ACCESS_ZERO_COPY, &p, NULL);
@@ -146,6 +162,7 @@ static PyObject *buffer_from_bytes(pinio_bytes *b)
     o->heap = NULL;
     o->ptr = (uint8_t *)p;
     o->len = (Py_ssize_t)pinio_bytes_len(b);
+    o->readonly = !maps_writable && pinio_bytes_property(b) == PINIO_PROP_FILE;
     return (PyObject *)o;
 }
 
@@ -154,6 +171,7 @@ static PyObject *buffer_from_bytes(pinio_bytes *b)
 typedef struct {
     PyObject_HEAD
     pinio_checkpoint *cp;
+    int maps_writable;  /* loaded with map_private: mapped bytes are writable too */
 } CheckpointObject;
 
 static void Checkpoint_dealloc(CheckpointObject *self)
@@ -232,7 +250,7 @@ static PyObject *Checkpoint_buffer(CheckpointObject *self, PyObject *arg)
     }
     if (r)
         return raise_pinio(r, NULL, pinio_strerror(r));
-    return buffer_from_bytes(b);
+    return buffer_from_bytes(b, self->maps_writable);
 }
 
 static PyObject *metadata_dict(const pinio_st *st)
@@ -306,7 +324,8 @@ static PyObject *Checkpoint_report(CheckpointObject *self, PyObject *unused)
     pinio_load_report r;
     pinio_checkpoint_report(self->cp, &r);
     return Py_BuildValue(
-        "{s:n,s:n,s:n,s:n,s:K,s:K,s:K,s:d,s:d,s:n,s:n,s:s,s:O,s:O,s:i,s:O,s:s,s:s,s:s,s:K,s:K}",
+        "{s:n,s:n,s:n,s:n,s:K,s:K,s:K,s:d,s:d,s:n,s:n,s:s,s:O,s:O,s:i,s:O,s:s,s:s,s:s,s:K,s:K,"
+        "s:s,s:n,s:n}",
         "files", (Py_ssize_t)r.files, "tensors", (Py_ssize_t)r.tensors, "skipped",
         (Py_ssize_t)r.skipped, "unindexed", (Py_ssize_t)r.unindexed, "bytes",
         (unsigned long long)r.bytes, "read_bytes", (unsigned long long)r.read_bytes,
@@ -316,7 +335,8 @@ static PyObject *Checkpoint_report(CheckpointObject *self, PyObject *unused)
         r.locked ? Py_True : Py_False, "registered", r.registered ? Py_True : Py_False, "node",
         r.node, "verified", r.verified ? Py_True : Py_False, "io_path", r.io_path, "cache",
         r.cache, "memory", r.memory, "fixed_ops", (unsigned long long)r.fixed_ops, "plain_ops",
-        (unsigned long long)r.plain_ops);
+        (unsigned long long)r.plain_ops, "modes", r.modes, "files_pinned",
+        (Py_ssize_t)r.files_pinned, "files_mapped", (Py_ssize_t)r.files_mapped);
 }
 
 static PyObject *Checkpoint_close(CheckpointObject *self, PyObject *unused)
@@ -434,56 +454,89 @@ static int parse_policy(const char *what, const char *s, const char *const names
     return -1;
 }
 
+/* What load and stream_gpu both take: the inputs, the selection and the
+ * I/O policies, parsed; `keep` holds the encoded strings they point into. */
+typedef struct io_args {
+    const char **paths, **filters;
+    size_t npaths, nfilters;
+    PyObject *keep_p, *keep_f;
+    pinio_backend backend;
+    pinio_cache_policy cache;
+    pinio_direct_policy direct;
+} io_args;
+
+static void io_args_free(io_args *a)
+{
+    free(a->paths);
+    free(a->filters);
+    Py_XDECREF(a->keep_p);
+    Py_XDECREF(a->keep_f);
+    memset(a, 0, sizeof(*a));
+}
+
+/* 0, or -1 with an exception set and nothing held. */
+static int io_args_parse(io_args *a, PyObject *paths, PyObject *filters, const char *backend,
+                         const char *cache, const char *direct)
+{
+    static const char *const caches[3] = {"auto", "cold", "hot"};
+    static const char *const directs[3] = {"auto", "on", "off"};
+    memset(a, 0, sizeof(*a));
+    int c, d;
+    if (parse_backend(backend, &a->backend) || parse_policy("cache", cache, caches, &c) ||
+        parse_policy("direct", direct, directs, &d))
+        return -1;
+    a->cache = (pinio_cache_policy)c;
+    a->direct = (pinio_direct_policy)d;
+    a->paths = str_array(paths, &a->npaths, &a->keep_p, 1);
+    if (!a->paths)
+        return -1;
+    if (filters != Py_None) {
+        a->filters = str_array(filters, &a->nfilters, &a->keep_f, 0);
+        if (!a->filters) {
+            io_args_free(a);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* --------------------------------------------------------------- load */
 
 static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
 {
     (void)mod;
     static char *kwlist[] = {(char *)"paths", (char *)"filters", (char *)"backend",
-                             (char *)"cache", (char *)"direct", (char *)"verify", NULL};
+                             (char *)"cache", (char *)"direct", (char *)"verify",
+                             (char *)"memory", (char *)"map_private", NULL};
     PyObject *paths, *filters = Py_None;
-    const char *backend = "auto", *cache = "auto", *direct = "auto";
-    int verify = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp", kwlist, &paths, &filters, &backend,
-                                     &cache, &direct, &verify))
+    const char *backend = "auto", *cache = "auto", *direct = "auto", *memory = "auto";
+    int verify = 0, map_private = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$sp", kwlist, &paths, &filters, &backend,
+                                     &cache, &direct, &verify, &memory, &map_private))
+        return NULL;
+    static const char *const memories[3] = {"auto", "pinned", "mapped"};
+    int m;
+    io_args a;
+    if (parse_policy("memory", memory, memories, &m) ||
+        io_args_parse(&a, paths, filters, backend, cache, direct))
         return NULL;
     pinio_load_opts o;
     pinio_load_opts_default(&o);
-    static const char *const caches[3] = {"auto", "cold", "hot"};
-    static const char *const directs[3] = {"auto", "on", "off"};
-    int c, d;
-    if (parse_backend(backend, &o.backend) || parse_policy("cache", cache, caches, &c) ||
-        parse_policy("direct", direct, directs, &d))
-        return NULL;
-    o.cache = (pinio_cache_policy)c;
-    o.direct = (pinio_direct_policy)d;
+    o.backend = a.backend;
+    o.cache = a.cache;
+    o.direct = a.direct;
+    o.filters = a.filters;
+    o.nfilters = a.nfilters;
+    o.memory = (pinio_memory_mode)m;
+    o.map_private = map_private;
     o.verify = verify;
-    size_t np = 0, nf = 0;
-    PyObject *keep_p = NULL, *keep_f = NULL;
-    const char **pv = str_array(paths, &np, &keep_p, 1);
-    if (!pv)
-        return NULL;
-    const char **fv = NULL;
-    if (filters != Py_None) {
-        fv = str_array(filters, &nf, &keep_f, 0);
-        if (!fv) {
-            free(pv);
-            Py_DECREF(keep_p);
-            return NULL;
-        }
-        o.filters = fv;
-        o.nfilters = nf;
-    }
     pinio_checkpoint *cp = NULL;
     pinio_diag diag;
     int r;
     Py_BEGIN_ALLOW_THREADS
-    r = pinio_load(pv, np, &o, &cp, &diag);
+    r = pinio_load(a.paths, a.npaths, &o, &cp, &diag);
     Py_END_ALLOW_THREADS
-    free(pv);
-    free(fv);
-    Py_DECREF(keep_p);
-    Py_XDECREF(keep_f);
+    io_args_free(&a);
     if (r)
         return raise_pinio(r, &diag, "load failed");
     CheckpointObject *co = PyObject_New(CheckpointObject, &CheckpointType);
@@ -492,7 +545,145 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
         return NULL;
     }
     co->cp = cp;
+    co->maps_writable = map_private;
     return (PyObject *)co;
+}
+
+/* -------------------------------------------------------- stream_gpu */
+
+/* The Python allocator behind pinio_sink_gpu_cfg.place, and the exception
+ * it raised (kept for the caller: the stream runs without the GIL). */
+typedef struct place_call {
+    PyObject *fn;
+    PyObject *type, *value, *tb;
+} place_call;
+
+/* (name, dtype, shape, nbytes) of every tensor of `plan`, in plan order. */
+static PyObject *plan_tensor_list(const pinio_plan *plan, size_t n)
+{
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; list && i < n; i++) {
+        const pinio_plan_tensor *t = pinio_plan_tensor_at(plan, i);
+        PyObject *shape = shape_tuple(t->shape, t->rank);
+        PyObject *item = shape ? Py_BuildValue("(s#sNK)", t->name, (Py_ssize_t)t->name_len,
+                                               pinio_dtype_name(t->dtype), shape,
+                                               (unsigned long long)t->nbytes)
+                               : NULL;
+        if (!item) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+    }
+    return list;
+}
+
+/* Runs on the stream's thread, inside the released section of
+ * py_stream_gpu(): the GIL is taken back for the allocator's call only. */
+static int place_with_python(void *ctx, const pinio_plan *plan, uint64_t *dptrs, size_t n,
+                             pinio_diag *diag)
+{
+    place_call *pc = ctx;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *list = plan_tensor_list(plan, n);
+    PyObject *res = list ? PyObject_CallOneArg(pc->fn, list) : NULL;
+    PyObject *fast = res ? PySequence_Fast(res, "the allocator returns a sequence of ints") : NULL;
+    if (fast && (size_t)PySequence_Fast_GET_SIZE(fast) != n)
+        PyErr_Format(PyExc_ValueError, "the allocator returned %zd pointers for %zu tensors",
+                     PySequence_Fast_GET_SIZE(fast), n);
+    for (size_t i = 0; fast && !PyErr_Occurred() && i < n; i++)
+        dptrs[i] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(fast, (Py_ssize_t)i));
+    int rc = 0;
+    if (PyErr_Occurred()) {
+        PyErr_Fetch(&pc->type, &pc->value, &pc->tb);
+        PyObject *str = pc->value ? PyObject_Str(pc->value) : NULL;
+        const char *msg = str ? PyUnicode_AsUTF8(str) : NULL;
+        PyErr_Clear();
+        rc = -ECANCELED;
+        pinio_diag_set(diag, rc, "placing %zu tensors: the allocator failed: %s", n,
+                       msg ? msg : "an exception");
+        Py_XDECREF(str);
+    }
+    Py_XDECREF(fast);
+    Py_XDECREF(res);
+    Py_XDECREF(list);
+    PyGILState_Release(g);
+    return rc;
+}
+
+static PyObject *gpu_report(const pinio_stream_report *r, const pinio_gpu_info *gi)
+{
+    return Py_BuildValue(
+        "{s:n,s:n,s:K,s:K,s:d,s:d,s:s,s:O,s:i,s:s,s:i,s:K,s:d,s:I,s:I}", "files",
+        (Py_ssize_t)r->files, "tensors", (Py_ssize_t)r->tensors, "bytes",
+        (unsigned long long)r->bytes, "read_bytes", (unsigned long long)r->read_bytes, "seconds",
+        r->seconds, "io_seconds", r->io_seconds, "io_path", r->io_path, "registered",
+        r->registered ? Py_True : Py_False, "device", gi->device, "pci_bus_id", gi->pci_bus_id,
+        "driver_version", gi->driver_version, "copies", (unsigned long long)gi->copies,
+        "h2d_seconds", gi->h2d_seconds, "slots_registered", gi->slots_registered,
+        "slots_preregistered", gi->slots_preregistered);
+}
+
+/* stream_gpu(paths, place, api, device, filters, ...) -> report: the
+ * selected tensors through the CUDA (or HIP) sink to device addresses the
+ * Python `place` chooses, every copy complete when this returns. */
+static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
+{
+    (void)mod;
+    static char *kwlist[] = {(char *)"paths", (char *)"place", (char *)"api", (char *)"device",
+                             (char *)"filters", (char *)"backend", (char *)"cache",
+                             (char *)"direct", (char *)"slot_size", (char *)"slots", NULL};
+    PyObject *paths, *place, *filters = Py_None;
+    const char *api = "cuda", *backend = "auto", *cache = "auto", *direct = "auto";
+    int device = 0;
+    Py_ssize_t slot_size = 0;
+    unsigned int slots = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|siOsssnI", kwlist, &paths, &place, &api,
+                                     &device, &filters, &backend, &cache, &direct, &slot_size,
+                                     &slots))
+        return NULL;
+    const pinio_sink *sink = pinio_sink_find(api);
+    if (!PyCallable_Check(place) || !sink || (strcmp(api, "cuda") && strcmp(api, "hip"))) {
+        PyErr_SetString(PyExc_ValueError, "stream_gpu: place must be callable, api cuda or hip");
+        return NULL;
+    }
+    io_args a;
+    if (io_args_parse(&a, paths, filters, backend, cache, direct))
+        return NULL;
+    pinio_stream_opts o;
+    pinio_stream_opts_default(&o);
+    o.backend = a.backend;
+    o.cache = a.cache;
+    o.direct = a.direct;
+    o.filters = a.filters;
+    o.nfilters = a.nfilters;
+    if (slot_size)
+        o.slot_size = (size_t)slot_size;
+    if (slots)
+        o.slots = slots;
+    place_call pc = {.fn = place};
+    pinio_gpu_arena *arena = NULL;
+    pinio_sink_gpu_cfg cfg = {.device = device, .place = place_with_python, .place_ctx = &pc,
+                              .out = &arena};
+    pinio_stream_report rep;
+    pinio_diag diag;
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = pinio_stream(a.paths, a.npaths, &o, sink, &cfg, &rep, &diag);
+    Py_END_ALLOW_THREADS
+    io_args_free(&a);
+    if (r) {
+        if (pc.type) { /* the allocator's own exception, as it raised it */
+            PyErr_Restore(pc.type, pc.value, pc.tb);
+            return NULL;
+        }
+        return raise_pinio(r, &diag, "stream to the GPU failed");
+    }
+    /* The memory is the caller's; the arena held only the context. */
+    pinio_gpu_info gi;
+    pinio_gpu_arena_get_info(arena, &gi);
+    pinio_gpu_arena_free(arena);
+    return gpu_report(&rep, &gi);
 }
 
 /* ------------------------------------------------------ header, read */
@@ -605,6 +796,7 @@ static PyObject *py_read(PyObject *mod, PyObject *args)
     o->heap = mem;
     o->ptr = mem;
     o->len = (Py_ssize_t)len;
+    o->readonly = 0;
     return (PyObject *)o;
 }
 
@@ -823,8 +1015,13 @@ static PyObject *py_serialize(PyObject *mod, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"load", (PyCFunction)(void (*)(void))py_load, METH_VARARGS | METH_KEYWORDS,
-     "load(paths, filters=None, backend='auto', cache='auto', direct='auto', verify=False)"
+     "load(paths, filters=None, backend='auto', cache='auto', direct='auto', verify=False, *, "
+     "memory='auto', map_private=True)"
      " -> Checkpoint (GIL released during the load)"},
+    {"stream_gpu", (PyCFunction)(void (*)(void))py_stream_gpu, METH_VARARGS | METH_KEYWORDS,
+     "stream_gpu(paths, place, api='cuda', device=0, filters=None, backend='auto', "
+     "cache='auto', direct='auto', slot_size=0, slots=0) -> report: place([(name, dtype, "
+     "shape, nbytes)]) returns each tensor's device address; synchronised on return"},
     {"header", py_header, METH_O,
      "header(path) -> ([(name, dtype, shape, begin, end)] in file order, metadata|None, "
      "data_offset, file_size)"},

@@ -183,7 +183,16 @@ typedef struct pinio_load_opts {
     /** Optional: a kept arena for the pinned files (pinio_arena_create());
      *  borrowed for the call. NULL: a fresh arena, freed with the checkpoint. */
     pinio_arena *arena;
-    uint8_t reserved[40];        /**< zero */
+    /** Mapped files: map them private (copy-on-write) and writable instead
+     *  of shared and read-only, as the `safetensors` package maps a file, so
+     *  a caller may write to a tensor: the write copies that page for this
+     *  mapping only; the file, the page cache and other loads never see it.
+     *  The pages are populated read-only first, so nothing is copied until
+     *  written. For bindings whose tensors are writable (Python's).
+     *  `lock_mapped` is then ignored (reported): the kernel locks a
+     *  writable private mapping by copying every page. */
+    bool map_private;
+    uint8_t reserved[39];        /**< zero */
 } pinio_load_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */

@@ -153,6 +153,17 @@ typedef struct pinio_sink_gpu_cfg {
      *  tensor at a 256-byte aligned offset. */
     const uint64_t *dptrs;
     size_t ndptrs;
+    /** Optional, instead of `dptrs`: called once when the sink opens, on
+     *  the stream's thread with the device current, when the selected
+     *  tensors are known, to fill `dptrs[i]` for each of the `n` tensors of
+     *  `plan` (pinio_plan_tensor_at(), plan order) under the rules of
+     *  `dptrs` (a zero-byte tensor may get 0). For callers whose allocator
+     *  needs each tensor's shape and dtype (torch.empty), which only the
+     *  plan the stream builds knows for sure. Return 0, or a negative code
+     *  that stops the stream with it (set `diag`). Ignored when `dptrs` is
+     *  set. */
+    int (*place)(void *ctx, const pinio_plan *plan, uint64_t *dptrs, size_t n, pinio_diag *diag);
+    void *place_ctx;
     /** Required: receives the arena on success (pinio_gpu_arena_free());
      *  untouched on failure. */
     pinio_gpu_arena **out;

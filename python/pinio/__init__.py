@@ -15,13 +15,14 @@ tensor can see it. The GIL is released while pinio reads.
 `pinio.safetensors` is the `safetensors` API over the same machinery: a
 program that imports it instead of `safetensors` behaves the same.
 """
+import errno
 import os as _os
 
 from . import _pinio
 from ._pinio import Error
 
 __version__ = _pinio.version
-__all__ = ["load", "open", "Checkpoint", "Error", "__version__"]
+__all__ = ["load", "load_to_device", "open", "Checkpoint", "Error", "__version__"]
 
 # safetensors dtype -> (numpy name, torch attribute, torch version that has it)
 _DTYPES = {
@@ -185,33 +186,141 @@ class Checkpoint:
         return False
 
 
-def _check_device(device):
-    if device in ("cpu", None):
-        return
-    # The CUDA path (torch allocates, pinio's CUDA sink fills) belongs to the
-    # streaming/GPU work; until then a clear error rather than a silent copy.
-    raise NotImplementedError(
-        f"device={device!r}: loading straight to a GPU needs pinio's CUDA sink, "
-        "which this build does not have yet; load to 'cpu' and call .to(device)"
-    )
+def cuda_index(device):
+    """The ordinal N of a CUDA device ("cuda", "cuda:N", an int N, a
+    torch.device), or None for the CPU ("cpu", None). ValueError otherwise."""
+    if device is None:
+        return None
+    if isinstance(device, int) and not isinstance(device, bool):
+        if device < 0:
+            raise ValueError(f"device {device} is invalid")
+        return device
+    d = str(device)  # torch.device prints as "cuda:0"
+    if d == "cpu":
+        return None
+    kind, colon, idx = d.partition(":")
+    if kind == "cuda" and (not colon or idx.isdigit()):
+        return int(idx) if colon else 0
+    raise ValueError(f"device {d!r} is invalid: pinio loads to 'cpu' or 'cuda[:N]'")
+
+
+def _torch_allocator(device):
+    """torch.empty on `device`; a clear error when this torch has no CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        what = ("a CPU-only build" if torch.version.cuda is None
+                else "no CUDA device or driver visible to it")
+        raise Error(errno.ENODEV,
+                    f"device={device!r} needs torch with CUDA: torch {torch.__version__} is "
+                    f"{what} (torch.cuda.is_available() is False); load to 'cpu', or pass "
+                    "allocator= to place the tensors in memory of your own")
+
+    def alloc(shape, dtype, dev):
+        return torch.empty(shape, dtype=dtype, device=dev)
+
+    def ready(dev):
+        # The caching allocator hands back memory that kernels queued on
+        # torch's stream may still use; pinio copies on a stream of its own.
+        torch.cuda.current_stream(dev).synchronize()
+
+    return alloc, ready
+
+
+def _placer(device, allocator, tensors):
+    """The `place` of _pinio.stream_gpu: allocates each tensor of the plan
+    with `allocator(shape, dtype, device)` into `tensors` (name -> tensor)
+    and returns their device addresses."""
+    ready = None
+    if allocator is None:
+        allocator, ready = _torch_allocator(device)
+
+    def place(specs):
+        ptrs = []
+        for name, dt, shape, nbytes in specs:
+            tdt = torch_dtype(dt, name)
+            shape = tuple(shape)
+            if dt == "F4":
+                shape = shape[:-1] + (shape[-1] // 2,)
+            t = allocator(shape, tdt, device)
+            have = t.numel() * t.element_size() if hasattr(t, "numel") else None
+            if have is not None and have < nbytes:
+                raise ValueError(f"allocator: tensor {name!r} got {have} bytes, needs {nbytes}")
+            if hasattr(t, "is_contiguous") and not t.is_contiguous():
+                raise ValueError(f"allocator: tensor {name!r} is not contiguous")
+            tensors[name] = t
+            ptrs.append(int(t.data_ptr()) if nbytes else 0)
+        if ready is not None:
+            ready(device)
+        return ptrs
+
+    return place
+
+
+def load_to_device(paths, filter=None, device="cuda", *, allocator=None, backend="auto",
+                   cache="auto", direct="auto", slot_size=0, slots=0):
+    """Streams the selected tensors of `paths` to a CUDA device through
+    pinio's CUDA sink: torch allocates each tensor, pinio copies into it
+    from pinned staging slots, and every copy has completed when this
+    returns. Returns ({name: tensor} in file order, the stream's report).
+
+    allocator(shape, dtype, device) -> tensor-like with data_ptr() (and, if
+    it has them, numel()/element_size() and is_contiguous(), checked): where
+    each tensor goes, instead of torch.empty(shape, dtype=dtype,
+    device=device). Its memory must be device memory of the CUDA driver
+    (libcuda.so.1, or PINIO_CUDA_LIB), 256-byte aligned, with nothing
+    pending on it. The tests pass one over the test driver's memory."""
+    n = cuda_index(device)
+    if n is None:
+        raise ValueError("load_to_device: device must be a CUDA device")
+    device = f"cuda:{n}"
+    tensors = {}
+    place = _placer(device, allocator, tensors)
+    report = _pinio.stream_gpu(_as_paths(paths), place, "cuda", n,
+                               filters=list(filter) if filter else None, backend=backend,
+                               cache=cache, direct=direct, slot_size=slot_size, slots=slots)
+    return tensors, report
 
 
 def open(paths, framework="pt", *, filter=None, device="cpu", backend="auto", cache="auto",
-         direct="auto", verify=False):
+         direct="auto", verify=False, memory="auto", map_private=True):
     """Loads `paths` (files, shard folders, index files) and returns a Checkpoint.
 
     filter: names, dotted prefixes or globs (None: all). backend: auto,
     fixed_direct, direct, buffered or pread (a rung of the engine's ladder).
     cache: auto (buffered when the page cache holds the file), cold, hot.
+    memory: "auto" (default: files in the page cache mapped, the others read
+    into one pinned arena with O_DIRECT: the library's rule, load.h),
+    "pinned" or "mapped". Mappings are private (copy-on-write, as upstream
+    maps a file), so every tensor is writable and a write is never seen by
+    the file or another load. map_private=False maps shared and read-only
+    (no copy-on-write bookkeeping): such tensors are exported read-only
+    (numpy refuses writes; torch warns that the buffer is not writable, and
+    a write to such a torch tensor kills the process with SIGSEGV).
+    Loads to the CPU: for a GPU use load(..., device="cuda:N").
     Raises pinio.Error (an OSError naming the file, offset or tensor)."""
-    _check_device(device)
+    if cuda_index(device) is not None:
+        raise ValueError(f"pinio.open loads to the CPU; pinio.load(..., device={device!r}) "
+                         "streams to a GPU")
     raw = _pinio.load(_as_paths(paths), filters=list(filter) if filter else None,
-                      backend=backend, cache=cache, direct=direct, verify=verify)
+                      backend=backend, cache=cache, direct=direct, verify=verify, memory=memory,
+                      map_private=map_private)
     return Checkpoint(raw, framework)
 
 
-def load(paths, filter=None, device="cpu", framework="pt", **kw):
-    """Loads `paths` and returns {name: tensor} (torch by default, or numpy)."""
+def load(paths, filter=None, device="cpu", framework="pt", *, allocator=None, **kw):
+    """Loads `paths` and returns {name: tensor} (torch by default, or numpy).
+
+    device="cuda" or "cuda:N": through pinio's CUDA sink into tensors torch
+    allocates (see load_to_device(), which also takes `allocator`)."""
+    if cuda_index(device) is not None:
+        if FRAMEWORKS.get(framework) != "pt":
+            raise ValueError(f"device {device!r} needs framework='pt'")
+        if kw.pop("verify", False):
+            raise ValueError("verify=True is not supported with a GPU device yet")
+        return load_to_device(paths, filter, device, allocator=allocator, **kw)[0]
+    if allocator is not None:
+        raise ValueError("allocator= places tensors on a GPU device only")
     ck = open(paths, framework, filter=filter, device=device, **kw)
     try:
         return ck.tensors()

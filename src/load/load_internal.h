@@ -52,11 +52,11 @@ void pinio__modes_report(const pinio_plan *plan, const pinio__fmem *fm, pinio_lo
 /* ---- mapped.c --------------------------------------------------------- */
 
 /* Maps every MAPPED file of `plan` (cold ones read into the page cache
- * first), then checks each is still the file that was validated
+ * first; `priv`: private and writable, copy-on-write), then checks each is still the file that was validated
  * (PINIO_ECHANGED otherwise: no mapped byte is touched before that).
  * Fills rep->mapped_bytes, fill_seconds. On failure the mappings made are
  * released by pinio__fmem_release(). */
-int pinio__map_files(pinio_plan *plan, pinio__fmem *fm, bool lock, pinio_load_report *rep,
+int pinio__map_files(pinio_plan *plan, pinio__fmem *fm, bool lock, bool priv, pinio_load_report *rep,
                      pinio_diag *diag);
 
 /* Releases the mappings still held in `fm`. */

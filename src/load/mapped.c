@@ -55,8 +55,8 @@ static bool tensor_range(const pinio_plan *plan, uint32_t f, uint64_t *lo, uint6
     return any;
 }
 
-static int map_one(pinio_plan *plan, uint32_t f, pinio__fmem *m, pinio_load_report *rep,
-                   pinio_diag *diag)
+static int map_one(pinio_plan *plan, uint32_t f, pinio__fmem *m, bool priv,
+                   pinio_load_report *rep, pinio_diag *diag)
 {
     pinio__pfile *pf = &plan->files[f];
     uint64_t lo = 0, hi = 0;
@@ -66,9 +66,19 @@ static int map_one(pinio_plan *plan, uint32_t f, pinio__fmem *m, pinio_load_repo
     m->map_off = lo & ~(page - 1);
     size_t len = (size_t)(hi - m->map_off);
     double t0 = pinio__now_s();
-    void *p = mmap(NULL, len, PROT_READ, MAP_SHARED | MAP_POPULATE, pf->fd, (off_t)m->map_off);
+    /* Private: populated read-only, then made writable, because populating
+     * a writable private mapping breaks copy-on-write on every page (a copy
+     * of the whole range) where read-only it maps the page-cache pages. */
+    void *p = mmap(NULL, len, PROT_READ, (priv ? MAP_PRIVATE : MAP_SHARED) | MAP_POPULATE, pf->fd,
+                   (off_t)m->map_off);
     if (!pf->pub.hot)
         rep->fill_seconds += pinio__now_s() - t0;
+    if (p != MAP_FAILED && priv && mprotect(p, len, PROT_READ | PROT_WRITE) != 0) {
+        int e = errno;
+        munmap(p, len);
+        p = MAP_FAILED;
+        errno = e;
+    }
     if (p == MAP_FAILED) {
         int e = -errno;
         pinio_diag_set_at(diag, e, pf->path, m->map_off, "cannot map %zu bytes: %s", len,
@@ -76,7 +86,7 @@ static int map_one(pinio_plan *plan, uint32_t f, pinio__fmem *m, pinio_load_repo
         pinio_diag_set_index(diag, f);
         return e;
     }
-    int rc = pinio_view_wrap(&m->map, p, len, unmap_cb, NULL, PINIO_VIEW_READONLY);
+    int rc = pinio_view_wrap(&m->map, p, len, unmap_cb, NULL, priv ? 0 : PINIO_VIEW_READONLY);
     if (rc < 0) {
         munmap(p, len);
         return rc;
@@ -87,15 +97,22 @@ static int map_one(pinio_plan *plan, uint32_t f, pinio__fmem *m, pinio_load_repo
     return pinio__plan_check_unchanged(plan, f, diag);
 }
 
-int pinio__map_files(pinio_plan *plan, pinio__fmem *fm, bool lock, pinio_load_report *rep,
+int pinio__map_files(pinio_plan *plan, pinio__fmem *fm, bool lock, bool priv, pinio_load_report *rep,
                      pinio_diag *diag)
 {
     int rc = 0;
     uint64_t locked = 0;
     for (size_t f = 0; f < plan->nfiles && rc == 0; f++)
         if (fm[f].mode == PINIO_MEMORY_MAPPED)
-            rc = map_one(plan, (uint32_t)f, &fm[f], rep, diag);
-    if (rc == 0 && lock && rep->mapped_bytes) {
+            rc = map_one(plan, (uint32_t)f, &fm[f], priv, rep, diag);
+    if (rc == 0 && priv && rep->mapped_bytes)
+        pinio__appendf(rep->modes, sizeof(rep->modes), "; mapped private (copy-on-write)%s",
+                       lock ? "; mapped pages not locked: the kernel locks a writable private "
+                              "mapping by copying every page" : "");
+    /* Never mlock a private one: locking (or later making writable) a
+     * locked private mapping breaks copy-on-write on every page, a copy of
+     * the whole range, which is what mapping it was to avoid. */
+    if (rc == 0 && lock && !priv && rep->mapped_bytes) {
         pinio_sysinfo si;
         pinio_sys_probe(&si);
         bool room = si.registrable == PINIO_UNLIMITED || si.registrable >= rep->mapped_bytes;

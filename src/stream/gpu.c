@@ -174,6 +174,20 @@ static int place_tensors(pinio_gpu_arena *a, const pinio_plan *plan, const pinio
                        a->drv.api->tag, c->ndptrs, a->n);
         return -EINVAL;
     }
+    /* The caller's allocator sees the plan's own tensors, so its pointers
+     * match the tensors the stream copies whatever changed since it last
+     * looked; they are then checked as given ones. */
+    const uint64_t *given = c->dptrs;
+    if (!given && c->place) {
+        int rc = c->place(c->place_ctx, plan, a->dptr, a->n, diag);
+        if (rc < 0) {
+            if (diag && diag->code == 0)
+                pinio_diag_set(diag, rc, "%s sink: placing %zu tensors failed: %s",
+                               a->drv.api->tag, a->n, pinio_strerror(rc));
+            return rc;
+        }
+        given = a->dptr;
+    }
     uint64_t off = 0;
     for (size_t i = 0; i < a->n; i++) {
         const pinio_plan_tensor *t = pinio_plan_tensor_at(plan, i);
@@ -182,18 +196,23 @@ static int place_tensors(pinio_gpu_arena *a, const pinio_plan *plan, const pinio
             return -ENOMEM;
         a->nbytes[i] = t->nbytes;
         a->info.bytes += t->nbytes;
-        if (c->dptrs && c->dptrs[i] % DEV_ALIGN) {
+        if (given && given[i] % DEV_ALIGN) {
             pinio_diag_set(diag, -EINVAL,
                            "%s sink: device pointer 0x%llx for tensor '%s' is not aligned to "
-                           "%u bytes", a->drv.api->tag, (unsigned long long)c->dptrs[i], t->name,
+                           "%u bytes", a->drv.api->tag, (unsigned long long)given[i], t->name,
                            DEV_ALIGN);
             return -EINVAL;
         }
+        if (given && !given[i] && t->nbytes) {
+            pinio_diag_set(diag, -EINVAL, "%s sink: no device pointer for tensor '%s' (%llu bytes)",
+                           a->drv.api->tag, t->name, (unsigned long long)t->nbytes);
+            return -EINVAL;
+        }
         off = (off + DEV_ALIGN - 1) / DEV_ALIGN * DEV_ALIGN;
-        a->dptr[i] = c->dptrs ? c->dptrs[i] : off;
+        a->dptr[i] = given ? given[i] : off;
         off += t->nbytes;
     }
-    if (c->dptrs || off == 0)
+    if (given || off == 0)
         return 0;
     CUresult r = a->drv.MemAlloc(&a->base, (size_t)off);
     if (r != CUDA_SUCCESS)

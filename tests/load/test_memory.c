@@ -178,6 +178,54 @@ Test(memory, mapped_tensors_outlive_checkpoint_rename_and_unlink, .init = disk_s
     }
 }
 
+/* map_private: the mapping is copy-on-write and writable in place (what
+ * Python's writable tensors need): a write changes this load's bytes only,
+ * never the file, another load's tensors or the page cache. */
+Test(memory, mapped_private_is_copy_on_write, .init = disk_setup, .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 2u << 20, 6, 1);
+    pinio_load_opts o;
+    pinio_load_opts_default(&o);
+    o.memory = PINIO_MEMORY_MAPPED;
+    o.map_private = true;
+    o.lock_mapped = true; /* ignored: locking would copy every page */
+    pinio_checkpoint *cp = load_ok(f, &o);
+    pinio_load_report r;
+    pinio_checkpoint_report(cp, &r);
+    cr_assert_not_null(strstr(r.modes, "; mapped private (copy-on-write); mapped pages not "
+                                       "locked"), "%s", r.modes);
+    o.lock_mapped = false;
+    o.map_private = false;
+    pinio_checkpoint *shared = load_ok(f, &o);
+    for (size_t i = 0; i < pinio_checkpoint_count(cp); i++) {
+        const pinio_tensor *t = pinio_checkpoint_tensor(cp, i);
+        if (!t->nbytes)
+            continue;
+        pinio_bytes *b = NULL;
+        cr_assert_eq(pinio_checkpoint_tensor_bytes(cp, i, &b), 0);
+        cr_assert_eq(pinio_bytes_property(b), PINIO_PROP_FILE);
+        const uint8_t *p = NULL;
+        cr_assert_eq(pinio_bytes_data(b, PINIO_ACCESS_ZERO_COPY, &p, NULL), 0);
+        cr_assert_eq(p, t->data, "zero copy: the mapping itself");
+        ((uint8_t *)p)[0] ^= 0xff; /* writable in place (SIGSEGV if it were not) */
+        cr_assert(!pinio_gen_verify(SEED, t->name, 0, p, t->nbytes, NULL), "%s", t->name);
+        ((uint8_t *)p)[0] ^= 0xff;
+        ((uint8_t *)p)[t->nbytes - 1] ^= 0x5a; /* and stays changed, here only */
+        const pinio_tensor *u = pinio_checkpoint_tensor(shared, i);
+        cr_assert(pinio_gen_verify(SEED, u->name, 0, u->data, u->nbytes, NULL),
+                  "%s: another load does not see the write", u->name);
+        pinio_bytes_free(b);
+    }
+    pinio_checkpoint_release(shared);
+    pinio_checkpoint_release(cp);
+    o.map_private = false;
+    o.memory = PINIO_MEMORY_PINNED;
+    cp = load_ok(f, &o); /* the file itself is unchanged */
+    check_all(cp, 6);
+    pinio_checkpoint_release(cp);
+}
+
 /* The mapping step on its own, after the plan: the file is truncated in
  * between. The library must answer PINIO_ECHANGED naming the file, and the
  * process must still be alive (no SIGBUS): nothing reads a mapped byte. */
@@ -202,7 +250,7 @@ Test(memory, truncated_between_plan_and_mapping_is_echanged, .init = disk_setup,
         pinio__modes_decide(plan, &o, fm);
         cr_assert_eq(fm[0].mode, PINIO_MEMORY_MAPPED);
         pinio_load_report rep = { 0 };
-        int rc = pinio__map_files(plan, fm, false, &rep, &d);
+        int rc = pinio__map_files(plan, fm, false, false, &rep, &d);
         cr_assert_eq(rc, PINIO_ECHANGED, "%d: %s", rc, d.msg);
         cr_assert_not_null(strstr(d.msg, "m.safetensors"), "%s", d.msg);
         cr_assert_not_null(strstr(d.msg, "size"), "%s", d.msg);

@@ -225,6 +225,63 @@ Test(cuda, caller_device_pointers, .init = setup, .fini = teardown)
     expect_clean();
 }
 
+/* cfg.place: the caller's allocator called once at open with the plan's
+ * own tensors (what Python's torch.empty needs), its pointers used as
+ * given ones; a failing allocator stops the stream with its code. */
+typedef struct place_ctx {
+    pinio_gpu_arena *from; /* a first load's arena: "the caller's memory" */
+    unsigned calls;
+    int fail;
+} place_ctx;
+
+static int place_from(void *ctx, const pinio_plan *plan, uint64_t *dptrs, size_t n,
+                      pinio_diag *diag)
+{
+    place_ctx *pc = ctx;
+    pc->calls++;
+    if (pc->fail) {
+        pinio_diag_set(diag, pc->fail, "test allocator: refused");
+        return pc->fail;
+    }
+    cr_expect_eq(n, pinio_gpu_arena_tensors(pc->from));
+    for (size_t i = 0; i < n; i++) {
+        pinio_gpu_tensor t;
+        pinio_gpu_arena_tensor(pc->from, i, &t);
+        cr_expect_str_eq(pinio_plan_tensor_at(plan, i)->name, t.name);
+        dptrs[i] = t.dptr;
+    }
+    return 0;
+}
+
+Test(cuda, caller_allocator_places_the_tensors, .init = setup, .fini = teardown)
+{
+    pinio_gpu_arena *a = NULL, *b = NULL;
+    pinio_sink_gpu_cfg cc = { .out = &a };
+    pinio_diag d;
+    cr_assert_eq(run(&cc, &d), 0, "%s", d.msg);
+    place_ctx pc = { .from = a };
+    cc = (pinio_sink_gpu_cfg){ .place = place_from, .place_ctx = &pc, .out = &b };
+    cr_assert_eq(run(&cc, &d), 0, "%s", d.msg);
+    cr_expect_eq(pc.calls, 1);
+    pinio_gpu_info ci;
+    pinio_gpu_arena_get_info(b, &ci);
+    cr_expect_eq(ci.arena_bytes, 0, "nothing allocated by the sink");
+    for (size_t i = 0; i < pinio_gpu_arena_tensors(b); i++) {
+        pinio_gpu_tensor t, u;
+        pinio_gpu_arena_tensor(b, i, &t);
+        pinio_gpu_arena_tensor(a, i, &u);
+        cr_expect_eq(t.dptr, u.dptr, "%s", t.name);
+    }
+    pinio_gpu_arena_free(b);
+    b = NULL;
+    pc.fail = -ENOMEM;
+    cr_expect_eq(run(&cc, &d), -ENOMEM);
+    cr_expect(strstr(d.msg, "test allocator: refused") != NULL, "%s", d.msg);
+    cr_expect_null(b);
+    pinio_gpu_arena_free(a);
+    expect_clean();
+}
+
 /* The test driver's checks fire: a copy from unregistered memory is
  * refused, a source overwritten while its copy is pending is counted, a
  * call without a context is refused. (Otherwise the sink tests above

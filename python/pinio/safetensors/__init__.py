@@ -2,15 +2,22 @@
 `pinio.safetensors` in the imports and the program behaves the same.
 
 What differs from upstream, and why:
-- safe_open reads the whole file into pinned memory at the first
-  get_tensor()/get_tensors() (one engine run, O_DIRECT when the file is not
-  in the page cache) and hands out zero-copy views of it; upstream maps the
-  file. get_slice() reads only the rows it needs (upstream's mmap touches
+- safe_open loads the whole file at the first get_tensor()/get_tensors():
+  a file in the page cache is mapped private (copy-on-write, as upstream
+  maps it), a cold one read into pinned memory in one engine run with
+  O_DIRECT; tensors are zero-copy views either way. get_slice() reads only the rows it needs (upstream's mmap touches
   only those pages; its pread backend reads the whole tensor).
 - numpy tensors are zero-copy views too (upstream copies them into a
   bytearray); they are writable, as upstream's are.
 - frameworks: pt and np only (tf, flax, mlx, paddle raise SafetensorError);
-  devices: cpu only for now (cuda needs pinio's CUDA sink: a clear error).
+  devices: cpu and cuda[:N] (musa, npu, xpu, xla, mlu, hpu, mps: SafetensorError).
+  cuda goes through pinio's CUDA sink (torch.empty on the device, filled
+  from pinned staging, synchronised) where upstream copies into a pinned
+  CPU tensor and calls .to(device); with a CPU-only torch the error is
+  pinio's SafetensorError naming what is missing at the first get_tensor
+  (upstream: torch's AssertionError "Torch not compiled with CUDA enabled").
+  get_slice on cuda streams the whole tensor once per slice object and
+  indexes it on the device (upstream: rows on the CPU, then .to(device)).
 - get_slice on the numpy (and pread) path honours slice steps; upstream
   silently ignores them.
 - Metadata keys are written in the dict's order (upstream's is a hash map's).
@@ -58,22 +65,21 @@ def _framework(framework):
 
 
 def _device(device, fw):
-    if isinstance(device, int):
+    if isinstance(device, int) and not isinstance(device, bool):
         device = f"cuda:{device}"
     elif not isinstance(device, str):
         device = str(device)  # torch.device
-    kind, _, idx = device.partition(":")
-    valid = device == "cpu" or (kind in _DEVICE_KINDS and (not idx or idx.isdigit()))
+    kind, colon, idx = device.partition(":")
+    valid = device == "cpu" or (kind in _DEVICE_KINDS and (not colon or idx.isdigit()))
     if not valid:
         raise SafetensorError(f"device {device} is invalid")
     if device == "cpu":
         return device
     if fw != "pt":
         raise SafetensorError(f"Device {device} is not supported for framework {fw}")
-    raise SafetensorError(
-        f"device {device}: pinio.safetensors loads to the CPU only for now (the CUDA path "
-        "needs pinio's CUDA sink); load to 'cpu' and call .to(device)"
-    )
+    if kind != "cuda":
+        raise SafetensorError(f"device {device}: pinio.safetensors loads to cpu and cuda only")
+    return f"cuda:{idx or 0}"
 
 
 def _pinio_message(e):
@@ -81,17 +87,26 @@ def _pinio_message(e):
 
 
 class safe_open:
-    """safe_open(filename, framework, device="cpu", *, backend="mmap")
+    """safe_open(filename, framework, device="cpu", *, backend="mmap", allocator=None)
 
     A context manager (it works without `with` too) over one safetensors
     file: keys(), offset_keys(), metadata(), get_tensor(), get_tensors(),
-    get_slice(). `backend="pread"` reads through the engine's pread rung."""
+    get_slice(). `backend="pread"` reads through the engine's pread rung.
 
-    def __init__(self, filename, framework, device="cpu", *, backend="mmap"):
+    device="cuda[:N]" (framework pt): tensors stream through pinio's CUDA
+    sink into tensors torch allocates, synchronised before they are
+    returned; get_tensors() is one stream, get_tensor() one per call.
+    allocator (pinio's own keyword, pinio.load_to_device()) replaces
+    torch.empty for that."""
+
+    def __init__(self, filename, framework, device="cpu", *, backend="mmap", allocator=None):
         self._closed = True
         self._fd = -1
         self._fw = _framework(framework)
         self._device = _device(device, self._fw)
+        if allocator is not None and self._device == "cpu":
+            raise SafetensorError("allocator= places tensors on a cuda device only")
+        self._allocator = allocator
         if backend not in _BACKENDS:
             raise SafetensorError(f"backend {backend} is invalid (mmap or pread)")
         self._backend = backend
@@ -161,6 +176,8 @@ class safe_open:
     def _checkpoint(self):
         if self._ckpt is None:
             try:
+                # hot files mapped private, as upstream maps them (writable,
+                # copy-on-write), cold ones read pinned with O_DIRECT
                 raw = _pinio.load([self._path], backend=_BACKENDS[self._backend])
             except _pinio.Error as e:
                 raise SafetensorError(_pinio_message(e)) from None
@@ -168,8 +185,25 @@ class safe_open:
             self.pinio_bytes_read += raw.report()["read_bytes"]
         return self._ckpt
 
+    def _to_device(self, names=None):
+        """{name: tensor} of `names` (None: all) streamed to the device."""
+        filters = None if names is None else [_exact_pattern(n) for n in names]
+        try:
+            tensors, rep = _pinio_pkg.load_to_device(
+                [self._path], filters, self._device, allocator=self._allocator,
+                backend=_BACKENDS[self._backend])
+        except _pinio.Error as e:
+            raise SafetensorError(_pinio_message(e)) from None
+        self.pinio_bytes_read += rep["read_bytes"]
+        return tensors
+
     def get_tensor(self, name):
         _, dt, shape, begin, end = self._entry(name)
+        if self._device != "cpu":
+            t = self._to_device([name]).get(name)
+            if t is None:  # the file was replaced since the header was read
+                raise SafetensorError(f"File does not contain tensor {name}")
+            return t
         ck = self._checkpoint()
         if name not in ck:  # the file was replaced since the header was read
             raise SafetensorError(f"File does not contain tensor {name}")
@@ -177,6 +211,9 @@ class safe_open:
 
     def get_tensors(self):
         self._check()
+        if self._device != "cpu":
+            d = self._to_device()
+            return {n: d[n] for n in self._order if n in d}
         ck = self._checkpoint()
         return {n: ck[n] for n in self._order}
 
@@ -191,10 +228,25 @@ class safe_open:
         return buf
 
 
-def _safe_open_handle(f, framework, device="cpu", *, backend="mmap"):
+def _safe_open_handle(f, framework, device="cpu", *, backend="mmap", allocator=None):
     """safe_open over an open file object (anything with .name), reopened by
     name as upstream does."""
-    return safe_open(f.name, framework, device, backend=backend)
+    return safe_open(f.name, framework, device, backend=backend, allocator=allocator)
+
+
+def _exact_pattern(name):
+    """A pinio filter selecting `name` alone: a pattern without glob
+    characters also selects dotted children ("a.b" selects "a.b.c"), so
+    the name is made a glob matching itself (fnmatch, backslash escapes)."""
+    toks = ["\\" + c if c in "*?[]\\" else c for c in name]
+    if not any(c in "*?[" for c in name):  # not a glob yet: bracket one ordinary character
+        for i, c in enumerate(name):
+            if c.isalnum() or c in "._-/":
+                toks[i] = f"[{c}]"
+                break
+        else:  # nothing to bracket: the plain name (dotted children, if any,
+            return name  # are streamed too and dropped by the caller)
+    return "".join(toks)
 
 
 def _index_items(index):
@@ -211,6 +263,7 @@ class _Slice:
         self._f = f
         self._name, self._dtype, shape, self._begin, self._end = entry
         self._shape = list(shape)
+        self._dev = None  # the whole tensor on the device (device != "cpu")
 
     def get_shape(self):
         return list(self._shape)
@@ -231,9 +284,16 @@ class _Slice:
             lo, hi, row = 0, 0, 0
         else:
             row = nbytes // self._shape[0]
+        if self._f._device != "cpu":  # the tensor streams to the device whole, once
+            return self._on_device()[lo:hi]
         length = (hi - lo) * row
         buf = self._f._read(self._begin + lo * row, length) if length else None
         return _pinio_pkg.tensor_from_buffer(buf, self._dtype, shape, self._f._fw, self._name)
+
+    def _on_device(self):
+        if self._dev is None:
+            self._dev = self._f.get_tensor(self._name)
+        return self._dev
 
     def _sub_byte(self):
         return self._dtype in ("F4", "F6_E2M3", "F6_E3M2")
@@ -273,6 +333,8 @@ class _Slice:
         return self._rows(0, self._shape[0]) if self._shape else self._scalar()
 
     def _scalar(self):
+        if self._f._device != "cpu":
+            return self._on_device()
         buf = self._f._read(self._begin, self._end - self._begin)
         return _pinio_pkg.tensor_from_buffer(buf, self._dtype, [], self._f._fw, self._name)
 

@@ -1,0 +1,296 @@
+"""device="cuda" without a GPU: pinio's CUDA sink through the test driver
+(tests/stream/fake_cuda.c, a libcuda.so.1 whose device memory is host
+memory, loaded through PINIO_CUDA_LIB), with an allocator that hands out
+CPU torch tensors over that driver's own cuMemAlloc memory, so the sink's
+copies land where the tensors can be read back.
+
+What the driver checks on every call (its counters are read here): copies
+come from registered host memory and go inside a device allocation, every
+call has a current context, no source is overwritten while its copy is
+pending, and nothing (registration, stream, context) is left behind. Its
+copies are asynchronous on a worker thread and delayed (FAKE_CUDA_DELAY_US)
+over memory cuMemAlloc poisoned with 0xA5, so a load that returned before
+its copies completed would show poisoned bytes."""
+import ctypes
+import errno
+import json
+import os
+
+import pytest
+import torch
+
+import pinio
+from pinio.safetensors import SafetensorError, safe_open
+from pinio.safetensors import torch as stpt
+
+LIB = os.environ.get("PINIO_CUDA_LIB")
+pytestmark = pytest.mark.skipif(not LIB, reason="PINIO_CUDA_LIB (the test driver) is not set")
+
+DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.float16, torch.bfloat16,
+          torch.int32, torch.float32, torch.complex64, torch.float64, torch.int64]
+STATS = ["copies", "unregistered", "overwritten", "out_of_bounds", "no_context",
+         "registered_live", "allocs_live", "ctx_retained", "streams_live", "d2h_copies",
+         "d2h_bytes"]
+
+
+class FakeStats(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_ulong) for n in STATS]
+
+
+class FakeGpu:
+    """The test driver, opened by the path the sink opens (the same loaded
+    instance), and an allocator over its device memory."""
+
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        self.ctx = ctypes.c_void_p()
+        assert self.lib.cuInit(0) == 0
+        assert self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(self.ctx), 0) == 0
+        assert self.lib.cuCtxPushCurrent_v2(self.ctx) == 0  # cuMemAlloc needs a context
+        self.ptrs = []
+        self.calls = []
+
+    def alloc(self, shape, dtype, device):
+        """allocator=: a CPU tensor over cuMemAlloc memory (0xA5 poisoned)."""
+        self.calls.append((tuple(shape), dtype, device))
+        n = torch.empty(shape, dtype=dtype).numel() * torch.empty((), dtype=dtype).element_size()
+        if n == 0:
+            return torch.empty(shape, dtype=dtype)
+        p = ctypes.c_ulonglong()
+        assert self.lib.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(n)) == 0
+        self.ptrs.append(p.value)
+        mem = (ctypes.c_uint8 * n).from_address(p.value)
+        return torch.frombuffer(mem, dtype=dtype).reshape(shape)
+
+    def stats(self):
+        s = FakeStats()
+        self.lib.fake_cuda_stats(ctypes.byref(s))
+        return {n: getattr(s, n) for n in STATS}
+
+    def close(self):
+        for p in self.ptrs:
+            self.lib.cuMemFree_v2(ctypes.c_ulonglong(p))
+        self.lib.cuCtxPopCurrent_v2(None)
+        self.lib.cuDevicePrimaryCtxRelease_v2(0)
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    # Each copy waits 2 ms on the driver's worker: a return before the copies
+    # completed would leave poisoned bytes to find.
+    monkeypatch.setenv("FAKE_CUDA_DELAY_US", "2000")
+    monkeypatch.delenv("FAKE_CUDA_FAIL", raising=False)
+    g = FakeGpu(LIB)
+    yield g
+    g.close()
+    s = g.stats()
+    assert s["allocs_live"] == 0 and s["registered_live"] == 0 and s["streams_live"] == 0, s
+    assert s["ctx_retained"] == 0, s
+
+
+def value(dt, shape, seed):
+    g = torch.Generator().manual_seed(seed)
+    if dt == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if not dt.is_floating_point and not dt.is_complex:
+        return torch.randint(-100, 100, shape, generator=g).to(dt)
+    if dt.is_complex:
+        return torch.randn(shape, generator=g, dtype=dt)
+    return torch.randn(shape, generator=g).to(dt)
+
+
+def raw(t):
+    """A tensor's bytes (any dtype), for byte-exact comparisons."""
+    t = t.contiguous()
+    if t.numel() == 0:
+        return b""
+    return bytes(t.reshape(-1).view(torch.uint8).numpy()) if t.dtype != torch.bool else \
+        bytes(t.reshape(-1).to(torch.uint8).numpy())
+
+
+def expect_same(got, want):
+    assert sorted(got) == sorted(want)
+    for k, v in want.items():
+        assert got[k].dtype == v.dtype and tuple(got[k].shape) == tuple(v.shape), k
+        assert raw(got[k]) == raw(v), k
+
+
+def expect_clean_copies(g, before):
+    s = g.stats()
+    for k in ("unregistered", "overwritten", "out_of_bounds", "no_context"):
+        assert s[k] == before[k], (k, s)
+    assert s["registered_live"] == 0 and s["streams_live"] == 0, s
+    return s["copies"] - before["copies"]
+
+
+def every_dtype(seed=3):
+    t = {f"t_{str(dt).split('.')[-1]}": value(dt, (37, 29), seed) for dt in DTYPES}
+    t["empty"] = torch.zeros((0, 4))
+    t["scalar"] = torch.tensor(2.5, dtype=torch.float64)
+    t["big"] = value(torch.float32, (300, 1000), seed)  # 1.2 MB: spans several 64 KiB slots
+    return t
+
+
+def test_every_dtype_every_byte_synchronised(gpu, tmp):
+    tensors = every_dtype()
+    path = os.path.join(tmp, "m.safetensors")
+    stpt.save_file(tensors, path)
+    before = gpu.stats()
+    got, rep = pinio.load_to_device(path, device="cuda:0", allocator=gpu.alloc,
+                                    slot_size=64 << 10, slots=4)
+    expect_same(got, tensors)  # read at once: every delayed copy had landed
+    copies = expect_clean_copies(gpu, before)
+    assert copies == rep["copies"] and copies >= len(tensors) - 1, (copies, rep)
+    assert rep["tensors"] == len(tensors) and rep["slots_registered"] >= 1, rep
+    # the tensors are the allocator's: nothing was copied on the way out
+    assert len(gpu.calls) == len(tensors)
+    assert all(d == "cuda:0" for _, _, d in gpu.calls)
+    ptrs = set(gpu.ptrs)
+    for k, v in got.items():
+        assert v.numel() == 0 or v.data_ptr() in ptrs, k
+    # pinio.load gives the same dict
+    expect_same(pinio.load(path, device="cuda", allocator=gpu.alloc), tensors)
+
+
+def test_sharded_with_index_and_filters(gpu, tmp):
+    a = {f"model.layers.{i}.w": value(torch.float16, (64, 33), i) for i in range(4)}
+    b = {f"model.layers.{i}.w": value(torch.bfloat16, (17, 64), i) for i in range(4, 7)}
+    stpt.save_file(a, os.path.join(tmp, "model-00001-of-00002.safetensors"))
+    stpt.save_file(b, os.path.join(tmp, "model-00002-of-00002.safetensors"))
+    wm = {k: "model-00001-of-00002.safetensors" for k in a}
+    wm.update({k: "model-00002-of-00002.safetensors" for k in b})
+    with open(os.path.join(tmp, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": wm}, f)
+    before = gpu.stats()
+    got = pinio.load(tmp, device="cuda:0", allocator=gpu.alloc)
+    expect_same(got, {**a, **b})
+    sel = pinio.load(tmp, filter=["model.layers.1", "model.layers.5"], device=0,
+                     allocator=gpu.alloc)
+    expect_same(sel, {k: v for k, v in {**a, **b}.items() if k.split(".")[2] in "15"})
+    expect_clean_copies(gpu, before)
+
+
+def test_safe_open_on_cuda_takes_the_sink(gpu, tmp):
+    tensors = {"a": value(torch.float32, (10, 6), 1), "a.b": value(torch.int32, (4, 3), 2),
+               "w*[x]": value(torch.bfloat16, (5, 8), 3), "s": torch.tensor(7, dtype=torch.int64)}
+    path = os.path.join(tmp, "m.safetensors")
+    stpt.save_file(tensors, path, metadata={"k": "v"})
+    with safe_open(path, "pt", device="cuda:0", allocator=gpu.alloc) as f:
+        assert f.keys() == sorted(tensors) and f.metadata() == {"k": "v"}
+        for name in tensors:
+            n = len(gpu.calls)
+            expect_same({name: f.get_tensor(name)}, {name: tensors[name]})
+            assert len(gpu.calls) == n + 1, "one tensor streamed, not its dotted children"
+        expect_same(f.get_tensors(), tensors)
+        # slices: torch indexing over the tensor on the device
+        sl = f.get_slice("a")
+        assert sl.get_shape() == [10, 6] and sl.get_dtype() == "F32"
+        for idx in [(slice(2, 5),), (slice(None), slice(1, 4)), (3,), (slice(1, 9, 3), 2),
+                    (slice(-3, None),)]:
+            assert raw(sl[idx]) == raw(tensors["a"][idx]), idx
+    # the pread backend: upstream's narrowing rules, then the device tensor
+    with safe_open(path, "pt", device="cuda:0", backend="pread", allocator=gpu.alloc) as f:
+        sl = f.get_slice("a")
+        assert raw(sl[2:5, 1:3]) == raw(tensors["a"][2:5, 1:3])
+        with pytest.raises(SafetensorError, match="index 19 out of bounds"):
+            sl[:20]
+    assert raw(stpt.load_file(path, device="cuda:0", allocator=gpu.alloc)["a.b"]) == \
+        raw(tensors["a.b"])
+
+
+def test_allocator_failures_are_clear(gpu, tmp):
+    path = os.path.join(tmp, "m.safetensors")
+    stpt.save_file({"x": value(torch.float32, (64, 64), 1), "y": value(torch.float32, (8,), 2)},
+                   path)
+
+    def refuses(shape, dtype, device):
+        raise MemoryError("test allocator: out of device memory")
+    with pytest.raises(MemoryError, match="out of device memory"):
+        pinio.load(path, device="cuda", allocator=refuses)
+
+    def misaligned(shape, dtype, device):
+        t = gpu.alloc((shape[0] + 64,) + tuple(shape[1:]), dtype, device)
+        return t.reshape(-1)[2:2 + torch.Size(shape).numel()].reshape(shape)
+    with pytest.raises(pinio.Error, match="not aligned to 256") as e:
+        pinio.load(path, device="cuda", allocator=misaligned)
+    assert e.value.errno == errno.EINVAL
+
+    def small(shape, dtype, device):
+        return gpu.alloc((1,), dtype, device)
+    with pytest.raises(ValueError, match="'x' got 4 bytes, needs 16384"):
+        pinio.load(path, device="cuda", allocator=small)
+    s = gpu.stats()
+    assert s["registered_live"] == 0 and s["streams_live"] == 0 and s["no_context"] == 0, s
+
+
+def test_driver_failures_name_the_call(gpu, tmp, monkeypatch):
+    path = os.path.join(tmp, "m.safetensors")
+    stpt.save_file({"x": value(torch.float32, (64, 64), 1), "y": value(torch.float32, (8,), 2)},
+                   path)
+    # the driver counts copies over the process: fail the second of this load
+    monkeypatch.setenv("FAKE_CUDA_FAIL", f"copy:{gpu.stats()['copies'] + 2}")
+    with pytest.raises(pinio.Error, match=r"copying tensor 'y' .*cuMemcpyHtoDAsync"):
+        pinio.load(path, device="cuda", allocator=gpu.alloc)
+    monkeypatch.delenv("FAKE_CUDA_FAIL")
+    with pytest.raises(pinio.Error, match="no device cuda:3") as e:
+        pinio.load(path, device="cuda:3", allocator=gpu.alloc)
+    assert e.value.errno == errno.ENODEV
+    s = gpu.stats()
+    assert s["registered_live"] == 0 and s["streams_live"] == 0, s
+
+
+@pytest.mark.skipif(hasattr(torch, "uint16"), reason="this torch has uint16")
+def test_dtype_this_torch_lacks(gpu, tmp):
+    import numpy as np
+    from pinio.safetensors import numpy as stnp
+    path = os.path.join(tmp, "u16.safetensors")
+    stnp.save_file({"u": np.arange(6, dtype=np.uint16)}, path)
+    with pytest.raises(AttributeError, match=r"'u' is U16: torch .* has no torch.uint16"):
+        pinio.load(path, device="cuda", allocator=gpu.alloc)
+    s = gpu.stats()
+    assert s["registered_live"] == 0 and s["streams_live"] == 0, s
+
+
+def test_no_driver_is_a_clear_error(tmp, monkeypatch):
+    path = os.path.join(tmp, "m.safetensors")
+    stpt.save_file({"x": torch.ones(4)}, path)
+    monkeypatch.setenv("PINIO_CUDA_LIB", os.path.join(tmp, "no-libcuda.so.1"))
+    with pytest.raises(pinio.Error, match="no CUDA driver: .*no-libcuda.so.1") as e:
+        pinio.load(path, device="cuda:0", allocator=lambda s, d, dev: torch.empty(s, dtype=d))
+    assert e.value.errno == errno.ENODEV
+    with safe_open(path, "pt", device="cuda:0",
+                   allocator=lambda s, d, dev: torch.empty(s, dtype=d)) as f:
+        with pytest.raises(SafetensorError, match="no CUDA driver"):
+            f.get_tensor("x")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this torch has CUDA")
+def test_cpu_only_torch_is_a_clear_error(tmp):
+    path = os.path.join(tmp, "m.safetensors")
+    stpt.save_file({"x": torch.ones(4)}, path)
+    with pytest.raises(pinio.Error, match=r"needs torch with CUDA: torch .* is a CPU-only build"):
+        pinio.load(path, device="cuda")
+    with safe_open(path, "pt", device="cuda:0") as f:  # as upstream: the device is checked
+        with pytest.raises(SafetensorError, match="torch.cuda.is_available"):  # at first use
+            f.get_tensor("x")
+    with pytest.raises(SafetensorError, match="needs torch with CUDA"):
+        stpt.load_file(path, device="cuda:0")
+
+
+def test_device_argument_errors(tmp):
+    path = os.path.join(tmp, "m.safetensors")
+    stpt.save_file({"x": torch.ones(4)}, path)
+    with pytest.raises(ValueError, match="device 'cuda:x' is invalid"):
+        pinio.load(path, device="cuda:x")
+    with pytest.raises(ValueError, match="framework='pt'"):
+        pinio.load(path, device="cuda", framework="np")
+    with pytest.raises(ValueError, match="GPU device only"):
+        pinio.load(path, allocator=lambda *a: None)
+    with pytest.raises(ValueError, match="pinio.load"):
+        pinio.open(path, device="cuda:0")
+    with pytest.raises(SafetensorError, match="Device cuda:0 is not supported for framework np"):
+        safe_open(path, "np", device="cuda:0")
+    with pytest.raises(SafetensorError, match="device cuda:a is invalid"):
+        safe_open(path, "pt", device="cuda:a")
+    with pytest.raises(SafetensorError, match="cpu and cuda only"):
+        safe_open(path, "pt", device="mps")
