@@ -606,7 +606,12 @@ static void print_result(FILE *out, const struct cli *c, const pinio_bench_opts 
     } else {
         print_text(out, o, r);
     }
-    fflush(out);
+    /* A row at a time, so a long sweep shows its progress; stdout through
+     * cli_flush(), which keeps a failed write's errno for main's report. */
+    if (out == stdout)
+        cli_flush();
+    else
+        fflush(out);
 }
 
 static int run_bench(int argc, char **argv)

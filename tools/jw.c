@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "pinio/pinio.h"
+#include "util.h"
 
 void jw_init(jw *w, FILE *out)
 {
@@ -197,8 +198,16 @@ int jw_finish(jw *w)
 {
     bool bad = w->bad || w->after_key || w->depth != 0;
     fputc('\n', w->out);
-    if (fflush(w->out) != 0 || ferror(w->out))
+    /* stdout goes through cli_flush(), which keeps the errno of the first
+     * failed write for main's one-line report; a later stdio call would
+     * have overwritten it. */
+    if (w->out == stdout) {
+        int rc = cli_flush();
+        if (rc || ferror(stdout))
+            return rc ? rc : -EIO;
+    } else if (fflush(w->out) != 0 || ferror(w->out)) {
         return errno ? -errno : -EIO;
+    }
     return bad ? -EPROTO : 0;
 }
 

@@ -67,7 +67,8 @@ void jw_kf64(jw *w, const char *key, double v);
 void jw_kbool(jw *w, const char *key, bool v);
 
 /**
- * Closes what is open, ends the line and flushes. @return 0, -EPROTO on
+ * Ends the line and flushes; closes nothing (an open object or array is
+ * misuse, reported). @return 0, -EPROTO on
  * misuse (unbalanced, too deep), or the negative errno of a failed write.
  */
 int jw_finish(jw *w);

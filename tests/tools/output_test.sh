@@ -38,8 +38,8 @@ full load --device host --json "$M"
 full stage "$M" "$DIR/staged"
 full doctor "$DIR"
 full doctor --json "$DIR"
-full bench --json --file "$M" --size 64K --bs 64K
-full bench --sweep bs=4K,64K --file "$M" --size 64K
+full bench --json --file "$M" --size 32K --bs 32K
+full bench --sweep bs=4K,32K --file "$M" --size 32K
 full --help
 full --version
 
@@ -47,7 +47,7 @@ full --version
 # output's, not the commands'.
 "$PINIO" info --json "$M" >"$DIR/out" 2>"$DIR/err" || { echo "FAIL: info --json to a file"; cat "$DIR/err"; fails=$((fails + 1)); }
 "$PINIO" load --json "$M" >"$DIR/out" 2>"$DIR/err" || { echo "FAIL: load --json to a file"; cat "$DIR/err"; fails=$((fails + 1)); }
-"$PINIO" bench --json --file "$M" --size 64K --bs 64K >"$DIR/out" 2>"$DIR/err" || { echo "FAIL: bench --json to a file"; cat "$DIR/err"; fails=$((fails + 1)); }
+"$PINIO" bench --json --file "$M" --size 32K --bs 32K >"$DIR/out" 2>"$DIR/err" || { echo "FAIL: bench --json to a file"; cat "$DIR/err"; fails=$((fails + 1)); }
 
 [ $fails -eq 0 ] && echo "all output-error checks passed"
 exit $((fails != 0))

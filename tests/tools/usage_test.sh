@@ -44,7 +44,7 @@ usage stage "SRC and DST" "$DIR/only-one"
 usage stage "--cache wants" --cache x a b
 usage doctor "one PATH at most" a b
 usage bench "--sweep wants" --sweep
-usage bench "bad value in '--qd'" --qd 5000 --file x
+usage bench "bad value '5000' for --qd" --qd 5000 --file x
 [ -e "$DIR/g.safetensors" ] && { echo "FAIL: a usage error wrote a file"; fails=$((fails + 1)); }
 
 [ $fails -eq 0 ] && echo "all usage-error checks passed"
