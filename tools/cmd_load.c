@@ -47,6 +47,9 @@ static void load_usage(FILE *out)
             "  --align N          every tensor at an address that is a multiple of N (a power\n"
             "                     of two up to 4096, e.g. 64): tensors the file does not align\n"
             "                     are moved once in the arena (such files are read pinned)\n"
+            "  --register         pinned files: register the arena with io_uring slab by slab\n"
+            "                     as the reads reach it (reads by READ_FIXED); off by default,\n"
+            "                     see the summary's memory line for which ran and why\n"
             "  --verify           compute each file's SHA-256 (the hub's LFS object id)\n"
             "  --sha256 HEX       expected SHA-256 (implies --verify), repeated once per\n"
             "                     file: the N-th value is the N-th file as the inputs resolve\n"
@@ -122,7 +125,7 @@ static int run_load(int argc, char **argv)
 #endif
         }
     enum { O_FILTER = 256, O_NODE, O_DIRECT, O_CACHE, O_BACKEND, O_QD, O_BS, O_VERIFY, O_SHA,
-           O_JSON, O_QUIET, O_DEVICE, O_STAGING, O_MEMORY, O_ALIGN };
+           O_JSON, O_QUIET, O_DEVICE, O_STAGING, O_MEMORY, O_ALIGN, O_REGISTER };
     static const struct option longopts[] = {
         { "filter", required_argument, NULL, O_FILTER },
         { "node", required_argument, NULL, O_NODE },
@@ -136,6 +139,7 @@ static int run_load(int argc, char **argv)
         { "json", no_argument, NULL, O_JSON },
         { "memory", required_argument, NULL, O_MEMORY },
         { "align", required_argument, NULL, O_ALIGN },
+        { "register", no_argument, NULL, O_REGISTER },
         { "quiet", no_argument, NULL, O_QUIET },
         { "device", required_argument, NULL, O_DEVICE },
         { "staging", required_argument, NULL, O_STAGING },
@@ -248,6 +252,9 @@ static int run_load(int argc, char **argv)
             opts.tensor_align = al;
             break;
         }
+        case O_REGISTER:
+            opts.register_arena = true;
+            break;
         case O_VERIFY:
             opts.verify = true;
             break;

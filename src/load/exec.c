@@ -48,6 +48,7 @@ typedef struct exec_state {
     int *slots;               /* registered region slots, -1 when refused */
     char why[2][256];         /* per ring: the first file's reason (file system, alignment) */
     size_t nopen;             /* files open on the rings now */
+    unsigned regions_base;    /* regions the cold ring had registered before ours */
 } exec_state;
 
 void pinio_exec_opts_init(pinio_exec_opts *opts, size_t size)
@@ -124,17 +125,28 @@ static int open_file(exec_state *s, size_t i, pinio_diag *diag)
     return 0;
 }
 
+/* Lazy regions are counted at the end (describe()): the engine registers
+ * them as the reads reach them. */
 static void register_regions(exec_state *s, pinio_exec_report *rep)
 {
+    if (s->ring[0]) {
+        pinio_ring_info info;
+        pinio_ring_get_info(s->ring[0], &info);
+        s->regions_base = info.regions;
+    }
     for (size_t i = 0; i < s->o->nregions; i++) {
         s->slots[i] = -1;
         if (!s->ring[0])
             continue;
         const pinio_mem_region *m = &s->o->regions[i];
-        if (pinio_ring_register_region(s->ring[0], m->addr, m->len, &s->slots[i]) == 0)
-            rep->regions_registered++;
-        else
+        int rc = s->o->regions_lazy
+                     ? pinio_ring_register_region_lazy(s->ring[0], m->addr, m->len, NULL, NULL,
+                                                       &s->slots[i])
+                     : pinio_ring_register_region(s->ring[0], m->addr, m->len, &s->slots[i]);
+        if (rc < 0)
             s->slots[i] = -1;
+        else if (!s->o->regions_lazy)
+            rep->regions_registered++;
     }
 }
 
@@ -352,6 +364,8 @@ static void describe(exec_state *s, pinio_exec_report *rep)
         pinio_ring_get_info(r, &info);
         rep->fixed_ops += info.fixed_ops;
         rep->plain_ops += info.plain_ops;
+        if (!hot && s->o->regions_lazy && info.regions > s->regions_base)
+            rep->regions_registered = info.regions - s->regions_base;
         if (!hot || !s->ring[0])
             rep->setup_flags = info.setup_flags;
         bool pread = info.backend == PINIO_BACKEND_PREAD;

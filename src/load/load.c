@@ -96,8 +96,11 @@ static int execute_pinned(pinio_plan *plan, pinio__arena *arena, const pinio_loa
         eo.nreads = j - i;
         eo.regions = arena->regions;
         eo.nregions = arena->nregions;
+        eo.regions_lazy = true;
         pinio_exec_report er;
         rc = pinio_plan_execute(plan, &pinio__arena_dest, arena, &eo, &er, diag);
+        if (rc == 0 && er.regions_registered > arena->nregistered)
+            arena->nregistered = er.regions_registered;
         if (rc == 0 && first)
             report_exec(&er, rep);
         else if (rc == 0) {

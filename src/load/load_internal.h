@@ -79,8 +79,9 @@ typedef struct pinio__arena {
     size_t used;            /* bytes the pinned files need */
     pinio_arena *kept;      /* the caller's kept arena, or NULL */
     const pinio__fmem *files; /* per plan file: where its reads land */
-    pinio_mem_region *regions; /* register_arena: the arena in 1 GiB pieces */
+    pinio_mem_region *regions; /* register_arena: the arena in slabs */
     size_t nregions;
+    size_t nregistered;     /* slabs the engine registered by the end of the reads */
     pinio__faulter faulter;
     struct pinio__verify *verify; /* fed as reads land; NULL without --verify */
 } pinio__arena;
