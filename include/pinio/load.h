@@ -223,8 +223,16 @@ typedef struct pinio_tensor {
     uint64_t align;        /**< largest power of two dividing `data`'s address, capped at 4096 */
 } pinio_tensor;
 
-/** What a load did, for reports and `--json`. */
+/**
+ * What a load did, for reports and `--json`. Grows like the options
+ * structs (src/base/opts.h): fields are only ever added at the end, and
+ * pinio_checkpoint_report() writes no more than the caller's sizeof, so a
+ * program built against an older, smaller struct is never written past.
+ */
 typedef struct pinio_load_report {
+    /** Bytes the library filled: the smaller of the caller's sizeof and the
+     *  library's (fields past it are the caller's own, untouched). */
+    size_t struct_size;
     size_t files;              /**< input files (shards) */
     size_t tensors;            /**< tensors selected and loaded */
     size_t skipped;            /**< tensors not selected by the filters */
@@ -323,8 +331,20 @@ PINIO_API pinio_memory_mode pinio_checkpoint_file_memory(const pinio_checkpoint 
 /** The SHA-256 of file `i` as 64 hex digits, when the load verified; else NULL. */
 PINIO_API const char *pinio_checkpoint_sha256(const pinio_checkpoint *cp, size_t i);
 
-/** What the load did. */
-PINIO_API void pinio_checkpoint_report(const pinio_checkpoint *cp, pinio_load_report *out);
+/**
+ * What pinio_checkpoint_report() calls: writes the first `size` bytes of
+ * the report (at most the library's sizeof; a larger struct's tail is
+ * zeroed), `out->struct_size` set to the bytes that hold the library's
+ * fields. A `size` below sizeof(size_t) writes nothing.
+ */
+PINIO_API void pinio_checkpoint_report_sized(const pinio_checkpoint *cp, pinio_load_report *out,
+                                             size_t size);
+
+/** What the load did, into the caller's struct as its header sized it. */
+static inline void pinio_checkpoint_report(const pinio_checkpoint *cp, pinio_load_report *out)
+{
+    pinio_checkpoint_report_sized(cp, out, sizeof(*out));
+}
 
 /**
  * The validated header of file `i` (tensors, `__metadata__`), kept from the

@@ -118,6 +118,50 @@ Test(load, hot_file_is_read_buffered_cold_with_o_direct, .init = disk_setup, .fi
     pinio_checkpoint_release(cp);
 }
 
+/* The report grows like the options: a caller built against an older,
+ * smaller struct gets its prefix and not a byte past it; a newer, larger
+ * one gets zeros past the library's fields. */
+Test(load, an_older_smaller_report_struct_is_never_written_past, .init = disk_setup,
+     .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 2u << 20, 3, 1);
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(load1(f, NULL, &cp, &d), 0, "%s", d.msg);
+    pinio_load_report full;
+    pinio_checkpoint_report(cp, &full);
+    cr_assert_eq(full.struct_size, sizeof(full));
+    cr_assert_eq(full.tensors, 3);
+
+    /* An older header's struct: up to `bytes`, the guard after it. */
+    size_t old = offsetof(pinio_load_report, bytes) + sizeof(full.bytes);
+    unsigned char buf[sizeof(pinio_load_report) + 64];
+    memset(buf, 0xA5, sizeof(buf));
+    pinio_checkpoint_report_sized(cp, (pinio_load_report *)buf, old);
+    for (size_t i = old; i < sizeof(buf); i++)
+        cr_assert_eq(buf[i], 0xA5, "byte %zu past the caller's %zu-byte struct written", i, old);
+    pinio_load_report got;
+    memcpy(&got, buf, old);
+    cr_assert_eq(got.struct_size, old);
+    cr_assert_eq(got.tensors, 3);
+    cr_assert_eq(got.bytes, full.bytes);
+
+    /* A newer header's larger struct: our fields, then zeros. */
+    memset(buf, 0xA5, sizeof(buf));
+    pinio_checkpoint_report_sized(cp, (pinio_load_report *)buf, sizeof(buf));
+    memcpy(&got, buf, sizeof(got));
+    cr_assert_eq(got.struct_size, sizeof(got));
+    cr_assert_eq(got.files_mapped, full.files_mapped);
+    for (size_t i = sizeof(got); i < sizeof(buf); i++)
+        cr_assert_eq(buf[i], 0);
+    /* Too small to hold even the size: nothing written. */
+    memset(buf, 0xA5, sizeof(buf));
+    pinio_checkpoint_report_sized(cp, (pinio_load_report *)buf, sizeof(size_t) - 1);
+    cr_assert_eq(buf[0], 0xA5);
+    pinio_checkpoint_release(cp);
+}
+
 Test(load, sharded_directory_index_and_file_list, .init = disk_setup, .fini = teardown)
 {
     char *dir = path_in("sharded");
