@@ -263,7 +263,9 @@ typedef struct pinio_load_report {
     uint64_t verify_reread_bytes; /**< bytes the digests read again from the validated files:
                                        headers, unselected tensors, alignment tails */
     char io_path[256];         /**< one line: the I/O path that ran and why */
-    char cache[256];           /**< one line: per-file cache decisions and why */
+    char cache[256];           /**< one line: per file, what happened to its pages (O_DIRECT,
+                                    buffered, mapped from the page cache, or mapped with the
+                                    page cache filled by readahead) and why */
     char memory[256];          /**< one line: whether the arena is locked and registered, and
                                     why not */
     unsigned setup_flags;      /**< io_uring setup flags in force for the data reads */
@@ -280,6 +282,8 @@ typedef struct pinio_load_report {
     bool arena_kept;           /**< the arena is a kept #pinio_arena */
     bool arena_grown;          /**< ... and it had to grow (or was empty) for this load */
     char modes[256];           /**< one line: the memory mode of each file and why */
+    size_t files_filled;       /**< mapped files that were not in the page cache: their pages
+                                    read in by the mapping's readahead (`cache` says so) */
 } pinio_load_report;
 
 /**

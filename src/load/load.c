@@ -192,6 +192,7 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
     if (rc == 0) {
         arena_bytes = pinio__modes_decide(plan, &o, fm);
         pinio__modes_report(plan, fm, &rep);
+        pinio__report_cache(plan, fm, &rep);
         rc = pinio__map_files(plan, fm, o.lock_mapped, &rep, diag);
     }
     pinio__arena arena;
