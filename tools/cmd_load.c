@@ -47,6 +47,9 @@ static void load_usage(FILE *out)
             "  --align N          every tensor at an address that is a multiple of N (a power\n"
             "                     of two up to 4096, e.g. 64): tensors the file does not align\n"
             "                     are moved once in the arena (such files are read pinned)\n"
+            "  --consumer host|dma  who uses the tensors (default host); dma (a GPU upload):\n"
+            "                     --memory auto reads every file pinned, memory a device\n"
+            "                     can DMA from without staging\n"
             "  --register         pinned files: register the arena with io_uring slab by slab\n"
             "                     as the reads reach it (reads by READ_FIXED); off by default,\n"
             "                     see the summary's memory line for which ran and why\n"
@@ -125,7 +128,7 @@ static int run_load(int argc, char **argv)
 #endif
         }
     enum { O_FILTER = 256, O_NODE, O_DIRECT, O_CACHE, O_BACKEND, O_QD, O_BS, O_VERIFY, O_SHA,
-           O_JSON, O_QUIET, O_DEVICE, O_STAGING, O_MEMORY, O_ALIGN, O_REGISTER };
+           O_JSON, O_QUIET, O_DEVICE, O_STAGING, O_MEMORY, O_ALIGN, O_REGISTER, O_CONSUMER };
     static const struct option longopts[] = {
         { "filter", required_argument, NULL, O_FILTER },
         { "node", required_argument, NULL, O_NODE },
@@ -140,6 +143,7 @@ static int run_load(int argc, char **argv)
         { "memory", required_argument, NULL, O_MEMORY },
         { "align", required_argument, NULL, O_ALIGN },
         { "register", no_argument, NULL, O_REGISTER },
+        { "consumer", required_argument, NULL, O_CONSUMER },
         { "quiet", no_argument, NULL, O_QUIET },
         { "device", required_argument, NULL, O_DEVICE },
         { "staging", required_argument, NULL, O_STAGING },
@@ -254,6 +258,13 @@ static int run_load(int argc, char **argv)
         }
         case O_REGISTER:
             opts.register_arena = true;
+            break;
+        case O_CONSUMER:
+            if (strcmp(optarg, "host") && strcmp(optarg, "dma")) {
+                cli_usage("load", "--consumer wants host or dma, not '%s'", optarg);
+                goto out;
+            }
+            opts.consumer = strcmp(optarg, "dma") ? PINIO_CONSUMER_HOST : PINIO_CONSUMER_DMA;
             break;
         case O_VERIFY:
             opts.verify = true;

@@ -79,7 +79,10 @@ extern "C" {
  *   mapped against 0.24-3.2 s read into a fresh arena, 5 alternating runs
  *   on a shared 2-CPU VM), and the tensors then are the page cache itself;
  * - **pinned** when the file is cold (O_DIRECT into the arena runs at the
- *   storage's speed, with no page cache filled and no copy), when a kept
+ *   storage's speed, with no page cache filled and no copy), when a DMA
+ *   consumer waits (`consumer` #PINIO_CONSUMER_DMA: a GPU upload needs
+ *   pinned memory, and from a mapping it would be staged through pinned
+ *   memory, one more copy), when a kept
  *   arena is given (`arena`: the caller keeps memory to reuse), when a
  *   `backend` is forced (a test of the read path asked for reads), or when
  *   `tensor_align` asks for an alignment the file's tensor offsets do not
@@ -100,6 +103,17 @@ typedef enum pinio_memory_mode {
      *  miss `tensor_align` is read pinned instead (reported). */
     PINIO_MEMORY_MAPPED,
 } pinio_memory_mode;
+
+/**
+ * Who uses the loaded tensors (pinio_load_opts::consumer): part of
+ * #PINIO_MEMORY_AUTO's rule.
+ */
+typedef enum pinio_consumer {
+    PINIO_CONSUMER_HOST = 0, /**< CPU code reads the tensors in place (the default) */
+    /** A device copies them by DMA (a GPU upload): AUTO chooses pinned for
+     *  every file, locked memory the driver can DMA from directly. */
+    PINIO_CONSUMER_DMA,
+} pinio_consumer;
 
 /**
  * A kept arena: pinned memory a caller reuses across loads (a server
@@ -187,7 +201,10 @@ typedef struct pinio_load_opts {
     /** Optional: a kept arena for the pinned files (pinio_arena_create());
      *  borrowed for the call. NULL: a fresh arena, freed with the checkpoint. */
     pinio_arena *arena;
-    uint8_t reserved[40];        /**< zero */
+    /** Who uses the tensors: HOST (default) or DMA, which makes
+     *  #PINIO_MEMORY_AUTO choose pinned (see its rule). */
+    pinio_consumer consumer;
+    uint8_t reserved[36];        /**< zero */
 } pinio_load_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */
@@ -298,8 +315,8 @@ typedef struct pinio_load_report {
  * @return 0; PINIO_EFORMAT (invalid header or index), PINIO_ECHANGED (a file
  *         shorter or different than its header said when read or mapped), -ENOENT
  *         (missing file, shard or tensor), -EEXIST (a tensor in two shards),
- *         -EINVAL (bad options: a memory mode, a tensor_align not a power of two
- *         up to 4096), -EBUSY (the kept `arena` still held by an earlier
+ *         -EINVAL (bad options: a memory mode, a consumer, a tensor_align not a
+ *         power of two up to 4096), -EBUSY (the kept `arena` still held by an earlier
  *         load's checkpoint or tensors), -ECANCELED (progress callback), -EIO,
  *         -ENOMEM, a mapping's errno,
  *         PINIO_EFORMAT with "sha256 mismatch" when verification fails.

@@ -493,3 +493,39 @@ Test(memory, registration_falls_back_without_a_sparse_table, .init = disk_setup,
     cr_assert_not_null(strstr(r.memory, "no read went by READ_FIXED"), "%s", r.memory);
     pinio_checkpoint_release(cp);
 }
+
+/* AUTO's rule with a DMA consumer: every file pinned (a hot one too, which
+ * a host consumer gets mapped), tensors in locked memory, the reason said;
+ * a consumer out of range is -EINVAL before any I/O. */
+Test(memory, auto_reads_pinned_for_a_dma_consumer, .init = disk_setup, .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 6u << 20, 23, 1);
+    const pinio_cache_policy states[] = { PINIO_CACHE_HOT, PINIO_CACHE_COLD };
+    for (size_t c = 0; c < 2; c++)
+        for (int dma = 0; dma < 2; dma++) {
+            pinio_load_opts o;
+            pinio_load_opts_default(&o);
+            cr_assert_eq(o.consumer, PINIO_CONSUMER_HOST, "the default");
+            o.cache = states[c];
+            o.consumer = dma ? PINIO_CONSUMER_DMA : PINIO_CONSUMER_HOST;
+            pinio_checkpoint *cp = NULL;
+            pinio_diag d = { 0 };
+            cr_assert_eq(load1(f, &o, &cp, &d), 0, "%s", d.msg);
+            check_all(cp, 23);
+            bool pinned = dma || states[c] == PINIO_CACHE_COLD;
+            check_mode(cp, pinned ? PINIO_MEMORY_PINNED : PINIO_MEMORY_MAPPED);
+            const char *why = NULL;
+            pinio_checkpoint_file_memory(cp, 0, &why);
+            cr_assert_eq(strstr(why, "a DMA consumer waits") != NULL, dma, "%s", why);
+            pinio_checkpoint_release(cp);
+        }
+    pinio_load_opts o;
+    pinio_load_opts_default(&o);
+    o.consumer = (pinio_consumer)7;
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(load1(f, &o, &cp, &d), -EINVAL);
+    cr_assert_null(cp);
+    cr_assert_not_null(strstr(d.msg, "consumer must be HOST or DMA"), "%s", d.msg);
+}
