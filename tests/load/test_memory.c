@@ -117,21 +117,13 @@ Test(memory, every_mode_backend_and_cache_on_tmpfs, .init = shm_setup, .fini = t
     modes_matrix();
 }
 
-static pinio_checkpoint *load_ok(const char *path, const pinio_load_opts *o)
-{
-    pinio_checkpoint *cp = NULL;
-    pinio_diag d = { 0 };
-    cr_assert_eq(load1(path, o, &cp, &d), 0, "%s", d.msg);
-    return cp;
-}
-
 static pinio_checkpoint *load_mode(const char *path, pinio_memory_mode m, uint64_t align)
 {
     pinio_load_opts o;
     pinio_load_opts_default(&o);
     o.memory = m;
     o.tensor_align = align;
-    return load_ok(path, &o);
+    return load_ok(path, &o, NULL);
 }
 
 Test(memory, mapped_tensors_outlive_checkpoint_rename_and_unlink, .init = disk_setup,
@@ -144,7 +136,7 @@ Test(memory, mapped_tensors_outlive_checkpoint_rename_and_unlink, .init = disk_s
     pinio_load_opts_default(&o);
     o.memory = PINIO_MEMORY_MAPPED;
     o.lock_mapped = true;
-    pinio_checkpoint *cp = load_ok(f, &o);
+    pinio_checkpoint *cp = load_ok(f, &o, NULL);
     pinio_load_report r;
     pinio_checkpoint_report(cp, &r);
     cr_assert(strstr(r.modes, "; mapped pages locked (mlock)") ||
@@ -441,12 +433,9 @@ Test(memory, registered_slab_by_slab_every_backend, .init = disk_setup, .fini = 
         o.memory = PINIO_MEMORY_PINNED;
         o.backend = backends[b];
         o.register_arena = true;
-        pinio_checkpoint *cp = NULL;
-        pinio_diag d = { 0 };
-        cr_assert_eq(load1(f, &o, &cp, &d), 0, "%s: %s", pinio_backend_name(backends[b]), d.msg);
-        check_all(cp, 19);
         pinio_load_report r;
-        pinio_checkpoint_report(cp, &r);
+        pinio_checkpoint *cp = load_ok(f, &o, &r);
+        check_all(cp, 19);
         bool can = backends[b] == PINIO_BACKEND_AUTO || backends[b] == PINIO_BACKEND_FIXED_DIRECT;
         if (can && r.registered) {
             cr_assert_gt(r.fixed_ops, 0);
@@ -509,9 +498,7 @@ Test(memory, auto_reads_pinned_for_a_dma_consumer, .init = disk_setup, .fini = t
             cr_assert_eq(o.consumer, PINIO_CONSUMER_HOST, "the default");
             o.cache = states[c];
             o.consumer = dma ? PINIO_CONSUMER_DMA : PINIO_CONSUMER_HOST;
-            pinio_checkpoint *cp = NULL;
-            pinio_diag d = { 0 };
-            cr_assert_eq(load1(f, &o, &cp, &d), 0, "%s", d.msg);
+            pinio_checkpoint *cp = load_ok(f, &o, NULL);
             check_all(cp, 23);
             bool pinned = dma || states[c] == PINIO_CACHE_COLD;
             check_mode(cp, pinned ? PINIO_MEMORY_PINNED : PINIO_MEMORY_MAPPED);

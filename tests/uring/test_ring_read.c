@@ -245,20 +245,30 @@ FOR_BACKENDS(bulk, body_bulk)
 FOR_BACKENDS(edges, body_edges)
 FOR_BACKENDS(sparse_1g, body_sparse_1g)
 
+/* A ring with 256 KiB requests (several pieces per region), faults from
+ * `faults`, and a file of `size` pattern bytes open on it. */
+static void region_setup(const char *faults, uint64_t size, uint64_t seed, pinio_ring **r,
+                         pinio_ring_file **f, char *path)
+{
+    pinio_ring_opts o;
+    pinio_ring_opts_default(&o);
+    o.request_size = 256 << 10;
+    o.faults = faults;
+    pinio_diag d = {0};
+    cr_assert_eq(pinio_ring_create(r, &o, &d), 0, "%s", d.msg);
+    cr_assert_eq(t_make_file("/var/tmp", size, seed, path, PATH_MAX), 0);
+    cr_assert_eq(pinio_ring_file_open(*r, path, f, NULL), 0);
+}
+
 /* Reads whose pieces straddle two adjacent registered regions, or start in
  * registered memory and end outside it: READ_FIXED must stay inside one
  * iovec, so those pieces go unregistered, and the data is still right. */
 Test(regions, straddle)
 {
-    pinio_ring_opts o;
-    pinio_ring_opts_default(&o);
-    o.request_size = 256 << 10;
     pinio_ring *r;
-    cr_assert_eq(pinio_ring_create(&r, &o, NULL), 0);
-    char path[PATH_MAX];
-    cr_assert_eq(t_make_file("/var/tmp", 4u << 20, 5, path, sizeof path), 0);
     pinio_ring_file *f;
-    cr_assert_eq(pinio_ring_file_open(r, path, &f, NULL), 0);
+    char path[PATH_MAX];
+    region_setup(NULL, 4u << 20, 5, &r, &f, path);
     uint8_t *m = t_map(4u << 20);
     int s1, s2;
     cr_assert_eq(pinio_ring_register_region(r, m, 1u << 20, &s1), 0);
@@ -300,22 +310,19 @@ static bool ready_flag(void *ctx, const void *addr, size_t len)
  * right either way, and unregistering works registered or not. */
 Test(regions, lazy_registered_at_first_read_once_ready)
 {
-    pinio_ring_opts o;
-    pinio_ring_opts_default(&o);
-    o.request_size = 256 << 10;
     pinio_ring *r;
-    cr_assert_eq(pinio_ring_create(&r, &o, NULL), 0);
+    pinio_ring_file *f;
+    char path[PATH_MAX];
+    region_setup(NULL, 2u << 20, 9, &r, &f, path);
     pinio_ring_info ri;
     pinio_ring_get_info(r, &ri);
     if (ri.backend != PINIO_BACKEND_FIXED_DIRECT) {
+        pinio_ring_file_close(f);
         pinio_ring_destroy(r);
+        unlink(path);
         cr_skip_test("no registered buffers here: %s", ri.reason);
     }
     unsigned base = ri.regions; /* staging */
-    char path[PATH_MAX];
-    cr_assert_eq(t_make_file("/var/tmp", 2u << 20, 9, path, sizeof path), 0);
-    pinio_ring_file *f;
-    cr_assert_eq(pinio_ring_file_open(r, path, &f, NULL), 0);
     uint8_t *m = t_map(4u << 20);
     bool ready = false;
     int s1, s2;
@@ -356,17 +363,16 @@ Test(regions, lazy_registered_at_first_read_once_ready)
 Test(regions, lazy_refused_or_no_sparse_table)
 {
     for (int k = 0; k < 2; k++) {
-        pinio_ring_opts o;
-        pinio_ring_opts_default(&o);
-        o.request_size = 256 << 10;
-        o.faults = k ? "sparseinval" : "regnomem";
         pinio_ring *r;
-        pinio_diag d = {0};
-        cr_assert_eq(pinio_ring_create(&r, &o, &d), 0, "%s", d.msg);
+        pinio_ring_file *f;
+        char path[PATH_MAX];
+        region_setup(k ? "sparseinval" : "regnomem", 1u << 20, 3, &r, &f, path);
         pinio_ring_info ri;
         pinio_ring_get_info(r, &ri);
         if (ri.setup_error) {
+            pinio_ring_file_close(f);
             pinio_ring_destroy(r);
+            unlink(path);
             cr_skip_test("no io_uring here: %s", ri.reason);
         }
         /* Both refusals leave the ring on plain O_DIRECT: the staging area's
@@ -375,10 +381,6 @@ Test(regions, lazy_refused_or_no_sparse_table)
         cr_assert_not_null(strstr(ri.reason, k ? "sparse buffer table refused (EINVAL)"
                                                : "buffer registration refused (ENOMEM)"),
                            "%s", ri.reason);
-        char path[PATH_MAX];
-        cr_assert_eq(t_make_file("/var/tmp", 1u << 20, 3, path, sizeof path), 0);
-        pinio_ring_file *f;
-        cr_assert_eq(pinio_ring_file_open(r, path, &f, NULL), 0);
         uint8_t *m = t_map(1u << 20);
         int s;
         cr_assert_eq(pinio_ring_register_region_lazy(r, m, 1u << 20, NULL, NULL, &s),
