@@ -13,9 +13,10 @@
  * A load (resident mode) is a plan (plan.h: headers validated, tensors
  * selected before any data I/O, reads laid out) executed into one arena:
  * the arena is allocated on the chosen NUMA node and laid out as the plan,
- * read through the io_uring engine (O_DIRECT for files not in the page
- * cache, buffered for files that are) while a helper thread faults it in
- * ahead of the reads; every wanted byte is checked to have arrived, the
+ * read through the engine (O_DIRECT io_uring reads for files not in the
+ * page cache; for files that are, buffered reads on pread threads, which
+ * copy out of the page cache on every CPU at once) while a helper thread
+ * faults it in ahead of the reads; every wanted byte is checked to have arrived, the
  * placement verified, the arena locked in RAM (mlock, when RLIMIT_MEMLOCK
  * allows), and tensors handed out as views of it. Peak memory is the
  * selected bytes plus alignment padding and small merged holes.

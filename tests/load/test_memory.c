@@ -516,3 +516,31 @@ Test(memory, auto_reads_pinned_for_a_dma_consumer, .init = disk_setup, .fini = t
     cr_assert_null(cp);
     cr_assert_not_null(strstr(d.msg, "consumer must be HOST or DMA"), "%s", d.msg);
 }
+
+/* A hot file read pinned goes through pread threads (parallel page-cache
+ * copies) unless a backend is forced, and the I/O line says which ran and
+ * why; every byte either way. */
+Test(memory, hot_pinned_reads_go_to_pread_threads, .init = disk_setup, .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 6u << 20, 23, 1);
+    for (int forced = 0; forced < 2; forced++) {
+        pinio_load_opts o;
+        pinio_load_opts_default(&o);
+        o.cache = PINIO_CACHE_HOT;
+        o.memory = PINIO_MEMORY_PINNED;
+        o.backend = forced ? PINIO_BACKEND_BUFFERED : PINIO_BACKEND_AUTO;
+        pinio_load_report r;
+        pinio_checkpoint *cp = load_ok(f, &o, &r);
+        check_all(cp, 23);
+        cr_assert_eq(r.files_buffered, 1);
+        if (!forced) {
+            cr_assert_eq(r.backend, PINIO_BACKEND_PREAD, "%s", r.io_path);
+            cr_assert_not_null(strstr(r.io_path, "page-cache copies on 4 threads"), "%s",
+                               r.io_path);
+        } else {
+            cr_assert_null(strstr(r.io_path, "page-cache copies on"), "%s", r.io_path);
+        }
+        pinio_checkpoint_release(cp);
+    }
+}
