@@ -46,6 +46,12 @@ static void load_usage(FILE *out)
             "  --align N          every tensor at an address that is a multiple of N (a power\n"
             "                     of two up to 4096, e.g. 64): tensors the file does not align\n"
             "                     are moved once in the arena (such files are read pinned)\n"
+            "  --consumer host|dma  who uses the tensors (default host); dma (a GPU upload):\n"
+            "                     --memory auto reads every file pinned, memory a device\n"
+            "                     can DMA from without staging\n"
+            "  --register         pinned files: register the arena with io_uring slab by slab\n"
+            "                     as the reads reach it (reads by READ_FIXED); off by default,\n"
+            "                     see the summary's memory line for which ran and why\n"
             "  --verify           compute each file's SHA-256 (the hub's LFS object id)\n"
             "  --sha256 HEX       expected SHA-256 (implies --verify), repeated once per\n"
             "                     file: the N-th value is the N-th file as the inputs resolve\n"
@@ -102,6 +108,7 @@ static void print_json(char *const *inputs, size_t ninputs, const pinio_load_opt
     jw_ku64(&w, "buffered_file_count", r->files_buffered);
     jw_ku64(&w, "pinned_file_count", r->files_pinned);
     jw_ku64(&w, "mapped_file_count", r->files_mapped);
+    jw_ku64(&w, "filled_file_count", r->files_filled);
     jw_kstr(&w, "backend", pinio_backend_name(r->backend));
     jw_kbool(&w, "locked", r->locked);
     jw_kbool(&w, "registered", r->registered);

@@ -10,7 +10,7 @@
 
 enum {
     O_FILTER = 256, O_NODE, O_DIRECT, O_CACHE, O_BACKEND, O_QD, O_BS, O_VERIFY, O_SHA, O_JSON,
-    O_QUIET, O_DEVICE, O_STAGING, O_MEMORY, O_ALIGN,
+    O_QUIET, O_DEVICE, O_STAGING, O_MEMORY, O_ALIGN, O_REGISTER, O_CONSUMER,
     O_MPI, O_SHARD, O_XCHG, O_PIECE, O_NODE_RANKS,
     O_END
 };
@@ -28,6 +28,8 @@ static const struct option longopts[] = {
     { "json", no_argument, NULL, O_JSON },
     { "memory", required_argument, NULL, O_MEMORY },
     { "align", required_argument, NULL, O_ALIGN },
+    { "register", no_argument, NULL, O_REGISTER },
+    { "consumer", required_argument, NULL, O_CONSUMER },
     { "quiet", no_argument, NULL, O_QUIET },
     { "device", required_argument, NULL, O_DEVICE },
     { "staging", required_argument, NULL, O_STAGING },
@@ -47,7 +49,8 @@ static const unsigned long long mpi_only =
     BIT(O_SHARD) | BIT(O_XCHG) | BIT(O_PIECE) | BIT(O_NODE_RANKS);
 static const unsigned long long not_mpi = BIT(O_NODE) | BIT(O_VERIFY) | BIT(O_SHA) |
                                           BIT(O_MEMORY) | BIT(O_ALIGN) | BIT(O_DEVICE) |
-                                          BIT(O_STAGING);
+                                          BIT(O_STAGING) | BIT(O_REGISTER) |
+                                          BIT(O_CONSUMER);
 
 static const char *opt_name(int o)
 {
@@ -102,6 +105,16 @@ static int one(cli_load_args *a, int c, const char *arg)
         if (cli_parse_size(arg, &al) < 0 || al < 1 || al > 4096 || (al & (al - 1)))
             return cli_usage("load", "--align wants a power of two from 1 to 4096, not '%s'", arg);
         o->tensor_align = al;
+        return 0;
+    }
+    case O_REGISTER: o->register_arena = true; return 0;
+    case O_CONSUMER: {
+        static const char *const names[] = { "host", "dma" };
+        static const pinio_consumer values[] = { PINIO_CONSUMER_HOST, PINIO_CONSUMER_DMA };
+        int k = pick("--consumer", arg, names, 2, "host or dma");
+        if (k < 0)
+            return -k;
+        o->consumer = values[k];
         return 0;
     }
     case O_SHA:

@@ -13,9 +13,10 @@
  * A load (resident mode) is a plan (plan.h: headers validated, tensors
  * selected before any data I/O, reads laid out) executed into one arena:
  * the arena is allocated on the chosen NUMA node and laid out as the plan,
- * read through the io_uring engine (O_DIRECT for files not in the page
- * cache, buffered for files that are) while a helper thread faults it in
- * ahead of the reads; every wanted byte is checked to have arrived, the
+ * read through the engine (O_DIRECT io_uring reads for files not in the
+ * page cache; for files that are, buffered reads on pread threads, which
+ * copy out of the page cache on every CPU at once) while a helper thread
+ * faults it in ahead of the reads; every wanted byte is checked to have arrived, the
  * placement verified, the arena locked in RAM (mlock, when RLIMIT_MEMLOCK
  * allows), and tensors handed out as views of it. Peak memory is the
  * selected bytes plus alignment padding and small merged holes.
@@ -79,7 +80,10 @@ extern "C" {
  *   mapped against 0.24-3.2 s read into a fresh arena, 5 alternating runs
  *   on a shared 2-CPU VM), and the tensors then are the page cache itself;
  * - **pinned** when the file is cold (O_DIRECT into the arena runs at the
- *   storage's speed, with no page cache filled and no copy), when a kept
+ *   storage's speed, with no page cache filled and no copy), when a DMA
+ *   consumer waits (`consumer` #PINIO_CONSUMER_DMA: a GPU upload needs
+ *   pinned memory, and from a mapping it would be staged through pinned
+ *   memory, one more copy), when a kept
  *   arena is given (`arena`: the caller keeps memory to reuse), when a
  *   `backend` is forced (a test of the read path asked for reads), or when
  *   `tensor_align` asks for an alignment the file's tensor offsets do not
@@ -100,6 +104,17 @@ typedef enum pinio_memory_mode {
      *  miss `tensor_align` is read pinned instead (reported). */
     PINIO_MEMORY_MAPPED,
 } pinio_memory_mode;
+
+/**
+ * Who uses the loaded tensors (pinio_load_opts::consumer): part of
+ * #PINIO_MEMORY_AUTO's rule.
+ */
+typedef enum pinio_consumer {
+    PINIO_CONSUMER_HOST = 0, /**< CPU code reads the tensors in place (the default) */
+    /** A device copies them by DMA (a GPU upload): AUTO chooses pinned for
+     *  every file, locked memory the driver can DMA from directly. */
+    PINIO_CONSUMER_DMA,
+} pinio_consumer;
 
 /**
  * A kept arena: pinned memory a caller reuses across loads (a server
@@ -163,15 +178,19 @@ typedef struct pinio_load_opts {
     /** Mapped files: also lock their pages in RAM (mlock, within
      *  RLIMIT_MEMLOCK; the report says when it was refused). */
     bool lock_mapped;
-    /** Pinned files: register the arena with io_uring before the reads, so
-     *  that O_DIRECT reads land by READ_FIXED. Off by default: registering
-     *  faults every page in before the first read can start: a cold
-     *  256 MiB load took 0.88 s registered against 0.17 s with reads
-     *  faulting the pages in as they go and a helper faulting ahead
-     *  (medians of 5, shared 2-CPU VM). With a kept arena, already
-     *  faulted, both took 0.15 s. The report's `memory` line says which
-     *  ran. (Registering slab by slab as the pages are faulted, overlapped
-     *  with the reads, needs a sparse buffer table in the engine: not yet.) */
+    /** Pinned files: register the arena with io_uring, so that O_DIRECT
+     *  reads land by READ_FIXED. The arena is cut into slabs (16 MiB, or
+     *  1/512 of a larger arena, at most 1 GiB) that the engine registers
+     *  one by one at the first read into each, while the reads before it
+     *  are in flight and a helper thread faults the arena ahead of them
+     *  (pinio_exec_opts::regions_lazy). Off by default: it measured no
+     *  faster than plain O_DIRECT into the arena's huge pages (a cold
+     *  1 GiB load: 0.48 s (0.47-0.52) registered against 0.47 s
+     *  (0.45-0.50) plain, whole process, CPU 0.13 against 0.12 s; medians
+     *  of 7 alternating runs, shared 2-CPU VM, kernel 6.18). Where the
+     *  kernel has no sparse buffer table (before 5.19) or refuses the
+     *  registration (RLIMIT_MEMLOCK), reads go plain. The report's
+     *  `memory` and `io_path` lines say which ran and why. */
     bool register_arena;
     /** Every tensor's first byte at an address that is a multiple of this
      *  (a power of two, at most 4096); 0 = as the file places it (a tensor
@@ -183,6 +202,9 @@ typedef struct pinio_load_opts {
     /** Optional: a kept arena for the pinned files (pinio_arena_create());
      *  borrowed for the call. NULL: a fresh arena, freed with the checkpoint. */
     pinio_arena *arena;
+    /** Who uses the tensors: HOST (default) or DMA, which makes
+     *  #PINIO_MEMORY_AUTO choose pinned (see its rule). */
+    pinio_consumer consumer;
     /** Mapped files: map them private (copy-on-write) and writable instead
      *  of shared and read-only, as the `safetensors` package maps a file, so
      *  a caller may write to a tensor: the write copies that page for this
@@ -192,7 +214,7 @@ typedef struct pinio_load_opts {
      *  `lock_mapped` is then ignored (reported): the kernel locks a
      *  writable private mapping by copying every page. */
     bool map_private;
-    uint8_t reserved[39];        /**< zero */
+    uint8_t reserved[35];        /**< zero */
 } pinio_load_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */
@@ -228,8 +250,16 @@ typedef struct pinio_tensor {
     uint64_t align;        /**< largest power of two dividing `data`'s address, capped at 4096 */
 } pinio_tensor;
 
-/** What a load did, for reports and `--json`. */
+/**
+ * What a load did, for reports and `--json`. Grows like the options
+ * structs (src/base/opts.h): fields are only ever added at the end, and
+ * pinio_checkpoint_report() writes no more than the caller's sizeof, so a
+ * program built against an older, smaller struct is never written past.
+ */
 typedef struct pinio_load_report {
+    /** Bytes the library filled: the smaller of the caller's sizeof and the
+     *  library's (fields past it are the caller's own, untouched). */
+    size_t struct_size;
     size_t files;              /**< input files (shards) */
     size_t tensors;            /**< tensors selected and loaded */
     size_t skipped;            /**< tensors not selected by the filters */
@@ -260,7 +290,9 @@ typedef struct pinio_load_report {
     uint64_t verify_reread_bytes; /**< bytes the digests read again from the validated files:
                                        headers, unselected tensors, alignment tails */
     char io_path[256];         /**< one line: the I/O path that ran and why */
-    char cache[256];           /**< one line: per-file cache decisions and why */
+    char cache[256];           /**< one line: per file, what happened to its pages (O_DIRECT,
+                                    buffered, mapped from the page cache, or mapped with the
+                                    page cache filled by readahead) and why */
     char memory[256];          /**< one line: whether the arena is locked and registered, and
                                     why not */
     unsigned setup_flags;      /**< io_uring setup flags in force for the data reads */
@@ -277,6 +309,8 @@ typedef struct pinio_load_report {
     bool arena_kept;           /**< the arena is a kept #pinio_arena */
     bool arena_grown;          /**< ... and it had to grow (or was empty) for this load */
     char modes[256];           /**< one line: the memory mode of each file and why */
+    size_t files_filled;       /**< mapped files that were not in the page cache: their pages
+                                    read in by the mapping's readahead (`cache` says so) */
 } pinio_load_report;
 
 /**
@@ -291,8 +325,8 @@ typedef struct pinio_load_report {
  * @return 0; PINIO_EFORMAT (invalid header or index), PINIO_ECHANGED (a file
  *         shorter or different than its header said when read or mapped), -ENOENT
  *         (missing file, shard or tensor), -EEXIST (a tensor in two shards),
- *         -EINVAL (bad options: a memory mode, a tensor_align not a power of two
- *         up to 4096), -EBUSY (the kept `arena` still held by an earlier
+ *         -EINVAL (bad options: a memory mode, a consumer, a tensor_align not a
+ *         power of two up to 4096), -EBUSY (the kept `arena` still held by an earlier
  *         load's checkpoint or tensors), -ECANCELED (progress callback), -EIO,
  *         -ENOMEM, a mapping's errno,
  *         PINIO_EFORMAT with "sha256 mismatch" when verification fails.
@@ -328,8 +362,20 @@ PINIO_API pinio_memory_mode pinio_checkpoint_file_memory(const pinio_checkpoint 
 /** The SHA-256 of file `i` as 64 hex digits, when the load verified; else NULL. */
 PINIO_API const char *pinio_checkpoint_sha256(const pinio_checkpoint *cp, size_t i);
 
-/** What the load did. */
-PINIO_API void pinio_checkpoint_report(const pinio_checkpoint *cp, pinio_load_report *out);
+/**
+ * What pinio_checkpoint_report() calls: writes the first `size` bytes of
+ * the report (at most the library's sizeof; a larger struct's tail is
+ * zeroed), `out->struct_size` set to the bytes that hold the library's
+ * fields. A `size` below sizeof(size_t) writes nothing.
+ */
+PINIO_API void pinio_checkpoint_report_sized(const pinio_checkpoint *cp, pinio_load_report *out,
+                                             size_t size);
+
+/** What the load did, into the caller's struct as its header sized it. */
+static inline void pinio_checkpoint_report(const pinio_checkpoint *cp, pinio_load_report *out)
+{
+    pinio_checkpoint_report_sized(cp, out, sizeof(*out));
+}
 
 /**
  * The validated header of file `i` (tensors, `__metadata__`), kept from the

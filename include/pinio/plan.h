@@ -289,6 +289,12 @@ typedef struct pinio_exec_opts {
     /** Optional: called after each batch, bytes counted as read. */
     pinio_progress_fn progress;
     void *progress_ctx;
+    /** With `regions`: register each region at the first read into it,
+     *  while the reads before it are in flight (pinio_ring_register_region_lazy()),
+     *  not all of them before the first read. A destination faulted in as it
+     *  is read (a helper thread ahead of the reads) is then pinned slab by
+     *  slab instead of faulted whole by the registration up front. */
+    bool regions_lazy;
 } pinio_exec_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */
@@ -320,7 +326,9 @@ typedef struct pinio_exec_report {
     uint64_t fixed_ops;        /**< reads issued as READ_FIXED (registered memory, the
                                     engine's own bounce buffer included) */
     uint64_t plain_ops;        /**< reads issued as plain READ / pread */
-    size_t regions_registered; /**< of the `regions` given, how many the engine registered */
+    size_t regions_registered; /**< of the `regions` given, how many the engine registered
+                                    (`regions_lazy`: how many the reads reached and the
+                                    kernel accepted) */
     char io_path[256];         /**< one line: the I/O path that ran and why */
 } pinio_exec_report;
 

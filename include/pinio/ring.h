@@ -53,6 +53,8 @@
  *   - `dioinval`             -EINVAL for the first O_DIRECT read of every file
  *                            (as a filesystem that refuses O_DIRECT does)
  *   - `regnomem`             -ENOMEM from every buffer registration
+ *   - `sparseinval`          -EINVAL when the sparse buffer table is set up (as
+ *                            a kernel before 5.19): no buffer registration
  *   - `setupinval:F`         -EINVAL from io_uring_setup whenever the flags
  *                            contain F, one of `single`, `defer`, `coop`,
  *                            `taskrun`, `submitall`, `cqsize` (may repeat)
@@ -156,7 +158,8 @@ typedef struct pinio_ring_info {
     int setup_error;          /**< io_uring_setup error that led to PREAD, else 0 */
     int reg_error;            /**< last buffer registration error (-ENOMEM, -EPERM), else 0 */
     int files_error;          /**< file table registration error (plain fds used), else 0 */
-    unsigned regions;         /**< memory regions currently registered (incl. staging) */
+    unsigned regions;         /**< memory regions registered with the kernel now (incl.
+                                   staging; a lazy region once its first read registered it) */
     bool faults_active;       /**< a fault specification is in force */
     uint64_t fixed_ops;       /**< reads issued as READ_FIXED (registered memory) */
     uint64_t plain_ops;       /**< reads issued as plain READ / pread */
@@ -291,7 +294,38 @@ PINIO_API const char *pinio_backend_name(pinio_backend backend);
 PINIO_API int pinio_ring_register_region(pinio_ring *ring, void *addr, size_t len, int *slot);
 
 /**
- * Unregisters a slot returned by pinio_ring_register_region(). The memory is
+ * Says whether a lazily registered region may be registered now (its pages
+ * are faulted in). Called on the ring's thread from inside its read loop,
+ * under the ring's lock: it must be quick and must not call into the ring.
+ */
+typedef bool (*pinio_region_ready_fn)(void *ctx, const void *addr, size_t len);
+
+/**
+ * As pinio_ring_register_region(), but the kernel registration is deferred:
+ * the region gets its slot now, and the read loop registers it at the first
+ * read into it for which `ready(ctx, addr, len)` is true (NULL `ready`: the
+ * first read into it), while other reads are in flight. Until then, and for
+ * good when the kernel refuses it then, reads into it are plain reads
+ * (pinio_ring_info::reg_error keeps the refusal).
+ *
+ * Why: registering pins every page and faults in those not present. A
+ * fresh arena registered up front is faulted before the first read; lazily,
+ * a helper faults region k+1 while region k is read, and registering
+ * faulted pages only pins them.
+ *
+ * @param slot on success receives the reserved slot (>= 0), to be released
+ *             with pinio_ring_unregister_region() whether or not the kernel
+ *             registration happened; untouched on failure.
+ * @return 0; -EINVAL, -ENOSPC, -EOPNOTSUPP as pinio_ring_register_region()
+ *         (no sparse buffer table: see `sparseinval`). Nothing is reserved
+ *         on failure.
+ */
+PINIO_API int pinio_ring_register_region_lazy(pinio_ring *ring, void *addr, size_t len,
+                                              pinio_region_ready_fn ready, void *ctx, int *slot);
+
+/**
+ * Unregisters a slot returned by pinio_ring_register_region() or
+ * pinio_ring_register_region_lazy(). The memory is
  * unpinned once no read uses it any more. May be called from any thread (see
  * Threads above); reads issued after it returns no longer use the slot.
  * @return 0, -ENOENT for a slot that is not registered, or the kernel's error.

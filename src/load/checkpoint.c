@@ -176,9 +176,18 @@ const char *pinio_checkpoint_metadata(const pinio_checkpoint *cp, const char *ke
     return NULL;
 }
 
-void pinio_checkpoint_report(const pinio_checkpoint *cp, pinio_load_report *out)
+/* The options' growth rule, for an output: an older caller's smaller
+ * struct gets its prefix, a newer caller's larger one zeros past ours. */
+void pinio_checkpoint_report_sized(const pinio_checkpoint *cp, pinio_load_report *out,
+                                   size_t size)
 {
-    *out = cp->report;
+    if (!out || size < sizeof(out->struct_size))
+        return;
+    size_t n = size < sizeof(cp->report) ? size : sizeof(cp->report);
+    memcpy(out, &cp->report, n);
+    if (size > n)
+        memset((char *)out + n, 0, size - n);
+    out->struct_size = n;
 }
 
 pinio_memory_mode pinio_checkpoint_file_memory(const pinio_checkpoint *cp, size_t i,

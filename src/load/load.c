@@ -96,8 +96,11 @@ static int execute_pinned(pinio_plan *plan, pinio__arena *arena, const pinio_loa
         eo.nreads = j - i;
         eo.regions = arena->regions;
         eo.nregions = arena->nregions;
+        eo.regions_lazy = true;
         pinio_exec_report er;
         rc = pinio_plan_execute(plan, &pinio__arena_dest, arena, &eo, &er, diag);
+        if (rc == 0 && er.regions_registered > arena->nregistered)
+            arena->nregistered = er.regions_registered;
         if (rc == 0 && first)
             report_exec(&er, rep);
         else if (rc == 0) {
@@ -146,11 +149,13 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
     if (rc < 0)
         return rc;
     if (!out || !paths || npaths == 0 || (o.nfilters && !o.filters) ||
-        o.memory > PINIO_MEMORY_MAPPED || o.tensor_align > 4096 ||
+        o.memory > PINIO_MEMORY_MAPPED || (unsigned)o.consumer > PINIO_CONSUMER_DMA ||
+        o.tensor_align > 4096 ||
         (o.tensor_align & (o.tensor_align - 1))) {
         pinio_diag_set(diag, -EINVAL, "pinio_load: %s",
                        !npaths                        ? "no input paths"
                        : o.memory > PINIO_MEMORY_MAPPED ? "invalid memory mode"
+                       : (unsigned)o.consumer > PINIO_CONSUMER_DMA ? "consumer must be HOST or DMA"
                        : o.tensor_align > 4096 || (o.tensor_align & (o.tensor_align - 1))
                            ? "tensor_align must be a power of two, at most 4096"
                            : "invalid arguments");
@@ -189,6 +194,7 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
     if (rc == 0) {
         arena_bytes = pinio__modes_decide(plan, &o, fm);
         pinio__modes_report(plan, fm, &rep);
+        pinio__report_cache(plan, fm, &rep);
         rc = pinio__map_files(plan, fm, o.lock_mapped, o.map_private, &rep, diag);
     }
     pinio__arena arena;

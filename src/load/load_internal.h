@@ -10,7 +10,7 @@
  *                                                                (report.memory)
  *   verify.c      SHA-256 of each file while its bytes land      (report.verified)
  *   checkpoint.c  tensors as views of the arena, headers, accessors (report.misaligned)
- *   report.c      the plan's part of the report and its texts    (report.cache)
+ *   report.c      the plan's part of the report, the cache line    (report.cache)
  */
 #ifndef PINIO_SRC_LOAD_LOAD_INTERNAL_H
 #define PINIO_SRC_LOAD_LOAD_INTERNAL_H
@@ -79,8 +79,9 @@ typedef struct pinio__arena {
     size_t used;            /* bytes the pinned files need */
     pinio_arena *kept;      /* the caller's kept arena, or NULL */
     const pinio__fmem *files; /* per plan file: where its reads land */
-    pinio_mem_region *regions; /* register_arena: the arena in 1 GiB pieces */
+    pinio_mem_region *regions; /* register_arena: the arena in slabs */
     size_t nregions;
+    size_t nregistered;     /* slabs the engine registered by the end of the reads */
     pinio__faulter faulter;
     struct pinio__verify *verify; /* fed as reads land; NULL without --verify */
 } pinio__arena;
@@ -159,7 +160,13 @@ int pinio__checkpoint_build(pinio_checkpoint **out, pinio_plan *plan, const pini
 /* Appends to a NUL-terminated buffer, truncating silently: report lines. */
 void pinio__appendf(char *buf, size_t size, const char *fmt, ...) PINIO_PRINTF(3, 4);
 
-/* The report's plan and cache parts. */
+/* The report's plan part: counts and sizes. */
 void pinio__report_plan(const pinio_plan *plan, pinio_load_report *rep);
+
+/* The report's cache line and files_filled, once each file's mode is
+ * decided: what happened to each file's pages (read with O_DIRECT, read
+ * buffered, mapped from the page cache, or mapped with the page cache
+ * filled by readahead) and why. */
+void pinio__report_cache(const pinio_plan *plan, const pinio__fmem *fm, pinio_load_report *rep);
 
 #endif

@@ -53,6 +53,10 @@ static pinio_memory_mode decide(const pinio_plan *plan, uint32_t f, const pinio_
     default:
         break;
     }
+    if (o->consumer == PINIO_CONSUMER_DMA) {
+        snprintf(why, wsize, "a DMA consumer waits: locked memory it can DMA from");
+        return PINIO_MEMORY_PINNED;
+    }
     if (o->arena) {
         snprintf(why, wsize, "a kept arena was given");
         return PINIO_MEMORY_PINNED;

@@ -35,23 +35,47 @@ void pinio__report_plan(const pinio_plan *plan, pinio_load_report *rep)
     rep->unindexed = pi.unindexed;
     rep->bytes = pi.bytes;
     rep->arena_bytes = pi.dest_bytes;
+}
+
+/* What happened to one file's pages, as the line says it. A mapped file
+ * is never read by the engine: a cold one has its page cache filled by the
+ * mapping's fault readahead (mapped.c), so "O_DIRECT" would be false. */
+static const char *cache_what(const pinio_plan_file *f, const pinio__fmem *m)
+{
+    if (m->mode == PINIO_MEMORY_MAPPED)
+        return f->hot ? "mapped, already in the page cache"
+                      : "mapped, page cache filled by the mapping's readahead";
+    return f->hot ? "buffered" : "O_DIRECT";
+}
+
+void pinio__report_cache(const pinio_plan *plan, const pinio__fmem *fm, pinio_load_report *rep)
+{
     rep->cache[0] = '\0';
-    if (pi.files <= 2) {
-        for (size_t i = 0; i < pi.files; i++) {
-            const pinio_plan_file *f = pinio_plan_file_at(plan, i);
+    rep->files_filled = 0;
+    for (size_t i = 0; i < plan->nfiles; i++)
+        rep->files_filled += fm[i].mode == PINIO_MEMORY_MAPPED && !plan->files[i].pub.hot;
+    if (plan->nfiles <= 2) {
+        for (size_t i = 0; i < plan->nfiles; i++) {
+            const pinio_plan_file *f = &plan->files[i].pub;
             pinio__appendf(rep->cache, sizeof(rep->cache), "%s%s: %s%s%s", i ? "; " : "",
-                           base_name(f->path), f->hot ? "buffered" : "O_DIRECT",
-                           *f->cache_why ? ", " : "", f->cache_why);
+                           base_name(f->path), cache_what(f, &fm[i]), *f->cache_why ? ", " : "",
+                           f->cache_why);
         }
         return;
     }
     /* Many shards: one line with the counts and one reason, not a truncated
      * list of files. */
-    const char *first = pinio_plan_file_at(plan, 0)->cache_why;
+    size_t n[4] = { 0 }; /* O_DIRECT, buffered, mapped cold, mapped hot */
+    const char *first = plan->files[0].pub.cache_why;
     bool mixed = false;
-    for (size_t i = 1; i < pi.files && !mixed; i++)
-        mixed = strcmp(pinio_plan_file_at(plan, i)->cache_why, first) != 0;
-    pinio__appendf(rep->cache, sizeof(rep->cache), "%zu files: %zu buffered, %zu O_DIRECT%s%s",
-                   pi.files, pi.files_hot, pi.files - pi.files_hot,
+    for (size_t i = 0; i < plan->nfiles; i++) {
+        bool hot = plan->files[i].pub.hot;
+        n[(fm[i].mode == PINIO_MEMORY_MAPPED ? 2 : 0) + hot]++;
+        mixed = mixed || strcmp(plan->files[i].pub.cache_why, first) != 0;
+    }
+    pinio__appendf(rep->cache, sizeof(rep->cache),
+                   "%zu files: %zu O_DIRECT, %zu buffered, %zu mapped already in "
+                   "the page cache, %zu mapped with the page cache filled by readahead%s%s",
+                   plan->nfiles, n[0], n[1], n[3], n[2],
                    mixed ? "; reasons differ, e.g. " : "; ", first);
 }

@@ -69,6 +69,10 @@ static int parse_item(pinio__faults *f, const char *s, const char *end)
         f->regnomem = true;
         return 0;
     }
+    if (IS("sparseinval")) {
+        f->sparseinval = true;
+        return 0;
+    }
     if (IS("setupnosys")) {
         f->setupnosys = true;
         return 0;

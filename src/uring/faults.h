@@ -34,6 +34,7 @@ typedef struct pinio__faults {
     double rate;
     bool dioinval;
     bool regnomem;
+    bool sparseinval; /* the sparse buffer table refused (a kernel before 5.19) */
     bool setupnosys;
     unsigned setupinval; /* IORING_SETUP_* flags that "the kernel" refuses */
 } pinio__faults;

@@ -181,7 +181,16 @@ int pinio_ring_create(pinio_ring **out, const pinio_ring_opts *opts, pinio_diag 
         /* A sparse table (5.19) lets pool slabs come and go one slot at a time
          * (register_buffers_update_tag) without a global unregister, which
          * before 5.13 also waited for the ring to go idle. */
-        int br = io_uring_register_buffers_sparse(&r->ring, PINIO__BUF_TABLE);
+        /* Without the table (a kernel before 5.19 answers EINVAL to
+         * IORING_RSRC_REGISTER_SPARSE) registration would be all at once
+         * (IORING_REGISTER_BUFFERS): every page of every region pinned and
+         * faulted before the first read, and no region added later without
+         * unregistering the rest. Measured slower than plain O_DIRECT into
+         * huge pages for a fresh arena (load.h), so the fallback is that:
+         * reads into unregistered memory, the reason in `reason`. */
+        int br = r->faults && r->faults->sparseinval
+                     ? -EINVAL
+                     : io_uring_register_buffers_sparse(&r->ring, PINIO__BUF_TABLE);
         if (br == 0) {
             r->bufs_registered = true;
             br = pinio_ring_register_region(r, r->stage, r->stage_size * r->nstage,
@@ -201,7 +210,8 @@ int pinio_ring_create(pinio_ring **out, const pinio_ring_opts *opts, pinio_diag 
             r->backend = PINIO_BACKEND_DIRECT;
             size_t l = strlen(r->reason);
             snprintf(r->reason + l, sizeof r->reason - l,
-                     "; buffer registration refused (%s): unregistered reads",
+                     "; %s refused (%s): unregistered reads",
+                     r->bufs_registered ? "buffer registration" : "sparse buffer table",
                      pinio_err_name(br));
         }
     }
@@ -254,7 +264,7 @@ void pinio_ring_get_info(const pinio_ring *r, pinio_ring_info *info)
     info->setup_error = r->setup_error;
     info->reg_error = r->reg_error;
     info->files_error = r->files_error;
-    info->regions = r->nregions;
+    info->regions = r->nkernel;
     info->faults_active = r->faults != NULL;
     info->fixed_ops = r->stats.fixed_ops;
     info->plain_ops = r->stats.plain_ops;

@@ -34,10 +34,19 @@
 
 /* ---- the ring ----------------------------------------------------------- */
 
+/* A region's kernel state: registered, or reserved (in the lookup with a
+ * slot of its own, the kernel slot still empty) until its pages are ready
+ * (pinio_ring_register_region_lazy), or refused by the kernel when its
+ * turn came (reads into it stay plain). */
+enum { PINIO__REG_KERNEL, PINIO__REG_PENDING, PINIO__REG_REFUSED };
+
 typedef struct pinio__region {
     uintptr_t addr;
     size_t len;
     int slot;
+    int state;                   /* PINIO__REG_* */
+    pinio_region_ready_fn ready; /* pending: may it be registered now? NULL: yes */
+    void *ready_ctx;
 } pinio__region;
 
 struct pinio_pread_pool; /* pread_pool.c */
@@ -64,6 +73,7 @@ struct pinio_ring {
     unsigned ndeferred;
     pinio__region *regions;
     unsigned nregions;
+    unsigned nkernel;        /* of them, registered with the kernel now */
     uint8_t *slot_used;      /* PINIO__BUF_TABLE entries */
 
     /* Staging: nstage slots of stage_size bytes, page-aligned, registered
@@ -119,7 +129,9 @@ int pinio__ring_setup_ladder(pinio_ring *r);
 /* Clears the kernel slots of regions unregistered off the owner thread. */
 void pinio__ring_drain_deferred(pinio_ring *r);
 
-/* Region containing [p, p+n), or -1. */
+/* Registered slot of the region containing [p, p+n), or -1. Called by the
+ * read loop only (on the owner thread, with reads in flight): a reserved
+ * region whose pages are ready is registered here, at its first read. */
 int pinio__ring_slot_of(pinio_ring *r, const void *p, size_t n);
 
 /* One I/O operation, as submitted to a backend. */

@@ -1,6 +1,7 @@
 #!/bin/sh
 # pinio load's memory options end to end: --memory auto|pinned|mapped and
-# --align N in the summary and --json, and their usage errors (exit 2).
+# --align N, --consumer host|dma and --register in the summary and --json,
+# and their usage errors (exit 2).
 # Usage: load_cli_test.sh PATH_TO_PINIO
 set -u
 PINIO=$1
@@ -19,6 +20,8 @@ check 0 "gen" "$PINIO" gen "$M" --size 2M --tensors 9 --dtypes bf16,f32,u8 --qui
 check 0 "--help" "$PINIO" load --help
 has "$DIR/out" "--memory auto|pinned|mapped" "--help explains --memory"
 has "$DIR/out" "--align N" "--help explains --align"
+has "$DIR/out" "--consumer host|dma" "--help explains --consumer"
+has "$DIR/out" "--register" "--help explains --register"
 
 check 0 "mapped" "$PINIO" load "$M" --memory mapped
 has "$DIR/out" "modes     file 0 mapped: --memory mapped" "the summary names the mode and why"
@@ -34,6 +37,12 @@ json "--align moves tensors, the file read pinned" 'j["align_bytes"] == 64 and j
 check 0 "--align 4096" "$PINIO" load "$M" --align 4096
 has "$DIR/out" "every tensor 4096-aligned" "the summary reports the alignment"
 
+check 0 "auto hot --consumer dma" "$PINIO" load "$M" --cache hot --consumer dma
+has "$DIR/out" "modes     file 0 pinned: a DMA consumer waits" "a DMA consumer makes auto read pinned"
+check 0 "--register" "$PINIO" load "$M" --cache cold --memory pinned --register
+has "$DIR/out" "slab by slab" "the summary says the arena was registered slab by slab"
+check 2 "--consumer gpu" "$PINIO" load "$M" --consumer gpu
+has "$DIR/err" "--consumer wants host or dma" "the usage error explains"
 check 2 "--memory bogus" "$PINIO" load "$M" --memory bogus
 has "$DIR/err" "--memory wants auto, pinned or mapped" "the usage error explains"
 check 2 "--align 3" "$PINIO" load "$M" --align 3

@@ -98,4 +98,17 @@ static inline int load1(const char *path, const pinio_load_opts *o, pinio_checkp
     return pinio_load(paths, 1, o, cp, d);
 }
 
+/* Loads `path` with `o`, asserting success, and fills `r` (optional) with
+ * the report. Returns the checkpoint, owned by the caller. */
+static inline pinio_checkpoint *load_ok(const char *path, const pinio_load_opts *o,
+                                        pinio_load_report *r)
+{
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(load1(path, o, &cp, &d), 0, "%s: %s", path, d.msg);
+    if (r)
+        pinio_checkpoint_report(cp, r);
+    return cp;
+}
+
 #endif

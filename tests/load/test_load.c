@@ -118,6 +118,84 @@ Test(load, hot_file_is_read_buffered_cold_with_o_direct, .init = disk_setup, .fi
     pinio_checkpoint_release(cp);
 }
 
+/* A mapped file is never read by the engine: the cache line says what
+ * happened to its pages (filled by the mapping's readahead when cold, used
+ * as they were when hot), never O_DIRECT; the struct agrees. */
+Test(load, cache_line_of_a_mapped_load_says_what_happened, .init = disk_setup, .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 4u << 20, 5, 1);
+    for (int hot = 0; hot < 2; hot++) {
+        pinio_load_opts o;
+        pinio_load_opts_default(&o);
+        o.memory = PINIO_MEMORY_MAPPED;
+        o.cache = hot ? PINIO_CACHE_HOT : PINIO_CACHE_COLD;
+        pinio_load_report r;
+        pinio_checkpoint *cp = load_ok(f, &o, &r);
+        check_all(cp, 5);
+        cr_assert_eq(r.files_mapped, 1, "%s", r.modes);
+        cr_assert_eq(r.files_direct + r.files_buffered, 0);
+        cr_assert_eq(r.files_filled, hot ? 0u : 1u);
+        cr_assert_null(strstr(r.cache, "O_DIRECT"), "%s", r.cache);
+        cr_assert_not_null(strstr(r.cache, hot ? "m.safetensors: mapped, already in the page cache, --cache hot"
+                                               : "m.safetensors: mapped, page cache filled by the "
+                                                 "mapping's readahead, cache dropped"),
+                           "%s", r.cache);
+        pinio_checkpoint_release(cp);
+    }
+    /* and a pinned cold load still says O_DIRECT */
+    pinio_load_opts o;
+    pinio_load_opts_default(&o);
+    o.memory = PINIO_MEMORY_PINNED;
+    o.cache = PINIO_CACHE_COLD;
+    pinio_load_report r;
+    pinio_checkpoint *cp = load_ok(f, &o, &r);
+    cr_assert_eq(r.files_filled, 0);
+    cr_assert_not_null(strstr(r.cache, "m.safetensors: O_DIRECT, cache dropped"), "%s", r.cache);
+    pinio_checkpoint_release(cp);
+}
+
+/* The report grows like the options: a caller built against an older,
+ * smaller struct gets its prefix and not a byte past it; a newer, larger
+ * one gets zeros past the library's fields. */
+Test(load, an_older_smaller_report_struct_is_never_written_past, .init = disk_setup,
+     .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 2u << 20, 3, 1);
+    pinio_load_report full;
+    pinio_checkpoint *cp = load_ok(f, NULL, &full);
+    cr_assert_eq(full.struct_size, sizeof(full));
+    cr_assert_eq(full.tensors, 3);
+
+    /* An older header's struct: up to `bytes`, the guard after it. */
+    size_t old = offsetof(pinio_load_report, bytes) + sizeof(full.bytes);
+    unsigned char buf[sizeof(pinio_load_report) + 64];
+    memset(buf, 0xA5, sizeof(buf));
+    pinio_checkpoint_report_sized(cp, (pinio_load_report *)buf, old);
+    for (size_t i = old; i < sizeof(buf); i++)
+        cr_assert_eq(buf[i], 0xA5, "byte %zu past the caller's %zu-byte struct written", i, old);
+    pinio_load_report got;
+    memcpy(&got, buf, old);
+    cr_assert_eq(got.struct_size, old);
+    cr_assert_eq(got.tensors, 3);
+    cr_assert_eq(got.bytes, full.bytes);
+
+    /* A newer header's larger struct: our fields, then zeros. */
+    memset(buf, 0xA5, sizeof(buf));
+    pinio_checkpoint_report_sized(cp, (pinio_load_report *)buf, sizeof(buf));
+    memcpy(&got, buf, sizeof(got));
+    cr_assert_eq(got.struct_size, sizeof(got));
+    cr_assert_eq(got.files_filled, full.files_filled);
+    for (size_t i = sizeof(got); i < sizeof(buf); i++)
+        cr_assert_eq(buf[i], 0);
+    /* Too small to hold even the size: nothing written. */
+    memset(buf, 0xA5, sizeof(buf));
+    pinio_checkpoint_report_sized(cp, (pinio_load_report *)buf, sizeof(size_t) - 1);
+    cr_assert_eq(buf[0], 0xA5);
+    pinio_checkpoint_release(cp);
+}
+
 Test(load, sharded_directory_index_and_file_list, .init = disk_setup, .fini = teardown)
 {
     char *dir = path_in("sharded");

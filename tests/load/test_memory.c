@@ -117,21 +117,13 @@ Test(memory, every_mode_backend_and_cache_on_tmpfs, .init = shm_setup, .fini = t
     modes_matrix();
 }
 
-static pinio_checkpoint *load_ok(const char *path, const pinio_load_opts *o)
-{
-    pinio_checkpoint *cp = NULL;
-    pinio_diag d = { 0 };
-    cr_assert_eq(load1(path, o, &cp, &d), 0, "%s", d.msg);
-    return cp;
-}
-
 static pinio_checkpoint *load_mode(const char *path, pinio_memory_mode m, uint64_t align)
 {
     pinio_load_opts o;
     pinio_load_opts_default(&o);
     o.memory = m;
     o.tensor_align = align;
-    return load_ok(path, &o);
+    return load_ok(path, &o, NULL);
 }
 
 Test(memory, mapped_tensors_outlive_checkpoint_rename_and_unlink, .init = disk_setup,
@@ -144,7 +136,7 @@ Test(memory, mapped_tensors_outlive_checkpoint_rename_and_unlink, .init = disk_s
     pinio_load_opts_default(&o);
     o.memory = PINIO_MEMORY_MAPPED;
     o.lock_mapped = true;
-    pinio_checkpoint *cp = load_ok(f, &o);
+    pinio_checkpoint *cp = load_ok(f, &o, NULL);
     pinio_load_report r;
     pinio_checkpoint_report(cp, &r);
     cr_assert(strstr(r.modes, "; mapped pages locked (mlock)") ||
@@ -464,7 +456,7 @@ Test(memory, registered_arena_on_request, .init = disk_setup, .fini = teardown)
         } else if (r.registered) {
             cr_assert_gt(r.fixed_ops, 0);
             cr_assert_eq(r.backend, PINIO_BACKEND_FIXED_DIRECT);
-            cr_assert_not_null(strstr(r.memory, "registered with io_uring for the reads"), "%s",
+            cr_assert_not_null(strstr(r.memory, "registered with io_uring slab by slab"), "%s",
                                r.memory);
         } else {
             cr_assert_not_null(strstr(r.memory, "no read went by READ_FIXED"), "%s", r.memory);
@@ -472,4 +464,131 @@ Test(memory, registered_arena_on_request, .init = disk_setup, .fini = teardown)
         pinio_checkpoint_release(cp);
     }
     pinio_arena_release(a);
+}
+
+/* Slab by slab: a 40 MiB arena is 3 slabs of 16 MiB, faulted by the helper
+ * and registered as the reads reach them. Every backend, every byte; only
+ * the registered rung reads by READ_FIXED, and the report counts the slabs
+ * or says why none was used. */
+Test(memory, registered_slab_by_slab_every_backend, .init = disk_setup, .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 40u << 20, 19, 1);
+    for (size_t b = 0; b < 5; b++) {
+        pinio_load_opts o;
+        pinio_load_opts_default(&o);
+        o.cache = PINIO_CACHE_COLD;
+        o.memory = PINIO_MEMORY_PINNED;
+        o.backend = backends[b];
+        o.register_arena = true;
+        pinio_load_report r;
+        pinio_checkpoint *cp = load_ok(f, &o, &r);
+        check_all(cp, 19);
+        bool can = backends[b] == PINIO_BACKEND_AUTO || backends[b] == PINIO_BACKEND_FIXED_DIRECT;
+        if (can && r.registered) {
+            cr_assert_gt(r.fixed_ops, 0);
+            cr_assert_not_null(strstr(r.memory, "of 3 slabs"), "%s", r.memory);
+            cr_assert_not_null(strstr(r.io_path, "into registered memory (READ_FIXED)"), "%s",
+                               r.io_path);
+        } else {
+            cr_assert(!can || strstr(r.io_path, "refused"), "%s", r.io_path);
+            cr_assert(!r.registered, "%s", pinio_backend_name(backends[b]));
+            cr_assert_not_null(strstr(r.memory, "no read went by READ_FIXED"), "%s", r.memory);
+        }
+        pinio_checkpoint_release(cp);
+    }
+}
+
+/* A kernel without a sparse buffer table (injected through the engine's
+ * fault hook: `sparseinval`, as a kernel before 5.19 answers): the load
+ * falls back to plain O_DIRECT into the arena, every byte right, and both
+ * report lines say why. */
+Test(memory, registration_falls_back_without_a_sparse_table, .init = disk_setup,
+     .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 20u << 20, 11, 1);
+    cr_assert_eq(setenv("PINIO_FAULTS", "sparseinval", 1), 0);
+    pinio_load_opts o;
+    pinio_load_opts_default(&o);
+    o.cache = PINIO_CACHE_COLD;
+    o.memory = PINIO_MEMORY_PINNED;
+    o.register_arena = true;
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    int rc = load1(f, &o, &cp, &d);
+    unsetenv("PINIO_FAULTS");
+    cr_assert_eq(rc, 0, "%s", d.msg);
+    check_all(cp, 11);
+    pinio_load_report r;
+    pinio_checkpoint_report(cp, &r);
+    cr_assert(!r.registered);
+    cr_assert_eq(r.fixed_ops, 0);
+    if (r.backend != PINIO_BACKEND_PREAD) /* no io_uring at all: nothing to refuse */
+        cr_assert_not_null(strstr(r.io_path, "sparse buffer table refused (EINVAL)"), "%s",
+                           r.io_path);
+    cr_assert_not_null(strstr(r.memory, "no read went by READ_FIXED"), "%s", r.memory);
+    pinio_checkpoint_release(cp);
+}
+
+/* AUTO's rule with a DMA consumer: every file pinned (a hot one too, which
+ * a host consumer gets mapped), tensors in locked memory, the reason said;
+ * a consumer out of range is -EINVAL before any I/O. */
+Test(memory, auto_reads_pinned_for_a_dma_consumer, .init = disk_setup, .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 6u << 20, 23, 1);
+    const pinio_cache_policy states[] = { PINIO_CACHE_HOT, PINIO_CACHE_COLD };
+    for (size_t c = 0; c < 2; c++)
+        for (int dma = 0; dma < 2; dma++) {
+            pinio_load_opts o;
+            pinio_load_opts_default(&o);
+            cr_assert_eq(o.consumer, PINIO_CONSUMER_HOST, "the default");
+            o.cache = states[c];
+            o.consumer = dma ? PINIO_CONSUMER_DMA : PINIO_CONSUMER_HOST;
+            pinio_checkpoint *cp = load_ok(f, &o, NULL);
+            check_all(cp, 23);
+            bool pinned = dma || states[c] == PINIO_CACHE_COLD;
+            check_mode(cp, pinned ? PINIO_MEMORY_PINNED : PINIO_MEMORY_MAPPED);
+            const char *why = NULL;
+            pinio_checkpoint_file_memory(cp, 0, &why);
+            cr_assert_eq(strstr(why, "a DMA consumer waits") != NULL, dma, "%s", why);
+            pinio_checkpoint_release(cp);
+        }
+    pinio_load_opts o;
+    pinio_load_opts_default(&o);
+    o.consumer = (pinio_consumer)7;
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(load1(f, &o, &cp, &d), -EINVAL);
+    cr_assert_null(cp);
+    cr_assert_not_null(strstr(d.msg, "consumer must be HOST or DMA"), "%s", d.msg);
+}
+
+/* A hot file read pinned goes through pread threads (parallel page-cache
+ * copies) unless a backend is forced, and the I/O line says which ran and
+ * why; every byte either way. */
+Test(memory, hot_pinned_reads_go_to_pread_threads, .init = disk_setup, .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 6u << 20, 23, 1);
+    for (int forced = 0; forced < 2; forced++) {
+        pinio_load_opts o;
+        pinio_load_opts_default(&o);
+        o.cache = PINIO_CACHE_HOT;
+        o.memory = PINIO_MEMORY_PINNED;
+        o.backend = forced ? PINIO_BACKEND_BUFFERED : PINIO_BACKEND_AUTO;
+        pinio_load_report r;
+        pinio_checkpoint *cp = load_ok(f, &o, &r);
+        check_all(cp, 23);
+        cr_assert_eq(r.files_buffered, 1);
+        if (!forced) {
+            cr_assert_eq(r.backend, PINIO_BACKEND_PREAD, "%s", r.io_path);
+            cr_assert_not_null(strstr(r.io_path, "page-cache copies on 4 threads"), "%s",
+                               r.io_path);
+        } else {
+            cr_assert_null(strstr(r.io_path, "page-cache copies on"), "%s", r.io_path);
+        }
+        pinio_checkpoint_release(cp);
+    }
 }

@@ -245,20 +245,30 @@ FOR_BACKENDS(bulk, body_bulk)
 FOR_BACKENDS(edges, body_edges)
 FOR_BACKENDS(sparse_1g, body_sparse_1g)
 
+/* A ring with 256 KiB requests (several pieces per region), faults from
+ * `faults`, and a file of `size` pattern bytes open on it. */
+static void region_setup(const char *faults, uint64_t size, uint64_t seed, pinio_ring **r,
+                         pinio_ring_file **f, char *path)
+{
+    pinio_ring_opts o;
+    pinio_ring_opts_default(&o);
+    o.request_size = 256 << 10;
+    o.faults = faults;
+    pinio_diag d = {0};
+    cr_assert_eq(pinio_ring_create(r, &o, &d), 0, "%s", d.msg);
+    cr_assert_eq(t_make_file("/var/tmp", size, seed, path, PATH_MAX), 0);
+    cr_assert_eq(pinio_ring_file_open(*r, path, f, NULL), 0);
+}
+
 /* Reads whose pieces straddle two adjacent registered regions, or start in
  * registered memory and end outside it: READ_FIXED must stay inside one
  * iovec, so those pieces go unregistered, and the data is still right. */
 Test(regions, straddle)
 {
-    pinio_ring_opts o;
-    pinio_ring_opts_default(&o);
-    o.request_size = 256 << 10;
     pinio_ring *r;
-    cr_assert_eq(pinio_ring_create(&r, &o, NULL), 0);
-    char path[PATH_MAX];
-    cr_assert_eq(t_make_file("/var/tmp", 4u << 20, 5, path, sizeof path), 0);
     pinio_ring_file *f;
-    cr_assert_eq(pinio_ring_file_open(r, path, &f, NULL), 0);
+    char path[PATH_MAX];
+    region_setup(NULL, 4u << 20, 5, &r, &f, path);
     uint8_t *m = t_map(4u << 20);
     int s1, s2;
     cr_assert_eq(pinio_ring_register_region(r, m, 1u << 20, &s1), 0);
@@ -286,6 +296,106 @@ Test(regions, straddle)
     pinio_ring_destroy(r);
     munmap(m, 4u << 20);
     unlink(path);
+}
+
+static bool ready_flag(void *ctx, const void *addr, size_t len)
+{
+    (void)addr;
+    (void)len;
+    return *(const bool *)ctx;
+}
+
+/* A lazy region: reads into it are plain while its pages are not ready, and
+ * the read loop registers it at the first read once they are; the bytes are
+ * right either way, and unregistering works registered or not. */
+Test(regions, lazy_registered_at_first_read_once_ready)
+{
+    pinio_ring *r;
+    pinio_ring_file *f;
+    char path[PATH_MAX];
+    region_setup(NULL, 2u << 20, 9, &r, &f, path);
+    pinio_ring_info ri;
+    pinio_ring_get_info(r, &ri);
+    if (ri.backend != PINIO_BACKEND_FIXED_DIRECT) {
+        pinio_ring_file_close(f);
+        pinio_ring_destroy(r);
+        unlink(path);
+        cr_skip_test("no registered buffers here: %s", ri.reason);
+    }
+    unsigned base = ri.regions; /* staging */
+    uint8_t *m = t_map(4u << 20);
+    bool ready = false;
+    int s1, s2;
+    cr_assert_eq(pinio_ring_register_region_lazy(r, m, 2u << 20, ready_flag, &ready, &s1), 0);
+    cr_assert_eq(pinio_ring_register_region_lazy(r, m + (2u << 20), 2u << 20, ready_flag, &ready,
+                                                 &s2), 0);
+    cr_assert_eq(pinio_ring_register_region_lazy(r, m + 4096, 4096, NULL, NULL, &s2), -EINVAL,
+                 "overlap refused");
+    pinio_ring_get_info(r, &ri);
+    cr_assert_eq(ri.regions, base, "reserved, not registered");
+    memset(m, T_POISON, 4u << 20);
+    pinio_read_req q = {.file = f, .offset = 0, .len = 2u << 20, .dst = m};
+    cr_assert_eq(pinio_ring_read_bulk(r, &q, 1, NULL), 0);
+    cr_assert_null(t_check_req(path, &q));
+    pinio_ring_get_info(r, &ri);
+    cr_assert_eq(ri.fixed_ops, 0u, "not ready: plain reads");
+    cr_assert_eq(ri.regions, base);
+    ready = true;
+    memset(m, T_POISON, 4u << 20);
+    cr_assert_eq(pinio_ring_read_bulk(r, &q, 1, NULL), 0);
+    cr_assert_null(t_check_req(path, &q));
+    pinio_ring_get_info(r, &ri);
+    cr_assert_eq(ri.fixed_ops, 8u, "registered at its first read: every piece READ_FIXED");
+    cr_assert_eq(ri.regions, base + 1, "only the region read into");
+    cr_assert_eq(pinio_ring_unregister_region(r, s1), 0);
+    cr_assert_eq(pinio_ring_unregister_region(r, s2), 0, "never registered: still released");
+    pinio_ring_get_info(r, &ri);
+    cr_assert_eq(ri.regions, base);
+    pinio_ring_file_close(f);
+    pinio_ring_destroy(r);
+    munmap(m, 4u << 20);
+    unlink(path);
+}
+
+/* Lazy regions where the kernel refuses buffer registration (regnomem) or
+ * has no sparse buffer table (sparseinval, as before 5.19): the
+ * reads stay plain, the bytes right, the reason said. */
+Test(regions, lazy_refused_or_no_sparse_table)
+{
+    for (int k = 0; k < 2; k++) {
+        pinio_ring *r;
+        pinio_ring_file *f;
+        char path[PATH_MAX];
+        region_setup(k ? "sparseinval" : "regnomem", 1u << 20, 3, &r, &f, path);
+        pinio_ring_info ri;
+        pinio_ring_get_info(r, &ri);
+        if (ri.setup_error) {
+            pinio_ring_file_close(f);
+            pinio_ring_destroy(r);
+            unlink(path);
+            cr_skip_test("no io_uring here: %s", ri.reason);
+        }
+        /* Both refusals leave the ring on plain O_DIRECT: the staging area's
+         * own registration fails first under regnomem. */
+        cr_assert_eq(ri.backend, PINIO_BACKEND_DIRECT, "%s", ri.reason);
+        cr_assert_not_null(strstr(ri.reason, k ? "sparse buffer table refused (EINVAL)"
+                                               : "buffer registration refused (ENOMEM)"),
+                           "%s", ri.reason);
+        uint8_t *m = t_map(1u << 20);
+        int s;
+        cr_assert_eq(pinio_ring_register_region_lazy(r, m, 1u << 20, NULL, NULL, &s),
+                     k ? -EOPNOTSUPP : -ENOMEM);
+        memset(m, T_POISON, 1u << 20);
+        pinio_read_req q = {.file = f, .offset = 0, .len = 1u << 20, .dst = m};
+        cr_assert_eq(pinio_ring_read_bulk(r, &q, 1, NULL), 0);
+        cr_assert_null(t_check_req(path, &q));
+        pinio_ring_get_info(r, &ri);
+        cr_assert_eq(ri.fixed_ops, 0u);
+        pinio_ring_file_close(f);
+        pinio_ring_destroy(r);
+        munmap(m, 1u << 20);
+        unlink(path);
+    }
 }
 
 Test(api, bad_arguments)
