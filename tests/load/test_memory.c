@@ -182,14 +182,13 @@ Test(memory, mapped_private_is_copy_on_write, .init = disk_setup, .fini = teardo
     o.memory = PINIO_MEMORY_MAPPED;
     o.map_private = true;
     o.lock_mapped = true; /* ignored: locking would copy every page */
-    pinio_checkpoint *cp = load_ok(f, &o);
     pinio_load_report r;
-    pinio_checkpoint_report(cp, &r);
+    pinio_checkpoint *cp = load_ok(f, &o, &r);
     cr_assert_not_null(strstr(r.modes, "; mapped private (copy-on-write); mapped pages not "
                                        "locked"), "%s", r.modes);
     o.lock_mapped = false;
     o.map_private = false;
-    pinio_checkpoint *shared = load_ok(f, &o);
+    pinio_checkpoint *shared = load_ok(f, &o, NULL);
     for (size_t i = 0; i < pinio_checkpoint_count(cp); i++) {
         const pinio_tensor *t = pinio_checkpoint_tensor(cp, i);
         if (!t->nbytes)
@@ -213,7 +212,7 @@ Test(memory, mapped_private_is_copy_on_write, .init = disk_setup, .fini = teardo
     pinio_checkpoint_release(cp);
     o.map_private = false;
     o.memory = PINIO_MEMORY_PINNED;
-    cp = load_ok(f, &o); /* the file itself is unchanged */
+    cp = load_ok(f, &o, NULL); /* the file itself is unchanged */
     check_all(cp, 6);
     pinio_checkpoint_release(cp);
 }
