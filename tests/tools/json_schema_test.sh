@@ -1,6 +1,6 @@
 #!/bin/sh
-# Every --json output of info, load (resident, --device host, --mpi) and
-# stage, successes and failures, on odd file names (a quote, a newline, a
+# Every --json output of info, load (resident, --device host, --mpi),
+# stage, gen and doctor, successes and failures, on odd file names (a quote, a newline, a
 # \xff byte): one line of valid UTF-8 JSON matching doc/json/CMD.schema.json
 # (error.schema.json for a failure, which must also exit 1).
 # usage: json_schema_test.sh PINIO SCHEMA_DIR
@@ -73,6 +73,26 @@ fi
 valid 0 stage "$ODD" "$DIR/st" --verify
 valid 1 stage "$ODD" "$DIR/st"
 valid 0 stage "$DIR/sh" "$DIR/st2"
+
+valid 0 gen "$DIR/g.safetensors" --size 64K
+valid 0 gen "$DIR/g2" --hidden 64 --layers 2 --shards 2
+valid 1 gen "$DIR/none/dir/g.safetensors" --size 64K
+
+# doctor: exit 0 (full speed) or 1 (degraded: a verdict, not an error
+# object) depending on the machine; either way the report matches.
+for p in "$DIR" /dev/shm; do
+    n=$((n + 1))
+    "$PINIO" doctor "$p" --json >"$DIR/out.$n" 2>"$DIR/err"
+    got=$?
+    if [ "$got" -gt 1 ] || grep -q '"error":{' "$DIR/out.$n"; then
+        echo "FAIL: pinio doctor $p --json: exit $got"; cat "$DIR/err" "$DIR/out.$n"
+        fails=$((fails + 1))
+    elif ! /usr/bin/python3 "$HERE/json_validate.py" "$SDIR" doctor "$DIR/out.$n"; then
+        echo "FAIL: pinio doctor $p --json: output does not match the schema"
+        fails=$((fails + 1))
+    fi
+done
+valid 1 doctor "$DIR/none"
 
 [ $fails -eq 0 ] && echo "all $n JSON outputs match their schemas"
 exit $((fails != 0))
