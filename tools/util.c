@@ -95,21 +95,6 @@ const char *cli_human_bytes(char *buf, unsigned long cap, uint64_t bytes)
     return buf;
 }
 
-void cli_json_str(const char *s, size_t n)
-{
-    putchar('"');
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
-    }
-    putchar('"');
-}
-
 void cli_raise_nofile(unsigned long long *from, unsigned long long *to)
 {
     struct rlimit rl;

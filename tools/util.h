@@ -100,17 +100,6 @@ void cli_jw_limit(jw *w, const char *key, unsigned long long v);
 /** Formats a byte count as "1.50 GiB" into `buf`; returns `buf`. */
 const char *cli_human_bytes(char *buf, unsigned long cap, uint64_t bytes);
 
-/**
- * Deprecated: use jw (jw.h), which also keeps bytes that are not UTF-8 from
- * making the output invalid JSON. Kept only until cmd_bench.c and
- * cmd_doctor.c move to jw; nothing new may call it.
- *
- * Prints the `n` bytes at `s` to stdout as a JSON string literal: quotes,
- * backslashes and control bytes (NUL included) escaped, other bytes as they
- * are, so valid UTF-8 stays valid JSON.
- */
-void cli_json_str(const char *s, size_t n);
-
 /* Raises the soft open-file limit to the hard one (a load holds one
  * descriptor per shard); `*from` and `*to` receive the soft limit before and
  * after (equal when nothing changed). The command's own process only: the
