@@ -4,12 +4,12 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "pinio/pinio.h"
 #include "cli.h"
 #include "jw.h"
 #include "stop.h"
+#include "progress.h"
 #include "util.h"
 
 static void gen_usage(FILE *out)
@@ -73,18 +73,12 @@ static int parse_dtypes(char *list, pinio_dtype *out, size_t cap, size_t *n)
 }
 
 /* Always installed: it is also how SIGINT/SIGTERM stop gen, which then
- * removes the file it was writing (stop.h). ctx: non-NULL to print. */
+ * removes the file it was writing (stop.h). ctx: the progress line. */
 static int progress(void *ctx, const pinio_progress *p)
 {
     if (cli_stop_requested())
         return 1;
-    if (!ctx)
-        return 0;
-    uint64_t done = p->done_bytes, total = p->total_bytes;
-    char a[32], b[32];
-    fprintf(stderr, "\rpinio gen: %3u%%  %s of %s   ",
-            total ? (unsigned)(done * 100 / total) : 100u, cli_human_bytes(a, sizeof(a), done),
-            cli_human_bytes(b, sizeof(b), total));
+    cli_progress_update(ctx, p);
     return 0;
 }
 
@@ -238,14 +232,14 @@ static int run_gen(int argc, char **argv)
             jw_error("gen", d.code, d.msg, out, -1);
         return cli_usage("gen", "%s", d.msg);
     }
-    bool show = !quiet && !json && isatty(STDERR_FILENO);
+    cli_progress pg;
+    cli_progress_start(&pg, "gen", 0, quiet || json);
     o.progress = progress;
-    o.progress_ctx = show ? &o : NULL;
+    o.progress_ctx = &pg;
     cli_stop_install();
     pinio_gen_result res;
     int r = pinio_gen_write(out, &o, &res, &d);
-    if (show)
-        fputc('\n', stderr);
+    cli_progress_end(&pg);
     if (r == -ECANCELED)
         cli_stop_reraise(); /* the library removed the file it was writing */
     if (r < 0) {
