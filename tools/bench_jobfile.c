@@ -39,17 +39,25 @@ static int sv_push(strvec *s, const char *str)
     return 0;
 }
 
-static int sv_pushf(strvec *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int sv_pushf(strvec *s, const char *fmt, ...)
+/* A formatted string; longer than a file list may be is an error, not a cut. */
+static int sv_vpushf(strvec *s, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+static int sv_vpushf(strvec *s, const char *fmt, va_list ap)
 {
-    char buf[256];
-    va_list ap;
-    va_start(ap, fmt);
+    char buf[4096 + 64];
     int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
     if (n < 0 || (size_t)n >= sizeof buf)
         return -EINVAL;
     return sv_push(s, buf);
+}
+
+static int sv_pushf(strvec *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int sv_pushf(strvec *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = sv_vpushf(s, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 /* An option and, unless `fmt` is NULL, its value: "--qd", "32". */
@@ -57,17 +65,14 @@ static int push_opt(strvec *s, const char *opt, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int push_opt(strvec *s, const char *opt, const char *fmt, ...)
 {
-    char buf[4096 + 64];
     int rc = sv_push(s, opt);
     if (rc || !fmt)
         return rc;
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    rc = sv_vpushf(s, fmt, ap);
     va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof buf)
-        return -EINVAL;
-    return sv_push(s, buf);
+    return rc;
 }
 
 static void sv_free(strvec *s)
