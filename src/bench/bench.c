@@ -1322,6 +1322,10 @@ int pinio_bench_run(const pinio_bench_opts *uo, pinio_bench_result *res, pinio_d
     rc = pinio_bench_check(o, diag);
     if (rc)
         return rc;
+    /* 0 means fio's default, 50: drawn as "below 0" it made every request
+     * of a default --rw randrw a write. */
+    if (is_mixed(oc.rw) && !oc.rwmixread)
+        oc.rwmixread = 50;
     memset(res, 0, sizeof *res);
     pinio__faults *probe = NULL;
     const char *spec = o->faults ? o->faults : getenv("PINIO_FAULTS");
