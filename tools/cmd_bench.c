@@ -80,7 +80,7 @@ static void usage(FILE *out)
             "is removed, and the command dies of the signal (exit status 130 for Ctrl-C).\n"
             "Latency is reported as fio does: slat (issue to submission), clat (submission\n"
             "to completion), lat (issue to completion).\n"
-            "Not supported: trim, several files, --bsrange, --thinktime, job files,\n"
+            "Not supported yet: trim, several files, bsrange, thinktime, job files,\n"
             "verify=crc32c|sha256.\n");
 }
 

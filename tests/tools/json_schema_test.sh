@@ -74,5 +74,13 @@ valid 0 stage "$ODD" "$DIR/st" --verify
 valid 1 stage "$ODD" "$DIR/st"
 valid 0 stage "$DIR/sh" "$DIR/st2"
 
+# bench: one run, several jobs (job_results), a mixed workload with a
+# percentile list, and failures (a missing file to verify, a bad option).
+B=$DIR/bench.dat
+valid 0 bench --file "$B" --size 1M --bs 64k --direct off
+valid 0 bench --file "$B" --size 1M --bs 4k --direct off --jobs 2 --rw randread
+valid 0 bench --file "$DIR/bench2.dat" --size 1M --bs 4k --direct off --rw randrw --percentile-list 50:99.9
+valid 1 bench --file "$DIR/missing.dat" --bs 4k --verify-only --direct off
+
 [ $fails -eq 0 ] && echo "all $n JSON outputs match their schemas"
 exit $((fails != 0))
