@@ -68,12 +68,20 @@ static void usage(FILE *out)
             "  --output FILE    write the results there instead of stdout\n"
             "  --percentile-list P:P:...   latency percentiles to report besides the fixed ones\n"
             "  --sweep bs=4k,64k,1m qd=1,4,16,64   run the grid, print a table\n"
+            "  --group-reporting   several jobs: the aggregate only (default: each job too)\n"
+            "  --log-interval MS   sampling interval of bw/IOPS samples and of --log-file\n"
+            "                   (default 500)\n"
+            "  --log-file F     per-interval log: CSV (time_ms,job,dir,bw_bytes_per_s,iops,\n"
+            "                   lat_mean_ns,lat_p50_ns,lat_p99_ns; job -1 = all), JSONL if F\n"
+            "                   ends in .jsonl\n"
             "A read of a missing file creates it first, filled with real data, under a\n"
             "temporary name renamed into place when complete. Ctrl-C or SIGTERM stops\n"
             "the run: the result so far is printed (marked partial), a file being made\n"
             "is removed, and the command dies of the signal (exit status 130 for Ctrl-C).\n"
-            "Not supported: trim, several files, --bsrange, --thinktime, per-interval logs,\n"
-            "job files, verify=crc32c|sha256.\n");
+            "Latency is reported as fio does: slat (issue to submission), clat (submission\n"
+            "to completion), lat (issue to completion).\n"
+            "Not supported yet: trim, several files, bsrange, thinktime, job files,\n"
+            "verify=crc32c|sha256.\n");
 }
 
 /* A 0|1 value of a flag given as --flag or --flag=0|1 (optional_argument). */
@@ -245,6 +253,18 @@ static void json_lat(jw *w, const char *key, const pinio_bench_lat *l, const pin
     jw_obj_end(w);
 }
 
+static void json_samples(jw *w, const char *key, const pinio_bench_samples *s)
+{
+    jw_key(w, key);
+    jw_obj(w);
+    jw_ku64(w, "samples", s->samples);
+    jw_kf64(w, "min", s->min);
+    jw_kf64(w, "max", s->max);
+    jw_kf64(w, "mean", s->mean);
+    jw_kf64(w, "stdev", s->stdev);
+    jw_obj_end(w);
+}
+
 static void json_dir(jw *w, const char *key, const pinio_bench_dir *d, const pinio_bench_opts *o)
 {
     jw_key(w, key);
@@ -254,11 +274,37 @@ static void json_dir(jw *w, const char *key, const pinio_bench_dir *d, const pin
     jw_kf64(w, "bw_mb_per_s", d->bytes_per_s / 1e6);
     jw_kf64(w, "iops", d->iops);
     json_lat(w, "lat_ns", &d->lat, o);
+    json_lat(w, "slat_ns", &d->slat, o);
+    json_lat(w, "clat_ns", &d->clat, o);
+    json_samples(w, "bw_samples_bytes_per_s", &d->bw_samples);
+    json_samples(w, "iops_samples", &d->iops_samples);
     jw_obj_end(w);
 }
 
+/* The figures of one result: the aggregate's, or one job's. */
+static void json_figures(jw *w, const pinio_bench_opts *o, const pinio_bench_result *r)
+{
+    jw_ku64(w, "bytes", r->bytes);
+    jw_ku64(w, "ios", r->ios);
+    jw_kf64(w, "elapsed_s", r->seconds);
+    jw_kf64(w, "bw_mb_per_s", r->bytes_per_s / 1e6);
+    jw_kf64(w, "iops", r->iops);
+    json_lat(w, "lat_ns", &r->lat, o);
+    json_lat(w, "slat_ns", &r->slat, o);
+    json_lat(w, "clat_ns", &r->clat, o);
+    json_dir(w, "read", &r->read, o);
+    json_dir(w, "write", &r->write, o);
+    jw_kf64(w, "cpu_user_s", r->cpu_user_s);
+    jw_kf64(w, "cpu_sys_s", r->cpu_sys_s);
+    jw_kf64(w, "cpu_s_per_gb", r->cpu_s_per_gb);
+    jw_kf64(w, "submits_per_io", r->submits_per_io);
+    jw_ku64(w, "verify_submits", r->verify_submits);
+    jw_ku64(w, "verified_bytes", r->verified_bytes);
+}
+
 /* The keys are documented in doc/json/bench.md. */
-static void print_json(FILE *out, const pinio_bench_opts *o, const pinio_bench_result *r)
+static void print_json(FILE *out, const pinio_bench_opts *o, const pinio_bench_result *r,
+                       const pinio_bench_result *per_job)
 {
     jw w;
     jw_init(&w, out);
@@ -284,20 +330,20 @@ static void print_json(FILE *out, const pinio_bench_opts *o, const pinio_bench_r
     jw_kbool(&w, "verify_only", o->verify_only);
     jw_ku64(&w, "batch", r->batch);
     jw_kbool(&w, "partial", r->partial);
-    jw_ku64(&w, "bytes", r->bytes);
-    jw_ku64(&w, "ios", r->ios);
-    jw_kf64(&w, "elapsed_s", r->seconds);
-    jw_kf64(&w, "bw_mb_per_s", r->bytes_per_s / 1e6);
-    jw_kf64(&w, "iops", r->iops);
-    json_lat(&w, "lat_ns", &r->lat, o);
-    json_dir(&w, "read", &r->read, o);
-    json_dir(&w, "write", &r->write, o);
-    jw_kf64(&w, "cpu_user_s", r->cpu_user_s);
-    jw_kf64(&w, "cpu_sys_s", r->cpu_sys_s);
-    jw_kf64(&w, "cpu_s_per_gb", r->cpu_s_per_gb);
-    jw_kf64(&w, "submits_per_io", r->submits_per_io);
-    jw_ku64(&w, "verify_submits", r->verify_submits);
-    jw_ku64(&w, "verified_bytes", r->verified_bytes);
+    jw_ku64(&w, "interval_ms", o->interval_ms ? o->interval_ms : 500);
+    json_figures(&w, o, r);
+    /* "jobs" is the count (schema 2), so the per-job figures are apart */
+    if (per_job) {
+        jw_key(&w, "job_results");
+        jw_arr(&w);
+        for (unsigned i = 0; i < o->jobs; i++) {
+            jw_obj(&w);
+            jw_ku64(&w, "job", i);
+            json_figures(&w, o, &per_job[i]);
+            jw_obj_end(&w);
+        }
+        jw_arr_end(&w);
+    }
     jw_ku64(&w, "file_size_bytes", r->file_size);
     jw_kbool(&w, "created", r->created);
     jw_key(&w, "features");
@@ -311,11 +357,12 @@ static void print_json(FILE *out, const pinio_bench_opts *o, const pinio_bench_r
     jw_finish(&w);
 }
 
-/* One ;-separated line per run (fields in doc/json/bench.md, "terse"):
- * what a shell script cuts with `cut -d';'`. Version 1. */
-static void print_terse(FILE *out, const pinio_bench_opts *o, const pinio_bench_result *r)
+/* One ;-separated line per run and, before it, one per job (fields in
+ * doc/json/bench.md, "terse"): what a shell script cuts with `cut -d';'`.
+ * Version 2: version 1's 35 fields, then the job (-1: all) and slat/clat. */
+static void print_terse(FILE *out, const pinio_bench_opts *o, const pinio_bench_result *r, int job)
 {
-    fprintf(out, "pinio-bench;1;%s;%s;%llu;%u;%u;%llu;%llu;%.6f;%.3f;%.1f", pinio_version(),
+    fprintf(out, "pinio-bench;2;%s;%s;%llu;%u;%u;%llu;%llu;%.6f;%.3f;%.1f", pinio_version(),
             pinio_bench_rw_name(o->rw), (unsigned long long)o->bs, o->qd, o->jobs,
             (unsigned long long)r->bytes, (unsigned long long)r->ios, r->seconds,
             r->bytes_per_s / 1e6, r->iops);
@@ -326,7 +373,9 @@ static void print_terse(FILE *out, const pinio_bench_opts *o, const pinio_bench_
                 d[k]->bytes_per_s / 1e6, d[k]->iops, d[k]->lat.mean_ns, d[k]->lat.stdev_ns,
                 (unsigned long long)d[k]->lat.p50_ns, (unsigned long long)d[k]->lat.p99_ns,
                 (unsigned long long)d[k]->lat.p999_ns, (unsigned long long)d[k]->lat.max_ns);
-    fprintf(out, ";%.6f;%.4f;%d\n", r->cpu_s_per_gb, r->submits_per_io, r->partial ? 1 : 0);
+    fprintf(out, ";%.6f;%.4f;%d;%d;%.0f;%llu;%.0f;%llu\n", r->cpu_s_per_gb, r->submits_per_io,
+            r->partial ? 1 : 0, job, r->slat.mean_ns, (unsigned long long)r->slat.p99_ns,
+            r->clat.mean_ns, (unsigned long long)r->clat.p99_ns);
 }
 
 /* A status line on a terminal, about once a second: a 60 s run is not
@@ -367,13 +416,46 @@ static void text_dir(FILE *out, const char *name, const pinio_bench_dir *d)
             (double)d->lat.max_ns / 1e3);
 }
 
-static void print_text(FILE *out, const pinio_bench_opts *o, const pinio_bench_result *r)
+static void text_lat(FILE *out, const char *name, const pinio_bench_lat *l)
 {
-    char b[32], s[32];
+    fprintf(out, "  %s us: min %.1f  mean %.1f  stdev %.1f  p50 %.1f  p99 %.1f  max %.1f\n", name,
+            (double)l->min_ns / 1e3, l->mean_ns / 1e3, l->stdev_ns / 1e3,
+            (double)l->p50_ns / 1e3, (double)l->p99_ns / 1e3, (double)l->max_ns / 1e3);
+}
+
+static void text_samples(FILE *out, const pinio_bench_dir *d, const char *name)
+{
+    const pinio_bench_samples *b = &d->bw_samples, *i = &d->iops_samples;
+    if (!b->samples)
+        return;
+    fprintf(out, "  %s samples: %llu, MB/s min %.1f max %.1f mean %.1f stdev %.1f; IOPS min "
+            "%.0f max %.0f mean %.0f stdev %.0f\n", name, (unsigned long long)b->samples,
+            b->min / 1e6, b->max / 1e6, b->mean / 1e6, b->stdev / 1e6, i->min, i->max, i->mean,
+            i->stdev);
+}
+
+static void text_figures(FILE *out, const pinio_bench_opts *o, const pinio_bench_result *r);
+
+static void print_text(FILE *out, const pinio_bench_opts *o, const pinio_bench_result *r,
+                       const pinio_bench_result *per_job)
+{
+    char b[32];
     fprintf(out, "pinio bench: %s bs=%s qd=%u batch=%u jobs=%u %s [%s]%s%s\n",
             pinio_bench_rw_name(o->rw), cli_human_bytes(b, sizeof b, o->bs), o->qd, r->batch,
             o->jobs, o->path, r->features, r->created ? " (created)" : "",
             r->partial ? " (stopped: partial result)" : "");
+    for (unsigned i = 0; per_job && i < o->jobs; i++) {
+        fprintf(out, "job %u:\n", i);
+        text_figures(out, o, &per_job[i]);
+    }
+    if (per_job)
+        fprintf(out, "all jobs:\n");
+    text_figures(out, o, r);
+}
+
+static void text_figures(FILE *out, const pinio_bench_opts *o, const pinio_bench_result *r)
+{
+    char s[32];
     fprintf(out, "  %s in %.3f s: %.1f MB/s (10^6 B/s), %.0f IOPS\n",
             cli_human_bytes(s, sizeof s, r->bytes), r->seconds, r->bytes_per_s / 1e6, r->iops);
     fprintf(out, "  latency us: min %.1f  mean %.1f  stdev %.1f  p50 %.1f  p90 %.1f  p99 %.1f  "
@@ -388,10 +470,14 @@ static void print_text(FILE *out, const pinio_bench_opts *o, const pinio_bench_r
             fprintf(out, "  p%g %.1f", o->percentiles[i], (double)r->lat.pct_ns[i] / 1e3);
         fprintf(out, "\n");
     }
+    text_lat(out, "slat", &r->slat);
+    text_lat(out, "clat", &r->clat);
     if (r->read.ios && r->write.ios) {
         text_dir(out, "read ", &r->read);
         text_dir(out, "write", &r->write);
     }
+    text_samples(out, &r->read, "read");
+    text_samples(out, &r->write, "write");
     fprintf(out, "  CPU %.4f s/GB (user %.3f s, sys %.3f s), %.3f submit calls per I/O\n",
             r->cpu_s_per_gb, r->cpu_user_s, r->cpu_sys_s, r->submits_per_io);
     if (o->verify || o->verify_only)
@@ -405,7 +491,8 @@ enum {
     O_FILE = 256, O_RW, O_MIX, O_BS, O_BSSPLIT, O_ALIGN, O_QD, O_JOBS, O_SIZE, O_OFFSET,
     O_IOSIZE, O_LOOPS, O_TIME, O_RAMP, O_DELAY, O_RATE, O_RATEIOPS, O_DIST, O_NOMAP, O_DIRECT,
     O_FIXED, O_REGFILES, O_SQPOLL, O_IOPOLL, O_BATCH, O_NODE, O_CACHE, O_VERIFY, O_VONLY,
-    O_DEVOK, O_FILEOK, O_SEED, O_JSON, O_OUTPUT, O_FORMAT, O_PCT, O_SWEEP,
+    O_DEVOK, O_FILEOK, O_SEED, O_JSON, O_OUTPUT, O_FORMAT, O_PCT, O_SWEEP, O_GROUP, O_LOGINT,
+    O_LOGFILE,
 };
 
 static const struct option longopts[] = {
@@ -449,6 +536,9 @@ static const struct option longopts[] = {
     {"output-format", required_argument, NULL, O_FORMAT},
     {"percentile-list", required_argument, NULL, O_PCT},
     {"sweep", no_argument, NULL, O_SWEEP},
+    {"group-reporting", no_argument, NULL, O_GROUP},
+    {"log-interval", required_argument, NULL, O_LOGINT},
+    {"log-file", required_argument, NULL, O_LOGFILE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -460,6 +550,11 @@ struct cli {
     enum fmt fmt;
     const char *output;
     bool sweep;
+    bool group_reporting;
+    const char *log_file;
+    FILE *log;
+    bool log_jsonl;
+    pinio_bench_result per_job[256];
     uint64_t sweep_bs[MAX_SWEEP], sweep_qd[MAX_SWEEP];
     unsigned nbs, nqd;
     pinio_bench_bs_weight split[16];
@@ -567,6 +662,9 @@ static int parse_opt(struct cli *c, int opt, const char *v)
         o->percentiles = c->pcts;
         break;
     case O_SWEEP: c->sweep = true; break;
+    case O_GROUP: c->group_reporting = true; break;
+    case O_LOGINT: rc = parse_bounded(v, 3600000, &o->interval_ms); rc = rc || !o->interval_ms ? -EINVAL : 0; break;
+    case O_LOGFILE: c->log_file = v; break;
     }
     if (rc)
         return cli_usage("bench", "bad value '%s' for --%s", v ? v : "", name ? name : "?");
@@ -589,13 +687,35 @@ static int parse_operand(struct cli *c, const char *a)
     return cli_usage("bench", "unexpected argument '%s'", a);
 }
 
+/* The --log-file row of one interval (the format scripts/plot reads). */
+static int on_interval(void *ctx, const pinio_bench_interval *v)
+{
+    struct cli *c = ctx;
+    static const char *const dirs[] = {"read", "write", "trim"};
+    const char *dir = v->dir >= 0 && v->dir < 3 ? dirs[v->dir] : "?";
+    if (c->log_jsonl)
+        fprintf(c->log, "{\"time_ms\":%.3f,\"job\":%d,\"dir\":\"%s\",\"bw_bytes_per_s\":%.1f,"
+                "\"iops\":%.1f,\"lat_mean_ns\":%.1f,\"lat_p50_ns\":%llu,\"lat_p99_ns\":%llu}\n",
+                v->time_ms, v->job, dir, v->bytes_per_s, v->iops, v->lat_mean_ns,
+                (unsigned long long)v->lat_p50_ns, (unsigned long long)v->lat_p99_ns);
+    else
+        fprintf(c->log, "%.3f,%d,%s,%.1f,%.1f,%.1f,%llu,%llu\n", v->time_ms, v->job, dir,
+                v->bytes_per_s, v->iops, v->lat_mean_ns, (unsigned long long)v->lat_p50_ns,
+                (unsigned long long)v->lat_p99_ns);
+    return 0;
+}
+
 static void print_result(FILE *out, const struct cli *c, const pinio_bench_opts *o,
                           const pinio_bench_result *r)
 {
+    /* fio's group_reporting: off, each job beside the aggregate */
+    const pinio_bench_result *pj = o->jobs > 1 && !c->group_reporting ? c->per_job : NULL;
     if (c->fmt == FMT_JSON) {
-        print_json(out, o, r);
+        print_json(out, o, r, pj);
     } else if (c->fmt == FMT_TERSE) {
-        print_terse(out, o, r);
+        for (unsigned i = 0; pj && i < o->jobs; i++)
+            print_terse(out, o, &pj[i], (int)i);
+        print_terse(out, o, r, -1);
     } else if (c->sweep) {
         char b[32];
         fprintf(out, "%-6s %9s %5u %10.1f %10.0f %9.1f %9.1f %9.1f %9.4f %8.3f%s\n",
@@ -604,7 +724,7 @@ static void print_result(FILE *out, const struct cli *c, const pinio_bench_opts 
                 (double)r->lat_p99_ns / 1e3, (double)r->lat_p999_ns / 1e3, r->cpu_s_per_gb,
                 r->submits_per_io, r->partial ? " partial" : "");
     } else {
-        print_text(out, o, r);
+        print_text(out, o, r, pj);
     }
     /* A row at a time, so a long sweep shows its progress; stdout through
      * cli_flush(), which keeps a failed write's errno for main's report. */
@@ -666,6 +786,20 @@ static int run_bench(int argc, char **argv)
         rc = 1;
         goto out;
     }
+    if (c->log_file) {
+        size_t n = strlen(c->log_file);
+        c->log_jsonl = n >= 6 && !strcmp(c->log_file + n - 6, ".jsonl");
+        if (!(c->log = fopen(c->log_file, "w"))) {
+            fprintf(stderr, "pinio bench: --log-file %s: %s\n", c->log_file, strerror(errno));
+            if (out != stdout)
+                fclose(out);
+            rc = 1;
+            goto out;
+        }
+        if (!c->log_jsonl)
+            fprintf(c->log, "time_ms,job,dir,bw_bytes_per_s,iops,lat_mean_ns,lat_p50_ns,"
+                    "lat_p99_ns\n");
+    }
     cli_stop_install();
     if (c->sweep && c->fmt == FMT_NORMAL)
         fprintf(out, "%-6s %9s %5s %10s %10s %9s %9s %9s %9s %8s\n", "rw", "bs", "qd", "MB/s",
@@ -681,6 +815,11 @@ static int run_bench(int argc, char **argv)
                                 .tty = c->fmt == FMT_NORMAL && isatty(STDERR_FILENO)};
             x.progress = on_progress;
             x.progress_ctx = &st;
+            x.job_results = c->per_job;
+            if (c->log) {
+                x.interval_fn = on_interval;
+                x.interval_ctx = c;
+            }
             int e = pinio_bench_run(&x, &r, &d);
             if (st.shown)
                 fprintf(stderr, "\r%*s\r", 64, "");
@@ -691,6 +830,8 @@ static int run_bench(int argc, char **argv)
                     print_result(out, c, &x, &r);
                 if (out != stdout)
                     fclose(out);
+                if (c->log)
+                    fclose(c->log);
                 cli_stop_reraise(); /* the library removed what it was making */
             }
             if (e) {
@@ -704,6 +845,10 @@ static int run_bench(int argc, char **argv)
         }
     if (out != stdout && fclose(out) && !rc) {
         fprintf(stderr, "pinio bench: --output %s: %s\n", c->output, strerror(errno));
+        rc = 1;
+    }
+    if (c->log && fclose(c->log) && !rc) {
+        fprintf(stderr, "pinio bench: --log-file %s: %s\n", c->log_file, strerror(errno));
         rc = 1;
     }
     if (!rc)

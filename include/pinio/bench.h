@@ -99,6 +99,27 @@ typedef struct pinio_bench_bs_weight {
 typedef void (*pinio_bench_trace_fn)(void *ctx, unsigned job, bool write, uint64_t off,
                                      uint64_t len);
 
+/** One interval of a time series (pinio_bench_opts::interval_fn): what one
+ *  job (or all, job -1) moved in one direction during the interval. */
+typedef struct pinio_bench_interval {
+    double time_ms;      /**< end of the interval, ms since the jobs started */
+    int job;             /**< job index, or -1 for the sum over all jobs */
+    int dir;             /**< 0 read, 1 write */
+    double bytes_per_s;  /**< bytes completed in the interval / its length */
+    double iops;         /**< requests completed in the interval / its length */
+    double lat_mean_ns;  /**< total latency (issue to completion) of those requests */
+    uint64_t lat_p50_ns, lat_p99_ns;
+} pinio_bench_interval;
+
+/** Called once per interval, job and direction of the workload, in time
+ *  order, on the thread that called pinio_bench_run() while the jobs run
+ *  (and for the last, partial interval after they ended). Nonzero return:
+ *  no further calls (the run goes on). The library opens no file: the
+ *  caller writes the log. */
+typedef int (*pinio_bench_interval_fn)(void *ctx, const pinio_bench_interval *iv);
+
+struct pinio_bench_result;
+
 /** Most percentiles a run reports besides the fixed ones (percentiles). */
 #define PINIO_BENCH_MAX_PCT 16
 
@@ -203,6 +224,17 @@ typedef struct pinio_bench_opts {
      *  this order, at most PINIO_BENCH_MAX_PCT (borrowed for the call). */
     const double *percentiles;
     unsigned npercentiles;
+    /** Length of the sampling interval of the bandwidth and IOPS samples
+     *  (pinio_bench_dir::bw_samples) and of interval_fn, in ms; 0 = 500
+     *  (fio's bw_avg_time / iops_avg_time). 1 .. 3600000. */
+    unsigned interval_ms;
+    /** Optional: the time series, one call per interval, job and direction. */
+    pinio_bench_interval_fn interval_fn;
+    void *interval_ctx;
+    /** Optional: an array of `jobs` results the run fills with each job's
+     *  own figures (as pinio_bench_result; features, batch and file fields
+     *  as the aggregate's), whenever it fills the aggregate. */
+    struct pinio_bench_result *job_results;
 } pinio_bench_opts;
 
 /** Fills `*o` with the defaults: read, bs 1 MiB, qd 16, 1 job, direct, fixed, node -1, seed 1. */
@@ -227,7 +259,8 @@ PINIO_API const char *pinio_bench_rw_name(pinio_bench_rw rw);
 /** Parses a workload name. @return 0 and `*out`, or -EINVAL. */
 PINIO_API int pinio_bench_rw_parse(const char *name, pinio_bench_rw *out);
 
-/** Latency of one direction: nanoseconds, submission to completion. */
+/** A latency distribution, nanoseconds. Which latency depends on where it
+ *  is found: `lat` (issue to completion), `slat` or `clat`. */
 typedef struct pinio_bench_lat {
     uint64_t count;          /**< requests timed */
     uint64_t min_ns, p50_ns, p90_ns, p99_ns, p999_ns, max_ns;
@@ -236,11 +269,34 @@ typedef struct pinio_bench_lat {
     uint64_t pct_ns[PINIO_BENCH_MAX_PCT];
 } pinio_bench_lat;
 
-/** What one direction (reads or writes) of a run measured. */
+/** Statistics over per-interval samples (pinio_bench_opts::interval_ms):
+ *  complete intervals after the ramp only. For the aggregate of several
+ *  jobs min, max and mean are the sums of the jobs' and stdev the root of
+ *  the summed variances, as fio's group statistics sum them. */
+typedef struct pinio_bench_samples {
+    uint64_t samples;
+    double min, max, mean, stdev;
+} pinio_bench_samples;
+
+/** What one direction (reads or writes) of a run measured.
+ *
+ *  The three latencies are fio's: a request is issued when it is prepared
+ *  (put in the submission queue), submitted when the io_uring_enter() call
+ *  that carried it returned, complete when its completion was reaped. slat
+ *  = issue to submission, clat = submission to completion, lat = issue to
+ *  completion (slat + clat). One difference: bench submits the refills of a
+ *  wake with the call that also waits for the next completion (one system
+ *  call where fio makes two), and that call returns only after a
+ *  completion; for the requests it carried, submission is taken as the
+ *  call's entry, so their kernel-side submission work counts in clat. */
 typedef struct pinio_bench_dir {
     uint64_t bytes, ios;
     double bytes_per_s, iops; /**< over the run's seconds */
-    pinio_bench_lat lat;
+    pinio_bench_lat lat;      /**< issue to completion */
+    pinio_bench_lat slat;     /**< issue to submission */
+    pinio_bench_lat clat;     /**< submission to completion */
+    pinio_bench_samples bw_samples;   /**< bytes per second per interval */
+    pinio_bench_samples iops_samples; /**< requests per second per interval */
 } pinio_bench_dir;
 
 /** What a run measured. All latencies are nanoseconds, submission to completion. */
@@ -266,13 +322,15 @@ typedef struct pinio_bench_result {
     /* Added later, at the end. */
     pinio_bench_dir read;    /**< the reads of the workload */
     pinio_bench_dir write;   /**< the writes of the workload */
-    pinio_bench_lat lat;     /**< both directions (lat_*_ns above, plus stdev and pct_ns) */
+    pinio_bench_lat lat;     /**< both directions, issue to completion (lat_*_ns above) */
     /** io_uring_submit* calls of the verify read-back pass: not in
      *  submits_per_io, which is the workload's cost per workload request. */
     uint64_t verify_submits;
     /** The run was stopped by the progress callback (-ECANCELED) after the
      *  workload began: the figures cover what completed until then. */
     bool partial;
+    pinio_bench_lat slat;    /**< both directions, issue to submission */
+    pinio_bench_lat clat;    /**< both directions, submission to completion */
 } pinio_bench_result;
 
 /**

@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <liburing.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -191,6 +192,8 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
         if (!(o->percentiles[i] > 0 && o->percentiles[i] <= 100))
             BAD("bench: --percentile-list: %g is not above 0 and at most 100",
                 o->percentiles[i]);
+    if (o->interval_ms > 3600000)
+        BAD("bench: --log-interval %u ms: at most an hour (3600000)", o->interval_ms);
     if (o->node < -1)
         BAD("bench: --node %d: must be a node number", o->node);
     if (o->node >= 0 && !pinio__prim_node_exists(o->node))
@@ -452,7 +455,8 @@ static unsigned dio_align(int fd)
 
 typedef struct slot {
     uint64_t off;  /* file offset of the request */
-    uint64_t t0;   /* submission time, ns */
+    uint64_t t0;   /* issue time (prepared), ns */
+    uint64_t ts;   /* submission time (the submit call that carried it), ns */
     uint64_t idx;  /* issue index within the pass (verify: the block's generation) */
     uint32_t len;  /* bytes of the request (bs, or drawn from bssplit) */
     uint32_t done; /* bytes completed so far (short transfers resubmit the rest) */
@@ -469,7 +473,45 @@ struct gate {
     unsigned finished; /* jobs whose workload pass ended */
     int state;         /* 0 wait, 1 go, -1 abort */
     atomic_bool cancel; /* the progress callback asked to stop */
+    uint64_t t0_ns;     /* when the gate opened: the time series' origin */
+    struct ivlog *iv;   /* the time series, when interval_fn is set */
 };
+
+/* The time series (pinio_bench_opts::interval_fn). Each job closes its
+ * intervals itself, once per interval and off the per-request path, and
+ * hands each one in here under the gate's mutex: its rows and its latency
+ * histogram merged into the interval's slot. The caller's thread (watch())
+ * delivers an interval once every job handed it in or ended, in order, and
+ * calls the callback outside the lock. A job that runs IV_SLOTS intervals
+ * ahead of the slowest job waits for a slot: only a stalled device does
+ * that, and then the log is what is behind, not the measurement. */
+#define IV_SLOTS 8
+#define IV_FREE UINT64_MAX
+
+struct ivslot {
+    uint64_t k;       /* interval held, IV_FREE when free */
+    uint64_t span_ns; /* longest part of the interval a job covered */
+    bool final;       /* a job's last, partial interval is in it */
+    pinio__hist h[2]; /* latency, merged over the jobs, per direction */
+    pinio_bench_interval *rows; /* jobs x 2 */
+    bool *has;                  /* rows filled */
+};
+
+struct ivlog {
+    uint64_t len_ns, ramp_ns;
+    unsigned njobs;
+    uint64_t next;     /* the next interval to deliver */
+    uint64_t *job_k;   /* per job: intervals handed in so far */
+    bool *job_done;    /* per job: handed in its last one */
+    bool quiet;        /* the callback asked for no more calls */
+    struct ivslot slot[IV_SLOTS];
+};
+
+/* Running statistics over interval samples (pinio_bench_samples). */
+typedef struct sstat {
+    uint64_t n;
+    double min, max, sum, sumsq;
+} sstat;
 
 typedef struct job {
     const pinio_bench_opts *o;
@@ -505,7 +547,17 @@ typedef struct job {
     unsigned *idle; /* slots waiting for their issue time */
     unsigned nidle;
     uint64_t ramp_end; /* ns; 0 once the ramp is over (or without one) */
-    pinio__hist hist[2]; /* reads, writes */
+    pinio__hist hist[2]; /* reads, writes: lat (issue to completion) */
+    pinio__hist slat[2], clat[2]; /* issue to submission, submission to completion */
+    /* Issued since the last submit call: their submission time is the
+     * call's (fio's slat for io_uring). */
+    unsigned *pend;
+    unsigned npend;
+    /* Intervals: bandwidth and IOPS samples, and the time series. */
+    uint64_t iv_len, iv_next, iv_k; /* ns, end of the current one, its index */
+    uint64_t iv_bytes0[2], iv_ios0[2]; /* counters when it began */
+    sstat bw_s[2], iops_s[2];
+    pinio__hist *ihist; /* [2], the current interval's latencies (time series only) */
     uint64_t ios[2], bytes[2], submits, retries, verified;
     uint64_t verify_submits; /* the read-back pass's, apart: not the workload's cost */
     uint64_t wr_issued; /* requests the write pass issued (what verify reads back) */
@@ -596,9 +648,16 @@ static int job_setup(job *j)
         return job_fail(j, rc, "--node: cannot run there", "");
     j->slots = calloc(o->qd, sizeof *j->slots);
     j->idle = calloc(o->qd, sizeof *j->idle);
+    j->pend = calloc(o->qd, sizeof *j->pend);
+    if (o->interval_fn && !(j->ihist = malloc(2 * sizeof *j->ihist)))
+        return job_fail(j, -ENOMEM, "the interval histograms", "");
+    if (j->ihist) {
+        pinio__hist_reset(&j->ihist[0]);
+        pinio__hist_reset(&j->ihist[1]);
+    }
     j->area_len = ((size_t)o->qd * j->maxbs + HUGE_ALIGN - 1) & ~(size_t)(HUGE_ALIGN - 1);
     j->area = pinio__prim_map(j->area_len, HUGE_ALIGN, false);
-    if (!j->slots || !j->idle || !j->area)
+    if (!j->slots || !j->idle || !j->pend || !j->area)
         return job_fail(j, -ENOMEM, "buffers of qd x bs bytes", " (lower --qd or --bs)");
     /* Placed as the loader's pool places its slabs, in the same order (the
      * policy before the first touch). A refused bind (seccomp, CONFIG_NUMA=n)
@@ -639,6 +698,16 @@ static int job_setup(job *j)
     return 0;
 }
 
+/* The requests issued since the last submit call were submitted at `t`. A
+ * slot prepared twice before a submit (a retry) is listed twice: the later
+ * time wins, which is the same time. */
+static inline void submitted(job *j, uint64_t t)
+{
+    for (unsigned i = 0; i < j->npend; i++)
+        j->slots[j->pend[i]].ts = t;
+    j->npend = 0;
+}
+
 static void job_prep(job *j, unsigned s, uint64_t t)
 {
     slot *sl = &j->slots[s];
@@ -653,6 +722,7 @@ static void job_prep(job *j, unsigned s, uint64_t t)
     struct io_uring_sqe *sqe = io_uring_get_sqe(&j->ring);
     while (!sqe) { /* SQPOLL: the kernel thread has not consumed the SQ yet */
         io_uring_submit(&j->ring);
+        submitted(j, now_ns());
         j->submits++;
         io_uring_sqring_wait(&j->ring);
         sqe = io_uring_get_sqe(&j->ring);
@@ -672,9 +742,12 @@ static void job_prep(job *j, unsigned s, uint64_t t)
     if (j->regfiles)
         sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data64(sqe, s);
-    if (!sl->done)
+    if (!sl->done) {
         sl->t0 = t;
+        j->pend[j->npend++] = s;
+    }
 }
+
 
 /* The next request of a pass that is not the plain order: a size drawn from
  * bssplit, an offset walked (sequential) or drawn from the distribution. */
@@ -740,12 +813,112 @@ static void ramp_over(job *j, uint64_t t)
 {
     for (int d = 0; d < 2; d++) {
         pinio__hist_reset(&j->hist[d]);
+        pinio__hist_reset(&j->slat[d]);
+        pinio__hist_reset(&j->clat[d]);
+        if (j->ihist)
+            pinio__hist_reset(&j->ihist[d]);
         j->ios[d] = j->bytes[d] = 0;
+        j->iv_bytes0[d] = j->iv_ios0[d] = 0;
     }
     j->submits = 0;
     j->t_start_ns = t;
     thread_cpu(&j->cpu_u0, &j->cpu_s0);
     j->ramp_end = 0;
+}
+
+/* ---- intervals: samples and the time series ----------------------------- */
+
+static void sstat_add(sstat *x, double v)
+{
+    x->min = !x->n || v < x->min ? v : x->min;
+    x->max = !x->n || v > x->max ? v : x->max;
+    x->n++;
+    x->sum += v;
+    x->sumsq += v * v;
+}
+
+/* Whether the job's workload moves data in direction d. */
+static bool dir_active(const job *j, int d)
+{
+    return j->dir == 2 || j->dir == d;
+}
+
+/* Hands in interval k of job j (`span` ns of it covered) to the time series. */
+static void iv_contribute(job *j, uint64_t k, uint64_t span, bool final)
+{
+    struct ivlog *L = j->gate->iv;
+    struct gate *g = j->gate;
+    pthread_mutex_lock(&g->mu);
+    struct ivslot *S = &L->slot[k % IV_SLOTS];
+    while (S->k != k && S->k != IV_FREE)
+        pthread_cond_wait(&g->cv, &g->mu);
+    if (S->k == IV_FREE) {
+        S->k = k;
+        S->span_ns = 0;
+        S->final = false;
+        pinio__hist_reset(&S->h[0]);
+        pinio__hist_reset(&S->h[1]);
+        memset(S->has, 0, 2 * L->njobs * sizeof *S->has);
+    }
+    S->span_ns = span > S->span_ns ? span : S->span_ns;
+    S->final |= final;
+    double per_s = span ? 1e9 / (double)span : 0;
+    for (int d = 0; d < 2; d++) {
+        if (!dir_active(j, d))
+            continue;
+        const pinio__hist *h = &j->ihist[d];
+        pinio_bench_interval *r = &S->rows[2 * j->idx + d];
+        r->job = (int)j->idx;
+        r->dir = d;
+        r->time_ms = (double)(L->ramp_ns + k * L->len_ns + span) / 1e6;
+        r->bytes_per_s = (double)(j->bytes[d] - j->iv_bytes0[d]) * per_s;
+        r->iops = (double)(j->ios[d] - j->iv_ios0[d]) * per_s;
+        r->lat_mean_ns = h->total ? h->sum / (double)h->total : 0;
+        r->lat_p50_ns = pinio__hist_percentile(h, 50);
+        r->lat_p99_ns = pinio__hist_percentile(h, 99);
+        S->has[2 * j->idx + d] = true;
+        pinio__hist_merge(&S->h[d], h);
+    }
+    L->job_k[j->idx] = k + 1;
+    L->job_done[j->idx] = final;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Closes the job's intervals that ended by `t`: a bandwidth and an IOPS
+ * sample each, and the time series' rows. Once per interval, not per
+ * request. */
+static void iv_tick(job *j, uint64_t t)
+{
+    double per_s = 1e9 / (double)j->iv_len;
+    while (t >= j->iv_next) {
+        for (int d = 0; d < 2; d++)
+            if (dir_active(j, d)) {
+                sstat_add(&j->bw_s[d], (double)(j->bytes[d] - j->iv_bytes0[d]) * per_s);
+                sstat_add(&j->iops_s[d], (double)(j->ios[d] - j->iv_ios0[d]) * per_s);
+            }
+        if (j->ihist) {
+            iv_contribute(j, j->iv_k, j->iv_len, false);
+            pinio__hist_reset(&j->ihist[0]);
+            pinio__hist_reset(&j->ihist[1]);
+        }
+        for (int d = 0; d < 2; d++) {
+            j->iv_bytes0[d] = j->bytes[d];
+            j->iv_ios0[d] = j->ios[d];
+        }
+        j->iv_k++;
+        j->iv_next += j->iv_len;
+    }
+}
+
+/* The job's workload ended at `t`: its last, partial interval goes to the
+ * time series (not to the samples: a sliver would skew them). */
+static void iv_final(job *j, uint64_t t)
+{
+    if (!j->ihist)
+        return;
+    uint64_t begin = j->iv_next - j->iv_len;
+    iv_contribute(j, j->iv_k, t > begin ? t - begin : 0, true);
 }
 
 /* Submits the refills gathered so far once `batch` of them wait and more
@@ -764,6 +937,7 @@ static void job_kick(job *j, bool more)
 {
     if (more && io_uring_sq_ready(&j->ring) >= j->batch) {
         io_uring_submit(&j->ring);
+        submitted(j, now_ns());
         j->submits++;
     }
 }
@@ -822,6 +996,10 @@ static bool issue_due(job *j, uint64_t limit, bool stop, unsigned *inflight)
 static int job_wait(job *j, unsigned inflight)
 {
     j->submits++;
+    /* This call submits and waits: it returns after a completion, so the
+     * time it was entered stands for the submission (bench.h). */
+    if (j->npend)
+        submitted(j, now_ns());
     if (!j->nidle)
         return io_uring_submit_and_wait(&j->ring, 1);
     uint64_t t = now_ns(), due = due_ns(j);
@@ -874,6 +1052,8 @@ static int job_pass(job *j, bool check, bool record, uint64_t limit, uint64_t de
             stop = true;
         if (j->ramp_end && t >= j->ramp_end)
             ramp_over(j, t);
+        if (record && t >= j->iv_next)
+            iv_tick(j, t);
         bool rec = record && !j->ramp_end;
         struct io_uring_cqe *cqe;
         unsigned head, seen = 0, avail = io_uring_cq_ready(&j->ring);
@@ -929,7 +1109,15 @@ static int job_pass(job *j, bool check, bool record, uint64_t limit, uint64_t de
                 continue;
             }
             if (rec) {
+                /* t0 <= ts <= t: ts was taken between the prepare and this
+                 * wake; a zero ts (never submitted?) cannot happen, but
+                 * would only show as a zero clat, never as a wrap. */
+                uint64_t ts = sl->ts >= sl->t0 && sl->ts <= t ? sl->ts : sl->t0;
                 pinio__hist_record(&j->hist[sl->wr], t - sl->t0);
+                pinio__hist_record(&j->slat[sl->wr], ts - sl->t0);
+                pinio__hist_record(&j->clat[sl->wr], t - ts);
+                if (j->ihist)
+                    pinio__hist_record(&j->ihist[sl->wr], t - sl->t0);
                 j->ios[sl->wr]++;
                 j->bytes[sl->wr] += sl->len;
             }
@@ -1000,6 +1188,10 @@ static void *job_main(void *arg)
     j->ramp_end = o->ramp_time_s > 0 ? t0 + (uint64_t)(o->ramp_time_s * 1e9) : 0;
     uint64_t deadline = o->time_s > 0 ? t0 + (uint64_t)((o->ramp_time_s + o->time_s) * 1e9) : 0;
     j->dir = o->rw == PINIO_BENCH_RW || o->rw == PINIO_BENCH_RANDRW ? 2 : is_write(o->rw);
+    /* Intervals count from the gate's opening, so that the jobs' intervals
+     * line up in the time series. */
+    j->iv_len = (uint64_t)(o->interval_ms ? o->interval_ms : 500) * 1000000ull;
+    j->iv_next = g->t0_ns + (uint64_t)(o->ramp_time_s * 1e9) + j->iv_len;
     j->fancy = o->nbssplit || o->norandommap || o->dist != PINIO_BENCH_DIST_UNIFORM;
     j->header = o->verify;
     j->trace = o->trace;
@@ -1011,6 +1203,9 @@ static void *job_main(void *arg)
     j->t_end = (double)t1 * 1e-9;
     j->cpu_user = u1 - j->cpu_u0;
     j->cpu_sys = s1 - j->cpu_s0;
+    if (t1 >= j->iv_next)
+        iv_tick(j, t1);
+    iv_final(j, t1);
     pthread_mutex_lock(&g->mu);
     g->finished++;
     pthread_cond_broadcast(&g->cv);
@@ -1043,6 +1238,8 @@ static void job_teardown(job *j)
     pinio__prim_unmap(j->area, j->area_len);
     free(j->slots);
     free(j->idle);
+    free(j->pend);
+    free(j->ihist);
     free(j->faults);
     if (j->fd >= 0)
         close(j->fd);
@@ -1073,23 +1270,81 @@ static void features(const pinio_bench_opts *o, const job *j, char *out, size_t 
 #undef ADD
 }
 
-/* Calls the progress callback about once a second until every job's
- * workload pass ended; returns true when the callback asked to stop (the
- * jobs then stop issuing, drain and skip the verify pass). */
+/* Delivers the intervals every job handed in (or ended before), in order;
+ * called with the gate's mutex held, which it drops around the callback.
+ * `rows` has room for (jobs + 1) x 2 rows. */
+static void iv_deliver(const pinio_bench_opts *o, struct gate *g, pinio_bench_interval *rows)
+{
+    struct ivlog *L = g->iv;
+    for (;;) {
+        struct ivslot *S = &L->slot[L->next % IV_SLOTS];
+        bool ready = S->k == L->next;
+        for (unsigned i = 0; ready && i < L->njobs; i++)
+            ready = L->job_k[i] > L->next || L->job_done[i];
+        if (!ready)
+            return;
+        size_t n = 0;
+        double per_s = S->span_ns ? 1e9 / (double)S->span_ns : 0;
+        for (int d = 0; d < 2; d++) {
+            pinio_bench_interval sum = {.job = -1, .dir = d};
+            bool any = false;
+            for (unsigned i = 0; i < L->njobs; i++) {
+                if (!S->has[2 * i + d])
+                    continue;
+                const pinio_bench_interval *r = &S->rows[2 * i + d];
+                rows[n++] = *r;
+                any = true;
+                /* back to counts, then over the slot's span */
+                double span_s = (r->time_ms - (double)(L->ramp_ns + S->k * L->len_ns) / 1e6) / 1e3;
+                sum.bytes_per_s += r->bytes_per_s * span_s;
+                sum.iops += r->iops * span_s;
+            }
+            if (!any)
+                continue;
+            sum.time_ms = (double)(L->ramp_ns + S->k * L->len_ns + S->span_ns) / 1e6;
+            sum.bytes_per_s *= per_s;
+            sum.iops *= per_s;
+            sum.lat_mean_ns = S->h[d].total ? S->h[d].sum / (double)S->h[d].total : 0;
+            sum.lat_p50_ns = pinio__hist_percentile(&S->h[d], 50);
+            sum.lat_p99_ns = pinio__hist_percentile(&S->h[d], 99);
+            rows[n++] = sum;
+        }
+        S->k = IV_FREE;
+        L->next++;
+        pthread_cond_broadcast(&g->cv); /* a job may wait for this slot */
+        pthread_mutex_unlock(&g->mu);
+        for (size_t i = 0; i < n && !L->quiet; i++)
+            if (o->interval_fn(o->interval_ctx, &rows[i]))
+                L->quiet = true;
+        pthread_mutex_lock(&g->mu);
+    }
+}
+
+/* Calls the progress callback about once a second and delivers the time
+ * series until every job's workload pass ended; returns true when the
+ * callback asked to stop (the jobs then stop issuing, drain and skip the
+ * verify pass). */
 static bool watch(const pinio_bench_opts *o, job *jobs, unsigned n, uint64_t total,
-                  struct gate *g)
+                  struct gate *g, pinio_bench_interval *rows)
 {
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
+    uint64_t next_tick = now_ns() + 1000000000ull;
     pthread_mutex_lock(&g->mu);
-    while (g->finished < n && !atomic_load(&g->cancel)) {
+    while (g->finished < n) {
+        if (g->iv)
+            iv_deliver(o, g, rows);
+        if (g->finished >= n)
+            break;
         /* The condition variable waits on CLOCK_REALTIME; a clock step
-         * only shifts one tick. */
+         * only shifts one tick. Jobs wake it as they hand in intervals. */
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += 1;
-        if (pthread_cond_timedwait(&g->cv, &g->mu, &until) != ETIMEDOUT)
+        pthread_cond_timedwait(&g->cv, &g->mu, &until);
+        if (!o->progress || atomic_load(&g->cancel) || now_ns() < next_tick)
             continue;
+        next_tick = now_ns() + 1000000000ull;
         pthread_mutex_unlock(&g->mu);
         uint64_t bytes = 0;
         for (unsigned i = 0; i < n; i++)
@@ -1102,8 +1357,47 @@ static bool watch(const pinio_bench_opts *o, job *jobs, unsigned n, uint64_t tot
             atomic_store(&g->cancel, true);
         pthread_mutex_lock(&g->mu);
     }
+    if (g->iv)
+        iv_deliver(o, g, rows); /* the last, partial intervals */
     pthread_mutex_unlock(&g->mu);
     return atomic_load(&g->cancel);
+}
+
+static void iv_free(struct ivlog *L)
+{
+    if (!L)
+        return;
+    for (unsigned i = 0; i < IV_SLOTS; i++) {
+        free(L->slot[i].rows);
+        free(L->slot[i].has);
+    }
+    free(L->job_k);
+    free(L->job_done);
+    free(L);
+}
+
+static struct ivlog *iv_alloc(const pinio_bench_opts *o)
+{
+    struct ivlog *L = calloc(1, sizeof *L);
+    if (!L)
+        return NULL;
+    L->njobs = o->jobs;
+    L->len_ns = (uint64_t)(o->interval_ms ? o->interval_ms : 500) * 1000000ull;
+    L->ramp_ns = (uint64_t)(o->ramp_time_s * 1e9);
+    L->job_k = calloc(o->jobs, sizeof *L->job_k);
+    L->job_done = calloc(o->jobs, sizeof *L->job_done);
+    bool ok = L->job_k && L->job_done;
+    for (unsigned i = 0; i < IV_SLOTS; i++) {
+        L->slot[i].k = IV_FREE;
+        L->slot[i].rows = calloc(2 * (size_t)o->jobs, sizeof *L->slot[i].rows);
+        L->slot[i].has = calloc(2 * (size_t)o->jobs, sizeof *L->slot[i].has);
+        ok = ok && L->slot[i].rows && L->slot[i].has;
+    }
+    if (!ok) {
+        iv_free(L);
+        return NULL;
+    }
+    return L;
 }
 
 static void fill_lat(pinio_bench_lat *l, const pinio__hist *h, const pinio_bench_opts *o)
@@ -1124,6 +1418,83 @@ static void fill_lat(pinio_bench_lat *l, const pinio__hist *h, const pinio_bench
         l->pct_ns[i] = pinio__hist_percentile(h, o->percentiles[i]);
 }
 
+static void fill_samples(pinio_bench_samples *out, const sstat *x)
+{
+    /* Summed over jobs, as fio's group statistics sum bw and iops. */
+    if (!x->n)
+        return;
+    double mean = x->sum / (double)x->n;
+    double var = x->n > 1 ? (x->sumsq - (double)x->n * mean * mean) / (double)(x->n - 1) : 0;
+    out->samples += x->n;
+    out->min += x->min;
+    out->max += x->max;
+    out->mean += mean;
+    out->stdev = sqrt(out->stdev * out->stdev + (var > 0 ? var : 0));
+}
+
+/* What jobs[0 .. n) measured, summed into `res` (zeroed by the caller);
+ * `h` is scratch for 9 histograms. */
+static void summarize(const pinio_bench_opts *o, job *jobs, unsigned n, pinio_bench_result *res,
+                      pinio__hist *h)
+{
+    /* h: lat, slat, clat (x3), each for reads, writes, both */
+    for (int d = 0; d < 9; d++)
+        pinio__hist_reset(&h[d]);
+    double t0 = jobs[0].t_start, t1 = jobs[0].t_end, user = 0, sys = 0;
+    uint64_t submits = 0;
+    pinio_bench_dir *dirs[2] = {&res->read, &res->write};
+    for (unsigned i = 0; i < n; i++) {
+        job *j = &jobs[i];
+        for (int d = 0; d < 2; d++) {
+            const pinio__hist *src[3] = {&j->hist[d], &j->slat[d], &j->clat[d]};
+            for (int k = 0; k < 3; k++) {
+                pinio__hist_merge(&h[3 * k + d], src[k]);
+                pinio__hist_merge(&h[3 * k + 2], src[k]);
+            }
+            dirs[d]->bytes += j->bytes[d];
+            dirs[d]->ios += j->ios[d];
+            fill_samples(&dirs[d]->bw_samples, &j->bw_s[d]);
+            fill_samples(&dirs[d]->iops_samples, &j->iops_s[d]);
+        }
+        res->verified_bytes += j->verified;
+        submits += j->submits;
+        res->verify_submits += j->verify_submits;
+        user += j->cpu_user;
+        sys += j->cpu_sys;
+        t0 = j->t_start < t0 ? j->t_start : t0;
+        t1 = j->t_end > t1 ? j->t_end : t1;
+    }
+    res->bytes = res->read.bytes + res->write.bytes;
+    res->ios = res->read.ios + res->write.ios;
+    res->seconds = t1 - t0;
+    double per_s = res->seconds > 0 ? 1 / res->seconds : 0;
+    res->bytes_per_s = (double)res->bytes * per_s;
+    res->iops = (double)res->ios * per_s;
+    for (int d = 0; d < 2; d++) {
+        dirs[d]->bytes_per_s = (double)dirs[d]->bytes * per_s;
+        dirs[d]->iops = (double)dirs[d]->ios * per_s;
+        fill_lat(&dirs[d]->lat, &h[d], o);
+        fill_lat(&dirs[d]->slat, &h[3 + d], o);
+        fill_lat(&dirs[d]->clat, &h[6 + d], o);
+    }
+    fill_lat(&res->lat, &h[2], o);
+    fill_lat(&res->slat, &h[5], o);
+    fill_lat(&res->clat, &h[8], o);
+    res->lat_min_ns = res->lat.min_ns;
+    res->lat_p50_ns = res->lat.p50_ns;
+    res->lat_p90_ns = res->lat.p90_ns;
+    res->lat_p99_ns = res->lat.p99_ns;
+    res->lat_p999_ns = res->lat.p999_ns;
+    res->lat_max_ns = res->lat.max_ns;
+    res->lat_mean_ns = res->lat.mean_ns;
+    res->cpu_user_s = user;
+    res->cpu_sys_s = sys;
+    res->cpu_s_per_gb = res->bytes ? (user + sys) / ((double)res->bytes / 1e9) : 0;
+    res->submits_per_io = res->ios ? (double)submits / (double)res->ios : 0;
+    features(o, &jobs[0], res->features, sizeof res->features);
+    res->batch = jobs[0].batch;
+}
+
 /* Starts the jobs, opens the gate once all are set up, and sums what they
  * measured. */
 static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
@@ -1137,6 +1508,18 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
         return pinio_diag_set(diag, -ENOMEM, "bench: no memory for %u jobs", o->jobs), -ENOMEM;
     struct gate gate = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
     atomic_init(&gate.cancel, false);
+    pinio_bench_interval *iv_rows = NULL;
+    if (o->interval_fn) {
+        gate.iv = iv_alloc(o);
+        iv_rows = calloc(2 * ((size_t)o->jobs + 1), sizeof *iv_rows);
+        if (!gate.iv || !iv_rows) {
+            iv_free(gate.iv);
+            free(iv_rows);
+            free(jobs);
+            return pinio_diag_set(diag, -ENOMEM, "bench: no memory for the time series"),
+                   -ENOMEM;
+        }
+    }
     uint64_t per_job = size / o->jobs;
     for (unsigned i = 0; i < o->jobs; i++) {
         job *j = &jobs[i];
@@ -1158,8 +1541,11 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
         j->perm_mul = (j->nblocks * 5 / 8 + 0x2545f491ull * (o->seed | 1)) % j->nblocks;
         while (j->nblocks > 1 && (!j->perm_mul || gcd(j->perm_mul, j->nblocks) != 1))
             j->perm_mul = (j->perm_mul + 1) % j->nblocks;
-        pinio__hist_reset(&j->hist[0]);
-        pinio__hist_reset(&j->hist[1]);
+        for (int d = 0; d < 2; d++) {
+            pinio__hist_reset(&j->hist[d]);
+            pinio__hist_reset(&j->slat[d]);
+            pinio__hist_reset(&j->clat[d]);
+        }
         /* Each job its own streams, so that jobs do not walk in step. */
         j->rng = o->seed * 0xd1b54a32d192ed03ull + 2 * i + 1;
         uint64_t align = o->blockalign ? o->blockalign : o->bs;
@@ -1228,9 +1614,10 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
                 *diag = jobs[i].diag;
         }
     gate.state = rc ? -1 : 1;
+    gate.t0_ns = now_ns();
     pthread_cond_broadcast(&gate.cv);
     pthread_mutex_unlock(&gate.mu);
-    if (!rc && o->progress && watch(o, jobs, started, size, &gate)) {
+    if (!rc && (o->progress || gate.iv) && watch(o, jobs, started, size, &gate, iv_rows)) {
         rc = -ECANCELED;
         pinio_diag_set(diag, rc, "bench: %s: stopped by the progress callback", o->path);
     }
@@ -1240,69 +1627,33 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
     /* A stop asked by the progress callback still reports what completed
      * (the CLI prints it on Ctrl-C); any other failure reports nothing. */
     bool report = !rc || (rc == -ECANCELED && started == o->jobs);
-    pinio__hist *h = report ? calloc(3, sizeof *h) : NULL;
+    pinio__hist *h = report ? calloc(9, sizeof *h) : NULL;
     if (report && !h) {
         rc = -ENOMEM;
         pinio_diag_set(diag, rc, "bench: no memory for the histogram");
         report = false;
     }
+    for (unsigned i = 0; report && i < o->jobs; i++)
+        if (jobs[i].err && !rc) {
+            rc = jobs[i].err;
+            if (diag)
+                *diag = jobs[i].diag;
+        }
     if (report) {
+        summarize(o, jobs, o->jobs, res, h);
         res->partial = rc == -ECANCELED;
-        for (int d = 0; d < 3; d++)
-            pinio__hist_reset(&h[d]);
-        double t0 = jobs[0].t_start, t1 = jobs[0].t_end, user = 0, sys = 0;
-        uint64_t submits = 0;
-        for (unsigned i = 0; i < o->jobs; i++) {
-            job *j = &jobs[i];
-            if (j->err && !rc) {
-                rc = j->err;
-                if (diag)
-                    *diag = j->diag;
-            }
-            for (int d = 0; d < 2; d++) {
-                pinio__hist_merge(&h[d], &j->hist[d]);
-                pinio__hist_merge(&h[2], &j->hist[d]);
-            }
-            res->read.bytes += j->bytes[0];
-            res->read.ios += j->ios[0];
-            res->write.bytes += j->bytes[1];
-            res->write.ios += j->ios[1];
-            res->verified_bytes += j->verified;
-            submits += j->submits;
-            res->verify_submits += j->verify_submits;
-            user += j->cpu_user;
-            sys += j->cpu_sys;
-            t0 = j->t_start < t0 ? j->t_start : t0;
-            t1 = j->t_end > t1 ? j->t_end : t1;
+        for (unsigned i = 0; o->job_results && i < o->jobs; i++) {
+            pinio_bench_result *jr = &o->job_results[i];
+            memset(jr, 0, sizeof *jr);
+            summarize(o, &jobs[i], 1, jr, h);
+            jr->partial = res->partial;
+            jr->file_size = res->file_size;
+            jr->created = res->created;
         }
-        res->bytes = res->read.bytes + res->write.bytes;
-        res->ios = res->read.ios + res->write.ios;
-        res->seconds = t1 - t0;
-        double per_s = res->seconds > 0 ? 1 / res->seconds : 0;
-        res->bytes_per_s = (double)res->bytes * per_s;
-        res->iops = (double)res->ios * per_s;
-        pinio_bench_dir *dirs[2] = {&res->read, &res->write};
-        for (int d = 0; d < 2; d++) {
-            dirs[d]->bytes_per_s = (double)dirs[d]->bytes * per_s;
-            dirs[d]->iops = (double)dirs[d]->ios * per_s;
-            fill_lat(&dirs[d]->lat, &h[d], o);
-        }
-        fill_lat(&res->lat, &h[2], o);
-        res->lat_min_ns = res->lat.min_ns;
-        res->lat_p50_ns = res->lat.p50_ns;
-        res->lat_p90_ns = res->lat.p90_ns;
-        res->lat_p99_ns = res->lat.p99_ns;
-        res->lat_p999_ns = res->lat.p999_ns;
-        res->lat_max_ns = res->lat.max_ns;
-        res->lat_mean_ns = res->lat.mean_ns;
-        res->cpu_user_s = user;
-        res->cpu_sys_s = sys;
-        res->cpu_s_per_gb = res->bytes ? (user + sys) / ((double)res->bytes / 1e9) : 0;
-        res->submits_per_io = res->ios ? (double)submits / (double)res->ios : 0;
-        features(o, &jobs[0], res->features, sizeof res->features);
-        res->batch = jobs[0].batch;
         free(h);
     }
+    iv_free(gate.iv);
+    free(iv_rows);
     for (unsigned i = 0; i < o->jobs; i++)
         job_teardown(&jobs[i]);
     free(jobs);
@@ -1322,6 +1673,10 @@ int pinio_bench_run(const pinio_bench_opts *uo, pinio_bench_result *res, pinio_d
     rc = pinio_bench_check(o, diag);
     if (rc)
         return rc;
+    /* 0 means fio's default, 50: drawn as "below 0" it made every request
+     * of a default --rw randrw a write. */
+    if (is_mixed(oc.rw) && !oc.rwmixread)
+        oc.rwmixread = 50;
     memset(res, 0, sizeof *res);
     pinio__faults *probe = NULL;
     const char *spec = o->faults ? o->faults : getenv("PINIO_FAULTS");

@@ -28,6 +28,7 @@ bad 2 --file "$f" --time -1
 bad 2 --file "$f" --time 1e-300
 bad 2 --file "$f" --cache hot
 bad 2 --file "$f" --verify
+bad 2 --file "$f" --log-interval 0
 bad 2 --file "$f" --bogus
 bad 2 --file "$f" --size 3M --jobs 2
 bad 2 --file "$f" --sweep bs=4k,0
@@ -121,14 +122,56 @@ while read -r line; do echo "$line" | python3 -m json.tool >/dev/null || { echo 
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["node"] == 0 and j["bytes"] == 8 << 20, j' "$dir/j3" || fail=1
 # Abbreviations and the new spellings: --fil, --direct off, --iodepth.
 "$pinio" bench --fil "$f" --size 8M --bs 64k --direct off --iodepth 2 --output-format terse >"$dir/t1" 2>"$dir/err" || { echo "FAIL: abbreviated options"; cat "$dir/err"; fail=1; }
-# terse: one line, 35 ;-separated fields, documented in doc/json/bench.md
+# terse: one line, 40 ;-separated fields (version 2), documented in doc/json/bench.md
 python3 - "$dir/t1" <<'PY' || fail=1
 import sys
 lines = open(sys.argv[1]).read().splitlines()
 assert len(lines) == 1, lines
 f = lines[0].split(";")
-assert len(f) == 35 and f[0] == "pinio-bench" and f[1] == "1" and f[3] == "read", f
+assert len(f) == 40 and f[0] == "pinio-bench" and f[1] == "2" and f[3] == "read", f
 assert int(f[7]) == 8 << 20 and int(f[8]) == 128 and int(f[13]) == 128 and f[34] == "0", f
+assert f[35] == "-1" and float(f[36]) + float(f[38]) > 0, f
+PY
+# Several jobs: each job's line (or section, or JSON entry) beside the
+# aggregate; --group-reporting leaves the aggregate only, as fio.
+"$pinio" bench --file "$f" --size 8M --bs 64k --direct off --jobs 2 --output-format terse >"$dir/t2" 2>"$dir/err" || { echo "FAIL: terse jobs"; cat "$dir/err"; fail=1; }
+"$pinio" bench --file "$f" --size 8M --bs 64k --direct off --jobs 2 --output-format terse --group-reporting >"$dir/t3" 2>"$dir/err" || { echo "FAIL: terse group"; cat "$dir/err"; fail=1; }
+"$pinio" bench --file "$f" --size 8M --bs 64k --direct off --jobs 2 --json >"$dir/j4" 2>"$dir/err" || { echo "FAIL: json jobs"; cat "$dir/err"; fail=1; }
+"$pinio" bench --file "$f" --size 8M --bs 64k --direct off --jobs 2 >"$dir/t4" 2>"$dir/err" || { echo "FAIL: text jobs"; cat "$dir/err"; fail=1; }
+"$pinio" bench --file "$f" --size 8M --bs 64k --direct off --jobs 2 --group-reporting >"$dir/t5" 2>"$dir/err" || { echo "FAIL: text group"; cat "$dir/err"; fail=1; }
+python3 - "$dir" <<'PY' || fail=1
+import json, sys
+d = sys.argv[1]
+t2 = [l.split(";") for l in open(d + "/t2").read().splitlines()]
+assert [l[35] for l in t2] == ["0", "1", "-1"], t2
+assert int(t2[0][7]) + int(t2[1][7]) == int(t2[2][7]) == 8 << 20, t2
+t3 = [l.split(";") for l in open(d + "/t3").read().splitlines()]
+assert [l[35] for l in t3] == ["-1"], t3
+j = json.load(open(d + "/j4"))
+assert j["jobs"] == 2 and [x["job"] for x in j["job_results"]] == [0, 1], j
+assert sum(x["bytes"] for x in j["job_results"]) == j["bytes"], j
+for k in ("lat_ns", "slat_ns", "clat_ns"):
+    assert j[k]["count"] == j["ios"] and j["read"][k]["count"] == j["ios"], (k, j)
+assert "bw_samples_bytes_per_s" in j["read"] and "iops_samples" in j["read"], j
+t4, t5 = open(d + "/t4").read(), open(d + "/t5").read()
+assert "job 0:" in t4 and "job 1:" in t4 and "all jobs:" in t4 and "slat us" in t4, t4
+assert "job 0:" not in t5 and "clat us" in t5, t5
+PY
+# --log-file: CSV with the header scripts/plot reads, or JSONL, one row per
+# interval, job (-1: all) and direction.
+"$pinio" bench --file "$f" --size 8M --bs 4k --direct off --rw randrw --jobs 2 --time 0.35 --log-interval 100 --log-file "$dir/log.csv" >/dev/null 2>"$dir/err" || { echo "FAIL: --log-file csv"; cat "$dir/err"; fail=1; }
+"$pinio" bench --file "$f" --size 8M --bs 4k --direct off --time 0.25 --log-interval 100 --log-file "$dir/log.jsonl" >/dev/null 2>"$dir/err" || { echo "FAIL: --log-file jsonl"; cat "$dir/err"; fail=1; }
+python3 - "$dir" <<'PY' || fail=1
+import csv, json, sys
+d = sys.argv[1]
+rows = list(csv.DictReader(open(d + "/log.csv")))
+hdr = open(d + "/log.csv").readline().strip()
+assert hdr == "time_ms,job,dir,bw_bytes_per_s,iops,lat_mean_ns,lat_p50_ns,lat_p99_ns", hdr
+assert {(r["job"], r["dir"]) for r in rows} == {(j, k) for j in ("0", "1", "-1") for k in ("read", "write")}, rows
+assert len(rows) >= 3 * 6, len(rows)
+assert float(rows[0]["time_ms"]) == 100.0, rows[0]
+js = [json.loads(l) for l in open(d + "/log.jsonl")]
+assert js and set(js[0]) == set(hdr.split(",")) and {r["dir"] for r in js} == {"read"}, js
 PY
 # --output FILE: the result goes there, stdout stays empty.
 "$pinio" bench --file "$f" --size 8M --bs 64k --json --output "$dir/o.json" >"$dir/so" 2>"$dir/err" || { echo "FAIL: --output"; cat "$dir/err"; fail=1; }

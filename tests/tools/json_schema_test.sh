@@ -1,6 +1,6 @@
 #!/bin/sh
 # Every --json output of info, load (resident, --device host, --mpi),
-# stage, gen and doctor, successes and failures, on odd file names (a quote, a newline, a
+# stage, gen, doctor and bench, successes and failures, on odd file names (a quote, a newline, a
 # \xff byte): one line of valid UTF-8 JSON matching doc/json/CMD.schema.json
 # (error.schema.json for a failure, which must also exit 1).
 # usage: json_schema_test.sh PINIO SCHEMA_DIR
@@ -93,6 +93,13 @@ for p in "$DIR" /dev/shm; do
     fi
 done
 valid 1 doctor "$DIR/none"
+# bench: one run, several jobs (job_results), a mixed workload with a
+# percentile list, and failures (a missing file to verify, a bad option).
+B=$DIR/bench.dat
+valid 0 bench --file "$B" --size 1M --bs 64k --direct off
+valid 0 bench --file "$B" --size 1M --bs 4k --direct off --jobs 2 --rw randread
+valid 0 bench --file "$DIR/bench2.dat" --size 1M --bs 4k --direct off --rw randrw --percentile-list 50:99.9
+valid 1 bench --file "$DIR/missing.dat" --bs 4k --verify-only --direct off
 
 [ $fails -eq 0 ] && echo "all $n JSON outputs match their schemas"
 exit $((fails != 0))
