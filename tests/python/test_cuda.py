@@ -30,7 +30,7 @@ DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.float16, torch
           torch.int32, torch.float32, torch.complex64, torch.float64, torch.int64]
 STATS = ["copies", "unregistered", "overwritten", "out_of_bounds", "no_context",
          "registered_live", "allocs_live", "ctx_retained", "streams_live", "d2h_copies",
-         "d2h_bytes"]
+         "d2h_bytes", "dropped"]  # fake_stats of tests/stream/fake_cuda.h, in its order
 
 
 class FakeStats(ctypes.Structure):
