@@ -609,52 +609,6 @@ static int parse_policy(const char *what, const char *s, const char *const names
     return -1;
 }
 
-/* What load and stream_gpu both take: the inputs, the selection and the
- * I/O policies, parsed; `keep` holds the encoded strings they point into. */
-typedef struct io_args {
-    const char **paths, **filters;
-    size_t npaths, nfilters;
-    PyObject *keep_p, *keep_f;
-    pinio_backend backend;
-    pinio_cache_policy cache;
-    pinio_direct_policy direct;
-} io_args;
-
-static void io_args_free(io_args *a)
-{
-    free(a->paths);
-    free(a->filters);
-    Py_XDECREF(a->keep_p);
-    Py_XDECREF(a->keep_f);
-    memset(a, 0, sizeof(*a));
-}
-
-/* 0, or -1 with an exception set and nothing held. */
-static int io_args_parse(io_args *a, PyObject *paths, PyObject *filters, const char *backend,
-                         const char *cache, const char *direct)
-{
-    static const char *const caches[3] = {"auto", "cold", "hot"};
-    static const char *const directs[3] = {"auto", "on", "off"};
-    memset(a, 0, sizeof(*a));
-    int c, d;
-    if (parse_backend(backend, &a->backend) || parse_policy("cache", cache, caches, &c) ||
-        parse_policy("direct", direct, directs, &d))
-        return -1;
-    a->cache = (pinio_cache_policy)c;
-    a->direct = (pinio_direct_policy)d;
-    a->paths = str_array(paths, &a->npaths, &a->keep_p, 1);
-    if (!a->paths)
-        return -1;
-    if (filters != Py_None) {
-        a->filters = str_array(filters, &a->nfilters, &a->keep_f, 0);
-        if (!a->filters) {
-            io_args_free(a);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 /* expected_sha256: None, or a sequence of 64-hex-digit str or None (that
  * file unchecked) -> an array the library reads; `*keep` holds the strings. */
 static int sha_array(PyObject *seq, const char ***out, size_t *n, PyObject **keep)
@@ -694,6 +648,61 @@ static int sha_array(PyObject *seq, const char ***out, size_t *n, PyObject **kee
     return 0;
 }
 
+/* What load and stream_gpu both take: the inputs, the selection and the
+ * I/O policies, parsed; `keep` holds the encoded strings they point into. */
+typedef struct io_args {
+    const char **paths, **filters;
+    size_t npaths, nfilters;
+    PyObject *keep_p, *keep_f;
+    const char **sha;            /* expected_sha256 (NULL entries: unchecked), or NULL */
+    size_t nsha;
+    PyObject *keep_sha;
+    pinio_backend backend;
+    pinio_cache_policy cache;
+    pinio_direct_policy direct;
+} io_args;
+
+static void io_args_free(io_args *a)
+{
+    free(a->paths);
+    free(a->filters);
+    free(a->sha);
+    Py_XDECREF(a->keep_p);
+    Py_XDECREF(a->keep_f);
+    Py_XDECREF(a->keep_sha);
+    memset(a, 0, sizeof(*a));
+}
+
+/* 0, or -1 with an exception set and nothing held. */
+static int io_args_parse(io_args *a, PyObject *paths, PyObject *filters, PyObject *expected,
+                         const char *backend, const char *cache, const char *direct)
+{
+    static const char *const caches[3] = {"auto", "cold", "hot"};
+    static const char *const directs[3] = {"auto", "on", "off"};
+    memset(a, 0, sizeof(*a));
+    int c, d;
+    if (parse_backend(backend, &a->backend) || parse_policy("cache", cache, caches, &c) ||
+        parse_policy("direct", direct, directs, &d))
+        return -1;
+    a->cache = (pinio_cache_policy)c;
+    a->direct = (pinio_direct_policy)d;
+    a->paths = str_array(paths, &a->npaths, &a->keep_p, 1);
+    if (!a->paths)
+        return -1;
+    if (sha_array(expected, &a->sha, &a->nsha, &a->keep_sha)) {
+        io_args_free(a);
+        return -1;
+    }
+    if (filters != Py_None) {
+        a->filters = str_array(filters, &a->nfilters, &a->keep_f, 0);
+        if (!a->filters) {
+            io_args_free(a);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* --------------------------------------------------------------- load */
 
 static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
@@ -715,17 +724,9 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     ArenaObject *arena;
     if (parse_policy("memory", memory, memories, &m) || arena_arg(arena_o, &arena))
         return NULL;
-    const char **sha = NULL;
-    size_t nsha = 0;
-    PyObject *keep_sha = NULL;
-    if (sha_array(expected, &sha, &nsha, &keep_sha))
-        return NULL;
     io_args a;
-    if (io_args_parse(&a, paths, filters, backend, cache, direct)) {
-        free(sha);
-        Py_XDECREF(keep_sha);
+    if (io_args_parse(&a, paths, filters, expected, backend, cache, direct))
         return NULL;
-    }
     pinio_load_opts o;
     pinio_load_opts_default(&o);
     o.backend = a.backend;
@@ -735,9 +736,9 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     o.nfilters = a.nfilters;
     o.memory = (pinio_memory_mode)m;
     o.map_private = map_private;
-    o.verify = verify || sha;
-    o.expected_sha256 = sha;
-    o.nexpected = nsha;
+    o.verify = verify || a.sha;
+    o.expected_sha256 = a.sha;
+    o.nexpected = a.nsha;
     o.arena = arena ? arena->a : NULL;
     pinio_checkpoint *cp = NULL;
     pinio_diag diag;
@@ -757,8 +758,6 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
                        "close()) first, or load into another arena",
                        a.npaths ? a.paths[0] : "", a.npaths > 1 ? " (and more)" : "");
     io_args_free(&a);
-    free(sha);
-    Py_XDECREF(keep_sha);
     if (r)
         return raise_pinio(r, &diag, "load failed");
     CheckpointObject *co = PyObject_New(CheckpointObject, &CheckpointType);
@@ -783,19 +782,13 @@ typedef struct place_call {
     size_t nsha;
 } place_call;
 
-/* (name, dtype, shape, nbytes, file, file_offset) of every tensor of
- * `plan`, in plan order. */
-static PyObject *plan_tensor_list(const pinio_plan *plan, size_t n)
+/* A list of `n` items, item `i` made by `make(ctx, i)` (a new reference,
+ * or NULL with an exception set); NULL when any fails. */
+static PyObject *list_of(size_t n, PyObject *(*make)(const void *ctx, size_t i), const void *ctx)
 {
     PyObject *list = PyList_New((Py_ssize_t)n);
     for (size_t i = 0; list && i < n; i++) {
-        const pinio_plan_tensor *t = pinio_plan_tensor_at(plan, i);
-        PyObject *shape = shape_tuple(t->shape, t->rank);
-        PyObject *item = shape ? Py_BuildValue("(s#sNKIK)", t->name, (Py_ssize_t)t->name_len,
-                                               pinio_dtype_name(t->dtype), shape,
-                                               (unsigned long long)t->nbytes, t->file,
-                                               (unsigned long long)t->file_offset)
-                               : NULL;
+        PyObject *item = make(ctx, i);
         if (!item) {
             Py_CLEAR(list);
             break;
@@ -805,25 +798,32 @@ static PyObject *plan_tensor_list(const pinio_plan *plan, size_t n)
     return list;
 }
 
-/* [(path, metadata or None)] of the plan's files, in plan order: what a
- * device checkpoint reports (the plan resolved directories and indexes). */
+/* (name, dtype, shape, nbytes, file, file_offset) of tensor `i` of a plan. */
+static PyObject *plan_tensor_item(const void *plan, size_t i)
+{
+    const pinio_plan_tensor *t = pinio_plan_tensor_at(plan, i);
+    PyObject *shape = shape_tuple(t->shape, t->rank);
+    return shape ? Py_BuildValue("(s#sNKIK)", t->name, (Py_ssize_t)t->name_len,
+                                 pinio_dtype_name(t->dtype), shape,
+                                 (unsigned long long)t->nbytes, t->file,
+                                 (unsigned long long)t->file_offset)
+                 : NULL;
+}
+
+/* (path, metadata or None) of file `i` of a plan: what a device checkpoint
+ * reports (the plan resolved directories and indexes). */
+static PyObject *plan_file_item(const void *plan, size_t i)
+{
+    const pinio_plan_file *f = pinio_plan_file_at(plan, i);
+    PyObject *md = metadata_dict(f->header);
+    return md ? Py_BuildValue("(NN)", PyUnicode_DecodeFSDefault(f->path), md) : NULL;
+}
+
 static PyObject *plan_file_list(const pinio_plan *plan)
 {
     pinio_plan_info pi;
     pinio_plan_get_info(plan, &pi);
-    PyObject *list = PyList_New((Py_ssize_t)pi.files);
-    for (size_t i = 0; list && i < pi.files; i++) {
-        const pinio_plan_file *f = pinio_plan_file_at(plan, i);
-        PyObject *md = metadata_dict(f->header);
-        PyObject *item = md ? Py_BuildValue("(NN)", PyUnicode_DecodeFSDefault(f->path), md)
-                            : NULL;
-        if (!item) {
-            Py_CLEAR(list);
-            break;
-        }
-        PyList_SET_ITEM(list, (Py_ssize_t)i, item);
-    }
-    return list;
+    return list_of(pi.files, plan_file_item, plan);
 }
 
 /* pinio_stream_opts.sha256_fn: on the stream's thread, without the GIL
@@ -853,7 +853,7 @@ static int place_with_python(void *ctx, const pinio_plan *plan, uint64_t *dptrs,
     PyGILState_STATE g = PyGILState_Ensure();
     Py_XDECREF(pc->files);
     pc->files = plan_file_list(plan);
-    PyObject *list = pc->files ? plan_tensor_list(plan, n) : NULL;
+    PyObject *list = pc->files ? list_of(n, plan_tensor_item, plan) : NULL;
     PyObject *res = list ? PyObject_CallOneArg(pc->fn, list) : NULL;
     PyObject *fast = res ? PySequence_Fast(res, "the allocator returns a sequence of ints") : NULL;
     if (fast && (size_t)PySequence_Fast_GET_SIZE(fast) != n)
@@ -947,17 +947,9 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "stream_gpu: place must be callable, api cuda or hip");
         return NULL;
     }
-    const char **sha = NULL;
-    size_t nsha = 0;
-    PyObject *keep_sha = NULL;
-    if (sha_array(expected, &sha, &nsha, &keep_sha))
-        return NULL;
     io_args a;
-    if (io_args_parse(&a, paths, filters, backend, cache, direct)) {
-        free(sha);
-        Py_XDECREF(keep_sha);
+    if (io_args_parse(&a, paths, filters, expected, backend, cache, direct))
         return NULL;
-    }
     place_call pc = {.fn = place};
     pinio_stream_opts o;
     pinio_stream_opts_default(&o);
@@ -970,9 +962,9 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
         o.slot_size = (size_t)slot_size;
     if (slots)
         o.slots = slots;
-    o.verify = verify || sha;
-    o.expected_sha256 = sha;
-    o.nexpected = nsha;
+    o.verify = verify || a.sha;
+    o.expected_sha256 = a.sha;
+    o.nexpected = a.nsha;
     o.sha256_fn = sha_from_stream;
     o.sha256_ctx = &pc;
     pinio_gpu_arena *arena = NULL;
@@ -985,8 +977,6 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
     r = pinio_stream(a.paths, a.npaths, &o, sink, &cfg, &rep, &diag);
     Py_END_ALLOW_THREADS
     io_args_free(&a);
-    free(sha);
-    Py_XDECREF(keep_sha);
     PyObject *res = NULL;
     if (r && pc.type) { /* the allocator's own exception, as it raised it */
         PyErr_Restore(pc.type, pc.value, pc.tb);
