@@ -27,6 +27,10 @@ static fake_stats_fn stats;
 
 static void setup(void)
 {
+    /* The driver first: a failed assertion here skips teardown, and must
+     * not leave the folder behind. */
+    stats = fake_gpu_load("PINIO_CUDA_LIB", &fake);
+    cr_assert_not_null(stats, "PINIO_CUDA_LIB names the test driver");
     cr_assert_not_null(mkdtemp(dir));
     snprintf(path, sizeof(path), "%s/m.safetensors", dir);
     pinio_gen_opts g;
@@ -35,8 +39,6 @@ static void setup(void)
     g.tensors = 10;
     g.seed = SEED;
     cr_assert_eq(pinio_gen_write(path, &g, NULL, NULL), 0);
-    stats = fake_gpu_load("PINIO_CUDA_LIB", &fake);
-    cr_assert_not_null(stats, "PINIO_CUDA_LIB names the test driver");
 }
 
 static void teardown(void)
