@@ -316,6 +316,22 @@ static const char *backend_name(pinio_backend b)
     }
 }
 
+/* The list of each file's digest (str, or None where not computed). */
+static PyObject *sha_list(const pinio_checkpoint *cp, size_t n)
+{
+    PyObject *l = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; l && i < n; i++) {
+        const char *h = pinio_checkpoint_sha256(cp, i);
+        PyObject *v = h ? PyUnicode_FromString(h) : Py_NewRef(Py_None);
+        if (!v) {
+            Py_CLEAR(l);
+            break;
+        }
+        PyList_SET_ITEM(l, (Py_ssize_t)i, v);
+    }
+    return l;
+}
+
 static PyObject *Checkpoint_report(CheckpointObject *self, PyObject *unused)
 {
     (void)unused;
@@ -323,7 +339,7 @@ static PyObject *Checkpoint_report(CheckpointObject *self, PyObject *unused)
         return NULL;
     pinio_load_report r;
     pinio_checkpoint_report(self->cp, &r);
-    return Py_BuildValue(
+    PyObject *d = Py_BuildValue(
         "{s:n,s:n,s:n,s:n,s:K,s:K,s:K,s:d,s:d,s:n,s:n,s:s,s:O,s:O,s:i,s:O,s:s,s:s,s:s,s:K,s:K,"
         "s:s,s:n,s:n}",
         "files", (Py_ssize_t)r.files, "tensors", (Py_ssize_t)r.tensors, "skipped",
@@ -337,6 +353,15 @@ static PyObject *Checkpoint_report(CheckpointObject *self, PyObject *unused)
         r.cache, "memory", r.memory, "fixed_ops", (unsigned long long)r.fixed_ops, "plain_ops",
         (unsigned long long)r.plain_ops, "modes", r.modes, "files_pinned",
         (Py_ssize_t)r.files_pinned, "files_mapped", (Py_ssize_t)r.files_mapped);
+    /* Each file's SHA-256 (None unless verified), and whether a kept arena
+     * served the load (and had to grow for it). */
+    PyObject *sha = d ? sha_list(self->cp, r.files) : NULL;
+    if (!sha || PyDict_SetItemString(d, "sha256", sha) ||
+        PyDict_SetItemString(d, "arena_kept", r.arena_kept ? Py_True : Py_False) ||
+        PyDict_SetItemString(d, "arena_grown", r.arena_grown ? Py_True : Py_False))
+        Py_CLEAR(d);
+    Py_XDECREF(sha);
+    return d;
 }
 
 static PyObject *Checkpoint_close(CheckpointObject *self, PyObject *unused)
@@ -380,6 +405,136 @@ static PyTypeObject CheckpointType = {
     .tp_as_sequence = &Checkpoint_as_sequence,
     .tp_methods = Checkpoint_methods,
 };
+
+/* -------------------------------------------------------------- Arena */
+
+/* A kept arena (pinio_arena, load.h): pinned memory one caller reuses
+ * across its loads, passed to each explicitly (nothing process-global).
+ * The library refuses a load through an arena that a checkpoint or tensor
+ * bytes of the previous load still hold (-EBUSY): every Python tensor holds
+ * such bytes through its Buffer, so a live tensor never sees its memory
+ * reused; the refusal is turned into an error that says what to drop.
+ * `busy` refuses a second load while one runs (the library's arena is not
+ * for concurrent loads, and the GIL is released during a load). */
+typedef struct {
+    PyObject_HEAD
+    pinio_arena *a;
+    int busy;
+} ArenaObject;
+
+static PyObject *Arena_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, ":Arena", kwlist))
+        return NULL;
+    ArenaObject *self = (ArenaObject *)type->tp_alloc(type, 0);
+    if (!self)
+        return NULL;
+    int r = pinio_arena_create(&self->a);
+    if (r) {
+        Py_DECREF(self);
+        return raise_pinio(r, NULL, pinio_strerror(r));
+    }
+    return (PyObject *)self;
+}
+
+static void Arena_dealloc(ArenaObject *self)
+{
+    /* The memory stays with the last checkpoint or tensor still holding it. */
+    pinio_arena_release(self->a);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Arena_get_size(ArenaObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromSize_t(pinio_arena_size(self->a));
+}
+
+static PyObject *Arena_get_closed(ArenaObject *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->a == NULL);
+}
+
+static PyObject *Arena_close(ArenaObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "pinio.Arena: a load through it is running");
+        return NULL;
+    }
+    pinio_arena_release(self->a);
+    self->a = NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Arena_enter(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_NewRef(self);
+}
+
+static PyObject *Arena_exit(ArenaObject *self, PyObject *args)
+{
+    (void)args;
+    return Arena_close(self, NULL);
+}
+
+static PyGetSetDef Arena_getset[] = {
+    {"size", (getter)Arena_get_size, NULL,
+     "bytes of memory the arena holds (0 before its first load or once closed)", NULL},
+    {"closed", (getter)Arena_get_closed, NULL, "close() was called", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef Arena_methods[] = {
+    {"close", (PyCFunction)Arena_close, METH_NOARGS,
+     "releases the arena: its memory is freed now, or with the last tensor still using it"},
+    {"__enter__", Arena_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)Arena_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject ArenaType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pinio.Arena",
+    .tp_doc = "Arena(): pinned memory kept across loads (pinio.load(..., arena=a)), so a "
+              "later load pays no page faults. One load's tensors at a time: a load through "
+              "an arena whose previous tensors are still alive raises pinio.Error (EBUSY).",
+    .tp_basicsize = sizeof(ArenaObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = Arena_new,
+    .tp_dealloc = (destructor)Arena_dealloc,
+    .tp_getset = Arena_getset,
+    .tp_methods = Arena_methods,
+};
+
+/* The arena argument of a load: NULL for None; -1 with an exception. */
+static int arena_arg(PyObject *o, ArenaObject **out)
+{
+    *out = NULL;
+    if (o == Py_None)
+        return 0;
+    if (!PyObject_TypeCheck(o, &ArenaType)) {
+        PyErr_Format(PyExc_TypeError, "arena must be a pinio.Arena, not %.100s",
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    ArenaObject *a = (ArenaObject *)o;
+    if (!a->a) {
+        PyErr_SetString(PyExc_ValueError, "pinio.Arena: the arena is closed");
+        return -1;
+    }
+    if (a->busy) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "pinio.Arena: another load through this arena is running (an arena "
+                        "serves one load at a time; give each thread its own)");
+        return -1;
+    }
+    *out = a;
+    return 0;
+}
 
 /* ------------------------------------------------------------ helpers */
 
@@ -454,12 +609,54 @@ static int parse_policy(const char *what, const char *s, const char *const names
     return -1;
 }
 
+/* expected_sha256: None, or a sequence of 64-hex-digit str or None (that
+ * file unchecked) -> an array the library reads; `*keep` holds the strings. */
+static int sha_array(PyObject *seq, const char ***out, size_t *n, PyObject **keep)
+{
+    *out = NULL;
+    *n = 0;
+    *keep = NULL;
+    if (seq == Py_None)
+        return 0;
+    PyObject *fast = PySequence_Fast(seq, "expected_sha256: a sequence of hex digests or None");
+    if (!fast)
+        return -1;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(fast);
+    const char **arr = calloc((size_t)k + 1, sizeof(*arr));
+    if (!arr) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
+        if (item == Py_None)
+            continue;
+        const char *hex = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item) : NULL;
+        if (!hex) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "expected_sha256[%zd]: a str or None", i);
+            free(arr);
+            Py_DECREF(fast);
+            return -1;
+        }
+        arr[i] = hex; /* valid while `fast` (which holds `item`) lives */
+    }
+    *out = arr;
+    *n = (size_t)k;
+    *keep = fast;
+    return 0;
+}
+
 /* What load and stream_gpu both take: the inputs, the selection and the
  * I/O policies, parsed; `keep` holds the encoded strings they point into. */
 typedef struct io_args {
     const char **paths, **filters;
     size_t npaths, nfilters;
     PyObject *keep_p, *keep_f;
+    const char **sha;            /* expected_sha256 (NULL entries: unchecked), or NULL */
+    size_t nsha;
+    PyObject *keep_sha;
     pinio_backend backend;
     pinio_cache_policy cache;
     pinio_direct_policy direct;
@@ -469,14 +666,16 @@ static void io_args_free(io_args *a)
 {
     free(a->paths);
     free(a->filters);
+    free(a->sha);
     Py_XDECREF(a->keep_p);
     Py_XDECREF(a->keep_f);
+    Py_XDECREF(a->keep_sha);
     memset(a, 0, sizeof(*a));
 }
 
 /* 0, or -1 with an exception set and nothing held. */
-static int io_args_parse(io_args *a, PyObject *paths, PyObject *filters, const char *backend,
-                         const char *cache, const char *direct)
+static int io_args_parse(io_args *a, PyObject *paths, PyObject *filters, PyObject *expected,
+                         const char *backend, const char *cache, const char *direct)
 {
     static const char *const caches[3] = {"auto", "cold", "hot"};
     static const char *const directs[3] = {"auto", "on", "off"};
@@ -490,6 +689,10 @@ static int io_args_parse(io_args *a, PyObject *paths, PyObject *filters, const c
     a->paths = str_array(paths, &a->npaths, &a->keep_p, 1);
     if (!a->paths)
         return -1;
+    if (sha_array(expected, &a->sha, &a->nsha, &a->keep_sha)) {
+        io_args_free(a);
+        return -1;
+    }
     if (filters != Py_None) {
         a->filters = str_array(filters, &a->nfilters, &a->keep_f, 0);
         if (!a->filters) {
@@ -507,18 +710,22 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     (void)mod;
     static char *kwlist[] = {(char *)"paths", (char *)"filters", (char *)"backend",
                              (char *)"cache", (char *)"direct", (char *)"verify",
-                             (char *)"memory", (char *)"map_private", NULL};
-    PyObject *paths, *filters = Py_None;
+                             (char *)"memory", (char *)"map_private", (char *)"arena",
+                             (char *)"expected_sha256", NULL};
+    PyObject *paths, *filters = Py_None, *arena_o = Py_None, *expected = Py_None;
     const char *backend = "auto", *cache = "auto", *direct = "auto", *memory = "auto";
     int verify = 0, map_private = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$sp", kwlist, &paths, &filters, &backend,
-                                     &cache, &direct, &verify, &memory, &map_private))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$spOO", kwlist, &paths, &filters,
+                                     &backend, &cache, &direct, &verify, &memory, &map_private,
+                                     &arena_o, &expected))
         return NULL;
     static const char *const memories[3] = {"auto", "pinned", "mapped"};
     int m;
+    ArenaObject *arena;
+    if (parse_policy("memory", memory, memories, &m) || arena_arg(arena_o, &arena))
+        return NULL;
     io_args a;
-    if (parse_policy("memory", memory, memories, &m) ||
-        io_args_parse(&a, paths, filters, backend, cache, direct))
+    if (io_args_parse(&a, paths, filters, expected, backend, cache, direct))
         return NULL;
     pinio_load_opts o;
     pinio_load_opts_default(&o);
@@ -529,13 +736,27 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     o.nfilters = a.nfilters;
     o.memory = (pinio_memory_mode)m;
     o.map_private = map_private;
-    o.verify = verify;
+    o.verify = verify || a.sha;
+    o.expected_sha256 = a.sha;
+    o.nexpected = a.nsha;
+    o.arena = arena ? arena->a : NULL;
     pinio_checkpoint *cp = NULL;
     pinio_diag diag;
     int r;
+    if (arena)
+        arena->busy = 1; /* the Python object is ours for the call: the argument holds it */
     Py_BEGIN_ALLOW_THREADS
     r = pinio_load(a.paths, a.npaths, &o, &cp, &diag);
     Py_END_ALLOW_THREADS
+    if (arena)
+        arena->busy = 0;
+    if (r == -EBUSY && arena)
+        pinio_diag_set(&diag, r,
+                       "loading %s%s through a pinio.Arena: tensors (or the open checkpoint) "
+                       "of the previous load through this arena are still alive, and this "
+                       "load would overwrite their memory: drop every one of them (del, "
+                       "close()) first, or load into another arena",
+                       a.npaths ? a.paths[0] : "", a.npaths > 1 ? " (and more)" : "");
     io_args_free(&a);
     if (r)
         return raise_pinio(r, &diag, "load failed");
@@ -556,19 +777,18 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
 typedef struct place_call {
     PyObject *fn;
     PyObject *type, *value, *tb;
+    PyObject *files;     /* [(path, metadata or None)] of the plan, taken at placement */
+    char (*sha)[65];     /* with verify: each file's digest ("" until given) */
+    size_t nsha;
 } place_call;
 
-/* (name, dtype, shape, nbytes) of every tensor of `plan`, in plan order. */
-static PyObject *plan_tensor_list(const pinio_plan *plan, size_t n)
+/* A list of `n` items, item `i` made by `make(ctx, i)` (a new reference,
+ * or NULL with an exception set); NULL when any fails. */
+static PyObject *list_of(size_t n, PyObject *(*make)(const void *ctx, size_t i), const void *ctx)
 {
     PyObject *list = PyList_New((Py_ssize_t)n);
     for (size_t i = 0; list && i < n; i++) {
-        const pinio_plan_tensor *t = pinio_plan_tensor_at(plan, i);
-        PyObject *shape = shape_tuple(t->shape, t->rank);
-        PyObject *item = shape ? Py_BuildValue("(s#sNK)", t->name, (Py_ssize_t)t->name_len,
-                                               pinio_dtype_name(t->dtype), shape,
-                                               (unsigned long long)t->nbytes)
-                               : NULL;
+        PyObject *item = make(ctx, i);
         if (!item) {
             Py_CLEAR(list);
             break;
@@ -578,6 +798,52 @@ static PyObject *plan_tensor_list(const pinio_plan *plan, size_t n)
     return list;
 }
 
+/* (name, dtype, shape, nbytes, file, file_offset) of tensor `i` of a plan. */
+static PyObject *plan_tensor_item(const void *plan, size_t i)
+{
+    const pinio_plan_tensor *t = pinio_plan_tensor_at(plan, i);
+    PyObject *shape = shape_tuple(t->shape, t->rank);
+    return shape ? Py_BuildValue("(s#sNKIK)", t->name, (Py_ssize_t)t->name_len,
+                                 pinio_dtype_name(t->dtype), shape,
+                                 (unsigned long long)t->nbytes, t->file,
+                                 (unsigned long long)t->file_offset)
+                 : NULL;
+}
+
+/* (path, metadata or None) of file `i` of a plan: what a device checkpoint
+ * reports (the plan resolved directories and indexes). */
+static PyObject *plan_file_item(const void *plan, size_t i)
+{
+    const pinio_plan_file *f = pinio_plan_file_at(plan, i);
+    PyObject *md = metadata_dict(f->header);
+    return md ? Py_BuildValue("(NN)", PyUnicode_DecodeFSDefault(f->path), md) : NULL;
+}
+
+static PyObject *plan_file_list(const pinio_plan *plan)
+{
+    pinio_plan_info pi;
+    pinio_plan_get_info(plan, &pi);
+    return list_of(pi.files, plan_file_item, plan);
+}
+
+/* pinio_stream_opts.sha256_fn: on the stream's thread, without the GIL
+ * (plain memory only). A failed allocation leaves the digest out ("",
+ * reported None): the stream itself checked it. */
+static void sha_from_stream(void *ctx, size_t file, const char *path, const char *hex)
+{
+    (void)path;
+    place_call *pc = ctx;
+    if (file >= pc->nsha) {
+        char (*more)[65] = realloc(pc->sha, (file + 1) * sizeof(*more));
+        if (!more)
+            return;
+        memset(more + pc->nsha, 0, (file + 1 - pc->nsha) * sizeof(*more));
+        pc->sha = more;
+        pc->nsha = file + 1;
+    }
+    snprintf(pc->sha[file], sizeof(pc->sha[file]), "%s", hex);
+}
+
 /* Runs on the stream's thread, inside the released section of
  * py_stream_gpu(): the GIL is taken back for the allocator's call only. */
 static int place_with_python(void *ctx, const pinio_plan *plan, uint64_t *dptrs, size_t n,
@@ -585,7 +851,9 @@ static int place_with_python(void *ctx, const pinio_plan *plan, uint64_t *dptrs,
 {
     place_call *pc = ctx;
     PyGILState_STATE g = PyGILState_Ensure();
-    PyObject *list = plan_tensor_list(plan, n);
+    Py_XDECREF(pc->files);
+    pc->files = plan_file_list(plan);
+    PyObject *list = pc->files ? list_of(n, plan_tensor_item, plan) : NULL;
     PyObject *res = list ? PyObject_CallOneArg(pc->fn, list) : NULL;
     PyObject *fast = res ? PySequence_Fast(res, "the allocator returns a sequence of ints") : NULL;
     if (fast && (size_t)PySequence_Fast_GET_SIZE(fast) != n)
@@ -611,36 +879,68 @@ static int place_with_python(void *ctx, const pinio_plan *plan, uint64_t *dptrs,
     return rc;
 }
 
-static PyObject *gpu_report(const pinio_stream_report *r, const pinio_gpu_info *gi)
+static PyObject *gpu_report(const pinio_stream_report *r, const pinio_gpu_info *gi,
+                            const place_call *pc)
 {
-    return Py_BuildValue(
-        "{s:n,s:n,s:K,s:K,s:d,s:d,s:s,s:O,s:i,s:s,s:i,s:K,s:d,s:I,s:I}", "files",
+    PyObject *d = Py_BuildValue(
+        "{s:n,s:n,s:K,s:K,s:d,s:d,s:s,s:O,s:i,s:s,s:i,s:K,s:d,s:I,s:I,s:O,s:d,s:K,s:K}", "files",
         (Py_ssize_t)r->files, "tensors", (Py_ssize_t)r->tensors, "bytes",
         (unsigned long long)r->bytes, "read_bytes", (unsigned long long)r->read_bytes, "seconds",
         r->seconds, "io_seconds", r->io_seconds, "io_path", r->io_path, "registered",
         r->registered ? Py_True : Py_False, "device", gi->device, "pci_bus_id", gi->pci_bus_id,
         "driver_version", gi->driver_version, "copies", (unsigned long long)gi->copies,
         "h2d_seconds", gi->h2d_seconds, "slots_registered", gi->slots_registered,
-        "slots_preregistered", gi->slots_preregistered);
+        "slots_preregistered", gi->slots_preregistered, "verified",
+        r->verified ? Py_True : Py_False, "verify_seconds", r->verify_seconds,
+        "verify_landed_bytes", (unsigned long long)r->verify_landed_bytes,
+        "verify_reread_bytes", (unsigned long long)r->verify_reread_bytes);
+    /* The plan's files and their metadata (what a checkpoint object shows),
+     * and each file's digest when verified (None where not). */
+    size_t nf = pc->files ? (size_t)PyList_GET_SIZE(pc->files) : 0;
+    PyObject *paths = PyList_New((Py_ssize_t)nf), *mds = PyList_New((Py_ssize_t)nf);
+    PyObject *sha = PyList_New((Py_ssize_t)nf);
+    for (size_t i = 0; paths && mds && sha && i < nf; i++) {
+        PyObject *item = PyList_GET_ITEM(pc->files, (Py_ssize_t)i);
+        PyList_SET_ITEM(paths, (Py_ssize_t)i, Py_NewRef(PyTuple_GET_ITEM(item, 0)));
+        PyList_SET_ITEM(mds, (Py_ssize_t)i, Py_NewRef(PyTuple_GET_ITEM(item, 1)));
+        PyObject *h = r->verified && i < pc->nsha && pc->sha[i][0]
+                          ? PyUnicode_FromString(pc->sha[i])
+                          : Py_NewRef(Py_None);
+        if (!h) {
+            Py_CLEAR(sha);
+            break;
+        }
+        PyList_SET_ITEM(sha, (Py_ssize_t)i, h);
+    }
+    if (!d || !paths || !mds || !sha || PyDict_SetItemString(d, "paths", paths) ||
+        PyDict_SetItemString(d, "metadata", mds) || PyDict_SetItemString(d, "sha256", sha))
+        Py_CLEAR(d);
+    Py_XDECREF(paths);
+    Py_XDECREF(mds);
+    Py_XDECREF(sha);
+    return d;
 }
 
 /* stream_gpu(paths, place, api, device, filters, ...) -> report: the
  * selected tensors through the CUDA (or HIP) sink to device addresses the
- * Python `place` chooses, every copy complete when this returns. */
+ * Python `place` chooses, every copy complete when this returns. With
+ * verify, each file's SHA-256 is computed from the bytes as they land in
+ * the staging slots (stream.h), before they are copied. */
 static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
 {
     (void)mod;
     static char *kwlist[] = {(char *)"paths", (char *)"place", (char *)"api", (char *)"device",
                              (char *)"filters", (char *)"backend", (char *)"cache",
-                             (char *)"direct", (char *)"slot_size", (char *)"slots", NULL};
-    PyObject *paths, *place, *filters = Py_None;
+                             (char *)"direct", (char *)"slot_size", (char *)"slots",
+                             (char *)"verify", (char *)"expected_sha256", NULL};
+    PyObject *paths, *place, *filters = Py_None, *expected = Py_None;
     const char *api = "cuda", *backend = "auto", *cache = "auto", *direct = "auto";
-    int device = 0;
+    int device = 0, verify = 0;
     Py_ssize_t slot_size = 0;
     unsigned int slots = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|siOsssnI", kwlist, &paths, &place, &api,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|siOsssnIpO", kwlist, &paths, &place, &api,
                                      &device, &filters, &backend, &cache, &direct, &slot_size,
-                                     &slots))
+                                     &slots, &verify, &expected))
         return NULL;
     const pinio_sink *sink = pinio_sink_find(api);
     if (!PyCallable_Check(place) || !sink || (strcmp(api, "cuda") && strcmp(api, "hip"))) {
@@ -648,8 +948,9 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
         return NULL;
     }
     io_args a;
-    if (io_args_parse(&a, paths, filters, backend, cache, direct))
+    if (io_args_parse(&a, paths, filters, expected, backend, cache, direct))
         return NULL;
+    place_call pc = {.fn = place};
     pinio_stream_opts o;
     pinio_stream_opts_default(&o);
     o.backend = a.backend;
@@ -661,7 +962,11 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
         o.slot_size = (size_t)slot_size;
     if (slots)
         o.slots = slots;
-    place_call pc = {.fn = place};
+    o.verify = verify || a.sha;
+    o.expected_sha256 = a.sha;
+    o.nexpected = a.nsha;
+    o.sha256_fn = sha_from_stream;
+    o.sha256_ctx = &pc;
     pinio_gpu_arena *arena = NULL;
     pinio_sink_gpu_cfg cfg = {.device = device, .place = place_with_python, .place_ctx = &pc,
                               .out = &arena};
@@ -672,18 +977,21 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
     r = pinio_stream(a.paths, a.npaths, &o, sink, &cfg, &rep, &diag);
     Py_END_ALLOW_THREADS
     io_args_free(&a);
-    if (r) {
-        if (pc.type) { /* the allocator's own exception, as it raised it */
-            PyErr_Restore(pc.type, pc.value, pc.tb);
-            return NULL;
-        }
-        return raise_pinio(r, &diag, "stream to the GPU failed");
+    PyObject *res = NULL;
+    if (r && pc.type) { /* the allocator's own exception, as it raised it */
+        PyErr_Restore(pc.type, pc.value, pc.tb);
+    } else if (r) {
+        raise_pinio(r, &diag, "stream to the GPU failed");
+    } else {
+        /* The memory is the caller's; the arena held only the context. */
+        pinio_gpu_info gi;
+        pinio_gpu_arena_get_info(arena, &gi);
+        pinio_gpu_arena_free(arena);
+        res = gpu_report(&rep, &gi, &pc);
     }
-    /* The memory is the caller's; the arena held only the context. */
-    pinio_gpu_info gi;
-    pinio_gpu_arena_get_info(arena, &gi);
-    pinio_gpu_arena_free(arena);
-    return gpu_report(&rep, &gi);
+    Py_XDECREF(pc.files);
+    free(pc.sha);
+    return res;
 }
 
 /* ------------------------------------------------------ header, read */
@@ -1016,12 +1324,13 @@ static PyObject *py_serialize(PyObject *mod, PyObject *args)
 static PyMethodDef methods[] = {
     {"load", (PyCFunction)(void (*)(void))py_load, METH_VARARGS | METH_KEYWORDS,
      "load(paths, filters=None, backend='auto', cache='auto', direct='auto', verify=False, *, "
-     "memory='auto', map_private=True)"
+     "memory='auto', map_private=True, arena=None, expected_sha256=None)"
      " -> Checkpoint (GIL released during the load)"},
     {"stream_gpu", (PyCFunction)(void (*)(void))py_stream_gpu, METH_VARARGS | METH_KEYWORDS,
      "stream_gpu(paths, place, api='cuda', device=0, filters=None, backend='auto', "
-     "cache='auto', direct='auto', slot_size=0, slots=0) -> report: place([(name, dtype, "
-     "shape, nbytes)]) returns each tensor's device address; synchronised on return"},
+     "cache='auto', direct='auto', slot_size=0, slots=0, verify=False, expected_sha256=None)"
+     " -> report: place([(name, dtype, shape, nbytes, file, file_offset)]) returns each "
+     "tensor's device address; synchronised on return"},
     {"header", py_header, METH_O,
      "header(path) -> ([(name, dtype, shape, begin, end)] in file order, metadata|None, "
      "data_offset, file_size)"},
@@ -1043,7 +1352,8 @@ PyMODINIT_FUNC PyInit__pinio(void);
 
 PyMODINIT_FUNC PyInit__pinio(void)
 {
-    if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&CheckpointType) < 0)
+    if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&CheckpointType) < 0 ||
+        PyType_Ready(&ArenaType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m)
@@ -1056,6 +1366,7 @@ PyMODINIT_FUNC PyInit__pinio(void)
     if (!Error || PyModule_AddObjectRef(m, "Error", Error) ||
         PyModule_AddObjectRef(m, "Buffer", (PyObject *)&BufferType) ||
         PyModule_AddObjectRef(m, "Checkpoint", (PyObject *)&CheckpointType) ||
+        PyModule_AddObjectRef(m, "Arena", (PyObject *)&ArenaType) ||
         PyModule_AddStringConstant(m, "version", pinio_version())) {
         Py_DECREF(m);
         return NULL;

@@ -5,6 +5,11 @@
     with pinio.open("model.safetensors", framework="np") as ck:  # a checkpoint object
         print(ck.metadata(), ck.report()["io_path"])
         w = ck["lm_head.weight"]
+    with pinio.open("model/", device="cuda:0") as ck:            # through the CUDA sink
+        w = ck["lm_head.weight"]
+    arena = pinio.Arena()                                         # pinned memory kept
+    a = pinio.load("a.safetensors", arena=arena); del a           # across loads
+    b = pinio.load("b.safetensors", arena=arena)                  # (no page faults)
 
 Every tensor views the loaded memory through a small exporter object that
 holds a pinio reference on it (the buffer protocol; numpy.frombuffer and
@@ -19,10 +24,11 @@ import errno
 import os as _os
 
 from . import _pinio
-from ._pinio import Error
+from ._pinio import Arena, Error
 
 __version__ = _pinio.version
-__all__ = ["load", "load_to_device", "open", "Checkpoint", "Error", "__version__"]
+__all__ = ["load", "load_to_device", "open", "Arena", "Checkpoint", "DeviceCheckpoint", "Error",
+           "__version__"]
 
 # safetensors dtype -> (numpy name, torch attribute, torch version that has it)
 _DTYPES = {
@@ -115,6 +121,8 @@ class Checkpoint:
     Tensors are created on access and stay valid after close() (they hold
     their own reference on the memory)."""
 
+    device = "cpu"
+
     def __init__(self, raw, framework="pt"):
         self._raw = raw
         self._framework = FRAMEWORKS.get(framework)
@@ -186,6 +194,54 @@ class Checkpoint:
         return False
 
 
+class DeviceCheckpoint(Checkpoint):
+    """A checkpoint streamed to a CUDA device (pinio.open(..., device="cuda:N")):
+    the same face as Checkpoint, over tensors the allocator gave (torch's
+    by default) that the CUDA sink filled; every copy had completed when it
+    was made. There is no host memory behind them: buffer() raises."""
+
+    def __init__(self, tensors, infos, report):
+        self._tensors = tensors
+        self._infos = infos
+        self._report = report
+        self._framework = "pt"
+        self.device = report["device_name"]
+        self._order = list(tensors)  # plan order: files in order, tensors by offset
+        self._index = {n: i for i, n in enumerate(self._order)}
+
+    def _open(self):
+        if self._tensors is None:
+            raise ValueError("the checkpoint is closed")
+        return self._tensors
+
+    def info(self, name):
+        dt, shape, nbytes, f, off = self._infos[name]
+        return dt, list(shape), nbytes, f, off
+
+    def buffer(self, name):
+        raise TypeError(f"tensor {name!r} is on {self.device}: it has no host buffer")
+
+    def __getitem__(self, name):
+        return self._open()[name]
+
+    def metadata(self, file=0):
+        if not 0 <= file < len(self._report["metadata"]):
+            raise IndexError("file index out of range")
+        md = self._report["metadata"][file]
+        return None if md is None else dict(md)
+
+    def files(self):
+        return list(self._report["paths"])
+
+    def report(self):
+        """What the stream did (bytes, seconds, I/O path, copies, sha256 when verified)."""
+        return dict(self._report)
+
+    def close(self):
+        """Drops the checkpoint's tensors; those already taken stay valid."""
+        self._tensors = None
+
+
 def cuda_index(device):
     """The ordinal N of a CUDA device ("cuda", "cuda:N", an int N, a
     torch.device), or None for the CPU ("cpu", None). ValueError otherwise."""
@@ -227,18 +283,20 @@ def _torch_allocator(device):
     return alloc, ready
 
 
-def _placer(device, allocator, tensors):
+def _placer(device, allocator, tensors, infos):
     """The `place` of _pinio.stream_gpu: allocates each tensor of the plan
-    with `allocator(shape, dtype, device)` into `tensors` (name -> tensor)
-    and returns their device addresses."""
+    with `allocator(shape, dtype, device)` into `tensors` (name -> tensor),
+    records (dtype, shape, nbytes, file, file_offset) in `infos`, and returns
+    their device addresses."""
     ready = None
     if allocator is None:
         allocator, ready = _torch_allocator(device)
 
     def place(specs):
         ptrs = []
-        for name, dt, shape, nbytes in specs:
+        for name, dt, shape, nbytes, file, offset in specs:
             tdt = torch_dtype(dt, name)
+            infos[name] = (dt, list(shape), nbytes, file, offset)
             shape = tuple(shape)
             if dt == "F4":
                 shape = shape[:-1] + (shape[-1] // 2,)
@@ -257,8 +315,27 @@ def _placer(device, allocator, tensors):
     return place
 
 
-def load_to_device(paths, filter=None, device="cuda", *, allocator=None, backend="auto",
-                   cache="auto", direct="auto", slot_size=0, slots=0):
+def _stream(paths, filter, device, allocator, verify=False, expected_sha256=None,
+            backend="auto", cache="auto", direct="auto", slot_size=0, slots=0):
+    """({name: tensor} in file order, {name: info}, report) of one stream to
+    a CUDA device (see load_to_device)."""
+    n = cuda_index(device)
+    if n is None:
+        raise ValueError("load_to_device: device must be a CUDA device")
+    device = f"cuda:{n}"
+    tensors, infos = {}, {}
+    place = _placer(device, allocator, tensors, infos)
+    report = _pinio.stream_gpu(_as_paths(paths), place, "cuda", n,
+                               filters=list(filter) if filter else None, backend=backend,
+                               cache=cache, direct=direct, slot_size=slot_size, slots=slots,
+                               verify=verify, expected_sha256=expected_sha256)
+    report["device_name"] = device
+    return tensors, infos, report
+
+
+def load_to_device(paths, filter=None, device="cuda", *, allocator=None, verify=False,
+                   expected_sha256=None, backend="auto", cache="auto", direct="auto",
+                   slot_size=0, slots=0):
     """Streams the selected tensors of `paths` to a CUDA device through
     pinio's CUDA sink: torch allocates each tensor, pinio copies into it
     from pinned staging slots, and every copy has completed when this
@@ -269,21 +346,23 @@ def load_to_device(paths, filter=None, device="cuda", *, allocator=None, backend
     each tensor goes, instead of torch.empty(shape, dtype=dtype,
     device=device). Its memory must be device memory of the CUDA driver
     (libcuda.so.1, or PINIO_CUDA_LIB), 256-byte aligned, with nothing
-    pending on it. The tests pass one over the test driver's memory."""
-    n = cuda_index(device)
-    if n is None:
-        raise ValueError("load_to_device: device must be a CUDA device")
-    device = f"cuda:{n}"
-    tensors = {}
-    place = _placer(device, allocator, tensors)
-    report = _pinio.stream_gpu(_as_paths(paths), place, "cuda", n,
-                               filters=list(filter) if filter else None, backend=backend,
-                               cache=cache, direct=direct, slot_size=slot_size, slots=slots)
+    pending on it. The tests pass one over the test driver's memory.
+
+    verify=True: each input file's SHA-256 (the hub's LFS object id) is
+    computed from the bytes as they land in the staging slots, before they
+    are copied to the device (a byte changed on the way in changes it);
+    what no read brought (headers, unselected tensors) is read again from
+    the file. report["sha256"] lists them (file order, report["paths"]).
+    expected_sha256=[hex or None per file]: checked too (verify implied); a
+    mismatch raises pinio.Error naming the file, and no tensor is returned."""
+    tensors, _, report = _stream(paths, filter, device, allocator, verify, expected_sha256,
+                                 backend, cache, direct, slot_size, slots)
     return tensors, report
 
 
-def open(paths, framework="pt", *, filter=None, device="cpu", backend="auto", cache="auto",
-         direct="auto", verify=False, memory="auto", map_private=True):
+def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, backend="auto",
+         cache="auto", direct="auto", verify=False, expected_sha256=None, memory="auto",
+         map_private=True, arena=None, slot_size=0, slots=0):
     """Loads `paths` (files, shard folders, index files) and returns a Checkpoint.
 
     filter: names, dotted prefixes or globs (None: all). backend: auto,
@@ -297,31 +376,50 @@ def open(paths, framework="pt", *, filter=None, device="cpu", backend="auto", ca
     (no copy-on-write bookkeeping): such tensors are exported read-only
     (numpy refuses writes; torch warns that the buffer is not writable, and
     a write to such a torch tensor kills the process with SIGSEGV).
-    Loads to the CPU: for a GPU use load(..., device="cuda:N").
+    verify=True: each file's SHA-256, report()["sha256"]; expected_sha256=
+    [hex or None per input file, as resolved]: checked too, a mismatch
+    raises pinio.Error naming the file.
+    arena: a pinio.Arena whose pinned memory this load reuses (every file
+    is then read pinned). The previous load's tensors through the same
+    arena must all be gone (and its checkpoint closed): otherwise this
+    raises pinio.Error (errno EBUSY) and their bytes stay as they are.
+
+    device="cuda" or "cuda:N" (framework pt): the tensors stream through
+    pinio's CUDA sink into memory `allocator` gives (torch.empty on the
+    device by default; see load_to_device()), staged through `slots`
+    pinned slots of `slot_size` bytes; returns a DeviceCheckpoint. memory,
+    map_private and arena are host-memory options and are refused there.
     Raises pinio.Error (an OSError naming the file, offset or tensor)."""
     if cuda_index(device) is not None:
-        raise ValueError(f"pinio.open loads to the CPU; pinio.load(..., device={device!r}) "
-                         "streams to a GPU")
+        if FRAMEWORKS.get(framework) != "pt":
+            raise ValueError(f"device {device!r} needs framework='pt'")
+        if arena is not None:
+            raise ValueError(f"arena= is pinned host memory for a CPU load: device={device!r} "
+                             "streams through a staging ring of its own")
+        if memory != "auto":
+            raise ValueError(f"memory={memory!r} chooses host memory: device={device!r} streams "
+                             "through a staging ring")
+        tensors, infos, report = _stream(paths, filter, device, allocator, verify,
+                                         expected_sha256, backend, cache, direct, slot_size,
+                                         slots)
+        return DeviceCheckpoint(tensors, infos, report)
+    if allocator is not None:
+        raise ValueError("allocator= places tensors on a GPU device only")
+    if slot_size or slots:
+        raise ValueError("slot_size=/slots= size the staging ring of a GPU device load only")
     raw = _pinio.load(_as_paths(paths), filters=list(filter) if filter else None,
                       backend=backend, cache=cache, direct=direct, verify=verify, memory=memory,
-                      map_private=map_private)
+                      map_private=map_private, arena=arena, expected_sha256=expected_sha256)
     return Checkpoint(raw, framework)
 
 
 def load(paths, filter=None, device="cpu", framework="pt", *, allocator=None, **kw):
     """Loads `paths` and returns {name: tensor} (torch by default, or numpy).
 
-    device="cuda" or "cuda:N": through pinio's CUDA sink into tensors torch
-    allocates (see load_to_device(), which also takes `allocator`)."""
-    if cuda_index(device) is not None:
-        if FRAMEWORKS.get(framework) != "pt":
-            raise ValueError(f"device {device!r} needs framework='pt'")
-        if kw.pop("verify", False):
-            raise ValueError("verify=True is not supported with a GPU device yet")
-        return load_to_device(paths, filter, device, allocator=allocator, **kw)[0]
-    if allocator is not None:
-        raise ValueError("allocator= places tensors on a GPU device only")
-    ck = open(paths, framework, filter=filter, device=device, **kw)
+    Takes open()'s keywords. device="cuda" or "cuda:N": through pinio's CUDA
+    sink into tensors torch allocates (or `allocator`: see load_to_device()).
+    arena=pinio.Arena(): pinned memory kept across loads (see open())."""
+    ck = open(paths, framework, filter=filter, device=device, allocator=allocator, **kw)
     try:
         return ck.tensors()
     finally:

@@ -13,6 +13,7 @@ over memory cuMemAlloc poisoned with 0xA5, so a load that returned before
 its copies completed would show poisoned bytes."""
 import ctypes
 import errno
+import hashlib
 import json
 import os
 
@@ -30,7 +31,7 @@ DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.float16, torch
           torch.int32, torch.float32, torch.complex64, torch.float64, torch.int64]
 STATS = ["copies", "unregistered", "overwritten", "out_of_bounds", "no_context",
          "registered_live", "allocs_live", "ctx_retained", "streams_live", "d2h_copies",
-         "d2h_bytes"]
+         "d2h_bytes", "dropped"]  # fake_stats of tests/stream/fake_cuda.h, in its order
 
 
 class FakeStats(ctypes.Structure):
@@ -286,11 +287,131 @@ def test_device_argument_errors(tmp):
         pinio.load(path, device="cuda", framework="np")
     with pytest.raises(ValueError, match="GPU device only"):
         pinio.load(path, allocator=lambda *a: None)
-    with pytest.raises(ValueError, match="pinio.load"):
-        pinio.open(path, device="cuda:0")
+    with pytest.raises(ValueError, match="memory='pinned' chooses host memory"):
+        pinio.open(path, device="cuda:0", memory="pinned")
+    with pytest.raises(ValueError, match="staging ring of a GPU device load only"):
+        pinio.open(path, slots=4)
     with pytest.raises(SafetensorError, match="Device cuda:0 is not supported for framework np"):
         safe_open(path, "np", device="cuda:0")
     with pytest.raises(SafetensorError, match="device cuda:a is invalid"):
         safe_open(path, "pt", device="cuda:a")
     with pytest.raises(SafetensorError, match="cpu and cuda only"):
         safe_open(path, "pt", device="mps")
+
+
+def sharded(tmp):
+    """Two shards and their index, with metadata: {name: tensor}."""
+    a = {f"model.layers.{i}.w": value(torch.float32, (64, 40), i) for i in range(3)}
+    b = {f"model.layers.{i}.w": value(torch.int16, (33, 64), i) for i in range(3, 5)}
+    stpt.save_file(a, os.path.join(tmp, "model-00001-of-00002.safetensors"),
+                   metadata={"format": "pt", "shard": "1"})
+    stpt.save_file(b, os.path.join(tmp, "model-00002-of-00002.safetensors"),
+                   metadata={"format": "pt", "shard": "2"})
+    wm = {k: "model-00001-of-00002.safetensors" for k in a}
+    wm.update({k: "model-00002-of-00002.safetensors" for k in b})
+    with open(os.path.join(tmp, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": wm}, f)
+    return {**a, **b}
+
+
+def test_open_on_cuda_is_a_checkpoint(gpu, tmp):
+    """pinio.open(device=...): the CUDA sink's tensors behind the Checkpoint face."""
+    want = sharded(tmp)
+    before = gpu.stats()
+    with pinio.open(tmp, device="cuda:0", allocator=gpu.alloc, slot_size=64 << 10,
+                    slots=2) as ck:
+        assert isinstance(ck, pinio.Checkpoint) and ck.device == "cuda:0"
+        assert ck.keys() == sorted(want) and len(ck) == len(want) and "model.layers.4.w" in ck
+        assert ck.offset_keys() == list(want)  # file order, shard by shard
+        expect_same(ck.tensors(), want)
+        assert ck["model.layers.0.w"].data_ptr() in set(gpu.ptrs)  # the allocator's memory
+        assert [os.path.basename(f) for f in ck.files()] == \
+            ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+        assert ck.metadata() == {"format": "pt", "shard": "1"}
+        assert ck.metadata(1) == {"format": "pt", "shard": "2"}
+        dt, shape, nbytes, f, off = ck.info("model.layers.3.w")
+        assert (dt, shape, nbytes, f) == ("I16", [33, 64], 33 * 64 * 2, 1) and off > 8
+        rep = ck.report()
+        assert rep["tensors"] == len(want) and rep["files"] == 2 and not rep["verified"], rep
+        assert rep["sha256"] == [None, None]
+        with pytest.raises(TypeError, match="'model.layers.0.w' is on cuda:0: it has no host"):
+            ck.buffer("model.layers.0.w")
+        with pytest.raises(IndexError):
+            ck.metadata(2)
+        kept = ck["model.layers.1.w"]
+    with pytest.raises(ValueError, match="the checkpoint is closed"):
+        ck["model.layers.1.w"]
+    expect_same({"k": kept}, {"k": want["model.layers.1.w"]})  # taken tensors stay valid
+    expect_clean_copies(gpu, before)
+    sel = pinio.open(tmp, filter=["model.layers.4"], device=0, allocator=gpu.alloc)
+    assert sel.keys() == ["model.layers.4.w"] and sel.metadata(0)["shard"] == "1"
+    with pytest.raises(ValueError, match="framework='pt'"):
+        pinio.open(tmp, "np", device="cuda:0", allocator=gpu.alloc)
+
+
+def test_verify_on_cuda(gpu, tmp):
+    """verify=True with a device: each file hashed as its bytes land in the
+    staging slots; the digests are the files' own; a wrong expected digest
+    fails the load, naming the file, and no tensor is handed out."""
+    want = sharded(tmp)
+    shards = sorted(f for f in os.listdir(tmp) if f.endswith(".safetensors"))
+    digests = []
+    for f in shards:
+        with open(os.path.join(tmp, f), "rb") as fh:
+            digests.append(hashlib.sha256(fh.read()).hexdigest())
+    before = gpu.stats()
+    with pinio.open(tmp, device="cuda:0", allocator=gpu.alloc, verify=True,
+                    slot_size=64 << 10) as ck:
+        rep = ck.report()
+        assert rep["verified"] and rep["sha256"] == digests, rep
+        assert rep["verify_landed_bytes"] >= rep["bytes"], rep  # hashed where they landed
+        expect_same(ck.tensors(), want)
+    # a filtered stream: what no read brought is read again for the digest
+    t, rep = pinio.load_to_device(tmp, ["model.layers.0"], device="cuda:0",
+                                  allocator=gpu.alloc, verify=True)
+    assert rep["sha256"] == digests and rep["verify_reread_bytes"] > 0, rep
+    assert list(t) == ["model.layers.0.w"]
+    got = pinio.load(tmp, device="cuda:0", allocator=gpu.alloc, expected_sha256=digests)
+    expect_same(got, want)
+    n = len(gpu.calls)
+    bad = [digests[0], "0" * 64]
+    with pytest.raises(pinio.Error, match=r"model-00002-of-00002\.safetensors: sha256 mismatch"):
+        pinio.load(tmp, device="cuda:0", allocator=gpu.alloc, expected_sha256=bad)
+    assert len(gpu.calls) == n + len(want)  # placed, filled, then refused: nothing returned
+    expect_clean_copies(gpu, before)
+
+
+def test_every_copy_waited_for_before_the_stream_is_destroyed(gpu, tmp, monkeypatch):
+    """FAKE_CUDA_DROP_PENDING_AT_DESTROY=1: the test driver drops the copies
+    still pending when a stream is destroyed (a real cuStreamDestroy returns
+    at once and the device finishes later) instead of completing them, so a
+    load returning before its copies completed shows poisoned bytes here.
+    The drop is shown to fire first. Checked to fail: with the stream's final
+    drain of every slot (run_sink() in src/stream/stream.c) and the sink's
+    two cuStreamSynchronize calls (src/stream/gpu.c) removed, this test fails
+    and every other test of this file still passes."""
+    monkeypatch.setenv("FAKE_CUDA_DROP_PENDING_AT_DESTROY", "1")
+    lib = gpu.lib
+    assert lib.cuInit(0) == 0  # the driver reads its environment here
+    dst = gpu.alloc((4096,), torch.uint8, "cuda:0")
+    src = (ctypes.c_uint8 * 4096)(*([0x11] * 4096))
+    s = ctypes.c_void_p()
+    assert lib.cuMemHostRegister_v2(src, ctypes.c_size_t(4096), 1) == 0
+    assert lib.cuStreamCreate(ctypes.byref(s), 1) == 0
+    dropped = gpu.stats()["dropped"]
+    assert lib.cuMemcpyHtoDAsync_v2(ctypes.c_ulonglong(dst.data_ptr()), src,
+                                    ctypes.c_size_t(4096), s) == 0
+    lib.cuStreamDestroy_v2(s)  # no cuStreamSynchronize
+    assert gpu.stats()["dropped"] == dropped + 1
+    assert int(dst[0]) == 0xA5, "the dropped copy never landed"
+    lib.cuMemHostUnregister(src)
+
+    tensors = every_dtype(seed=9)
+    path = os.path.join(tmp, "m.safetensors")
+    stpt.save_file(tensors, path)
+    before = gpu.stats()
+    with pinio.open(path, device="cuda:0", allocator=gpu.alloc, slot_size=64 << 10,
+                    slots=2) as ck:
+        expect_same(ck.tensors(), tensors)
+    assert gpu.stats()["dropped"] == dropped + 1, "no copy of the load was left pending"
+    assert expect_clean_copies(gpu, before) >= len(tensors) - 1

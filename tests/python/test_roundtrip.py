@@ -210,3 +210,20 @@ def test_serialize_deserialize():
     assert bytes(info["data"]) == buf.tobytes()
     with pytest.raises(SafetensorError):
         TensorSpec(dtype="float128", shape=[1], data_ptr=0, data_len=16)
+
+
+def test_verify_and_expected_digests(tmp):
+    """CPU loads: each file's digest in the report; expected ones checked."""
+    import hashlib
+    p = os.path.join(tmp, "a.safetensors")
+    stpt.save_file({"w": torch.arange(100000, dtype=torch.float32)}, p)
+    with open(p, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    with pinio.open(p, verify=True) as ck:
+        assert ck.report()["verified"] and ck.report()["sha256"] == [digest]
+    with pinio.open(p) as ck:
+        assert ck.report()["sha256"] == [None]
+    with pinio.open(p, expected_sha256=[digest]) as ck:
+        assert ck.report()["verified"]
+    with pytest.raises(pinio.Error, match=r"a\.safetensors: sha256 mismatch"):
+        pinio.open(p, expected_sha256=["0" * 64])

@@ -16,7 +16,13 @@
  * Failures are injected by FAKE_CUDA_FAIL, read at cuInit: "nodevice",
  * "stub", "alloc", "register", "copy:N" (the N-th cuMemcpyHtoDAsync, from 1),
  * "event" (cuEventSynchronize); FAKE_CUDA_DEVICES sets the device count
- * (default 1, 0 to 8). Built with -DFAKE_HIP it is libamdhip64.so
+ * (default 1, 0 to 8). FAKE_CUDA_DROP_PENDING_AT_DESTROY=1 (read at cuInit)
+ * drops the copies still pending on a stream when it is destroyed, counted
+ * (`dropped`), instead of completing them first: a real cuStreamDestroy
+ * returns at once and lets the device finish the work later, so a sink that
+ * destroyed its stream without synchronizing would hand out tensors whose
+ * bytes land some time after; dropping them is that race at its worst,
+ * every time, where completing them at destroy would hide it. Built with -DFAKE_HIP it is libamdhip64.so
  * instead: the same driver under HIP's names (the subset mirrors CUDA's
  * name for name), except the context: HIP selects a thread's device with
  * hipSetDevice (its context calls are deprecated, gpu-python-peers.md
@@ -96,6 +102,7 @@ typedef struct CUstream_st {
     op *head, *tail;
     unsigned long enq, done;
     int stop;
+    int drop;          /* destroyed with FAKE_CUDA_DROP_PENDING_AT_DESTROY: skip what is left */
     pthread_t worker;
 } stream;
 
@@ -153,7 +160,7 @@ API CUresult cuGetErrorString(CUresult r, const char **s);
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static fake_stats st;
 static range *host_regs, *dev_allocs;
-static int inited, ndev = 1, fail_alloc, fail_register, fail_event;
+static int inited, ndev = 1, fail_alloc, fail_register, fail_event, drop_at_destroy;
 static long fail_copy_at;
 static long delay_us = 300;
 static ctx ctxs[8];
@@ -219,6 +226,8 @@ API CUresult cuInit(unsigned flags)
     const char *d = getenv("FAKE_CUDA_DELAY_US");
     if (d)
         delay_us = atol(d);
+    const char *dp = getenv("FAKE_CUDA_DROP_PENDING_AT_DESTROY");
+    drop_at_destroy = dp && strcmp(dp, "1") == 0;
     if (f && strcmp(f, "stub") == 0)
         return STUB;
     if (f && strcmp(f, "nodevice") == 0)
@@ -442,15 +451,25 @@ static void *worker(void *arg)
         if (!s->head)
             break;
         op *o = s->head;
+        int drop = s->drop;
         pthread_mutex_unlock(&s->mu);
-        if (delay_us > 0) /* the DMA engine is busy: the window for a careless overwrite */
+        if (delay_us > 0 && !drop) /* the DMA engine is busy: the window for a careless overwrite */
             usleep((useconds_t)delay_us);
-        if (memcmp(o->src, o->snap, o->n) != 0) {
+        pthread_mutex_lock(&s->mu);
+        drop = s->drop; /* destroyed while this copy was "in flight": it never lands */
+        pthread_mutex_unlock(&s->mu);
+        if (drop) {
             pthread_mutex_lock(&mu);
-            st.overwritten++;
+            st.dropped++;
             pthread_mutex_unlock(&mu);
+        } else {
+            if (memcmp(o->src, o->snap, o->n) != 0) {
+                pthread_mutex_lock(&mu);
+                st.overwritten++;
+                pthread_mutex_unlock(&mu);
+            }
+            memcpy(o->dst, o->src, o->n);
         }
-        memcpy(o->dst, o->src, o->n);
         free(o->snap);
         pthread_mutex_lock(&s->mu);
         s->head = o->next;
@@ -508,6 +527,7 @@ API CUresult cuStreamDestroy_v2(stream *s)
 {
     pthread_mutex_lock(&s->mu);
     s->stop = 1;
+    s->drop = drop_at_destroy;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->worker, NULL);

@@ -12,6 +12,8 @@ typedef struct fake_stats {
     unsigned long copies, unregistered, overwritten, out_of_bounds, no_context;
     unsigned long registered_live, allocs_live, ctx_retained, streams_live;
     unsigned long d2h_copies, d2h_bytes; /* cuMemcpyDtoH_v2 calls and bytes */
+    unsigned long dropped; /* copies pending at cuStreamDestroy, dropped
+                              (FAKE_CUDA_DROP_PENDING_AT_DESTROY=1) */
 } fake_stats;
 
 typedef void (*fake_stats_fn)(fake_stats *);

@@ -27,6 +27,10 @@ static fake_stats_fn stats;
 
 static void setup(void)
 {
+    /* The driver first: a failed assertion here skips teardown, and must
+     * not leave the folder behind. */
+    stats = fake_gpu_load("PINIO_CUDA_LIB", &fake);
+    cr_assert_not_null(stats, "PINIO_CUDA_LIB names the test driver");
     cr_assert_not_null(mkdtemp(dir));
     snprintf(path, sizeof(path), "%s/m.safetensors", dir);
     pinio_gen_opts g;
@@ -35,8 +39,6 @@ static void setup(void)
     g.tensors = 10;
     g.seed = SEED;
     cr_assert_eq(pinio_gen_write(path, &g, NULL, NULL), 0);
-    stats = fake_gpu_load("PINIO_CUDA_LIB", &fake);
-    cr_assert_not_null(stats, "PINIO_CUDA_LIB names the test driver");
 }
 
 static void teardown(void)
@@ -336,6 +338,69 @@ Test(cuda, the_test_driver_checks_fire, .init = setup, .fini = teardown)
     SYM(fn_free, "cuMemFree_v2")(dptr);
     SYM(fn_pop, "cuCtxPopCurrent_v2")(&ctx);
     SYM(fn_release, "cuDevicePrimaryCtxRelease_v2")(0);
+    unsetenv("FAKE_CUDA_DELAY_US");
+}
+
+/* With FAKE_CUDA_DROP_PENDING_AT_DESTROY=1 the test driver drops the
+ * copies still pending when a stream is destroyed (as if a real driver's
+ * cuStreamDestroy had returned before they landed) instead of completing
+ * them. The driver's drop is shown to fire first, then a whole load is
+ * checked byte by byte under it: every copy must have been waited for
+ * (slot events, the stream synchronized) before the sink destroyed its
+ * stream. Checked to fail: with the stream's final drain of every slot
+ * (run_sink() in src/stream/stream.c) and both cuStreamSynchronize calls
+ * of gpu.c (finish, close) removed, this test fails (copies dropped,
+ * tensors unverified) while every other test here still passes. */
+Test(cuda, every_copy_waited_for_before_the_stream_is_destroyed, .init = setup,
+     .fini = teardown)
+{
+    setenv("FAKE_CUDA_DELAY_US", "2000", 1); /* each copy pending 2 ms */
+    setenv("FAKE_CUDA_DROP_PENDING_AT_DESTROY", "1", 1);
+    /* The drop fires: a copy destroyed while pending never lands. */
+    cr_assert_eq(SYM(fn_init, "cuInit")(0), 0);
+    void *ctx = NULL, *s = NULL;
+    unsigned long long dptr = 0;
+    static uint8_t host[4096];
+    cr_assert_eq(SYM(fn_retain, "cuDevicePrimaryCtxRetain")(&ctx, 0), 0);
+    cr_assert_eq(SYM(fn_push, "cuCtxPushCurrent_v2")(ctx), 0);
+    cr_assert_eq(SYM(fn_alloc, "cuMemAlloc_v2")(&dptr, sizeof(host)), 0);
+    cr_assert_eq(SYM(fn_reg, "cuMemHostRegister_v2")(host, sizeof(host), 1), 0);
+    cr_assert_eq(SYM(fn_screate, "cuStreamCreate")(&s, 1), 0);
+    memset(host, 0x11, sizeof(host));
+    fake_stats fs;
+    stats(&fs);
+    unsigned long dropped0 = fs.dropped;
+    cr_assert_eq(SYM(fn_h2d, "cuMemcpyHtoDAsync_v2")(dptr, host, sizeof(host), s), 0);
+    SYM(fn_sdestroy, "cuStreamDestroy_v2")(s); /* no cuStreamSynchronize */
+    stats(&fs);
+    cr_expect_eq(fs.dropped, dropped0 + 1, "the pending copy was dropped");
+    cr_expect_eq(((uint8_t *)(uintptr_t)dptr)[0], 0xA5, "its bytes never landed");
+    SYM(fn_unreg, "cuMemHostUnregister")(host);
+    SYM(fn_free, "cuMemFree_v2")(dptr);
+    SYM(fn_pop, "cuCtxPopCurrent_v2")(&ctx);
+    SYM(fn_release, "cuDevicePrimaryCtxRelease_v2")(0);
+
+    /* A load under it: every byte there, nothing dropped. */
+    pinio_gpu_arena *a = NULL;
+    pinio_sink_gpu_cfg cc = { .out = &a };
+    pinio_diag d;
+    cr_assert_eq(run(&cc, &d), 0, "%s", d.msg);
+    stats(&fs);
+    cr_expect_eq(fs.dropped, dropped0 + 1, "no copy of the load was pending at destroy");
+    size_t n = pinio_gpu_arena_tensors(a);
+    cr_expect_gt(n, 1);
+    for (size_t i = 0; i < n; i++) {
+        pinio_gpu_tensor t;
+        pinio_gpu_arena_tensor(a, i, &t);
+        /* the test driver's device memory is host memory: read in place,
+         * not through cuMemcpyDtoH, which would wait for nothing anyway */
+        const uint8_t *p = (const uint8_t *)(uintptr_t)t.dptr;
+        cr_expect(pinio_gen_verify(SEED, t.name, 0, p, (size_t)t.nbytes, NULL),
+                  "tensor '%s' complete when the load returned", t.name);
+    }
+    pinio_gpu_arena_free(a);
+    expect_clean();
+    unsetenv("FAKE_CUDA_DROP_PENDING_AT_DESTROY");
     unsetenv("FAKE_CUDA_DELAY_US");
 }
 

@@ -87,7 +87,7 @@ def _pinio_message(e):
 
 
 class safe_open:
-    """safe_open(filename, framework, device="cpu", *, backend="mmap", allocator=None)
+    """safe_open(filename, framework, device="cpu", *, backend="mmap", allocator=None, arena=None)
 
     A context manager (it works without `with` too) over one safetensors
     file: keys(), offset_keys(), metadata(), get_tensor(), get_tensors(),
@@ -97,9 +97,14 @@ class safe_open:
     sink into tensors torch allocates, synchronised before they are
     returned; get_tensors() is one stream, get_tensor() one per call.
     allocator (pinio's own keyword, pinio.load_to_device()) replaces
-    torch.empty for that."""
+    torch.empty for that.
 
-    def __init__(self, filename, framework, device="cpu", *, backend="mmap", allocator=None):
+    arena (pinio's own keyword, device cpu): a pinio.Arena whose pinned
+    memory the load reuses; a load while tensors of the arena's previous
+    load are alive raises SafetensorError (nothing is overwritten)."""
+
+    def __init__(self, filename, framework, device="cpu", *, backend="mmap", allocator=None,
+                 arena=None):
         self._closed = True
         self._fd = -1
         self._fw = _framework(framework)
@@ -107,6 +112,10 @@ class safe_open:
         if allocator is not None and self._device == "cpu":
             raise SafetensorError("allocator= places tensors on a cuda device only")
         self._allocator = allocator
+        if arena is not None and self._device != "cpu":
+            raise SafetensorError(f"arena= is pinned host memory: device {self._device} streams "
+                                  "through a staging ring of its own")
+        self._arena = arena
         if backend not in _BACKENDS:
             raise SafetensorError(f"backend {backend} is invalid (mmap or pread)")
         self._backend = backend
@@ -178,7 +187,8 @@ class safe_open:
             try:
                 # hot files mapped private, as upstream maps them (writable,
                 # copy-on-write), cold ones read pinned with O_DIRECT
-                raw = _pinio.load([self._path], backend=_BACKENDS[self._backend])
+                raw = _pinio.load([self._path], backend=_BACKENDS[self._backend],
+                                  arena=self._arena)
             except _pinio.Error as e:
                 raise SafetensorError(_pinio_message(e)) from None
             self._ckpt = _pinio_pkg.Checkpoint(raw, self._fw)

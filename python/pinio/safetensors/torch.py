@@ -163,12 +163,13 @@ def save_file(tensors, filename, metadata=None):
     serialize_file(_flatten(tensors, keep), os.fspath(filename), metadata=metadata)
 
 
-def load_file(filename, device="cpu", *, backend="mmap", allocator=None):
+def load_file(filename, device="cpu", *, backend="mmap", allocator=None, arena=None):
     """{name: torch.Tensor} of a safetensors file, zero-copy views of pinned
     memory; on device="cuda[:N]" one stream through pinio's CUDA sink
-    (`allocator`: see safe_open)."""
+    (`allocator`: see safe_open). arena=pinio.Arena(): pinned memory kept
+    across loads (pinio's own keyword; see safe_open)."""
     with safe_open(filename, framework="pt", device=device, backend=backend,
-                   allocator=allocator) as f:
+                   allocator=allocator, arena=arena) as f:
         return f.get_tensors()
 
 
