@@ -300,6 +300,12 @@ static int run_load(int argc, char **argv)
         cli_usage("load", "--bs is not supported with --device yet");
         goto out;
     }
+    /* before the digest count is checked: that opens every shard too */
+    unsigned long long nofile_from, nofile_to;
+    cli_raise_nofile(&nofile_from, &nofile_to);
+    if ((rc = cli_check_digest_count("load", (const char *const *)argv + optind,
+                                     (size_t)(argc - optind), nshas)) != 0)
+        goto out;
     if (dev.set) {
         so.filters = filters;
         so.nfilters = nfilters;
@@ -325,8 +331,6 @@ static int run_load(int argc, char **argv)
         opts.progress_ctx = &prog;
     }
 
-    unsigned long long nofile_from, nofile_to;
-    cli_raise_nofile(&nofile_from, &nofile_to);
     pinio_checkpoint *cp = NULL;
     pinio_diag diag = { 0 };
     int err = pinio_load((const char *const *)argv + optind, (size_t)(argc - optind), &opts, &cp,

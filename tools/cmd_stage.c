@@ -139,6 +139,8 @@ static int stage(int argc, char **argv, const char **shas)
     }
     const char *src = argv[optind];
     fc.dir = argv[optind + 1];
+    if (cli_check_digest_count("stage", &src, 1, nshas) != 0)
+        return 2;
     if (mkdir(fc.dir, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "pinio stage: %s: cannot create the target directory: %s\n", fc.dir,
                 strerror(errno));
