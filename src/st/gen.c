@@ -318,10 +318,10 @@ static int report(const struct progress *pg, pinio_diag *diag)
 /* The mark of gen's temporaries, by which a later run knows them. */
 #define GEN_XATTR "user.pinio.gen"
 
-/* Writes one .safetensors file holding tensors ts[0..n). */
-static int write_file(const char *path, const struct gen_tensor *ts, size_t n,
-                      const pinio_gen_opts *o, struct progress *pg, uint8_t *buf,
-                      uint64_t *file_bytes, pinio_diag *diag)
+/* The JSON header of a file holding tensors ts[0..n), padded; refused (and
+ * freed) when a reader would refuse it. */
+static int header_text(const char *path, const struct gen_tensor *ts, size_t n,
+                       const pinio_gen_opts *o, struct text *out, pinio_diag *diag)
 {
     struct text h = {0};
     text_add(&h, "{\"__metadata__\":{\"format\":\"pt\",\"" PINIO_GEN_SEED_KEY "\":\"%llu\"}",
@@ -353,7 +353,19 @@ static int write_file(const char *path, const struct gen_tensor *ts, size_t n,
                     "per file (--tensors, or more --shards)",
                     path, h.len, (unsigned)PINIO_ST_HEADER_MAX);
     }
+    *out = h;
+    return 0;
+}
 
+/* Writes one .safetensors file holding tensors ts[0..n). */
+static int write_file(const char *path, const struct gen_tensor *ts, size_t n,
+                      const pinio_gen_opts *o, struct progress *pg, uint8_t *buf,
+                      uint64_t *file_bytes, pinio_diag *diag)
+{
+    struct text h;
+    int hr = header_text(path, ts, n, o, &h, diag);
+    if (hr < 0)
+        return hr;
     char *tmp = malloc(strlen(path) + 16);
     if (!tmp) {
         free(h.p);
@@ -414,8 +426,10 @@ static int write_file(const char *path, const struct gen_tensor *ts, size_t n,
     return r;
 }
 
-static int write_index(const char *dir, const struct gen_tensor *ts, size_t n, unsigned k,
-                       uint64_t total, pinio_diag *diag)
+/* The index of shards ts[0..n) over k files; refused (and freed) when a
+ * reader would refuse it. */
+static int index_text(const char *dir, const struct gen_tensor *ts, size_t n, unsigned k,
+                      uint64_t total, struct text *out, pinio_diag *diag)
 {
     struct text t = {0};
     text_add(&t, "{\n  \"metadata\": {\n    \"total_size\": %llu\n  },\n  \"weight_map\": {",
@@ -432,10 +446,20 @@ static int write_index(const char *dir, const struct gen_tensor *ts, size_t n, u
                     "%s: an index of %zu bytes is over pinio's limit of %u: fewer --tensors",
                     dir, t.len, (unsigned)PINIO_ST_INDEX_MAX);
     }
-    char *path = malloc(strlen(dir) + sizeof(PINIO_GEN_INDEX_NAME) + 2);
-    if (t.err || !path) {
+    if (t.err) {
         free(t.p);
-        free(path);
+        return fail(diag, -ENOMEM, "%s: out of memory for the index", dir);
+    }
+    *out = t;
+    return 0;
+}
+
+/* Writes the index text `t` into `dir`; frees it. */
+static int write_index(const char *dir, struct text *t, pinio_diag *diag)
+{
+    char *path = malloc(strlen(dir) + sizeof(PINIO_GEN_INDEX_NAME) + 2);
+    if (!path) {
+        free(t->p);
         return fail(diag, -ENOMEM, "%s: out of memory for the index", dir);
     }
     sprintf(path, "%s/%s", dir, PINIO_GEN_INDEX_NAME);
@@ -445,8 +469,8 @@ static int write_index(const char *dir, const struct gen_tensor *ts, size_t n, u
         r = -errno;
         fail(diag, r, "%s: create: %s", path, pinio_strerror(r));
     } else {
-        size_t wrote = fwrite(t.p, 1, t.len, f);
-        int e = wrote == t.len ? 0 : errno ? -errno : -EIO;
+        size_t wrote = fwrite(t->p, 1, t->len, f);
+        int e = wrote == t->len ? 0 : errno ? -errno : -EIO;
         if (fclose(f) != 0 && !e)
             e = errno ? -errno : -EIO;
         if (e) {
@@ -454,9 +478,16 @@ static int write_index(const char *dir, const struct gen_tensor *ts, size_t n, u
             fail(diag, r, "%s: write: %s", path, pinio_strerror(r));
         }
     }
-    free(t.p);
+    free(t->p);
     free(path);
     return r;
+}
+
+/* Shard s of k holds tensors [lo, hi): the same split as the index. */
+static void shard_range(unsigned s, size_t n, unsigned k, size_t *lo, size_t *hi)
+{
+    *lo = (size_t)(((uint64_t)s * n + k - 1) / k);
+    *hi = (size_t)(((uint64_t)(s + 1) * n + k - 1) / k);
 }
 
 int pinio_gen_write(const char *out, const pinio_gen_opts *uo, pinio_gen_result *res,
@@ -488,24 +519,38 @@ int pinio_gen_write(const char *out, const pinio_gen_opts *uo, pinio_gen_result 
     if (k == 1) {
         r = write_file(out, ts, n, o, &pg, buf, &file_bytes, diag);
     } else {
-        if (mkdir(out, 0755) < 0 && errno != EEXIST) {
+        /* Whatever a reader would refuse (an index or a shard header over
+         * the limits) is refused before the folder or any shard is made:
+         * a refused gen leaves nothing. The shard headers are built twice
+         * for that, which costs little next to writing their data. */
+        struct text ix = {0};
+        r = index_text(out, ts, n, k, pg.total, &ix, diag);
+        for (unsigned s = 0; s < k && !r; s++) {
+            size_t lo, hi;
+            shard_range(s, n, k, &lo, &hi);
+            struct text h;
+            if ((r = header_text(out, ts + lo, hi - lo, o, &h, diag)) == 0)
+                free(h.p);
+        }
+        if (!r && mkdir(out, 0755) < 0 && errno != EEXIST) {
             r = -errno;
             fail(diag, r, "%s: mkdir: %s", out, pinio_strerror(r));
         }
         char *path = r ? NULL : malloc(strlen(out) + 64);
         if (!r && !path)
             r = fail(diag, -ENOMEM, "%s: out of memory", out);
-        /* Shard s holds tensors [s*n/k, (s+1)*n/k): the same split as the index. */
         for (unsigned s = 0; s < k && !r; s++) {
-            size_t lo = (size_t)(((uint64_t)s * n + k - 1) / k);
-            size_t hi = (size_t)(((uint64_t)(s + 1) * n + k - 1) / k);
+            size_t lo, hi;
+            shard_range(s, n, k, &lo, &hi);
             int m = sprintf(path, "%s/", out);
             pinio_gen_shard_name(path + m, 64 - 1, s + 1, k);
             r = write_file(path, ts + lo, hi - lo, o, &pg, buf, &file_bytes, diag);
         }
         free(path);
         if (!r)
-            r = write_index(out, ts, n, k, pg.total, diag);
+            r = write_index(out, &ix, diag);
+        else
+            free(ix.p);
     }
     if (!r && o->progress) /* the final call: nothing is left to stop */
         (void)o->progress(o->progress_ctx, &(pinio_progress){ .done_bytes = pg.done,

@@ -59,6 +59,12 @@ check 2 "gen with a too large header" "$PINIO" gen "$DIR/big.safetensors" --size
 has "$DIR/err" "over the format's limit" "a too large header says why"
 [ -e "$DIR/big.safetensors" ] && { echo "FAIL: a too large header was written"; fails=$((fails + 1)); }
 ls "$DIR" | grep -q "tmp" && { echo "FAIL: a temporary file was left"; fails=$((fails + 1)); }
+# An index over the parser's limit (10^8 bytes) with shard headers under it:
+# refused before the folder or any shard is written.
+check 2 "gen with a too large index" "$PINIO" gen "$DIR/bigix" --size 1500000 --tensors 1500000 \
+    --shards 2 -q
+has "$DIR/err" "an index of .* bytes is over pinio's limit" "a too large index says why"
+[ -e "$DIR/bigix" ] && { echo "FAIL: shards written before the index was refused:"; ls -l "$DIR/bigix"; fails=$((fails + 1)); }
 # Names with C1 controls and DEL: escaped in text output, not sent raw.
 printf '{"a\\u009bb\\u007fc":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}' >"$DIR/h.json"
 python3 - "$DIR/h.json" "$DIR/c1.safetensors" <<'PY'
