@@ -382,7 +382,7 @@ static int write_file(const char *path, const struct gen_tensor *ts, size_t n,
         free(tmp);
         return e;
     }
-    (void)fsetxattr(fd, GEN_XATTR, "1", 1, 0); /* marks it as ours; best effort */
+    (void)pinio__stale_mark(fd, GEN_XATTR); /* marks it as ours; best effort */
     struct writer w = {.fd = fd, .path = tmp, .buf = buf, .cap = CHUNK, .diag = diag};
     uint8_t len8[8];
     for (int i = 0; i < 8; i++)
