@@ -360,14 +360,10 @@ int pinio_stream(const char *const *paths, size_t npaths, const pinio_stream_opt
     /* Same rule as pinio_load(): a surplus or missing digest would check a
      * file against another file's digest, so any other count is refused
      * before a byte is read. */
-    if (o.verify && o.nexpected && o.nexpected != pi.files) {
-        pinio_diag_set(diag, -EINVAL,
-                       "%zu expected SHA-256 digest%s for %zu file%s: give one per file, in the "
-                       "order the files resolve (%s first)",
-                       o.nexpected, o.nexpected == 1 ? "" : "s", pi.files,
-                       pi.files == 1 ? "" : "s", pinio_plan_file_at(plan, 0)->path);
+    if (o.verify && (rc = pinio__digests_check(o.nexpected, pi.files,
+                                                pinio_plan_file_at(plan, 0)->path, diag)) < 0) {
         pinio_plan_free(plan);
-        return -EINVAL;
+        return rc;
     }
     rep->files = pi.files;
     rep->tensors = pi.tensors;
