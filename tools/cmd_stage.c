@@ -141,6 +141,8 @@ static int stage(int argc, char **argv, const char **shas)
     }
     const char *src = argv[optind];
     fc.dir = argv[optind + 1];
+    if (cli_check_digest_count("stage", &src, 1, nshas) != 0)
+        return 2;
     if (mkdir(fc.dir, 0755) != 0 && errno != EEXIST)
         return cli_failf("stage", json, -errno, fc.dir, "%s: cannot create the target directory: %s",
                          fc.dir, strerror(errno));

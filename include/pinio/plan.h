@@ -340,7 +340,11 @@ typedef struct pinio_exec_report {
  * changed since its header was validated (size, modification and status
  * change times, inode: #PINIO_ECHANGED otherwise; a rewrite that keeps all
  * of them, e.g. within one timestamp tick, stays undetectable without
- * --verify).
+ * --verify). A file renamed over the path, or removed and created anew
+ * there, is not read (the validated descriptor is), but unlinking the
+ * validated file moves its status change time: #PINIO_ECHANGED too, the
+ * diagnostic saying the path now names another file (or none), so that no
+ * caller takes the old checkpoint for the one the path names now.
  *
  * @param rep   optional, filled on success.
  * @param diag  optional; names the file and offset (`diag->index` is the

@@ -353,9 +353,12 @@ PINIO_API pinio_pool_registrar pinio_ring_registrar(pinio_ring *ring);
  *
  * @param out on success receives the file, owned by the caller
  *            (pinio_ring_file_close() before pinio_ring_destroy()). Untouched on failure.
- * @return 0, -ENOENT/-EACCES/... from open, -EISDIR, -EINVAL (PINIO_DIRECT_ON
- *         and O_DIRECT refused), -ENOMEM, -EPERM (called off the thread of a
- *         SINGLE_ISSUER ring, see Threads). `diag` names the path.
+ * @return 0, -ENOENT/-EACCES/... from open, -EISDIR, -EINVAL (not a regular
+ *         file or block device: a FIFO is refused without waiting for a
+ *         writer; or PINIO_DIRECT_ON and O_DIRECT refused), #PINIO_ECHANGED
+ *         (the path named another file when reopened for O_DIRECT), -ENOMEM,
+ *         -EPERM (called off the thread of a SINGLE_ISSUER ring, see
+ *         Threads). `diag` names the path.
  */
 PINIO_API int pinio_ring_file_open(pinio_ring *ring, const char *path, pinio_ring_file **out,
                                    pinio_diag *diag);

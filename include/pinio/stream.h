@@ -68,8 +68,10 @@ typedef struct pinio_stream_opts {
      *  tensors of a filtered stream) is read again from the file. */
     bool verify;
     /** With verify: expected hex digests, one per input file in plan
-     *  order (pinio_plan_file_at()); NULL entries, or fewer than the files,
-     *  leave those unchecked. A mismatch fails the stream with
+     *  order (pinio_plan_file_at()); NULL entries leave a file unchecked.
+     *  When nexpected is not 0 it must equal the number of files: otherwise
+     *  -EINVAL, naming both counts, before any data is read (as
+     *  pinio_load_opts.expected_sha256). A mismatch fails the stream with
      *  PINIO_EFORMAT, "sha256 mismatch" and the file in `diag`, and the
      *  sink is closed as after any failure (nothing published). */
     const char *const *expected_sha256;

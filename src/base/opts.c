@@ -40,3 +40,14 @@ int pinio__opts_copy(void *dst, size_t size, const void *user, const char *what,
     memcpy(dst, &size, sizeof(size));
     return 0;
 }
+
+int pinio__digests_check(size_t nexpected, size_t nfiles, const char *first, pinio_diag *diag)
+{
+    if (!nexpected || nexpected == nfiles)
+        return 0;
+    pinio_diag_set(diag, -EINVAL,
+                   "%zu expected SHA-256 digest%s for %zu file%s: give one per file, in the "
+                   "order the files resolve (%s first)",
+                   nexpected, nexpected == 1 ? "" : "s", nfiles, nfiles == 1 ? "" : "s", first);
+    return -EINVAL;
+}

@@ -48,4 +48,14 @@ void pinio__opts_init(void *dst, size_t size, const void *defaults, size_t dsize
 int pinio__opts_copy(void *dst, size_t size, const void *user, const char *what,
                      pinio_diag *diag);
 
+/**
+ * The rule of every `expected_sha256`/`nexpected` pair (load, stream): one
+ * digest per input file in resolution order, or none. `first` names the
+ * first file in the diagnostic.
+ * @return 0 when `nexpected` is 0 or `nfiles`; else -EINVAL naming both
+ *         counts (a surplus or missing digest would check a file against
+ *         another file's digest).
+ */
+int pinio__digests_check(size_t nexpected, size_t nfiles, const char *first, pinio_diag *diag);
+
 #endif

@@ -178,16 +178,26 @@ void pinio__inputs_free(pinio__inputs *in)
     memset(in, 0, sizeof(*in));
 }
 
-int pinio__file_id_get(int fd, pinio__file_id *id)
+static int file_id_statx(int dirfd, const char *path, int flags, pinio__file_id *id)
 {
     struct statx sx;
-    if (statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &sx) != 0)
+    if (statx(dirfd, path, flags, STATX_BASIC_STATS, &sx) != 0)
         return -errno;
     *id = (pinio__file_id){ .dev = ((uint64_t)sx.stx_dev_major << 32) | sx.stx_dev_minor,
                             .ino = sx.stx_ino, .size = sx.stx_size,
                             .mtime_s = sx.stx_mtime.tv_sec, .mtime_ns = sx.stx_mtime.tv_nsec,
                             .ctime_s = sx.stx_ctime.tv_sec, .ctime_ns = sx.stx_ctime.tv_nsec };
     return 0;
+}
+
+int pinio__file_id_get(int fd, pinio__file_id *id)
+{
+    return file_id_statx(fd, "", AT_EMPTY_PATH, id);
+}
+
+int pinio__file_id_at(const char *path, pinio__file_id *id)
+{
+    return file_id_statx(AT_FDCWD, path, 0, id);
 }
 
 #ifndef STATX_DIOALIGN

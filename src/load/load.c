@@ -170,14 +170,10 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
     if (rc < 0)
         return rc;
     pinio__report_plan(plan, &rep);
-    if (o.nexpected && o.nexpected != rep.files) {
-        pinio_diag_set(diag, -EINVAL,
-                       "%zu expected SHA-256 digest%s for %zu file%s: give one per file, in the "
-                       "order the files resolve (%s first)",
-                       o.nexpected, o.nexpected == 1 ? "" : "s", rep.files,
-                       rep.files == 1 ? "" : "s", pinio_plan_file_at(plan, 0)->path);
+    if ((rc = pinio__digests_check(o.nexpected, rep.files, pinio_plan_file_at(plan, 0)->path,
+                                   diag)) < 0) {
         pinio_plan_free(plan);
-        return -EINVAL;
+        return rc;
     }
     /* Preparing a measurement, not loading: a freshly written file spends
      * seconds in writeback here. Kept out of `seconds`. */

@@ -274,7 +274,22 @@ int pinio__plan_check_unchanged(const pinio_plan *p, size_t i, pinio_diag *diag)
         what = "its status change time";
     if (!what)
         return 0;
-    if (now.size != f->id.size)
+    /* Only the status change time moved: unlinking the validated file (a
+     * rename over its path, or remove-and-create) does that. The bytes read
+     * are still the validated file's, but the path the caller asked for now
+     * names another file (or none): say so rather than "rewritten", and
+     * fail all the same, so no caller gets the old checkpoint silently. */
+    bool only_ctime = now.size == f->id.size && now.mtime_s == f->id.mtime_s &&
+                      now.mtime_ns == f->id.mtime_ns;
+    pinio__file_id at_path;
+    int gone = only_ctime ? pinio__file_id_at(f->path, &at_path) : 0;
+    if (only_ctime &&
+        (gone == -ENOENT || (gone == 0 && (at_path.dev != f->id.dev || at_path.ino != f->id.ino))))
+        pinio_diag_set_at(diag, PINIO_ECHANGED, f->path, PINIO_DIAG_NO_OFFSET,
+                          "file changed while loading: the path %s since its header was "
+                          "validated (renamed over or replaced?); the new file was not loaded",
+                          gone == -ENOENT ? "was removed" : "now names another file");
+    else if (now.size != f->id.size)
         pinio_diag_set_at(diag, PINIO_ECHANGED, f->path, PINIO_DIAG_NO_OFFSET,
                           "file changed while loading: size was %llu, now %llu",
                           (unsigned long long)f->id.size, (unsigned long long)now.size);

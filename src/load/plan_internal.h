@@ -64,6 +64,8 @@ int pinio__pfile_open(pinio__pfile *f, const char *shard_of, const void *header,
 
 /* inputs.c: the file's identity now, through its descriptor. */
 int pinio__file_id_get(int fd, pinio__file_id *id);
+/* ... and of whatever `path` names now (symlinks followed). */
+int pinio__file_id_at(const char *path, pinio__file_id *id);
 
 /* select.c: the index allowlist, then the filters, then one name per
  * tensor across files. Fills p->tensors (dest_offset still 0). */

@@ -531,7 +531,7 @@ static int open_temp(const char *path, char **tmp, pinio_diag *diag)
         *tmp = NULL;
         return e;
     }
-    (void)fsetxattr(fd, GEN_XATTR, "1", 1, 0); /* marks it as ours; best effort */
+    (void)pinio__stale_mark(fd, GEN_XATTR); /* marks it as ours; best effort */
     return fd;
 }
 
@@ -570,10 +570,10 @@ static int publish(int fd, char *tmp, const char *path, int r, pinio_diag *diag)
     return r;
 }
 
-/* Writes one .safetensors file holding tensors ts[0..n). */
-static int write_file(const char *path, const struct gen_tensor *ts, size_t n,
-                      const pinio_gen_opts *o, struct progress *pg, uint8_t *buf,
-                      uint64_t *file_bytes, pinio_diag *diag)
+/* The JSON header of a file holding tensors ts[0..n), padded; refused
+ * (nothing left to free) when a reader would refuse it. */
+static int header_text(const char *path, const struct gen_tensor *ts, size_t n,
+                       const pinio_gen_opts *o, struct text *out, pinio_diag *diag)
 {
     struct text h = {0};
     text_add(&h, "{\"__metadata__\":{\"format\":\"pt\",\"" PINIO_GEN_SEED_KEY "\":\"%llu\"}",
@@ -605,7 +605,19 @@ static int write_file(const char *path, const struct gen_tensor *ts, size_t n,
                     "per file (--tensors, or more --shards)",
                     path, h.len, (unsigned)PINIO_ST_HEADER_MAX);
     }
+    *out = h;
+    return 0;
+}
 
+/* Writes one .safetensors file holding tensors ts[0..n). */
+static int write_file(const char *path, const struct gen_tensor *ts, size_t n,
+                      const pinio_gen_opts *o, struct progress *pg, uint8_t *buf,
+                      uint64_t *file_bytes, pinio_diag *diag)
+{
+    struct text h;
+    int hr = header_text(path, ts, n, o, &h, diag);
+    if (hr < 0)
+        return hr;
     char *tmp;
     int fd = open_temp(path, &tmp, diag);
     if (fd < 0) {
@@ -656,9 +668,10 @@ static int by_name(const void *pa, const void *pb)
 }
 
 /* The index as transformers writes it: weight_map sorted by name. Tensor i
- * of `ts` lies in shard i * k / n (the split pinio_gen_write() uses). */
-static int write_index(const char *dir, const struct gen_tensor *ts, size_t n, unsigned k,
-                       uint64_t total, uint8_t *buf, pinio_diag *diag)
+ * of `ts` lies in shard i * k / n (the split pinio_gen_write() uses).
+ * Refused (nothing left to free) when pinio would refuse to read it. */
+static int index_text(const char *dir, const struct gen_tensor *ts, size_t n, unsigned k,
+                      uint64_t total, struct text *out, pinio_diag *diag)
 {
     struct index_entry *e = malloc((n ? n : 1) * sizeof(*e));
     if (!e)
@@ -682,10 +695,24 @@ static int write_index(const char *dir, const struct gen_tensor *ts, size_t n, u
                     "%s: an index of %zu bytes is over pinio's limit of %u: fewer --tensors",
                     dir, t.len, (unsigned)PINIO_ST_INDEX_MAX);
     }
-    char *path = malloc(strlen(dir) + sizeof(PINIO_GEN_INDEX_NAME) + 2);
-    if (t.err || !path) {
+    if (t.err) {
         free(t.p);
-        free(path);
+        return fail(diag, -ENOMEM, "%s: out of memory for the index", dir);
+    }
+    *out = t;
+    return 0;
+}
+
+static int write_index(const char *dir, const struct gen_tensor *ts, size_t n, unsigned k,
+                       uint64_t total, uint8_t *buf, pinio_diag *diag)
+{
+    struct text t;
+    int tr = index_text(dir, ts, n, k, total, &t, diag);
+    if (tr < 0)
+        return tr;
+    char *path = malloc(strlen(dir) + sizeof(PINIO_GEN_INDEX_NAME) + 2);
+    if (!path) {
+        free(t.p);
         return fail(diag, -ENOMEM, "%s: out of memory for the index", dir);
     }
     sprintf(path, "%s/%s", dir, PINIO_GEN_INDEX_NAME);
@@ -734,20 +761,34 @@ int pinio_gen_write(const char *out, const pinio_gen_opts *uo, pinio_gen_result 
         qsort(ts, n, sizeof(*ts), ref_order);
         r = write_file(out, ts, n, o, &pg, buf, &file_bytes, diag);
     } else {
-        if (mkdir(out, 0755) < 0 && errno != EEXIST) {
+        /* Shard s holds tensors [s*n/k, (s+1)*n/k): the same split as the
+         * index. Every header and the index are built and checked before
+         * anything is created, so a layout a reader would refuse leaves
+         * nothing behind (not k-1 shards and no index). */
+        for (unsigned s = 0; s < k && !r; s++) {
+            size_t lo = (size_t)(((uint64_t)s * n + k - 1) / k);
+            size_t hi = (size_t)(((uint64_t)(s + 1) * n + k - 1) / k);
+            qsort(ts + lo, hi - lo, sizeof(*ts), ref_order);
+            struct text h;
+            r = header_text(out, ts + lo, hi - lo, o, &h, diag);
+            if (!r)
+                free(h.p);
+        }
+        struct text t;
+        if (!r && !(r = index_text(out, ts, n, k, pg.total, &t, diag)))
+            free(t.p);
+        if (!r && mkdir(out, 0755) < 0 && errno != EEXIST) {
             r = -errno;
             fail(diag, r, "%s: mkdir: %s", out, pinio_strerror(r));
         }
         char *path = r ? NULL : malloc(strlen(out) + 64);
         if (!r && !path)
             r = fail(diag, -ENOMEM, "%s: out of memory", out);
-        /* Shard s holds tensors [s*n/k, (s+1)*n/k): the same split as the index. */
         for (unsigned s = 0; s < k && !r; s++) {
             size_t lo = (size_t)(((uint64_t)s * n + k - 1) / k);
             size_t hi = (size_t)(((uint64_t)(s + 1) * n + k - 1) / k);
             int m = sprintf(path, "%s/", out);
             pinio_gen_shard_name(path + m, 64 - 1, s + 1, k);
-            qsort(ts + lo, hi - lo, sizeof(*ts), ref_order);
             r = write_file(path, ts + lo, hi - lo, o, &pg, buf, &file_bytes, diag);
         }
         free(path);

@@ -357,6 +357,14 @@ int pinio_stream(const char *const *paths, size_t npaths, const pinio_stream_opt
         return rc;
     pinio_plan_info pi;
     pinio_plan_get_info(plan, &pi);
+    /* Same rule as pinio_load(): a surplus or missing digest would check a
+     * file against another file's digest, so any other count is refused
+     * before a byte is read. */
+    if (o.verify && (rc = pinio__digests_check(o.nexpected, pi.files,
+                                                pinio_plan_file_at(plan, 0)->path, diag)) < 0) {
+        pinio_plan_free(plan);
+        return rc;
+    }
     rep->files = pi.files;
     rep->tensors = pi.tensors;
     rep->bytes = pi.bytes;

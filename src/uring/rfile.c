@@ -118,6 +118,14 @@ void pinio_ring_file_close(pinio_ring_file *f)
     free(f);
 }
 
+static int clear_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+        return -errno;
+    return 0;
+}
+
 int pinio_ring_file_open(pinio_ring *r, const char *path, pinio_ring_file **out, pinio_diag *diag)
 {
     if (!r || !path || !out)
@@ -134,7 +142,11 @@ int pinio_ring_file_open(pinio_ring *r, const char *path, pinio_ring_file **out,
     }
     f->ring = r;
     f->fd_direct = f->fd_buf = f->fix_direct = f->fix_buf = -1;
-    f->fd_buf = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused
+     * below). Cleared once the file is known to be regular or a block
+     * device: io_uring honours it on reads, and would hand -EAGAIN back for
+     * a buffered read that has to wait for the disk instead of waiting. */
+    f->fd_buf = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (f->fd_buf < 0) {
         ret = -errno;
         pinio_diag_set(diag, ret, "%s: open failed: %s", path, pinio_strerror(ret));
@@ -150,6 +162,10 @@ int pinio_ring_file_open(pinio_ring *r, const char *path, pinio_ring_file **out,
     if (!S_ISREG(sx.stx_mode) && !is_blk) {
         ret = S_ISDIR(sx.stx_mode) ? -EISDIR : -EINVAL;
         pinio_diag_set(diag, ret, "%s: not a regular file or block device", path);
+        goto fail;
+    }
+    if ((ret = clear_nonblock(f->fd_buf)) < 0) {
+        pinio_diag_set(diag, ret, "%s: fcntl failed: %s", path, pinio_strerror(ret));
         goto fail;
     }
     f->size = sx.stx_size;
@@ -179,11 +195,23 @@ int pinio_ring_file_open(pinio_ring *r, const char *path, pinio_ring_file **out,
                      f->mem_align, f->off_align);
         }
         if (!f->direct_error) {
-            f->fd_direct = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+            /* The path again (O_DIRECT cannot be set on fd_buf without
+             * changing its reads): the same care, and it must be the same
+             * file, not whatever was renamed over the path meanwhile. */
+            f->fd_direct = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT | O_NONBLOCK);
+            struct stat a;
             if (f->fd_direct < 0) {
                 f->direct_error = -errno;
                 snprintf(f->reason, sizeof f->reason, "O_DIRECT refused at open: %s",
                          pinio_err_name(f->direct_error));
+            } else if (fstat(f->fd_direct, &a) != 0 || major(a.st_dev) != sx.stx_dev_major ||
+                       minor(a.st_dev) != sx.stx_dev_minor || a.st_ino != sx.stx_ino) {
+                ret = PINIO_ECHANGED;
+                pinio_diag_set(diag, ret, "%s: replaced while being opened", path);
+                goto fail;
+            } else if ((ret = clear_nonblock(f->fd_direct)) < 0) {
+                pinio_diag_set(diag, ret, "%s: fcntl failed: %s", path, pinio_strerror(ret));
+                goto fail;
             }
         }
         if (f->direct_error && pol == PINIO_DIRECT_ON) {

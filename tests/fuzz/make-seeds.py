@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the fuzz seed corpora: tests/fuzz/seeds/{header,index}/.
+"""Writes the fuzz seed corpora: tests/fuzz/seeds/{header,index,plan}/.
 
 One hand-made seed per validation rule (safetensors.h's table, the index
 parser's checks), plus small checkpoints written by `pinio gen` when a
@@ -95,7 +95,73 @@ index = {
     "nul_in_name": b'{"weight_map":{"a\\u0000b":"s.safetensors"}}',
 }
 
-for d, seeds in ((hdir, header), (idir, index)):
+
+# Plan seeds (tests/fuzz/fuzz_plan.c): a 16-byte option prefix, then header
+# images (8-byte N + JSON, no data: the file is sized from the prefix), the
+# index when asked, and one more filter pattern when asked, split by SEP.
+SEP = b"\xff\xfe\xfd\xfc"
+
+
+def plan(files, nf=None, index=None, cache=0, direct_off=False, pattern=None, mib=False,
+         align=0, seg=0, gap=0, fmask=0):
+    """files: [(header dict or bytes, data size)]; align/seg are the nibbles."""
+    nf = len(files) if nf is None else nf
+    p0 = (nf - 1) | (4 if index is not None else 0) | cache << 3 | (32 if direct_off else 0) \
+        | (64 if pattern is not None else 0) | (128 if mib else 0)
+    pre = bytes([p0, align | seg << 4, gap, fmask])
+    for _, dsize in files:
+        pre += dsize.to_bytes(3, "little")
+    pre += bytes(16 - len(pre))
+    blobs = [st(h) for h, _ in files]
+    if index is not None:
+        blobs.append(index if isinstance(index, bytes) else json.dumps({"weight_map": index}).encode())
+    if pattern is not None:
+        blobs.append(pattern)
+    return pre + SEP.join(blobs)
+
+
+def layers(n, size, dtype="U8", start=0):
+    h, off = {}, 0
+    for i in range(n):
+        for part in ("weight", "bias"):
+            h["model.layers.%d.mlp.%s" % (start + i, part)] = t(dtype, [size], off, off + size)
+            off += size
+    return h, off
+
+
+L2, L2n = layers(2, 3000)
+BIG, BIGn = layers(1, 3 << 20)
+MIS = {"a": t("U8", [3], 0, 3), "b": t("F32", [5], 3, 23), "x1": t("BF16", [0], 23, 23),
+       "c": t("U8", [4097], 23, 4120)}
+S0, S0n = layers(1, 5000)
+S1, S1n = layers(1, 7000, start=1)
+S2 = {"model.layers.2.mlp.weight": t("U8", [100], 0, 100), "extra": t("U8", [10], 100, 110)}
+IX = {k: "s0.safetensors" for k in S0} | {k: "s1.safetensors" for k in S1} \
+    | {"model.layers.2.mlp.weight": "s2.safetensors"}
+plans = {
+    "one_file": plan([({"__metadata__": {"format": "pt"}, "a": t("F32", [2], 0, 8),
+                        "b": t("BF16", [1, 2], 8, 12)}, 12)]),
+    "empty_header": plan([({}, 0)]),
+    "split_at_segment": plan([(L2, L2n)], align=13, seg=1),
+    "misaligned_align1": plan([(MIS, 4120)], align=1, gap=1),
+    "filters": plan([(L2, L2n)], fmask=0b00001100, cache=2),
+    "pattern": plan([(L2, L2n)], pattern=b"model.layers.1*", fmask=1),
+    "big_mib": plan([(BIG, 6)], mib=True, seg=2, align=13),
+    "index_three": plan([(S0, S0n), (S1, S1n), (S2, 110)], index=IX, cache=1),
+    "index_shard_lacks_tensor": plan([(S1, S1n), (S0, S0n)],
+                                     index={k: v for k, v in IX.items() if "2" not in k}),
+    "index_order": plan([(S0, S0n), (S1, S1n)],
+                        index={k: IX[k] for k in sorted(IX, key=lambda k: IX[k] != "s1.safetensors")
+                               if "2" not in k}),
+    "two_files_dup": plan([(L2, L2n), (L2, L2n)]),
+    "size_mismatch": plan([(L2, L2n + 1)]),
+    "segment_below_align": plan([(L2, L2n)], align=15, seg=1),
+    "direct_off_gap": plan([(S2, 110), (MIS, 4120)], direct_off=True, gap=200),
+}
+pdir = os.path.join(top, "seeds", "plan")
+os.makedirs(pdir, exist_ok=True)
+
+for d, seeds in ((hdir, header), (idir, index), (pdir, plans)):
     for name, blob in seeds.items():
         with open(os.path.join(d, name), "wb") as f:
             f.write(blob)
@@ -118,4 +184,5 @@ if len(sys.argv) > 1:
             blob = f.read()
         with open(os.path.join(idir, "gen_sharded"), "wb") as f:
             f.write(blob)
-print("seeds:", len(os.listdir(hdir)), "header,", len(os.listdir(idir)), "index")
+print("seeds:", len(os.listdir(hdir)), "header,", len(os.listdir(idir)), "index,",
+      len(os.listdir(pdir)), "plan")

@@ -9,6 +9,7 @@ fuzzer=$1 seeds=$2 secs=$3
 work=$(mktemp -d /tmp/pinio-fuzz-smoke.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/corpus" "$work/artifacts"
+export PINIO_FUZZ_TMPDIR=$work   # scratch files of a target (plan), gone with $work
 cp "$seeds"/* "$work/corpus/"
 "$fuzzer" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
   -artifact_prefix="$work/artifacts/" -print_final_stats=1 "$work/corpus" 2>"$work/log" || {

@@ -49,5 +49,21 @@ check 2 "--align 3" "$PINIO" load "$M" --align 3
 check 2 "--align 8192" "$PINIO" load "$M" --align 8192
 has "$DIR/err" "--align wants a power of two" "the usage error explains"
 
+# --sha256: one value per file as the inputs resolve (a folder: its shards in
+# order). Another count is a usage error (exit 2, one line, the hint), before
+# anything is loaded; the right count with the right digests loads.
+SUM=$(sha256sum "$M" | cut -d' ' -f1)
+check 0 "--sha256 right" "$PINIO" load "$M" --sha256 "$SUM"
+has "$DIR/out" "^sha256    $SUM  $M" "the digest is checked and printed"
+check 2 "two --sha256 for one file" "$PINIO" load "$M" --sha256 "$SUM" --sha256 "$SUM"
+has "$DIR/err" "2 --sha256 values for 1 file.*see 'pinio load --help'" "the usage error gives both counts"
+[ "$(wc -l <"$DIR/err")" -eq 1 ] || { echo "FAIL: the usage error is not one line"; cat "$DIR/err"; fails=$((fails + 1)); }
+check 0 "gen sharded" "$PINIO" gen "$DIR/sh" --size 1M --tensors 6 --shards 2 --quiet
+check 2 "one --sha256 for two shards" "$PINIO" load "$DIR/sh" --sha256 "$SUM"
+has "$DIR/err" "1 --sha256 value for 2 files" "a folder counts its shards"
+check 2 "--device, two --sha256 for one file" "$PINIO" load "$M" --device cuda:0 --sha256 "$SUM" \
+    --sha256 "$SUM"
+check 1 "a missing file stays a failure" "$PINIO" load "$DIR/nope.safetensors" --sha256 "$SUM"
+
 [ "$fails" -eq 0 ] && echo "all load CLI checks passed"
 exit $((fails > 0))

@@ -8,10 +8,18 @@
  * a forced backend the machine (or the fault) refuses fails in the engine
  * before any file is opened ("io_uring_setup failed: ...").
  *
- * --change truncates or appends to the first file after its header was
- * validated and before any data I/O, as a writer replacing a checkpoint
- * underneath a running load would: the load is then done as its two halves,
- * pinio_plan_create(), the change, pinio_plan_execute() into heap memory.
+ * --change changes the first file after its header was validated and before
+ * any data I/O, as a writer replacing a checkpoint underneath a running load
+ * would: the load is then done as its two halves, pinio_plan_create(), the
+ * change, pinio_plan_execute() into heap memory. The changes:
+ *   truncate  cut to 4 KiB;            append   bytes added at the end;
+ *   rewrite   every data byte inverted in place, same size (after one
+ *             timestamp tick: a rewrite within the tick that stamped the
+ *             validated file is undetectable, as plan.h says);
+ *   rename    a file of the same size with inverted data renamed over the path;
+ *   replace   the path unlinked, then that file created at the path.
+ * After rename or replace the validated file must load correctly, and the
+ * line says whether the path now names another file.
  *
  * Checkpoints must come from `pinio gen --seed S`. Prints one line and exits:
  *   0  "correct": loaded, every byte of every tensor (through the raw
@@ -22,27 +30,89 @@
  *      diagnostic that is empty, multi-line or names no file;
  *   2  usage. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pinio/pinio.h"
+
+/* The file's bytes with every data byte (past 8 + N) inverted: the same size
+ * and header, other tensors. NULL on failure (reported). */
+static uint8_t *inverted_copy(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    uint8_t *buf = NULL;
+    long n = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 8 && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)n)) && fread(buf, 1, (size_t)n, f) == (size_t)n) {
+        uint64_t hlen;
+        memcpy(&hlen, buf, 8);
+        for (uint64_t i = 8 + hlen; i < (uint64_t)n; i++)
+            buf[i] = (uint8_t)~buf[i];
+        *len = (size_t)n;
+    } else {
+        perror("relia_load: reading the file to change");
+        free(buf);
+        buf = NULL;
+    }
+    if (f)
+        fclose(f);
+    return buf;
+}
+
+static int write_file(const char *path, int flags, const uint8_t *buf, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC | flags, 0644);
+    ssize_t w = fd >= 0 ? pwrite(fd, buf, len, 0) : -1;
+    if (w != (ssize_t)len || (fd >= 0 && close(fd) != 0)) {
+        perror("relia_load: writing the changed file");
+        return -1;
+    }
+    return 0;
+}
 
 static void change_file(const char *how, const char *path)
 {
     if (strcmp(how, "truncate") == 0) {
         if (truncate(path, 4096) != 0)
             perror("relia_load: truncate");
-    } else {
+        return;
+    }
+    if (strcmp(how, "append") == 0) {
         FILE *f = fopen(path, "a");
         if (!f || fputs("appended after the header was read", f) < 0)
             perror("relia_load: append");
         if (f)
             fclose(f);
+        return;
     }
+    size_t len = 0;
+    uint8_t *buf = inverted_copy(path, &len);
+    if (!buf)
+        return;
+    char tmp[4096];
+    snprintf(tmp, sizeof(tmp), "%s.relia-new", path);
+    if (strcmp(how, "rewrite") == 0) {
+        /* Timestamps move in ticks of the kernel's coarse clock (a jiffy):
+         * wait one out, so the rewrite is stamped later than the file that
+         * was validated, as a rewrite during a real load is. */
+        nanosleep(&(struct timespec){ .tv_nsec = 30 * 1000 * 1000 }, NULL);
+        write_file(path, 0, buf, len);
+    } else if (strcmp(how, "rename") == 0) {
+        if (write_file(tmp, O_CREAT | O_EXCL, buf, len) == 0 && rename(tmp, path) != 0)
+            perror("relia_load: rename");
+    } else if (strcmp(how, "replace") == 0) {
+        if (unlink(path) != 0)
+            perror("relia_load: unlink");
+        write_file(path, O_CREAT | O_EXCL, buf, len);
+    }
+    free(buf);
 }
 
 static int heap_claim(void *ctx, size_t i, const pinio_plan_read *r, void **mem)
@@ -89,6 +159,16 @@ static int plan_change_execute(const char *const *paths, size_t np, const pinio_
             printf("WRONG: tensor %s after the file changed underneath\n", t->name);
             rc = 3;
         }
+    }
+    if (rc == 0) {
+        /* What a caller of the seam can tell: the plan's descriptor is the
+         * validated file, whatever the path names now. */
+        const pinio_plan_file *f = pinio_plan_file_at(p, 0);
+        struct stat a, b;
+        bool moved = fstat(f->fd, &a) != 0 || stat(f->path, &b) != 0 || a.st_dev != b.st_dev ||
+                     a.st_ino != b.st_ino;
+        printf("correct: %zu tensors of the validated file%s\n", pi.tensors,
+               moved ? "; the path now names another file" : "");
     }
     free(mem);
     pinio_plan_free(p);
@@ -158,12 +238,12 @@ static int check(pinio_checkpoint *cp, uint64_t seed)
 
 int main(int argc, char **argv)
 {
-    enum { O_SEED = 256, O_BACKEND, O_DIRECT, O_CACHE, O_RS, O_FILTER, O_CHANGE,
+    enum { O_SEED = 256, O_BACKEND, O_DIRECTP, O_CACHE, O_RS, O_FILTER, O_CHANGE,
            O_ENGINE_OK };
     static const struct option lo[] = {
         { "seed", required_argument, NULL, O_SEED },
         { "backend", required_argument, NULL, O_BACKEND },
-        { "direct", required_argument, NULL, O_DIRECT },
+        { "direct", required_argument, NULL, O_DIRECTP },
         { "cache", required_argument, NULL, O_CACHE },
         { "rs", required_argument, NULL, O_RS },
         { "filter", required_argument, NULL, O_FILTER },
@@ -186,7 +266,7 @@ int main(int argc, char **argv)
             if (parse_backend(optarg, &o.backend))
                 return 2;
             break;
-        case O_DIRECT:
+        case O_DIRECTP:
             o.direct = strcmp(optarg, "on") == 0    ? PINIO_DIRECT_ON
                        : strcmp(optarg, "off") == 0 ? PINIO_DIRECT_OFF
                                                     : PINIO_DIRECT_AUTO;
@@ -220,10 +300,8 @@ int main(int argc, char **argv)
     int rc;
     if (change) {
         rc = plan_change_execute(paths, np, &o, change, seed, &d);
-        if (rc == 0) {
-            printf("correct: the change went unnoticed and the bytes are still right\n");
+        if (rc == 0)
             return 0;
-        }
         if (rc == 3)
             return 3;
         cp = NULL;

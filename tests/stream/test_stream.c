@@ -663,3 +663,31 @@ Test(stream, verify_with_every_sink, .init = setup, .fini = teardown)
     wrong[0] = wrong[0] == '0' ? '1' : '0';
     cr_expect_eq(verified_stream("host", wrong, true, NULL, &d), PINIO_EFORMAT, "%s", d.msg);
 }
+
+/* Digests are one per file as the inputs resolve: a surplus or missing one
+ * would check a file against another's, so any other count is refused before
+ * the sink sees a byte (it used to be ignored: surplus values dropped). */
+Test(stream, expected_digests_must_be_one_per_file, .init = setup, .fini = teardown)
+{
+    snprintf(src, sizeof(src), "%s/ck", dir);
+    gen(src, 2, 256u << 10, 4);
+    static const char *const three[] = { NULL, NULL, NULL };
+    got g = { 0 };
+    pinio_sink_host_cfg hc = { .fn = on_fragment, .ctx = &g };
+    const char *in = src;
+    for (size_t n = 1; n <= 3; n += 2) {
+        pinio_stream_opts o;
+        pinio_stream_opts_default(&o);
+        o.verify = true;
+        o.expected_sha256 = three;
+        o.nexpected = n;
+        pinio_diag d = { 0 };
+        cr_expect_eq(pinio_stream(&in, 1, &o, &pinio_sink_host, &hc, NULL, &d), -EINVAL,
+                     "%zu digests for 2 files: %s", n, d.msg);
+        char want[64];
+        snprintf(want, sizeof(want), "%zu expected SHA-256 digest%s for 2 files", n,
+                 n == 1 ? "" : "s");
+        cr_expect_not_null(strstr(d.msg, want), "%s", d.msg);
+        cr_expect_eq(g.fragments, 0, "nothing reached the sink");
+    }
+}

@@ -81,7 +81,7 @@ dead=$(sh -c 'echo $$')
 for m in 1 0; do
     t="$dir/sig.pinio-bench-$((dead + 1000000 * (1 - m))).tmp"
     : >"$t"
-    python3 -c 'import os,sys,time; p=sys.argv[1]; m=sys.argv[2]=="1"; m and os.setxattr(p,"user.pinio.bench",b"1"); t=time.time()-3600; os.utime(p,(t,t))' "$t" $m
+    python3 -c 'import os,sys,time; p=sys.argv[1]; m=sys.argv[2]=="1"; m and os.setxattr(p,"user.pinio.bench",b"boot=%s pidns=%d" % (open("/proc/sys/kernel/random/boot_id").read().strip().encode(), os.stat("/proc/self/ns/pid").st_ino)); t=time.time()-3600; os.utime(p,(t,t))' "$t" $m
 done
 "$pinio" bench --file "$g" --size 1M --bs 64k --direct=0 >/dev/null 2>"$dir/err" || { echo "FAIL: bench next to a stale temporary"; cat "$dir/err"; fail=1; }
 [ -e "$dir/sig.pinio-bench-$dead.tmp" ] && { echo "FAIL: bench's stale temporary stayed"; fail=1; }

@@ -59,6 +59,12 @@ check 2 "gen with a too large header" "$PINIO" gen "$DIR/big.safetensors" --size
 has "$DIR/err" "over the format's limit" "a too large header says why"
 [ -e "$DIR/big.safetensors" ] && { echo "FAIL: a too large header was written"; fails=$((fails + 1)); }
 ls "$DIR" | grep -q "tmp" && { echo "FAIL: a temporary file was left"; fails=$((fails + 1)); }
+# An index over the parser's limit (10^8 bytes) with shard headers under it:
+# refused before the folder or any shard is written.
+check 2 "gen with a too large index" "$PINIO" gen "$DIR/bigix" --size 1500000 --tensors 1500000 \
+    --shards 2 -q
+has "$DIR/err" "an index of .* bytes is over pinio's limit" "a too large index says why"
+[ -e "$DIR/bigix" ] && { echo "FAIL: shards written before the index was refused:"; ls -l "$DIR/bigix"; fails=$((fails + 1)); }
 # Names with C1 controls and DEL: escaped in text output, not sent raw.
 printf '{"a\\u009bb\\u007fc":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}' >"$DIR/h.json"
 python3 - "$DIR/h.json" "$DIR/c1.safetensors" <<'PY'
@@ -81,26 +87,33 @@ kill -TERM $pid; wait $pid; rc=$?
 left=$(ls "$DIR" | grep '^sig')
 [ -z "$left" ] || { echo "FAIL: SIGTERM left $left"; fails=$((fails + 1)); }
 # Temporaries a killed gen left: removed by the next gen when provably its
-# own (the mark, a dead pid, untouched for a minute); others stay.
+# own (the mark of this boot and PID namespace, a dead pid, untouched for a
+# minute); others stay, among them one marked in another PID namespace
+# (its pid means nothing here) and one of an older pinio's mark.
 dead=$(sh -c 'echo $$')
-mk() { # mk NAME MARK(0|1) AGE_SECONDS
+mk() { # mk NAME MARK(none|here|otherns|old) AGE_SECONDS
     : >"$DIR/$1"
     python3 - "$DIR/$1" "$2" "$3" <<'PY'
 import os, sys, time
-p, mark, age = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])
-if mark:
-    os.setxattr(p, "user.pinio.gen", b"1")
+p, mark, age = sys.argv[1], sys.argv[2], int(sys.argv[3])
+boot = open("/proc/sys/kernel/random/boot_id").read().strip()
+ns = os.stat("/proc/self/ns/pid").st_ino + (mark == "otherns")
+if mark != "none":
+    os.setxattr(p, "user.pinio.gen", b"1" if mark == "old" else b"boot=%s pidns=%d" % (boot.encode(), ns))
 t = time.time() - age
 os.utime(p, (t, t))
 PY
 }
-mk "st.safetensors.tmp$dead" 1 3600
-mk "st.safetensors.tmp$((dead + 1000000))" 0 3600
-mk "st.safetensors.tmp$$" 1 3600
-mk "st.safetensors.tmp$((dead + 2000000))" 1 0
+mk "st.safetensors.tmp$dead" here 3600
+mk "st.safetensors.tmp$((dead + 1000000))" none 3600
+mk "st.safetensors.tmp$$" here 3600
+mk "st.safetensors.tmp$((dead + 2000000))" here 0
+mk "st.safetensors.tmp$((dead + 3000000))" otherns 3600
+mk "st.safetensors.tmp$((dead + 4000000))" old 3600
 check 0 "gen next to stale temporaries" "$PINIO" gen "$DIR/st.safetensors" --size 1K -q
 [ -e "$DIR/st.safetensors.tmp$dead" ] && { echo "FAIL: a stale temporary of gen stayed"; fails=$((fails + 1)); }
-for keep in "tmp$((dead + 1000000))" "tmp$$" "tmp$((dead + 2000000))"; do
+for keep in "tmp$((dead + 1000000))" "tmp$$" "tmp$((dead + 2000000))" "tmp$((dead + 3000000))" \
+    "tmp$((dead + 4000000))"; do
     [ -e "$DIR/st.safetensors.$keep" ] || { echo "FAIL: st.safetensors.$keep was removed"; fails=$((fails + 1)); }
 done
 check 1 "gen into a missing directory" "$PINIO" gen "$DIR/no/such/x.safetensors" --size 1K

@@ -4,6 +4,7 @@
  * a 1 GiB boundary of a sparse file, in bulk. */
 #include <criterion/criterion.h>
 #include <limits.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 
 #include "helpers.h"
@@ -429,6 +430,34 @@ Test(api, bad_arguments)
     pinio_ring_destroy(r);
     unlink(path);
     cr_assert_str_eq(pinio_backend_name(PINIO_BACKEND_PREAD), "pread");
+}
+
+/* A FIFO is refused at once (opening it must not wait for a writer), and the
+ * descriptors of a file that is opened are blocking again: io_uring honours
+ * O_NONBLOCK and would hand -EAGAIN back for a read that waits for the disk. */
+Test(api, fifo_refused_without_blocking, .timeout = 20)
+{
+    char dir[] = "/var/tmp/pinio-fifo-XXXXXX", fifo[64];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(fifo, sizeof fifo, "%s/f.safetensors", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    pinio_ring *r;
+    cr_assert_eq(pinio_ring_create(&r, NULL, NULL), 0);
+    pinio_ring_file *f = NULL;
+    pinio_diag d = {0};
+    cr_expect_eq(pinio_ring_file_open(r, fifo, &f, &d), -EINVAL, "%s", d.msg);
+    cr_expect(strstr(d.msg, "not a regular file") && strstr(d.msg, fifo), "%s", d.msg);
+    cr_expect_null(f);
+    char path[PATH_MAX];
+    cr_assert_eq(t_make_file("/var/tmp", 10000, 3, path, sizeof path), 0);
+    cr_assert_eq(pinio_ring_file_open(r, path, &f, NULL), 0);
+    cr_expect_eq(fcntl(f->fd_buf, F_GETFL) & O_NONBLOCK, 0, "buffered descriptor blocking");
+    if (f->fd_direct >= 0)
+        cr_expect_eq(fcntl(f->fd_direct, F_GETFL) & O_NONBLOCK, 0, "O_DIRECT descriptor blocking");
+    pinio_ring_destroy(r);
+    unlink(path);
+    unlink(fifo);
+    rmdir(dir);
 }
 
 /* O_DIRECT policy OFF forces buffered; ON on ext4 is O_DIRECT with statx alignment. */
