@@ -34,6 +34,9 @@ static void usage(FILE *out)
             "  --blockalign SIZE  random offsets with --bssplit: multiples of this\n"
             "  --qd N           requests in flight per job (default 16; also --iodepth)\n"
             "  --jobs N         threads, one ring and one file region each (default 1)\n"
+            "  --jobs-share split|whole   split: each job its 1/N of the area (default);\n"
+            "                   whole: each job over the whole area (fio's numjobs)\n"
+            "  --bsrange A-B    random request sizes in A..B (multiples of --blockalign or 512)\n"
             "  --random-distribution random|zipf:T|pareto:H|normal:SIGMA%%|zoned:A/S:A/S...\n"
             "  --norandommap    random offsets drawn independently (default: each block once)\n"
             "where and how much\n"
@@ -47,6 +50,8 @@ static void usage(FILE *out)
             "  --startdelay S   each job waits this long before its first request\n"
             "  --rate SIZE      per job: at most SIZE bytes per second\n"
             "  --rate-iops N    per job: at most N requests per second\n"
+            "  --thinktime USEC per job: issue nothing for USEC after each completion\n"
+            "  --thinktime-blocks N   ... after every N completions instead (default 1)\n"
             "engine\n"
             "  --direct auto|on|off  O_DIRECT (default on; auto is on; 0|1 as before)\n"
             "  --fixed[=0|1]    registered buffers (default 1)\n"
@@ -89,7 +94,7 @@ static void usage(FILE *out)
             "is removed, and the command dies of the signal (exit status 130 for Ctrl-C).\n"
             "Latency is reported as fio does: slat (issue to submission), clat (submission\n"
             "to completion), lat (issue to completion).\n"
-            "Not supported yet: trim, several files, bsrange, thinktime, jobs-share,\n"
+            "Not supported yet: trim, several files,\n"
             "verify=crc32c|sha256.\n");
 }
 
@@ -452,9 +457,13 @@ static void text_figures(FILE *out, const pinio_bench_opts *o, const pinio_bench
 static void print_text(FILE *out, const pinio_bench_opts *o, const pinio_bench_result *r,
                        const pinio_bench_result *per_job)
 {
-    char b[32];
+    char b[80], b2[32];
+    cli_human_bytes(b, sizeof b, o->bsrange_max ? o->bsrange_min : o->bs);
+    if (o->bsrange_max) /* the range, not the bs it ignores */
+        snprintf(b + strlen(b), sizeof b - strlen(b), "-%s",
+                 cli_human_bytes(b2, sizeof b2, o->bsrange_max));
     fprintf(out, "pinio bench: %s bs=%s qd=%u batch=%u jobs=%u %s [%s]%s%s\n",
-            pinio_bench_rw_name(o->rw), cli_human_bytes(b, sizeof b, o->bs), o->qd, r->batch,
+            pinio_bench_rw_name(o->rw), b, o->qd, r->batch,
             o->jobs, o->path, r->features, r->created ? " (created)" : "",
             r->partial ? " (stopped: partial result)" : "");
     for (unsigned i = 0; per_job && i < o->jobs; i++) {
@@ -505,7 +514,7 @@ enum {
     O_IOSIZE, O_LOOPS, O_TIME, O_RAMP, O_DELAY, O_RATE, O_RATEIOPS, O_DIST, O_NOMAP, O_DIRECT,
     O_FIXED, O_REGFILES, O_SQPOLL, O_IOPOLL, O_BATCH, O_NODE, O_CACHE, O_VERIFY, O_VONLY,
     O_DEVOK, O_FILEOK, O_SEED, O_JSON, O_OUTPUT, O_FORMAT, O_PCT, O_SWEEP, O_GROUP, O_LOGINT,
-    O_LOGFILE, O_JOBFILE,
+    O_LOGFILE, O_JOBFILE, O_THINK, O_THINKBLK, O_BSRANGE, O_SHARE,
 };
 
 static const struct option longopts[] = {
@@ -553,6 +562,10 @@ static const struct option longopts[] = {
     {"log-interval", required_argument, NULL, O_LOGINT},
     {"log-file", required_argument, NULL, O_LOGFILE},
     {"job-file", required_argument, NULL, O_JOBFILE},
+    {"thinktime", required_argument, NULL, O_THINK},
+    {"thinktime-blocks", required_argument, NULL, O_THINKBLK},
+    {"bsrange", required_argument, NULL, O_BSRANGE},
+    {"jobs-share", required_argument, NULL, O_SHARE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -606,7 +619,13 @@ static int parse_opt(struct cli *c, int opt, const char *v)
     int rc = 0;
     bool b;
     switch (opt) {
-    case O_FILE: o->path = v; break;
+    case O_FILE:
+        /* fio's list of files (and the job file reader's): not yet, and a
+         * file named "a,b" is never what was meant */
+        if (strchr(v, ','))
+            return bench_usage(c, "--file %s: several files are not supported yet", v);
+        o->path = v;
+        break;
     case O_RW: rc = pinio_bench_rw_parse(v, &o->rw); break;
     case O_MIX: rc = parse_bounded(v, 99, &o->rwmixread); rc = rc || !o->rwmixread ? -EINVAL : 0; break;
     case O_BS: rc = cli_parse_size(v, &o->bs); break;
@@ -698,6 +717,26 @@ static int parse_opt(struct cli *c, int opt, const char *v)
     case O_GROUP: c->group_reporting = true; break;
     case O_LOGINT: rc = parse_bounded(v, 3600000, &o->interval_ms); rc = rc || !o->interval_ms ? -EINVAL : 0; break;
     case O_LOGFILE: c->log_file = v; break;
+    case O_THINK: rc = cli_parse_u64(v, &o->thinktime_us); break;
+    case O_THINKBLK:
+        rc = parse_bounded(v, 1u << 30, &o->thinktime_blocks);
+        rc = rc || !o->thinktime_blocks ? -EINVAL : 0;
+        break;
+    case O_BSRANGE: {
+        char a[64];
+        const char *dash = strchr(v, '-');
+        size_t n = dash ? (size_t)(dash - v) : 0;
+        if (!dash || n >= sizeof a || (memcpy(a, v, n), a[n] = 0, cli_parse_size(a, &o->bsrange_min)) ||
+            cli_parse_size(dash + 1, &o->bsrange_max))
+            rc = -EINVAL;
+        break;
+    }
+    case O_SHARE:
+        if (!strcmp(v, "split") || !strcmp(v, "whole"))
+            o->jobs_whole = v[0] == 'w';
+        else
+            rc = -EINVAL;
+        break;
     case O_JOBFILE:
         if (c->where) /* the reader never writes it; said for completeness */
             return bench_usage(c, "--job-file inside a job file");

@@ -3,8 +3,8 @@
 # second group's --verify-only reads what the first group's verify write left,
 # which fails if they overlap), each section's result is printed under its
 # name, each group's aggregate after its sections; an unsupported fio key is
-# exit 2 naming FILE:LINE; a key of the file that pinio bench lacks is exit 2
-# naming the section. usage: bench_jobfile_test.sh PINIO JOBS_DIR
+# exit 2 naming FILE:LINE; a key of the file that pinio bench lacks (several
+# files) is exit 2 naming the section. usage: bench_jobfile_test.sh PINIO JOBS_DIR
 set -u
 pinio=$1 jobs=$2
 dir=$(mktemp -d /var/tmp/pinio-jobcli-XXXXXX)
@@ -69,10 +69,10 @@ rc=$?
 # --file with a job file: exit 2
 "$pinio" bench "$dir/two.fio" --file "$dir/a" >/dev/null 2>&1
 [ $? = 2 ] || { echo "FAIL: --file with a job file is not exit 2"; fail=1; }
-# a key the reader maps to an option this bench lacks names the section
-printf '[slow]\nfilename=%s/c\nsize=1m\nthinktime=10\n' "$dir" >"$dir/tt.fio"
+# a key the reader maps to an option this bench lacks (several files) names the section
+printf '[two]\nfilename=%s/c:%s/d\nsize=1m\n' "$dir" "$dir" >"$dir/tt.fio"
 "$pinio" bench "$dir/tt.fio" >/dev/null 2>"$dir/err"
 rc=$?
-[ $rc = 2 ] && grep -q "tt.fio: job 'slow': .*--thinktime" "$dir/err" && [ ! -e "$dir/c" ] ||
-    { echo "FAIL: thinktime exit $rc"; cat "$dir/err"; fail=1; }
+[ $rc = 2 ] && grep -q "tt.fio: job 'two': .*several files" "$dir/err" && [ ! -e "$dir/c" ] ||
+    { echo "FAIL: two files exit $rc"; cat "$dir/err"; fail=1; }
 exit $fail
