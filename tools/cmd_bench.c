@@ -617,7 +617,7 @@ static int parse_opt(struct cli *c, int opt, const char *v)
         if (l->val == opt)
             name = l->name;
     int rc = 0;
-    bool b;
+    bool b = false; /* read even when parse_flag() refused the value */
     switch (opt) {
     case O_FILE:
         /* fio's list of files (and the job file reader's): not yet, and a
