@@ -807,8 +807,10 @@ static int tr_verify(job_tr *t)
                  strcmp(m, "null"))
             return fail(t->c, -ENOTSUP, e->line, "verify=%s is not supported by pinio bench "
                         "(pattern, crc32c, sha256)", e->val);
+        /* one element: bench's --verify takes an optional value, which
+         * getopt only sees attached */
         if (!rc && strcmp(m, "0") && strcmp(m, "null"))
-            rc = push_opt(t->argv, "--verify", "%s", m);
+            rc = sv_pushf(t->argv, "--verify=%s", m);
         if (rc)
             return rc;
     }

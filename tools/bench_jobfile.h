@@ -46,7 +46,7 @@
  *   thinktime               --thinktime USEC
  *   random_distribution     --random-distribution
  *   norandommap             --norandommap
- *   verify                  --verify pattern|crc32c|sha256 (crc32c-intel -> crc32c)
+ *   verify                  --verify=pattern|crc32c|sha256 (crc32c-intel -> crc32c)
  *   verify_only             --verify-only
  *   randseed                --seed N
  *   group_reporting         --group-reporting

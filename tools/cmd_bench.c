@@ -2,6 +2,8 @@
  * (pinio_bench_run(), include/pinio/bench.h). Every option is parsed and
  * checked before the target is opened, so a bad command line writes nothing. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdbool.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include "pinio/pinio.h"
+#include "bench_jobfile.h"
 #include "cli.h"
 #include "jw.h"
 #include "stop.h"
@@ -22,6 +25,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: pinio bench --file PATH [options]     (or: pinio bench PATH [options])\n"
+            "       pinio bench JOB.fio [options]         (or: --job-file F: any name)\n"
             "workload\n"
             "  --rw read|randread|write|randwrite|rw|randrw   (default read)\n"
             "  --rwmixread N    rw/randrw: per cent of requests that read, 1..99 (default 50)\n"
@@ -30,6 +34,9 @@ static void usage(FILE *out)
             "  --blockalign SIZE  random offsets with --bssplit: multiples of this\n"
             "  --qd N           requests in flight per job (default 16; also --iodepth)\n"
             "  --jobs N         threads, one ring and one file region each (default 1)\n"
+            "  --jobs-share split|whole   split: each job its 1/N of the area (default);\n"
+            "                   whole: each job over the whole area (fio's numjobs)\n"
+            "  --bsrange A-B    random request sizes in A..B (multiples of --blockalign or 512)\n"
             "  --random-distribution random|zipf:T|pareto:H|normal:SIGMA%%|zoned:A/S:A/S...\n"
             "  --norandommap    random offsets drawn independently (default: each block once)\n"
             "where and how much\n"
@@ -43,6 +50,8 @@ static void usage(FILE *out)
             "  --startdelay S   each job waits this long before its first request\n"
             "  --rate SIZE      per job: at most SIZE bytes per second\n"
             "  --rate-iops N    per job: at most N requests per second\n"
+            "  --thinktime USEC per job: issue nothing for USEC after each completion\n"
+            "  --thinktime-blocks N   ... after every N completions instead (default 1)\n"
             "engine\n"
             "  --direct auto|on|off  O_DIRECT (default on; auto is on; 0|1 as before)\n"
             "  --fixed[=0|1]    registered buffers (default 1)\n"
@@ -71,6 +80,11 @@ static void usage(FILE *out)
             "  --group-reporting   several jobs: the aggregate only (default: each job too)\n"
             "  --log-interval MS   sampling interval of bw/IOPS samples and of --log-file\n"
             "                   (default 500)\n"
+            "job files\n"
+            "  --job-file F     run fio job file F ([global], job sections, stonewall): each\n"
+            "                   group's sections at once, the groups in order; per section\n"
+            "                   results, then the group's. An operand ending in .fio is one\n"
+            "                   too. Other options given apply to every section\n"
             "  --log-file F     per-interval log: CSV (time_ms,job,dir,bw_bytes_per_s,iops,\n"
             "                   lat_mean_ns,lat_p50_ns,lat_p99_ns; job -1 = all), JSONL if F\n"
             "                   ends in .jsonl\n"
@@ -80,7 +94,7 @@ static void usage(FILE *out)
             "is removed, and the command dies of the signal (exit status 130 for Ctrl-C).\n"
             "Latency is reported as fio does: slat (issue to submission), clat (submission\n"
             "to completion), lat (issue to completion).\n"
-            "Not supported yet: trim, several files, bsrange, thinktime, job files,\n"
+            "Not supported yet: trim, several files,\n"
             "verify=crc32c|sha256.\n");
 }
 
@@ -304,11 +318,15 @@ static void json_figures(jw *w, const pinio_bench_opts *o, const pinio_bench_res
 
 /* The keys are documented in doc/json/bench.md. */
 static void print_json(FILE *out, const pinio_bench_opts *o, const pinio_bench_result *r,
-                       const pinio_bench_result *per_job)
+                       const pinio_bench_result *per_job, const char *job_name, unsigned group)
 {
     jw w;
     jw_init(&w, out);
     jw_begin(&w, "bench");
+    if (job_name) { /* a job file's section */
+        jw_kstr(&w, "job_name", job_name);
+        jw_ku64(&w, "group", group);
+    }
     jw_kstr(&w, "file", o->path);
     jw_kstr(&w, "rw", pinio_bench_rw_name(o->rw));
     if (o->rw == PINIO_BENCH_RW || o->rw == PINIO_BENCH_RANDRW)
@@ -439,9 +457,13 @@ static void text_figures(FILE *out, const pinio_bench_opts *o, const pinio_bench
 static void print_text(FILE *out, const pinio_bench_opts *o, const pinio_bench_result *r,
                        const pinio_bench_result *per_job)
 {
-    char b[32];
+    char b[80], b2[32];
+    cli_human_bytes(b, sizeof b, o->bsrange_max ? o->bsrange_min : o->bs);
+    if (o->bsrange_max) /* the range, not the bs it ignores */
+        snprintf(b + strlen(b), sizeof b - strlen(b), "-%s",
+                 cli_human_bytes(b2, sizeof b2, o->bsrange_max));
     fprintf(out, "pinio bench: %s bs=%s qd=%u batch=%u jobs=%u %s [%s]%s%s\n",
-            pinio_bench_rw_name(o->rw), cli_human_bytes(b, sizeof b, o->bs), o->qd, r->batch,
+            pinio_bench_rw_name(o->rw), b, o->qd, r->batch,
             o->jobs, o->path, r->features, r->created ? " (created)" : "",
             r->partial ? " (stopped: partial result)" : "");
     for (unsigned i = 0; per_job && i < o->jobs; i++) {
@@ -492,7 +514,7 @@ enum {
     O_IOSIZE, O_LOOPS, O_TIME, O_RAMP, O_DELAY, O_RATE, O_RATEIOPS, O_DIST, O_NOMAP, O_DIRECT,
     O_FIXED, O_REGFILES, O_SQPOLL, O_IOPOLL, O_BATCH, O_NODE, O_CACHE, O_VERIFY, O_VONLY,
     O_DEVOK, O_FILEOK, O_SEED, O_JSON, O_OUTPUT, O_FORMAT, O_PCT, O_SWEEP, O_GROUP, O_LOGINT,
-    O_LOGFILE,
+    O_LOGFILE, O_JOBFILE, O_THINK, O_THINKBLK, O_BSRANGE, O_SHARE,
 };
 
 static const struct option longopts[] = {
@@ -539,6 +561,11 @@ static const struct option longopts[] = {
     {"group-reporting", no_argument, NULL, O_GROUP},
     {"log-interval", required_argument, NULL, O_LOGINT},
     {"log-file", required_argument, NULL, O_LOGFILE},
+    {"job-file", required_argument, NULL, O_JOBFILE},
+    {"thinktime", required_argument, NULL, O_THINK},
+    {"thinktime-blocks", required_argument, NULL, O_THINKBLK},
+    {"bsrange", required_argument, NULL, O_BSRANGE},
+    {"jobs-share", required_argument, NULL, O_SHARE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -547,6 +574,12 @@ static const struct option longopts[] = {
  * the options borrow. */
 struct cli {
     pinio_bench_opts o;
+    /* A job file's section: "FILE: job 'NAME'", said before every usage
+     * error, since its options came from the file, not the command line. */
+    const char *where;
+    const char *job_file;
+    const char *job_name; /* the section's name in the results, or NULL */
+    unsigned group;
     enum fmt fmt;
     const char *output;
     bool sweep;
@@ -562,6 +595,19 @@ struct cli {
     double pcts[PINIO_BENCH_MAX_PCT];
 };
 
+/* A usage error (exit status 2), prefixed with the job section it came from. */
+static int bench_usage(const struct cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int bench_usage(const struct cli *c, const char *fmt, ...)
+{
+    char m[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof m, fmt, ap);
+    va_end(ap);
+    return cli_usage("bench", "%s%s%s", c->where ? c->where : "", c->where ? ": " : "", m);
+}
+
 /* Parses one option; returns 0, or the usage exit status (2) after saying why. */
 static int parse_opt(struct cli *c, int opt, const char *v)
 {
@@ -571,9 +617,15 @@ static int parse_opt(struct cli *c, int opt, const char *v)
         if (l->val == opt)
             name = l->name;
     int rc = 0;
-    bool b;
+    bool b = false; /* read even when parse_flag() refused the value */
     switch (opt) {
-    case O_FILE: o->path = v; break;
+    case O_FILE:
+        /* fio's list of files (and the job file reader's): not yet, and a
+         * file named "a,b" is never what was meant */
+        if (strchr(v, ','))
+            return bench_usage(c, "--file %s: several files are not supported yet", v);
+        o->path = v;
+        break;
     case O_RW: rc = pinio_bench_rw_parse(v, &o->rw); break;
     case O_MIX: rc = parse_bounded(v, 99, &o->rwmixread); rc = rc || !o->rwmixread ? -EINVAL : 0; break;
     case O_BS: rc = cli_parse_size(v, &o->bs); break;
@@ -665,26 +717,106 @@ static int parse_opt(struct cli *c, int opt, const char *v)
     case O_GROUP: c->group_reporting = true; break;
     case O_LOGINT: rc = parse_bounded(v, 3600000, &o->interval_ms); rc = rc || !o->interval_ms ? -EINVAL : 0; break;
     case O_LOGFILE: c->log_file = v; break;
+    case O_THINK: rc = cli_parse_u64(v, &o->thinktime_us); break;
+    case O_THINKBLK:
+        rc = parse_bounded(v, 1u << 30, &o->thinktime_blocks);
+        rc = rc || !o->thinktime_blocks ? -EINVAL : 0;
+        break;
+    case O_BSRANGE: {
+        char a[64];
+        const char *dash = strchr(v, '-');
+        size_t n = dash ? (size_t)(dash - v) : 0;
+        if (!dash || n >= sizeof a || (memcpy(a, v, n), a[n] = 0, cli_parse_size(a, &o->bsrange_min)) ||
+            cli_parse_size(dash + 1, &o->bsrange_max))
+            rc = -EINVAL;
+        break;
+    }
+    case O_SHARE:
+        if (!strcmp(v, "split") || !strcmp(v, "whole"))
+            o->jobs_whole = v[0] == 'w';
+        else
+            rc = -EINVAL;
+        break;
+    case O_JOBFILE:
+        if (c->where) /* the reader never writes it; said for completeness */
+            return bench_usage(c, "--job-file inside a job file");
+        c->job_file = v;
+        break;
     }
     if (rc)
-        return cli_usage("bench", "bad value '%s' for --%s", v ? v : "", name ? name : "?");
+        return bench_usage(c, "bad value '%s' for --%s", v ? v : "", name ? name : "?");
     return 0;
 }
 
-/* Operands: the target (or the old positional PATH) and --sweep's lists. */
+/* Operands: the target (or the old positional PATH), a job file (a name
+ * ending in .fio: the rule is on the name alone, so that `pinio bench x`
+ * never changes meaning with what happens to exist), and --sweep's lists. */
 static int parse_operand(struct cli *c, const char *a)
 {
     if (c->sweep && (!strncmp(a, "bs=", 3) || !strncmp(a, "qd=", 3))) {
         bool is_bs = a[0] == 'b';
         if (parse_list(a + 3, is_bs ? c->sweep_bs : c->sweep_qd, is_bs ? &c->nbs : &c->nqd, is_bs))
-            return cli_usage("bench", "bad value in '%s'", a);
+            return bench_usage(c, "bad value in '%s'", a);
+        return 0;
+    }
+    size_t n = strlen(a);
+    if (!c->where && !c->job_file && n > 4 && !strcmp(a + n - 4, ".fio")) {
+        c->job_file = a;
         return 0;
     }
     if (!c->o.path) {
         c->o.path = a;
         return 0;
     }
-    return cli_usage("bench", "unexpected argument '%s'", a);
+    return bench_usage(c, "unexpected argument '%s'", a);
+}
+
+/* Parses a command line (the user's, or a job section's) into `c`, which
+ * starts from the defaults. Returns 0, 2 after a usage error, or -1 after
+ * printing --help. getopt keeps state between calls: optind = 0 makes glibc
+ * start afresh, as every section's argv needs. */
+static int parse_args(struct cli *c, int argc, char **argv)
+{
+    int rc = 0, opt;
+    optind = 0;
+    opterr = 0;
+    while (!rc && (opt = getopt_long(argc, argv, "-:h", longopts, NULL)) != -1) {
+        if (opt == 'h') {
+            usage(stdout);
+            return -1;
+        } else if (opt == 1) {
+            rc = parse_operand(c, optarg);
+        } else if ((opt == '?' || opt == ':') && c->where) {
+            /* the job file reader wrote an option this bench lacks */
+            const char *arg = optind > 0 ? argv[optind - 1] : "?";
+            rc = bench_usage(c, "%s '%s'", opt == ':' ? "no value for" :
+                             "pinio bench does not support", arg);
+        } else if (opt == '?' || opt == ':') {
+            rc = cli_getopt_error("bench", opt, argv);
+        } else {
+            rc = parse_opt(c, opt, optarg);
+        }
+    }
+    if (rc)
+        return rc;
+    if (c->sweep && !c->nbs && !c->nqd)
+        return bench_usage(c, "--sweep wants bs=LIST and/or qd=LIST");
+    if (!c->nbs)
+        c->sweep_bs[c->nbs++] = c->o.bs;
+    if (!c->nqd)
+        c->sweep_qd[c->nqd++] = c->o.qd;
+    return 0;
+}
+
+/* pinio_bench_check() as a usage error (exit 2). */
+static int check_opts(const struct cli *c, const pinio_bench_opts *x, uint64_t qd)
+{
+    pinio_diag d = {0};
+    if (qd <= 4096 && !pinio_bench_check(x, &d))
+        return 0;
+    /* the library's message starts "bench: ", the command's name */
+    const char *m = d.msg[0] ? d.msg : "bench: --qd: must be between 1 and 4096";
+    return bench_usage(c, "%s", strncmp(m, "bench: ", 7) ? m : m + 7);
 }
 
 /* The --log-file row of one interval (the format scripts/plot reads). */
@@ -711,7 +843,7 @@ static void print_result(FILE *out, const struct cli *c, const pinio_bench_opts 
     /* fio's group_reporting: off, each job beside the aggregate */
     const pinio_bench_result *pj = o->jobs > 1 && !c->group_reporting ? c->per_job : NULL;
     if (c->fmt == FMT_JSON) {
-        print_json(out, o, r, pj);
+        print_json(out, o, r, pj, c->job_name, c->group);
     } else if (c->fmt == FMT_TERSE) {
         for (unsigned i = 0; pj && i < o->jobs; i++)
             print_terse(out, o, &pj[i], (int)i);
@@ -734,71 +866,92 @@ static void print_result(FILE *out, const struct cli *c, const pinio_bench_opts 
         fflush(out);
 }
 
-static int run_bench(int argc, char **argv)
+/* Opens --log-file: CSV with its header line, or JSONL when the name ends
+ * in .jsonl. Returns 0, or 1 after saying why. */
+static int open_log(struct cli *c)
 {
-    struct cli *c = calloc(1, sizeof *c);
-    if (!c)
-        return fprintf(stderr, "pinio bench: out of memory\n"), 1;
-    pinio_bench_opts_default(&c->o);
-    int rc = 0, opt;
-    optind = 1;
-    opterr = 0;
-    while (!rc && (opt = getopt_long(argc, argv, "-:h", longopts, NULL)) != -1) {
-        if (opt == 'h') {
-            usage(stdout);
-            goto out;
-        } else if (opt == 1) {
-            rc = parse_operand(c, optarg);
-        } else if (opt == '?' || opt == ':') {
-            rc = cli_getopt_error("bench", opt, argv);
-        } else {
-            rc = parse_opt(c, opt, optarg);
-        }
+    if (!c->log_file)
+        return 0;
+    size_t n = strlen(c->log_file);
+    c->log_jsonl = n >= 6 && !strcmp(c->log_file + n - 6, ".jsonl");
+    if (!(c->log = fopen(c->log_file, "w"))) {
+        fprintf(stderr, "pinio bench: --log-file %s: %s\n", c->log_file, strerror(errno));
+        return 1;
     }
-    if (rc)
-        goto out;
-    if (c->sweep && !c->nbs && !c->nqd) {
-        rc = cli_usage("bench", "--sweep wants bs=LIST and/or qd=LIST");
-        goto out;
+    if (!c->log_jsonl)
+        fprintf(c->log, "time_ms,job,dir,bw_bytes_per_s,iops,lat_mean_ns,lat_p50_ns,"
+                "lat_p99_ns\n");
+    return 0;
+}
+
+/* Closes --log-file; 1 after saying why when its last writes failed. */
+static int close_log(struct cli *c, bool quiet)
+{
+    if (!c->log)
+        return 0;
+    int e = fclose(c->log);
+    c->log = NULL;
+    if (e && !quiet)
+        fprintf(stderr, "pinio bench: --log-file %s: %s\n", c->log_file, strerror(errno));
+    return e ? 1 : 0;
+}
+
+/* One pinio_bench_run() of `x` with the command's callbacks: Ctrl-C through
+ * the progress callback, a status line on a terminal, per-job figures, the
+ * --log-file time series. */
+static int run_one(struct cli *c, pinio_bench_opts *x, pinio_bench_result *r, pinio_diag *d,
+                   bool tty)
+{
+    struct status st = {.time_s = x->time_s, .tty = tty};
+    x->progress = on_progress;
+    x->progress_ctx = &st;
+    x->job_results = c->per_job;
+    if (c->log) {
+        x->interval_fn = on_interval;
+        x->interval_ctx = c;
     }
-    if (!c->nbs)
-        c->sweep_bs[c->nbs++] = c->o.bs;
-    if (!c->nqd)
-        c->sweep_qd[c->nqd++] = c->o.qd;
+    memset(d, 0, sizeof *d);
+    int e = pinio_bench_run(x, r, d);
+    x->progress_ctx = NULL; /* &st dies here */
+    if (st.shown)
+        fprintf(stderr, "\r%*s\r", 64, "");
+    return e;
+}
+
+/* A failed run: one stderr line (and the JSON error object with --json). */
+static void report_error(const struct cli *c, int e, const pinio_diag *d, const char *path)
+{
+    const char *m = d->msg[0] ? d->msg : pinio_strerror(e);
+    if (c->fmt == FMT_JSON)
+        jw_error("bench", e, m, path, -1);
+    if (!strncmp(m, "bench: ", 7))
+        m += 7;
+    fprintf(stderr, "pinio bench: %s%s%s\n", c->where ? c->where : "", c->where ? ": " : "", m);
+}
+
+/* The runs of a plain command line: one, or the --sweep grid. */
+static int run_cells(struct cli *c)
+{
+    int rc = 0;
     /* Check every cell before running any: a bad one must not leave the
      * others half done (or a file created). */
-    pinio_diag d = {0};
     for (unsigned a = 0; a < c->nbs; a++)
         for (unsigned q = 0; q < c->nqd; q++) {
             pinio_bench_opts x = c->o;
             x.bs = c->sweep_bs[a];
             x.qd = (unsigned)c->sweep_qd[q];
-            if (c->sweep_qd[q] > 4096 || pinio_bench_check(&x, &d)) {
-                /* the library's message starts "bench: ", the command's name */
-                const char *m = d.msg[0] ? d.msg : "bench: --qd: must be between 1 and 4096";
-                rc = cli_usage("bench", "%s", strncmp(m, "bench: ", 7) ? m : m + 7);
-                goto out;
-            }
+            if ((rc = check_opts(c, &x, c->sweep_qd[q])))
+                return rc;
         }
     FILE *out = stdout;
     if (c->output && !(out = fopen(c->output, "w"))) {
         fprintf(stderr, "pinio bench: --output %s: %s\n", c->output, strerror(errno));
-        rc = 1;
-        goto out;
+        return 1;
     }
-    if (c->log_file) {
-        size_t n = strlen(c->log_file);
-        c->log_jsonl = n >= 6 && !strcmp(c->log_file + n - 6, ".jsonl");
-        if (!(c->log = fopen(c->log_file, "w"))) {
-            fprintf(stderr, "pinio bench: --log-file %s: %s\n", c->log_file, strerror(errno));
-            if (out != stdout)
-                fclose(out);
-            rc = 1;
-            goto out;
-        }
-        if (!c->log_jsonl)
-            fprintf(c->log, "time_ms,job,dir,bw_bytes_per_s,iops,lat_mean_ns,lat_p50_ns,"
-                    "lat_p99_ns\n");
+    if (open_log(c)) {
+        if (out != stdout)
+            fclose(out);
+        return 1;
     }
     cli_stop_install();
     if (c->sweep && c->fmt == FMT_NORMAL)
@@ -810,19 +963,8 @@ static int run_bench(int argc, char **argv)
             x.bs = c->sweep_bs[a];
             x.qd = (unsigned)c->sweep_qd[q];
             pinio_bench_result r;
-            memset(&d, 0, sizeof d);
-            struct status st = {.time_s = x.time_s,
-                                .tty = c->fmt == FMT_NORMAL && isatty(STDERR_FILENO)};
-            x.progress = on_progress;
-            x.progress_ctx = &st;
-            x.job_results = c->per_job;
-            if (c->log) {
-                x.interval_fn = on_interval;
-                x.interval_ctx = c;
-            }
-            int e = pinio_bench_run(&x, &r, &d);
-            if (st.shown)
-                fprintf(stderr, "\r%*s\r", 64, "");
+            pinio_diag d;
+            int e = run_one(c, &x, &r, &d, c->fmt == FMT_NORMAL && isatty(STDERR_FILENO));
             if (e == -ECANCELED) {
                 /* Ctrl-C: what completed is still a result (fio prints it
                  * too); then die of the signal, status 128 + its number. */
@@ -830,14 +972,11 @@ static int run_bench(int argc, char **argv)
                     print_result(out, c, &x, &r);
                 if (out != stdout)
                     fclose(out);
-                if (c->log)
-                    fclose(c->log);
+                close_log(c, true);
                 cli_stop_reraise(); /* the library removed what it was making */
             }
             if (e) {
-                if (c->fmt == FMT_JSON)
-                    jw_error("bench", e, d.msg[0] ? d.msg : pinio_strerror(e), x.path, -1);
-                fprintf(stderr, "pinio %s\n", d.msg[0] ? d.msg : pinio_strerror(e));
+                report_error(c, e, &d, x.path);
                 rc = 1;
                 break;
             }
@@ -847,13 +986,261 @@ static int run_bench(int argc, char **argv)
         fprintf(stderr, "pinio bench: --output %s: %s\n", c->output, strerror(errno));
         rc = 1;
     }
-    if (c->log && fclose(c->log) && !rc) {
-        fprintf(stderr, "pinio bench: --log-file %s: %s\n", c->log_file, strerror(errno));
+    if (close_log(c, rc != 0) && !rc)
+        rc = 1;
+    return rc;
+}
+
+/* One section of a job file: its options and, after its run, the result. */
+struct section {
+    struct cli *c;
+    pinio_bench_opts x;
+    pinio_bench_result r;
+    pinio_diag d;
+    int e;
+    char where[512];
+    pthread_t th;
+};
+
+static void *section_main(void *arg)
+{
+    struct section *s = arg;
+    s->e = run_one(s->c, &s->x, &s->r, &s->d, false);
+    return NULL;
+}
+
+/* A group's aggregate as fio sums a group: bytes and requests added, the
+ * time the longest section's (so MB/s is what the group moved per second
+ * of its run), latency mean weighted by requests, min and max over all.
+ * Percentiles do not add up from the sections' and are left out. */
+struct group_sum {
+    unsigned sections;
+    uint64_t bytes, ios, lat_min, lat_max;
+    double seconds, lat_sum_ns;
+    bool partial;
+};
+
+static void group_add(struct group_sum *g, const pinio_bench_result *r)
+{
+    if (!g->sections++ || r->lat_min_ns < g->lat_min)
+        g->lat_min = r->lat_min_ns;
+    g->lat_max = r->lat_max_ns > g->lat_max ? r->lat_max_ns : g->lat_max;
+    g->bytes += r->bytes;
+    g->ios += r->ios;
+    g->seconds = r->seconds > g->seconds ? r->seconds : g->seconds;
+    g->lat_sum_ns += r->lat.mean_ns * (double)r->ios;
+    g->partial |= r->partial;
+}
+
+static void print_group(FILE *out, enum fmt fmt, unsigned group, const struct group_sum *g)
+{
+    double bw = g->seconds > 0 ? (double)g->bytes / g->seconds : 0;
+    double iops = g->seconds > 0 ? (double)g->ios / g->seconds : 0;
+    double mean = g->ios ? g->lat_sum_ns / (double)g->ios : 0;
+    if (fmt == FMT_JSON) {
+        jw w;
+        jw_init(&w, out);
+        jw_begin(&w, "bench");
+        jw_ku64(&w, "group", group);
+        jw_key(&w, "group_result");
+        jw_obj(&w);
+        jw_ku64(&w, "sections", g->sections);
+        jw_ku64(&w, "bytes", g->bytes);
+        jw_ku64(&w, "ios", g->ios);
+        jw_kf64(&w, "elapsed_s", g->seconds);
+        jw_kf64(&w, "bw_mb_per_s", bw / 1e6);
+        jw_kf64(&w, "iops", iops);
+        jw_ku64(&w, "lat_min_ns", g->lat_min);
+        jw_kf64(&w, "lat_mean_ns", mean);
+        jw_ku64(&w, "lat_max_ns", g->lat_max);
+        jw_kbool(&w, "partial", g->partial);
+        jw_obj_end(&w);
+        jw_obj_end(&w);
+        jw_finish(&w);
+    } else if (fmt == FMT_TERSE) {
+        fprintf(out, "pinio-bench-group;2;%u;%u;%llu;%llu;%.6f;%.3f;%.1f;%llu;%.0f;%llu;%d\n",
+                group, g->sections, (unsigned long long)g->bytes, (unsigned long long)g->ios,
+                g->seconds, bw / 1e6, iops, (unsigned long long)g->lat_min, mean,
+                (unsigned long long)g->lat_max, g->partial ? 1 : 0);
+    } else {
+        char b[32];
+        fprintf(out, "group %u: %u job%s, %s in %.3f s: %.1f MB/s (10^6 B/s), %.0f IOPS; "
+                "latency us: min %.1f  mean %.1f  max %.1f%s\n", group, g->sections,
+                g->sections == 1 ? "" : "s", cli_human_bytes(b, sizeof b, g->bytes), g->seconds,
+                bw / 1e6, iops, (double)g->lat_min / 1e3, mean / 1e3, (double)g->lat_max / 1e3,
+                g->partial ? " (partial)" : "");
+    }
+}
+
+/* The command line's options besides the job file itself: they apply to
+ * every section, after the section's own (--allow-file-overwrite, --time 5
+ * to shorten a long job, --output-format). getopt ran in order ('-' in the
+ * optstring), so argv is as the user wrote it. */
+static char **extra_args(const struct cli *top, int argc, char **argv, int *n)
+{
+    char **v = calloc((size_t)argc + 1, sizeof *v);
+    *n = 0;
+    for (int i = 1; v && i < argc; i++) {
+        if (argv[i] == top->job_file)
+            continue;
+        if (!strncmp(argv[i], "--job-file", 10) && (!argv[i][10] || argv[i][10] == '='))
+            continue; /* its value, when apart, is skipped above */
+        v[(*n)++] = argv[i];
+    }
+    return v;
+}
+
+static void free_sections(struct section *s, size_t n)
+{
+    for (size_t i = 0; s && i < n; i++)
+        free(s[i].c);
+    free(s);
+}
+
+/* Parses and checks every section before anything runs: a bad one must not
+ * leave the sections before it done and a file created. */
+static int prepare_sections(const struct cli *top, const bench_jobfile *jf, struct section *sec,
+                            int argc, char **argv)
+{
+    int nextra, rc = 0;
+    char **extra = extra_args(top, argc, argv, &nextra);
+    if (!extra)
+        return fprintf(stderr, "pinio bench: out of memory\n"), 1;
+    for (size_t i = 0; i < jf->njobs && !rc; i++) {
+        const bench_job *j = &jf->jobs[i];
+        struct section *s = &sec[i];
+        char **v = calloc((size_t)(j->argc + nextra) + 1, sizeof *v);
+        if (!v || !(s->c = calloc(1, sizeof *s->c))) {
+            free(v);
+            fprintf(stderr, "pinio bench: out of memory\n");
+            rc = 1;
+            break;
+        }
+        memcpy(v, j->argv, (size_t)j->argc * sizeof *v);
+        memcpy(v + j->argc, extra, (size_t)nextra * sizeof *v);
+        snprintf(s->where, sizeof s->where, "%s: job '%s'", top->job_file, j->name);
+        pinio_bench_opts_default(&s->c->o);
+        s->c->where = s->where;
+        s->c->job_name = j->name;
+        s->c->group = j->group;
+        rc = parse_args(s->c, j->argc + nextra, v);
+        free(v);
+        if (!rc && (s->c->sweep || s->c->nbs > 1 || s->c->nqd > 1))
+            rc = bench_usage(s->c, "--sweep does not go with a job file");
+        if (!rc)
+            rc = check_opts(s->c, &s->c->o, s->c->o.qd);
+        s->x = s->c->o;
+    }
+    free(extra);
+    return rc == -1 ? 2 : rc; /* --help after a job file is no help */
+}
+
+/* `pinio bench FILE.fio`: each group's sections at once, one thread each
+ * (each a pinio_bench_run() with its own jobs), the groups in order; each
+ * section's result, then the group's aggregate. */
+static int run_jobfile(struct cli *top, int argc, char **argv)
+{
+    if (top->o.path || top->sweep)
+        return bench_usage(top, "a job file names its own files: no %s with it",
+                           top->sweep ? "--sweep" : "--file or PATH");
+    bench_jobfile jf = {0};
+    char err[1024];
+    int e = bench_jobfile_parse(top->job_file, &jf, err, sizeof err);
+    if (e) {
+        /* what the file says is wrong is a usage error; reading it is not */
+        fprintf(stderr, "pinio bench: %s\n", err);
+        return e == -ENOTSUP || e == -EINVAL ? 2 : 1;
+    }
+    for (size_t i = 0; i < jf.nnotes; i++)
+        fprintf(stderr, "pinio bench: note: %s\n", jf.notes[i]);
+    struct section *sec = calloc(jf.njobs, sizeof *sec);
+    int rc = sec ? prepare_sections(top, &jf, sec, argc, argv)
+                 : (fprintf(stderr, "pinio bench: out of memory\n"), 1);
+    FILE *out = stdout;
+    if (!rc && top->output && !(out = fopen(top->output, "w"))) {
+        fprintf(stderr, "pinio bench: --output %s: %s\n", top->output, strerror(errno));
         rc = 1;
     }
+    for (size_t i = 0; i < jf.njobs && !rc; i++)
+        rc = open_log(sec[i].c);
+    if (!rc)
+        cli_stop_install();
+    for (unsigned g = 0; g < jf.ngroups && !rc; g++) {
+        size_t started = 0;
+        for (size_t i = 0; i < jf.njobs; i++) {
+            if (jf.jobs[i].group != g)
+                continue;
+            if ((e = pthread_create(&sec[i].th, NULL, section_main, &sec[i]))) {
+                fprintf(stderr, "pinio bench: %s: thread: %s\n", sec[i].where, strerror(e));
+                rc = 1;
+                break;
+            }
+            started = i + 1;
+        }
+        bool stopped = false;
+        struct group_sum sum = {0};
+        for (size_t i = 0; i < started; i++) {
+            if (jf.jobs[i].group != g)
+                continue;
+            pthread_join(sec[i].th, NULL);
+            struct section *s = &sec[i];
+            if (s->e == -ECANCELED) {
+                stopped = true;
+                if (!s->r.partial)
+                    continue;
+            } else if (s->e) {
+                report_error(s->c, s->e, &s->d, s->x.path);
+                rc = 1;
+                continue;
+            }
+            if (s->c->fmt == FMT_NORMAL)
+                fprintf(out, "[%s] group %u\n", jf.jobs[i].name, g);
+            print_result(out, s->c, &s->x, &s->r);
+            group_add(&sum, &s->r);
+        }
+        if (sum.sections) {
+            print_group(out, top->fmt, g, &sum);
+            if (out == stdout)
+                cli_flush();
+            else
+                fflush(out);
+        }
+        if (stopped) {
+            /* Ctrl-C: the partial results are out; die of the signal */
+            if (out != stdout)
+                fclose(out);
+            for (size_t i = 0; i < jf.njobs; i++)
+                close_log(sec[i].c, true);
+            cli_stop_reraise();
+        }
+    }
+    if (out != stdout && out && fclose(out) && !rc) {
+        fprintf(stderr, "pinio bench: --output %s: %s\n", top->output, strerror(errno));
+        rc = 1;
+    }
+    for (size_t i = 0; sec && i < jf.njobs; i++)
+        if (sec[i].c && close_log(sec[i].c, rc != 0) && !rc)
+            rc = 1;
+    free_sections(sec, jf.njobs);
+    bench_jobfile_free(&jf);
+    return rc;
+}
+
+static int run_bench(int argc, char **argv)
+{
+    struct cli *c = calloc(1, sizeof *c);
+    if (!c)
+        return fprintf(stderr, "pinio bench: out of memory\n"), 1;
+    pinio_bench_opts_default(&c->o);
+    int rc = parse_args(c, argc, argv);
+    if (rc == -1)
+        rc = 0; /* --help */
+    else if (!rc && c->job_file)
+        rc = run_jobfile(c, argc, argv);
+    else if (!rc)
+        rc = run_cells(c);
     if (!rc)
         cli_flush(); /* a failure is reported once, by main.c */
-out:
     free(c);
     return rc;
 }

@@ -235,6 +235,22 @@ typedef struct pinio_bench_opts {
      *  own figures (as pinio_bench_result; features, batch and file fields
      *  as the aggregate's), whenever it fills the aggregate. */
     struct pinio_bench_result *job_results;
+    /** Per job: after every `thinktime_blocks` completed requests (0 = 1),
+     *  the job issues nothing for this many microseconds (fio's thinktime:
+     *  an application that computes between I/Os); 0 = none. Requests in
+     *  flight complete meanwhile. */
+    uint64_t thinktime_us;
+    unsigned thinktime_blocks;
+    /** Random request sizes (fio's bsrange): when bsrange_max is set, each
+     *  request draws a size uniformly from the multiples of the granule
+     *  (blockalign, or 512) in [bsrange_min, bsrange_max], and `bs` is
+     *  ignored; offsets as with bssplit (random ones multiples of the
+     *  granule, implying norandommap). Not with bssplit. */
+    uint64_t bsrange_min, bsrange_max;
+    /** Each job covers the whole [offset, offset + size) instead of its
+     *  1/jobs share (fio's numjobs: jobs are clones); `size` then need only
+     *  be a multiple of bs, and a one-pass run moves jobs x size bytes. */
+    bool jobs_whole;
 } pinio_bench_opts;
 
 /** Fills `*o` with the defaults: read, bs 1 MiB, qd 16, 1 job, direct, fixed, node -1, seed 1. */

@@ -93,9 +93,12 @@ static bool is_rand(pinio_bench_rw rw)
     return rw == PINIO_BENCH_RANDREAD || rw == PINIO_BENCH_RANDWRITE || rw == PINIO_BENCH_RANDRW;
 }
 
-/* The unit sizes are multiples of: bs, or the largest size of bssplit. */
+/* The unit sizes are multiples of: bs, or the largest size of bssplit or
+ * bsrange. */
 static uint64_t unit_bs(const pinio_bench_opts *o)
 {
+    if (o->bsrange_max)
+        return o->bsrange_max;
     uint64_t m = o->nbssplit ? 0 : o->bs;
     for (unsigned i = 0; o->bssplit && i < o->nbssplit; i++)
         m = o->bssplit[i].bs > m ? o->bssplit[i].bs : m;
@@ -120,9 +123,11 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
         BAD("bench: --batch %u: must be between 0 (auto) and 4096", o->batch);
     if (o->jobs < 1 || o->jobs > 256)
         BAD("bench: --jobs %u: must be between 1 and 256", o->jobs);
-    if (o->size % (unit_bs(o) * o->jobs))
-        BAD("bench: --size %llu is not a multiple of bs x jobs (%llu)",
-            (unsigned long long)o->size, (unsigned long long)(unit_bs(o) * o->jobs));
+    /* jobs_whole: every job walks the whole area, which need only hold whole blocks */
+    uint64_t share = o->jobs_whole ? 1 : o->jobs;
+    if (o->size % (unit_bs(o) * share))
+        BAD("bench: --size %llu is not a multiple of bs%s (%llu)", (unsigned long long)o->size,
+            o->jobs_whole ? "" : " x jobs", (unsigned long long)(unit_bs(o) * share));
     /* A run shorter than a millisecond ends before its first completion and
      * would report success with nothing moved (--time 1e-300). */
     if (!(o->time_s == 0.0 || (o->time_s >= 1e-3 && o->time_s <= 1e6)))
@@ -173,13 +178,32 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
         if (o->blockalign % 512 || o->blockalign > MAX_BS)
             BAD("bench: --blockalign %llu: must be a multiple of 512 up to 64 MiB",
                 (unsigned long long)o->blockalign);
+    } else if (o->bsrange_max || o->bsrange_min) {
+        uint64_t g = o->blockalign ? o->blockalign : 512;
+        if (o->blockalign % 512 || o->blockalign > MAX_BS)
+            BAD("bench: --blockalign %llu: must be a multiple of 512 up to 64 MiB",
+                (unsigned long long)o->blockalign);
+        if (!o->bsrange_min || o->bsrange_min > o->bsrange_max || o->bsrange_max > MAX_BS ||
+            o->bsrange_min % g || o->bsrange_max % g)
+            BAD("bench: --bsrange %llu-%llu: want A-B, A <= B, both multiples of %llu (the "
+                "--blockalign or 512) up to 64 MiB", (unsigned long long)o->bsrange_min,
+                (unsigned long long)o->bsrange_max, (unsigned long long)g);
     } else if (o->blockalign) {
-        BAD("bench: --blockalign applies to --bssplit runs (without it, offsets are multiples "
-            "of --bs)");
+        BAD("bench: --blockalign applies to --bssplit and --bsrange runs (without them, "
+            "offsets are multiples of --bs)");
     }
+    if (o->nbssplit && (o->bsrange_max || o->bsrange_min))
+        BAD("bench: --bssplit and --bsrange both set the request sizes: one of them");
+    if (o->thinktime_us > 3600000000ull)
+        BAD("bench: --thinktime %llu us: at most an hour", (unsigned long long)o->thinktime_us);
+    if (o->thinktime_blocks && !o->thinktime_us)
+        BAD("bench: --thinktime-blocks needs --thinktime");
+    if (o->jobs_whole && o->jobs > 1 && o->verify)
+        BAD("bench: --verify with --jobs-share whole: jobs would write the same blocks, and "
+            "no block's last writer is known");
     if ((o->verify || o->verify_only) &&
-        (o->nbssplit || o->norandommap || o->dist != PINIO_BENCH_DIST_UNIFORM))
-        BAD("bench: --verify checks each block once: not with --bssplit, --norandommap or "
+        (o->nbssplit || o->bsrange_max || o->norandommap || o->dist != PINIO_BENCH_DIST_UNIFORM))
+        BAD("bench: --verify checks each block once: not with --bssplit, --bsrange, --norandommap or "
             "--random-distribution");
     if (o->verify && is_mixed(o->rw))
         BAD("bench: --verify applies to write workloads (write, randwrite), not mixed ones");
@@ -543,6 +567,10 @@ typedef struct job {
      * t_rate0 + max(k x ns_per_io, b x ns_per_byte). */
     double ns_per_io, ns_per_byte;
     uint64_t t_rate0;
+    /* Think time: after every think_blocks completions, nothing is issued
+     * before think_until (ns), through the same parking as the rate. */
+    uint64_t think_ns, think_until;
+    unsigned think_blocks, think_count;
     unsigned *idle; /* slots waiting for their issue time */
     unsigned nidle;
     uint64_t ramp_end; /* ns; 0 once the ramp is over (or without one) */
@@ -754,7 +782,11 @@ static void fancy_next(job *j, slot *sl)
 {
     const pinio_bench_opts *o = j->o;
     uint64_t len = o->bs;
-    if (o->nbssplit) {
+    if (o->bsrange_max) {
+        uint64_t g = o->blockalign ? o->blockalign : 512;
+        len = o->bsrange_min +
+              pinio__rng_below(&j->rng, (o->bsrange_max - o->bsrange_min) / g + 1) * g;
+    } else if (o->nbssplit) {
         uint64_t u = pinio__rng_below(&j->rng, 100);
         unsigned i = 0;
         for (unsigned acc = o->bssplit[0].pct; u >= acc && i + 1 < o->nbssplit;)
@@ -769,7 +801,8 @@ static void fancy_next(job *j, slot *sl)
         j->seq_pos += len;
         return;
     }
-    uint64_t align = o->nbssplit ? j->dist.n ? j->region / j->dist.n : o->bs : o->bs;
+    uint64_t align = o->nbssplit || o->bsrange_max ? j->dist.n ? j->region / j->dist.n : o->bs
+                                                   : o->bs;
     uint64_t off = pinio__dist_next(&j->dist) * align;
     if (off + len > j->region) /* a large request near the end: the last that fits */
         off = (j->region - len) / align * align;
@@ -803,7 +836,8 @@ static inline bool next_io(job *j, slot *sl, uint64_t limit)
 static uint64_t due_ns(const job *j)
 {
     double a = (double)j->issued * j->ns_per_io, b = (double)j->issued_bytes * j->ns_per_byte;
-    return j->t_rate0 + (uint64_t)(a > b ? a : b);
+    uint64_t due = j->t_rate0 + (uint64_t)(a > b ? a : b);
+    return due > j->think_until ? due : j->think_until;
 }
 
 /* The ramp is over: what it measured is dropped, and the clock and the CPU
@@ -1024,7 +1058,7 @@ static int job_pass(job *j, bool check, bool record, uint64_t limit, uint64_t de
     const pinio_bench_opts *o = j->o;
     uint64_t retries = 0;
     unsigned inflight = 0;
-    bool stop = false, rated = j->ns_per_io > 0 || j->ns_per_byte > 0;
+    bool stop = false, rated = j->ns_per_io > 0 || j->ns_per_byte > 0 || j->think_ns > 0;
     uint64_t t = now_ns();
     j->issued = j->issued_bytes = j->seq_pos = 0;
     j->nidle = 0;
@@ -1134,6 +1168,10 @@ static int job_pass(job *j, bool check, bool record, uint64_t limit, uint64_t de
                 }
                 j->verified += sl->len;
             }
+            if (j->think_ns && ++j->think_count >= j->think_blocks) {
+                j->think_count = 0;
+                j->think_until = t + j->think_ns;
+            }
             if (stop || !(limit || t < deadline)) {
                 inflight--;
             } else if (rated && due_ns(j) > t) {
@@ -1191,7 +1229,7 @@ static void *job_main(void *arg)
      * line up in the time series. */
     j->iv_len = (uint64_t)(o->interval_ms ? o->interval_ms : 500) * 1000000ull;
     j->iv_next = g->t0_ns + (uint64_t)(o->ramp_time_s * 1e9) + j->iv_len;
-    j->fancy = o->nbssplit || o->norandommap || o->dist != PINIO_BENCH_DIST_UNIFORM;
+    j->fancy = o->nbssplit || o->bsrange_max || o->norandommap || o->dist != PINIO_BENCH_DIST_UNIFORM;
     j->header = o->verify;
     j->trace = o->trace;
     job_pass(j, o->verify_only, true, limit, deadline);
@@ -1223,6 +1261,7 @@ static void *job_main(void *arg)
         j->header = false;
         j->trace = NULL;
         j->ns_per_io = j->ns_per_byte = 0;
+        j->think_ns = j->think_until = 0;
         job_pass(j, true, false, n * o->bs, 0);
         j->verify_submits = j->submits - before;
         j->submits = before;
@@ -1519,7 +1558,7 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
                    -ENOMEM;
         }
     }
-    uint64_t per_job = size / o->jobs;
+    uint64_t per_job = o->jobs_whole ? size : size / o->jobs;
     for (unsigned i = 0; i < o->jobs; i++) {
         job *j = &jobs[i];
         j->o = o;
@@ -1527,7 +1566,7 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
         j->gate = &gate;
         j->fd = -1;
         atomic_init(&j->live_bytes, 0);
-        j->base = o->offset + per_job * i;
+        j->base = o->offset + (o->jobs_whole ? 0 : per_job * i);
         j->region = per_job;
         j->maxbs = unit_bs(o);
         j->batch = o->batch ? (o->batch < o->qd ? o->batch : o->qd) : is_rand(o->rw) ? 1 : o->qd;
@@ -1550,11 +1589,16 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
         uint64_t align = o->blockalign ? o->blockalign : o->bs;
         for (unsigned k = 0; !o->blockalign && k < o->nbssplit; k++)
             align = k == 0 || o->bssplit[k].bs < align ? o->bssplit[k].bs : align;
+        if (o->bsrange_max && !o->blockalign)
+            align = 512;
         const char *why = "";
-        (void)pinio__dist_init(&j->dist, o, o->nbssplit ? per_job / align : j->nblocks,
+        (void)pinio__dist_init(&j->dist, o, o->nbssplit || o->bsrange_max ? per_job / align
+                                                                           : j->nblocks,
                                o->seed * 0x9e3779b97f4a7c15ull + 2 * i, &why); /* checked */
         j->ns_per_io = o->rate_iops ? 1e9 / (double)o->rate_iops : 0;
         j->ns_per_byte = o->rate_bytes_per_s ? 1e9 / (double)o->rate_bytes_per_s : 0;
+        j->think_ns = o->thinktime_us * 1000;
+        j->think_blocks = o->thinktime_blocks ? o->thinktime_blocks : 1;
     }
     for (unsigned i = 0; i < o->jobs && !rc; i++) {
         job *j = &jobs[i];
@@ -1616,7 +1660,7 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
     gate.t0_ns = now_ns();
     pthread_cond_broadcast(&gate.cv);
     pthread_mutex_unlock(&gate.mu);
-    if (!rc && (o->progress || gate.iv) && watch(o, jobs, started, size, &gate, iv_rows)) {
+    if (!rc && (o->progress || gate.iv) && watch(o, jobs, started, o->jobs_whole ? size * o->jobs : size, &gate, iv_rows)) {
         rc = -ECANCELED;
         pinio_diag_set(diag, rc, "bench: %s: stopped by the progress callback", o->path);
     }

@@ -4,6 +4,7 @@
  * block size split proportions. All seeded, so each run draws the same
  * requests; tolerances are far below what a missing feature would give. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -272,4 +273,96 @@ Test(bench_features, offset_and_io_size)
     for (unsigned k = 0; k < NB; k++)
         cr_assert_eq(t.count[k], k >= 512 && k < 768 ? 2u : 0u, "block %u", k);
     free(t.count);
+}
+
+/* Sizes and per-job offsets, for --bsrange and --jobs-share. */
+struct spread {
+    uint64_t n, min_len, max_len, sum_len, odd; /* odd: a size or offset off the granule */
+    uint64_t lens[129];                          /* by len / 512 */
+    uint64_t job_min[4], job_max[4], job_bytes[4];
+};
+
+static void on_spread(void *ctx, unsigned job, bool write, uint64_t off, uint64_t len)
+{
+    struct spread *s = ctx;
+    (void)write;
+    if (!s->n++ || len < s->min_len)
+        s->min_len = len;
+    s->max_len = len > s->max_len ? len : s->max_len;
+    s->sum_len += len;
+    s->odd += len % 4096 != 0 || off % 4096 != 0;
+    if (len / 512 < 129)
+        s->lens[len / 512]++;
+    if (job < 4) {
+        if (!s->job_bytes[job] || off < s->job_min[job])
+            s->job_min[job] = off;
+        if (off + len > s->job_max[job])
+            s->job_max[job] = off + len;
+        s->job_bytes[job] += len;
+    }
+}
+
+Test(bench_features, bsrange_sizes_within_and_spread)
+{
+    struct spread s = {0};
+    pinio_bench_opts o;
+    base_opts(&o, NULL);
+    o.trace = on_spread;
+    o.trace_ctx = &s;
+    o.rw = PINIO_BENCH_RANDREAD;
+    o.bsrange_min = 4096;
+    o.bsrange_max = 65536;
+    o.blockalign = 4096;
+    o.loops = 4;
+    pinio_bench_result r;
+    pinio_diag d = {0};
+    cr_assert_eq(pinio_bench_run(&o, &r, &d), 0, "%s", d.msg);
+    cr_assert_eq(r.ios, s.n);
+    cr_assert(s.min_len >= 4096 && s.max_len <= 65536, "sizes %llu..%llu",
+              (unsigned long long)s.min_len, (unsigned long long)s.max_len);
+    cr_assert_eq(s.odd, 0, "%llu requests off the 4 KiB granule", (unsigned long long)s.odd);
+    /* all 16 sizes drawn, evenly: mean 34 KiB */
+    unsigned sizes = 0;
+    for (unsigned k = 0; k < 129; k++)
+        sizes += s.lens[k] > 0;
+    cr_assert_eq(sizes, 16);
+    double mean = (double)s.sum_len / (double)s.n;
+    cr_assert(fabs(mean - 34816) < 34816 * 0.06, "mean size %g of %llu", mean,
+              (unsigned long long)s.n);
+    /* bs and the granule: a bad range is refused before anything runs */
+    o.bsrange_min = 6144;
+    cr_assert_eq(pinio_bench_check(&o, &d), -EINVAL);
+    o.bsrange_min = 65536 * 2;
+    cr_assert_eq(pinio_bench_check(&o, &d), -EINVAL);
+}
+
+Test(bench_features, jobs_share_whole_spans_the_region)
+{
+    struct spread s = {0};
+    pinio_bench_opts o;
+    base_opts(&o, NULL);
+    o.trace = on_spread;
+    o.trace_ctx = &s;
+    o.jobs = 4;
+    o.size = 64 * BS; /* not a multiple of bs x jobs x 16: fine when whole */
+    o.jobs_whole = true;
+    pinio_bench_result r;
+    pinio_diag d = {0};
+    cr_assert_eq(pinio_bench_run(&o, &r, &d), 0, "%s", d.msg);
+    cr_assert_eq(r.bytes, 4 * o.size);
+    for (unsigned j = 0; j < 4; j++) {
+        cr_assert_eq(s.job_min[j], 0, "job %u starts at %llu", j,
+                     (unsigned long long)s.job_min[j]);
+        cr_assert_eq(s.job_max[j], o.size, "job %u ends at %llu", j,
+                     (unsigned long long)s.job_max[j]);
+        cr_assert_eq(s.job_bytes[j], o.size);
+    }
+    /* split (the default): job j its quarter */
+    memset(&s, 0, sizeof s);
+    o.jobs_whole = false;
+    cr_assert_eq(pinio_bench_run(&o, &r, &d), 0, "%s", d.msg);
+    for (unsigned j = 0; j < 4; j++)
+        cr_assert(s.job_min[j] == j * o.size / 4 && s.job_max[j] == (j + 1) * o.size / 4,
+                  "job %u: %llu..%llu", j, (unsigned long long)s.job_min[j],
+                  (unsigned long long)s.job_max[j]);
 }

@@ -90,3 +90,30 @@ Test(bench_timing, rate_bytes_held_per_job)
     double want = 2.0 * (8 << 20);
     cr_assert(fabs(r.bytes_per_s - want) < want * 0.03, "%g B/s for 2 x 8 MiB/s", r.bytes_per_s);
 }
+
+/* --thinktime: qd 1 and 2 ms after each completion caps a job at 500 IOPS
+ * (a tmpfs read takes microseconds, so it lands close below); after every
+ * 4 completions at qd 4, at 2,000. Without the pause the same run does
+ * tens of thousands. */
+Test(bench_timing, thinktime_lowers_iops)
+{
+    pinio_bench_opts o;
+    opts(&o);
+    o.rw = PINIO_BENCH_RANDREAD;
+    o.time_s = 0.5;
+    o.qd = 1;
+    o.thinktime_us = 2000;
+    pinio_bench_result r;
+    pinio_diag d = {0};
+    cr_assert_eq(pinio_bench_run(&o, &r, &d), 0, "%s", d.msg);
+    cr_assert(r.iops <= 500 * 1.02 && r.iops >= 500 * 0.6, "iops %g for 2 ms think", r.iops);
+    o.qd = 4;
+    o.thinktime_blocks = 4;
+    cr_assert_eq(pinio_bench_run(&o, &r, &d), 0, "%s", d.msg);
+    cr_assert(r.iops <= 2000 * 1.02 && r.iops >= 2000 * 0.5, "iops %g for 2 ms think / 4",
+              r.iops);
+    o.thinktime_us = 0;
+    o.thinktime_blocks = 0;
+    cr_assert_eq(pinio_bench_run(&o, &r, &d), 0, "%s", d.msg);
+    cr_assert(r.iops > 5000, "iops %g without think time", r.iops);
+}

@@ -100,6 +100,24 @@ valid 0 bench --file "$B" --size 1M --bs 64k --direct off
 valid 0 bench --file "$B" --size 1M --bs 4k --direct off --jobs 2 --rw randread
 valid 0 bench --file "$DIR/bench2.dat" --size 1M --bs 4k --direct off --rw randrw --percentile-list 50:99.9
 valid 1 bench --file "$DIR/missing.dat" --bs 4k --verify-only --direct off
+# a job file: one object per section (job_name, group), one per group
+# (group_result), each line held to the schema
+printf '[w]\nfilename=%s\nsize=1m\nbs=64k\nrw=write\n[r]\nstonewall\nfilename=%s\nsize=1m\n' \
+    "$DIR/bench3.dat" "$DIR/bench3.dat" >"$DIR/two.fio"
+n=$((n + 1))
+if ! "$PINIO" bench "$DIR/two.fio" --json >"$DIR/jobs.$n" 2>"$DIR/err" ||
+    [ "$(grep -c '"group_result"' "$DIR/jobs.$n")" != 2 ] ||
+    [ "$(grep -c '"job_name"' "$DIR/jobs.$n")" != 2 ]; then
+    echo "FAIL: pinio bench two.fio --json"; cat "$DIR/err" "$DIR/jobs.$n"
+    fails=$((fails + 1))
+fi
+k=0
+while IFS= read -r line; do
+    k=$((k + 1))
+    printf '%s\n' "$line" >"$DIR/out.$n.$k"
+    /usr/bin/python3 "$HERE/json_validate.py" "$SDIR" bench "$DIR/out.$n.$k" ||
+        { echo "FAIL: pinio bench two.fio --json: line $k"; fails=$((fails + 1)); }
+done <"$DIR/jobs.$n"
 
 [ $fails -eq 0 ] && echo "all $n JSON outputs match their schemas"
 exit $((fails != 0))

@@ -109,7 +109,7 @@ Test(jobfile, stonewall_starts_a_group)
     cr_assert_str_eq(line(0), "bench --file /var/tmp/pinio-jobfile-sw --rw write --bs 131072 "
                               "--qd 8 --size 268435456 --direct on --cache cold");
     cr_assert_str_eq(line(1), "bench --file /var/tmp/pinio-jobfile-sw --rw read --bs 131072 "
-                              "--qd 8 --size 268435456 --direct on --cache cold --verify crc32c");
+                              "--qd 8 --size 268435456 --direct on --cache cold --verify=crc32c");
 }
 
 Test(jobfile, global_then_job_override)
@@ -251,7 +251,7 @@ Test(jobfile, mixes_verify_and_logs)
                             "verify_only\nrandseed=7\nwrite_bw_log=mylog\nlog_avg_msec=250\n"),
                  0, "%s", err);
     cr_assert_str_eq(line(0), "bench --file f --rw rw --rwmixread 70 --bs 4096 --qd 1 "
-                              "--direct off --cache cold --verify crc32c --verify-only --seed 7 "
+                              "--direct off --cache cold --verify=crc32c --verify-only --seed 7 "
                               "--log-interval 250 --log-file mylog.1.csv");
     teardown();
     cr_assert_eq(parse_text("[j]\nfilename=f\nrw=write\nverify=md5\n"), -ENOTSUP);

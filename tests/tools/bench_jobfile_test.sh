@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# pinio bench JOB.fio: a two-group job file runs its groups in order (the
+# second group's --verify-only reads what the first group's verify write left,
+# which fails if they overlap), each section's result is printed under its
+# name, each group's aggregate after its sections; an unsupported fio key is
+# exit 2 naming FILE:LINE; a key of the file that pinio bench lacks (several
+# files) is exit 2 naming the section. usage: bench_jobfile_test.sh PINIO JOBS_DIR
+set -u
+pinio=$1 jobs=$2
+dir=$(mktemp -d /var/tmp/pinio-jobcli-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+fail=0
+
+cat >"$dir/two.fio" <<EOT
+; group 0 writes with headers; group 1 checks them and reads another file
+[global]
+size=1m
+bs=64k
+iodepth=4
+direct=0
+randseed=7
+
+[writer]
+filename=$dir/a
+rw=write
+verify=pattern
+
+[checker]
+stonewall
+filename=$dir/a
+rw=read
+verify_only=1
+
+[other]
+filename=$dir/b
+rw=randread
+bs=4k
+EOT
+"$pinio" bench "$dir/two.fio" >"$dir/out" 2>"$dir/err"
+rc=$?
+[ $rc = 0 ] || { echo "FAIL: two.fio exit $rc"; cat "$dir/err"; fail=1; }
+# the order of the headers and group lines is the order things ran and were reported
+got=$(grep -E '^(\[|group )' "$dir/out" | sed 's/:.*//')
+want=$(printf '[writer] group 0\ngroup 0\n[checker] group 1\n[other] group 1\ngroup 1')
+[ "$got" = "$want" ] || { echo "FAIL: two.fio sections/groups:"; echo "$got"; fail=1; }
+grep -q 'verify: 1.00 MiB read back, all blocks match' "$dir/out" ||
+    { echo "FAIL: group 1 did not verify what group 0 wrote"; cat "$dir/out"; fail=1; }
+grep -q '^group 1: 2 jobs, 2.00 MiB' "$dir/out" ||
+    { echo "FAIL: group 1 aggregate"; cat "$dir/out"; fail=1; }
+# notes from the reader (verify=pattern's caveat) go to stderr
+grep -q "two.fio:.*verify=pattern" "$dir/err" || { echo "FAIL: no note on stderr"; cat "$dir/err"; fail=1; }
+
+# --job-file takes any name; terse: section lines, then the group's line
+cp "$dir/two.fio" "$dir/two.job"
+"$pinio" bench --job-file "$dir/two.job" --output-format terse --allow-file-overwrite \
+    >"$dir/out" 2>"$dir/err" || { echo "FAIL: --job-file"; cat "$dir/err"; fail=1; }
+got=$(cut -d';' -f1,4 "$dir/out" | tr '\n' ' ')
+want='pinio-bench;write pinio-bench-group;1 pinio-bench;read pinio-bench;randread pinio-bench-group;2 '
+[ "$got" = "$want" ] || { echo "FAIL: terse lines: $got"; fail=1; }
+
+# an unsupported key: exit 2, FILE:LINE and the key, nothing run
+"$pinio" bench "$jobs/unsupported.fio" >"$dir/out" 2>"$dir/err"
+rc=$?
+[ $rc = 2 ] && grep -q 'unsupported.fio:9: .*cpus_allowed' "$dir/err" && [ ! -s "$dir/out" ] ||
+    { echo "FAIL: unsupported.fio exit $rc"; cat "$dir/err"; fail=1; }
+# a file that does not exist: exit 1
+"$pinio" bench "$dir/none.fio" >/dev/null 2>&1
+[ $? = 1 ] || { echo "FAIL: a missing job file is not exit 1"; fail=1; }
+# --file with a job file: exit 2
+"$pinio" bench "$dir/two.fio" --file "$dir/a" >/dev/null 2>&1
+[ $? = 2 ] || { echo "FAIL: --file with a job file is not exit 2"; fail=1; }
+# a key the reader maps to an option this bench lacks (several files) names the section
+printf '[two]\nfilename=%s/c:%s/d\nsize=1m\n' "$dir" "$dir" >"$dir/tt.fio"
+"$pinio" bench "$dir/tt.fio" >/dev/null 2>"$dir/err"
+rc=$?
+[ $rc = 2 ] && grep -q "tt.fio: job 'two': .*several files" "$dir/err" && [ ! -e "$dir/c" ] ||
+    { echo "FAIL: two files exit $rc"; cat "$dir/err"; fail=1; }
+exit $fail
