@@ -446,6 +446,10 @@ int pinio_plan_execute(pinio_plan *p, const pinio_dest_ops *ops, void *ctx,
         free(s.slots);
         return -ENOMEM;
     }
+    /* No region is registered until register_regions() says so: a ring
+     * that failed to start leaves every slot at -1, and nothing to undo. */
+    for (size_t i = 0; i < o.nregions; i++)
+        s.slots[i] = -1;
     uint64_t total = 0;
     bool any[2] = { false, false };
     for (size_t i = a; i < b; i++) {
@@ -485,7 +489,7 @@ int pinio_plan_execute(pinio_plan *p, const pinio_dest_ops *ops, void *ctx,
         }
     describe(&s, rep);
     for (size_t i = 0; i < o.nregions; i++)
-        if (s.slots[i] >= 0)
+        if (s.slots[i] >= 0 && s.ring[0])
             pinio_ring_unregister_region(s.ring[0], s.slots[i]);
     for (size_t i = 0; i < p->nfiles; i++)
         pinio_ring_file_close(s.rf[i]);

@@ -274,6 +274,29 @@ Test(plan, registered_memory_is_read_by_read_fixed_and_reported, .init = setup_f
     pinio_plan_free(p);
 }
 
+/* A ring that cannot start (a request size the engine refuses) fails the
+ * execute before any region was registered: an error, not a crash in the
+ * cleanup of registrations that never happened. */
+Test(plan, a_ring_that_cannot_start_fails_cleanly_with_regions, .init = setup_file,
+     .fini = teardown)
+{
+    pinio_plan *p = make_plan(NULL);
+    pinio_plan_info pi;
+    pinio_plan_get_info(p, &pi);
+    heap h = heap_for(p);
+    pinio_mem_region reg = { h.mem, (size_t)pi.dest_bytes };
+    pinio_exec_opts eo;
+    pinio_exec_opts_default(&eo);
+    eo.regions = &reg;
+    eo.nregions = 1;
+    eo.request_size = 3;
+    pinio_diag d = { 0 };
+    cr_assert_lt(pinio_plan_execute(p, &heap_ops, &h, &eo, NULL, &d), 0);
+    cr_assert_neq(d.msg[0], 0, "the failure says why");
+    free(h.mem);
+    pinio_plan_free(p);
+}
+
 Test(plan, reads_never_cross_a_segment, .init = setup_file,
      .fini = teardown)
 {
