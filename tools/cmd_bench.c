@@ -63,10 +63,11 @@ static void usage(FILE *out)
             "  --node N         NUMA node for buffers and threads\n"
             "  --cache cold     drop the file's cached pages first\n"
             "checking\n"
-            "  --verify[=pattern]  write runs: blocks carry a header (offset, seed,\n"
-            "                   generation) and a pattern; read back and compare\n"
+            "  --verify[=pattern|crc32c|sha256]  write runs: blocks carry a header\n"
+            "                   (offset, seed, generation) and a pattern (default), or the\n"
+            "                   payload's CRC-32C or SHA-256; read back and compare\n"
             "  --verify-only    read runs: check what a --verify run left, naming a\n"
-            "                   misplaced block's offset\n"
+            "                   misplaced block's offset (with --verify=MODE: that mode)\n"
             "  --seed N         random order and pattern seed (default 1)\n"
             "  --allow-device-overwrite   permit writes to a block device (one in use,\n"
             "                   e.g. mounted, is refused all the same)\n"
@@ -94,8 +95,7 @@ static void usage(FILE *out)
             "is removed, and the command dies of the signal (exit status 130 for Ctrl-C).\n"
             "Latency is reported as fio does: slat (issue to submission), clat (submission\n"
             "to completion), lat (issue to completion).\n"
-            "Not supported yet: trim, several files,\n"
-            "verify=crc32c|sha256.\n");
+            "Not supported yet: trim, several files.\n");
 }
 
 /* A 0|1 value of a flag given as --flag or --flag=0|1 (optional_argument). */
@@ -346,6 +346,8 @@ static void print_json(FILE *out, const pinio_bench_opts *o, const pinio_bench_r
     jw_ku64(&w, "offset_bytes", o->offset);
     jw_kbool(&w, "verify", o->verify);
     jw_kbool(&w, "verify_only", o->verify_only);
+    if (o->verify || o->verify_only)
+        jw_kstr(&w, "verify_mode", pinio_bench_verify_mode_name(o->verify_mode));
     jw_ku64(&w, "batch", r->batch);
     jw_kbool(&w, "partial", r->partial);
     jw_ku64(&w, "interval_ms", o->interval_ms ? o->interval_ms : 500);
@@ -583,6 +585,7 @@ struct cli {
     enum fmt fmt;
     const char *output;
     bool sweep;
+    bool verify_named; /* --verify=MODE: with --verify-only, the mode only */
     bool group_reporting;
     const char *log_file;
     FILE *log;
@@ -686,10 +689,11 @@ static int parse_opt(struct cli *c, int opt, const char *v)
             rc = -EINVAL;
         break;
     case O_VERIFY:
-        /* pattern (the block header + pattern) is the one mode; crc32c and
-         * sha256 are not implemented, and are refused rather than faked */
-        if (v && !strcmp(v, "pattern"))
-            o->verify = true;
+        /* A mode name also says how --verify-only checks (fio's
+         * verify=crc32c with verify_only): parse_args() drops the write
+         * pass then. 0|1 as before. */
+        if (v && !pinio_bench_verify_mode_parse(v, &o->verify_mode))
+            o->verify = true, c->verify_named = true;
         else
             rc = parse_flag(v, &b), o->verify = b;
         break;
@@ -799,6 +803,8 @@ static int parse_args(struct cli *c, int argc, char **argv)
     }
     if (rc)
         return rc;
+    if (c->o.verify_only && c->verify_named)
+        c->o.verify = false;
     if (c->sweep && !c->nbs && !c->nqd)
         return bench_usage(c, "--sweep wants bs=LIST and/or qd=LIST");
     if (!c->nbs)
