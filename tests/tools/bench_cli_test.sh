@@ -221,6 +221,25 @@ done
 "$pinio" bench --file "$dir/v2" --rw randwrite --size 1M --bs 4k --verify >/dev/null 2>&1 && "$pinio" bench --file "$dir/v2" --rw randread --bs 4k --verify-only >"$dir/t" 2>"$dir/err" && grep -q "all blocks match" "$dir/t" || { echo "FAIL: verify-only of an intact file"; cat "$dir/err"; fail=1; }
 rm -f "$dir/v" "$dir/v2"
 
+# --repeat: each cell N times, one JSON row per run with "repeat" k, the
+# second repetition in reverse cell order, rows stamped with the run
+# context scripts/plot reads; the table shows the median and min..max.
+"$pinio" bench --file "$f" --size 4M --sweep bs=4k,8k qd=1 --repeat 3 --time 0.1 --json >"$dir/rj" 2>"$dir/err" || { echo "FAIL: --repeat json"; cat "$dir/err"; fail=1; }
+python3 - "$dir/rj" <<'PY' || { echo "FAIL: --repeat rows"; cat "$dir/rj"; fail=1; }
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 6, len(rows)
+assert [r["repeat"] for r in rows] == [0, 0, 1, 1, 2, 2], rows
+assert [r["bs_bytes"] for r in rows] == [4096, 8192, 8192, 4096, 4096, 8192]
+for r in rows:
+    assert r["kernel"] and r["date"].endswith("Z") and r["fs"] and r["device"], r
+PY
+"$pinio" bench --file "$f" --size 4M --sweep bs=4k,8k qd=1 --repeat 3 --time 0.1 >"$dir/t" 2>"$dir/err" || { echo "FAIL: --repeat table"; cat "$dir/err"; fail=1; }
+grep -q "MB/s min..max" "$dir/t" && [ "$(grep -cE '^read +[48].00 KiB +1 +[0-9.]+ +[0-9.]+\.\.[0-9.]+ ' "$dir/t")" = 2 ] || { echo "FAIL: --repeat table spread"; cat "$dir/t"; fail=1; }
+rm -f "$f"
+bad 2 --file "$f" --repeat 3
+bad 2 --file "$f" --sweep bs=4k --repeat 0
+
 # Ctrl-C during a timed run: the result so far is printed (partial), then
 # the command dies of SIGINT (130). A background job has SIGINT ignored;
 # python restores the default before exec so that the test can send it.
