@@ -4,6 +4,11 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/utsname.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdbool.h>
@@ -63,10 +68,11 @@ static void usage(FILE *out)
             "  --node N         NUMA node for buffers and threads\n"
             "  --cache cold     drop the file's cached pages first\n"
             "checking\n"
-            "  --verify[=pattern]  write runs: blocks carry a header (offset, seed,\n"
-            "                   generation) and a pattern; read back and compare\n"
+            "  --verify[=pattern|crc32c|sha256]  write runs: blocks carry a header\n"
+            "                   (offset, seed, generation) and a pattern (default), or the\n"
+            "                   payload's CRC-32C or SHA-256; read back and compare\n"
             "  --verify-only    read runs: check what a --verify run left, naming a\n"
-            "                   misplaced block's offset\n"
+            "                   misplaced block's offset (with --verify=MODE: that mode)\n"
             "  --seed N         random order and pattern seed (default 1)\n"
             "  --allow-device-overwrite   permit writes to a block device (one in use,\n"
             "                   e.g. mounted, is refused all the same)\n"
@@ -77,6 +83,9 @@ static void usage(FILE *out)
             "  --output FILE    write the results there instead of stdout\n"
             "  --percentile-list P:P:...   latency percentiles to report besides the fixed ones\n"
             "  --sweep bs=4k,64k,1m qd=1,4,16,64   run the grid, print a table\n"
+            "  --repeat N       run each sweep cell N times (1 .. 100), the order reversed\n"
+            "                   every other time; one row per run (\"repeat\": k), the\n"
+            "                   table shows the median MB/s and its min..max\n"
             "  --group-reporting   several jobs: the aggregate only (default: each job too)\n"
             "  --log-interval MS   sampling interval of bw/IOPS samples and of --log-file\n"
             "                   (default 500)\n"
@@ -94,8 +103,7 @@ static void usage(FILE *out)
             "is removed, and the command dies of the signal (exit status 130 for Ctrl-C).\n"
             "Latency is reported as fio does: slat (issue to submission), clat (submission\n"
             "to completion), lat (issue to completion).\n"
-            "Not supported yet: trim, several files,\n"
-            "verify=crc32c|sha256.\n");
+            "Not supported yet: trim, several files.\n");
 }
 
 /* A 0|1 value of a flag given as --flag or --flag=0|1 (optional_argument). */
@@ -316,13 +324,35 @@ static void json_figures(jw *w, const pinio_bench_opts *o, const pinio_bench_res
     jw_ku64(w, "verified_bytes", r->verified_bytes);
 }
 
+/* What a sweep's rows say about where they ran, so that scripts/plot can
+ * stamp a plot with it (its keys: device, fs, kernel, date) and rows of
+ * different machines or days are not mistaken for one run. */
+struct run_ctx {
+    int repeat;       /* the repetition of the cell, or -1: no "repeat" key */
+    char device[64];  /* the target's block device, or the mount's source */
+    char fs[32];      /* its file system type; empty for a block device */
+    char kernel[65];  /* uname -r */
+    char date[32];    /* start of the sweep, UTC, ISO 8601 */
+};
+
 /* The keys are documented in doc/json/bench.md. */
 static void print_json(FILE *out, const pinio_bench_opts *o, const pinio_bench_result *r,
-                       const pinio_bench_result *per_job, const char *job_name, unsigned group)
+                       const pinio_bench_result *per_job, const char *job_name, unsigned group,
+                       const struct run_ctx *ctx)
 {
     jw w;
     jw_init(&w, out);
     jw_begin(&w, "bench");
+    if (ctx) {
+        if (ctx->repeat >= 0)
+            jw_ku64(&w, "repeat", (uint64_t)ctx->repeat);
+        if (ctx->device[0])
+            jw_kstr(&w, "device", ctx->device);
+        if (ctx->fs[0])
+            jw_kstr(&w, "fs", ctx->fs);
+        jw_kstr(&w, "kernel", ctx->kernel);
+        jw_kstr(&w, "date", ctx->date);
+    }
     if (job_name) { /* a job file's section */
         jw_kstr(&w, "job_name", job_name);
         jw_ku64(&w, "group", group);
@@ -346,6 +376,8 @@ static void print_json(FILE *out, const pinio_bench_opts *o, const pinio_bench_r
     jw_ku64(&w, "offset_bytes", o->offset);
     jw_kbool(&w, "verify", o->verify);
     jw_kbool(&w, "verify_only", o->verify_only);
+    if (o->verify || o->verify_only)
+        jw_kstr(&w, "verify_mode", pinio_bench_verify_mode_name(o->verify_mode));
     jw_ku64(&w, "batch", r->batch);
     jw_kbool(&w, "partial", r->partial);
     jw_ku64(&w, "interval_ms", o->interval_ms ? o->interval_ms : 500);
@@ -513,7 +545,7 @@ enum {
     O_FILE = 256, O_RW, O_MIX, O_BS, O_BSSPLIT, O_ALIGN, O_QD, O_JOBS, O_SIZE, O_OFFSET,
     O_IOSIZE, O_LOOPS, O_TIME, O_RAMP, O_DELAY, O_RATE, O_RATEIOPS, O_DIST, O_NOMAP, O_DIRECT,
     O_FIXED, O_REGFILES, O_SQPOLL, O_IOPOLL, O_BATCH, O_NODE, O_CACHE, O_VERIFY, O_VONLY,
-    O_DEVOK, O_FILEOK, O_SEED, O_JSON, O_OUTPUT, O_FORMAT, O_PCT, O_SWEEP, O_GROUP, O_LOGINT,
+    O_DEVOK, O_FILEOK, O_SEED, O_JSON, O_OUTPUT, O_FORMAT, O_PCT, O_SWEEP, O_REPEAT, O_GROUP, O_LOGINT,
     O_LOGFILE, O_JOBFILE, O_THINK, O_THINKBLK, O_BSRANGE, O_SHARE,
 };
 
@@ -558,6 +590,7 @@ static const struct option longopts[] = {
     {"output-format", required_argument, NULL, O_FORMAT},
     {"percentile-list", required_argument, NULL, O_PCT},
     {"sweep", no_argument, NULL, O_SWEEP},
+    {"repeat", required_argument, NULL, O_REPEAT},
     {"group-reporting", no_argument, NULL, O_GROUP},
     {"log-interval", required_argument, NULL, O_LOGINT},
     {"log-file", required_argument, NULL, O_LOGFILE},
@@ -583,6 +616,9 @@ struct cli {
     enum fmt fmt;
     const char *output;
     bool sweep;
+    bool verify_named; /* --verify=MODE: with --verify-only, the mode only */
+    unsigned repeat;   /* --repeat: runs of each sweep cell (0: once, no key) */
+    struct run_ctx ctx; /* a sweep's run context, for its JSON rows */
     bool group_reporting;
     const char *log_file;
     FILE *log;
@@ -686,10 +722,11 @@ static int parse_opt(struct cli *c, int opt, const char *v)
             rc = -EINVAL;
         break;
     case O_VERIFY:
-        /* pattern (the block header + pattern) is the one mode; crc32c and
-         * sha256 are not implemented, and are refused rather than faked */
-        if (v && !strcmp(v, "pattern"))
-            o->verify = true;
+        /* A mode name also says how --verify-only checks (fio's
+         * verify=crc32c with verify_only): parse_args() drops the write
+         * pass then. 0|1 as before. */
+        if (v && !pinio_bench_verify_mode_parse(v, &o->verify_mode))
+            o->verify = true, c->verify_named = true;
         else
             rc = parse_flag(v, &b), o->verify = b;
         break;
@@ -714,6 +751,7 @@ static int parse_opt(struct cli *c, int opt, const char *v)
         o->percentiles = c->pcts;
         break;
     case O_SWEEP: c->sweep = true; break;
+    case O_REPEAT: rc = parse_bounded(v, 100, &c->repeat); rc = rc ? rc : c->repeat ? 0 : -EINVAL; break;
     case O_GROUP: c->group_reporting = true; break;
     case O_LOGINT: rc = parse_bounded(v, 3600000, &o->interval_ms); rc = rc || !o->interval_ms ? -EINVAL : 0; break;
     case O_LOGFILE: c->log_file = v; break;
@@ -799,8 +837,12 @@ static int parse_args(struct cli *c, int argc, char **argv)
     }
     if (rc)
         return rc;
+    if (c->o.verify_only && c->verify_named)
+        c->o.verify = false;
     if (c->sweep && !c->nbs && !c->nqd)
         return bench_usage(c, "--sweep wants bs=LIST and/or qd=LIST");
+    if (c->repeat && !c->sweep)
+        return bench_usage(c, "--repeat repeats the cells of a --sweep");
     if (!c->nbs)
         c->sweep_bs[c->nbs++] = c->o.bs;
     if (!c->nqd)
@@ -843,7 +885,7 @@ static void print_result(FILE *out, const struct cli *c, const pinio_bench_opts 
     /* fio's group_reporting: off, each job beside the aggregate */
     const pinio_bench_result *pj = o->jobs > 1 && !c->group_reporting ? c->per_job : NULL;
     if (c->fmt == FMT_JSON) {
-        print_json(out, o, r, pj, c->job_name, c->group);
+        print_json(out, o, r, pj, c->job_name, c->group, c->sweep ? &c->ctx : NULL);
     } else if (c->fmt == FMT_TERSE) {
         for (unsigned i = 0; pj && i < o->jobs; i++)
             print_terse(out, o, &pj[i], (int)i);
@@ -929,10 +971,126 @@ static void report_error(const struct cli *c, int e, const pinio_diag *d, const 
     fprintf(stderr, "pinio bench: %s%s%s\n", c->where ? c->where : "", c->where ? ": " : "", m);
 }
 
-/* The runs of a plain command line: one, or the --sweep grid. */
+/* The device and file system holding `path` (or, for a file not made yet,
+ * its folder), from /proc/self/mountinfo: the mount whose st_dev it is.
+ * A block device target is the device itself, with no file system. Best
+ * effort: what cannot be found stays empty (the key is left out). */
+static void fill_ctx(struct run_ctx *x, const char *path)
+{
+    struct stat st;
+    struct utsname u;
+    time_t now = time(NULL);
+    struct tm tm;
+    memset(x, 0, sizeof *x);
+    x->repeat = -1;
+    if (!uname(&u))
+        snprintf(x->kernel, sizeof x->kernel, "%s", u.release);
+    if (gmtime_r(&now, &tm))
+        strftime(x->date, sizeof x->date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    if (stat(path, &st)) {
+        char *slash = strrchr(dir, '/');
+        if (slash == dir)
+            slash[1] = 0;
+        else if (slash)
+            *slash = 0;
+        else
+            snprintf(dir, sizeof dir, ".");
+        if (stat(dir, &st))
+            return;
+    }
+    if (S_ISBLK(st.st_mode)) {
+        const char *base = strrchr(path, '/');
+        snprintf(x->device, sizeof x->device, "%s", base ? base + 1 : path);
+        return;
+    }
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    if (!f)
+        return;
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        unsigned maj, min;
+        char fstype[64], source[256];
+        const char *dash = strstr(line, " - ");
+        if (sscanf(line, "%*s %*s %u:%u", &maj, &min) != 2 || !dash ||
+            sscanf(dash + 3, "%63s %255s", fstype, source) != 2)
+            continue;
+        if (makedev(maj, min) != st.st_dev)
+            continue;
+        /* the last match: a later mount over the same device wins, as the
+         * kernel resolves it */
+        const char *dev = strncmp(source, "/dev/", 5) ? source : source + 5;
+        snprintf(x->device, sizeof x->device, "%.63s", dev);
+        snprintf(x->fs, sizeof x->fs, "%.31s", fstype);
+    }
+    fclose(f);
+}
+
+/* The figures of one run a --repeat table keeps. */
+struct cell_run {
+    double mbs, iops, p50, p99, p999, cpu, sub;
+    bool done;
+};
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of the `n` values at v[0], v[stride], ... (sorted in `tmp`). */
+static double median_of(const struct cell_run *v, size_t n, size_t field, double *tmp)
+{
+    for (size_t i = 0; i < n; i++)
+        tmp[i] = *(const double *)((const char *)&v[i] + field);
+    qsort(tmp, n, sizeof *tmp, cmp_double);
+    return n % 2 ? tmp[n / 2] : (tmp[n / 2 - 1] + tmp[n / 2]) / 2;
+}
+
+/* The --repeat table: per cell the median of each figure over its runs,
+ * and the spread of MB/s (min..max), so noise shows beside the value. */
+static void print_repeat_table(FILE *out, const struct cli *c, const struct cell_run *runs,
+                               unsigned reps)
+{
+    double tmp[100];
+    struct cell_run v[100];
+    fprintf(out, "%-6s %9s %5s %10s %21s %10s %9s %9s %9s %9s %8s\n", "rw", "bs", "qd",
+            "MB/s", "MB/s min..max", "IOPS", "p50_us", "p99_us", "p99.9_us", "s/GB", "sub/io");
+    for (unsigned a = 0; a < c->nbs; a++)
+        for (unsigned q = 0; q < c->nqd; q++) {
+            size_t n = 0;
+            double lo = HUGE_VAL, hi = -HUGE_VAL;
+            for (unsigned k = 0; k < reps; k++) {
+                const struct cell_run *r = &runs[((size_t)k * c->nbs + a) * c->nqd + q];
+                if (!r->done)
+                    continue;
+                v[n++] = *r;
+                lo = r->mbs < lo ? r->mbs : lo;
+                hi = r->mbs > hi ? r->mbs : hi;
+            }
+            if (!n)
+                continue;
+            char b[32], spread[48];
+            snprintf(spread, sizeof spread, "%.1f..%.1f", lo, hi);
+#define MED(f) median_of(v, n, offsetof(struct cell_run, f), tmp)
+            fprintf(out, "%-6s %9s %5u %10.1f %21s %10.0f %9.1f %9.1f %9.1f %9.4f %8.3f\n",
+                    pinio_bench_rw_name(c->o.rw), cli_human_bytes(b, sizeof b, c->sweep_bs[a]),
+                    (unsigned)c->sweep_qd[q], MED(mbs), spread, MED(iops), MED(p50), MED(p99),
+                    MED(p999), MED(cpu), MED(sub));
+#undef MED
+        }
+}
+
+/* The runs of a plain command line: one, or the --sweep grid (--repeat
+ * times: the cell order is reversed on every other repetition, so that a
+ * drift over the sweep, a device warming up or a cache filling, falls on
+ * every cell alike instead of on the last ones). */
 static int run_cells(struct cli *c)
 {
     int rc = 0;
+    unsigned reps = c->repeat ? c->repeat : 1;
+    size_t ncells = (size_t)c->nbs * c->nqd;
     /* Check every cell before running any: a bad one must not leave the
      * others half done (or a file created). */
     for (unsigned a = 0; a < c->nbs; a++)
@@ -943,33 +1101,49 @@ static int run_cells(struct cli *c)
             if ((rc = check_opts(c, &x, c->sweep_qd[q])))
                 return rc;
         }
+    struct cell_run *runs = NULL;
+    if (c->repeat && !(runs = calloc(ncells * reps, sizeof *runs))) {
+        fprintf(stderr, "pinio bench: out of memory\n");
+        return 1;
+    }
+    if (c->sweep)
+        fill_ctx(&c->ctx, c->o.path);
     FILE *out = stdout;
     if (c->output && !(out = fopen(c->output, "w"))) {
         fprintf(stderr, "pinio bench: --output %s: %s\n", c->output, strerror(errno));
+        free(runs);
         return 1;
     }
     if (open_log(c)) {
         if (out != stdout)
             fclose(out);
+        free(runs);
         return 1;
     }
     cli_stop_install();
-    if (c->sweep && c->fmt == FMT_NORMAL)
+    /* With --repeat the table comes at the end (medians); rows otherwise. */
+    bool rows = !(c->repeat && c->fmt == FMT_NORMAL);
+    if (c->sweep && c->fmt == FMT_NORMAL && rows)
         fprintf(out, "%-6s %9s %5s %10s %10s %9s %9s %9s %9s %8s\n", "rw", "bs", "qd", "MB/s",
                 "IOPS", "p50_us", "p99_us", "p99.9_us", "s/GB", "sub/io");
-    for (unsigned a = 0; a < c->nbs && !rc; a++)
-        for (unsigned q = 0; q < c->nqd && !rc; q++) {
+    for (unsigned k = 0; k < reps && !rc; k++)
+        for (size_t i = 0; i < ncells && !rc; i++) {
+            size_t cell = k % 2 ? ncells - 1 - i : i;
+            unsigned a = (unsigned)(cell / c->nqd), q = (unsigned)(cell % c->nqd);
             pinio_bench_opts x = c->o;
             x.bs = c->sweep_bs[a];
             x.qd = (unsigned)c->sweep_qd[q];
+            c->ctx.repeat = c->repeat ? (int)k : -1;
             pinio_bench_result r;
             pinio_diag d;
             int e = run_one(c, &x, &r, &d, c->fmt == FMT_NORMAL && isatty(STDERR_FILENO));
             if (e == -ECANCELED) {
                 /* Ctrl-C: what completed is still a result (fio prints it
                  * too); then die of the signal, status 128 + its number. */
-                if (r.partial)
+                if (r.partial && rows)
                     print_result(out, c, &x, &r);
+                if (runs && !rows)
+                    print_repeat_table(out, c, runs, reps);
                 if (out != stdout)
                     fclose(out);
                 close_log(c, true);
@@ -980,8 +1154,20 @@ static int run_cells(struct cli *c)
                 rc = 1;
                 break;
             }
-            print_result(out, c, &x, &r);
+            if (runs)
+                runs[(size_t)k * ncells + cell] = (struct cell_run){
+                    r.bytes_per_s / 1e6, r.iops, (double)r.lat_p50_ns / 1e3,
+                    (double)r.lat_p99_ns / 1e3, (double)r.lat_p999_ns / 1e3, r.cpu_s_per_gb,
+                    r.submits_per_io, true};
+            if (rows)
+                print_result(out, c, &x, &r);
         }
+    if (runs && !rows) {
+        print_repeat_table(out, c, runs, reps);
+        if (out == stdout)
+            cli_flush();
+    }
+    free(runs);
     if (out != stdout && fclose(out) && !rc) {
         fprintf(stderr, "pinio bench: --output %s: %s\n", c->output, strerror(errno));
         rc = 1;
@@ -1125,7 +1311,7 @@ static int prepare_sections(const struct cli *top, const bench_jobfile *jf, stru
         s->c->group = j->group;
         rc = parse_args(s->c, j->argc + nextra, v);
         free(v);
-        if (!rc && (s->c->sweep || s->c->nbs > 1 || s->c->nqd > 1))
+        if (!rc && (s->c->sweep || s->c->repeat || s->c->nbs > 1 || s->c->nqd > 1))
             rc = bench_usage(s->c, "--sweep does not go with a job file");
         if (!rc)
             rc = check_opts(s->c, &s->c->o, s->c->o.qd);

@@ -118,6 +118,21 @@ typedef struct pinio_bench_interval {
  *  caller writes the log. */
 typedef int (*pinio_bench_interval_fn)(void *ctx, const pinio_bench_interval *iv);
 
+/** How verify blocks are checked (pinio_bench_opts::verify_mode). Every
+ *  mode puts a header in front of each block (magic, offset, seed,
+ *  generation), so that a block found at the wrong place names the offset it
+ *  was written for; they differ in how the rest, the payload, is checked. */
+typedef enum pinio_bench_verify_mode {
+    /** The payload is a pattern derived from (offset, seed): a differing
+     *  byte is named with its own offset. 32-byte header. */
+    PINIO_BENCH_VERIFY_PATTERN = 0,
+    /** CRC-32C (Castagnoli) of the payload, stored in the header (40
+     *  bytes): a corrupted block is named, not the byte within it. */
+    PINIO_BENCH_VERIFY_CRC32C,
+    /** SHA-256 of the payload, stored in the header (64 bytes). */
+    PINIO_BENCH_VERIFY_SHA256,
+} pinio_bench_verify_mode;
+
 struct pinio_bench_result;
 
 /** Most percentiles a run reports besides the fixed ones (percentiles). */
@@ -251,6 +266,11 @@ typedef struct pinio_bench_opts {
      *  1/jobs share (fio's numjobs: jobs are clones); `size` then need only
      *  be a multiple of bs, and a one-pass run moves jobs x size bytes. */
     bool jobs_whole;
+    /** How verify and verify_only check a block (default the pattern). A
+     *  verify_only run must name the mode the file was written with: a
+     *  block written in another mode is reported as such. Set only with
+     *  verify or verify_only. */
+    pinio_bench_verify_mode verify_mode;
 } pinio_bench_opts;
 
 /** Fills `*o` with the defaults: read, bs 1 MiB, qd 16, 1 job, direct, fixed, node -1, seed 1. */
@@ -274,6 +294,12 @@ PINIO_API const char *pinio_bench_rw_name(pinio_bench_rw rw);
 
 /** Parses a workload name. @return 0 and `*out`, or -EINVAL. */
 PINIO_API int pinio_bench_rw_parse(const char *name, pinio_bench_rw *out);
+
+/** Name of a verify mode ("pattern", "crc32c", "sha256"). */
+PINIO_API const char *pinio_bench_verify_mode_name(pinio_bench_verify_mode m);
+
+/** Parses a verify mode name. @return 0 and `*out`, or -EINVAL. */
+PINIO_API int pinio_bench_verify_mode_parse(const char *name, pinio_bench_verify_mode *out);
 
 /** A latency distribution, nanoseconds. Which latency depends on where it
  *  is found: `lat` (issue to completion), `slat` or `clat`. */

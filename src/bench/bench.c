@@ -76,6 +76,24 @@ int pinio_bench_rw_parse(const char *name, pinio_bench_rw *out)
     return -EINVAL;
 }
 
+static const char *const verify_names[] = {"pattern", "crc32c", "sha256"};
+#define NVERIFY (sizeof verify_names / sizeof verify_names[0])
+
+const char *pinio_bench_verify_mode_name(pinio_bench_verify_mode m)
+{
+    return (unsigned)m < NVERIFY ? verify_names[m] : "unknown";
+}
+
+int pinio_bench_verify_mode_parse(const char *name, pinio_bench_verify_mode *out)
+{
+    for (unsigned i = 0; name && i < NVERIFY; i++)
+        if (!strcmp(name, verify_names[i])) {
+            *out = (pinio_bench_verify_mode)i;
+            return 0;
+        }
+    return -EINVAL;
+}
+
 /* The workload writes (all or some of its requests). */
 static bool is_write(pinio_bench_rw rw)
 {
@@ -207,6 +225,11 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
             "--random-distribution");
     if (o->verify && is_mixed(o->rw))
         BAD("bench: --verify applies to write workloads (write, randwrite), not mixed ones");
+    if ((unsigned)o->verify_mode >= NVERIFY)
+        BAD("bench: verify mode %d: pattern, crc32c or sha256", (int)o->verify_mode);
+    if (o->verify_mode != PINIO_BENCH_VERIFY_PATTERN && !o->verify && !o->verify_only)
+        BAD("bench: a verify mode (%s) needs --verify or --verify-only",
+            pinio_bench_verify_mode_name(o->verify_mode));
     if (o->verify_only && (is_write(o->rw) || o->verify))
         BAD("bench: --verify-only checks what is there: a read workload (read, randread), "
             "without --verify");
@@ -742,7 +765,8 @@ static void job_prep(job *j, unsigned s, uint64_t t)
     /* The whole block at its first submission only: a resubmitted rest
      * still holds it. */
     if (sl->wr && j->header && !sl->done)
-        pinio__bench_block_fill(buf, sl->len, sl->off, j->o->seed, sl->idx / j->nblocks);
+        pinio__bench_block_fill(buf, sl->len, sl->off, j->o->seed, sl->idx / j->nblocks,
+                                (int)j->o->verify_mode);
     buf += sl->done;
     unsigned len = sl->len - sl->done;
     uint64_t off = sl->off + sl->done;
@@ -992,6 +1016,18 @@ static void verify_fail(job *j, const slot *sl, const pinio__block_found *f, boo
                        "bench: %s: verify: the block at offset %llu was written with seed %llu, "
                        "not %llu", o->path, at, (unsigned long long)f->seed,
                        (unsigned long long)o->seed);
+    else if (f->has_header && f->mode != (int)o->verify_mode)
+        pinio_diag_set(&j->diag, -EBADMSG,
+                       "bench: %s: verify: the block at offset %llu was written with --verify=%s, "
+                       "not %s", o->path, at,
+                       pinio_bench_verify_mode_name((pinio_bench_verify_mode)f->mode),
+                       pinio_bench_verify_mode_name(o->verify_mode));
+    else if (f->sum_bad)
+        pinio_diag_set(&j->diag, -EBADMSG,
+                       "bench: %s: verify: the block at offset %llu fails its %s checksum "
+                       "(first differing byte at offset %llu)", o->path, at,
+                       pinio_bench_verify_mode_name(o->verify_mode),
+                       (unsigned long long)(sl->off + (uint64_t)f->bad_at));
     else if (f->bad_at < 0 && gen_known)
         pinio_diag_set(&j->diag, -EBADMSG,
                        "bench: %s: verify: the block at offset %llu is stale: generation %llu, "
@@ -1160,7 +1196,8 @@ static int job_pass(job *j, bool check, bool record, uint64_t limit, uint64_t de
                  * this block is known: an older one is a lost write. */
                 bool gen_known = !o->verify_only;
                 uint64_t gen = gen_known ? (j->wr_issued - 1 - sl->idx) / j->nblocks : 0;
-                bool bad = pinio__bench_block_check(buf, sl->len, sl->off, o->seed, &f) != 0 ||
+                bool bad = pinio__bench_block_check(buf, sl->len, sl->off, o->seed,
+                                                    (int)o->verify_mode, &f) != 0 ||
                            (gen_known && f.has_header && f.gen != gen);
                 if (bad && !j->err) {
                     verify_fail(j, sl, &f, gen_known, gen);

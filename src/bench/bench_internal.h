@@ -46,21 +46,37 @@ void pinio__bench_pattern_fill(void *buf, size_t len, uint64_t off, uint64_t see
 /* Offset within buf of the first word that differs, or -1. */
 long pinio__bench_pattern_check(const void *buf, size_t len, uint64_t off, uint64_t seed);
 
-/* Verify blocks: the pattern above with a 32-byte header in front (magic,
- * offset, seed, generation), so that a block found at the wrong place names
- * the offset it was written for. Blocks shorter than the header are pattern
- * only. */
+/* Verify blocks: the pattern above with a header in front (magic, offset,
+ * seed, generation), so that a block found at the wrong place names the
+ * offset it was written for. `mode` is a pinio_bench_verify_mode: PATTERN's
+ * header is 32 bytes and the payload is checked word by word; CRC32C adds
+ * the payload's CRC-32C (40 bytes), SHA256 its digest (64 bytes), and the
+ * payload is checked by its sum alone (a mismatch is then located in the
+ * pattern, which bench always writes, to name the byte). Each mode has its
+ * own magic, so a block written in another mode is named as such. Blocks
+ * shorter than the header are pattern only. */
 #define PINIO__BLOCK_HDR 32
+/* The header's length in mode `mode`. */
+size_t pinio__bench_block_hdr(int mode);
 typedef struct pinio__block_found {
-    bool has_header; /* the block starts with a bench header */
+    bool has_header; /* the block starts with a bench header (of any mode) */
+    int mode;        /* the header's mode (has_header) */
     uint64_t off, seed, gen; /* what the header says (has_header) */
+    bool sum_bad;    /* the stored checksum does not match the payload */
     long bad_at;     /* offset within the block of the first byte that differs, or -1 */
 } pinio__block_found;
-void pinio__bench_block_fill(void *buf, size_t len, uint64_t off, uint64_t seed, uint64_t gen);
-/* 0 when the block is the one written for (off, seed), any generation;
- * -1 otherwise, with `found` saying what is there. */
-int pinio__bench_block_check(const void *buf, size_t len, uint64_t off, uint64_t seed,
+void pinio__bench_block_fill(void *buf, size_t len, uint64_t off, uint64_t seed, uint64_t gen,
+                             int mode);
+/* 0 when the block is the one written for (off, seed) in `mode`, any
+ * generation; -1 otherwise, with `found` saying what is there. */
+int pinio__bench_block_check(const void *buf, size_t len, uint64_t off, uint64_t seed, int mode,
                              pinio__block_found *found);
+
+/* CRC-32C (Castagnoli) of buf, continuing from `crc` (0 to start):
+ * pinio__crc32c(0, "123456789", 9) == 0xE3069283. */
+uint32_t pinio__crc32c(uint32_t crc, const void *buf, size_t len);
+/* SHA-256 of buf. Returns 0, or -ENOMEM. */
+int pinio__sha256(const void *buf, size_t len, uint8_t out[32]);
 
 /* Random offsets other than the default permutation (src/bench/dist.c): a
  * sampler of block indices in [0, n) with the distribution of the options,

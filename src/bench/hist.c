@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "bench_internal.h"
+#include "pinio/bench.h"
 
 void pinio__hist_reset(pinio__hist *h)
 {
@@ -115,30 +116,72 @@ double pinio__hist_stdev(const pinio__hist *h)
     return var > 0 ? sqrt(var) : 0; /* rounding can make a constant series slightly negative */
 }
 
-/* The block header: the pattern's first 32 bytes replaced by what names the
+/* The block header: the pattern's first bytes replaced by what names the
  * block, so that a block found at the wrong place says where it belongs
- * instead of only "differs". */
-#define BLOCK_MAGIC 0x31425649494e4950ull /* "PINIIVB1" little-endian */
+ * instead of only "differs". One magic per mode ("PINIIVB1", "PINIIVC1",
+ * "PINIIVS1" little-endian): a verify-only run in the wrong mode says so
+ * instead of reporting every block corrupt. */
+static const uint64_t block_magic[3] = {
+    0x31425649494e4950ull, 0x31435649494e4950ull, 0x31535649494e4950ull,
+};
 
-void pinio__bench_block_fill(void *buf, size_t len, uint64_t off, uint64_t seed, uint64_t gen)
+size_t pinio__bench_block_hdr(int mode)
+{
+    return mode == PINIO_BENCH_VERIFY_SHA256   ? 64
+           : mode == PINIO_BENCH_VERIFY_CRC32C ? 40
+                                               : PINIO__BLOCK_HDR;
+}
+
+/* The payload's sum in mode `mode` into sum[32] (zero-padded); false when
+ * SHA-256 could not run. */
+static bool payload_sum(const uint8_t *p, size_t n, int mode, uint8_t sum[32])
+{
+    memset(sum, 0, 32);
+    if (mode == PINIO_BENCH_VERIFY_CRC32C) {
+        uint32_t c = pinio__crc32c(0, p, n);
+        memcpy(sum, &c, sizeof c);
+        return true;
+    }
+    return pinio__sha256(p, n, sum) == 0;
+}
+
+void pinio__bench_block_fill(void *buf, size_t len, uint64_t off, uint64_t seed, uint64_t gen,
+                             int mode)
 {
     pinio__bench_pattern_fill(buf, len, off, seed);
-    if (len < PINIO__BLOCK_HDR)
+    size_t h = pinio__bench_block_hdr(mode);
+    if (len < h)
         return;
     uint64_t *w = buf;
-    w[0] = BLOCK_MAGIC;
+    w[0] = block_magic[mode];
     w[1] = off;
     w[2] = seed;
     w[3] = gen;
+    if (mode != PINIO_BENCH_VERIFY_PATTERN) {
+        uint8_t sum[32];
+        /* A failed SHA-256 (no memory) leaves a zero digest: the read-back
+         * then reports the block, never a silent pass. */
+        payload_sum((uint8_t *)buf + h, len - h, mode, sum);
+        memcpy((uint8_t *)buf + 32, sum, h - 32);
+    }
 }
 
-int pinio__bench_block_check(const void *buf, size_t len, uint64_t off, uint64_t seed,
+int pinio__bench_block_check(const void *buf, size_t len, uint64_t off, uint64_t seed, int mode,
                              pinio__block_found *found)
 {
     const uint64_t *w = buf;
+    size_t h = pinio__bench_block_hdr(mode);
     memset(found, 0, sizeof *found);
     found->bad_at = -1;
-    if (len >= PINIO__BLOCK_HDR && w[0] == BLOCK_MAGIC) {
+    found->mode = -1;
+    if (len >= PINIO__BLOCK_HDR) {
+        for (int m = 0; m < 3; m++)
+            if (w[0] == block_magic[m])
+                found->mode = m;
+        if (found->mode < 0) {
+            found->bad_at = 0;
+            return -1;
+        }
         found->has_header = true;
         found->off = w[1];
         found->seed = w[2];
@@ -147,14 +190,25 @@ int pinio__bench_block_check(const void *buf, size_t len, uint64_t off, uint64_t
             found->bad_at = 8;
             return -1;
         }
-    } else if (len >= PINIO__BLOCK_HDR) {
-        found->bad_at = 0;
-        return -1;
+        if (found->mode != mode) {
+            found->bad_at = 0;
+            return -1;
+        }
     }
-    size_t h = len >= PINIO__BLOCK_HDR ? PINIO__BLOCK_HDR : 0;
+    if (len < h)
+        h = 0; /* pattern only */
+    else if (mode != PINIO_BENCH_VERIFY_PATTERN) {
+        uint8_t sum[32];
+        bool ok = payload_sum((const uint8_t *)buf + h, len - h, mode, sum) &&
+                  !memcmp(sum, (const uint8_t *)buf + 32, h - 32);
+        if (ok)
+            return 0;
+        found->sum_bad = true;
+    }
     long bad = pinio__bench_pattern_check((const uint8_t *)buf + h, len - h, off + h, seed);
-    if (bad < 0)
+    if (bad < 0 && !found->sum_bad)
         return 0;
-    found->bad_at = (long)h + bad;
+    /* sum_bad with an intact payload: the stored sum itself was hit. */
+    found->bad_at = bad < 0 ? 32 : (long)h + bad;
     return -1;
 }

@@ -780,3 +780,44 @@ Test(verify, io_error_and_retries)
     unlink(p);
     free(p);
 }
+
+/* CRC-32C's check value (RFC 3720 appendix B.4 and every CRC catalogue):
+ * a wrong polynomial, reflection or final xor each change it. Fed in two
+ * pieces, it must continue from the first. */
+Test(verify, crc32c_vector)
+{
+    cr_assert_eq(pinio__crc32c(0, "123456789", 9), 0xE3069283u);
+    cr_assert_eq(pinio__crc32c(pinio__crc32c(0, "1234", 4), "56789", 5), 0xE3069283u);
+    cr_assert_eq(pinio__crc32c(0, "", 0), 0u);
+}
+
+/* Each verify mode: an intact block passes; a flipped payload byte is
+ * caught and located; a block written for another offset names it; a block
+ * of another mode is recognised as a bench block of that mode. */
+Test(verify, block_modes_catch_flip_and_misplace)
+{
+    static uint64_t w[4096 / 8], v[4096 / 8];
+    uint8_t *b = (uint8_t *)w;
+    pinio__block_found f;
+    for (int m = 0; m < 3; m++) {
+        pinio__bench_block_fill(w, sizeof w, 8192, 5, 2, m);
+        cr_assert_eq(pinio__bench_block_check(w, sizeof w, 8192, 5, m, &f), 0, "mode %d", m);
+        cr_assert_eq(f.gen, 2);
+        b[1000] ^= 0x10;
+        cr_assert_eq(pinio__bench_block_check(w, sizeof w, 8192, 5, m, &f), -1);
+        cr_assert_eq(f.bad_at, 1000, "mode %d: bad_at %ld", m, f.bad_at);
+        cr_assert_eq(f.sum_bad, m != 0);
+        b[1000] ^= 0x10;
+        pinio__bench_block_fill(v, sizeof v, 4096, 5, 0, m);
+        cr_assert_eq(pinio__bench_block_check(v, sizeof v, 8192, 5, m, &f), -1);
+        cr_assert(f.has_header);
+        cr_assert_eq(f.off, 4096);
+        cr_assert_eq(pinio__bench_block_check(w, sizeof w, 8192, 5, (m + 1) % 3, &f), -1);
+        cr_assert_eq(f.mode, m);
+    }
+    /* The stored checksum itself hit (payload intact): still a failure. */
+    pinio__bench_block_fill(w, sizeof w, 0, 1, 0, PINIO_BENCH_VERIFY_SHA256);
+    b[40] ^= 1;
+    cr_assert_eq(pinio__bench_block_check(w, sizeof w, 0, 1, PINIO_BENCH_VERIFY_SHA256, &f), -1);
+    cr_assert(f.sum_bad);
+}

@@ -45,6 +45,8 @@ bad 2 --file "$f" --rw read --random-distribution zipf:1.2
 bad 2 --file "$f" --ramp-time 1
 bad 2 --file "$f" --output-format xml
 bad 2 --file "$f" --verify=sha256
+bad 2 --file "$f" --rw write --verify=md5
+bad 2 --file "$f" --rw write --verify=crc32c --verify-only
 bad 2 --file "$f" --rw write --verify-only
 bad 2 --file "$f" --percentile-list 50:101
 bad 2 --file "$f" --batch 5000
@@ -182,20 +184,61 @@ python3 -m json.tool "$dir/o.json" >/dev/null || { echo "FAIL: --output not JSON
 # against the write pass's I/Os, doubling submits_per_io).
 "$pinio" bench --file "$dir/v" --rw write --size 4M --bs 4k --qd 4 --verify --json >"$dir/vj" 2>"$dir/err" || { echo "FAIL: verify json"; cat "$dir/err"; fail=1; }
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["ios"]==1024 and j["submits_per_io"] <= 1.01 and j["verify_submits"] >= 256, j' "$dir/vj" || fail=1
-# A misplaced block: swap blocks 3 and 7 on disk; --verify-only names the
-# offset where block 7's header was found.
-python3 - "$dir/v" <<'PY'
+# Each verify mode: a misplaced block (blocks 3 and 7 swapped on disk) is
+# named by the offset its header was written for, and a flipped payload
+# byte (block 5, byte 1000) by its own offset, by --verify-only in the mode
+# the file was written with; a run in another mode says which mode it found.
+for m in pattern crc32c sha256; do
+    rm -f "$dir/v"
+    "$pinio" bench --file "$dir/v" --rw randwrite --size 1M --bs 4k --qd 4 --verify=$m --json >"$dir/vj" 2>"$dir/err" || { echo "FAIL: --verify=$m write"; cat "$dir/err"; fail=1; continue; }
+    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["verify_mode"]==sys.argv[2] and j["verified_bytes"]==1<<20, j' "$dir/vj" $m || { echo "FAIL: --verify=$m json"; fail=1; }
+    "$pinio" bench --file "$dir/v" --bs 4k --verify-only --verify=$m >"$dir/t" 2>"$dir/err" && grep -q "all blocks match" "$dir/t" || { echo "FAIL: --verify-only=$m of an intact file"; cat "$dir/err"; fail=1; }
+    other=$([ $m = sha256 ] && echo crc32c || echo sha256)
+    "$pinio" bench --file "$dir/v" --bs 4k --qd 1 --verify-only --verify=$other >"$dir/t" 2>"$dir/err"
+    grep -q "offset 0 was written with --verify=$m, not $other" "$dir/err" || { echo "FAIL: $m file checked as $other"; cat "$dir/err"; fail=1; }
+    python3 - "$dir/v" <<'PY2'
 import sys
 p, bs = sys.argv[1], 4096
 with open(p, "r+b") as f:
     f.seek(3 * bs); a = f.read(bs); f.seek(7 * bs); b = f.read(bs)
     f.seek(3 * bs); f.write(b); f.seek(7 * bs); f.write(a)
-PY
-"$pinio" bench --file "$dir/v" --bs 4k --qd 1 --verify-only >"$dir/t" 2>"$dir/err"; rc=$?
-[ $rc = 1 ] && grep -q "offset 12288 holds the block written for offset 28672" "$dir/err" || { echo "FAIL: verify-only of a swapped block -> rc $rc"; cat "$dir/err"; fail=1; }
+PY2
+    "$pinio" bench --file "$dir/v" --bs 4k --qd 1 --verify-only --verify=$m >"$dir/t" 2>"$dir/err"; rc=$?
+    [ $rc = 1 ] && grep -q "offset 12288 holds the block written for offset 28672" "$dir/err" || { echo "FAIL: --verify=$m: verify-only of a swapped block -> rc $rc"; cat "$dir/err"; fail=1; }
+    python3 - "$dir/v" <<'PY2'
+import sys
+p, bs = sys.argv[1], 4096
+with open(p, "r+b") as f:
+    f.seek(3 * bs); a = f.read(bs); f.seek(7 * bs); b = f.read(bs)
+    f.seek(3 * bs); f.write(b); f.seek(7 * bs); f.write(a)
+    f.seek(5 * bs + 1000); c = f.read(1); f.seek(5 * bs + 1000); f.write(bytes([c[0] ^ 0x10]))
+PY2
+    "$pinio" bench --file "$dir/v" --bs 4k --qd 1 --verify-only --verify=$m >"$dir/t" 2>"$dir/err"; rc=$?
+    [ $rc = 1 ] && grep -q "offset 20480 .*byte.* 21480)" "$dir/err" || { echo "FAIL: --verify=$m: a flipped byte -> rc $rc"; cat "$dir/err"; fail=1; }
+    [ $m = pattern ] || grep -q "fails its $m checksum" "$dir/err" || { echo "FAIL: --verify=$m: not the checksum"; cat "$dir/err"; fail=1; }
+done
 # Before the swap was made, a verify-only pass of an intact file passes.
 "$pinio" bench --file "$dir/v2" --rw randwrite --size 1M --bs 4k --verify >/dev/null 2>&1 && "$pinio" bench --file "$dir/v2" --rw randread --bs 4k --verify-only >"$dir/t" 2>"$dir/err" && grep -q "all blocks match" "$dir/t" || { echo "FAIL: verify-only of an intact file"; cat "$dir/err"; fail=1; }
 rm -f "$dir/v" "$dir/v2"
+
+# --repeat: each cell N times, one JSON row per run with "repeat" k, the
+# second repetition in reverse cell order, rows stamped with the run
+# context scripts/plot reads; the table shows the median and min..max.
+"$pinio" bench --file "$f" --size 4M --sweep bs=4k,8k qd=1 --repeat 3 --time 0.1 --json >"$dir/rj" 2>"$dir/err" || { echo "FAIL: --repeat json"; cat "$dir/err"; fail=1; }
+python3 - "$dir/rj" <<'PY' || { echo "FAIL: --repeat rows"; cat "$dir/rj"; fail=1; }
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 6, len(rows)
+assert [r["repeat"] for r in rows] == [0, 0, 1, 1, 2, 2], rows
+assert [r["bs_bytes"] for r in rows] == [4096, 8192, 8192, 4096, 4096, 8192]
+for r in rows:
+    assert r["kernel"] and r["date"].endswith("Z") and r["fs"] and r["device"], r
+PY
+"$pinio" bench --file "$f" --size 4M --sweep bs=4k,8k qd=1 --repeat 3 --time 0.1 >"$dir/t" 2>"$dir/err" || { echo "FAIL: --repeat table"; cat "$dir/err"; fail=1; }
+grep -q "MB/s min..max" "$dir/t" && [ "$(grep -cE '^read +[48].00 KiB +1 +[0-9.]+ +[0-9.]+\.\.[0-9.]+ ' "$dir/t")" = 2 ] || { echo "FAIL: --repeat table spread"; cat "$dir/t"; fail=1; }
+rm -f "$f"
+bad 2 --file "$f" --repeat 3
+bad 2 --file "$f" --sweep bs=4k --repeat 0
 
 # Ctrl-C during a timed run: the result so far is printed (partial), then
 # the command dies of SIGINT (130). A background job has SIGINT ignored;
