@@ -21,6 +21,7 @@
 #include "bench_jobfile.h"
 #include "cli.h"
 #include "jw.h"
+#include "progress.h"
 #include "stop.h"
 #include "util.h"
 
@@ -428,30 +429,13 @@ static void print_terse(FILE *out, const pinio_bench_opts *o, const pinio_bench_
             r->clat.mean_ns, (unsigned long long)r->clat.p99_ns);
 }
 
-/* A status line on a terminal, about once a second: a 60 s run is not
- * silent. Cleared before the results are printed. */
-struct status {
-    double time_s;
-    bool tty;
-    bool shown;
-};
-
-/* Always installed: it is also how SIGINT/SIGTERM stop a run (stop.h). */
+/* Always installed: it is also how SIGINT/SIGTERM stop a run (stop.h).
+ * ctx: the progress line (drawn about once a second, as the library calls). */
 static int on_progress(void *ctx, const pinio_progress *p)
 {
-    struct status *st = ctx;
     if (cli_stop_requested())
         return 1;
-    if (!st->tty)
-        return 0;
-    uint64_t bytes = p->done_bytes;
-    double seconds = p->elapsed_s;
-    char b[32], of[32] = "";
-    if (st->time_s > 0)
-        snprintf(of, sizeof of, " of %g s", st->time_s);
-    fprintf(stderr, "\r  %6.1f s%s  %10s  %9.1f MB/s   ", seconds, of,
-            cli_human_bytes(b, sizeof b, bytes), seconds > 0 ? (double)bytes / seconds / 1e6 : 0.0);
-    st->shown = true;
+    cli_progress_update(ctx, p);
     return 0;
 }
 
@@ -944,9 +928,10 @@ static int close_log(struct cli *c, bool quiet)
 static int run_one(struct cli *c, pinio_bench_opts *x, pinio_bench_result *r, pinio_diag *d,
                    bool tty)
 {
-    struct status st = {.time_s = x->time_s, .tty = tty};
+    cli_progress pg;
+    cli_progress_start(&pg, "bench", 0, !tty);
     x->progress = on_progress;
-    x->progress_ctx = &st;
+    x->progress_ctx = &pg;
     x->job_results = c->per_job;
     if (c->log) {
         x->interval_fn = on_interval;
@@ -954,9 +939,8 @@ static int run_one(struct cli *c, pinio_bench_opts *x, pinio_bench_result *r, pi
     }
     memset(d, 0, sizeof *d);
     int e = pinio_bench_run(x, r, d);
-    x->progress_ctx = NULL; /* &st dies here */
-    if (st.shown)
-        fprintf(stderr, "\r%*s\r", 64, "");
+    x->progress_ctx = NULL; /* &pg dies here */
+    cli_progress_end(&pg);
     return e;
 }
 

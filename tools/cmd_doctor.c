@@ -695,10 +695,7 @@ static void json(const struct facts *f)
     j_gpus(&w, &f->gpu[1]);
     jw_obj_end(&w);
     jw_obj_end(&w);
-    /* cli_flush() first: it keeps the errno of a failed write for main,
-     * which reports it once; jw_finish() alone would lose it. */
-    cli_flush();
-    jw_finish(&w);
+    jw_finish(&w); /* a failed write is main.c's to report */
 }
 
 /* ---- the command -------------------------------------------------------- */

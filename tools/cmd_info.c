@@ -258,7 +258,7 @@ static void info_json(const char *path, const info_set *s)
         json_file(&w, s->paths[i], s->st[i]);
     jw_arr_end(&w);
     jw_obj_end(&w);
-    cli_jw_finish(&w); /* a failed write is main.c's to report */
+    jw_finish(&w); /* a failed write is main.c's to report */
 }
 
 static int run_info(int argc, char **argv)

@@ -152,7 +152,7 @@ static void print_json(char *const *inputs, size_t ninputs, const pinio_load_opt
     }
     jw_arr_end(&w);
     jw_obj_end(&w);
-    cli_jw_finish(&w); /* a failed write is main.c's to report */
+    jw_finish(&w); /* a failed write is main.c's to report */
 }
 
 static void print_text(const pinio_load_opts *opts, pinio_checkpoint *cp,

@@ -108,7 +108,7 @@ static void print_json(const pinio_mpi_report *all, int n)
     }
     jw_arr_end(&w);
     jw_obj_end(&w);
-    cli_jw_finish(&w); /* a failed write is main.c's to report */
+    jw_finish(&w); /* a failed write is main.c's to report */
 }
 
 static void print_report(const pinio_mpi_report *all, int n, bool json)

@@ -176,7 +176,7 @@ static int stage(int argc, char **argv, const char **shas)
         jw_kbool(&w, "copies_verified", fc.verify);
         cli_shas_json(&w, &digests, &r);
         jw_obj_end(&w);
-        cli_jw_finish(&w);
+        jw_finish(&w);
     } else if (!quiet) {
         char a[32], b[32];
         printf("staged %s -> %s: %zu file%s, %s in %.3f s (%.2f GB/s)%s\n", src, fc.dir,

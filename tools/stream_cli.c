@@ -225,7 +225,7 @@ int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts 
         jw_ku64(&w, "peak_rss_bytes", (uint64_t)ru.ru_maxrss * 1024);
         cli_shas_json(&w, &shas, &r);
         jw_obj_end(&w);
-        cli_jw_finish(&w);
+        jw_finish(&w);
     } else if (!quiet) {
         char a[32];
         printf("streamed  %zu tensors, %.3f GB from %zu file%s in %.3f s: %.2f GB/s\n",

@@ -200,13 +200,6 @@ int cli_flush(void)
     return -errno;
 }
 
-int cli_jw_finish(jw *w)
-{
-    int r = jw_finish(w);
-    if (r < 0 && r != -EPROTO && !first_flush_errno)
-        first_flush_errno = -r;
-    return r;
-}
 
 int cli_output_errno(void)
 {

@@ -18,15 +18,10 @@
  */
 int cli_flush(void);
 
-/** The errno of the first failed cli_flush() or cli_jw_finish(), or 0. */
+/** The errno of the first failed cli_flush() (jw_finish() on stdout flushes
+ *  through it), or 0. */
 int cli_output_errno(void);
 
-/**
- * jw_finish() for a command's output: a failed write is remembered for
- * cli_output_errno() (the flush inside jw_finish() took the buffer and left
- * stdio only its error flag). @return as jw_finish().
- */
-int cli_jw_finish(jw *w);
 
 /**
  * Reports a usage error of `pinio CMD` as one line on stderr, the message
