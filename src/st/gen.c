@@ -609,15 +609,12 @@ static int header_text(const char *path, const struct gen_tensor *ts, size_t n,
     return 0;
 }
 
-/* Writes one .safetensors file holding tensors ts[0..n). */
-static int write_file(const char *path, const struct gen_tensor *ts, size_t n,
+/* Writes one .safetensors file holding tensors ts[0..n) behind the header
+ * text `h` (built by header_text() for them; always freed). */
+static int write_file(const char *path, const struct gen_tensor *ts, size_t n, struct text h,
                       const pinio_gen_opts *o, struct progress *pg, uint8_t *buf,
                       uint64_t *file_bytes, pinio_diag *diag)
 {
-    struct text h;
-    int hr = header_text(path, ts, n, o, &h, diag);
-    if (hr < 0)
-        return hr;
     char *tmp;
     int fd = open_temp(path, &tmp, diag);
     if (fd < 0) {
@@ -703,13 +700,9 @@ static int index_text(const char *dir, const struct gen_tensor *ts, size_t n, un
     return 0;
 }
 
-static int write_index(const char *dir, const struct gen_tensor *ts, size_t n, unsigned k,
-                       uint64_t total, uint8_t *buf, pinio_diag *diag)
+/* Writes the index text `t` (built by index_text(); always freed). */
+static int write_index(const char *dir, struct text t, uint8_t *buf, pinio_diag *diag)
 {
-    struct text t;
-    int tr = index_text(dir, ts, n, k, total, &t, diag);
-    if (tr < 0)
-        return tr;
     char *path = malloc(strlen(dir) + sizeof(PINIO_GEN_INDEX_NAME) + 2);
     if (!path) {
         free(t.p);
@@ -759,24 +752,28 @@ int pinio_gen_write(const char *out, const pinio_gen_opts *uo, pinio_gen_result 
     uint64_t file_bytes = 0;
     if (k == 1) {
         qsort(ts, n, sizeof(*ts), ref_order);
-        r = write_file(out, ts, n, o, &pg, buf, &file_bytes, diag);
+        struct text h;
+        r = header_text(out, ts, n, o, &h, diag);
+        if (!r)
+            r = write_file(out, ts, n, h, o, &pg, buf, &file_bytes, diag);
     } else {
         /* Shard s holds tensors [s*n/k, (s+1)*n/k): the same split as the
          * index. Every header and the index are built and checked before
          * anything is created, so a layout a reader would refuse leaves
-         * nothing behind (not k-1 shards and no index). */
+         * nothing behind (not k-1 shards and no index); the checked
+         * headers are kept for writing. */
+        struct text *hs = calloc(k, sizeof(*hs));
+        if (!hs)
+            r = fail(diag, -ENOMEM, "%s: out of memory", out);
         for (unsigned s = 0; s < k && !r; s++) {
             size_t lo = (size_t)(((uint64_t)s * n + k - 1) / k);
             size_t hi = (size_t)(((uint64_t)(s + 1) * n + k - 1) / k);
             qsort(ts + lo, hi - lo, sizeof(*ts), ref_order);
-            struct text h;
-            r = header_text(out, ts + lo, hi - lo, o, &h, diag);
-            if (!r)
-                free(h.p);
+            r = header_text(out, ts + lo, hi - lo, o, &hs[s], diag);
         }
-        struct text t;
-        if (!r && !(r = index_text(out, ts, n, k, pg.total, &t, diag)))
-            free(t.p);
+        struct text t = {0};
+        if (!r)
+            r = index_text(out, ts, n, k, pg.total, &t, diag);
         if (!r && mkdir(out, 0755) < 0 && errno != EEXIST) {
             r = -errno;
             fail(diag, r, "%s: mkdir: %s", out, pinio_strerror(r));
@@ -789,11 +786,18 @@ int pinio_gen_write(const char *out, const pinio_gen_opts *uo, pinio_gen_result 
             size_t hi = (size_t)(((uint64_t)(s + 1) * n + k - 1) / k);
             int m = sprintf(path, "%s/", out);
             pinio_gen_shard_name(path + m, 64 - 1, s + 1, k);
-            r = write_file(path, ts + lo, hi - lo, o, &pg, buf, &file_bytes, diag);
+            r = write_file(path, ts + lo, hi - lo, hs[s], o, &pg, buf, &file_bytes, diag);
+            hs[s].p = NULL; /* write_file() freed it */
         }
+        for (unsigned s = 0; hs && s < k; s++)
+            free(hs[s].p);
+        free(hs);
         free(path);
-        if (!r)
-            r = write_index(out, ts, n, k, pg.total, buf, diag);
+        if (!r) {
+            r = write_index(out, t, buf, diag);
+            t.p = NULL;
+        }
+        free(t.p);
     }
     if (!r && o->progress) /* the final call: nothing is left to stop */
         (void)o->progress(o->progress_ctx, &(pinio_progress){ .done_bytes = pg.done,
