@@ -230,10 +230,6 @@ static int load_resident(int argc, char **argv, cli_load_args *a)
     cli_raise_nofile(&nofile_from, &nofile_to);
     char *const *inputs = argv + a->first_path;
     size_t ninputs = (size_t)(argc - a->first_path);
-    /* after the limit is raised: counting the files opens every shard */
-    int rc = cli_check_digest_count("load", (const char *const *)inputs, ninputs, a->nshas);
-    if (rc)
-        return rc;
     pinio_checkpoint *cp = NULL;
     pinio_diag diag = { .offset = PINIO_DIAG_NO_OFFSET };
     int err = pinio_load((const char *const *)inputs, ninputs, &opts, &cp, &diag);
@@ -293,12 +289,6 @@ static int run_load(int argc, char **argv)
     } else if (rc == 0 && a.dev.set) {
         unsigned long long nofile_from, nofile_to;
         cli_raise_nofile(&nofile_from, &nofile_to);
-        rc = cli_check_digest_count("load", (const char *const *)argv + a.first_path,
-                                    (size_t)(argc - a.first_path), a.nshas);
-        if (rc) {
-            cli_load_args_free(&a);
-            return rc;
-        }
         pinio_stream_opts so = a.so;
         so.filters = a.filters;
         so.nfilters = a.nfilters;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "pinio/stream.h"
 #include "cli.h"
@@ -141,9 +142,8 @@ static int stage(int argc, char **argv, const char **shas)
     }
     const char *src = argv[optind];
     fc.dir = argv[optind + 1];
-    if (cli_check_digest_count("stage", &src, 1, nshas) != 0)
-        return 2;
-    if (mkdir(fc.dir, 0755) != 0 && errno != EEXIST)
+    bool made_dir = mkdir(fc.dir, 0755) == 0;
+    if (!made_dir && errno != EEXIST)
         return cli_failf("stage", json, -errno, fc.dir, "%s: cannot create the target directory: %s",
                          fc.dir, strerror(errno));
     o.expected_sha256 = shas;
@@ -162,6 +162,10 @@ static int stage(int argc, char **argv, const char **shas)
     cli_progress_end(&pg);
     if (rc < 0) {
         cli_shas_free(&digests);
+        /* A failed stage publishes nothing (the sink removes its temporary
+         * files); the directory made for it goes too, when still empty. */
+        if (made_dir)
+            (void)rmdir(fc.dir);
         return cli_fail("stage", json, rc, &d);
     }
     double gbs = r.seconds > 0 ? (double)r.read_bytes / r.seconds / 1e9 : 0;

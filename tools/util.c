@@ -146,30 +146,6 @@ int cli_usage(const char *cmd, const char *fmt, ...)
     return 2;
 }
 
-int cli_check_digest_count(const char *cmd, const char *const *paths, size_t npaths,
-                           size_t ndigests)
-{
-    if (!ndigests)
-        return 0;
-    pinio_plan_opts po;
-    pinio_plan_opts_default(&po);
-    po.cache = PINIO_CACHE_HOT; /* counting files: no page-cache probe */
-    pinio_plan *plan = NULL;
-    if (pinio_plan_create(&plan, paths, npaths, &po, NULL) < 0)
-        return 0;
-    pinio_plan_info pi;
-    pinio_plan_get_info(plan, &pi);
-    int rc = 0;
-    if (pi.files != ndigests)
-        rc = cli_usage(cmd,
-                       "%zu --sha256 value%s for %zu file%s: give one per file, in the order "
-                       "the inputs resolve (%s first)",
-                       ndigests, ndigests == 1 ? "" : "s", pi.files, pi.files == 1 ? "" : "s",
-                       pinio_plan_file_at(plan, 0)->path);
-    pinio_plan_free(plan);
-    return rc;
-}
-
 int cli_getopt_error(const char *cmd, int c, char *const *argv)
 {
     /* getopt's own messages are off (opterr = 0): they carry argv[0], which is
@@ -276,6 +252,11 @@ int cli_opt_size(const char *cmd, const char *opt, const char *arg, uint64_t min
 int cli_fail(const char *cmd, bool json, int code, const pinio_diag *d)
 {
     const char *msg = d && d->msg[0] ? d->msg : pinio_strerror(code);
+    /* The library counts the files (an index or a folder resolves to its
+     * shards) and refuses another number of digests before reading a byte:
+     * a usage error of --sha256. */
+    if (code == PINIO_EDIGESTS)
+        return cli_usage(cmd, "%s (--sha256)", msg);
     fprintf(stderr, "pinio %s: %s\n", cmd, msg);
     if (json) {
         int r = jw_error(cmd, code, msg, d && d->path[0] ? d->path : NULL,

@@ -79,7 +79,9 @@ int cli_opt_size(const char *cmd, const char *opt, const char *arg, uint64_t min
  * (MSG: the diagnostic's message, else pinio_strerror(code)) and, with
  * `json`, the jw_error() object on stdout carrying the diagnostic's file
  * and offset. `d` may be NULL.
- * @return 1, the failure exit status.
+ * @return 1, the failure exit status; 2 for PINIO_EDIGESTS (a --sha256 count
+ *         that does not match the files: the command line's mistake, reported
+ *         as cli_usage() does).
  */
 int cli_fail(const char *cmd, bool json, int code, const pinio_diag *d);
 
@@ -95,18 +97,6 @@ void cli_jw_limit(jw *w, const char *key, unsigned long long v);
 /** Formats a byte count as "1.50 GiB" into `buf`; returns `buf`. */
 const char *cli_human_bytes(char *buf, unsigned long cap, uint64_t bytes);
 
-/**
- * Checks, before a load or stream, that `--sha256` was given once per file as
- * `paths` resolve (a folder or index counts its shards): another count is the
- * command line's mistake, so it is a usage error here rather than the
- * library's -EINVAL after the fact. Resolves the inputs through
- * pinio_plan_create() (headers only; --sha256 reads every byte anyway).
- * @return 0 when `ndigests` is 0, when the counts agree, or when the inputs do
- *         not resolve (the command's own call then reports why); else 2, after
- *         cli_usage().
- */
-int cli_check_digest_count(const char *cmd, const char *const *paths, size_t npaths,
-                           size_t ndigests);
 
 /* Raises the soft open-file limit to the hard one (a load holds one
  * descriptor per shard); `*from` and `*to` receive the soft limit before and

@@ -35,10 +35,12 @@ extern "C" {
     X(WOULD_COPY, -4001, "operation would copy or materialize, and zero-copy was demanded") \
     X(FORMAT, -4002, "invalid file format")                                                 \
     X(CHANGED, -4003, "file changed while it was being read")                               \
-    X(UNALIGNED, -4004, "memory or offset not aligned as required")
+    X(UNALIGNED, -4004, "memory or offset not aligned as required")                         \
+    X(DIGESTS, -4005, "expected SHA-256 digests do not match the files in number")
 
 /** The pinio-specific codes as constants: #PINIO_EWOULD_COPY, #PINIO_EFORMAT,
- *  #PINIO_ECHANGED, #PINIO_EUNALIGNED (see PINIO_ERRNO_MAP for their messages). */
+ *  #PINIO_ECHANGED, #PINIO_EUNALIGNED, #PINIO_EDIGESTS (see PINIO_ERRNO_MAP for
+ *  their messages). */
 enum pinio_error {
 #define PINIO_ERR_ENUM_(name, val, msg) PINIO_E##name = (val),
     PINIO_ERRNO_MAP(PINIO_ERR_ENUM_)

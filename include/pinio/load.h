@@ -166,7 +166,7 @@ typedef struct pinio_load_opts {
     /** With verify: expected hex digests, one per input file in resolution
      *  order (a directory or index counts one per shard); NULL entries skip a
      *  file. When nexpected is not 0 it must equal the number of files:
-     *  otherwise -EINVAL, naming both counts, before any data is read (a
+     *  otherwise #PINIO_EDIGESTS, naming both counts, before any data is read (a
      *  surplus or missing digest would check a file against another's). */
     const char *const *expected_sha256;
     size_t nexpected;
@@ -329,7 +329,8 @@ typedef struct pinio_load_report {
  *         power of two up to 4096), -EBUSY (the kept `arena` still held by an earlier
  *         load's checkpoint or tensors), -ECANCELED (progress callback), -EIO,
  *         -ENOMEM, a mapping's errno,
- *         PINIO_EFORMAT with "sha256 mismatch" when verification fails.
+ *         PINIO_EFORMAT with "sha256 mismatch" when verification fails,
+ *         PINIO_EDIGESTS (expected digests not one per file).
  */
 PINIO_API int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *opts,
                          pinio_checkpoint **out, pinio_diag *diag);

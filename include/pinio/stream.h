@@ -70,7 +70,7 @@ typedef struct pinio_stream_opts {
     /** With verify: expected hex digests, one per input file in plan
      *  order (pinio_plan_file_at()); NULL entries leave a file unchecked.
      *  When nexpected is not 0 it must equal the number of files: otherwise
-     *  -EINVAL, naming both counts, before any data is read (as
+     *  #PINIO_EDIGESTS, naming both counts, before any data is read (as
      *  pinio_load_opts.expected_sha256). A mismatch fails the stream with
      *  PINIO_EFORMAT, "sha256 mismatch" and the file in `diag`, and the
      *  sink is closed as after any failure (nothing published). */
@@ -126,7 +126,8 @@ typedef struct pinio_stream_report {
  * @param sink  the sink table (e.g. &pinio_sink_host); `cfg` its config.
  * @param rep   optional, filled on success.
  * @param diag  optional; names the file and offset, or the sink's failure.
- * @return 0; -EINVAL (bad options or arguments), -ENOMEM (the ring), the
+ * @return 0; -EINVAL (bad options or arguments), PINIO_EDIGESTS (with verify,
+ *         expected digests not one per file), -ENOMEM (the ring), the
  *         plan's and the engine's errors, or the sink's code. After a
  *         failure the sink has been closed with `ok` false; nothing is left
  *         allocated.

@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "pinio/common.h"
 #include "src/base/opts.h"
 
 void pinio__opts_init(void *dst, size_t size, const void *defaults, size_t dsize)
@@ -45,9 +46,9 @@ int pinio__digests_check(size_t nexpected, size_t nfiles, const char *first, pin
 {
     if (!nexpected || nexpected == nfiles)
         return 0;
-    pinio_diag_set(diag, -EINVAL,
+    pinio_diag_set(diag, PINIO_EDIGESTS,
                    "%zu expected SHA-256 digest%s for %zu file%s: give one per file, in the "
                    "order the files resolve (%s first)",
                    nexpected, nexpected == 1 ? "" : "s", nfiles, nfiles == 1 ? "" : "s", first);
-    return -EINVAL;
+    return PINIO_EDIGESTS;
 }

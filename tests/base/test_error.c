@@ -38,5 +38,6 @@ Test(error, unknown_and_pinio_codes)
     cr_assert_str_eq(pinio_err_name(-41), "unknown");
     cr_assert_str_eq(pinio_strerror(-134), "unknown error");
     cr_assert_str_eq(pinio_err_name(PINIO_ECHANGED), "PINIO_ECHANGED");
+    cr_assert_str_eq(pinio_err_name(PINIO_EDIGESTS), "PINIO_EDIGESTS");
     cr_assert_str_eq(pinio_strerror(0), "success");
 }

@@ -56,11 +56,11 @@ SUM=$(sha256sum "$M" | cut -d' ' -f1)
 check 0 "--sha256 right" "$PINIO" load "$M" --sha256 "$SUM"
 has "$DIR/out" "^sha256    $SUM  $M" "the digest is checked and printed"
 check 2 "two --sha256 for one file" "$PINIO" load "$M" --sha256 "$SUM" --sha256 "$SUM"
-has "$DIR/err" "2 --sha256 values for 1 file.*see 'pinio load --help'" "the usage error gives both counts"
+has "$DIR/err" "2 expected SHA-256 digests for 1 file.*(--sha256); see 'pinio load --help'" "the usage error gives both counts"
 [ "$(wc -l <"$DIR/err")" -eq 1 ] || { echo "FAIL: the usage error is not one line"; cat "$DIR/err"; fails=$((fails + 1)); }
 check 0 "gen sharded" "$PINIO" gen "$DIR/sh" --size 1M --tensors 6 --shards 2 --quiet
 check 2 "one --sha256 for two shards" "$PINIO" load "$DIR/sh" --sha256 "$SUM"
-has "$DIR/err" "1 --sha256 value for 2 files" "a folder counts its shards"
+has "$DIR/err" "1 expected SHA-256 digest for 2 files" "a folder counts its shards"
 check 2 "--device, two --sha256 for one file" "$PINIO" load "$M" --device cuda:0 --sha256 "$SUM" \
     --sha256 "$SUM"
 check 1 "a missing file stays a failure" "$PINIO" load "$DIR/nope.safetensors" --sha256 "$SUM"

@@ -207,7 +207,7 @@ Test(inputs, expected_digests_must_be_one_per_file, .init = setup, .fini = teard
             cr_assert_eq(rc, 0, "one per shard, NULL entries skip: %s", d.msg);
             cr_assert_eq(pinio_checkpoint_file_count(cp), 3);
         } else {
-            cr_assert_eq(rc, -EINVAL, "%s", d.msg);
+            cr_assert_eq(rc, PINIO_EDIGESTS, "%s", d.msg);
             cr_assert_not_null(strstr(d.msg, "2 expected SHA-256 digests for 3 files"), "%s",
                                d.msg);
         }

@@ -682,7 +682,7 @@ Test(stream, expected_digests_must_be_one_per_file, .init = setup, .fini = teard
         o.expected_sha256 = three;
         o.nexpected = n;
         pinio_diag d = { 0 };
-        cr_expect_eq(pinio_stream(&in, 1, &o, &pinio_sink_host, &hc, NULL, &d), -EINVAL,
+        cr_expect_eq(pinio_stream(&in, 1, &o, &pinio_sink_host, &hc, NULL, &d), PINIO_EDIGESTS,
                      "%zu digests for 2 files: %s", n, d.msg);
         char want[64];
         snprintf(want, sizeof(want), "%zu expected SHA-256 digest%s for 2 files", n,
