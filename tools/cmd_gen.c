@@ -224,11 +224,8 @@ static int run_gen(int argc, char **argv)
      * error before anything is written, and so that --json can show it. */
     pinio_gen_model model;
     pinio_diag d;
-    if (!o.tensors && pinio_gen_model_of(&o, &model, &d) < 0) {
-        if (json)
-            jw_error("gen", d.code, d.msg, out, -1);
+    if (!o.tensors && pinio_gen_model_of(&o, &model, &d) < 0)
         return cli_usage("gen", "%s", d.msg);
-    }
     cli_progress pg;
     cli_progress_start(&pg, "gen", 0, quiet || json);
     o.progress = progress;

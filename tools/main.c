@@ -81,8 +81,10 @@ int main(int argc, char **argv)
         return finish_output(NULL, 0);
     }
     for (size_t i = 0; commands[i]; i++)
-        if (!strcmp(arg, commands[i]->name))
+        if (!strcmp(arg, commands[i]->name)) {
+            cli_usage_json_scan(argc - 1, argv + 1);
             return finish_output(commands[i]->name, commands[i]->run(argc - 1, argv + 1));
+        }
     fprintf(stderr, "pinio: unknown command '%s' (see 'pinio --help')\n", arg);
     return 2;
 }

@@ -135,14 +135,39 @@ int cli_parse_direct(const char *s, pinio_direct_policy *out)
     return -EINVAL;
 }
 
+static bool usage_json;
+static int first_flush_errno;
+
+/* jw_error() on stdout; a failed write's errno is kept for the exit line. */
+static void json_error(const char *cmd, int code, const char *msg, const char *file,
+                       int64_t offset)
+{
+    int r = jw_error(cmd, code, msg, file, offset);
+    if (r < 0 && r != -EPROTO && !first_flush_errno)
+        first_flush_errno = -r;
+}
+
+void cli_usage_json_scan(int argc, char *const *argv)
+{
+    usage_json = false;
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--json") || !strcmp(argv[i], "--output-format=json") ||
+            (!strcmp(argv[i], "--output-format") && i + 1 < argc && !strcmp(argv[i + 1], "json")))
+            usage_json = true;
+}
+
 int cli_usage(const char *cmd, const char *fmt, ...)
 {
+    char msg[PINIO_DIAG_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "pinio %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "; see 'pinio %s --help'\n", cmd);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    fprintf(stderr, "pinio %s: %s; see 'pinio %s --help'\n", cmd, msg, cmd);
+    /* A script that asked for JSON parses stdout: it gets the error there
+     * too, whatever the usage error was. */
+    if (usage_json)
+        json_error(cmd, -EINVAL, msg, NULL, -1);
     return 2;
 }
 
@@ -165,7 +190,6 @@ int cli_getopt_error(const char *cmd, int c, char *const *argv)
 }
 
 /* The command line's own state (not the library's): one process, one stdout. */
-static int first_flush_errno;
 
 int cli_flush(void)
 {
@@ -258,12 +282,9 @@ int cli_fail(const char *cmd, bool json, int code, const pinio_diag *d)
     if (code == PINIO_EDIGESTS)
         return cli_usage(cmd, "%s (--sha256)", msg);
     fprintf(stderr, "pinio %s: %s\n", cmd, msg);
-    if (json) {
-        int r = jw_error(cmd, code, msg, d && d->path[0] ? d->path : NULL,
-                         d && d->offset != PINIO_DIAG_NO_OFFSET ? (int64_t)d->offset : -1);
-        if (r < 0 && r != -EPROTO && !first_flush_errno)
-            first_flush_errno = -r;
-    }
+    if (json)
+        json_error(cmd, code, msg, d && d->path[0] ? d->path : NULL,
+                   d && d->offset != PINIO_DIAG_NO_OFFSET ? (int64_t)d->offset : -1);
     return 1;
 }
 

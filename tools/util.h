@@ -24,8 +24,18 @@ int cli_output_errno(void);
 
 
 /**
+ * Remembers whether the command line `argv[0..argc)` (argv[0] the command's
+ * name) asks for JSON (`--json`, or bench's `--output-format json`), looked
+ * for as a whole word before any "--", so that cli_usage() can answer in JSON
+ * before the command's own parser has run or after it stopped.
+ */
+void cli_usage_json_scan(int argc, char *const *argv);
+
+/**
  * Reports a usage error of `pinio CMD` as one line on stderr, the message
- * followed by a pointer to the help: "pinio CMD: <msg>; see 'pinio CMD --help'".
+ * followed by a pointer to the help: "pinio CMD: <msg>; see 'pinio CMD --help'";
+ * when cli_usage_json_scan() found JSON asked for, also the jw_error() object
+ * (code -EINVAL, the message without the pointer) on stdout.
  * @return 2, the usage exit status, so that callers can `return cli_usage(...)`.
  */
 int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

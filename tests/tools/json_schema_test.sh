@@ -2,7 +2,8 @@
 # Every --json output of info, load (resident, --device host, --mpi),
 # stage, gen, doctor and bench, successes and failures, on odd file names (a quote, a newline, a
 # \xff byte): one line of valid UTF-8 JSON matching doc/json/CMD.schema.json
-# (error.schema.json for a failure, which must also exit 1).
+# (error.schema.json for a failure, which must also exit 1, or 2 for a usage
+# error).
 # usage: json_schema_test.sh PINIO SCHEMA_DIR
 set -u
 PINIO=$1
@@ -43,7 +44,10 @@ M=$DIR/m.safetensors
 "$PINIO" gen "$DIR/sh" --size 128K --tensors 5 --shards 2 --quiet || { echo "FAIL: gen sh"; exit 1; }
 cp "$M" "$DIR/bad.safetensors" && printf x >>"$DIR/bad.safetensors"
 
-valid 0 info "$M"
+# usage errors (exit 2) answer in JSON too, wherever --json stands
+valid 2 load x --memory nope
+valid 2 info --no-such-option "$M"
+valid 2 bench --qd 5000 --file "$DIR/b"
 valid 0 info "$ODD"
 valid 0 info "$DIR/sh/model.safetensors.index.json"
 valid 1 info "$DIR/bad.safetensors"

@@ -1,6 +1,7 @@
 #!/bin/sh
-# Usage errors of every pinio command: exit 2, nothing on stdout, and one line
-# on stderr, "pinio CMD: <what>; see 'pinio CMD --help'" (not the whole help).
+# Usage errors of every pinio command: exit 2, nothing on stdout (without
+# --json; with it, the error object: json_schema_test.sh), and one line on
+# stderr, "pinio CMD: <what>; see 'pinio CMD --help'" (not the whole help).
 # usage: usage_test.sh PINIO
 set -u
 PINIO=$1
