@@ -648,6 +648,8 @@ static int read_stripe(job *j, pinio_plan *p, uint8_t *base, size_t first, size_
     eo.request_size = j->o.request_size;
     eo.direct = j->o.direct;
     eo.backend = j->o.backend;
+    eo.progress = j->o.progress;
+    eo.progress_ctx = j->o.progress_ctx;
     eo.regions = nreg < 64 ? regions : NULL; /* past 64 GiB: plain reads */
     eo.nregions = nreg < 64 ? nreg : 0;
     pinio_exec_report er;

@@ -109,6 +109,14 @@ typedef struct pinio_mpi_opts {
      *  simulated on one machine, for tests and benchmarks. Same on every
      *  rank. */
     int node_ranks;
+    /** Optional: called on this rank, from the calling thread, after each
+     *  batch of this rank's own reads and once at their end (done_bytes and
+     *  total_bytes: this rank's share; see #pinio_progress_fn); not during
+     *  the exchange. May differ per rank (a CLI sets it on rank 0 only).
+     *  Returning nonzero stops this rank's reads: every rank then returns
+     *  -ECANCELED, the diagnostic naming this rank. */
+    pinio_progress_fn progress;
+    void *progress_ctx;
 } pinio_mpi_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */

@@ -391,6 +391,67 @@ static void case_fault_on_one_rank_node(void)
     fault_on_one_rank(PINIO_MPI_NODE);
 }
 
+/* Progress: rank 0 follows its own reads to their end; a callback that
+ * stops on the last rank stops the job, every rank hearing who stopped. */
+struct seen {
+    unsigned calls;
+    uint64_t last, total;
+    bool backwards;
+};
+
+static int on_progress(void *ctx, const pinio_progress *p)
+{
+    struct seen *s = ctx;
+    s->backwards |= p->done_bytes < s->last;
+    s->calls++;
+    s->last = p->done_bytes;
+    s->total = p->total_bytes;
+    return 0;
+}
+
+static int stop_progress(void *ctx, const pinio_progress *p)
+{
+    (void)ctx;
+    (void)p;
+    return 1;
+}
+
+static void case_progress(void)
+{
+    make_checkpoint(4u << 20, 16, 1);
+    pinio_mpi_opts o = cold_opts(PINIO_MPI_REPLICATE, PINIO_MPI_EXCHANGE_AUTO);
+    struct seen s = { 0 };
+    if (rank == 0) {
+        o.progress = on_progress;
+        o.progress_ctx = &s;
+    }
+    pinio_mpi_report rep;
+    uint64_t io = 0;
+    pinio_mpi_checkpoint *cp = load(&o, &rep, &io);
+    if (cp && rank == 0)
+        CHECK(s.calls >= 1 && !s.backwards && s.last == rep.read_bytes &&
+                  s.total == rep.read_bytes && rep.read_bytes > 0,
+              "rank 0: %u calls, last %" PRIu64 " of %" PRIu64 ", read %" PRIu64, s.calls, s.last,
+              s.total, rep.read_bytes);
+    if (cp)
+        holds_all(cp, 16);
+    pinio_mpi_release(cp);
+
+    o = cold_opts(PINIO_MPI_REPLICATE, PINIO_MPI_EXCHANGE_AUTO);
+    int stopper = nranks - 1;
+    if (rank == stopper)
+        o.progress = stop_progress;
+    const char *paths[] = { ck };
+    pinio_diag d;
+    cp = NULL;
+    int rc = pinio_mpi_load(MPI_COMM_WORLD, paths, 1, &o, &cp, NULL, &d);
+    char who[32];
+    snprintf(who, sizeof(who), "rank %d of %d", stopper, nranks);
+    CHECK(rc == -ECANCELED && cp == NULL && strstr(d.msg, who), "rc %d: %s", rc, d.msg);
+    pinio_mpi_release(cp);
+    remove_checkpoint();
+}
+
 static void case_missing_input(void)
 {
     const char *paths[] = { "/var/tmp/pinio-mpi-does-not-exist.safetensors" };
@@ -473,6 +534,7 @@ static const struct {
     { "fault_on_one_rank", case_fault_on_one_rank },
     { "fault_on_one_rank_node", case_fault_on_one_rank_node },
     { "missing_input", case_missing_input },
+    { "progress", case_progress },
     { "empty_stripes", case_empty_stripes },
 };
 
