@@ -72,6 +72,8 @@ static void load_usage(FILE *out)
             "  --json             print the summary as one JSON object (doc/json/SCHEMA.md);\n"
             "                     a failure prints an error object and exits 1\n"
             "  --quiet            no progress bar and no summary (exit status only)\n"
+            "  --progress         draw the progress bar even when stderr is not a terminal\n"
+            "                     (a pipe; under mpiexec, rank 0's line)\n"
             "  --mpi replicate|shard  one load per MPI job, under mpiexec (see\n"
             "                     pinio load --mpi replicate --help; needs a pinio built with MPI)\n"
             "  -h, --help         this help\n"
@@ -221,7 +223,7 @@ static int load_resident(int argc, char **argv, cli_load_args *a)
     opts.expected_sha256 = a->shas;
     opts.nexpected = a->nshas;
     cli_progress pg;
-    cli_progress_start(&pg, "load", 0, a->quiet || a->json);
+    cli_progress_start(&pg, "load", a->progress ? CLI_PROGRESS_FORCE : 0, a->quiet || a->json);
     if (cli_progress_active(&pg)) { /* a callback costs a queue drain per batch: only when shown */
         opts.progress = cli_progress_cb;
         opts.progress_ctx = &pg;
@@ -301,7 +303,8 @@ static int run_load(int argc, char **argv)
         so.expected_sha256 = a.shas;
         so.nexpected = a.nshas;
         rc = cli_stream_load((const char *const *)argv + a.first_path,
-                             (size_t)(argc - a.first_path), &so, &a.dev, a.json, a.quiet);
+                             (size_t)(argc - a.first_path), &so, &a.dev, a.json, a.quiet,
+                             a.progress ? CLI_PROGRESS_FORCE : 0);
     } else if (rc == 0) {
         rc = load_resident(argc, argv, &a);
     }

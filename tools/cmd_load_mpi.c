@@ -12,6 +12,7 @@
 #include "pinio/pinio.h"
 #include "jw.h"
 #include "load_mpi.h"
+#include "progress.h"
 #include "util.h"
 
 void pinio_cli_load_mpi_usage(FILE *out)
@@ -48,7 +49,10 @@ void pinio_cli_load_mpi_usage(FILE *out)
             "                          power of two from 4K to 1G)\n"
             "  --json                  print the report as one JSON object (rank 0;\n"
             "                          doc/json/SCHEMA.md); a failure prints an error object\n"
-            "  --quiet                 no report (exit status only)\n"
+            "  --quiet                 no progress line and no report (exit status only)\n"
+            "  --progress              rank 0 draws the progress of its own reads (its share\n"
+            "                          of the job) although mpiexec hands it a pipe, not a\n"
+            "                          terminal\n"
             "  -h, --help              this help\n"
             "\n"
             "pinio load's options that place or verify a resident copy (--node, --memory,\n"
@@ -182,11 +186,22 @@ int pinio_cli_load_mpi(int argc, char **argv, const cli_load_args *a)
     o.nfilters = a->nfilters;
     o.shard_filters = shard;
     o.nshard_filters = nshard;
+    /* Rank 0 draws its own share of the reads: one line for the job (every
+     * rank's stderr reaches the same terminal under mpiexec), and rank 0's
+     * stripe is a fair sample of a byte-balanced split. */
+    cli_progress pg;
+    cli_progress_start(&pg, "load --mpi rank 0", a->progress ? CLI_PROGRESS_FORCE : 0,
+                       quiet || json || rank != 0);
+    if (cli_progress_active(&pg)) {
+        o.progress = cli_progress_cb;
+        o.progress_ctx = &pg;
+    }
     pinio_mpi_checkpoint *cp = NULL;
     pinio_mpi_report rep;
     pinio_diag d = { .offset = PINIO_DIAG_NO_OFFSET };
     int lrc = pinio_mpi_load(MPI_COMM_WORLD, (const char *const *)argv + a->first_path,
                              (size_t)(argc - a->first_path), &o, &cp, &rep, &d);
+    cli_progress_end(&pg);
     rc = lrc < 0 ? 1 : 0;
     if (lrc < 0) {
         if (rank == 0) /* the same message on every rank: one report */

@@ -11,7 +11,7 @@
 enum {
     O_FILTER = 256, O_NODE, O_DIRECT, O_CACHE, O_BACKEND, O_QD, O_BS, O_VERIFY, O_SHA, O_JSON,
     O_QUIET, O_DEVICE, O_STAGING, O_MEMORY, O_ALIGN, O_REGISTER, O_CONSUMER,
-    O_MPI, O_SHARD, O_XCHG, O_PIECE, O_NODE_RANKS,
+    O_MPI, O_SHARD, O_XCHG, O_PIECE, O_NODE_RANKS, O_PROGRESS,
     O_END
 };
 
@@ -31,6 +31,7 @@ static const struct option longopts[] = {
     { "register", no_argument, NULL, O_REGISTER },
     { "consumer", required_argument, NULL, O_CONSUMER },
     { "quiet", no_argument, NULL, O_QUIET },
+    { "progress", no_argument, NULL, O_PROGRESS },
     { "device", required_argument, NULL, O_DEVICE },
     { "staging", required_argument, NULL, O_STAGING },
     { "mpi", required_argument, NULL, O_MPI },
@@ -126,6 +127,7 @@ static int one(cli_load_args *a, int c, const char *arg)
     case O_VERIFY: o->verify = true; return 0;
     case O_JSON: a->json = true; return 0;
     case O_QUIET: a->quiet = true; return 0;
+    case O_PROGRESS: a->progress = true; return 0;
     case O_DEVICE:
         if (cli_parse_device(arg, &a->dev) < 0)
             return cli_usage("load", "--device wants host, cuda:N, cuda:BUSID, hip:N or hip:BUSID, "

@@ -18,6 +18,7 @@ typedef struct cli_load_args {
     const char **shas;       /**< --sha256, in order */
     size_t nshas;
     bool json, quiet, help;
+    bool progress;           /**< --progress: the line also when stderr is no terminal */
     cli_device dev;          /**< --device (dev.set) */
     pinio_stream_opts so;    /**< --staging */
     bool staging;

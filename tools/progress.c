@@ -20,7 +20,7 @@ void cli_progress_start(cli_progress *p, const char *label, unsigned flags, bool
     p->flags = flags;
     /* A pipe or a log file would collect every redraw, carriage returns
      * and all: only a person at a terminal is shown the line. */
-    p->on = !off && isatty(STDERR_FILENO);
+    p->on = !off && (isatty(STDERR_FILENO) || (flags & CLI_PROGRESS_FORCE));
     p->t0 = now_s();
 }
 

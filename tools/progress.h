@@ -43,6 +43,9 @@
 /** Flags of cli_progress_start(). */
 enum {
     CLI_PROGRESS_IOPS = 1u << 0, /**< show requests per second (random bench runs) */
+    /** draw also when stderr is not a terminal (--progress: under mpiexec,
+     *  whose launcher forwards a rank's stderr through a pipe) */
+    CLI_PROGRESS_FORCE = 1u << 1,
 };
 
 typedef struct cli_progress {
@@ -57,7 +60,8 @@ typedef struct cli_progress {
 /**
  * Starts a progress line labelled `label` (kept by pointer: a string
  * literal). Nothing is drawn until the first update. `off` forces it off
- * (--quiet, --json); otherwise it is on when stderr is a terminal.
+ * (--quiet, --json); otherwise it is on when stderr is a terminal, or with
+ * #CLI_PROGRESS_FORCE.
  */
 void cli_progress_start(cli_progress *p, const char *label, unsigned flags, bool off);
 

@@ -177,7 +177,7 @@ bool cli_is_sha256(const char *s)
 }
 
 int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts *opts,
-                    const cli_device *d, bool json, bool quiet)
+                    const cli_device *d, bool json, bool quiet, unsigned progress_flags)
 {
     pinio_stream_opts so = *opts;
     const pinio_stream_opts *o = &so;
@@ -189,7 +189,7 @@ int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts 
     pinio_sink_gpu_cfg gpu = { .device = d->index, .pci_bus_id = d->pci, .out = &arena };
     const pinio_sink *sink = d->host ? &pinio_sink_host : d->hip ? &pinio_sink_hip : &pinio_sink_cuda;
     cli_progress pg;
-    cli_progress_start(&pg, "load", 0, quiet || json);
+    cli_progress_start(&pg, "load", progress_flags, quiet || json);
     if (cli_progress_active(&pg)) {
         so.progress = cli_progress_cb;
         so.progress_ctx = &pg;

@@ -56,6 +56,6 @@ bool cli_is_sha256(const char *s);
  *  @return the exit status: 0, or 1 with one line on stderr (and, with
  *  `json`, the error object on stdout). */
 int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts *o,
-                    const cli_device *d, bool json, bool quiet);
+                    const cli_device *d, bool json, bool quiet, unsigned progress_flags);
 
 #endif

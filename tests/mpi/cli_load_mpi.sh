@@ -1,7 +1,8 @@
 #!/bin/sh
 # `pinio load --mpi` end to end under mpiexec: --help, a usage error, and a
 # node-local load in 2 simulated nodes whose JSON report (rank 0) must say
-# one copy read from storage by the job, 2 nodes, one shared copy each.
+# one copy read from storage by the job, 2 nodes, one shared copy each;
+# --progress through mpiexec's pipe.
 # usage: cli_load_mpi.sh PINIO MPIEXEC [MPIEXEC ARGS...]
 set -u
 pinio=$1; shift
@@ -24,4 +25,14 @@ assert j["node_bytes"] >= 4194304, j
 assert [r["node"] for r in j["ranks"]] == [0, 1] and all(r["local_rank"] == 0 for r in j["ranks"]), j
 assert all(r["bytes"] == 4194304 for r in j["ranks"]), j
 ' || fail "the JSON report is wrong"
+# --progress: rank 0 draws its reads to 100 % through mpiexec's pipe, and
+# only rank 0; without it a pipe gets no progress line.
+"$@" -n 2 "$pinio" load --mpi replicate --cache cold --progress "$dir/m.safetensors" \
+  >/dev/null 2>"$dir/err" || fail "pinio load --mpi --progress failed: $(cat "$dir/err")"
+tr '\r' '\n' <"$dir/err" | grep -q '^load --mpi rank 0 \[=*\] 100%' ||
+  fail "no progress line to 100 %: $(cat "$dir/err")"
+[ "$(tr '\r' '\n' <"$dir/err" | grep -c 'rank 1')" -eq 0 ] || fail "rank 1 drew a progress line"
+"$@" -n 2 "$pinio" load --mpi replicate --cache cold "$dir/m.safetensors" >/dev/null 2>"$dir/err" ||
+  fail "pinio load --mpi failed: $(cat "$dir/err")"
+[ ! -s "$dir/err" ] || fail "a progress line without --progress into a pipe: $(cat "$dir/err")"
 echo "PASS"
