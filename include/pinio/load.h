@@ -124,7 +124,8 @@ typedef enum pinio_memory_mode {
  * f_type), the populate alone elsewhere. Measured (cold file mapped, then
  * every byte touched; Linux 6.18, shared 2-CPU VM; doc/measurements.md):
  * on a FUSE file system answering each read after 500 us (bench/slowfs),
- * reading ahead ran 3.9x the populate alone (1.28 against 0.33 GB/s); on
+ * reading ahead ran 3.9x the populate alone (1.28 against 0.33 GB/s; a
+ * whole pinio load against mmap faulting: 2.9x, median of 5 on a busy VM); on
  * ext4 over a virtio disk it lost at both of the disk's read_ahead_kb
  * values tried (8192: 0.89-1.24 against 1.70-1.80 GB/s; 128: 0.60-0.81
  * against 0.62-0.94), because the populate alone builds large folios and

@@ -10,9 +10,9 @@
  * the populate after them maps 4 KiB pages: 0.13-0.25 s of page-table work
  * per 512 MiB). On storage where each request waits (a network, a FUSE
  * daemon) the fault path waits once per window while the storage could
- * serve many windows at once. Measured on a cold 512 MiB / 256 MiB file,
- * mapped and then every byte touched (Linux 6.18, shared 2-CPU VM, ext4 on
- * a virtio disk; doc/measurements.md has the runs):
+ * serve many windows at once. Measured on a cold file (ext4: 512 MiB,
+ * FUSE: 256 MiB), mapped and then every byte touched (Linux 6.18, shared
+ * 2-CPU VM, ext4 on a virtio disk; doc/measurements.md has the runs):
  *
  *   ext4, read_ahead_kb 8192: populate alone 1.70-1.80 GB/s; readahead(2)
  *     per window, then populate 0.89-1.24; io_uring buffered 4 MiB reads at
@@ -22,7 +22,9 @@
  *   FUSE with 500 us per read request (bench/slowfs): populate alone
  *     0.33 GB/s; readahead(2) per 128 KiB window 1.28 (3.9x); the same as
  *     IORING_OP_FADVISE at depth 64, 1.28; io_uring buffered reads at depth
- *     8, 0.95 (2.9x, and a copy).
+ *     8, 0.95 (2.9x, and a copy). pinio's load with this fill against
+ *     mmap faulting there (bench/load_vs_peers PART=slow, 512 MiB, VM
+ *     load 8-10): 2.87 (2.19-3.11) and 2.92 (2.09-3.33), 5 runs each.
  *
  * Hence readahead(2), one call per readahead window, from this thread: on
  * such file systems readahead is asynchronous (FUSE, NFS, Ceph and Lustre
