@@ -45,6 +45,9 @@ static void *sf_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
     (void)conn;
     cfg->kernel_cache = 1;
     cfg->use_ino = 1;
+    /* Sizes asked for every time (no delay on them): a file changed in the
+     * backing directory is seen at once, as a load's change check needs. */
+    cfg->attr_timeout = 0;
     return NULL;
 }
 
