@@ -86,11 +86,16 @@ static void need_fuse(void)
                      access("/dev/fuse", R_OK | W_OK) == 0 ? "usable" : "not usable");
 }
 
-static void gen_in(const char *path)
+/* A generated checkpoint in the backing directory (`b`) and its path
+ * through the mount (`m`); skips without a mount. */
+static void fuse_file(char b[400], char m[400])
 {
-    gen(path, 6u << 20, 23, 1);
-    int fd = open(path, O_RDONLY);
-    cr_assert_geq(fd, 0, "%s", path);
+    need_fuse();
+    snprintf(b, 400, "%s/m.safetensors", back);
+    snprintf(m, 400, "%s/m.safetensors", mnt);
+    gen(b, 6u << 20, 23, 1);
+    int fd = open(b, O_RDONLY);
+    cr_assert_geq(fd, 0, "%s", b);
     cr_assert_eq(fsync(fd), 0);
     close(fd);
 }
@@ -98,11 +103,8 @@ static void gen_in(const char *path)
 Test(fill_fuse, auto_reads_ahead_on_fuse_every_byte_right, .init = fuse_setup,
      .fini = fuse_teardown)
 {
-    need_fuse();
     char b[400], m[400];
-    snprintf(b, sizeof(b), "%s/m.safetensors", back);
-    snprintf(m, sizeof(m), "%s/m.safetensors", mnt);
-    gen_in(b);
+    fuse_file(b, m);
     for (int fill = 0; fill < 2; fill++) {
         pinio_load_opts o;
         pinio_load_opts_default(&o);
@@ -124,11 +126,8 @@ Test(fill_fuse, auto_reads_ahead_on_fuse_every_byte_right, .init = fuse_setup,
 Test(fill_fuse, truncated_between_plan_and_fill_is_echanged, .init = fuse_setup,
      .fini = fuse_teardown)
 {
-    need_fuse();
     char b[400], m[400];
-    snprintf(b, sizeof(b), "%s/m.safetensors", back);
-    snprintf(m, sizeof(m), "%s/m.safetensors", mnt);
-    gen_in(b);
+    fuse_file(b, m);
     pinio_plan_opts po;
     pinio_plan_opts_default(&po);
     po.cache = PINIO_CACHE_COLD;
