@@ -6,6 +6,9 @@
  *
  * METHOD:
  *   pinio-mapped   pinio_load, --memory mapped
+ *   pinio-mapped-ahead, pinio-mapped-fault   the same with mapped_fill AHEAD
+ *                  (readahead at depth before the populate) or FAULT (the
+ *                  populate alone) instead of AUTO's choice by file system
  *   pinio-pinned   pinio_load, --memory pinned, a fresh arena
  *   pinio-kept     pinio_load, --memory pinned, a kept arena: one load untimed,
  *                  the second timed (what a server swapping weights sees)
@@ -16,7 +19,9 @@
  *   memcpy         memcpy of the file's size between two warm buffers
  *
  * Prints one JSON line: method, bytes, seconds (load + touch), load_seconds,
- * gbps (bytes / seconds), registered (pinio: reads landed by READ_FIXED). The cache state is the caller's business. */
+ * gbps (bytes / seconds), registered (pinio: reads landed by READ_FIXED),
+ * filled_ahead (pinio: files read ahead at depth before the populate). The
+ * cache state is the caller's business. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -32,6 +37,7 @@
 
 static volatile uint64_t sink;
 static bool registered; /* pinio methods: reads landed by READ_FIXED */
+static size_t filled_ahead; /* pinio methods: files read ahead at depth before the populate */
 
 /* Reads every byte (8 at a time; the tail byte by byte). */
 static void touch(const uint8_t *p, size_t n)
@@ -54,13 +60,14 @@ static int die(const char *what)
     return 1;
 }
 
-static int pinio_method(const char *path, pinio_memory_mode mode, bool kept, bool reg,
-                        double *load_s, double *total_s, uint64_t *bytes)
+static int pinio_method(const char *path, pinio_memory_mode mode, pinio_mapped_fill fill,
+                        bool kept, bool reg, double *load_s, double *total_s, uint64_t *bytes)
 {
     pinio_arena *a = NULL;
     pinio_load_opts o;
     pinio_load_opts_default(&o);
     o.memory = mode;
+    o.mapped_fill = (uint8_t)fill;
     o.register_arena = reg;
     if (kept) {
         if (pinio_arena_create(&a) < 0)
@@ -90,6 +97,7 @@ static int pinio_method(const char *path, pinio_memory_mode mode, bool kept, boo
         pinio_load_report r;
         pinio_checkpoint_report(cp, &r);
         registered = r.registered;
+        filled_ahead = r.files_filled_ahead;
     }
     pinio_checkpoint_release(cp);
     pinio_arena_release(a);
@@ -107,12 +115,16 @@ int main(int argc, char **argv)
     uint64_t bytes = 0;
     int rc = 0;
     if (!strncmp(m, "pinio-", 6)) {
-        pinio_memory_mode mode = !strcmp(m, "pinio-mapped") ? PINIO_MEMORY_MAPPED
-                                                            : PINIO_MEMORY_PINNED;
+        bool mapped = !strncmp(m, "pinio-mapped", 12);
+        pinio_memory_mode mode = mapped ? PINIO_MEMORY_MAPPED : PINIO_MEMORY_PINNED;
+        pinio_mapped_fill fill = !strcmp(m, "pinio-mapped-ahead")   ? PINIO_FILL_AHEAD
+                                 : !strcmp(m, "pinio-mapped-fault") ? PINIO_FILL_FAULT
+                                                                    : PINIO_FILL_AUTO;
         bool kept = !strncmp(m, "pinio-kept", 10), reg = strstr(m, "-reg") != NULL;
-        if (strcmp(m, "pinio-mapped") && strncmp(m, "pinio-pinned", 12) && !kept)
+        if (strcmp(m, "pinio-mapped") && strcmp(m, "pinio-mapped-ahead") &&
+            strcmp(m, "pinio-mapped-fault") && strncmp(m, "pinio-pinned", 12) && !kept)
             return 2;
-        rc = pinio_method(path, mode, kept, reg, &load_s, &total_s, &bytes);
+        rc = pinio_method(path, mode, fill, kept, reg, &load_s, &total_s, &bytes);
     } else {
         int fd = open(path, O_RDONLY);
         struct stat st;
@@ -166,8 +178,9 @@ int main(int argc, char **argv)
     if (rc)
         return rc;
     printf("{\"method\":\"%s\",\"bytes\":%llu,\"seconds\":%.6f,\"load_seconds\":%.6f,"
-           "\"gbps\":%.3f,\"registered\":%s}\n",
+           "\"gbps\":%.3f,\"registered\":%s,\"filled_ahead\":%zu}\n",
            m, (unsigned long long)bytes, total_s, load_s,
-           total_s > 0 ? (double)bytes / total_s / 1e9 : 0.0, registered ? "true" : "false");
+           total_s > 0 ? (double)bytes / total_s / 1e9 : 0.0, registered ? "true" : "false",
+           filled_ahead);
     return 0;
 }

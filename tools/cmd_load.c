@@ -111,6 +111,7 @@ static void print_json(char *const *inputs, size_t ninputs, const pinio_load_opt
     jw_ku64(&w, "pinned_file_count", r->files_pinned);
     jw_ku64(&w, "mapped_file_count", r->files_mapped);
     jw_ku64(&w, "filled_file_count", r->files_filled);
+    jw_ku64(&w, "filled_ahead_file_count", r->files_filled_ahead);
     jw_kstr(&w, "backend", pinio_backend_name(r->backend));
     jw_kbool(&w, "locked", r->locked);
     jw_kbool(&w, "registered", r->registered);
@@ -177,7 +178,9 @@ static void print_text(const pinio_load_opts *opts, pinio_checkpoint *cp,
     if (r->files_mapped)
         printf("mapped    %.3f GB: the page cache of %zu file%s, no copy%s\n",
                (double)r->mapped_bytes / 1e9, r->files_mapped, r->files_mapped == 1 ? "" : "s",
-               r->fill_seconds > 0 ? " (cold pages read in by the populate)" : "");
+               r->files_filled_ahead ? " (cold pages read ahead at depth, then populated)"
+               : r->files_filled     ? " (cold pages read in by the populate)"
+                                     : "");
     if (!r->arena_bytes)
         printf("memory    %s\n", r->memory);
     else if (r->node >= 0)

@@ -99,11 +99,46 @@ typedef enum pinio_memory_mode {
     /** The file is mapped read-only and shared, its pages populated; tensors
      *  are PINIO_PROP_FILE views of the page cache (no copy), the mapping
      *  freed with the last of them. A cold file's pages are read in by the
-     *  populate, whose readahead grows to the whole range (measured faster
-     *  than readahead requested up front). A file whose tensors
+     *  populate, on network and FUSE file systems after a readahead at
+     *  depth (#pinio_mapped_fill). A file whose tensors
      *  miss `tensor_align` is read pinned instead (reported). */
     PINIO_MEMORY_MAPPED,
 } pinio_memory_mode;
+
+/**
+ * How a cold mapped file's page cache is filled (pinio_load_opts::mapped_fill).
+ *
+ * The populate of the mapping reads a cold file in by its fault readahead,
+ * one readahead window in flight at a time: at the storage's speed on a
+ * local disk, but one request's latency per window on storage where each
+ * request waits (a network or FUSE file system). There the file is first
+ * read ahead at depth: readahead(2) over the mapped range, one call per
+ * readahead window of the file's device, which such file systems serve
+ * asynchronously with many requests in flight; the populate then finds the
+ * pages. Nothing is copied, and no mapped byte is read by the fill, so a
+ * file truncated since its header was validated still fails the load with
+ * #PINIO_ECHANGED, never a SIGBUS.
+ *
+ * The rule of #PINIO_FILL_AUTO: read ahead on FUSE (and virtiofs), NFS,
+ * CIFS/SMB, CephFS, Lustre, GPFS, BeeGFS, OrangeFS, 9p and AFS (statfs(2)
+ * f_type), the populate alone elsewhere. Measured (cold file mapped, then
+ * every byte touched; Linux 6.18, shared 2-CPU VM; doc/measurements.md):
+ * on a FUSE file system answering each read after 500 us (bench/slowfs),
+ * reading ahead ran 3.9x the populate alone (1.28 against 0.33 GB/s; a
+ * whole pinio load against mmap faulting: 2.9x, median of 5 on a busy VM); on
+ * ext4 over a virtio disk it lost at both of the disk's read_ahead_kb
+ * values tried (8192: 0.89-1.24 against 1.70-1.80 GB/s; 128: 0.60-0.81
+ * against 0.62-0.94), because the populate alone builds large folios and
+ * already reads at the disk's speed.
+ *
+ * The report's `cache` line says which ran for each file
+ * (pinio_load_report::files_filled_ahead counts the files read ahead).
+ */
+typedef enum pinio_mapped_fill {
+    PINIO_FILL_AUTO = 0, /**< by the file system, as above (the default) */
+    PINIO_FILL_AHEAD,    /**< always read ahead at depth, then populate */
+    PINIO_FILL_FAULT,    /**< never: the populate's fault readahead alone */
+} pinio_mapped_fill;
 
 /**
  * Who uses the loaded tensors (pinio_load_opts::consumer): part of
@@ -214,7 +249,11 @@ typedef struct pinio_load_opts {
      *  `lock_mapped` is then ignored (reported): the kernel locks a
      *  writable private mapping by copying every page. */
     bool map_private;
-    uint8_t reserved[35];        /**< zero */
+    /** Mapped files not in the page cache: how their pages are read in, a
+     *  #pinio_mapped_fill value (AUTO: read ahead at depth on network and
+     *  FUSE file systems; see its rule). */
+    uint8_t mapped_fill;
+    uint8_t reserved[34];        /**< zero */
 } pinio_load_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */
@@ -310,7 +349,10 @@ typedef struct pinio_load_report {
     bool arena_grown;          /**< ... and it had to grow (or was empty) for this load */
     char modes[256];           /**< one line: the memory mode of each file and why */
     size_t files_filled;       /**< mapped files that were not in the page cache: their pages
-                                    read in by the mapping's readahead (`cache` says so) */
+                                    read in by the load (`cache` says how) */
+    size_t files_filled_ahead; /**< of those, files read ahead at depth before the populate
+                                    (#pinio_mapped_fill); the others by the populate's own
+                                    fault readahead */
 } pinio_load_report;
 
 /**
@@ -325,7 +367,7 @@ typedef struct pinio_load_report {
  * @return 0; PINIO_EFORMAT (invalid header or index), PINIO_ECHANGED (a file
  *         shorter or different than its header said when read or mapped), -ENOENT
  *         (missing file, shard or tensor), -EEXIST (a tensor in two shards),
- *         -EINVAL (bad options: a memory mode, a consumer, a tensor_align not a
+ *         -EINVAL (bad options: a memory mode, a consumer, a mapped_fill, a tensor_align not a
  *         power of two up to 4096), -EBUSY (the kept `arena` still held by an earlier
  *         load's checkpoint or tensors), -ECANCELED (progress callback), -EIO,
  *         -ENOMEM, a mapping's errno,

@@ -150,12 +150,13 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
         return rc;
     if (!out || !paths || npaths == 0 || (o.nfilters && !o.filters) ||
         o.memory > PINIO_MEMORY_MAPPED || (unsigned)o.consumer > PINIO_CONSUMER_DMA ||
-        o.tensor_align > 4096 ||
+        o.mapped_fill > PINIO_FILL_FAULT || o.tensor_align > 4096 ||
         (o.tensor_align & (o.tensor_align - 1))) {
         pinio_diag_set(diag, -EINVAL, "pinio_load: %s",
                        !npaths                        ? "no input paths"
                        : o.memory > PINIO_MEMORY_MAPPED ? "invalid memory mode"
                        : (unsigned)o.consumer > PINIO_CONSUMER_DMA ? "consumer must be HOST or DMA"
+                       : o.mapped_fill > PINIO_FILL_FAULT ? "mapped_fill must be AUTO, AHEAD or FAULT"
                        : o.tensor_align > 4096 || (o.tensor_align & (o.tensor_align - 1))
                            ? "tensor_align must be a power of two, at most 4096"
                            : "invalid arguments");

@@ -5,6 +5,7 @@
  *                 -> realign -> checkpoint
  *   modes.c       pinned or mapped, per file, and why             (report.modes)
  *   mapped.c      mapped files: page cache filled, mapped, checked (report.mapped_bytes)
+ *   fill.c        cold mapped files: read ahead at depth first, or not
  *   arena.c       the destination: one NUMA-placed arena (or a kept one), faulted
  *                 ahead of the reads, placement checked and locked after them
  *                                                                (report.memory)
@@ -27,6 +28,22 @@
 #include "src/load/hash_internal.h"
 #include "src/load/plan_internal.h"
 
+/* ---- fill.c ----------------------------------------------------------- */
+
+/* How a cold mapped file's page cache is filled before its populate. */
+typedef struct pinio__fill {
+    bool ahead;                /* readahead(2) at depth first; else the populate alone */
+    uint64_t window;           /* ahead: bytes per readahead(2) call (the file's window) */
+    char why[64];              /* e.g. "fuse, 128 KiB windows", "a local file system" */
+} pinio__fill;
+
+/* Decides how file `fd`'s page cache is filled (pinio_mapped_fill's rule). */
+void pinio__fill_decide(int fd, pinio_mapped_fill policy, pinio__fill *out);
+
+/* Reads [lo, hi) of `fd` ahead into the page cache when `f->ahead`; a
+ * hint: errors leave the rest to the populate. */
+void pinio__fill_run(int fd, uint64_t lo, uint64_t hi, const pinio__fill *f);
+
 /* ---- modes.c ---------------------------------------------------------- */
 
 /* Where one file's tensors live, decided before any data I/O. */
@@ -37,6 +54,7 @@ typedef struct pinio__fmem {
     uint64_t dest_lo, dest_hi; /* pinned: the plan's destination range of its reads */
     uint64_t arena_off;        /* pinned: where dest_lo lands in the arena */
     uint64_t map_off;          /* mapped: file offset of the mapping (page aligned) */
+    pinio__fill fill;          /* mapped and cold: how its page cache is filled */
     pinio_view map;            /* mapped: the mapping; empty when nothing is selected */
 } pinio__fmem;
 

@@ -12,17 +12,20 @@
  * before any tensor is handed out. (verify.c hashes mapped files through
  * the descriptor for the same reason.)
  *
- * Cold files: the populate itself reads them in, and on the kernels
- * measured that is the fastest way to fill the page cache for a mapping.
- * A cold 256 MiB file, mapped and then every page touched (Linux 6.18,
- * shared 2-CPU VM, 3 runs each): MAP_POPULATE alone 1.25-1.45 GB/s;
- * POSIX_FADV_WILLNEED over the range first (readahead of all of it in one
- * go) 0.48-0.65 GB/s, the populate then finding small folios still under
- * I/O; 4 threads of MADV_POPULATE_READ over 8 MiB chunks 0.77-1.01 GB/s;
- * 4 threads of 8 MiB buffered preads, then populate, 0.36 GB/s. The fault
- * path's own readahead grows its window to the whole request and builds
- * large folios, which the others do not. (pinned mode, O_DIRECT into the
- * arena, is what auto picks for a cold file.)
+ * Cold files: the populate itself reads them in, by the fault path's
+ * readahead, which on a local disk is the fastest way found to fill the
+ * page cache for a mapping. A cold 256 MiB file, mapped and then every
+ * page touched (Linux 6.18, shared 2-CPU VM, ext4, 3 runs each): MAP_POPULATE
+ * alone 1.25-1.45 GB/s; POSIX_FADV_WILLNEED over the range first
+ * 0.48-0.65 GB/s (the kernel clamps it to one readahead window, so the
+ * populate read the rest); 4 threads of MADV_POPULATE_READ over 8 MiB
+ * chunks 0.77-1.01 GB/s; 4 threads of 8 MiB buffered preads, then
+ * populate, 0.36 GB/s. The fault path's readahead builds large folios,
+ * which the others do not. Where each request waits on a network or a
+ * FUSE daemon, the fault path's one window in flight is the limit, and
+ * fill.c reads ahead at depth first (its comment has the rule and the
+ * measurements). (pinned mode, O_DIRECT into the arena, is what auto
+ * picks for a cold file.)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -66,6 +69,8 @@ static int map_one(pinio_plan *plan, uint32_t f, pinio__fmem *m, bool priv,
     m->map_off = lo & ~(page - 1);
     size_t len = (size_t)(hi - m->map_off);
     double t0 = pinio__now_s();
+    if (!pf->pub.hot)
+        pinio__fill_run(pf->fd, m->map_off, hi, &m->fill);
     /* Private: populated read-only, then made writable, because populating
      * a writable private mapping breaks copy-on-write on every page (a copy
      * of the whole range) where read-only it maps the page-cache pages. */

@@ -48,7 +48,7 @@ static pinio_memory_mode decide(const pinio_plan *plan, uint32_t f, const pinio_
                      mis, (unsigned long long)o->tensor_align);
             return PINIO_MEMORY_PINNED;
         }
-        snprintf(why, wsize, "--memory mapped%s", pf->hot ? "" : "; cold: the populate reads it in");
+        snprintf(why, wsize, "--memory mapped%s", pf->hot ? "" : "; cold");
         return PINIO_MEMORY_MAPPED;
     default:
         break;
@@ -85,6 +85,8 @@ uint64_t pinio__modes_decide(const pinio_plan *plan, const pinio_load_opts *o, p
     for (size_t f = 0; f < plan->nfiles; f++) {
         memset(&fm[f], 0, sizeof(fm[f]));
         fm[f].mode = decide(plan, (uint32_t)f, o, fm[f].why, sizeof(fm[f].why));
+        if (fm[f].mode == PINIO_MEMORY_MAPPED && !plan->files[f].pub.hot)
+            pinio__fill_decide(plan->files[f].fd, (pinio_mapped_fill)o->mapped_fill, &fm[f].fill);
     }
     for (size_t i = 0; i < plan->layout.nreads; i++) {
         const pinio_plan_read *r = &plan->layout.reads[i];

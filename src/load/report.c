@@ -38,27 +38,40 @@ void pinio__report_plan(const pinio_plan *plan, pinio_load_report *rep)
 }
 
 /* What happened to one file's pages, as the line says it. A mapped file
- * is never read by the engine: a cold one has its page cache filled by the
- * mapping's fault readahead (mapped.c), so "O_DIRECT" would be false. */
-static const char *cache_what(const pinio_plan_file *f, const pinio__fmem *m)
+ * is never read by the engine: a cold one has its page cache filled by a
+ * readahead at depth or by the populate's fault readahead (fill.c), so
+ * "O_DIRECT" would be false. */
+static void cache_what(char *buf, size_t size, const pinio_plan_file *f, const pinio__fmem *m)
 {
-    if (m->mode == PINIO_MEMORY_MAPPED)
-        return f->hot ? "mapped, already in the page cache"
-                      : "mapped, page cache filled by the mapping's readahead";
-    return f->hot ? "buffered" : "O_DIRECT";
+    if (m->mode != PINIO_MEMORY_MAPPED)
+        pinio__appendf(buf, size, "%s", f->hot ? "buffered" : "O_DIRECT");
+    else if (f->hot)
+        pinio__appendf(buf, size, "mapped, already in the page cache");
+    else if (m->fill.ahead)
+        pinio__appendf(buf, size, "mapped, page cache filled by readahead at depth (%s)",
+                       m->fill.why);
+    else
+        pinio__appendf(buf, size, "mapped, page cache filled by the mapping's readahead (%s)",
+                       m->fill.why);
 }
 
 void pinio__report_cache(const pinio_plan *plan, const pinio__fmem *fm, pinio_load_report *rep)
 {
     rep->cache[0] = '\0';
     rep->files_filled = 0;
-    for (size_t i = 0; i < plan->nfiles; i++)
-        rep->files_filled += fm[i].mode == PINIO_MEMORY_MAPPED && !plan->files[i].pub.hot;
+    rep->files_filled_ahead = 0;
+    for (size_t i = 0; i < plan->nfiles; i++) {
+        bool filled = fm[i].mode == PINIO_MEMORY_MAPPED && !plan->files[i].pub.hot;
+        rep->files_filled += filled;
+        rep->files_filled_ahead += filled && fm[i].fill.ahead;
+    }
     if (plan->nfiles <= 2) {
         for (size_t i = 0; i < plan->nfiles; i++) {
             const pinio_plan_file *f = &plan->files[i].pub;
-            pinio__appendf(rep->cache, sizeof(rep->cache), "%s%s: %s%s%s", i ? "; " : "",
-                           base_name(f->path), cache_what(f, &fm[i]), *f->cache_why ? ", " : "",
+            pinio__appendf(rep->cache, sizeof(rep->cache), "%s%s: ", i ? "; " : "",
+                           base_name(f->path));
+            cache_what(rep->cache, sizeof(rep->cache), f, &fm[i]);
+            pinio__appendf(rep->cache, sizeof(rep->cache), "%s%s", *f->cache_why ? ", " : "",
                            f->cache_why);
         }
         return;
@@ -75,7 +88,8 @@ void pinio__report_cache(const pinio_plan *plan, const pinio__fmem *fm, pinio_lo
     }
     pinio__appendf(rep->cache, sizeof(rep->cache),
                    "%zu files: %zu O_DIRECT, %zu buffered, %zu mapped already in "
-                   "the page cache, %zu mapped with the page cache filled by readahead%s%s",
-                   plan->nfiles, n[0], n[1], n[3], n[2],
+                   "the page cache, %zu mapped with the page cache filled by readahead "
+                   "(%zu of them at depth)%s%s",
+                   plan->nfiles, n[0], n[1], n[3], n[2], rep->files_filled_ahead,
                    mixed ? "; reasons differ, e.g. " : "; ", first);
 }

@@ -130,6 +130,7 @@ Test(load, cache_line_of_a_mapped_load_says_what_happened, .init = disk_setup, .
         pinio_load_opts_default(&o);
         o.memory = PINIO_MEMORY_MAPPED;
         o.cache = hot ? PINIO_CACHE_HOT : PINIO_CACHE_COLD;
+        o.mapped_fill = PINIO_FILL_FAULT; /* the same line on any file system */
         pinio_load_report r;
         pinio_checkpoint *cp = load_ok(f, &o, &r);
         check_all(cp, 5);
@@ -139,7 +140,8 @@ Test(load, cache_line_of_a_mapped_load_says_what_happened, .init = disk_setup, .
         cr_assert_null(strstr(r.cache, "O_DIRECT"), "%s", r.cache);
         cr_assert_not_null(strstr(r.cache, hot ? "m.safetensors: mapped, already in the page cache, --cache hot"
                                                : "m.safetensors: mapped, page cache filled by the "
-                                                 "mapping's readahead, cache dropped"),
+                                                 "mapping's readahead (mapped_fill FAULT), "
+                                                 "cache dropped"),
                            "%s", r.cache);
         pinio_checkpoint_release(cp);
     }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -225,7 +226,10 @@ Test(memory, truncated_between_plan_and_mapping_is_echanged, .init = disk_setup,
 {
     char *f = path_in("m.safetensors");
     gen(f, 2u << 20, 6, 1);
-    for (int cold = 0; cold < 2; cold++) {
+    /* Cold also with the readahead at depth forced (fill.c): it reads
+     * through the descriptor and stops at the new end of file. */
+    for (int round = 0; round < 3; round++) {
+        bool cold = round > 0;
         pinio_plan_opts po;
         pinio_plan_opts_default(&po);
         po.cache = cold ? PINIO_CACHE_COLD : PINIO_CACHE_HOT;
@@ -237,9 +241,11 @@ Test(memory, truncated_between_plan_and_mapping_is_echanged, .init = disk_setup,
         pinio_load_opts o;
         pinio_load_opts_default(&o);
         o.memory = PINIO_MEMORY_MAPPED;
+        o.mapped_fill = round == 2 ? PINIO_FILL_AHEAD : PINIO_FILL_FAULT;
         pinio__fmem fm[1];
         pinio__modes_decide(plan, &o, fm);
         cr_assert_eq(fm[0].mode, PINIO_MEMORY_MAPPED);
+        cr_assert_eq(fm[0].fill.ahead, round == 2 && fm[0].fill.window > 0, "%s", fm[0].fill.why);
         pinio_load_report rep = { 0 };
         int rc = pinio__map_files(plan, fm, false, false, &rep, &d);
         cr_assert_eq(rc, PINIO_ECHANGED, "%d: %s", rc, d.msg);
@@ -590,4 +596,109 @@ Test(memory, hot_pinned_reads_go_to_pread_threads, .init = disk_setup, .fini = t
         }
         pinio_checkpoint_release(cp);
     }
+}
+
+/* Drops the file's pages and asserts that none is left cached: a test of
+ * the fill must start from a cold file. */
+static void make_cold(const char *f)
+{
+    int fd = open(f, O_RDONLY);
+    cr_assert_geq(fd, 0, "%s", f);
+    cr_assert_eq(pinio_file_drop_cache(fd), 0);
+    pinio_residency r;
+    cr_assert_eq(pinio_file_residency(fd, 0, 0, &r), 0);
+    cr_assert_eq(r.cached_bytes, 0, "%s: %llu bytes still cached", f,
+                 (unsigned long long)r.cached_bytes);
+    close(fd);
+}
+
+/* The fill on its own: readahead at depth over a cold range brings every
+ * page of it into the page cache without mapping or reading a byte, and
+ * nothing outside it. */
+Test(memory, fill_ahead_brings_the_range_into_the_page_cache, .init = disk_setup,
+     .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 8u << 20, 6, 1);
+    make_cold(f);
+    int fd = open(f, O_RDONLY);
+    cr_assert_geq(fd, 0);
+    pinio__fill fill;
+    pinio__fill_decide(fd, PINIO_FILL_AHEAD, &fill);
+    if (!fill.ahead) {
+        close(fd);
+        cr_skip_test("no readahead on this file system: %s", fill.why);
+    }
+    cr_assert_gt(fill.window, 0);
+    cr_assert_not_null(strstr(fill.why, "KiB windows"), "%s", fill.why);
+    pinio__fill_run(fd, 1u << 20, 5u << 20, &fill);
+    /* readahead(2) may return before its reads complete: a page under
+     * read is in the page cache already, which is what residency counts. */
+    pinio_residency in, before, after;
+    cr_assert_eq(pinio_file_residency(fd, 1u << 20, 4u << 20, &in), 0);
+    cr_assert_eq(pinio_file_residency(fd, 0, 1u << 20, &before), 0);
+    cr_assert_eq(pinio_file_residency(fd, 6u << 20, 0, &after), 0);
+    cr_assert_eq(in.cached_bytes, 4u << 20, "filled %llu of 4 MiB",
+                 (unsigned long long)in.cached_bytes);
+    cr_assert_eq(before.cached_bytes + after.cached_bytes, 0, "read outside the range");
+    /* FAULT, and AUTO on this local file system, leave it to the populate. */
+    pinio__fill_decide(fd, PINIO_FILL_FAULT, &fill);
+    cr_assert(!fill.ahead);
+    cr_assert_str_eq(fill.why, "mapped_fill FAULT");
+    close(fd);
+}
+
+/* The file systems where AUTO must leave the fill to the populate. */
+static bool local_fs(const char *f)
+{
+    struct statfs sf;
+    cr_assert_eq(statfs(f, &sf), 0);
+    return sf.f_type == 0xEF53 /* ext2/3/4 */ || sf.f_type == 0x58465342 /* xfs */ ||
+           sf.f_type == 0x9123683E /* btrfs */ || sf.f_type == 0x01021994 /* tmpfs */;
+}
+
+/* A cold file in mapped mode under each fill policy: every byte right, the
+ * report saying how the page cache was filled, the fill counted. */
+Test(memory, cold_mapped_under_each_fill_policy, .init = disk_setup, .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 6u << 20, 23, 1);
+    static const pinio_mapped_fill fills[] = { PINIO_FILL_AUTO, PINIO_FILL_AHEAD,
+                                               PINIO_FILL_FAULT };
+    for (size_t k = 0; k < 3; k++)
+        for (int priv = 0; priv < 2; priv++) {
+            make_cold(f);
+            pinio_load_opts o;
+            pinio_load_opts_default(&o);
+            o.memory = PINIO_MEMORY_MAPPED;
+            o.mapped_fill = (uint8_t)fills[k];
+            o.map_private = priv;
+            pinio_load_report r;
+            pinio_checkpoint *cp = load_ok(f, &o, &r);
+            check_all(cp, 23);
+            check_mode(cp, PINIO_MEMORY_MAPPED);
+            cr_assert_eq(r.files_filled, 1, "%s", r.cache);
+            cr_assert_gt(r.fill_seconds, 0);
+            cr_assert_eq(r.read_bytes, 0, "a mapped file is not read by the engine");
+            bool depth = strstr(r.cache, "page cache filled by readahead at depth (") != NULL;
+            bool fault = strstr(r.cache, "page cache filled by the mapping's readahead (") != NULL;
+            cr_assert(depth != fault, "%s", r.cache);
+            cr_assert_eq(r.files_filled_ahead, depth, "%s", r.cache);
+            if (fills[k] == PINIO_FILL_FAULT)
+                cr_assert(strstr(r.cache, "(mapped_fill FAULT)"), "%s", r.cache);
+            if (fills[k] == PINIO_FILL_AHEAD)
+                cr_assert(depth || strstr(r.cache, "read_ahead_kb 0"), "%s", r.cache);
+            if (fills[k] == PINIO_FILL_AUTO && local_fs(f))
+                cr_assert(fault && strstr(r.cache, "(a local file system)"), "%s", r.cache);
+            pinio_checkpoint_release(cp);
+        }
+    /* An unknown policy is refused before anything is opened. */
+    pinio_load_opts o;
+    pinio_load_opts_default(&o);
+    o.mapped_fill = PINIO_FILL_FAULT + 1;
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(load1(f, &o, &cp, &d), -EINVAL);
+    cr_assert_null(cp);
+    cr_assert_not_null(strstr(d.msg, "mapped_fill"), "%s", d.msg);
 }

@@ -1,0 +1,165 @@
+/* slowfs: a read-only FUSE passthrough over a directory that answers every
+ * read request only after a fixed delay, so that a local disk behaves like
+ * latency-bound storage (a network or parallel file system): one request at
+ * a time is slow, many in flight overlap. bench/load_vs_peers PART=slow
+ * mounts it to compare a mapped load's fill at depth with mmap faulting.
+ *
+ *   slowfs BACKING_DIR MOUNTPOINT [FUSE options, e.g. -f -o max_threads=16]
+ *   SLOWFS_DELAY_US   delay per read request in microseconds (default 500)
+ *
+ * Multithreaded (libfuse's default loop, up to max_threads): requests in
+ * flight sleep in parallel, as they would wait on a network. The kernel's page cache is
+ * kept across opens (kernel_cache), so "cold" is the caller's business
+ * (posix_fadvise DONTNEED through the mount), as on a local disk.
+ *
+ * At unmount it prints the number of read requests and their mean size to
+ * stderr: the kernel's readahead decides the sizes, which decide what the
+ * delay costs. */
+#define FUSE_USE_VERSION 31
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *backing;
+static long delay_us = 500;
+static _Atomic unsigned long long nreads, nbytes;
+
+static int full(const char *path, char *out)
+{
+    int n = snprintf(out, PATH_MAX, "%s%s", backing, path);
+    return n < 0 || n >= PATH_MAX ? -ENAMETOOLONG : 0;
+}
+
+static void *sf_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
+{
+    (void)conn;
+    cfg->kernel_cache = 1;
+    cfg->use_ino = 1;
+    /* Sizes asked for every time (no delay on them): a file changed in the
+     * backing directory is seen at once, as a load's change check needs. */
+    cfg->attr_timeout = 0;
+    return NULL;
+}
+
+static void sf_destroy(void *p)
+{
+    (void)p;
+    unsigned long long n = nreads, b = nbytes;
+    fprintf(stderr, "slowfs: %llu read requests, %llu bytes, %.0f bytes per request\n", n, b,
+            n ? (double)b / (double)n : 0.0);
+}
+
+static int sf_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
+{
+    char p[PATH_MAX];
+    if (fi)
+        return fstat((int)fi->fh, st) < 0 ? -errno : 0;
+    int rc = full(path, p);
+    return rc ? rc : lstat(p, st) < 0 ? -errno : 0;
+}
+
+static int sf_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t off,
+                      struct fuse_file_info *fi, enum fuse_readdir_flags fl)
+{
+    (void)off, (void)fi, (void)fl;
+    char p[PATH_MAX];
+    int rc = full(path, p);
+    if (rc)
+        return rc;
+    DIR *d = opendir(p);
+    if (!d)
+        return -errno;
+    for (struct dirent *e; (e = readdir(d));) {
+        struct stat st = { .st_ino = e->d_ino, .st_mode = (mode_t)e->d_type << 12 };
+        if (fill(buf, e->d_name, &st, 0, 0))
+            break;
+    }
+    closedir(d);
+    return 0;
+}
+
+static int sf_open(const char *path, struct fuse_file_info *fi)
+{
+    if ((fi->flags & O_ACCMODE) != O_RDONLY)
+        return -EROFS;
+    char p[PATH_MAX];
+    int rc = full(path, p);
+    if (rc)
+        return rc;
+    /* O_DIRECT is dropped: the delay, not the backing disk's cache state,
+     * is what this file system emulates. */
+    int fd = open(p, O_RDONLY);
+    if (fd < 0)
+        return -errno;
+    fi->fh = (uint64_t)fd;
+    return 0;
+}
+
+static int sf_read(const char *path, char *buf, size_t size, off_t off, struct fuse_file_info *fi)
+{
+    (void)path;
+    struct timespec ts = { delay_us / 1000000, (delay_us % 1000000) * 1000 };
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+    ssize_t n = pread((int)fi->fh, buf, size, off);
+    if (n < 0)
+        return -errno;
+    nreads++;
+    nbytes += (unsigned long long)n;
+    return (int)n;
+}
+
+static int sf_release(const char *path, struct fuse_file_info *fi)
+{
+    (void)path;
+    close((int)fi->fh);
+    return 0;
+}
+
+static int sf_statfs(const char *path, struct statvfs *sv)
+{
+    char p[PATH_MAX];
+    int rc = full(path, p);
+    return rc ? rc : statvfs(p, sv) < 0 ? -errno : 0;
+}
+
+static const struct fuse_operations ops = {
+    .init = sf_init,
+    .destroy = sf_destroy,
+    .getattr = sf_getattr,
+    .readdir = sf_readdir,
+    .open = sf_open,
+    .read = sf_read,
+    .release = sf_release,
+    .statfs = sf_statfs,
+};
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: slowfs BACKING_DIR MOUNTPOINT [FUSE options]\n");
+        return 2;
+    }
+    static char real[PATH_MAX];
+    if (!realpath(argv[1], real)) {
+        fprintf(stderr, "slowfs: %s: %s\n", argv[1], strerror(errno));
+        return 1;
+    }
+    backing = real;
+    const char *d = getenv("SLOWFS_DELAY_US");
+    if (d)
+        delay_us = strtol(d, NULL, 10);
+    /* libfuse parses the rest: the mount point and its own options. */
+    argv[1] = argv[0];
+    return fuse_main(argc - 1, argv + 1, &ops, NULL);
+}
