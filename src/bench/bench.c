@@ -246,7 +246,10 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
     if (o->verify_mode != PINIO_BENCH_VERIFY_PATTERN && !o->verify && !o->verify_only)
         BAD("bench: a verify mode (%s) needs --verify or --verify-only",
             pinio_bench_verify_mode_name(o->verify_mode));
-    if (o->verify_only && (is_write(o->rw) || is_trim(o->rw) || o->verify))
+    if (o->verify_only && is_trim(o->rw))
+        BAD("bench: --verify-only reads what a --verify run wrote: not with a trim workload, "
+            "which reads nothing");
+    if (o->verify_only && (is_write(o->rw) || o->verify))
         BAD("bench: --verify-only checks what is there: a read workload (read, randread), "
             "without --verify");
     if (o->npercentiles > PINIO_BENCH_MAX_PCT || (o->npercentiles && !o->percentiles))
