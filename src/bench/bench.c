@@ -165,6 +165,10 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
         BAD("bench: --time must be 0 (one pass) or between 0.001 and 1e6 seconds");
     if (o->iopoll && !o->direct)
         BAD("bench: --iopoll needs O_DIRECT (drop --direct=0)");
+    /* An IOPOLL ring takes only pollable reads and writes: each fallocate or
+     * discard command would fail with a bare "invalid argument". */
+    if (o->iopoll && is_trim(o->rw))
+        BAD("bench: --iopoll polls reads and writes: not with a trim workload");
     if (o->verify && is_trim(o->rw))
         BAD("bench: --verify does not apply to trim workloads: a trimmed range holds no data "
             "to check");

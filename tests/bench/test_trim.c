@@ -253,8 +253,9 @@ Test(trim, refused_like_a_write)
     }
 }
 
-/* Verify has nothing to check in a trimmed range: a usage error. */
-Test(trim, verify_modes_refused)
+/* Verify has nothing to check in a trimmed range, and IOPOLL rings take no
+ * fallocate or discard: usage errors. */
+Test(trim, verify_and_iopoll_refused)
 {
     pinio_bench_opts o = trim_opts("/var/tmp/pinio-never", "/var/tmp", PINIO_BENCH_RANDTRIM, NULL);
     pinio_diag d = {0};
@@ -266,6 +267,10 @@ Test(trim, verify_modes_refused)
     cr_assert_eq(pinio_bench_check(&o, &d), -EINVAL);
     cr_assert(strstr(d.msg, "--verify-only"), "%s", d.msg);
     o.verify_only = false;
+    o.iopoll = true;
+    cr_assert_eq(pinio_bench_check(&o, &d), -EINVAL);
+    cr_assert(strstr(d.msg, "--iopoll") && strstr(d.msg, "trim"), "%s", d.msg);
+    o.iopoll = false;
     cr_assert_eq(pinio_bench_check(&o, &d), 0, "%s", d.msg);
     pinio_bench_rw rw;
     cr_assert_eq(pinio_bench_rw_parse("randtrim", &rw), 0);
