@@ -20,6 +20,15 @@
 #define BS 65536u
 #define NBLK (FILE_LEN / BS)
 
+/* What the test made, removed by .fini also when an assertion ended it. */
+static char made[300];
+
+static void remove_made(void)
+{
+    if (made[0])
+        t_rm_rf(made);
+}
+
 /* Per block of the file: how many requests the trace saw cover it. */
 typedef struct trace {
     unsigned hits[NBLK];
@@ -106,6 +115,7 @@ static void middle_half(const char *dir)
     char path[256];
     uint64_t seed = 11;
     cr_assert_eq(t_tmpfile(dir, "trim", NULL, FILE_LEN, seed, path, sizeof path), 0);
+    snprintf(made, sizeof made, "%s", path);
     trace t = {0};
     pinio_bench_opts o = trim_opts(path, dir, PINIO_BENCH_TRIM, &t);
     o.offset = FILE_LEN / 4;
@@ -136,12 +146,12 @@ static void middle_half(const char *dir)
     cr_assert(!strstr(r.features, "fixed_bufs"), "trims register no buffers: %s", r.features);
 }
 
-Test(trim, ext4_holes_exactly_where_the_trace_went)
+Test(trim, ext4_holes_exactly_where_the_trace_went, .fini = remove_made)
 {
     middle_half("/var/tmp");
 }
 
-Test(trim, tmpfs_holes_exactly_where_the_trace_went)
+Test(trim, tmpfs_holes_exactly_where_the_trace_went, .fini = remove_made)
 {
     middle_half("/dev/shm");
 }
@@ -153,6 +163,7 @@ static void randtrim_whole(const char *dir)
 {
     char tdir[256], path[300];
     cr_assert_eq(t_tmpdir(dir, "randtrim", tdir, sizeof tdir), 0);
+    snprintf(made, sizeof made, "%s", tdir);
     snprintf(path, sizeof path, "%s/f", tdir);
     trace t = {0};
     pinio_bench_opts o = trim_opts(path, dir, PINIO_BENCH_RANDTRIM, &t);
@@ -183,12 +194,12 @@ static void randtrim_whole(const char *dir)
     cr_assert_eq(r.trim.ios, NBLK);
 }
 
-Test(trim, randtrim_trims_every_block_once_ext4)
+Test(trim, randtrim_trims_every_block_once_ext4, .fini = remove_made)
 {
     randtrim_whole("/var/tmp");
 }
 
-Test(trim, randtrim_trims_every_block_once_tmpfs)
+Test(trim, randtrim_trims_every_block_once_tmpfs, .fini = remove_made)
 {
     randtrim_whole("/dev/shm");
 }
@@ -204,10 +215,11 @@ static void on_first(void *ctx, unsigned job, bool write, uint64_t off, uint64_t
         first_offs[nfirst++] = off;
 }
 
-Test(trim, randtrim_order_is_shuffled)
+Test(trim, randtrim_order_is_shuffled, .fini = remove_made)
 {
     char path[256];
     cr_assert_eq(t_tmpfile("/dev/shm", "randtrim", NULL, FILE_LEN, 3, path, sizeof path), 0);
+    snprintf(made, sizeof made, "%s", path);
     pinio_bench_opts o = trim_opts(path, "/dev/shm", PINIO_BENCH_RANDTRIM, NULL);
     o.trace = on_first;
     o.allow_file_overwrite = true;
@@ -227,10 +239,11 @@ Test(trim, randtrim_order_is_shuffled)
 /* Trims destroy data: a file holding data bench did not write is refused
  * (and left whole) unless allow_file_overwrite; a block device unless
  * allow_device_overwrite, before it is opened. */
-Test(trim, refused_like_a_write)
+Test(trim, refused_like_a_write, .fini = remove_made)
 {
     char path[256];
     cr_assert_eq(t_tmpfile("/var/tmp", "trimno", NULL, FILE_LEN, 4, path, sizeof path), 0);
+    snprintf(made, sizeof made, "%s", path);
     pinio_bench_opts o = trim_opts(path, "/var/tmp", PINIO_BENCH_TRIM, NULL);
     pinio_diag d = {0};
     pinio_bench_result r;
@@ -255,7 +268,7 @@ Test(trim, refused_like_a_write)
 
 /* Verify has nothing to check in a trimmed range, and IOPOLL rings take no
  * fallocate or discard: usage errors. */
-Test(trim, verify_and_iopoll_refused)
+Test(trim, verify_and_iopoll_refused, .fini = remove_made)
 {
     pinio_bench_opts o = trim_opts("/var/tmp/pinio-never", "/var/tmp", PINIO_BENCH_RANDTRIM, NULL);
     pinio_diag d = {0};
@@ -281,10 +294,11 @@ Test(trim, verify_and_iopoll_refused)
 /* A file system that cannot punch holes (simulated: trimnotsup) is named
  * before any request, and a file the run made for it is removed; an
  * existing file keeps its bytes. */
-Test(trim, unsupported_file_system_is_named_before_the_run)
+Test(trim, unsupported_file_system_is_named_before_the_run, .fini = remove_made)
 {
     char tdir[256], path[300];
     cr_assert_eq(t_tmpdir("/var/tmp", "trimnotsup", tdir, sizeof tdir), 0);
+    snprintf(made, sizeof made, "%s", tdir);
     snprintf(path, sizeof path, "%s/f", tdir);
     trace t = {0};
     pinio_bench_opts o = trim_opts(path, "/var/tmp", PINIO_BENCH_TRIM, &t);
