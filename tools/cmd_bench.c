@@ -34,6 +34,8 @@ static void usage(FILE *out)
             "       pinio bench JOB.fio [options]         (or: --job-file F: any name)\n"
             "workload\n"
             "  --rw read|randread|write|randwrite|rw|randrw   (default read)\n"
+            "  --rw trim|randtrim   deallocate each request's range: a hole punched in a\n"
+            "                   file, a discard on a block device (destroys data, as a write)\n"
             "  --rwmixread N    rw/randrw: per cent of requests that read, 1..99 (default 50)\n"
             "  --bs SIZE        bytes per request, multiple of 512 (default 1M)\n"
             "  --bssplit SPLIT  sizes by share of requests, e.g. 4k/50:64k/30:1m/20\n"
@@ -104,7 +106,7 @@ static void usage(FILE *out)
             "is removed, and the command dies of the signal (exit status 130 for Ctrl-C).\n"
             "Latency is reported as fio does: slat (issue to submission), clat (submission\n"
             "to completion), lat (issue to completion).\n"
-            "Not supported yet: trim, several files.\n");
+            "Not supported yet: several files.\n");
 }
 
 /* A 0|1 value of a flag given as --flag or --flag=0|1 (optional_argument). */
@@ -317,6 +319,7 @@ static void json_figures(jw *w, const pinio_bench_opts *o, const pinio_bench_res
     json_lat(w, "clat_ns", &r->clat, o);
     json_dir(w, "read", &r->read, o);
     json_dir(w, "write", &r->write, o);
+    json_dir(w, "trim", &r->trim, o);
     jw_kf64(w, "cpu_user_s", r->cpu_user_s);
     jw_kf64(w, "cpu_sys_s", r->cpu_sys_s);
     jw_kf64(w, "cpu_s_per_gb", r->cpu_s_per_gb);
@@ -410,23 +413,31 @@ static void print_json(FILE *out, const pinio_bench_opts *o, const pinio_bench_r
 
 /* One ;-separated line per run and, before it, one per job (fields in
  * doc/json/bench.md, "terse"): what a shell script cuts with `cut -d';'`.
- * Version 2: version 1's 35 fields, then the job (-1: all) and slat/clat. */
+ * Version 2: version 1's 35 fields, then the job (-1: all) and slat/clat;
+ * version 3: then the trims' ten, as fio's terse v3 has a trim group. */
+/* One direction's ten terse fields. */
+static void terse_dir(FILE *out, const pinio_bench_dir *d)
+{
+    fprintf(out, ";%llu;%llu;%.3f;%.1f;%.0f;%.0f;%llu;%llu;%llu;%llu",
+            (unsigned long long)d->bytes, (unsigned long long)d->ios, d->bytes_per_s / 1e6,
+            d->iops, d->lat.mean_ns, d->lat.stdev_ns, (unsigned long long)d->lat.p50_ns,
+            (unsigned long long)d->lat.p99_ns, (unsigned long long)d->lat.p999_ns,
+            (unsigned long long)d->lat.max_ns);
+}
+
 static void print_terse(FILE *out, const pinio_bench_opts *o, const pinio_bench_result *r, int job)
 {
-    fprintf(out, "pinio-bench;2;%s;%s;%llu;%u;%u;%llu;%llu;%.6f;%.3f;%.1f", pinio_version(),
+    fprintf(out, "pinio-bench;3;%s;%s;%llu;%u;%u;%llu;%llu;%.6f;%.3f;%.1f", pinio_version(),
             pinio_bench_rw_name(o->rw), (unsigned long long)o->bs, o->qd, o->jobs,
             (unsigned long long)r->bytes, (unsigned long long)r->ios, r->seconds,
             r->bytes_per_s / 1e6, r->iops);
-    const pinio_bench_dir *d[2] = {&r->read, &r->write};
-    for (int k = 0; k < 2; k++)
-        fprintf(out, ";%llu;%llu;%.3f;%.1f;%.0f;%.0f;%llu;%llu;%llu;%llu",
-                (unsigned long long)d[k]->bytes, (unsigned long long)d[k]->ios,
-                d[k]->bytes_per_s / 1e6, d[k]->iops, d[k]->lat.mean_ns, d[k]->lat.stdev_ns,
-                (unsigned long long)d[k]->lat.p50_ns, (unsigned long long)d[k]->lat.p99_ns,
-                (unsigned long long)d[k]->lat.p999_ns, (unsigned long long)d[k]->lat.max_ns);
-    fprintf(out, ";%.6f;%.4f;%d;%d;%.0f;%llu;%.0f;%llu\n", r->cpu_s_per_gb, r->submits_per_io,
+    terse_dir(out, &r->read);
+    terse_dir(out, &r->write);
+    fprintf(out, ";%.6f;%.4f;%d;%d;%.0f;%llu;%.0f;%llu", r->cpu_s_per_gb, r->submits_per_io,
             r->partial ? 1 : 0, job, r->slat.mean_ns, (unsigned long long)r->slat.p99_ns,
             r->clat.mean_ns, (unsigned long long)r->clat.p99_ns);
+    terse_dir(out, &r->trim);
+    fputc('\n', out);
 }
 
 /* Always installed: it is also how SIGINT/SIGTERM stop a run (stop.h).
@@ -516,6 +527,7 @@ static void text_figures(FILE *out, const pinio_bench_opts *o, const pinio_bench
     }
     text_samples(out, &r->read, "read");
     text_samples(out, &r->write, "write");
+    text_samples(out, &r->trim, "trim");
     fprintf(out, "  CPU %.4f s/GB (user %.3f s, sys %.3f s), %.3f submit calls per I/O\n",
             r->cpu_s_per_gb, r->cpu_user_s, r->cpu_sys_s, r->submits_per_io);
     if (o->verify || o->verify_only)
@@ -1228,7 +1240,7 @@ static void print_group(FILE *out, enum fmt fmt, unsigned group, const struct gr
         jw_obj_end(&w);
         jw_finish(&w);
     } else if (fmt == FMT_TERSE) {
-        fprintf(out, "pinio-bench-group;2;%u;%u;%llu;%llu;%.6f;%.3f;%.1f;%llu;%.0f;%llu;%d\n",
+        fprintf(out, "pinio-bench-group;3;%u;%u;%llu;%llu;%.6f;%.3f;%.1f;%llu;%.0f;%llu;%d\n",
                 group, g->sections, (unsigned long long)g->bytes, (unsigned long long)g->ios,
                 g->seconds, bw / 1e6, iops, (unsigned long long)g->lat_min, mean,
                 (unsigned long long)g->lat_max, g->partial ? 1 : 0);

@@ -27,6 +27,7 @@
  * or, with pinio_bench_opts::allow_device_overwrite, to a block device that
  * nothing else holds exclusively (a mounted file system does): it is opened
  * with O_EXCL, held for the whole run, and refused with -EBUSY when in use.
+ * Trims (PINIO_BENCH_TRIM) destroy data too and follow the same rules.
  * A missing file is made under a temporary name (PATH.pinio-bench-PID.tmp)
  * and renamed into place when complete, so an interrupted run never leaves
  * a partial file at PATH (temporaries of PATH that a killed run left are
@@ -65,6 +66,19 @@ typedef enum pinio_bench_rw {
     PINIO_BENCH_RANDWRITE, /**< random writes, each block once per pass */
     PINIO_BENCH_RW,        /**< sequential, each request a read or a write (rwmixread) */
     PINIO_BENCH_RANDRW,    /**< random, each request a read or a write (rwmixread) */
+    /** Sequential trims: each request deallocates its range. On a regular
+     *  file a hole is punched (fallocate(2) FALLOC_FL_PUNCH_HOLE |
+     *  FALLOC_FL_KEEP_SIZE, through IORING_OP_FALLOCATE; the size stays); on
+     *  a block device (allow_device_overwrite) the range is discarded,
+     *  through io_uring's block discard command where the kernel has it
+     *  (Linux 6.12+, feature "discard_cmd"), else with BLKDISCARD from the
+     *  job's thread, one synchronous call per request ("blkdiscard_sync":
+     *  then qd is not what the device sees). Destroys data as a write does,
+     *  under the same protections; a missing file is first created and
+     *  filled as for reads. A target whose file system or device cannot
+     *  deallocate fails with -EOPNOTSUPP before the run. No verify. */
+    PINIO_BENCH_TRIM,
+    PINIO_BENCH_RANDTRIM,  /**< random trims, each block once per pass */
 } pinio_bench_rw;
 
 /** Distribution of random offsets (pinio_bench_opts::dist). Every kind but
@@ -94,8 +108,9 @@ typedef struct pinio_bench_bs_weight {
 } pinio_bench_bs_weight;
 
 /** Called as each request is issued (pinio_bench_opts::trace), on the job's
- *  thread: `job` is its index, `write` its direction. For tests and traces;
- *  it runs in the hot loop, so keep it short. */
+ *  thread: `job` is its index, `write` its direction (true for a trim too:
+ *  a trim run's requests are all trims). For tests and traces; it runs in
+ *  the hot loop, so keep it short. */
 typedef void (*pinio_bench_trace_fn)(void *ctx, unsigned job, bool write, uint64_t off,
                                      uint64_t len);
 
@@ -104,7 +119,7 @@ typedef void (*pinio_bench_trace_fn)(void *ctx, unsigned job, bool write, uint64
 typedef struct pinio_bench_interval {
     double time_ms;      /**< end of the interval, ms since the jobs started */
     int job;             /**< job index, or -1 for the sum over all jobs */
-    int dir;             /**< 0 read, 1 write */
+    int dir;             /**< 0 read, 1 write, 2 trim */
     double bytes_per_s;  /**< bytes completed in the interval / its length */
     double iops;         /**< requests completed in the interval / its length */
     double lat_mean_ns;  /**< total latency (issue to completion) of those requests */
@@ -289,7 +304,8 @@ static inline void pinio_bench_opts_default(pinio_bench_opts *opts)
     pinio_bench_opts_init(opts, sizeof(*opts));
 }
 
-/** Name of a workload ("read", "randread", "write", "randwrite", "rw", "randrw"). */
+/** Name of a workload ("read", "randread", "write", "randwrite", "rw", "randrw",
+ *  "trim", "randtrim"). */
 PINIO_API const char *pinio_bench_rw_name(pinio_bench_rw rw);
 
 /** Parses a workload name. @return 0 and `*out`, or -EINVAL. */
@@ -320,7 +336,7 @@ typedef struct pinio_bench_samples {
     double min, max, mean, stdev;
 } pinio_bench_samples;
 
-/** What one direction (reads or writes) of a run measured.
+/** What one direction (reads, writes or trims) of a run measured.
  *
  *  The three latencies are fio's: a request is issued when it is prepared
  *  (put in the submission queue), submitted when the io_uring_enter() call
@@ -373,6 +389,10 @@ typedef struct pinio_bench_result {
     bool partial;
     pinio_bench_lat slat;    /**< both directions, issue to submission */
     pinio_bench_lat clat;    /**< both directions, submission to completion */
+    /** The trims of a trim workload: `bytes` is what was deallocated (also
+     *  in the totals above, as fio counts trim bytes); bw and IOPS as for
+     *  the other directions. Zero for other workloads. */
+    pinio_bench_dir trim;
 } pinio_bench_result;
 
 /**
@@ -395,7 +415,9 @@ PINIO_API int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag);
  *         (opening the target); -EPERM (a write to a block device without
  *         allow_device_overwrite, or to something that is neither a regular
  *         file nor a block device); -EBUSY (a write to a block device in
- *         use); -EEXIST (a write to a file holding data bench did not write); -ENOMEM (buffers, or their registration:
+ *         use); -EEXIST (a write to a file holding data bench did not write);
+ *         -EOPNOTSUPP (a trim workload on a file system that cannot punch
+ *         holes, or a device without discard); -ENOMEM (buffers, or their registration:
  *         RLIMIT_MEMLOCK, checked before the target is created when the
  *         buffers certainly cannot fit); -ENOSYS (io_uring unavailable); an
  *         I/O error of a request; -EBADMSG (verify found a block that

@@ -59,6 +59,11 @@
  *                            contain F, one of `single`, `defer`, `coop`,
  *                            `taskrun`, `submitall`, `cqsize` (may repeat)
  *   - `setupnosys`           -ENOSYS from io_uring_setup (io_uring blocked)
+ *   - `trimnotsup`           pinio_bench's trim probe fails with -EOPNOTSUPP (as
+ *                            a file system that cannot punch holes, or a
+ *                            device without discard)
+ *   - `nodiscardcmd`         pinio_bench finds no io_uring block discard
+ *                            command (as a kernel before 6.12): BLKDISCARD
  *   - `seed=S`, `rate=P`     with probability P (0..1) per completion, a random
  *                            recoverable fault (short or -EAGAIN), drawn from a
  *                            PRNG seeded with S (default 1): deterministic

@@ -43,6 +43,12 @@
 #define HUGE_ALIGN PINIO__PRIM_HUGE_SIZE
 #define MAX_RETRIES 1000 /* EAGAIN/EINTR/EBUSY resubmissions per job before giving up */
 
+/* io_uring's block discard command (Linux 6.12, <linux/blkdev.h>): newer
+ * than bookworm's kernel headers. */
+#ifndef BLOCK_URING_CMD_DISCARD
+#define BLOCK_URING_CMD_DISCARD _IO(0x12, 0)
+#endif
+
 void pinio_bench_opts_init(pinio_bench_opts *o, size_t size)
 {
     pinio_bench_opts d;
@@ -58,7 +64,8 @@ void pinio_bench_opts_init(pinio_bench_opts *o, size_t size)
     pinio__opts_init(o, size, &d, sizeof(d));
 }
 
-static const char *const rw_names[] = {"read", "randread", "write", "randwrite", "rw", "randrw"};
+static const char *const rw_names[] = {"read", "randread", "write", "randwrite", "rw", "randrw",
+                                       "trim", "randtrim"};
 #define NRW (sizeof rw_names / sizeof rw_names[0])
 
 const char *pinio_bench_rw_name(pinio_bench_rw rw)
@@ -108,7 +115,13 @@ static bool is_mixed(pinio_bench_rw rw)
 
 static bool is_rand(pinio_bench_rw rw)
 {
-    return rw == PINIO_BENCH_RANDREAD || rw == PINIO_BENCH_RANDWRITE || rw == PINIO_BENCH_RANDRW;
+    return rw == PINIO_BENCH_RANDREAD || rw == PINIO_BENCH_RANDWRITE || rw == PINIO_BENCH_RANDRW ||
+           rw == PINIO_BENCH_RANDTRIM;
+}
+
+static bool is_trim(pinio_bench_rw rw)
+{
+    return rw == PINIO_BENCH_TRIM || rw == PINIO_BENCH_RANDTRIM;
 }
 
 /* The unit sizes are multiples of: bs, or the largest size of bssplit or
@@ -130,7 +143,7 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
         BAD("bench: no options");
     if (!o->path || !*o->path)
         BAD("bench: no target: --file PATH is required");
-    if ((unsigned)o->rw > PINIO_BENCH_RANDRW)
+    if ((unsigned)o->rw > PINIO_BENCH_RANDTRIM)
         BAD("bench: unknown workload %d", (int)o->rw);
     if (o->bs < 512 || o->bs > MAX_BS || o->bs % 512)
         BAD("bench: --bs %llu: must be a multiple of 512 between 512 and 64 MiB",
@@ -152,6 +165,13 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
         BAD("bench: --time must be 0 (one pass) or between 0.001 and 1e6 seconds");
     if (o->iopoll && !o->direct)
         BAD("bench: --iopoll needs O_DIRECT (drop --direct=0)");
+    /* An IOPOLL ring takes only pollable reads and writes: each fallocate or
+     * discard command would fail with a bare "invalid argument". */
+    if (o->iopoll && is_trim(o->rw))
+        BAD("bench: --iopoll polls reads and writes: not with a trim workload");
+    if (o->verify && is_trim(o->rw))
+        BAD("bench: --verify does not apply to trim workloads: a trimmed range holds no data "
+            "to check");
     if (o->verify && !is_write(o->rw))
         BAD("bench: --verify applies to write workloads (write, randwrite)");
     if (o->rwmixread > 99)
@@ -230,6 +250,9 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
     if (o->verify_mode != PINIO_BENCH_VERIFY_PATTERN && !o->verify && !o->verify_only)
         BAD("bench: a verify mode (%s) needs --verify or --verify-only",
             pinio_bench_verify_mode_name(o->verify_mode));
+    if (o->verify_only && is_trim(o->rw))
+        BAD("bench: --verify-only reads what a --verify run wrote: not with a trim workload, "
+            "which reads nothing");
     if (o->verify_only && (is_write(o->rw) || o->verify))
         BAD("bench: --verify-only checks what is there: a read workload (read, randread), "
             "without --verify");
@@ -327,7 +350,7 @@ static int prepare_target(const pinio_bench_opts *o, uint64_t *size, pinio_bench
                           int *hold, pinio_diag *diag)
 {
     const char *p = o->path;
-    bool wr = is_write(o->rw);
+    bool wr = is_write(o->rw) || is_trim(o->rw); /* destroys what is there */
     struct stat st;
     *size = o->size;
     res->created = false;
@@ -359,7 +382,7 @@ static int prepare_target(const pinio_bench_opts *o, uint64_t *size, pinio_bench
         /* A write run writes every block itself; reserving the space keeps
          * the first pass from measuring block allocation in the kernel. */
         /* A mixed workload reads too: it needs real data like a read. */
-        int rc = wr && !is_mixed(o->rw)
+        int rc = wr && !is_mixed(o->rw) && !is_trim(o->rw)
                      ? (posix_fallocate(fd, 0, (off_t)(o->offset + want)) ? -ENOSPC : 0)
                      : fill_new_file(o, fd, o->offset + want, p, diag);
         if (!rc && fsync(fd))
@@ -398,17 +421,17 @@ static int prepare_target(const pinio_bench_opts *o, uint64_t *size, pinio_bench
          * bench made, or an explicit yes. */
         if (wr && fsize && !o->allow_file_overwrite && !made_by_bench(p))
             return pinio_diag_set(diag, -EEXIST,
-                                  "bench: %s holds %llu bytes that bench did not write: a write "
+                                  "bench: %s holds %llu bytes that bench did not write: a %s "
                                   "run would destroy them; use a new path, or add "
                                   "--allow-file-overwrite to mean it",
-                                  p, (unsigned long long)fsize),
+                                  p, (unsigned long long)fsize, is_trim(o->rw) ? "trim" : "write"),
                    -EEXIST;
     } else if (S_ISBLK(st.st_mode)) {
         if (wr && !o->allow_device_overwrite)
             return pinio_diag_set(diag, -EPERM,
-                                  "bench: %s is a block device: writing destroys its data; "
+                                  "bench: %s is a block device: %s destroys its data; "
                                   "add --allow-device-overwrite to mean it",
-                                  p),
+                                  p, is_trim(o->rw) ? "trimming" : "writing"),
                    -EPERM;
         /* O_EXCL on a block device claims it: it fails with EBUSY while a
          * file system is mounted on it (or another program claimed it), and
@@ -419,8 +442,8 @@ static int prepare_target(const pinio_bench_opts *o, uint64_t *size, pinio_bench
             if (e == -EBUSY)
                 return pinio_diag_set(diag, e,
                                       "bench: %s is in use (a mounted file system, or another "
-                                      "program holds it exclusively): refusing to write to it",
-                                      p),
+                                      "program holds it exclusively): refusing to %s it",
+                                      p, is_trim(o->rw) ? "trim" : "write to"),
                        e;
             return pinio_diag_set(diag, e, "bench: %s: %s", p, pinio_strerror(e)), e;
         }
@@ -445,7 +468,7 @@ static int prepare_target(const pinio_bench_opts *o, uint64_t *size, pinio_bench
                                   "bench: %s: %llu bytes is less than one block per job", p,
                                   (unsigned long long)fsize),
                    -EINVAL;
-    } else if (o->offset + *size > fsize && !(wr && S_ISREG(st.st_mode))) {
+    } else if (o->offset + *size > fsize && !(is_write(o->rw) && S_ISREG(st.st_mode))) {
         return pinio_diag_set(diag, -EINVAL, "bench: %s has %llu bytes, --offset + --size ask "
                               "for %llu", p, (unsigned long long)fsize,
                               (unsigned long long)(o->offset + *size)),
@@ -464,7 +487,7 @@ static int prepare_target(const pinio_bench_opts *o, uint64_t *size, pinio_bench
 static int check_memlock(const pinio_bench_opts *o, pinio_diag *diag)
 {
     pinio_sysinfo si;
-    if (!o->fixed || pinio_sys_probe(&si) || si.registrable == PINIO_UNLIMITED)
+    if (!o->fixed || is_trim(o->rw) || pinio_sys_probe(&si) || si.registrable == PINIO_UNLIMITED)
         return 0;
     uint64_t need = (uint64_t)o->jobs * o->qd * o->bs;
     if (need <= si.registrable)
@@ -497,6 +520,93 @@ static unsigned dio_align(int fd)
     return 0;
 }
 
+/* Directions: the index of every per-direction array (and a slot's `wr`). */
+#define DIR_TRIM 2
+#define NDIR 3
+/* job::dir of a mixed pass, which draws read or write per request. */
+#define PASS_MIXED 3
+static const char *const dir_names[NDIR] = {"read", "write", "trim"};
+
+/* How a trim workload deallocates (run_jobs() probes it before the run). */
+enum trim_how {
+    TRIM_NONE = 0,
+    TRIM_PUNCH,   /* regular file: IORING_OP_FALLOCATE, PUNCH_HOLE | KEEP_SIZE */
+    TRIM_CMD,     /* block device: io_uring's BLOCK_URING_CMD_DISCARD (6.12+) */
+    TRIM_IOCTL,   /* block device on an older kernel: BLKDISCARD, then a NOP */
+};
+
+/* ---- trim: how, probed before the run ----------------------------------- */
+
+/* Whether the kernel has io_uring's block discard command (Linux 6.12),
+ * asked with a zero-length discard, which deallocates nothing: a kernel
+ * with it refuses the length (-EINVAL, after the command was found); one
+ * without it has no uring_cmd for block devices (-EOPNOTSUPP) or no
+ * IORING_OP_URING_CMD at all (5.19-, hence the opcode probe first, as its
+ * -EINVAL would read like the answer of a kernel that has it). */
+static bool discard_cmd_works(int fd)
+{
+    struct io_uring r;
+    if (io_uring_queue_init(2, &r, 0))
+        return false;
+    bool ok = false;
+    struct io_uring_probe *p = io_uring_get_probe_ring(&r);
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&r);
+    if (p && sqe && io_uring_opcode_supported(p, IORING_OP_URING_CMD)) {
+        io_uring_prep_rw(IORING_OP_URING_CMD, sqe, fd, NULL, 0, 0);
+        sqe->cmd_op = BLOCK_URING_CMD_DISCARD;
+        struct io_uring_cqe *cqe;
+        if (io_uring_submit_and_wait(&r, 1) == 1 && !io_uring_peek_cqe(&r, &cqe)) {
+            ok = cqe->res == -EINVAL || cqe->res == 0;
+            io_uring_cqe_seen(&r, cqe);
+        }
+    }
+    if (p)
+        io_uring_free_probe(p);
+    io_uring_queue_exit(&r);
+    return ok;
+}
+
+/* Finds how a trim workload deallocates on `fd` (opened for writing), so
+ * that a target that cannot is named once, before the run, instead of in
+ * the first request's error. The probes destroy nothing: a hole punched
+ * past the end of the file (KEEP_SIZE: the file does not grow), a
+ * zero-length BLKDISCARD (which the kernel checks for discard support
+ * before it refuses the length). */
+static int trim_probe(const pinio_bench_opts *o, int fd, const pinio__faults *f,
+                      enum trim_how *how, pinio_diag *diag)
+{
+    struct stat st;
+    if (fstat(fd, &st))
+        return pinio_diag_set(diag, -errno, "bench: %s: %s", o->path, pinio_strerror(-errno)),
+               -errno;
+    bool reg = S_ISREG(st.st_mode);
+    int rc;
+    if (f && f->trimnotsup)
+        rc = -EOPNOTSUPP;
+    else if (reg)
+        rc = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                       (st.st_size + 4095) & ~(off_t)4095, 4096) ? -errno : 0;
+    else
+        rc = ioctl(fd, BLKDISCARD, (uint64_t[2]){0, 0}) ? -errno : 0;
+    if (!reg && rc == -EINVAL)
+        rc = 0; /* discard is supported; the zero length was refused */
+    if (rc == -EOPNOTSUPP)
+        return pinio_diag_set(diag, rc,
+                              reg ? "bench: %s: the file system does not support punching holes "
+                                    "(fallocate PUNCH_HOLE), so trim cannot run"
+                                  : "bench: %s: the device does not support discard, so trim "
+                                    "cannot run",
+                              o->path),
+               rc;
+    if (rc)
+        return pinio_diag_set(diag, rc, "bench: %s: probing %s: %s", o->path,
+                              reg ? "hole punching" : "discard", pinio_strerror(rc)),
+               rc;
+    *how = reg ? TRIM_PUNCH
+               : !(f && f->nodiscardcmd) && discard_cmd_works(fd) ? TRIM_CMD : TRIM_IOCTL;
+    return 0;
+}
+
 /* ---- one job ------------------------------------------------------------ */
 
 typedef struct slot {
@@ -506,7 +616,8 @@ typedef struct slot {
     uint64_t idx;  /* issue index within the pass (verify: the block's generation) */
     uint32_t len;  /* bytes of the request (bs, or drawn from bssplit) */
     uint32_t done; /* bytes completed so far (short transfers resubmit the rest) */
-    bool wr;       /* a write */
+    uint8_t wr;    /* direction: 0 read, 1 write, DIR_TRIM (a bool before trims) */
+    int32_t sync_res; /* TRIM_IOCTL: what BLKDISCARD returned (0 or -errno) */
 } slot;
 
 /* Start gate: jobs set up (ring, buffers, registration) off the clock, then
@@ -538,8 +649,8 @@ struct ivslot {
     uint64_t k;       /* interval held, IV_FREE when free */
     uint64_t span_ns; /* longest part of the interval a job covered */
     bool final;       /* a job's last, partial interval is in it */
-    pinio__hist h[2]; /* latency, merged over the jobs, per direction */
-    pinio_bench_interval *rows; /* jobs x 2 */
+    pinio__hist h[NDIR]; /* latency, merged over the jobs, per direction */
+    pinio_bench_interval *rows; /* jobs x NDIR */
     bool *has;                  /* rows filled */
 };
 
@@ -579,7 +690,8 @@ typedef struct job {
     slot *slots;
     pinio__faults *faults;
     /* The pass being run (job_pass()): what the next request is. */
-    int dir;        /* 0 reads, 1 writes, 2 drawn per request (rwmixread) */
+    int dir;        /* 0 reads, 1 writes, DIR_TRIM, PASS_MIXED: drawn per request (rwmixread) */
+    enum trim_how trim_how;
     bool fancy;     /* offsets or sizes not from the plain order (fancy_next()) */
     bool header;    /* writes carry the verify block header and pattern */
     pinio_bench_trace_fn trace; /* the workload pass only */
@@ -597,18 +709,18 @@ typedef struct job {
     unsigned *idle; /* slots waiting for their issue time */
     unsigned nidle;
     uint64_t ramp_end; /* ns; 0 once the ramp is over (or without one) */
-    pinio__hist hist[2]; /* reads, writes: lat (issue to completion) */
-    pinio__hist slat[2], clat[2]; /* issue to submission, submission to completion */
+    pinio__hist hist[NDIR]; /* reads, writes, trims: lat (issue to completion) */
+    pinio__hist slat[NDIR], clat[NDIR]; /* issue to submission, submission to completion */
     /* Issued since the last submit call: their submission time is the
      * call's (fio's slat for io_uring). */
     unsigned *pend;
     unsigned npend;
     /* Intervals: bandwidth and IOPS samples, and the time series. */
     uint64_t iv_len, iv_next, iv_k; /* ns, end of the current one, its index */
-    uint64_t iv_bytes0[2], iv_ios0[2]; /* counters when it began */
-    sstat bw_s[2], iops_s[2];
-    pinio__hist *ihist; /* [2], the current interval's latencies (time series only) */
-    uint64_t ios[2], bytes[2], submits, retries, verified;
+    uint64_t iv_bytes0[NDIR], iv_ios0[NDIR]; /* counters when it began */
+    sstat bw_s[NDIR], iops_s[NDIR];
+    pinio__hist *ihist; /* [NDIR], the current interval's latencies (time series only) */
+    uint64_t ios[NDIR], bytes[NDIR], submits, retries, verified;
     uint64_t verify_submits; /* the read-back pass's, apart: not the workload's cost */
     uint64_t wr_issued; /* requests the write pass issued (what verify reads back) */
     _Atomic uint64_t live_bytes; /* bytes, published once per wake for progress */
@@ -699,12 +811,10 @@ static int job_setup(job *j)
     j->slots = calloc(o->qd, sizeof *j->slots);
     j->idle = calloc(o->qd, sizeof *j->idle);
     j->pend = calloc(o->qd, sizeof *j->pend);
-    if (o->interval_fn && !(j->ihist = malloc(2 * sizeof *j->ihist)))
+    if (o->interval_fn && !(j->ihist = malloc(NDIR * sizeof *j->ihist)))
         return job_fail(j, -ENOMEM, "the interval histograms", "");
-    if (j->ihist) {
-        pinio__hist_reset(&j->ihist[0]);
-        pinio__hist_reset(&j->ihist[1]);
-    }
+    for (int d = 0; j->ihist && d < NDIR; d++)
+        pinio__hist_reset(&j->ihist[d]);
     j->area_len = ((size_t)o->qd * j->maxbs + HUGE_ALIGN - 1) & ~(size_t)(HUGE_ALIGN - 1);
     j->area = pinio__prim_map(j->area_len, HUGE_ALIGN, false);
     if (!j->slots || !j->idle || !j->pend || !j->area)
@@ -724,7 +834,7 @@ static int job_setup(job *j)
     rc = job_ring(j);
     if (rc)
         return rc;
-    if (o->fixed) {
+    if (o->fixed && !is_trim(o->rw)) { /* trims move no data: no buffers to register */
         struct iovec *iov = calloc(o->qd, sizeof *iov);
         if (!iov)
             return job_fail(j, -ENOMEM, "iovecs", "");
@@ -758,6 +868,36 @@ static inline void submitted(job *j, uint64_t t)
     j->npend = 0;
 }
 
+/* Prepares a trim of [off, off + len) (run_jobs() chose how). BLKDISCARD
+ * has no io_uring form before Linux 6.12: it runs here, synchronously (its
+ * time counts as slat), and a NOP carries its result through the ring, so
+ * that completion, timing and accounting stay the one path of every request. */
+static void trim_prep(job *j, slot *sl, struct io_uring_sqe *sqe, int fd, uint64_t off,
+                      unsigned len)
+{
+    if (j->trim_how == TRIM_PUNCH) {
+        io_uring_prep_fallocate(sqe, fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len);
+    } else if (j->trim_how == TRIM_CMD) {
+        /* liburing 2.8's io_uring_prep_cmd_discard(), which bookworm's 2.3 lacks */
+        io_uring_prep_rw(IORING_OP_URING_CMD, sqe, fd, NULL, 0, 0);
+        sqe->cmd_op = BLOCK_URING_CMD_DISCARD;
+        sqe->addr = off;
+        sqe->addr3 = len;
+    } else {
+        uint64_t range[2] = {off, len};
+        sl->sync_res = ioctl(j->fd, BLKDISCARD, range) ? -errno : 0;
+        io_uring_prep_nop(sqe);
+    }
+}
+
+/* A trim completes with 0, not a byte count: counted as the whole range. */
+static int trim_res(const job *j, const slot *sl, int res)
+{
+    if (res == 0 && j->trim_how == TRIM_IOCTL)
+        res = sl->sync_res;
+    return res == 0 ? (int)(sl->len - sl->done) : res;
+}
+
 static void job_prep(job *j, unsigned s, uint64_t t)
 {
     slot *sl = &j->slots[s];
@@ -779,7 +919,9 @@ static void job_prep(job *j, unsigned s, uint64_t t)
         sqe = io_uring_get_sqe(&j->ring);
     }
     int fd = j->regfiles ? 0 : j->fd;
-    if (j->fixed) {
+    if (sl->wr == DIR_TRIM) {
+        trim_prep(j, sl, sqe, fd, off, len);
+    } else if (j->fixed) {
         if (sl->wr)
             io_uring_prep_write_fixed(sqe, fd, buf, len, off, (int)s);
         else
@@ -847,7 +989,7 @@ static inline bool next_io(job *j, slot *sl, uint64_t limit)
     } else {
         fancy_next(j, sl);
     }
-    sl->wr = j->dir == 2 ? pinio__rng_below(&j->rng, 100) >= j->o->rwmixread : j->dir;
+    sl->wr = j->dir == PASS_MIXED ? pinio__rng_below(&j->rng, 100) >= j->o->rwmixread : j->dir;
     sl->done = 0;
     sl->idx = j->issued++;
     j->issued_bytes += sl->len;
@@ -868,7 +1010,7 @@ static uint64_t due_ns(const job *j)
  * counters start now. */
 static void ramp_over(job *j, uint64_t t)
 {
-    for (int d = 0; d < 2; d++) {
+    for (int d = 0; d < NDIR; d++) {
         pinio__hist_reset(&j->hist[d]);
         pinio__hist_reset(&j->slat[d]);
         pinio__hist_reset(&j->clat[d]);
@@ -897,7 +1039,7 @@ static void sstat_add(sstat *x, double v)
 /* Whether the job's workload moves data in direction d. */
 static bool dir_active(const job *j, int d)
 {
-    return j->dir == 2 || j->dir == d;
+    return j->dir == PASS_MIXED ? d < DIR_TRIM : j->dir == d;
 }
 
 /* Hands in interval k of job j (`span` ns of it covered) to the time series. */
@@ -913,18 +1055,18 @@ static void iv_contribute(job *j, uint64_t k, uint64_t span, bool final)
         S->k = k;
         S->span_ns = 0;
         S->final = false;
-        pinio__hist_reset(&S->h[0]);
-        pinio__hist_reset(&S->h[1]);
-        memset(S->has, 0, 2 * L->njobs * sizeof *S->has);
+        for (int d = 0; d < NDIR; d++)
+            pinio__hist_reset(&S->h[d]);
+        memset(S->has, 0, NDIR * L->njobs * sizeof *S->has);
     }
     S->span_ns = span > S->span_ns ? span : S->span_ns;
     S->final |= final;
     double per_s = span ? 1e9 / (double)span : 0;
-    for (int d = 0; d < 2; d++) {
+    for (int d = 0; d < NDIR; d++) {
         if (!dir_active(j, d))
             continue;
         const pinio__hist *h = &j->ihist[d];
-        pinio_bench_interval *r = &S->rows[2 * j->idx + d];
+        pinio_bench_interval *r = &S->rows[NDIR * j->idx + d];
         r->job = (int)j->idx;
         r->dir = d;
         r->time_ms = (double)(L->ramp_ns + k * L->len_ns + span) / 1e6;
@@ -933,7 +1075,7 @@ static void iv_contribute(job *j, uint64_t k, uint64_t span, bool final)
         r->lat_mean_ns = h->total ? h->sum / (double)h->total : 0;
         r->lat_p50_ns = pinio__hist_percentile(h, 50);
         r->lat_p99_ns = pinio__hist_percentile(h, 99);
-        S->has[2 * j->idx + d] = true;
+        S->has[NDIR * j->idx + d] = true;
         pinio__hist_merge(&S->h[d], h);
     }
     L->job_k[j->idx] = k + 1;
@@ -949,17 +1091,17 @@ static void iv_tick(job *j, uint64_t t)
 {
     double per_s = 1e9 / (double)j->iv_len;
     while (t >= j->iv_next) {
-        for (int d = 0; d < 2; d++)
+        for (int d = 0; d < NDIR; d++)
             if (dir_active(j, d)) {
                 sstat_add(&j->bw_s[d], (double)(j->bytes[d] - j->iv_bytes0[d]) * per_s);
                 sstat_add(&j->iops_s[d], (double)(j->ios[d] - j->iv_ios0[d]) * per_s);
             }
         if (j->ihist) {
             iv_contribute(j, j->iv_k, j->iv_len, false);
-            pinio__hist_reset(&j->ihist[0]);
-            pinio__hist_reset(&j->ihist[1]);
+            for (int d = 0; d < NDIR; d++)
+                pinio__hist_reset(&j->ihist[d]);
         }
-        for (int d = 0; d < 2; d++) {
+        for (int d = 0; d < NDIR; d++) {
             j->iv_bytes0[d] = j->bytes[d];
             j->iv_ios0[d] = j->ios[d];
         }
@@ -1138,6 +1280,8 @@ static int job_pass(job *j, bool check, bool record, uint64_t limit, uint64_t de
             slot *sl = &j->slots[s];
             uint8_t *buf = j->area + (size_t)s * j->maxbs;
             int res = cqe->res;
+            if (sl->wr == DIR_TRIM)
+                res = trim_res(j, sl, res);
             if (j->faults)
                 res = pinio__faults_completion_buf(j->faults, res, sl->wr ? NULL : buf + sl->done,
                                                    sl->len - sl->done);
@@ -1154,7 +1298,7 @@ static int job_pass(job *j, bool check, bool record, uint64_t limit, uint64_t de
                     /* IOPOLL rings accept any file, but each request to a
                      * device without polled queues fails with EOPNOTSUPP. */
                     pinio_diag_set(&j->diag, e, "bench: %s: %s at offset %llu: %s%s", o->path,
-                                   res ? (sl->wr ? "write" : "read") : "unexpected end of file",
+                                   res ? dir_names[sl->wr] : "unexpected end of file",
                                    (unsigned long long)(sl->off + sl->done), pinio_strerror(e),
                                    e == -EOPNOTSUPP && o->iopoll
                                        ? " (--iopoll needs a device with polled queues, e.g. "
@@ -1223,7 +1367,7 @@ static int job_pass(job *j, bool check, bool record, uint64_t limit, uint64_t de
         }
         io_uring_cq_advance(&j->ring, seen);
         if (rec)
-            atomic_store_explicit(&j->live_bytes, j->bytes[0] + j->bytes[1],
+            atomic_store_explicit(&j->live_bytes, j->bytes[0] + j->bytes[1] + j->bytes[DIR_TRIM],
                                   memory_order_relaxed);
         if (j->nidle)
             issue_due(j, limit, stop, &inflight);
@@ -1261,7 +1405,7 @@ static void *job_main(void *arg)
     j->t_start_ns = t0;
     j->ramp_end = o->ramp_time_s > 0 ? t0 + (uint64_t)(o->ramp_time_s * 1e9) : 0;
     uint64_t deadline = o->time_s > 0 ? t0 + (uint64_t)((o->ramp_time_s + o->time_s) * 1e9) : 0;
-    j->dir = o->rw == PINIO_BENCH_RW || o->rw == PINIO_BENCH_RANDRW ? 2 : is_write(o->rw);
+    j->dir = is_mixed(o->rw) ? PASS_MIXED : is_trim(o->rw) ? DIR_TRIM : is_write(o->rw);
     /* Intervals count from the gate's opening, so that the jobs' intervals
      * line up in the time series. */
     j->iv_len = (uint64_t)(o->interval_ms ? o->interval_ms : 500) * 1000000ull;
@@ -1342,12 +1486,16 @@ static void features(const pinio_bench_opts *o, const job *j, char *out, size_t 
     if (j->regfiles)
         ADD("reg_files");
     ADD(o->direct ? "o_direct" : "buffered");
+    if (j->trim_how)
+        ADD(j->trim_how == TRIM_PUNCH ? "punch_hole"
+            : j->trim_how == TRIM_CMD ? "discard_cmd"
+                                      : "blkdiscard_sync");
 #undef ADD
 }
 
 /* Delivers the intervals every job handed in (or ended before), in order;
  * called with the gate's mutex held, which it drops around the callback.
- * `rows` has room for (jobs + 1) x 2 rows. */
+ * `rows` has room for (jobs + 1) x NDIR rows. */
 static void iv_deliver(const pinio_bench_opts *o, struct gate *g, pinio_bench_interval *rows)
 {
     struct ivlog *L = g->iv;
@@ -1360,13 +1508,13 @@ static void iv_deliver(const pinio_bench_opts *o, struct gate *g, pinio_bench_in
             return;
         size_t n = 0;
         double per_s = S->span_ns ? 1e9 / (double)S->span_ns : 0;
-        for (int d = 0; d < 2; d++) {
+        for (int d = 0; d < NDIR; d++) {
             pinio_bench_interval sum = {.job = -1, .dir = d};
             bool any = false;
             for (unsigned i = 0; i < L->njobs; i++) {
-                if (!S->has[2 * i + d])
+                if (!S->has[NDIR * i + d])
                     continue;
-                const pinio_bench_interval *r = &S->rows[2 * i + d];
+                const pinio_bench_interval *r = &S->rows[NDIR * i + d];
                 rows[n++] = *r;
                 any = true;
                 /* back to counts, then over the slot's span */
@@ -1464,8 +1612,8 @@ static struct ivlog *iv_alloc(const pinio_bench_opts *o)
     bool ok = L->job_k && L->job_done;
     for (unsigned i = 0; i < IV_SLOTS; i++) {
         L->slot[i].k = IV_FREE;
-        L->slot[i].rows = calloc(2 * (size_t)o->jobs, sizeof *L->slot[i].rows);
-        L->slot[i].has = calloc(2 * (size_t)o->jobs, sizeof *L->slot[i].has);
+        L->slot[i].rows = calloc(NDIR * (size_t)o->jobs, sizeof *L->slot[i].rows);
+        L->slot[i].has = calloc(NDIR * (size_t)o->jobs, sizeof *L->slot[i].has);
         ok = ok && L->slot[i].rows && L->slot[i].has;
     }
     if (!ok) {
@@ -1507,24 +1655,27 @@ static void fill_samples(pinio_bench_samples *out, const sstat *x)
     out->stdev = sqrt(out->stdev * out->stdev + (var > 0 ? var : 0));
 }
 
+/* lat, slat and clat, each per direction and for all of them */
+#define SUM_HISTS (3 * (NDIR + 1))
+
 /* What jobs[0 .. n) measured, summed into `res` (zeroed by the caller);
- * `h` is scratch for 9 histograms. */
+ * `h` is scratch for SUM_HISTS histograms. */
 static void summarize(const pinio_bench_opts *o, job *jobs, unsigned n, pinio_bench_result *res,
                       pinio__hist *h)
 {
-    /* h: lat, slat, clat (x3), each for reads, writes, both */
-    for (int d = 0; d < 9; d++)
+    /* h: lat, slat, clat, each for reads, writes, trims and all (index NDIR) */
+    for (int d = 0; d < SUM_HISTS; d++)
         pinio__hist_reset(&h[d]);
     double t0 = jobs[0].t_start, t1 = jobs[0].t_end, user = 0, sys = 0;
     uint64_t submits = 0;
-    pinio_bench_dir *dirs[2] = {&res->read, &res->write};
+    pinio_bench_dir *dirs[NDIR] = {&res->read, &res->write, &res->trim};
     for (unsigned i = 0; i < n; i++) {
         job *j = &jobs[i];
-        for (int d = 0; d < 2; d++) {
+        for (int d = 0; d < NDIR; d++) {
             const pinio__hist *src[3] = {&j->hist[d], &j->slat[d], &j->clat[d]};
             for (int k = 0; k < 3; k++) {
-                pinio__hist_merge(&h[3 * k + d], src[k]);
-                pinio__hist_merge(&h[3 * k + 2], src[k]);
+                pinio__hist_merge(&h[(NDIR + 1) * k + d], src[k]);
+                pinio__hist_merge(&h[(NDIR + 1) * k + NDIR], src[k]);
             }
             dirs[d]->bytes += j->bytes[d];
             dirs[d]->ios += j->ios[d];
@@ -1539,22 +1690,22 @@ static void summarize(const pinio_bench_opts *o, job *jobs, unsigned n, pinio_be
         t0 = j->t_start < t0 ? j->t_start : t0;
         t1 = j->t_end > t1 ? j->t_end : t1;
     }
-    res->bytes = res->read.bytes + res->write.bytes;
-    res->ios = res->read.ios + res->write.ios;
+    res->bytes = res->read.bytes + res->write.bytes + res->trim.bytes;
+    res->ios = res->read.ios + res->write.ios + res->trim.ios;
     res->seconds = t1 - t0;
     double per_s = res->seconds > 0 ? 1 / res->seconds : 0;
     res->bytes_per_s = (double)res->bytes * per_s;
     res->iops = (double)res->ios * per_s;
-    for (int d = 0; d < 2; d++) {
+    for (int d = 0; d < NDIR; d++) {
         dirs[d]->bytes_per_s = (double)dirs[d]->bytes * per_s;
         dirs[d]->iops = (double)dirs[d]->ios * per_s;
         fill_lat(&dirs[d]->lat, &h[d], o);
-        fill_lat(&dirs[d]->slat, &h[3 + d], o);
-        fill_lat(&dirs[d]->clat, &h[6 + d], o);
+        fill_lat(&dirs[d]->slat, &h[(NDIR + 1) + d], o);
+        fill_lat(&dirs[d]->clat, &h[2 * (NDIR + 1) + d], o);
     }
-    fill_lat(&res->lat, &h[2], o);
-    fill_lat(&res->slat, &h[5], o);
-    fill_lat(&res->clat, &h[8], o);
+    fill_lat(&res->lat, &h[NDIR], o);
+    fill_lat(&res->slat, &h[(NDIR + 1) + NDIR], o);
+    fill_lat(&res->clat, &h[2 * (NDIR + 1) + NDIR], o);
     res->lat_min_ns = res->lat.min_ns;
     res->lat_p50_ns = res->lat.p50_ns;
     res->lat_p90_ns = res->lat.p90_ns;
@@ -1576,7 +1727,7 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
                     pinio_bench_result *res, pinio_diag *diag)
 {
     int rc = 0;
-    bool wr = is_write(o->rw);
+    bool wr = is_write(o->rw) || is_trim(o->rw);
     int flags = (wr ? O_RDWR : O_RDONLY) | (o->direct ? O_DIRECT : 0) | O_CLOEXEC;
     job *jobs = calloc(o->jobs, sizeof *jobs);
     if (!jobs)
@@ -1586,7 +1737,7 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
     pinio_bench_interval *iv_rows = NULL;
     if (o->interval_fn) {
         gate.iv = iv_alloc(o);
-        iv_rows = calloc(2 * ((size_t)o->jobs + 1), sizeof *iv_rows);
+        iv_rows = calloc(NDIR * ((size_t)o->jobs + 1), sizeof *iv_rows);
         if (!gate.iv || !iv_rows) {
             iv_free(gate.iv);
             free(iv_rows);
@@ -1616,7 +1767,7 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
         j->perm_mul = (j->nblocks * 5 / 8 + 0x2545f491ull * (o->seed | 1)) % j->nblocks;
         while (j->nblocks > 1 && (!j->perm_mul || gcd(j->perm_mul, j->nblocks) != 1))
             j->perm_mul = (j->perm_mul + 1) % j->nblocks;
-        for (int d = 0; d < 2; d++) {
+        for (int d = 0; d < NDIR; d++) {
             pinio__hist_reset(&j->hist[d]);
             pinio__hist_reset(&j->slat[d]);
             pinio__hist_reset(&j->clat[d]);
@@ -1666,6 +1817,9 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
             break;
         }
         rc = pinio__faults_parse(spec, &j->faults, diag);
+        if (!rc && i == 0 && is_trim(o->rw))
+            rc = trim_probe(o, j->fd, j->faults, &j->trim_how, diag);
+        j->trim_how = jobs[0].trim_how;
     }
     /* Only a thread that exists is counted: the gate below waits for
      * `started` arrivals, so counting a failed pthread_create() (EAGAIN under
@@ -1707,7 +1861,7 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
     /* A stop asked by the progress callback still reports what completed
      * (the CLI prints it on Ctrl-C); any other failure reports nothing. */
     bool report = !rc || (rc == -ECANCELED && started == o->jobs);
-    pinio__hist *h = report ? calloc(9, sizeof *h) : NULL;
+    pinio__hist *h = report ? calloc(SUM_HISTS, sizeof *h) : NULL;
     if (report && !h) {
         rc = -ENOMEM;
         pinio_diag_set(diag, rc, "bench: no memory for the histogram");

@@ -77,6 +77,14 @@ static int parse_item(pinio__faults *f, const char *s, const char *end)
         f->setupnosys = true;
         return 0;
     }
+    if (IS("trimnotsup")) {
+        f->trimnotsup = true;
+        return 0;
+    }
+    if (IS("nodiscardcmd")) {
+        f->nodiscardcmd = true;
+        return 0;
+    }
     if (PREFIX("setupinval:")) {
         const char *v = s + strlen("setupinval:");
         for (size_t i = 0; i < sizeof setup_names / sizeof setup_names[0]; i++)

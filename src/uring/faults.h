@@ -37,6 +37,8 @@ typedef struct pinio__faults {
     bool sparseinval; /* the sparse buffer table refused (a kernel before 5.19) */
     bool setupnosys;
     unsigned setupinval; /* IORING_SETUP_* flags that "the kernel" refuses */
+    bool trimnotsup;   /* bench's trim probe: -EOPNOTSUPP (no hole punching/discard) */
+    bool nodiscardcmd; /* bench: no io_uring block discard command (a kernel before 6.12) */
 } pinio__faults;
 
 /* Parses `spec`; 0 or -EINVAL with `diag` naming the bad item. *out is

@@ -10,6 +10,7 @@
 #include <linux/loop.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -820,4 +821,73 @@ Test(verify, block_modes_catch_flip_and_misplace)
     b[40] ^= 1;
     cr_assert_eq(pinio__bench_block_check(w, sizeof w, 0, 1, PINIO_BENCH_VERIFY_SHA256, &f), -1);
     cr_assert(f.sum_bad);
+}
+
+/* trim on a block device (a loop device, whose discards punch holes in its
+ * backing file, where they can be seen): the discarded range, and only it,
+ * becomes a hole; through io_uring's discard command where the kernel has
+ * it, and through BLKDISCARD when it does not (the nodiscardcmd fault). */
+static void loop_trim_once(const char *dev, const char *p, const char *faults, const char *how)
+{
+    static unsigned char buf[1 << 20];
+    memset(buf, 0xa5, sizeof buf);
+    int fd = open(p, O_WRONLY);
+    cr_assert(fd >= 0 && pwrite(fd, buf, sizeof buf, 0) == (ssize_t)sizeof buf && fsync(fd) == 0);
+    close(fd);
+    pinio_bench_opts o = base(dev);
+    o.rw = PINIO_BENCH_TRIM;
+    o.allow_device_overwrite = true;
+    o.bs = 65536;
+    o.qd = 4;
+    o.offset = 256 << 10;
+    o.size = 512 << 10;
+    o.faults = faults;
+    pinio_diag d = {0};
+    pinio_bench_result r;
+    int rc = pinio_bench_run(&o, &r, &d);
+    cr_assert_eq(rc, 0, "%s: %s", faults, d.msg);
+    cr_assert(strstr(r.features, how), "%s: features %s, want %s", faults, r.features, how);
+    cr_assert_eq(r.trim.ios, 8);
+    cr_assert_eq(r.trim.bytes, 512 << 10);
+    fd = open(p, O_RDONLY);
+    cr_assert_geq(fd, 0);
+    off_t hole = lseek(fd, 0, SEEK_HOLE), data = lseek(fd, hole, SEEK_DATA);
+    cr_assert_eq(pread(fd, buf, sizeof buf, 0), (ssize_t)sizeof buf);
+    close(fd);
+    cr_assert_eq(hole, 256 << 10, "%s: the first hole at %lld", faults, (long long)hole);
+    cr_assert_eq(data, 768 << 10, "%s: data again at %lld", faults, (long long)data);
+    for (size_t i = 0; i < sizeof buf; i++)
+        cr_assert_eq(buf[i], i >= (256u << 10) && i < (768u << 10) ? 0 : 0xa5,
+                     "%s: byte %zu is %u", faults, i, buf[i]);
+}
+
+Test(run, trim_discards_a_block_device)
+{
+    char dev[64];
+    int lfd = -1;
+    char *p = loop_over_new_file(0, dev, sizeof dev, &lfd);
+    int hfd = open(dev, O_RDONLY);
+    char q[128];
+    struct stat sb;
+    cr_assert(hfd >= 0 && fstat(hfd, &sb) == 0);
+    close(hfd);
+    snprintf(q, sizeof q, "/sys/dev/block/%u:%u/queue/discard_max_bytes", major(sb.st_rdev),
+             minor(sb.st_rdev));
+    FILE *f = fopen(q, "r");
+    unsigned long long maxd = 0;
+    if (f && fscanf(f, "%llu", &maxd) != 1)
+        maxd = 0;
+    if (f)
+        fclose(f);
+    if (!maxd) {
+        close(lfd);
+        unlink(p);
+        free(p);
+        cr_skip_test("%s does not discard here", dev);
+    }
+    loop_trim_once(dev, p, "", "discard_"); /* discard_cmd, or blkdiscard_sync before 6.12 */
+    loop_trim_once(dev, p, "nodiscardcmd", "blkdiscard_sync");
+    close(lfd);
+    unlink(p);
+    free(p);
 }

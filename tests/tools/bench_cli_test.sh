@@ -124,13 +124,13 @@ while read -r line; do echo "$line" | python3 -m json.tool >/dev/null || { echo 
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["node"] == 0 and j["bytes"] == 8 << 20, j' "$dir/j3" || fail=1
 # Abbreviations and the new spellings: --fil, --direct off, --iodepth.
 "$pinio" bench --fil "$f" --size 8M --bs 64k --direct off --iodepth 2 --output-format terse >"$dir/t1" 2>"$dir/err" || { echo "FAIL: abbreviated options"; cat "$dir/err"; fail=1; }
-# terse: one line, 40 ;-separated fields (version 2), documented in doc/json/bench.md
+# terse: one line, 50 ;-separated fields (version 3), documented in doc/json/bench.md
 python3 - "$dir/t1" <<'PY' || fail=1
 import sys
 lines = open(sys.argv[1]).read().splitlines()
 assert len(lines) == 1, lines
 f = lines[0].split(";")
-assert len(f) == 40 and f[0] == "pinio-bench" and f[1] == "2" and f[3] == "read", f
+assert len(f) == 50 and f[0] == "pinio-bench" and f[1] == "3" and f[3] == "read", f
 assert int(f[7]) == 8 << 20 and int(f[8]) == 128 and int(f[13]) == 128 and f[34] == "0", f
 assert f[35] == "-1" and float(f[36]) + float(f[38]) > 0, f
 PY

@@ -104,6 +104,9 @@ valid 0 bench --file "$B" --size 1M --bs 64k --direct off
 valid 0 bench --file "$B" --size 1M --bs 4k --direct off --jobs 2 --rw randread
 valid 0 bench --file "$DIR/bench2.dat" --size 1M --bs 4k --direct off --rw randrw --percentile-list 50:99.9
 valid 1 bench --file "$DIR/missing.dat" --bs 4k --verify-only --direct off
+# a trim run: the trim direction and rw name (and its clear error, exit 1)
+valid 0 bench --file "$DIR/bench-trim.dat" --size 1M --bs 64k --direct off --rw randtrim --jobs 2
+PINIO_FAULTS=trimnotsup valid 1 bench --file "$DIR/bench-trim.dat" --size 1M --bs 64k --direct off --rw trim
 # a job file: one object per section (job_name, group), one per group
 # (group_result), each line held to the schema
 printf '[w]\nfilename=%s\nsize=1m\nbs=64k\nrw=write\n[r]\nstonewall\nfilename=%s\nsize=1m\n' \
