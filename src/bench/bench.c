@@ -1570,6 +1570,39 @@ static void summarize(const pinio_bench_opts *o, job *jobs, unsigned n, pinio_be
     res->batch = jobs[0].batch;
 }
 
+/* Opens the target for a job: `first` (the first job's open) also checks
+ * the O_DIRECT alignment and drops the cached pages. */
+static int open_file(const pinio_bench_opts *o, const char *p, int flags, bool first, int *fd,
+                     pinio_diag *diag)
+{
+    int rc = 0;
+    *fd = open(p, flags);
+    if (*fd < 0) {
+        rc = -errno;
+        pinio_diag_set(diag, rc, "bench: %s: open%s: %s%s", p, o->direct ? " with O_DIRECT" : "",
+                       pinio_strerror(rc),
+                       rc == -EINVAL && o->direct
+                           ? " (the file system refuses O_DIRECT, e.g. tmpfs: use --direct=0)"
+                           : "");
+        return rc;
+    }
+    /* Said before any request, with the number: each request would fail
+     * with a bare "invalid argument" instead. */
+    unsigned align = first && o->direct ? dio_align(*fd) : 0;
+    if (align > 1 && o->bs % align) {
+        rc = -EINVAL;
+        pinio_diag_set(diag, rc,
+                       "bench: %s: --bs %llu is not a multiple of the %u-byte block that "
+                       "O_DIRECT needs here (use --bs %u or a multiple, or --direct=0)",
+                       p, (unsigned long long)o->bs, align, align);
+        return rc;
+    }
+    if (first && o->cache_cold && (rc = pinio_file_drop_cache(*fd)))
+        pinio_diag_set(diag, rc, "bench: %s: dropping its cached pages: %s", p,
+                       pinio_strerror(rc));
+    return rc;
+}
+
 /* Starts the jobs, opens the gate once all are set up, and sums what they
  * measured. */
 static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
@@ -1639,32 +1672,8 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
     }
     for (unsigned i = 0; i < o->jobs && !rc; i++) {
         job *j = &jobs[i];
-        j->fd = open(o->path, flags);
-        if (j->fd < 0) {
-            rc = -errno;
-            pinio_diag_set(diag, rc, "bench: %s: open%s: %s%s", o->path,
-                           o->direct ? " with O_DIRECT" : "", pinio_strerror(rc),
-                           rc == -EINVAL && o->direct
-                               ? " (the file system refuses O_DIRECT, e.g. tmpfs: use --direct=0)"
-                               : "");
+        if ((rc = open_file(o, o->path, flags, i == 0, &j->fd, diag)))
             break;
-        }
-        /* Said before any request, with the number: each request would
-         * fail with a bare "invalid argument" instead. */
-        unsigned align = i == 0 && o->direct ? dio_align(j->fd) : 0;
-        if (align > 1 && o->bs % align) {
-            rc = -EINVAL;
-            pinio_diag_set(diag, rc,
-                           "bench: %s: --bs %llu is not a multiple of the %u-byte block that "
-                           "O_DIRECT needs here (use --bs %u or a multiple, or --direct=0)",
-                           o->path, (unsigned long long)o->bs, align, align);
-            break;
-        }
-        if (i == 0 && o->cache_cold && (rc = pinio_file_drop_cache(j->fd))) {
-            pinio_diag_set(diag, rc, "bench: %s: dropping its cached pages: %s", o->path,
-                           pinio_strerror(rc));
-            break;
-        }
         rc = pinio__faults_parse(spec, &j->faults, diag);
     }
     /* Only a thread that exists is counted: the gate below waits for
