@@ -174,7 +174,7 @@ Test(files, random_visits_every_file_mixed)
     cr_assert_gt(repeats, 0u);
 }
 
-/* A time-based run loops: every file keeps getting requests, in order. */
+/* --loops 3: three passes, each over every file in the service order. */
 Test(files, loops_keep_the_service_order)
 {
     static struct trace t;
