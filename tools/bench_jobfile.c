@@ -161,7 +161,7 @@ static const char *const keys[] = {
     "ramp_time", "startdelay", "rate", "rate_iops", "thinktime", "verify", "verify_only",
     "randseed", "group_reporting", "percentile_list", "log_avg_msec", "write_bw_log",
     "write_iops_log", "write_lat_log", "fixedbufs", "registerfiles", "sqthread_poll",
-    "hipri", "stonewall",
+    "hipri", "stonewall", "file_service_type", "filesize",
 };
 
 /* fio's other spellings of the same options. */
@@ -688,6 +688,34 @@ static int tr_files(job_tr *t, const char *name)
     return rc ? rc : push_opt(t->argv, "--file", "%s", list);
 }
 
+/* file_service_type=roundrobin|sequential|random[:N]; fio's distributions
+ * over files (zipf, pareto, normal, gauss) are not in pinio bench. */
+static int tr_fservice(job_tr *t)
+{
+    const kv *e = kv_get(t->k, "file_service_type");
+    if (!e)
+        return 0;
+    int rc = need_val(t, e);
+    if (rc)
+        return rc;
+    size_t n = strcspn(e->val, ":");
+    const char *arg = e->val[n] ? e->val + n + 1 : NULL;
+    bool rr = n == 10 && !strncmp(e->val, "roundrobin", 10);
+    bool rnd = n == 6 && !strncmp(e->val, "random", 6);
+    bool seq = n == 10 && !strncmp(e->val, "sequential", 10);
+    uint64_t nr;
+    if (!rr && !rnd && !seq)
+        return fail(t->c, -ENOTSUP, e->line, "file_service_type=%s is not supported by pinio "
+                    "bench (roundrobin, sequential, random, each with :N but sequential)",
+                    e->val);
+    if (arg && seq)
+        return fail(t->c, -ENOTSUP, e->line, "file_service_type=%s: pinio bench's sequential "
+                    "finishes each file's share, with no :N", e->val);
+    if (arg && (fio_uint(arg, &nr) || !nr || nr > (1u << 31)))
+        return bad(t, e, "wants a count of requests 1..2^31 after ':'");
+    return push_opt(t->argv, "--file-service-type", "%s", e->val);
+}
+
 static int tr_time(job_tr *t)
 {
     const kv *rt = kv_get(t->k, "runtime"), *tbk;
@@ -980,6 +1008,8 @@ static int finish_job(ctx *c)
     TRY(tr_notes(&t));
     TRY(tr_engine(&t, &sync));
     TRY(tr_files(&t, name));
+    TRY(tr_fservice(&t));
+    TRY(opt_size(&t, "filesize", "--filesize"));
     TRY(tr_rw(&t));
     TRY(tr_bs(&t));
     TRY(opt_size(&t, "blockalign", "--blockalign"));

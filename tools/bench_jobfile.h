@@ -37,7 +37,10 @@
  *   numjobs                 --jobs N --jobs-share whole (each clone over the whole region)
  *   size, offset, io_size   --size, --offset, --io-size BYTES
  *   loops                   --loops N
- *   filename (a:b), directory + nrfiles   --file a,b | --file DIR --nrfiles N
+ *   filename (a:b), directory + nrfiles   --file a,b (each DIR/name; with nrfiles
+ *                           and no filename, DIR/JOBNAME.0.N, as fio names them)
+ *   file_service_type       --file-service-type roundrobin|sequential|random[:N]
+ *   filesize                --filesize BYTES (one size, not a range)
  *   direct, buffered        --direct on|off
  *   invalidate              --cache cold when 1 (fio's default)
  *   runtime (+ time_based)  --time SECONDS (pinio's --time always loops)

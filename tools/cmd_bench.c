@@ -26,6 +26,7 @@
 #include "util.h"
 
 #define MAX_SWEEP 32
+#define MAX_FILES 4096 /* pinio_bench_opts::paths */
 
 static void usage(FILE *out)
 {
@@ -48,6 +49,19 @@ static void usage(FILE *out)
             "  --random-distribution random|zipf:T|pareto:H|normal:SIGMA%%|zoned:A/S:A/S...\n"
             "  --norandommap    random offsets drawn independently (default: each block once)\n"
             "where and how much\n"
+            "  --file A,B,...   several files (also --filename; fio's a:b): --size is the\n"
+            "                   total, split equally between them; each job uses its slice\n"
+            "                   of every file; each file keeps its own order\n"
+            "  --directory D    the files' folder: D/A for each --file name, or with\n"
+            "  --nrfiles N      N files D/bench.0.0 .. D/bench.0.N-1 (fio's names; a job\n"
+            "                   file's section names them after itself)\n"
+            "  --file-service-type roundrobin[:N]|sequential|random[:N]\n"
+            "                   the file of each request: the next one every N (default\n"
+            "                   roundrobin:1), one file's share after the other, or a\n"
+            "                   random one every N\n"
+            "  --filesize SIZE  bytes of each file (a --size given is then the bytes to move)\n"
+            "                   (existing files of different sizes without --size or\n"
+            "                   --filesize: the smallest one's size from each)\n"
             "  --size SIZE      bytes to use, split between jobs (default: the file, or 1G new)\n"
             "  --offset SIZE    start of the used area in the target\n"
             "  --io-size SIZE   bytes to transfer (all jobs), looping over the area\n"
@@ -106,7 +120,7 @@ static void usage(FILE *out)
             "is removed, and the command dies of the signal (exit status 130 for Ctrl-C).\n"
             "Latency is reported as fio does: slat (issue to submission), clat (submission\n"
             "to completion), lat (issue to completion).\n"
-            "Not supported yet: several files.\n");
+            "Not supported yet: fio's trimwrite; zipf/pareto/normal --file-service-type.\n");
 }
 
 /* A 0|1 value of a flag given as --flag or --flag=0|1 (optional_argument). */
@@ -339,6 +353,30 @@ struct run_ctx {
     char date[32];    /* start of the sweep, UTC, ISO 8601 */
 };
 
+/* The run's files (files_out, filled by the run): "files" always, the
+ * service order only when there are several. */
+static void json_files(jw *w, const pinio_bench_opts *o)
+{
+    unsigned n = o->npaths ? o->npaths : 1;
+    if (!o->files_out)
+        return;
+    if (o->npaths > 1) {
+        jw_kstr(w, "file_service", pinio_bench_file_service_name(o->file_service));
+        jw_ku64(w, "file_service_nr", o->file_service_nr ? o->file_service_nr : 1);
+    }
+    jw_key(w, "files");
+    jw_arr(w);
+    for (unsigned i = 0; i < n; i++) {
+        jw_obj(w);
+        jw_kstr(w, "path", o->npaths ? o->paths[i] : o->path);
+        jw_ku64(w, "size_bytes", o->files_out[i].size);
+        jw_ku64(w, "used_bytes", o->files_out[i].used);
+        jw_kbool(w, "created", o->files_out[i].created);
+        jw_obj_end(w);
+    }
+    jw_arr_end(w);
+}
+
 /* The keys are documented in doc/json/bench.md. */
 static void print_json(FILE *out, const pinio_bench_opts *o, const pinio_bench_result *r,
                        const pinio_bench_result *per_job, const char *job_name, unsigned group,
@@ -362,6 +400,7 @@ static void print_json(FILE *out, const pinio_bench_opts *o, const pinio_bench_r
         jw_ku64(&w, "group", group);
     }
     jw_kstr(&w, "file", o->path);
+    json_files(&w, o);
     jw_kstr(&w, "rw", pinio_bench_rw_name(o->rw));
     if (o->rw == PINIO_BENCH_RW || o->rw == PINIO_BENCH_RANDRW)
         jw_ku64(&w, "rwmixread", o->rwmixread ? o->rwmixread : 50);
@@ -481,6 +520,23 @@ static void text_samples(FILE *out, const pinio_bench_dir *d, const char *name)
 
 static void text_figures(FILE *out, const pinio_bench_opts *o, const pinio_bench_result *r);
 
+/* Several files: one line each, after the service order. */
+static void text_files(FILE *out, const pinio_bench_opts *o)
+{
+    char u[32], sz[32];
+    if (o->npaths < 2 || !o->files_out)
+        return;
+    fprintf(out, "  files, %s", pinio_bench_file_service_name(o->file_service));
+    if (o->file_service_nr > 1)
+        fprintf(out, ":%u", o->file_service_nr);
+    fprintf(out, ":\n");
+    for (unsigned i = 0; i < o->npaths; i++)
+        fprintf(out, "  %s: %s used of %s%s\n", o->paths[i],
+                cli_human_bytes(u, sizeof u, o->files_out[i].used),
+                cli_human_bytes(sz, sizeof sz, o->files_out[i].size),
+                o->files_out[i].created ? " (created)" : "");
+}
+
 static void print_text(FILE *out, const pinio_bench_opts *o, const pinio_bench_result *r,
                        const pinio_bench_result *per_job)
 {
@@ -489,10 +545,13 @@ static void print_text(FILE *out, const pinio_bench_opts *o, const pinio_bench_r
     if (o->bsrange_max) /* the range, not the bs it ignores */
         snprintf(b + strlen(b), sizeof b - strlen(b), "-%s",
                  cli_human_bytes(b2, sizeof b2, o->bsrange_max));
+    char nf[32];
+    snprintf(nf, sizeof nf, "%u files", o->npaths);
     fprintf(out, "pinio bench: %s bs=%s qd=%u batch=%u jobs=%u %s [%s]%s%s\n",
             pinio_bench_rw_name(o->rw), b, o->qd, r->batch,
-            o->jobs, o->path, r->features, r->created ? " (created)" : "",
+            o->jobs, o->npaths > 1 ? nf : o->path, r->features, r->created ? " (created)" : "",
             r->partial ? " (stopped: partial result)" : "");
+    text_files(out, o);
     for (unsigned i = 0; per_job && i < o->jobs; i++) {
         fprintf(out, "job %u:\n", i);
         text_figures(out, o, &per_job[i]);
@@ -545,8 +604,16 @@ enum {
     O_LOGFILE, O_JOBFILE, O_THINK, O_THINKBLK, O_BSRANGE, O_SHARE,
 };
 
+/* Several files: their own range, so that the list above grows apart. */
+enum { O_DIRECTORY = 512, O_NRFILES, O_FSERVICE, O_FILESIZE };
+
 static const struct option longopts[] = {
     {"file", required_argument, NULL, O_FILE},
+    {"filename", required_argument, NULL, O_FILE},
+    {"directory", required_argument, NULL, O_DIRECTORY},
+    {"nrfiles", required_argument, NULL, O_NRFILES},
+    {"file-service-type", required_argument, NULL, O_FSERVICE},
+    {"filesize", required_argument, NULL, O_FILESIZE},
     {"rw", required_argument, NULL, O_RW},
     {"rwmixread", required_argument, NULL, O_MIX},
     {"bs", required_argument, NULL, O_BS},
@@ -625,6 +692,14 @@ struct cli {
     pinio_bench_bs_weight split[16];
     pinio_bench_zone zones[16];
     double pcts[PINIO_BENCH_MAX_PCT];
+    /* Several files: --file's list (or the operand) as given, --directory
+     * and --nrfiles, and the names settle_files() made of them. */
+    const char *file_arg;
+    const char *directory;
+    unsigned nrfiles;
+    char names[1 << 16];
+    const char *paths[MAX_FILES];
+    pinio_bench_file files_out[MAX_FILES];
 };
 
 /* A usage error (exit status 2), prefixed with the job section it came from. */
@@ -651,13 +726,11 @@ static int parse_opt(struct cli *c, int opt, const char *v)
     int rc = 0;
     bool b = false; /* read even when parse_flag() refused the value */
     switch (opt) {
-    case O_FILE:
-        /* fio's list of files (and the job file reader's): not yet, and a
-         * file named "a,b" is never what was meant */
-        if (strchr(v, ','))
-            return bench_usage(c, "--file %s: several files are not supported yet", v);
-        o->path = v;
-        break;
+    case O_FILE: c->file_arg = v; break; /* a list: settle_files() */
+    case O_DIRECTORY: c->directory = v; break;
+    case O_NRFILES: rc = parse_bounded(v, MAX_FILES, &c->nrfiles); rc = rc || !c->nrfiles ? -EINVAL : 0; break;
+    case O_FSERVICE: rc = pinio_bench_file_service_parse(v, &o->file_service, &o->file_service_nr); break;
+    case O_FILESIZE: rc = cli_parse_size(v, &o->filesize); break;
     case O_RW: rc = pinio_bench_rw_parse(v, &o->rw); break;
     case O_MIX: rc = parse_bounded(v, 99, &o->rwmixread); rc = rc || !o->rwmixread ? -EINVAL : 0; break;
     case O_BS: rc = cli_parse_size(v, &o->bs); break;
@@ -798,11 +871,70 @@ static int parse_operand(struct cli *c, const char *a)
         c->job_file = a;
         return 0;
     }
-    if (!c->o.path) {
-        c->o.path = a;
+    if (!c->o.path && !c->file_arg) {
+        c->file_arg = a;
         return 0;
     }
     return bench_usage(c, "unexpected argument '%s'", a);
+}
+
+/* Appends "DIR/name" (DIR when --directory is set) to the names; 0 or -1
+ * when they do not fit. */
+static int add_file(struct cli *c, size_t *used, const char *name, size_t len)
+{
+    pinio_bench_opts *o = &c->o;
+    char *at = c->names + *used;
+    size_t room = sizeof c->names - *used;
+    int n = c->directory ? snprintf(at, room, "%s/%.*s", c->directory, (int)len, name)
+                         : snprintf(at, room, "%.*s", (int)len, name);
+    if (n < 0 || (size_t)n >= room || o->npaths >= MAX_FILES)
+        return -1;
+    c->paths[o->npaths++] = at;
+    *used += (size_t)n + 1;
+    return 0;
+}
+
+/* The files of the run, as fio names them: --file a,b,c (each under
+ * --directory when given), or --nrfiles N in --directory (or the current
+ * one) named JOBNAME.0.FILENUM, the job's name being its job file
+ * section's or "bench" (fio's JOBNUM is 0: bench's --jobs share one set of
+ * files). One file stays pinio_bench_opts::path; several fill paths, with
+ * path the first (what the messages and the "file" key name). */
+static int settle_files(struct cli *c)
+{
+    pinio_bench_opts *o = &c->o;
+    size_t used = 0;
+    o->npaths = 0;
+    if (c->file_arg && c->nrfiles)
+        return bench_usage(c, "--nrfiles names its files (%s.0.N): not with --file",
+                           c->job_name ? c->job_name : "bench");
+    if (c->file_arg) {
+        for (const char *p = c->file_arg;;) {
+            size_t len = strcspn(p, ",");
+            if (!len)
+                return bench_usage(c, "--file %s: an empty name in the list", c->file_arg);
+            if (add_file(c, &used, p, len))
+                return bench_usage(c, "--file: more than %d files or too long names", MAX_FILES);
+            if (!p[len])
+                break;
+            p += len + 1;
+        }
+    } else if (c->nrfiles || c->directory) {
+        const char *job = c->job_name ? c->job_name : "bench";
+        for (unsigned i = 0; i < (c->nrfiles ? c->nrfiles : 1); i++) {
+            char name[512];
+            int n = snprintf(name, sizeof name, "%s.0.%u", job, i);
+            if (n < 0 || (size_t)n >= sizeof name || add_file(c, &used, name, (size_t)n))
+                return bench_usage(c, "--nrfiles: the names are too long");
+        }
+    } else {
+        return 0; /* no target: pinio_bench_check() says so */
+    }
+    o->path = c->paths[0];
+    o->paths = o->npaths > 1 ? c->paths : NULL;
+    o->npaths = o->npaths > 1 ? o->npaths : 0;
+    o->files_out = c->files_out;
+    return 0;
 }
 
 /* Parses a command line (the user's, or a job section's) into `c`, which
@@ -831,6 +963,8 @@ static int parse_args(struct cli *c, int argc, char **argv)
             rc = parse_opt(c, opt, optarg);
         }
     }
+    if (!rc && !c->job_file)
+        rc = settle_files(c);
     if (rc)
         return rc;
     if (c->o.verify_only && c->verify_named)
@@ -1322,9 +1456,9 @@ static int prepare_sections(const struct cli *top, const bench_jobfile *jf, stru
  * section's result, then the group's aggregate. */
 static int run_jobfile(struct cli *top, int argc, char **argv)
 {
-    if (top->o.path || top->sweep)
+    if (top->o.path || top->file_arg || top->directory || top->nrfiles || top->sweep)
         return bench_usage(top, "a job file names its own files: no %s with it",
-                           top->sweep ? "--sweep" : "--file or PATH");
+                           top->sweep ? "--sweep" : "--file, PATH, --directory or --nrfiles");
     bench_jobfile jf = {0};
     char err[1024];
     int e = bench_jobfile_parse(top->job_file, &jf, err, sizeof err);

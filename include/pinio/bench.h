@@ -148,6 +148,31 @@ typedef enum pinio_bench_verify_mode {
     PINIO_BENCH_VERIFY_SHA256,
 } pinio_bench_verify_mode;
 
+/** How the requests of a job are spread over several files
+ *  (pinio_bench_opts::file_service; fio's file_service_type). */
+typedef enum pinio_bench_file_service {
+    /** The next file after every `file_service_nr` requests (fio's default). */
+    PINIO_BENCH_FILE_ROUNDROBIN = 0,
+    /** Finish one file's share of a pass before moving on to the next. */
+    PINIO_BENCH_FILE_SEQUENTIAL,
+    /** A file drawn at random every `file_service_nr` requests, among
+     *  those that have not had their share of the current pass. */
+    PINIO_BENCH_FILE_RANDOM,
+} pinio_bench_file_service;
+
+/** Called as each request is issued (pinio_bench_opts::trace_file), as
+ *  pinio_bench_trace_fn, with the index of the file it goes to in
+ *  pinio_bench_opts::paths (0 for the one-file case). */
+typedef void (*pinio_bench_trace_file_fn)(void *ctx, unsigned job, unsigned file, bool write,
+                                          uint64_t off, uint64_t len);
+
+/** What a run did with one of its files (pinio_bench_opts::files_out). */
+typedef struct pinio_bench_file {
+    uint64_t size;  /**< the file's size after preparation */
+    uint64_t used;  /**< bytes of it the run uses, from pinio_bench_opts::offset */
+    bool created;   /**< made (and, for reads, filled) by this run */
+} pinio_bench_file;
+
 struct pinio_bench_result;
 
 /** Most percentiles a run reports besides the fixed ones (percentiles). */
@@ -286,6 +311,44 @@ typedef struct pinio_bench_opts {
      *  block written in another mode is reported as such. Set only with
      *  verify or verify_only. */
     pinio_bench_verify_mode verify_mode;
+
+    /* Added with several files (fio's filename=a:b, directory + nrfiles). */
+    /** Several targets, 1 .. 4096 (borrowed for the call); 0 = the one
+     *  file `path`. When set, `path` must be NULL or paths[0]. Each file is
+     *  opened and protected as the one file is (O_DIRECT, the overwrite and
+     *  block device refusals): every check is made on every file before
+     *  anything is created or written, and a refusal names the file.
+     *
+     *  How the other options map over the files: `size` is the job's total,
+     *  divided equally between the files (fio's size; a multiple of bs x
+     *  jobs x files), unless `filesize` is set; `offset` applies in every
+     *  file; job i uses the same 1/jobs slice of every file (the whole of
+     *  each with jobs_whole). Each file keeps its own order (sequential
+     *  position, random permutation, distribution draws over the slice),
+     *  and `file_service` picks the file of each request; one pass moves
+     *  every file's share once. io_size, loops, time, ramp, rate and
+     *  thinktime count requests and bytes over all files, as for one. A
+     *  size of 0 takes the smallest existing file (from `offset`, rounded
+     *  down to bs x jobs) from each file, so every file gets the same
+     *  share; missing files are made with that size (or 1 GiB / files
+     *  when none exists). */
+    const char *const *paths;
+    unsigned npaths;
+    /** How the file of each request is picked (default roundrobin). */
+    pinio_bench_file_service file_service;
+    /** ROUNDROBIN, RANDOM: requests issued to a file before switching
+     *  (fio's file_service_type=roundrobin:N); 0 = 1. */
+    unsigned file_service_nr;
+    /** Bytes used in each file (fio's filesize); 0 = size / files. With it,
+     *  a set `size` is the default of io_size, as in fio. A multiple of bs
+     *  x jobs. */
+    uint64_t filesize;
+    /** Optional: called as each request of the workload is issued, with
+     *  the index of its file (trace_ctx is its context). */
+    pinio_bench_trace_file_fn trace_file;
+    /** Optional: an array of max(npaths, 1) entries the run fills with what
+     *  it did with each file, whenever it fills the result. */
+    pinio_bench_file *files_out;
 } pinio_bench_opts;
 
 /** Fills `*o` with the defaults: read, bs 1 MiB, qd 16, 1 job, direct, fixed, node -1, seed 1. */
@@ -316,6 +379,16 @@ PINIO_API const char *pinio_bench_verify_mode_name(pinio_bench_verify_mode m);
 
 /** Parses a verify mode name. @return 0 and `*out`, or -EINVAL. */
 PINIO_API int pinio_bench_verify_mode_parse(const char *name, pinio_bench_verify_mode *out);
+
+/** Name of a file service ("roundrobin", "sequential", "random"). */
+PINIO_API const char *pinio_bench_file_service_name(pinio_bench_file_service s);
+
+/** Parses fio's file_service_type value: "roundrobin", "sequential" or
+ *  "random", the first and last optionally followed by ":N" (requests
+ *  before switching, 1 .. 2^31). @return 0 with `*out` and `*nr` (0 when
+ *  not given), or -EINVAL. */
+PINIO_API int pinio_bench_file_service_parse(const char *value, pinio_bench_file_service *out,
+                                             unsigned *nr);
 
 /** A latency distribution, nanoseconds. Which latency depends on where it
  *  is found: `lat` (issue to completion), `slat` or `clat`. */
@@ -371,8 +444,8 @@ typedef struct pinio_bench_result {
     double cpu_s_per_gb;     /**< (user + sys) / (bytes / 1e9) */
     double submits_per_io;   /**< io_uring_submit* calls per completed request */
     uint64_t verified_bytes; /**< bytes read back and compared (verify) */
-    uint64_t file_size;      /**< size of the target after preparation */
-    bool created;            /**< the file was created (and, for reads, filled) by this run */
+    uint64_t file_size;      /**< size of the target (the first file) after preparation */
+    bool created;            /**< a file was created (and, for reads, filled) by this run */
     /** Ring features in force, comma-separated (e.g.
      *  "single_issuer,defer_taskrun,fixed_bufs,reg_files,o_direct"). */
     char features[160];
@@ -423,7 +496,7 @@ PINIO_API int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag);
  *         I/O error of a request; -EBADMSG (verify found a block that
  *         differs); -ECANCELED (the progress callback). `diag` says which,
  *         with the path and offset. No thread or ring outlives the call, and
- *         a failed run removes a file it created.
+ *         a failed run removes every file it created.
  */
 PINIO_API int pinio_bench_run(const pinio_bench_opts *o, pinio_bench_result *res,
                               pinio_diag *diag);

@@ -101,6 +101,38 @@ int pinio_bench_verify_mode_parse(const char *name, pinio_bench_verify_mode *out
     return -EINVAL;
 }
 
+static const char *const service_names[] = {"roundrobin", "sequential", "random"};
+#define NSERVICE (sizeof service_names / sizeof service_names[0])
+
+const char *pinio_bench_file_service_name(pinio_bench_file_service s)
+{
+    return (unsigned)s < NSERVICE ? service_names[s] : "unknown";
+}
+
+int pinio_bench_file_service_parse(const char *v, pinio_bench_file_service *out, unsigned *nr)
+{
+    for (unsigned i = 0; v && i < NSERVICE; i++) {
+        size_t n = strlen(service_names[i]);
+        if (strncmp(v, service_names[i], n) || (v[n] && v[n] != ':'))
+            continue;
+        unsigned long x = 0;
+        if (v[n]) {
+            /* fio's ":N", requests before switching; sequential switches
+             * when a file's share is done, so a count means nothing there */
+            char *end;
+            errno = 0;
+            x = strtoul(v + n + 1, &end, 10);
+            if (i == PINIO_BENCH_FILE_SEQUENTIAL || !isdigit((unsigned char)v[n + 1]) || *end ||
+                errno || !x || x > (1ul << 31))
+                return -EINVAL;
+        }
+        *out = (pinio_bench_file_service)i;
+        *nr = (unsigned)x;
+        return 0;
+    }
+    return -EINVAL;
+}
+
 /* The workload writes (all or some of its requests). */
 static bool is_write(pinio_bench_rw rw)
 {
@@ -141,8 +173,22 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
 #define BAD(...) return pinio_diag_set(diag, -EINVAL, __VA_ARGS__), -EINVAL
     if (!o)
         BAD("bench: no options");
-    if (!o->path || !*o->path)
+    if (o->npaths) {
+        if (!o->paths || o->npaths > 4096)
+            BAD("bench: 1 to 4096 files");
+        for (unsigned i = 0; i < o->npaths; i++)
+            if (!o->paths[i] || !*o->paths[i])
+                BAD("bench: file %u of %u has no name", i + 1, o->npaths);
+        if (o->path && strcmp(o->path, o->paths[0]))
+            BAD("bench: path %s and paths[0] %s: set one of them", o->path, o->paths[0]);
+    } else if (!o->path || !*o->path) {
         BAD("bench: no target: --file PATH is required");
+    }
+    if ((unsigned)o->file_service >= NSERVICE || o->file_service_nr > (1u << 31))
+        BAD("bench: --file-service-type: roundrobin[:N], sequential or random[:N]");
+    if (o->file_service_nr && o->file_service == PINIO_BENCH_FILE_SEQUENTIAL)
+        BAD("bench: --file-service-type sequential finishes a file's share before the next: "
+            "no :N");
     if ((unsigned)o->rw > PINIO_BENCH_RANDTRIM)
         BAD("bench: unknown workload %d", (int)o->rw);
     if (o->bs < 512 || o->bs > MAX_BS || o->bs % 512)
@@ -156,9 +202,16 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
         BAD("bench: --jobs %u: must be between 1 and 256", o->jobs);
     /* jobs_whole: every job walks the whole area, which need only hold whole blocks */
     uint64_t share = o->jobs_whole ? 1 : o->jobs;
-    if (o->size % (unit_bs(o) * share))
-        BAD("bench: --size %llu is not a multiple of bs%s (%llu)", (unsigned long long)o->size,
-            o->jobs_whole ? "" : " x jobs", (unsigned long long)(unit_bs(o) * share));
+    /* Several files: `size` is the total, each file its equal part. */
+    uint64_t nfiles = o->npaths ? o->npaths : 1;
+    if (o->filesize % (unit_bs(o) * share))
+        BAD("bench: --filesize %llu is not a multiple of bs%s (%llu)",
+            (unsigned long long)o->filesize, o->jobs_whole ? "" : " x jobs",
+            (unsigned long long)(unit_bs(o) * share));
+    if (!o->filesize && o->size % (unit_bs(o) * share * nfiles))
+        BAD("bench: --size %llu is not a multiple of bs%s%s (%llu)", (unsigned long long)o->size,
+            o->jobs_whole ? "" : " x jobs", nfiles > 1 ? " x files" : "",
+            (unsigned long long)(unit_bs(o) * share * nfiles));
     /* A run shorter than a millisecond ends before its first completion and
      * would report success with nothing moved (--time 1e-300). */
     if (!(o->time_s == 0.0 || (o->time_s >= 1e-3 && o->time_s <= 1e6)))
@@ -184,6 +237,10 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
     if (o->io_size % (unit_bs(o) * o->jobs))
         BAD("bench: --io-size %llu is not a multiple of bs x jobs (%llu)",
             (unsigned long long)o->io_size, (unsigned long long)(unit_bs(o) * o->jobs));
+    if (o->filesize && o->size % (unit_bs(o) * o->jobs))
+        BAD("bench: --size %llu with --filesize is the bytes to transfer (fio's io_size): not "
+            "a multiple of bs x jobs (%llu)", (unsigned long long)o->size,
+            (unsigned long long)(unit_bs(o) * o->jobs));
     if ((o->io_size || o->loops > 1) && o->time_s > 0)
         BAD("bench: --io-size and --loops bound a run by bytes: not with --time");
     if (!(o->ramp_time_s == 0.0 || (o->ramp_time_s > 0 && o->ramp_time_s <= 1e6)))
@@ -344,21 +401,21 @@ static int fill_new_file(const pinio_bench_opts *o, int fd, uint64_t size, const
     return 0;
 }
 
-/* Opens (creating when allowed) the target and settles the size. On
- * success `*size` is the bytes the run uses and `*fsize` the target's size. */
-static int prepare_target(const pinio_bench_opts *o, uint64_t *size, pinio_bench_result *res,
-                          int *hold, pinio_diag *diag)
+/* Opens (creating when allowed) the target `p` and settles the size: `osize`
+ * bytes of it (0: what it has). On success `*size` is the bytes the run
+ * uses and `res->file_size` the target's size. */
+static int prepare_target(const pinio_bench_opts *o, const char *p, uint64_t osize,
+                          uint64_t *size, pinio_bench_file *res, int *hold, pinio_diag *diag)
 {
-    const char *p = o->path;
     bool wr = is_write(o->rw) || is_trim(o->rw); /* destroys what is there */
     struct stat st;
-    *size = o->size;
+    *size = osize;
     res->created = false;
     if (stat(p, &st)) {
         int e = -errno;
         if (e != -ENOENT || o->verify_only)
             return pinio_diag_set(diag, e, "bench: %s: %s", p, pinio_strerror(e)), e;
-        uint64_t want = o->size ? o->size : (1ull << 30);
+        uint64_t want = osize ? osize : (1ull << 30);
         want -= want % (unit_bs(o) * o->jobs);
         if (!want)
             return pinio_diag_set(diag, -EINVAL, "bench: %s: --size too small", p), -EINVAL;
@@ -410,7 +467,7 @@ static int prepare_target(const pinio_bench_opts *o, uint64_t *size, pinio_bench
             return rc;
         }
         res->created = true;
-        res->file_size = o->offset + want;
+        res->size = o->offset + want;
         *size = want;
         return 0;
     }
@@ -474,7 +531,56 @@ static int prepare_target(const pinio_bench_opts *o, uint64_t *size, pinio_bench
                               (unsigned long long)(o->offset + *size)),
                -EINVAL;
     }
-    res->file_size = fsize > o->offset + *size ? fsize : o->offset + *size;
+    res->size = fsize > o->offset + *size ? fsize : o->offset + *size;
+    return 0;
+}
+
+/* Prepares every file of the run (prepare_target() each): first those that
+ * exist, which creates and writes nothing, so that a refused one (data
+ * bench did not write, a block device) stops the run before any other file
+ * is made; then the missing ones, with the size the others settled. On
+ * success `*size` is the bytes used in each file; on failure the files this
+ * call made are removed again. `out` and `hold` have `n` entries. */
+static int prepare_files(const pinio_bench_opts *o, const char *const *paths, unsigned n,
+                         uint64_t *size, pinio_bench_file *out, int *hold, pinio_diag *diag)
+{
+    /* The part of each file: fio's size / files, or filesize. */
+    uint64_t want = o->filesize ? o->filesize : o->size / n, got;
+    int rc = 0;
+    bool *exists = calloc(n, sizeof *exists);
+    if (!exists)
+        return pinio_diag_set(diag, -ENOMEM, "bench: no memory"), -ENOMEM;
+    for (unsigned i = 0; i < n; i++) {
+        struct stat st;
+        exists[i] = stat(paths[i], &st) == 0 || errno != ENOENT;
+    }
+    /* Size 0: the smallest of the existing files, so that every file has
+     * the same share (the order within a file is one permutation). */
+    uint64_t least = 0;
+    for (unsigned i = 0; i < n && !rc; i++) {
+        if (!exists[i])
+            continue;
+        rc = prepare_target(o, paths[i], want, &got, &out[i], &hold[i], diag);
+        if (!rc && !want)
+            least = least && least < got ? least : got;
+    }
+    if (!want && least)
+        want = least;
+    else if (!want) /* nothing exists: 1 GiB in all, as for one new file */
+        want = (1ull << 30) / n;
+    for (unsigned i = 0; i < n && !rc; i++)
+        if (!exists[i])
+            rc = prepare_target(o, paths[i], want, &got, &out[i], &hold[i], diag);
+    free(exists);
+    if (rc) {
+        for (unsigned i = 0; i < n; i++)
+            if (out[i].created)
+                unlink(paths[i]);
+        return rc;
+    }
+    for (unsigned i = 0; i < n; i++)
+        out[i].used = want;
+    *size = want;
     return 0;
 }
 
@@ -572,12 +678,12 @@ static bool discard_cmd_works(int fd)
  * past the end of the file (KEEP_SIZE: the file does not grow), a
  * zero-length BLKDISCARD (which the kernel checks for discard support
  * before it refuses the length). */
-static int trim_probe(const pinio_bench_opts *o, int fd, const pinio__faults *f,
-                      enum trim_how *how, pinio_diag *diag)
+static int trim_probe(const char *path, int fd, const pinio__faults *f, enum trim_how *how,
+                      pinio_diag *diag)
 {
     struct stat st;
     if (fstat(fd, &st))
-        return pinio_diag_set(diag, -errno, "bench: %s: %s", o->path, pinio_strerror(-errno)),
+        return pinio_diag_set(diag, -errno, "bench: %s: %s", path, pinio_strerror(-errno)),
                -errno;
     bool reg = S_ISREG(st.st_mode);
     int rc;
@@ -596,10 +702,10 @@ static int trim_probe(const pinio_bench_opts *o, int fd, const pinio__faults *f,
                                     "(fallocate PUNCH_HOLE), so trim cannot run"
                                   : "bench: %s: the device does not support discard, so trim "
                                     "cannot run",
-                              o->path),
+                              path),
                rc;
     if (rc)
-        return pinio_diag_set(diag, rc, "bench: %s: probing %s: %s", o->path,
+        return pinio_diag_set(diag, rc, "bench: %s: probing %s: %s", path,
                               reg ? "hole punching" : "discard", pinio_strerror(rc)),
                rc;
     *how = reg ? TRIM_PUNCH
@@ -617,6 +723,7 @@ typedef struct slot {
     uint32_t len;  /* bytes of the request (bs, or drawn from bssplit) */
     uint32_t done; /* bytes completed so far (short transfers resubmit the rest) */
     uint8_t wr;    /* direction: 0 read, 1 write, DIR_TRIM (a bool before trims) */
+    uint16_t file; /* index of its file (several files; 0 otherwise) */
     int32_t sync_res; /* TRIM_IOCTL: what BLKDISCARD returned (0 or -errno) */
 } slot;
 
@@ -670,10 +777,29 @@ typedef struct sstat {
     double min, max, sum, sumsq;
 } sstat;
 
+/* Several files: what each file's own order has reached. */
+typedef struct fstate {
+    uint64_t issued;    /* requests of the pass to this file: its order's index */
+    uint64_t bytes;     /* bytes of the pass to this file */
+    uint64_t seq_pos;   /* fancy_next()'s walk in this file */
+    uint64_t wr_issued; /* requests the write pass issued to it (verify) */
+    uint64_t quota;     /* the read-back pass: blocks to read back from it */
+} fstate;
+
 typedef struct job {
     const pinio_bench_opts *o;
     unsigned idx;
     int fd;
+    /* The files: fds[nfiles] (&fd for one file) and their names. */
+    int *fds;
+    unsigned nfiles;
+    const char *const *paths;
+    /* next_io_files() picks the file of each request: with several files,
+     * or with trace_file set. */
+    bool multi;
+    fstate *fs;
+    unsigned fcur, fleft; /* random service: the file drawn and its requests left */
+    bool readback;        /* the pass reads back fs[].quota blocks of each file */
     uint64_t base, nblocks;     /* region: [base, base + nblocks * bs) */
     uint64_t region;            /* bytes of the region */
     uint64_t perm_mul, perm_add; /* random order: block = (i * mul + add) % nblocks */
@@ -695,6 +821,7 @@ typedef struct job {
     bool fancy;     /* offsets or sizes not from the plain order (fancy_next()) */
     bool header;    /* writes carry the verify block header and pattern */
     pinio_bench_trace_fn trace; /* the workload pass only */
+    pinio_bench_trace_file_fn trace_file; /* likewise */
     uint64_t issued, issued_bytes, seq_pos;
     pinio__dist dist;
     uint64_t rng;   /* direction and size draws */
@@ -775,6 +902,18 @@ static int job_fail(job *j, int code, const char *what, const char *hint)
     return code;
 }
 
+/* Verify blocks of file f are written for the offset off + f x 2^48: the
+ * header then names the file a block was meant for as well as its offset,
+ * so that a block copied into another file at the same offset is caught
+ * (the pattern differs too). File 0 keeps the plain offset, so a one-file
+ * run reads back what it always wrote. */
+#define FILE_TAG_SHIFT 48
+
+static inline uint64_t tagged_off(const slot *sl)
+{
+    return sl->off + ((uint64_t)sl->file << FILE_TAG_SHIFT);
+}
+
 /* Sets up the ring with the flags asked for, on the engine's ladder
  * (pinio_ring_setup_uring()): without SQPOLL it takes the cheapest completion
  * mode the kernel has (DEFER_TASKRUN runs completion work only when we wait,
@@ -850,7 +989,7 @@ static int job_setup(job *j)
         j->fixed = true;
     }
     if (o->regfiles) {
-        rc = io_uring_register_files(&j->ring, &j->fd, 1);
+        rc = io_uring_register_files(&j->ring, j->fds, j->nfiles);
         if (rc)
             return job_fail(j, rc, "registering the file (--regfiles)", "");
         j->regfiles = true;
@@ -885,7 +1024,7 @@ static void trim_prep(job *j, slot *sl, struct io_uring_sqe *sqe, int fd, uint64
         sqe->addr3 = len;
     } else {
         uint64_t range[2] = {off, len};
-        sl->sync_res = ioctl(j->fd, BLKDISCARD, range) ? -errno : 0;
+        sl->sync_res = ioctl(j->fds[sl->file], BLKDISCARD, range) ? -errno : 0;
         io_uring_prep_nop(sqe);
     }
 }
@@ -905,7 +1044,7 @@ static void job_prep(job *j, unsigned s, uint64_t t)
     /* The whole block at its first submission only: a resubmitted rest
      * still holds it. */
     if (sl->wr && j->header && !sl->done)
-        pinio__bench_block_fill(buf, sl->len, sl->off, j->o->seed, sl->idx / j->nblocks,
+        pinio__bench_block_fill(buf, sl->len, tagged_off(sl), j->o->seed, sl->idx / j->nblocks,
                                 (int)j->o->verify_mode);
     buf += sl->done;
     unsigned len = sl->len - sl->done;
@@ -918,7 +1057,7 @@ static void job_prep(job *j, unsigned s, uint64_t t)
         io_uring_sqring_wait(&j->ring);
         sqe = io_uring_get_sqe(&j->ring);
     }
-    int fd = j->regfiles ? 0 : j->fd;
+    int fd = j->regfiles ? (int)sl->file : j->fds[sl->file];
     if (sl->wr == DIR_TRIM) {
         trim_prep(j, sl, sqe, fd, off, len);
     } else if (j->fixed) {
@@ -979,8 +1118,12 @@ static void fancy_next(job *j, slot *sl)
  * `limit` bytes (0: no limit, the deadline ends the pass). The plain order
  * (fixed bs, permutation or sequence) is the common case and stays a
  * multiply and a modulo. */
+static bool next_io_files(job *j, slot *sl, uint64_t limit);
+
 static inline bool next_io(job *j, slot *sl, uint64_t limit)
 {
+    if (j->multi)
+        return next_io_files(j, sl, limit);
     if (limit && j->issued_bytes >= limit)
         return false;
     if (!j->fancy) {
@@ -996,6 +1139,106 @@ static inline bool next_io(job *j, slot *sl, uint64_t limit)
     if (j->trace)
         j->trace(j->o->trace_ctx, j->idx, sl->wr, sl->off, sl->len);
     return true;
+}
+
+/* ---- several files ------------------------------------------------------ */
+
+/* Whether file f still has part of its share of the current pass: every
+ * file gets its nblocks blocks (its region's bytes with drawn sizes) once
+ * per pass of the job, whatever the service order; the read-back pass, its
+ * quota of blocks. */
+static bool file_has_share(const job *j, unsigned f)
+{
+    const fstate *F = &j->fs[f];
+    if (j->readback)
+        return F->issued < F->quota;
+    if (j->fancy)
+        return F->bytes < (j->issued_bytes / (j->region * j->nfiles) + 1) * j->region;
+    return F->issued < (j->issued / (j->nblocks * j->nfiles) + 1) * j->nblocks;
+}
+
+/* The file of the next request (fio's file_service_type). A pure function
+ * of the job's counters for roundrobin and sequential, so that a trace
+ * shows the order the header documents; a file whose share is done is
+ * passed over (some file always has a share left: the shares sum to the
+ * pass). */
+static unsigned pick_file(job *j)
+{
+    const pinio_bench_opts *o = j->o;
+    unsigned n = j->nfiles, nr = o->file_service_nr ? o->file_service_nr : 1, f;
+    if (n == 1)
+        return 0;
+    if (j->readback || o->file_service == PINIO_BENCH_FILE_SEQUENTIAL) {
+        f = j->readback ? 0
+            : (unsigned)((j->fancy ? j->issued_bytes / j->region : j->issued / j->nblocks) % n);
+    } else if (o->file_service == PINIO_BENCH_FILE_RANDOM) {
+        if (!j->fleft || !file_has_share(j, j->fcur)) {
+            j->fcur = (unsigned)pinio__rng_below(&j->rng, n);
+            j->fleft = nr;
+        }
+        j->fleft--;
+        f = j->fcur;
+    } else {
+        f = (unsigned)((j->issued / nr) % n);
+    }
+    for (unsigned k = 0; k < n && !file_has_share(j, f); k++)
+        f = (f + 1) % n;
+    if (o->file_service == PINIO_BENCH_FILE_RANDOM)
+        j->fcur = f;
+    return f;
+}
+
+/* next_io() with several files: the file first, then the next request of
+ * that file's own order (its index, its sequential walk). */
+static bool next_io_files(job *j, slot *sl, uint64_t limit)
+{
+    if (limit && j->issued_bytes >= limit)
+        return false;
+    unsigned f = pick_file(j);
+    fstate *F = &j->fs[f];
+    if (!j->fancy) {
+        sl->off = j->base + block_of(j, F->issued) * j->o->bs;
+        sl->len = (uint32_t)j->o->bs;
+    } else {
+        j->seq_pos = F->seq_pos; /* fancy_next() walks this file's position */
+        fancy_next(j, sl);
+        F->seq_pos = j->seq_pos;
+    }
+    sl->file = (uint16_t)f;
+    sl->wr = j->dir == PASS_MIXED ? pinio__rng_below(&j->rng, 100) >= j->o->rwmixread : j->dir;
+    sl->done = 0;
+    sl->idx = F->issued++; /* the block's generation is its file's pass */
+    F->bytes += sl->len;
+    j->issued++;
+    j->issued_bytes += sl->len;
+    if (j->trace)
+        j->trace(j->o->trace_ctx, j->idx, sl->wr, sl->off, sl->len);
+    if (j->trace_file)
+        j->trace_file(j->o->trace_ctx, j->idx, f, sl->wr, sl->off, sl->len);
+    return true;
+}
+
+/* A pass starts: every file's order from its beginning. */
+static void files_reset(job *j)
+{
+    for (unsigned f = 0; f < j->nfiles; f++)
+        j->fs[f].issued = j->fs[f].bytes = j->fs[f].seq_pos = 0;
+    j->fleft = 0;
+}
+
+/* After a verify write pass: each file's blocks to read back (what its
+ * order wrote, each block once); returns their sum. */
+static uint64_t files_readback(job *j)
+{
+    uint64_t n = 0;
+    for (unsigned f = 0; f < j->nfiles; f++) {
+        fstate *F = &j->fs[f];
+        F->wr_issued = F->issued;
+        F->quota = F->issued < j->nblocks ? F->issued : j->nblocks;
+        n += F->quota;
+    }
+    j->readback = true;
+    return n;
 }
 
 /* When the rate limit lets the next request go (ns). */
@@ -1147,38 +1390,45 @@ static void verify_fail(job *j, const slot *sl, const pinio__block_found *f, boo
                         uint64_t gen)
 {
     const pinio_bench_opts *o = j->o;
+    const char *path = j->paths[sl->file]; /* the file the block was read from */
     unsigned long long at = (unsigned long long)sl->off;
     j->err = -EBADMSG;
-    if (f->has_header && f->off != sl->off)
+    uint64_t tag_mask = (1ull << FILE_TAG_SHIFT) - 1, from = f->off >> FILE_TAG_SHIFT;
+    if (f->has_header && f->off != tagged_off(sl) && from != sl->file && from < j->nfiles)
         pinio_diag_set(&j->diag, -EBADMSG,
                        "bench: %s: verify: the block at offset %llu holds the block written for "
-                       "offset %llu (misplaced)", o->path, at, (unsigned long long)f->off);
+                       "%s at offset %llu (misplaced from another file)", path, at,
+                       j->paths[from], (unsigned long long)(f->off & tag_mask));
+    else if (f->has_header && f->off != tagged_off(sl))
+        pinio_diag_set(&j->diag, -EBADMSG,
+                       "bench: %s: verify: the block at offset %llu holds the block written for "
+                       "offset %llu (misplaced)", path, at, (unsigned long long)(f->off & tag_mask));
     else if (f->has_header && f->seed != o->seed)
         pinio_diag_set(&j->diag, -EBADMSG,
                        "bench: %s: verify: the block at offset %llu was written with seed %llu, "
-                       "not %llu", o->path, at, (unsigned long long)f->seed,
+                       "not %llu", path, at, (unsigned long long)f->seed,
                        (unsigned long long)o->seed);
     else if (f->has_header && f->mode != (int)o->verify_mode)
         pinio_diag_set(&j->diag, -EBADMSG,
                        "bench: %s: verify: the block at offset %llu was written with --verify=%s, "
-                       "not %s", o->path, at,
+                       "not %s", path, at,
                        pinio_bench_verify_mode_name((pinio_bench_verify_mode)f->mode),
                        pinio_bench_verify_mode_name(o->verify_mode));
     else if (f->sum_bad)
         pinio_diag_set(&j->diag, -EBADMSG,
                        "bench: %s: verify: the block at offset %llu fails its %s checksum "
-                       "(first differing byte at offset %llu)", o->path, at,
+                       "(first differing byte at offset %llu)", path, at,
                        pinio_bench_verify_mode_name(o->verify_mode),
                        (unsigned long long)(sl->off + (uint64_t)f->bad_at));
     else if (f->bad_at < 0 && gen_known)
         pinio_diag_set(&j->diag, -EBADMSG,
                        "bench: %s: verify: the block at offset %llu is stale: generation %llu, "
-                       "the last write was generation %llu", o->path, at,
+                       "the last write was generation %llu", path, at,
                        (unsigned long long)f->gen, (unsigned long long)gen);
     else
         pinio_diag_set(&j->diag, -EBADMSG,
                        "bench: %s: verify: the block at offset %llu differs from what was "
-                       "written (first at byte %llu)%s", o->path, at,
+                       "written (first at byte %llu)%s", path, at,
                        (unsigned long long)(sl->off + (uint64_t)(f->bad_at > 0 ? f->bad_at : 0)),
                        f->has_header ? "" : "; it has no bench block header");
 }
@@ -1239,6 +1489,8 @@ static int job_pass(job *j, bool check, bool record, uint64_t limit, uint64_t de
     bool stop = false, rated = j->ns_per_io > 0 || j->ns_per_byte > 0 || j->think_ns > 0;
     uint64_t t = now_ns();
     j->issued = j->issued_bytes = j->seq_pos = 0;
+    if (j->multi)
+        files_reset(j);
     j->nidle = 0;
     j->t_rate0 = t;
     for (unsigned s = 0; s < o->qd && (limit || t < deadline); s++) {
@@ -1297,7 +1549,8 @@ static int job_pass(job *j, bool check, bool record, uint64_t limit, uint64_t de
                     j->err = e;
                     /* IOPOLL rings accept any file, but each request to a
                      * device without polled queues fails with EOPNOTSUPP. */
-                    pinio_diag_set(&j->diag, e, "bench: %s: %s at offset %llu: %s%s", o->path,
+                    pinio_diag_set(&j->diag, e, "bench: %s: %s at offset %llu: %s%s",
+                                   j->paths[sl->file],
                                    res ? dir_names[sl->wr] : "unexpected end of file",
                                    (unsigned long long)(sl->off + sl->done), pinio_strerror(e),
                                    e == -EOPNOTSUPP && o->iopoll
@@ -1339,8 +1592,9 @@ static int job_pass(job *j, bool check, bool record, uint64_t limit, uint64_t de
                 /* After a write pass, the generation of the last write of
                  * this block is known: an older one is a lost write. */
                 bool gen_known = !o->verify_only;
-                uint64_t gen = gen_known ? (j->wr_issued - 1 - sl->idx) / j->nblocks : 0;
-                bool bad = pinio__bench_block_check(buf, sl->len, sl->off, o->seed,
+                uint64_t wi = j->multi ? j->fs[sl->file].wr_issued : j->wr_issued;
+                uint64_t gen = gen_known ? (wi - 1 - sl->idx) / j->nblocks : 0;
+                bool bad = pinio__bench_block_check(buf, sl->len, tagged_off(sl), o->seed,
                                                     (int)o->verify_mode, &f) != 0 ||
                            (gen_known && f.has_header && f.gen != gen);
                 if (bad && !j->err) {
@@ -1413,6 +1667,9 @@ static void *job_main(void *arg)
     j->fancy = o->nbssplit || o->bsrange_max || o->norandommap || o->dist != PINIO_BENCH_DIST_UNIFORM;
     j->header = o->verify;
     j->trace = o->trace;
+    j->trace_file = o->trace_file;
+    if (j->multi && !o->time_s && !o->io_size) /* a pass is every file's share */
+        limit *= j->nfiles;
     job_pass(j, o->verify_only, true, limit, deadline);
     uint64_t t1 = now_ns();
     double u1, s1;
@@ -1441,6 +1698,9 @@ static void *job_main(void *arg)
         j->dir = 0;
         j->header = false;
         j->trace = NULL;
+        j->trace_file = NULL;
+        if (j->multi)
+            n = files_readback(j);
         j->ns_per_io = j->ns_per_byte = 0;
         j->think_ns = j->think_until = 0;
         job_pass(j, true, false, n * o->bs, 0);
@@ -1460,8 +1720,12 @@ static void job_teardown(job *j)
     free(j->pend);
     free(j->ihist);
     free(j->faults);
-    if (j->fd >= 0)
-        close(j->fd);
+    for (unsigned f = 0; j->fds && f < j->nfiles; f++)
+        if (j->fds[f] >= 0)
+            close(j->fds[f]);
+    if (j->fds != &j->fd)
+        free(j->fds);
+    free(j->fs);
 }
 
 static void features(const pinio_bench_opts *o, const job *j, char *out, size_t cap)
@@ -1721,10 +1985,45 @@ static void summarize(const pinio_bench_opts *o, job *jobs, unsigned n, pinio_be
     res->batch = jobs[0].batch;
 }
 
+/* Opens one file of the run for a job, as the target is opened: `first`
+ * (the first job's open) also checks the O_DIRECT alignment and drops the
+ * cached pages. */
+static int open_file(const pinio_bench_opts *o, const char *p, int flags, bool first, int *fd,
+                     pinio_diag *diag)
+{
+    int rc = 0;
+    *fd = open(p, flags);
+    if (*fd < 0) {
+        rc = -errno;
+        pinio_diag_set(diag, rc, "bench: %s: open%s: %s%s", p, o->direct ? " with O_DIRECT" : "",
+                       pinio_strerror(rc),
+                       rc == -EINVAL && o->direct
+                           ? " (the file system refuses O_DIRECT, e.g. tmpfs: use --direct=0)"
+                           : "");
+        return rc;
+    }
+    /* Said before any request, with the number: each request would fail
+     * with a bare "invalid argument" instead. */
+    unsigned align = first && o->direct ? dio_align(*fd) : 0;
+    if (align > 1 && o->bs % align) {
+        rc = -EINVAL;
+        pinio_diag_set(diag, rc,
+                       "bench: %s: --bs %llu is not a multiple of the %u-byte block that "
+                       "O_DIRECT needs here (use --bs %u or a multiple, or --direct=0)",
+                       p, (unsigned long long)o->bs, align, align);
+        return rc;
+    }
+    if (first && o->cache_cold && (rc = pinio_file_drop_cache(*fd)))
+        pinio_diag_set(diag, rc, "bench: %s: dropping its cached pages: %s", p,
+                       pinio_strerror(rc));
+    return rc;
+}
+
 /* Starts the jobs, opens the gate once all are set up, and sums what they
  * measured. */
 static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
-                    pinio_bench_result *res, pinio_diag *diag)
+                    const char *const *paths, unsigned nfiles, pinio_bench_result *res,
+                    pinio_diag *diag)
 {
     int rc = 0;
     bool wr = is_write(o->rw) || is_trim(o->rw);
@@ -1753,6 +2052,19 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
         j->idx = i;
         j->gate = &gate;
         j->fd = -1;
+        j->fds = &j->fd;
+        j->nfiles = nfiles;
+        j->paths = paths;
+        j->multi = nfiles > 1 || o->trace_file;
+        if ((j->multi && !(j->fs = calloc(nfiles, sizeof *j->fs))) ||
+            (nfiles > 1 && !(j->fds = malloc(nfiles * sizeof *j->fds)))) {
+            j->fds = j->fds ? j->fds : &j->fd;
+            rc = -ENOMEM;
+            pinio_diag_set(diag, rc, "bench: no memory for %u files", nfiles);
+            continue;
+        }
+        for (unsigned f = 0; f < nfiles; f++)
+            j->fds[f] = -1;
         atomic_init(&j->live_bytes, 0);
         j->base = o->offset + (o->jobs_whole ? 0 : per_job * i);
         j->region = per_job;
@@ -1790,35 +2102,23 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
     }
     for (unsigned i = 0; i < o->jobs && !rc; i++) {
         job *j = &jobs[i];
-        j->fd = open(o->path, flags);
-        if (j->fd < 0) {
-            rc = -errno;
-            pinio_diag_set(diag, rc, "bench: %s: open%s: %s%s", o->path,
-                           o->direct ? " with O_DIRECT" : "", pinio_strerror(rc),
-                           rc == -EINVAL && o->direct
-                               ? " (the file system refuses O_DIRECT, e.g. tmpfs: use --direct=0)"
-                               : "");
+        for (unsigned f = 0; f < nfiles && !rc; f++)
+            rc = open_file(o, paths[f], flags, i == 0, &j->fds[f], diag);
+        if (rc)
             break;
-        }
-        /* Said before any request, with the number: each request would
-         * fail with a bare "invalid argument" instead. */
-        unsigned align = i == 0 && o->direct ? dio_align(j->fd) : 0;
-        if (align > 1 && o->bs % align) {
-            rc = -EINVAL;
-            pinio_diag_set(diag, rc,
-                           "bench: %s: --bs %llu is not a multiple of the %u-byte block that "
-                           "O_DIRECT needs here (use --bs %u or a multiple, or --direct=0)",
-                           o->path, (unsigned long long)o->bs, align, align);
-            break;
-        }
-        if (i == 0 && o->cache_cold && (rc = pinio_file_drop_cache(j->fd))) {
-            pinio_diag_set(diag, rc, "bench: %s: dropping its cached pages: %s", o->path,
-                           pinio_strerror(rc));
-            break;
-        }
         rc = pinio__faults_parse(spec, &j->faults, diag);
-        if (!rc && i == 0 && is_trim(o->rw))
-            rc = trim_probe(o, j->fd, j->faults, &j->trim_how, diag);
+        /* Every file of the set, once: one way to trim for all of them. */
+        for (unsigned f = 0; !rc && i == 0 && is_trim(o->rw) && f < nfiles; f++) {
+            enum trim_how how = TRIM_PUNCH;
+            rc = trim_probe(paths[f], j->fds[f], j->faults, &how, diag);
+            if (!rc && f && how != j->trim_how) {
+                rc = -EINVAL;
+                pinio_diag_set(diag, rc, "bench: %s: a trim over regular files and block "
+                               "devices at once is not supported (%s is the other kind)",
+                               paths[f], paths[0]);
+            }
+            j->trim_how = how;
+        }
         j->trim_how = jobs[0].trim_how;
     }
     /* Only a thread that exists is counted: the gate below waits for
@@ -1851,7 +2151,7 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
     gate.t0_ns = now_ns();
     pthread_cond_broadcast(&gate.cv);
     pthread_mutex_unlock(&gate.mu);
-    if (!rc && (o->progress || gate.iv) && watch(o, jobs, started, o->jobs_whole ? size * o->jobs : size, &gate, iv_rows)) {
+    if (!rc && (o->progress || gate.iv) && watch(o, jobs, started, (o->jobs_whole ? size * o->jobs : size) * nfiles, &gate, iv_rows)) {
         rc = -ECANCELED;
         pinio_diag_set(diag, rc, "bench: %s: stopped by the progress callback", o->path);
     }
@@ -1907,6 +2207,13 @@ int pinio_bench_run(const pinio_bench_opts *uo, pinio_bench_result *res, pinio_d
     rc = pinio_bench_check(o, diag);
     if (rc)
         return rc;
+    /* Several files: `path` names the first, for the messages that name
+     * the run's target; with filesize, a size set is the bytes to move
+     * (fio: "size becomes merely the default for io_size"). */
+    if (oc.npaths)
+        oc.path = oc.paths[0];
+    if (oc.filesize && oc.size && !oc.io_size && !(oc.time_s > 0))
+        oc.io_size = oc.size;
     /* 0 means fio's default, 50: drawn as "below 0" it made every request
      * of a default --rw randrw a write. */
     if (is_mixed(oc.rw) && !oc.rwmixread)
@@ -1920,14 +2227,34 @@ int pinio_bench_run(const pinio_bench_opts *uo, pinio_bench_result *res, pinio_d
         return rc;
     if ((rc = check_memlock(o, diag)))
         return rc;
-    uint64_t size;
-    int hold = -1;
-    rc = prepare_target(o, &size, res, &hold, diag);
+    uint64_t size = 0;
+    /* One file is the list of one: `path`. */
+    const char *const *paths = oc.npaths ? oc.paths : &oc.path;
+    unsigned n = oc.npaths ? oc.npaths : 1;
+    pinio_bench_file *files = calloc(n, sizeof *files);
+    int *hold = malloc(n * sizeof *hold);
+    if (!files || !hold) {
+        free(files);
+        free(hold);
+        return pinio_diag_set(diag, -ENOMEM, "bench: no memory for %u files", n), -ENOMEM;
+    }
+    for (unsigned i = 0; i < n; i++)
+        hold[i] = -1;
+    rc = prepare_files(o, paths, n, &size, files, hold, diag);
+    for (unsigned i = 0; i < n; i++)
+        res->created |= files[i].created;
+    res->file_size = files[0].size;
     if (!rc)
-        rc = run_jobs(o, spec, size, res, diag);
-    if (hold >= 0)
-        close(hold);
-    if (rc && res->created)
-        unlink(o->path); /* a failed run leaves behind nothing it made */
+        rc = run_jobs(o, spec, size, paths, n, res, diag);
+    for (unsigned i = 0; i < n; i++) {
+        if (hold[i] >= 0)
+            close(hold[i]);
+        if (rc && files[i].created)
+            unlink(paths[i]); /* a failed run leaves behind nothing it made */
+    }
+    if (o->files_out && (!rc || res->partial))
+        memcpy(o->files_out, files, n * sizeof *files);
+    free(files);
+    free(hold);
     return rc;
 }

@@ -122,8 +122,9 @@ while read -r line; do echo "$line" | python3 -m json.tool >/dev/null || { echo 
 # --node 0 exists on every Linux machine: buffers and the job thread go there.
 "$pinio" bench --file "$f" --size 8M --bs 64k --node 0 --json >"$dir/j3" 2>"$dir/err" || { echo "FAIL: --node 0"; cat "$dir/err"; fail=1; }
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["node"] == 0 and j["bytes"] == 8 << 20, j' "$dir/j3" || fail=1
-# Abbreviations and the new spellings: --fil, --direct off, --iodepth.
-"$pinio" bench --fil "$f" --size 8M --bs 64k --direct off --iodepth 2 --output-format terse >"$dir/t1" 2>"$dir/err" || { echo "FAIL: abbreviated options"; cat "$dir/err"; fail=1; }
+# Abbreviations and the new spellings: --iodep (--iodepth), --direct off.
+# (--fil is ambiguous since --filesize and --file-service-type.)
+"$pinio" bench --file "$f" --size 8M --bs 64k --direct off --iodep 2 --output-format terse >"$dir/t1" 2>"$dir/err" || { echo "FAIL: abbreviated options"; cat "$dir/err"; fail=1; }
 # terse: one line, 50 ;-separated fields (version 3), documented in doc/json/bench.md
 python3 - "$dir/t1" <<'PY' || fail=1
 import sys
@@ -250,6 +251,42 @@ sleep 1.5
 kill -INT $pid; wait $pid; rc=$?
 [ $rc = 130 ] || { echo "FAIL: bench after SIGINT exit $rc, want 130"; cat "$dir/err"; fail=1; }
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["partial"] is True and j["ios"] > 0 and j["elapsed_s"] < 29, j' "$dir/p" || { echo "FAIL: partial result"; cat "$dir/p"; fail=1; }
+
+# Several files. Usage errors create none of them.
+g2="$dir/second"
+bad 2 --file "$f,,$g2"
+bad 2 --file "$f,$g2" --nrfiles 2
+bad 2 --file "$f,$g2" --file-service-type zipf
+bad 2 --file "$f,$g2" --file-service-type sequential:2
+bad 2 --file "$f,$g2" --size 12k --bs 8k
+[ -e "$g2" ] && { echo "FAIL: a usage error made $g2"; fail=1; }
+# --file a,b: --size split, the text names every file and the service order
+"$pinio" bench --file "$f,$g2" --size 2M --bs 64k --direct=0 --file-service-type random:4 \
+    >"$dir/t" 2>"$dir/err" || { echo "FAIL: two files"; cat "$dir/err"; fail=1; }
+for x in "$f" "$g2"; do
+    [ "$(stat -c %s "$x" 2>/dev/null)" = 1048576 ] || { echo "FAIL: $x is not 1 MiB"; fail=1; }
+    grep -qF "  $x: 1.00 MiB used of 1.00 MiB (created)" "$dir/t" || { echo "FAIL: $x not named"; cat "$dir/t"; fail=1; }
+done
+grep -q "^pinio bench: read .* 2 files \[" "$dir/t" && grep -q "^  files, random:4:" "$dir/t" &&
+    grep -q "2.00 MiB in" "$dir/t" || { echo "FAIL: two files text"; cat "$dir/t"; fail=1; }
+# one file holding data bench did not write: refused by name (exit 1), the
+# missing one is not made and bench's own files are not written
+head -c 65536 /dev/urandom >"$dir/foreign"
+cp "$f" "$dir/f.orig"
+"$pinio" bench --file "$f,$dir/new,$dir/foreign" --rw write --size 192k --bs 64k --direct=0 \
+    >/dev/null 2>"$dir/err"; rc=$?
+[ $rc = 1 ] && grep -q "foreign holds 65536 bytes that bench did not write" "$dir/err" ||
+    { echo "FAIL: foreign file among several -> rc $rc"; cat "$dir/err"; fail=1; }
+[ -e "$dir/new" ] && { echo "FAIL: the refused run made a file"; fail=1; }
+cmp -s "$f" "$dir/f.orig" || { echo "FAIL: the refused run wrote $f"; fail=1; }
+rm -f "$f" "$g2" "$dir/foreign" "$dir/f.orig"
+# --directory D --nrfiles N: fio's names, bench.0.0 .. bench.0.N-1
+mkdir "$dir/d"
+"$pinio" bench --directory "$dir/d" --nrfiles 3 --size 3M --bs 64k --direct=0 --rw write \
+    >"$dir/t" 2>"$dir/err" || { echo "FAIL: --nrfiles"; cat "$dir/err"; fail=1; }
+[ "$(ls "$dir/d" | tr '\n' ' ')" = "bench.0.0 bench.0.1 bench.0.2 " ] ||
+    { echo "FAIL: --nrfiles names: $(ls "$dir/d")"; fail=1; }
+rm -rf "$dir/d"
 
 [ $fail = 0 ] && echo "pbench cli: ok"
 exit $fail

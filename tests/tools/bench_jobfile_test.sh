@@ -3,8 +3,8 @@
 # second group's --verify-only reads what the first group's verify write left,
 # which fails if they overlap), each section's result is printed under its
 # name, each group's aggregate after its sections; an unsupported fio key is
-# exit 2 naming FILE:LINE; a key of the file that pinio bench lacks (several
-# files) is exit 2 naming the section. usage: bench_jobfile_test.sh PINIO JOBS_DIR
+# exit 2 naming FILE:LINE; several files (filename=a:b, directory + nrfiles)
+# run, --size split between them. usage: bench_jobfile_test.sh PINIO JOBS_DIR
 set -u
 pinio=$1 jobs=$2
 dir=$(mktemp -d /var/tmp/pinio-jobcli-XXXXXX)
@@ -69,10 +69,52 @@ rc=$?
 # --file with a job file: exit 2
 "$pinio" bench "$dir/two.fio" --file "$dir/a" >/dev/null 2>&1
 [ $? = 2 ] || { echo "FAIL: --file with a job file is not exit 2"; fail=1; }
-# a key the reader maps to an option this bench lacks (several files) names the section
-printf '[two]\nfilename=%s/c:%s/d\nsize=1m\n' "$dir" "$dir" >"$dir/tt.fio"
-"$pinio" bench "$dir/tt.fio" >/dev/null 2>"$dir/err"
+# several files, as fio writes them: filename=a:b (with a '\:' in a name),
+# and directory + nrfiles (fio's JOBNAME.0.N names); --size split between them
+cat >"$dir/tt.fio" <<EOT
+[global]
+size=1m
+bs=64k
+direct=0
+[two]
+filename=$dir/c:$dir/d\\:e
+file_service_type=sequential
+rw=write
+verify=crc32c
+[three]
+stonewall
+directory=$dir
+nrfiles=3
+size=3m
+rw=randread
+EOT
+"$pinio" bench "$dir/tt.fio" --output-format json >"$dir/out" 2>"$dir/err"
 rc=$?
-[ $rc = 2 ] && grep -q "tt.fio: job 'two': .*several files" "$dir/err" && [ ! -e "$dir/c" ] ||
-    { echo "FAIL: two files exit $rc"; cat "$dir/err"; fail=1; }
+[ $rc = 0 ] || { echo "FAIL: tt.fio exit $rc"; cat "$dir/err"; fail=1; }
+for n in c:524288 'd\:e:524288' three.0.0:1048576 three.0.1:1048576 three.0.2:1048576; do
+    name=${n%:*} name=${name//\\/} want=${n##*:}
+    [ "$(stat -c %s "$dir/$name" 2>/dev/null)" = "$want" ] ||
+        { echo "FAIL: tt.fio: $dir/$name is not $want bytes"; ls -l "$dir"; fail=1; }
+done
+python3 - "$dir/out" "$dir" <<'EOP' || fail=1
+import json, sys
+d = sys.argv[2]
+objs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+runs = [o for o in objs if "job_name" in o]
+two, three = runs
+ok = ([f["path"] for f in two["files"]] == [d + "/c", d + "/d:e"]
+      and two["file_service"] == "sequential" and two["verified_bytes"] == 1048576
+      and all(f["used_bytes"] == 524288 for f in two["files"])
+      and [f["path"] for f in three["files"]] == [d + "/three.0.%d" % i for i in range(3)]
+      and three["bytes"] == 3 * 1048576 and all(f["used_bytes"] == 1048576 for f in three["files"]))
+if not ok:
+    print("FAIL: tt.fio results:", two.get("files"), three.get("files"), three.get("bytes"))
+sys.exit(0 if ok else 1)
+EOP
+# an unsupported file service: exit 2 naming the option and its line
+printf '[z]\nfilename=%s/c:%s/d\nfile_service_type=zipf:1.1\n' "$dir" "$dir" >"$dir/z.fio"
+"$pinio" bench "$dir/z.fio" >/dev/null 2>"$dir/err"
+rc=$?
+[ $rc = 2 ] && grep -q "z.fio:3: file_service_type=zipf:1.1 is not supported" "$dir/err" ||
+    { echo "FAIL: file_service_type=zipf exit $rc"; cat "$dir/err"; fail=1; }
 exit $fail

@@ -21,6 +21,18 @@ for v in --verify --verify-only; do
 done
 grep -q "trim" "$dir/err" || { echo "FAIL: the usage error does not say trim"; cat "$dir/err"; fail=1; }
 
+# Several files: each probed, each trimmed whole (no data block left in any).
+"$pinio" bench --file "$dir/m1,$dir/m2" --rw trim --size 2M --bs 64k --qd 4 >"$dir/out" 2>"$dir/err" ||
+    { echo "FAIL: trim over two files"; cat "$dir/err"; fail=1; }
+for m in m1 m2; do
+    [ -f "$dir/$m" ] && [ "$(stat -c %b "$dir/$m")" = 0 ] ||
+        { echo "FAIL: $m not trimmed whole: $(stat -c '%s bytes, %b blocks' "$dir/$m")"; fail=1; }
+done
+PINIO_FAULTS=trimnotsup "$pinio" bench --file "$dir/m1,$dir/m2" --rw trim --size 2M --bs 64k \
+    >"$dir/out" 2>"$dir/err"
+[ $? = 1 ] && grep -q "m1: the file system does not support punching holes" "$dir/err" ||
+    { echo "FAIL: trimnotsup over two files"; cat "$dir/err"; fail=1; }
+
 # A missing file: created and filled, then every block trimmed once.
 "$pinio" bench --file "$f" --rw randtrim --size 4M --bs 64k --qd 4 --json >"$dir/j" 2>"$dir/err" ||
     { echo "FAIL: randtrim --json"; cat "$dir/err"; fail=1; }

@@ -107,6 +107,9 @@ valid 1 bench --file "$DIR/missing.dat" --bs 4k --verify-only --direct off
 # a trim run: the trim direction and rw name (and its clear error, exit 1)
 valid 0 bench --file "$DIR/bench-trim.dat" --size 1M --bs 64k --direct off --rw randtrim --jobs 2
 PINIO_FAULTS=trimnotsup valid 1 bench --file "$DIR/bench-trim.dat" --size 1M --bs 64k --direct off --rw trim
+# several files: files[] and the service order, --file's list and --nrfiles
+valid 0 bench --file "$DIR/bf1.dat,$DIR/bf2.dat" --size 1M --bs 4k --direct off --file-service-type random:2
+valid 0 bench --directory "$DIR" --nrfiles 3 --size 3M --bs 64k --direct off --rw write
 # a job file: one object per section (job_name, group), one per group
 # (group_result), each line held to the schema
 printf '[w]\nfilename=%s\nsize=1m\nbs=64k\nrw=write\n[r]\nstonewall\nfilename=%s\nsize=1m\n' \

@@ -183,6 +183,31 @@ Test(jobfile, fio_defaults_are_written_out)
                               "--rw read --bs 4096 --qd 1 --direct on --cache cold");
 }
 
+/* Several files: filename=a:b with fio's "\\:" escape, file_service_type
+ * and filesize mapped; a service fio has and bench lacks names its line. */
+Test(jobfile, several_files_and_their_service)
+{
+    cr_assert_eq(parse_text("[j]\nfilename=/x/a:/x/b\\:c\nfile_service_type=random:8\n"
+                            "filesize=1m\nbuffered=1\n"), 0, "%s", err);
+    cr_assert_str_eq(line(0), "bench --file /x/a,/x/b:c --file-service-type random:8 "
+                              "--filesize 1048576 --rw read --bs 4096 --qd 1 --direct off "
+                              "--cache cold");
+    teardown();
+    cr_assert_eq(parse_text("[j]\nfilename=a:b\nfile_service_type=sequential\n"), 0, "%s", err);
+    cr_assert(strstr(line(0), " --file-service-type sequential "), "%s", line(0));
+    teardown();
+    cr_assert_eq(parse_text("[j]\nfilename=a:b\nfile_service_type=zipf:1.2\n"), -ENOTSUP);
+    cr_assert(!strncmp(where(), ":3: file_service_type=zipf:1.2 is not supported", 47), "%s",
+              where());
+    teardown();
+    cr_assert_eq(parse_text("[j]\nfilename=a:b\nfile_service_type=sequential:4\n"), -ENOTSUP);
+    cr_assert(strstr(where(), ":3: file_service_type=sequential:4"), "%s", where());
+    teardown();
+    cr_assert_eq(parse_text("[j]\nfilename=a:b\nfile_service_type=roundrobin:0\n"), -EINVAL);
+    cr_assert(strstr(where(), ":3: file_service_type=roundrobin:0: wants a count"), "%s",
+              where());
+}
+
 Test(jobfile, bssplit_blanks_filled_as_fio_does)
 {
     cr_assert_eq(parse_text("[j]\nfilename=f\nbssplit=4k/50:1k/:32k/\nbs=1m\n"), 0, "%s", err);
