@@ -11,7 +11,7 @@
 enum {
     O_FILTER = 256, O_NODE, O_DIRECT, O_CACHE, O_BACKEND, O_QD, O_BS, O_VERIFY, O_SHA, O_JSON,
     O_QUIET, O_DEVICE, O_STAGING, O_MEMORY, O_ALIGN, O_REGISTER, O_CONSUMER,
-    O_MPI, O_SHARD, O_XCHG, O_PIECE, O_NODE_RANKS, O_PROGRESS,
+    O_MPI, O_SHARD, O_XCHG, O_PIECE, O_NODE_RANKS, O_PROGRESS, O_FILL,
     O_END
 };
 
@@ -30,6 +30,7 @@ static const struct option longopts[] = {
     { "align", required_argument, NULL, O_ALIGN },
     { "register", no_argument, NULL, O_REGISTER },
     { "consumer", required_argument, NULL, O_CONSUMER },
+    { "fill", required_argument, NULL, O_FILL },
     { "quiet", no_argument, NULL, O_QUIET },
     { "progress", no_argument, NULL, O_PROGRESS },
     { "device", required_argument, NULL, O_DEVICE },
@@ -51,7 +52,7 @@ static const unsigned long long mpi_only =
 static const unsigned long long not_mpi = BIT(O_NODE) | BIT(O_VERIFY) | BIT(O_SHA) |
                                           BIT(O_MEMORY) | BIT(O_ALIGN) | BIT(O_DEVICE) |
                                           BIT(O_STAGING) | BIT(O_REGISTER) |
-                                          BIT(O_CONSUMER);
+                                          BIT(O_CONSUMER) | BIT(O_FILL);
 
 static const char *opt_name(int o)
 {
@@ -116,6 +117,16 @@ static int one(cli_load_args *a, int c, const char *arg)
         if (k < 0)
             return -k;
         o->consumer = values[k];
+        return 0;
+    }
+    case O_FILL: {
+        static const char *const names[] = { "auto", "ahead", "fault" };
+        static const pinio_mapped_fill values[] = { PINIO_FILL_AUTO, PINIO_FILL_AHEAD,
+                                                    PINIO_FILL_FAULT };
+        int k = pick("--fill", arg, names, 3, "auto, ahead or fault");
+        if (k < 0)
+            return -k;
+        o->mapped_fill = (uint8_t)values[k];
         return 0;
     }
     case O_SHA:

@@ -22,6 +22,7 @@ has "$DIR/out" "--memory auto|pinned|mapped" "--help explains --memory"
 has "$DIR/out" "--align N" "--help explains --align"
 has "$DIR/out" "--consumer host|dma" "--help explains --consumer"
 has "$DIR/out" "--register" "--help explains --register"
+has "$DIR/out" "--fill auto|ahead|fault" "--help explains --fill"
 
 check 0 "mapped" "$PINIO" load "$M" --memory mapped
 has "$DIR/out" "modes     file 0 mapped: --memory mapped" "the summary names the mode and why"
@@ -41,6 +42,13 @@ check 0 "auto hot --consumer dma" "$PINIO" load "$M" --cache hot --consumer dma
 has "$DIR/out" "modes     file 0 pinned: a DMA consumer waits" "a DMA consumer makes auto read pinned"
 check 0 "--register" "$PINIO" load "$M" --cache cold --memory pinned --register
 has "$DIR/out" "slab by slab" "the summary says the arena was registered slab by slab"
+# --fill: a cold mapped file read ahead at depth, or by the populate alone
+check 0 "--fill ahead" "$PINIO" load "$M" --memory mapped --cache cold --fill ahead
+has "$DIR/out" "filled by readahead at depth" "--fill ahead reads ahead"
+check 0 "--fill fault" "$PINIO" load "$M" --memory mapped --cache cold --fill fault
+has "$DIR/out" "filled by the mapping's readahead" "--fill fault leaves it to the populate"
+check 2 "--fill sometimes" "$PINIO" load "$M" --fill sometimes
+has "$DIR/err" "--fill wants auto, ahead or fault" "the usage error explains"
 check 2 "--consumer gpu" "$PINIO" load "$M" --consumer gpu
 has "$DIR/err" "--consumer wants host or dma" "the usage error explains"
 check 2 "--memory bogus" "$PINIO" load "$M" --memory bogus
