@@ -571,7 +571,7 @@ typedef struct job {
     pthread_t th;
     struct io_uring ring;
     bool have_ring;
-    bool reg_ring; /* the ring's fd registered in the job thread's context */
+    bool reg_ring; /* the ring's fd was registered in the job thread's context */
     unsigned setup_flags;
     bool fixed, regfiles;
     unsigned batch; /* refills gathered per submit call (resolved, 1 .. qd) */
@@ -1322,7 +1322,6 @@ static void *job_main(void *arg)
      * drop whatever that thread registered at the same index. */
     if (j->reg_ring)
         (void)io_uring_unregister_ring_fd(&j->ring);
-    j->reg_ring = false;
     return NULL;
 }
 
@@ -1361,6 +1360,8 @@ static void features(const pinio_bench_opts *o, const job *j, char *out, size_t 
         ADD("fixed_bufs");
     if (j->regfiles)
         ADD("reg_files");
+    if (j->reg_ring)
+        ADD("reg_ring");
     ADD(o->direct ? "o_direct" : "buffered");
 #undef ADD
 }
