@@ -929,7 +929,7 @@ static int run_one(struct cli *c, pinio_bench_opts *x, pinio_bench_result *r, pi
                    bool tty)
 {
     cli_progress pg;
-    cli_progress_start(&pg, "bench", 0, !tty);
+    cli_progress_start(&pg, "bench", CLI_PROGRESS_IOPS, !tty);
     x->progress = on_progress;
     x->progress_ctx = &pg;
     x->job_results = c->per_job;

@@ -42,7 +42,7 @@
 
 /** Flags of cli_progress_start(). */
 enum {
-    CLI_PROGRESS_IOPS = 1u << 0, /**< show requests per second (random bench runs) */
+    CLI_PROGRESS_IOPS = 1u << 0, /**< show requests per second (bench: from done_ops) */
 };
 
 typedef struct cli_progress {

@@ -618,6 +618,7 @@ typedef struct job {
     double t_start, t_end, cpu_user, cpu_sys;
     int err;
     pinio_diag diag;
+    _Atomic uint64_t live_ios; /* requests, published with live_bytes (done_ops) */
 } job;
 
 static uint64_t now_ns(void)
@@ -1231,9 +1232,11 @@ static int job_pass(job *j, bool check, bool record, uint64_t limit, uint64_t de
             }
         }
         io_uring_cq_advance(&j->ring, seen);
-        if (rec)
+        if (rec) {
             atomic_store_explicit(&j->live_bytes, j->bytes[0] + j->bytes[1],
                                   memory_order_relaxed);
+            atomic_store_explicit(&j->live_ios, j->ios[0] + j->ios[1], memory_order_relaxed);
+        }
         if (j->nidle)
             issue_due(j, limit, stop, &inflight);
     }
@@ -1442,12 +1445,15 @@ static bool watch(const pinio_bench_opts *o, job *jobs, unsigned n, uint64_t tot
             continue;
         next_tick = now_ns() + 1000000000ull;
         pthread_mutex_unlock(&g->mu);
-        uint64_t bytes = 0;
-        for (unsigned i = 0; i < n; i++)
+        uint64_t bytes = 0, ios = 0;
+        for (unsigned i = 0; i < n; i++) {
             bytes += atomic_load_explicit(&jobs[i].live_bytes, memory_order_relaxed);
+            ios += atomic_load_explicit(&jobs[i].live_ios, memory_order_relaxed);
+        }
         clock_gettime(CLOCK_MONOTONIC, &now);
         double secs = (double)(now.tv_sec - start.tv_sec) + (double)(now.tv_nsec - start.tv_nsec) * 1e-9;
-        pinio_progress pg = { .done_bytes = bytes, .elapsed_s = secs, .total_s = o->time_s,
+        pinio_progress pg = { .done_bytes = bytes, .done_ops = ios, .elapsed_s = secs,
+                              .total_s = o->time_s,
                               .total_bytes = o->time_s > 0 ? 0 : total };
         if (o->progress(o->progress_ctx, &pg))
             atomic_store(&g->cancel, true);
@@ -1624,6 +1630,7 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
         j->gate = &gate;
         j->fd = -1;
         atomic_init(&j->live_bytes, 0);
+        atomic_init(&j->live_ios, 0);
         j->base = o->offset + (o->jobs_whole ? 0 : per_job * i);
         j->region = per_job;
         j->maxbs = unit_bs(o);
