@@ -113,7 +113,7 @@ static void usage(FILE *out)
             "                   too. Other options given apply to every section\n"
             "  --log-file F     per-interval log: CSV (time_ms,job,dir,bw_bytes_per_s,iops,\n"
             "                   lat_mean_ns,lat_p50_ns,lat_p99_ns; job -1 = all), JSONL if F\n"
-            "                   ends in .jsonl\n"
+            "                   ends in .jsonl; with --sweep also cell,bs_bytes,qd\n"
             "A read of a missing file creates it first, filled with real data, under a\n"
             "temporary name renamed into place when complete. Ctrl-C or SIGTERM stops\n"
             "the run: the result so far is printed (marked partial), a file being made\n"
@@ -700,6 +700,11 @@ struct cli {
     char names[1 << 16];
     const char *paths[MAX_FILES];
     pinio_bench_file files_out[MAX_FILES];
+    /* --log-file of a --sweep: the cell being run (its number from 1 in the
+     * order run, over --repeat too, and its bs and qd), on every row, since
+     * each cell's time starts again at 0. */
+    unsigned log_cell, log_qd;
+    uint64_t log_bs;
 };
 
 /* A usage error (exit status 2), prefixed with the job section it came from. */
@@ -999,13 +1004,17 @@ static int on_interval(void *ctx, const pinio_bench_interval *v)
     const char *dir = v->dir >= 0 && v->dir < 3 ? dirs[v->dir] : "?";
     if (c->log_jsonl)
         fprintf(c->log, "{\"time_ms\":%.3f,\"job\":%d,\"dir\":\"%s\",\"bw_bytes_per_s\":%.1f,"
-                "\"iops\":%.1f,\"lat_mean_ns\":%.1f,\"lat_p50_ns\":%llu,\"lat_p99_ns\":%llu}\n",
+                "\"iops\":%.1f,\"lat_mean_ns\":%.1f,\"lat_p50_ns\":%llu,\"lat_p99_ns\":%llu",
                 v->time_ms, v->job, dir, v->bytes_per_s, v->iops, v->lat_mean_ns,
                 (unsigned long long)v->lat_p50_ns, (unsigned long long)v->lat_p99_ns);
     else
-        fprintf(c->log, "%.3f,%d,%s,%.1f,%.1f,%.1f,%llu,%llu\n", v->time_ms, v->job, dir,
+        fprintf(c->log, "%.3f,%d,%s,%.1f,%.1f,%.1f,%llu,%llu", v->time_ms, v->job, dir,
                 v->bytes_per_s, v->iops, v->lat_mean_ns, (unsigned long long)v->lat_p50_ns,
                 (unsigned long long)v->lat_p99_ns);
+    if (c->sweep)
+        fprintf(c->log, c->log_jsonl ? ",\"cell\":%u,\"bs_bytes\":%llu,\"qd\":%u" : ",%u,%llu,%u",
+                c->log_cell, (unsigned long long)c->log_bs, c->log_qd);
+    fputs(c->log_jsonl ? "}\n" : "\n", c->log);
     return 0;
 }
 
@@ -1052,7 +1061,7 @@ static int open_log(struct cli *c)
     }
     if (!c->log_jsonl)
         fprintf(c->log, "time_ms,job,dir,bw_bytes_per_s,iops,lat_mean_ns,lat_p50_ns,"
-                "lat_p99_ns\n");
+                "lat_p99_ns%s\n", c->sweep ? ",cell,bs_bytes,qd" : "");
     return 0;
 }
 
@@ -1075,7 +1084,7 @@ static int run_one(struct cli *c, pinio_bench_opts *x, pinio_bench_result *r, pi
                    bool tty)
 {
     cli_progress pg;
-    cli_progress_start(&pg, "bench", 0, !tty);
+    cli_progress_start(&pg, "bench", CLI_PROGRESS_IOPS, !tty);
     x->progress = on_progress;
     x->progress_ctx = &pg;
     x->job_results = c->per_job;
@@ -1264,6 +1273,9 @@ static int run_cells(struct cli *c)
             x.bs = c->sweep_bs[a];
             x.qd = (unsigned)c->sweep_qd[q];
             c->ctx.repeat = c->repeat ? (int)k : -1;
+            c->log_cell = (unsigned)(k * ncells + i + 1);
+            c->log_bs = x.bs;
+            c->log_qd = x.qd;
             pinio_bench_result r;
             pinio_diag d;
             int e = run_one(c, &x, &r, &d, c->fmt == FMT_NORMAL && isatty(STDERR_FILENO));

@@ -42,7 +42,7 @@
 
 /** Flags of cli_progress_start(). */
 enum {
-    CLI_PROGRESS_IOPS = 1u << 0, /**< show requests per second (random bench runs) */
+    CLI_PROGRESS_IOPS = 1u << 0, /**< show requests per second (bench: from done_ops) */
     /** draw also when stderr is not a terminal (--progress: under mpiexec,
      *  whose launcher forwards a rank's stderr through a pipe) */
     CLI_PROGRESS_FORCE = 1u << 1,

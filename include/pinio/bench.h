@@ -212,7 +212,8 @@ typedef struct pinio_bench_opts {
     unsigned batch;
     /** Optional: called about once a second on the thread that called
      *  pinio_bench_run() with the bytes moved by all jobs (the workload, not
-     *  setup or the verify pass); total_bytes is the region for a one-pass
+     *  setup or the verify pass) and the requests they completed (done_ops,
+     *  from which a caller shows IOPS); total_bytes is the region for a one-pass
      *  run, 0 for a time-based one (total_s set). Nonzero return: the jobs
      *  stop issuing and drain, and the run fails with -ECANCELED (removing a
      *  file it created). */

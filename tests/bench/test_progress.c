@@ -16,7 +16,8 @@
 
 struct seen {
     int calls;
-    uint64_t last_bytes;
+    uint64_t last_bytes, last_ops;
+    uint64_t slack; /* bytes the two counters may be apart: jobs x qd x bs */
     double last_s;
     int stop_at; /* return nonzero at this call (0: never) */
 };
@@ -30,6 +31,16 @@ static int on_progress(void *ctx, const pinio_progress *p)
     CHECK(bytes >= s->last_bytes, "bytes went down: %llu after %llu", (unsigned long long)bytes,
           (unsigned long long)s->last_bytes);
     CHECK(seconds > s->last_s, "seconds did not advance: %.3f after %.3f", seconds, s->last_s);
+    /* done_ops: the requests behind done_bytes (what the CLI's IOPS is
+     * drawn from); each job publishes both once per wake, so a reader may
+     * see one a wake ahead of the other, never more. */
+    CHECK(p->done_ops >= s->last_ops, "done_ops went down: %llu after %llu",
+          (unsigned long long)p->done_ops, (unsigned long long)s->last_ops);
+    uint64_t ob = p->done_ops * 4096;
+    CHECK(!s->slack || (ob > bytes ? ob - bytes : bytes - ob) <= s->slack,
+          "done_ops %llu x 4 KiB is far from done_bytes %llu", (unsigned long long)p->done_ops,
+          (unsigned long long)bytes);
+    s->last_ops = p->done_ops;
     s->last_bytes = bytes;
     s->last_s = seconds;
     return s->calls == s->stop_at;
@@ -62,7 +73,7 @@ int main(void)
     o.jobs = 2;
     o.size = 8 << 20;
     o.time_s = 2.5;
-    struct seen s = {0};
+    struct seen s = {.slack = 2ull * 8 * 4096};
     o.progress = on_progress;
     o.progress_ctx = &s;
     pinio_bench_result r;
@@ -79,6 +90,8 @@ int main(void)
     CHECK(s.calls >= 1 && s.calls <= 3, "%d calls in 2.5 s", s.calls);
     CHECK(s.last_bytes > 0 && s.last_bytes <= r.bytes, "last report %llu, run moved %llu",
           (unsigned long long)s.last_bytes, (unsigned long long)r.bytes);
+    CHECK(s.last_ops > 0 && s.last_ops <= r.ios, "last report %llu requests, run completed %llu",
+          (unsigned long long)s.last_ops, (unsigned long long)r.ios);
     CHECK(r.created, "the run should have created %s", path);
     unlink(path);
 

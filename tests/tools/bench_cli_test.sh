@@ -176,6 +176,31 @@ assert float(rows[0]["time_ms"]) == 100.0, rows[0]
 js = [json.loads(l) for l in open(d + "/log.jsonl")]
 assert js and set(js[0]) == set(hdr.split(",")) and {r["dir"] for r in js} == {"read"}, js
 PY
+# --log-file with --sweep: every cell's time starts at 0, so each row names
+# its cell (number in the order run, over --repeat too), bs and qd.
+"$pinio" bench --file "$f" --size 8M --direct off --time 0.25 --sweep bs=4k,64k qd=1,2 --repeat 2 --log-interval 100 --log-file "$dir/slog.csv" >/dev/null 2>"$dir/err" || { echo "FAIL: --sweep --log-file csv"; cat "$dir/err"; fail=1; }
+"$pinio" bench --file "$f" --size 8M --direct off --time 0.25 --sweep qd=1,2 --log-interval 100 --log-file "$dir/slog.jsonl" >/dev/null 2>"$dir/err" || { echo "FAIL: --sweep --log-file jsonl"; cat "$dir/err"; fail=1; }
+python3 - "$dir" <<'PY' || fail=1
+import csv, json, sys
+d = sys.argv[1]
+hdr = open(d + "/slog.csv").readline().strip()
+assert hdr == "time_ms,job,dir,bw_bytes_per_s,iops,lat_mean_ns,lat_p50_ns,lat_p99_ns,cell,bs_bytes,qd", hdr
+rows = list(csv.DictReader(open(d + "/slog.csv")))
+cells = {}
+for r in rows:
+    cells.setdefault(int(r["cell"]), set()).add((int(r["bs_bytes"]), int(r["qd"])))
+assert sorted(cells) == list(range(1, 9)), sorted(cells)
+assert all(len(v) == 1 for v in cells.values()), cells
+order = [next(iter(cells[k])) for k in range(1, 9)]
+grid = [(b, q) for b in (4096, 65536) for q in (1, 2)]
+assert order == grid + grid[::-1], order  # the second repetition reversed
+first = {}
+for r in rows:  # each cell's time restarts: its first row is the first interval
+    first.setdefault(r["cell"], float(r["time_ms"]))
+assert set(first.values()) == {100.0}, first
+js = [json.loads(l) for l in open(d + "/slog.jsonl")]
+assert {(r["cell"], r["bs_bytes"], r["qd"]) for r in js} == {(1, 1 << 20, 1), (2, 1 << 20, 2)}, js
+PY
 # --output FILE: the result goes there, stdout stays empty.
 "$pinio" bench --file "$f" --size 8M --bs 64k --json --output "$dir/o.json" >"$dir/so" 2>"$dir/err" || { echo "FAIL: --output"; cat "$dir/err"; fail=1; }
 [ -s "$dir/so" ] && { echo "FAIL: --output also wrote stdout"; fail=1; }

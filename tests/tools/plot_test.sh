@@ -71,6 +71,31 @@ fi
 "$plot" "$tmp/log.csv" >"$tmp/out" 2>&1 && is_png "$tmp/log.png" &&
     ok "CSV log to the default OUT (log.png)" || bad "CSV log to PNG: $(cat "$tmp/out")"
 
+# A --sweep's log: cells 1..3 (the third a repetition of the first), each
+# from time 0, one line per cell of the aggregate, titled by bs and qd.
+{
+    echo "time_ms,job,dir,bw_bytes_per_s,iops,lat_mean_ns,lat_p50_ns,lat_p99_ns,cell,bs_bytes,qd"
+    for cell in "1,4096,1" "2,1048576,16" "3,4096,1"; do
+        for t in 500 1000; do
+            for job in -1 0; do
+                echo "$t,$job,read,100000000,24000,90000,80000,400000,$cell"
+            done
+        done
+    done
+} >"$tmp/slog.csv"
+if "$plot" "$tmp/slog.csv" "$tmp/slog.svg" >"$tmp/out" 2>&1; then
+    grep -qF "3 series" "$tmp/out" && ok "sweep log: one series per cell" ||
+        bad "sweep log series: $(cat "$tmp/out")"
+    for want in "4k qd 1 #1" "4k qd 1 #2" "1M qd 16"; do
+        grep -qF -- "$want" "$tmp/slog.svg" && ok "sweep log SVG says '$want'" ||
+            bad "sweep log SVG lacks '$want'"
+    done
+    grep -qF "job 0" "$tmp/slog.svg" && bad "sweep log SVG draws per-job lines" ||
+        ok "sweep log SVG: the aggregate only"
+else
+    bad "sweep CSV log to SVG: $(cat "$tmp/out")"
+fi
+
 # The same log as JSONL.
 python3 - "$tmp/log.csv" "$tmp/log.jsonl" <<'PY'
 import csv, json, sys
