@@ -598,6 +598,20 @@ Test(memory, hot_pinned_reads_go_to_pread_threads, .init = disk_setup, .fini = t
     }
 }
 
+/* Whether residency can be measured as it is: valgrind does not know
+ * cachestat(2), so pinio_file_residency() falls back to mapping the file
+ * for mincore(2), and under valgrind that count is off both ways (valgrind
+ * reads the head of every file it sees mapped, caching its first 16 KiB,
+ * and counted none of a range readahead(2) had just brought in). The plain
+ * and sanitizer stages check the counts; valgrind checks the code's
+ * memory. */
+static bool residency_exact(int fd)
+{
+    pinio_residency r;
+    cr_assert_eq(pinio_file_residency(fd, 0, 0, &r), 0);
+    return r.method == PINIO_RESIDENCY_CACHESTAT || !getenv("PINIO_UNDER_VALGRIND");
+}
+
 /* Drops the file's pages and asserts that none is left cached: a test of
  * the fill must start from a cold file. */
 static void make_cold(const char *f)
@@ -607,8 +621,8 @@ static void make_cold(const char *f)
     cr_assert_eq(pinio_file_drop_cache(fd), 0);
     pinio_residency r;
     cr_assert_eq(pinio_file_residency(fd, 0, 0, &r), 0);
-    cr_assert_eq(r.cached_bytes, 0, "%s: %llu bytes still cached", f,
-                 (unsigned long long)r.cached_bytes);
+    cr_assert(r.cached_bytes == 0 || !residency_exact(fd), "%s: %llu bytes still cached", f,
+              (unsigned long long)r.cached_bytes);
     close(fd);
 }
 
@@ -639,9 +653,11 @@ Test(memory, fill_ahead_brings_the_range_into_the_page_cache, .init = disk_setup
     cr_assert_eq(pinio_file_residency(fd, 1u << 20, 4u << 20, &in), 0);
     cr_assert_eq(pinio_file_residency(fd, 0, 1u << 20, &before), 0);
     cr_assert_eq(pinio_file_residency(fd, 6u << 20, 0, &after), 0);
-    cr_assert_eq(in.cached_bytes, 4u << 20, "filled %llu of 4 MiB",
-                 (unsigned long long)in.cached_bytes);
-    cr_assert_eq(before.cached_bytes + after.cached_bytes, 0, "read outside the range");
+    cr_assert(in.cached_bytes == 4u << 20 || !residency_exact(fd), "filled %llu of 4 MiB",
+              (unsigned long long)in.cached_bytes);
+    cr_assert(before.cached_bytes + after.cached_bytes == 0 || !residency_exact(fd),
+              "read outside the range: %llu bytes before, %llu after",
+              (unsigned long long)before.cached_bytes, (unsigned long long)after.cached_bytes);
     /* FAULT, and AUTO on this local file system, leave it to the populate. */
     pinio__fill_decide(fd, PINIO_FILL_FAULT, &fill);
     cr_assert(!fill.ahead);
