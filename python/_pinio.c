@@ -711,18 +711,22 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     static char *kwlist[] = {(char *)"paths", (char *)"filters", (char *)"backend",
                              (char *)"cache", (char *)"direct", (char *)"verify",
                              (char *)"memory", (char *)"map_private", (char *)"arena",
-                             (char *)"expected_sha256", NULL};
+                             (char *)"expected_sha256", (char *)"fill", NULL};
     PyObject *paths, *filters = Py_None, *arena_o = Py_None, *expected = Py_None;
     const char *backend = "auto", *cache = "auto", *direct = "auto", *memory = "auto";
+    const char *fill = "auto";
     int verify = 0, map_private = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$spOO", kwlist, &paths, &filters,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$spOOs", kwlist, &paths, &filters,
                                      &backend, &cache, &direct, &verify, &memory, &map_private,
-                                     &arena_o, &expected))
+                                     &arena_o, &expected, &fill))
         return NULL;
     static const char *const memories[3] = {"auto", "pinned", "mapped"};
-    int m;
+    /* the order of pinio_mapped_fill */
+    static const char *const fills[3] = {"auto", "ahead", "fault"};
+    int m, f;
     ArenaObject *arena;
-    if (parse_policy("memory", memory, memories, &m) || arena_arg(arena_o, &arena))
+    if (parse_policy("memory", memory, memories, &m) || parse_policy("fill", fill, fills, &f) ||
+        arena_arg(arena_o, &arena))
         return NULL;
     io_args a;
     if (io_args_parse(&a, paths, filters, expected, backend, cache, direct))
@@ -736,6 +740,7 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     o.nfilters = a.nfilters;
     o.memory = (pinio_memory_mode)m;
     o.map_private = map_private;
+    o.mapped_fill = (uint8_t)f;
     o.verify = verify || a.sha;
     o.expected_sha256 = a.sha;
     o.nexpected = a.nsha;
@@ -1324,7 +1329,7 @@ static PyObject *py_serialize(PyObject *mod, PyObject *args)
 static PyMethodDef methods[] = {
     {"load", (PyCFunction)(void (*)(void))py_load, METH_VARARGS | METH_KEYWORDS,
      "load(paths, filters=None, backend='auto', cache='auto', direct='auto', verify=False, *, "
-     "memory='auto', map_private=True, arena=None, expected_sha256=None)"
+     "memory='auto', map_private=True, arena=None, expected_sha256=None, fill='auto')"
      " -> Checkpoint (GIL released during the load)"},
     {"stream_gpu", (PyCFunction)(void (*)(void))py_stream_gpu, METH_VARARGS | METH_KEYWORDS,
      "stream_gpu(paths, place, api='cuda', device=0, filters=None, backend='auto', "

@@ -362,7 +362,7 @@ def load_to_device(paths, filter=None, device="cuda", *, allocator=None, verify=
 
 def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, backend="auto",
          cache="auto", direct="auto", verify=False, expected_sha256=None, memory="auto",
-         map_private=True, arena=None, slot_size=0, slots=0):
+         map_private=True, arena=None, slot_size=0, slots=0, fill="auto"):
     """Loads `paths` (files, shard folders, index files) and returns a Checkpoint.
 
     filter: names, dotted prefixes or globs (None: all). backend: auto,
@@ -376,6 +376,10 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     (no copy-on-write bookkeeping): such tensors are exported read-only
     (numpy refuses writes; torch warns that the buffer is not writable, and
     a write to such a torch tensor kills the process with SIGSEGV).
+    fill: how a cold file that is mapped reaches the page cache: "ahead"
+    (readahead at depth, then the mapping is populated), "fault" (the
+    populate's own readahead) or "auto" (default: ahead on network and FUSE
+    file systems, where each request waits; fault on local ones).
     verify=True: each file's SHA-256, report()["sha256"]; expected_sha256=
     [hex or None per input file, as resolved]: checked too, a mismatch
     raises pinio.Error naming the file.
@@ -399,6 +403,9 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
         if memory != "auto":
             raise ValueError(f"memory={memory!r} chooses host memory: device={device!r} streams "
                              "through a staging ring")
+        if fill != "auto":
+            raise ValueError(f"fill={fill!r} fills the page cache for mapped host memory: "
+                             f"device={device!r} streams through a staging ring")
         tensors, infos, report = _stream(paths, filter, device, allocator, verify,
                                          expected_sha256, backend, cache, direct, slot_size,
                                          slots)
@@ -409,7 +416,8 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
         raise ValueError("slot_size=/slots= size the staging ring of a GPU device load only")
     raw = _pinio.load(_as_paths(paths), filters=list(filter) if filter else None,
                       backend=backend, cache=cache, direct=direct, verify=verify, memory=memory,
-                      map_private=map_private, arena=arena, expected_sha256=expected_sha256)
+                      map_private=map_private, arena=arena, expected_sha256=expected_sha256,
+                      fill=fill)
     return Checkpoint(raw, framework)
 
 

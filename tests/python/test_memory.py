@@ -82,3 +82,18 @@ def test_shared_mapping_is_read_only(tmp):
     pinned.close()
     with pytest.raises(ValueError, match="memory nope is invalid"):
         pinio.open(path, memory="nope")
+
+
+def test_fill_chooses_how_a_cold_mapped_file_is_read_in(tmp):
+    path = hot_file(tmp)
+    want = {"ahead": "filled by readahead at depth", "fault": "filled by the mapping's readahead"}
+    for fill, says in want.items():
+        ck = pinio.open(path, "np", memory="mapped", cache="cold", fill=fill)
+        rep = ck.report()
+        assert rep["files_mapped"] == 1 and says in rep["cache"], (fill, rep["cache"])
+        np.testing.assert_array_equal(ck["a"], np.arange(4096, dtype=np.float32))
+        ck.close()
+    with pytest.raises(ValueError, match="fill sometimes is invalid"):
+        pinio.open(path, memory="mapped", fill="sometimes")
+    with pytest.raises(ValueError, match="fill='ahead'"):
+        pinio.open(path, device="cuda", fill="ahead")
