@@ -41,12 +41,14 @@ has "$DIR/out" "every tensor 4096-aligned" "the summary reports the alignment"
 check 0 "auto hot --consumer dma" "$PINIO" load "$M" --cache hot --consumer dma
 has "$DIR/out" "modes     file 0 pinned: a DMA consumer waits" "a DMA consumer makes auto read pinned"
 check 0 "--register" "$PINIO" load "$M" --cache cold --memory pinned --register
-has "$DIR/out" "slab by slab" "the summary says the arena was registered slab by slab"
+has "$DIR/out" "registered with io_uring slab by slab" "the summary says the arena was registered slab by slab"
+check 0 "no --register" "$PINIO" load "$M" --cache cold --memory pinned
+has "$DIR/out" "not registered with io_uring" "without --register the arena is not registered"
 # --fill: a cold mapped file read ahead at depth, or by the populate alone
 check 0 "--fill ahead" "$PINIO" load "$M" --memory mapped --cache cold --fill ahead
 has "$DIR/out" "filled by readahead at depth" "--fill ahead reads ahead"
 check 0 "--fill fault" "$PINIO" load "$M" --memory mapped --cache cold --fill fault
-has "$DIR/out" "filled by the mapping's readahead" "--fill fault leaves it to the populate"
+has "$DIR/out" "filled by the mapping's readahead (mapped_fill FAULT)" "--fill fault leaves it to the populate"
 check 2 "--fill sometimes" "$PINIO" load "$M" --fill sometimes
 has "$DIR/err" "--fill wants auto, ahead or fault" "the usage error explains"
 check 2 "--consumer gpu" "$PINIO" load "$M" --consumer gpu

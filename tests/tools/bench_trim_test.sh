@@ -18,8 +18,9 @@ for v in --verify --verify-only; do
     if [ $rc != 2 ] || [ "$(wc -l <"$dir/err")" != 1 ] || [ -e "$f" ]; then
         echo "FAIL: --rw trim $v: rc $rc (want 2)"; cat "$dir/err"; fail=1
     fi
+    grep -q -- "$v.* trim workload" "$dir/err" ||
+        { echo "FAIL: the $v usage error does not say it is the trim workload"; cat "$dir/err"; fail=1; }
 done
-grep -q "trim" "$dir/err" || { echo "FAIL: the usage error does not say trim"; cat "$dir/err"; fail=1; }
 
 # Several files: each probed, each trimmed whole (no data block left in any).
 "$pinio" bench --file "$dir/m1,$dir/m2" --rw trim --size 2M --bs 64k --qd 4 >"$dir/out" 2>"$dir/err" ||
