@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* ---- small containers ---------------------------------------------------- */
 
@@ -236,14 +237,6 @@ static int note(ctx *c, unsigned line, const char *fmt, ...)
 
 /* ---- values as fio reads them -------------------------------------------- */
 
-static bool ieq(const char *a, const char *b)
-{
-    for (; *a && *b; a++, b++)
-        if (tolower((unsigned char)*a) != tolower((unsigned char)*b))
-            return false;
-    return *a == *b;
-}
-
 /* A decimal or 0x integer at *s; advances *s. */
 static int read_u64(const char **s, uint64_t *out)
 {
@@ -269,7 +262,7 @@ static int fio_size(const char *s, unsigned kb_base, uint64_t *out)
     int rc = read_u64(&s, &x);
     if (rc)
         return rc;
-    if (!*s || ieq(s, "b")) {
+    if (!*s || !strcasecmp(s, "b")) {
         *out = x;
         return 0;
     }
@@ -282,7 +275,7 @@ static int fio_size(const char *s, unsigned kb_base, uint64_t *out)
         iec = true;
         rest++;
     }
-    if (*rest && !ieq(rest, "b"))
+    if (*rest && strcasecmp(rest, "b"))
         return -EINVAL;
     uint64_t base = (kb_base == 1024) != iec ? 1024 : 1000;
     for (int i = 0; i <= pos - "kmgtp"; i++) {
@@ -311,7 +304,7 @@ static int fio_time_us(const char *s, uint64_t unit_us, uint64_t *out)
     if (*s) {
         mult = 0;
         for (size_t i = 0; i < sizeof units / sizeof *units; i++)
-            if (ieq(s, units[i].sfx))
+            if (!strcasecmp(s, units[i].sfx))
                 mult = units[i].us;
         if (!mult)
             return -EINVAL;

@@ -1078,13 +1078,13 @@ static int close_log(struct cli *c, bool quiet)
 }
 
 /* One pinio_bench_run() of `x` with the command's callbacks: Ctrl-C through
- * the progress callback, a status line on a terminal, per-job figures, the
- * --log-file time series. */
+ * the progress callback, a status line on a terminal unless `quiet`, per-job
+ * figures, the --log-file time series. */
 static int run_one(struct cli *c, pinio_bench_opts *x, pinio_bench_result *r, pinio_diag *d,
-                   bool tty)
+                   bool quiet)
 {
     cli_progress pg;
-    cli_progress_start(&pg, "bench", CLI_PROGRESS_IOPS, !tty);
+    cli_progress_start(&pg, "bench", CLI_PROGRESS_IOPS, quiet);
     x->progress = on_progress;
     x->progress_ctx = &pg;
     x->job_results = c->per_job;
@@ -1278,7 +1278,7 @@ static int run_cells(struct cli *c)
             c->log_qd = x.qd;
             pinio_bench_result r;
             pinio_diag d;
-            int e = run_one(c, &x, &r, &d, c->fmt == FMT_NORMAL && isatty(STDERR_FILENO));
+            int e = run_one(c, &x, &r, &d, c->fmt != FMT_NORMAL);
             if (e == -ECANCELED) {
                 /* Ctrl-C: what completed is still a result (fio prints it
                  * too); then die of the signal, status 128 + its number. */
@@ -1333,7 +1333,7 @@ struct section {
 static void *section_main(void *arg)
 {
     struct section *s = arg;
-    s->e = run_one(s->c, &s->x, &s->r, &s->d, false);
+    s->e = run_one(s->c, &s->x, &s->r, &s->d, true);
     return NULL;
 }
 

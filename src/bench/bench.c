@@ -539,8 +539,9 @@ static int prepare_target(const pinio_bench_opts *o, const char *p, uint64_t osi
  * exist, which creates and writes nothing, so that a refused one (data
  * bench did not write, a block device) stops the run before any other file
  * is made; then the missing ones, with the size the others settled. On
- * success `*size` is the bytes used in each file; on failure the files this
- * call made are removed again. `out` and `hold` have `n` entries. */
+ * success `*size` is the bytes used in each file; on failure `out[i].created`
+ * says which files it made (the caller removes them). `out` and `hold` have
+ * `n` entries. */
 static int prepare_files(const pinio_bench_opts *o, const char *const *paths, unsigned n,
                          uint64_t *size, pinio_bench_file *out, int *hold, pinio_diag *diag)
 {
@@ -572,12 +573,8 @@ static int prepare_files(const pinio_bench_opts *o, const char *const *paths, un
         if (!exists[i])
             rc = prepare_target(o, paths[i], want, &got, &out[i], &hold[i], diag);
     free(exists);
-    if (rc) {
-        for (unsigned i = 0; i < n; i++)
-            if (out[i].created)
-                unlink(paths[i]);
+    if (rc)
         return rc;
-    }
     for (unsigned i = 0; i < n; i++)
         out[i].used = want;
     *size = want;
@@ -1839,9 +1836,7 @@ static void iv_deliver(const pinio_bench_opts *o, struct gate *g, pinio_bench_in
 static bool watch(const pinio_bench_opts *o, job *jobs, unsigned n, uint64_t total,
                   struct gate *g, pinio_bench_interval *rows)
 {
-    struct timespec start, now;
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    uint64_t next_tick = now_ns() + 1000000000ull;
+    uint64_t start = now_ns(), next_tick = start + 1000000000ull;
     pthread_mutex_lock(&g->mu);
     while (g->finished < n) {
         if (g->iv)
@@ -1863,8 +1858,7 @@ static bool watch(const pinio_bench_opts *o, job *jobs, unsigned n, uint64_t tot
             bytes += atomic_load_explicit(&jobs[i].live_bytes, memory_order_relaxed);
             ios += atomic_load_explicit(&jobs[i].live_ios, memory_order_relaxed);
         }
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        double secs = (double)(now.tv_sec - start.tv_sec) + (double)(now.tv_nsec - start.tv_nsec) * 1e-9;
+        double secs = (double)(now_ns() - start) * 1e-9;
         pinio_progress pg = { .done_bytes = bytes, .done_ops = ios, .elapsed_s = secs,
                               .total_s = o->time_s,
                               .total_bytes = o->time_s > 0 ? 0 : total };

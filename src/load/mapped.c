@@ -69,8 +69,7 @@ static int map_one(pinio_plan *plan, uint32_t f, pinio__fmem *m, bool priv,
     m->map_off = lo & ~(page - 1);
     size_t len = (size_t)(hi - m->map_off);
     double t0 = pinio__now_s();
-    if (!pf->pub.hot)
-        pinio__fill_run(pf->fd, m->map_off, hi, &m->fill);
+    pinio__fill_run(pf->fd, m->map_off, hi, &m->fill); /* a no-op unless decided (cold files) */
     /* Private: populated read-only, then made writable, because populating
      * a writable private mapping breaks copy-on-write on every page (a copy
      * of the whole range) where read-only it maps the page-cache pages. */
