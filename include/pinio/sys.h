@@ -84,7 +84,9 @@ typedef struct pinio_fs {
     uint64_t magic;    /**< statfs f_type */
     bool memory;       /**< tmpfs, ramfs, hugetlbfs: the page cache is the storage (nothing to
                             drop, no device to read from) */
-    bool network;      /**< NFS, CIFS/SMB, 9p, Ceph, Lustre, GPFS, FUSE: no local block queue */
+    /** NFS, CIFS/SMB, 9p, Ceph, Lustre, GPFS, BeeGFS, OrangeFS, AFS, FUSE: no
+     *  local block queue (pinio_load's mapped fill reads these ahead) */
+    bool network;
 } pinio_fs;
 
 /**

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "pinio/sys.h"
+#include "src/base/fs.h"
 #include "src/base/sys_internal.h"
 
 #ifndef __NR_cachestat
@@ -372,18 +373,14 @@ static const struct fs_kind {
     { 0x01021997, "9p", false, true },     { 0x00c36400, "ceph", false, true },
     { 0x0BD00BD0, "lustre", false, true }, { 0x47504653, "gpfs", false, true },
     { 0x19830326, "beegfs", false, true }, { 0x65735546, "fuse", false, true },
+    { 0x20030528, "orangefs", false, true }, { 0x6B414653, "afs", false, true },
     { 0x2011BAB0, "exfat", false, false }, { 0x4d44, "vfat", false, false },
     { 0x73717368, "squashfs", false, false }, { 0xE0F5E1E2, "erofs", false, false },
 };
 
-int pinio_fs_probe(const char *path, pinio_fs *out)
+static void fs_of(const struct statfs *sf, pinio_fs *out)
 {
-    struct statfs sf;
-    if (!path || !out)
-        return -EINVAL;
-    if (statfs(path, &sf) != 0)
-        return -errno;
-    pinio_fs r = { .magic = (uint64_t)(unsigned long)sf.f_type };
+    pinio_fs r = { .magic = (uint64_t)(unsigned long)sf->f_type };
     snprintf(r.name, sizeof(r.name), "unknown");
     for (size_t i = 0; i < sizeof(fs_kinds) / sizeof(fs_kinds[0]); i++)
         if (fs_kinds[i].magic == (r.magic & 0xffffffffu)) {
@@ -392,6 +389,25 @@ int pinio_fs_probe(const char *path, pinio_fs *out)
             r.network = fs_kinds[i].network;
         }
     *out = r;
+}
+
+int pinio_fs_probe(const char *path, pinio_fs *out)
+{
+    struct statfs sf;
+    if (!path || !out)
+        return -EINVAL;
+    if (statfs(path, &sf) != 0)
+        return -errno;
+    fs_of(&sf, out);
+    return 0;
+}
+
+int pinio__fs_probe_fd(int fd, pinio_fs *out)
+{
+    struct statfs sf;
+    if (fstatfs(fd, &sf) != 0)
+        return -errno;
+    fs_of(&sf, out);
     return 0;
 }
 

@@ -42,25 +42,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 
+#include "src/base/fs.h"
 #include "src/load/load_internal.h"
-
-/* File systems whose requests wait on something other than a local block
- * device: statfs(2) f_type values (<linux/magic.h> and the vendors'). */
-static const struct {
-    unsigned long magic;
-    const char *name;
-} remote_fs[] = {
-    { 0x65735546, "fuse" },   /* FUSE, virtiofs, fuseblk (a FUSE daemon answers) */
-    { 0x6969, "nfs" },
-    { 0xFF534D42, "cifs" },   { 0xFE534D42, "smb2" },
-    { 0x00C36400, "ceph" },   { 0x0BD00BD0, "lustre" },
-    { 0x47504653, "gpfs" },   { 0x19830326, "beegfs" },
-    { 0x20030528, "orangefs" }, { 0x01021997, "9p" },
-    { 0x6B414653, "afs" },
-};
 
 /* The readahead window of the device `fd`'s file lives on, in bytes: what
  * one readahead(2) reads at most. 128 KiB (the kernel's default) when the
@@ -90,12 +75,10 @@ void pinio__fill_decide(int fd, pinio_mapped_fill policy, pinio__fill *out)
         snprintf(out->why, sizeof(out->why), "mapped_fill FAULT");
         return;
     }
-    const char *fs = NULL;
-    struct statfs sf;
-    if (fstatfs(fd, &sf) == 0)
-        for (size_t i = 0; i < sizeof(remote_fs) / sizeof(remote_fs[0]); i++)
-            if ((unsigned long)sf.f_type == remote_fs[i].magic)
-                fs = remote_fs[i].name;
+    /* Network and FUSE file systems: their requests wait on something
+     * other than a local block device (pinio_fs.network). */
+    pinio_fs kind;
+    const char *fs = pinio__fs_probe_fd(fd, &kind) == 0 && kind.network ? kind.name : NULL;
     if (policy == PINIO_FILL_AUTO && !fs) {
         snprintf(out->why, sizeof(out->why), "a local file system");
         return;
