@@ -9,7 +9,7 @@
  * pages are dropped with posix_fadvise(DONTNEED) unless --hot is given.
  *
  * The window is 2 MiB-aligned and madvise(MADV_HUGEPAGE)'d, as the pinned
- * pool (src/numa/pool.c) does for the loader's arena: registration then maps each
+ * pool (numa/pool.c) does for the loader's arena: registration then maps each
  * huge page as one bvec, and a 4 MiB O_DIRECT read needs 2 segments instead
  * of 1024 (virtio-blk here has max_segments 254, i.e. ~1 MiB per request on
  * 4 KiB pages). --no-huge keeps 4 KiB pages, like fio's malloc'ed buffers. */

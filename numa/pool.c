@@ -15,7 +15,7 @@
  * Placement order (why): pinned pages cannot migrate, so the NUMA policy must
  * be on the VMA before anything faults the pages in. MAP_POPULATE would fault
  * them before mbind, hence mmap -> mbind -> madvise -> populate -> register.
- * Each step is a primitive of src/numa/prim.h (raw syscalls, not libnuma,
+ * Each step is a primitive of numa/prim.h (raw syscalls, not libnuma,
  * because libnuma may print to stderr and a library must not).
  */
 #include <errno.h>
@@ -31,8 +31,8 @@
 #include "pinio/pool.h"
 #include "pinio/sys.h"
 #include "src/base/opts.h"
-#include "src/numa/numa_internal.h"
-#include "src/numa/prim.h"
+#include "numa/numa_internal.h"
+#include "numa/prim.h"
 
 /* Slabs start on a 2 MiB boundary and are multiples of 2 MiB so that THP can
  * back all of them and the memlock charge (whole folios) equals their size. */

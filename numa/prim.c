@@ -1,4 +1,4 @@
-/* The OS memory primitives (contract in src/numa/prim.h). Raw system calls,
+/* The OS memory primitives (contract in numa/prim.h). Raw system calls,
  * no libnuma: libnuma may print to stderr, and a library must not. */
 #include <errno.h>
 #include <limits.h>
@@ -11,8 +11,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "src/numa/numa_internal.h"
-#include "src/numa/prim.h"
+#include "numa/numa_internal.h"
+#include "numa/prim.h"
 
 #ifndef MPOL_PREFERRED
 #define MPOL_PREFERRED 1

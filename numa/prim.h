@@ -15,7 +15,7 @@
  *  - ownership is explicit: a mapping returned here belongs to the caller
  *    and goes back through pinio__prim_unmap() with the same size.
  *
- * Order matters for placement (see src/numa/pool.c): pinned pages cannot
+ * Order matters for placement (see numa/pool.c): pinned pages cannot
  * migrate, so map -> bind -> huge -> populate -> (register) -> where. */
 #ifndef PINIO_SRC_NUMA_PRIM_H
 #define PINIO_SRC_NUMA_PRIM_H

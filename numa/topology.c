@@ -38,7 +38,7 @@
 
 #include "pinio/numa.h"
 #include "src/base/opts.h"
-#include "src/numa/numa_internal.h"
+#include "numa/numa_internal.h"
 
 /* dm on md on dm ... is legal; a loop in a corrupt or fake tree is not. */
 #define MAX_STACK_DEPTH 16

@@ -11,7 +11,7 @@
 #include <liburing.h>
 
 #include "pinio/ring.h"
-#include "src/uring/liburing_version.h"
+#include "uring/liburing_version.h"
 
 int pinio_ring_probe_ops(pinio_ring_ops *out)
 {

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "pinio/ring.h"
-#include "src/uring/faults.h"
+#include "uring/faults.h"
 
 /* Newer than the bookworm liburing 2.3 headers: define what we probe for. */
 #ifndef IORING_SETUP_SUBMIT_ALL

@@ -10,8 +10,8 @@
  * What is shared with the engine is shared for real, through its public API
  * where there is one: the setup ladder (pinio_ring_setup_uring()), the
  * setup-flag names (pinio_ring_flags_format()), the cache drop
- * (pinio_file_drop_cache()); the PINIO_FAULTS hook (src/uring/faults.h); and
- * the memory primitives of the pool (src/numa/prim.h), not libnuma. */
+ * (pinio_file_drop_cache()); the PINIO_FAULTS hook (uring/faults.h); and
+ * the memory primitives of the pool (numa/prim.h), not libnuma. */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -36,8 +36,8 @@
 #include "src/base/opts.h"
 #include "src/base/stale.h"
 #include "src/bench/bench_internal.h"
-#include "src/numa/prim.h"
-#include "src/uring/faults.h"
+#include "numa/prim.h"
+#include "uring/faults.h"
 
 #define MAX_BS (64ull << 20)
 #define HUGE_ALIGN PINIO__PRIM_HUGE_SIZE

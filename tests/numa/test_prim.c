@@ -1,4 +1,4 @@
-/* The OS memory primitives (src/numa/prim.h): aligned mappings and
+/* The OS memory primitives (numa/prim.h): aligned mappings and
  * reservations, MAP_FIXED filling, bind -> populate -> where lands the pages
  * on the node asked for, node existence, running on a node. */
 #include <criterion/criterion.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/numa/prim.h"
+#include "numa/prim.h"
 
 #define MiB ((size_t)1 << 20)
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "fake_sysfs.h"
-#include "src/numa/numa_internal.h"
+#include "numa/numa_internal.h"
 #include "pinio/numa.h"
 
 static const char *root;

@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 
 #include "helpers.h"
-#include "src/uring/ring_internal.h"
+#include "uring/ring_internal.h"
 #include "tests/common/limits.h"
 
 #define SIZE ((1u << 20) + 333u)

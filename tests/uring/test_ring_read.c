@@ -8,7 +8,7 @@
 #include <sys/statfs.h>
 
 #include "helpers.h"
-#include "src/uring/ring_internal.h"
+#include "uring/ring_internal.h"
 
 #define FILE_SIZE ((3u << 20) + 777u) /* not a multiple of any block size */
 #define ARENA (8u << 20)
