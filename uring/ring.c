@@ -223,6 +223,35 @@ fail:
     return ret;
 }
 
+static void slot_put(pinio_ring *r, int slot)
+{
+    if (slot < 0)
+        return;
+    int none = -1;
+    io_uring_register_files_update(&r->ring, (unsigned)slot, &none, 1);
+    r->file_slot_used[slot] = 0;
+}
+
+void pinio_ring_file_close(pinio_ring_file *f)
+{
+    if (!f)
+        return;
+    pinio_ring *r = f->ring;
+    for (pinio_ring_file **pp = &r->files; *pp; pp = &(*pp)->next)
+        if (*pp == f) {
+            *pp = f->next;
+            break;
+        }
+    slot_put(r, f->fix_direct);
+    slot_put(r, f->fix_buf);
+    if (f->fd_direct >= 0)
+        close(f->fd_direct);
+    if (f->fd_buf >= 0)
+        close(f->fd_buf);
+    free(f->path);
+    free(f);
+}
+
 void pinio_ring_destroy(pinio_ring *r)
 {
     if (!r)
