@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "pinio/pinio.h"
-#include "util.h"
 
 void jw_init(jw *w, FILE *out)
 {
@@ -193,6 +192,31 @@ void jw_ku64(jw *w, const char *key, uint64_t v) { jw_key(w, key); jw_u64(w, v);
 void jw_ki64(jw *w, const char *key, int64_t v) { jw_key(w, key); jw_i64(w, v); }
 void jw_kf64(jw *w, const char *key, double v) { jw_key(w, key); jw_f64(w, v); }
 void jw_kbool(jw *w, const char *key, bool v) { jw_key(w, key); jw_bool(w, v); }
+
+/* The command line's own state (not the library's): one process, one stdout. */
+
+static int first_flush_errno;
+
+int cli_flush(void)
+{
+    if (fflush(stdout) == 0)
+        return 0;
+    if (!first_flush_errno)
+        first_flush_errno = errno ? errno : EIO;
+    return -errno;
+}
+
+
+int cli_output_errno(void)
+{
+    return first_flush_errno;
+}
+
+void cli_output_failed(int err)
+{
+    if (!first_flush_errno)
+        first_flush_errno = err;
+}
 
 int jw_finish(jw *w)
 {

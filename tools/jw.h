@@ -82,4 +82,20 @@ int jw_finish(jw *w);
 int jw_error(const char *command, int code, const char *message, const char *file,
              int64_t offset);
 
+/**
+ * Flushes stdout now (a row of output the user should see before the next
+ * run). A failure is remembered for cli_output_errno(): stdio then drops the
+ * buffer and keeps only the error flag, without the reason.
+ * @return 0, or -errno.
+ */
+int cli_flush(void);
+
+/** The errno of the first failed cli_flush() (jw_finish() on stdout flushes
+ *  through it), or 0. */
+int cli_output_errno(void);
+
+/** Records `err` as the output's failure for cli_output_errno(), unless
+ *  one is recorded already (a write the caller saw fail). */
+void cli_output_failed(int err);
+
 #endif

@@ -136,15 +136,14 @@ int cli_parse_direct(const char *s, pinio_direct_policy *out)
 }
 
 static bool usage_json;
-static int first_flush_errno;
 
 /* jw_error() on stdout; a failed write's errno is kept for the exit line. */
 static void json_error(const char *cmd, int code, const char *msg, const char *file,
                        int64_t offset)
 {
     int r = jw_error(cmd, code, msg, file, offset);
-    if (r < 0 && r != -EPROTO && !first_flush_errno)
-        first_flush_errno = -r;
+    if (r < 0 && r != -EPROTO)
+        cli_output_failed(-r);
 }
 
 void cli_usage_json_scan(int argc, char *const *argv)
@@ -187,23 +186,6 @@ int cli_getopt_error(const char *cmd, int c, char *const *argv)
     if (is_long)
         return cli_usage(cmd, "unknown or ambiguous option '%s'", arg);
     return cli_usage(cmd, "unknown option '-%c'", optopt);
-}
-
-/* The command line's own state (not the library's): one process, one stdout. */
-
-int cli_flush(void)
-{
-    if (fflush(stdout) == 0)
-        return 0;
-    if (!first_flush_errno)
-        first_flush_errno = errno ? errno : EIO;
-    return -errno;
-}
-
-
-int cli_output_errno(void)
-{
-    return first_flush_errno;
 }
 
 /* ---- option values: one grammar for every command ---------------------- */

@@ -11,19 +11,6 @@
 #include "jw.h"
 
 /**
- * Flushes stdout now (a row of output the user should see before the next
- * run). A failure is remembered for cli_output_errno(): stdio then drops the
- * buffer and keeps only the error flag, without the reason.
- * @return 0, or -errno.
- */
-int cli_flush(void);
-
-/** The errno of the first failed cli_flush() (jw_finish() on stdout flushes
- *  through it), or 0. */
-int cli_output_errno(void);
-
-
-/**
  * Remembers whether the command line `argv[0..argc)` (argv[0] the command's
  * name) asks for JSON (`--json`, or bench's `--output-format json`), looked
  * for as a whole word before any "--", so that cli_usage() can answer in JSON
