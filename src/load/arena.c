@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "pinio/sys.h"
-#include "src/load/load_internal.h"
+#include "src/load/arena_internal.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "src/base/opts.h"
-#include "src/load/load_internal.h"
+#include "src/load/arena_internal.h"
 
 void pinio_load_opts_init(pinio_load_opts *opts, size_t size)
 {
