@@ -1,4 +1,5 @@
-/* Files of a ring: descriptors, DIO alignment probing, file-table slots. */
+/* Files of a ring: opening them (descriptors, DIO alignment probing, a
+ * file-table slot); ring.c closes them, as the ring owns their list. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>

@@ -1,6 +1,7 @@
 /* Ring lifetime: options, the sparse file and buffer tables, the staging
- * area, teardown, the thread check. The setup-flag ladder lives in setup.c,
- * memory registration in register.c, reads in read.c, files in rfile.c. */
+ * area, teardown (closing the files still open: the ring owns their list and
+ * slots), the thread check. The setup-flag ladder lives in setup.c, memory
+ * registration in register.c, reads in read.c, opening files in rfile.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
