@@ -542,8 +542,9 @@ static int prepare_target(const pinio_bench_opts *o, const char *p, uint64_t osi
  * success `*size` is the bytes used in each file; on failure `out[i].created`
  * says which files it made (the caller removes them). `out` and `hold` have
  * `n` entries. */
-static int prepare_files(const pinio_bench_opts *o, const char *const *paths, unsigned n,
-                         uint64_t *size, pinio_bench_file *out, int *hold, pinio_diag *diag)
+static int pinio__bench_prepare_files(const pinio_bench_opts *o, const char *const *paths,
+                                      unsigned n, uint64_t *size, pinio_bench_file *out,
+                                      int *hold, pinio_diag *diag)
 {
     /* The part of each file: fio's size / files, or filesize. */
     uint64_t want = o->filesize ? o->filesize : o->size / n, got;
@@ -587,7 +588,7 @@ static int prepare_files(const pinio_bench_opts *o, const char *const *paths, un
  * is the least the registration can cost (qd x bs per job, 4 KiB pages);
  * with huge pages it costs up to the 2 MiB-rounded area, and a run in
  * between fails at registration instead (and removes what it created). */
-static int check_memlock(const pinio_bench_opts *o, pinio_diag *diag)
+static int pinio__bench_check_memlock(const pinio_bench_opts *o, pinio_diag *diag)
 {
     pinio_sysinfo si;
     if (!o->fixed || is_trim(o->rw) || pinio_sys_probe(&si) || si.registrable == PINIO_UNLIMITED)
@@ -675,8 +676,8 @@ static bool discard_cmd_works(int fd)
  * past the end of the file (KEEP_SIZE: the file does not grow), a
  * zero-length BLKDISCARD (which the kernel checks for discard support
  * before it refuses the length). */
-static int trim_probe(const char *path, int fd, const pinio__faults *f, enum trim_how *how,
-                      pinio_diag *diag)
+static int pinio__bench_trim_probe(const char *path, int fd, const pinio__faults *f,
+                                   enum trim_how *how, pinio_diag *diag)
 {
     struct stat st;
     if (fstat(fd, &st))
@@ -930,7 +931,7 @@ static int job_ring(job *j)
          * read's ~30 us of CPU on this VM, one enter per I/O); a registered
          * ring index skips both (Linux 5.18). The index lives in this
          * thread's io_uring context, so the job thread registers it here
-         * and drops it itself (job_main()). Refused (older kernel): the
+         * and drops it itself (pinio__bench_job_main()). Refused (older kernel): the
          * plain fd, nothing else changes. */
         j->reg_ring = io_uring_register_ring_fd(&j->ring) == 1;
         return 0;
@@ -1337,7 +1338,7 @@ static void iv_contribute(job *j, uint64_t k, uint64_t span, bool final)
 /* Closes the job's intervals that ended by `t`: a bandwidth and an IOPS
  * sample each, and the time series' rows. Once per interval, not per
  * request. */
-static void iv_tick(job *j, uint64_t t)
+static void pinio__bench_iv_tick(job *j, uint64_t t)
 {
     double per_s = 1e9 / (double)j->iv_len;
     while (t >= j->iv_next) {
@@ -1362,7 +1363,7 @@ static void iv_tick(job *j, uint64_t t)
 
 /* The job's workload ended at `t`: its last, partial interval goes to the
  * time series (not to the samples: a sliver would skew them). */
-static void iv_final(job *j, uint64_t t)
+static void pinio__bench_iv_final(job *j, uint64_t t)
 {
     if (!j->ihist)
         return;
@@ -1393,8 +1394,8 @@ static void job_kick(job *j, bool more)
 
 /* Reports a verify mismatch of the block in slot `s`, naming what is there
  * instead when the block holds another block's header. */
-static void verify_fail(job *j, const slot *sl, const pinio__block_found *f, bool gen_known,
-                        uint64_t gen)
+static void pinio__bench_verify_fail(job *j, const slot *sl, const pinio__block_found *f,
+                                     bool gen_known, uint64_t gen)
 {
     const pinio_bench_opts *o = j->o;
     const char *path = j->paths[sl->file]; /* the file the block was read from */
@@ -1523,7 +1524,7 @@ static int job_pass(job *j, bool check, bool record, uint64_t limit, uint64_t de
         if (j->ramp_end && t >= j->ramp_end)
             ramp_over(j, t);
         if (record && t >= j->iv_next)
-            iv_tick(j, t);
+            pinio__bench_iv_tick(j, t);
         bool rec = record && !j->ramp_end;
         struct io_uring_cqe *cqe;
         unsigned head, seen = 0, avail = io_uring_cq_ready(&j->ring);
@@ -1605,7 +1606,7 @@ static int job_pass(job *j, bool check, bool record, uint64_t limit, uint64_t de
                                                     (int)o->verify_mode, &f) != 0 ||
                            (gen_known && f.has_header && f.gen != gen);
                 if (bad && !j->err) {
-                    verify_fail(j, sl, &f, gen_known, gen);
+                    pinio__bench_verify_fail(j, sl, &f, gen_known, gen);
                     stop = true;
                 }
                 j->verified += sl->len;
@@ -1688,8 +1689,8 @@ static void job_body(job *j)
     j->cpu_user = u1 - j->cpu_u0;
     j->cpu_sys = s1 - j->cpu_s0;
     if (t1 >= j->iv_next)
-        iv_tick(j, t1);
-    iv_final(j, t1);
+        pinio__bench_iv_tick(j, t1);
+    pinio__bench_iv_final(j, t1);
     pthread_mutex_lock(&g->mu);
     g->finished++;
     pthread_cond_broadcast(&g->cv);
@@ -1718,19 +1719,19 @@ static void job_body(job *j)
     }
 }
 
-static void *job_main(void *arg)
+static void *pinio__bench_job_main(void *arg)
 {
     job *j = arg;
     job_body(j);
     /* The registered ring index belongs to this thread's io_uring context:
-     * io_uring_queue_exit() on the caller's thread (job_teardown()) would
+     * io_uring_queue_exit() on the caller's thread (pinio__bench_job_teardown()) would
      * drop whatever that thread registered at the same index. */
     if (j->reg_ring)
         (void)io_uring_unregister_ring_fd(&j->ring);
     return NULL;
 }
 
-static void job_teardown(job *j)
+static void pinio__bench_job_teardown(job *j)
 {
     if (j->have_ring)
         io_uring_queue_exit(&j->ring);
@@ -1782,7 +1783,8 @@ static void features(const pinio_bench_opts *o, const job *j, char *out, size_t 
 /* Delivers the intervals every job handed in (or ended before), in order;
  * called with the gate's mutex held, which it drops around the callback.
  * `rows` has room for (jobs + 1) x NDIR rows. */
-static void iv_deliver(const pinio_bench_opts *o, struct gate *g, pinio_bench_interval *rows)
+static void pinio__bench_iv_deliver(const pinio_bench_opts *o, struct gate *g,
+                                    pinio_bench_interval *rows)
 {
     struct ivlog *L = g->iv;
     for (;;) {
@@ -1840,7 +1842,7 @@ static bool watch(const pinio_bench_opts *o, job *jobs, unsigned n, uint64_t tot
     pthread_mutex_lock(&g->mu);
     while (g->finished < n) {
         if (g->iv)
-            iv_deliver(o, g, rows);
+            pinio__bench_iv_deliver(o, g, rows);
         if (g->finished >= n)
             break;
         /* The condition variable waits on CLOCK_REALTIME; a clock step
@@ -1867,12 +1869,12 @@ static bool watch(const pinio_bench_opts *o, job *jobs, unsigned n, uint64_t tot
         pthread_mutex_lock(&g->mu);
     }
     if (g->iv)
-        iv_deliver(o, g, rows); /* the last, partial intervals */
+        pinio__bench_iv_deliver(o, g, rows); /* the last, partial intervals */
     pthread_mutex_unlock(&g->mu);
     return atomic_load(&g->cancel);
 }
 
-static void iv_free(struct ivlog *L)
+static void pinio__bench_iv_free(struct ivlog *L)
 {
     if (!L)
         return;
@@ -1885,7 +1887,7 @@ static void iv_free(struct ivlog *L)
     free(L);
 }
 
-static struct ivlog *iv_alloc(const pinio_bench_opts *o)
+static struct ivlog *pinio__bench_iv_alloc(const pinio_bench_opts *o)
 {
     struct ivlog *L = calloc(1, sizeof *L);
     if (!L)
@@ -1903,7 +1905,7 @@ static struct ivlog *iv_alloc(const pinio_bench_opts *o)
         ok = ok && L->slot[i].rows && L->slot[i].has;
     }
     if (!ok) {
-        iv_free(L);
+        pinio__bench_iv_free(L);
         return NULL;
     }
     return L;
@@ -1946,8 +1948,8 @@ static void fill_samples(pinio_bench_samples *out, const sstat *x)
 
 /* What jobs[0 .. n) measured, summed into `res` (zeroed by the caller);
  * `h` is scratch for SUM_HISTS histograms. */
-static void summarize(const pinio_bench_opts *o, job *jobs, unsigned n, pinio_bench_result *res,
-                      pinio__hist *h)
+static void pinio__bench_summarize(const pinio_bench_opts *o, job *jobs, unsigned n,
+                                   pinio_bench_result *res, pinio__hist *h)
 {
     /* h: lat, slat, clat, each for reads, writes, trims and all (index NDIR) */
     for (int d = 0; d < SUM_HISTS; d++)
@@ -2010,8 +2012,8 @@ static void summarize(const pinio_bench_opts *o, job *jobs, unsigned n, pinio_be
 /* Opens one file of the run for a job, as the target is opened: `first`
  * (the first job's open) also checks the O_DIRECT alignment and drops the
  * cached pages. */
-static int open_file(const pinio_bench_opts *o, const char *p, int flags, bool first, int *fd,
-                     pinio_diag *diag)
+static int pinio__bench_open_file(const pinio_bench_opts *o, const char *p, int flags, bool first,
+                                  int *fd, pinio_diag *diag)
 {
     int rc = 0;
     *fd = open(p, flags);
@@ -2057,10 +2059,10 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
     atomic_init(&gate.cancel, false);
     pinio_bench_interval *iv_rows = NULL;
     if (o->interval_fn) {
-        gate.iv = iv_alloc(o);
+        gate.iv = pinio__bench_iv_alloc(o);
         iv_rows = calloc(NDIR * ((size_t)o->jobs + 1), sizeof *iv_rows);
         if (!gate.iv || !iv_rows) {
-            iv_free(gate.iv);
+            pinio__bench_iv_free(gate.iv);
             free(iv_rows);
             free(jobs);
             return pinio_diag_set(diag, -ENOMEM, "bench: no memory for the time series"),
@@ -2126,14 +2128,14 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
     for (unsigned i = 0; i < o->jobs && !rc; i++) {
         job *j = &jobs[i];
         for (unsigned f = 0; f < nfiles && !rc; f++)
-            rc = open_file(o, paths[f], flags, i == 0, &j->fds[f], diag);
+            rc = pinio__bench_open_file(o, paths[f], flags, i == 0, &j->fds[f], diag);
         if (rc)
             break;
         rc = pinio__faults_parse(spec, &j->faults, diag);
         /* Every file of the set, once: one way to trim for all of them. */
         for (unsigned f = 0; !rc && i == 0 && is_trim(o->rw) && f < nfiles; f++) {
             enum trim_how how = TRIM_PUNCH;
-            rc = trim_probe(paths[f], j->fds[f], j->faults, &how, diag);
+            rc = pinio__bench_trim_probe(paths[f], j->fds[f], j->faults, &how, diag);
             if (!rc && f && how != j->trim_how) {
                 rc = -EINVAL;
                 pinio_diag_set(diag, rc, "bench: %s: a trim over regular files and block "
@@ -2149,7 +2151,7 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
      * RLIMIT_NPROC) would wait for a job that never runs. */
     unsigned started = 0;
     while (!rc && started < o->jobs) {
-        int e = pthread_create(&jobs[started].th, NULL, job_main, &jobs[started]);
+        int e = pthread_create(&jobs[started].th, NULL, pinio__bench_job_main, &jobs[started]);
         if (e) {
             rc = -e;
             pinio_diag_set(diag, rc, "bench: cannot start job thread %u of %u: %s%s", started,
@@ -2197,22 +2199,22 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
                 *diag = jobs[i].diag;
         }
     if (report) {
-        summarize(o, jobs, o->jobs, res, h);
+        pinio__bench_summarize(o, jobs, o->jobs, res, h);
         res->partial = rc == -ECANCELED;
         for (unsigned i = 0; o->job_results && i < o->jobs; i++) {
             pinio_bench_result *jr = &o->job_results[i];
             memset(jr, 0, sizeof *jr);
-            summarize(o, &jobs[i], 1, jr, h);
+            pinio__bench_summarize(o, &jobs[i], 1, jr, h);
             jr->partial = res->partial;
             jr->file_size = res->file_size;
             jr->created = res->created;
         }
         free(h);
     }
-    iv_free(gate.iv);
+    pinio__bench_iv_free(gate.iv);
     free(iv_rows);
     for (unsigned i = 0; i < o->jobs; i++)
-        job_teardown(&jobs[i]);
+        pinio__bench_job_teardown(&jobs[i]);
     free(jobs);
     return rc;
 }
@@ -2248,7 +2250,7 @@ int pinio_bench_run(const pinio_bench_opts *uo, pinio_bench_result *res, pinio_d
     free(probe);
     if (rc)
         return rc;
-    if ((rc = check_memlock(o, diag)))
+    if ((rc = pinio__bench_check_memlock(o, diag)))
         return rc;
     uint64_t size = 0;
     /* One file is the list of one: `path`. */
@@ -2263,7 +2265,7 @@ int pinio_bench_run(const pinio_bench_opts *uo, pinio_bench_result *res, pinio_d
     }
     for (unsigned i = 0; i < n; i++)
         hold[i] = -1;
-    rc = prepare_files(o, paths, n, &size, files, hold, diag);
+    rc = pinio__bench_prepare_files(o, paths, n, &size, files, hold, diag);
     for (unsigned i = 0; i < n; i++)
         res->created |= files[i].created;
     res->file_size = files[0].size;
