@@ -1,5 +1,6 @@
-/* Internal pieces of pinio_bench (src/bench.c): the latency histogram and
- * the verify pattern, exposed for tests. Not installed. */
+/* Internal pieces of pinio_bench (src/bench/): the latency histogram
+ * (hist.c), the verify pattern and blocks (verify.c), the checksums (csum.c)
+ * and the offset distributions (dist.c), exposed for tests. Not installed. */
 #ifndef PINIO_SRC_BENCH_INTERNAL_H
 #define PINIO_SRC_BENCH_INTERNAL_H
 

@@ -1,5 +1,5 @@
-/* The latency histogram of pinio_bench (layout in bench_internal.h) and the
- * verify pattern. Recording is a count-leading-zeros, a shift and an add:
+/* The latency histogram of pinio_bench (layout in bench_internal.h); the
+ * verify pattern is verify.c's. Recording is a count-leading-zeros, a shift and an add:
  * cheap enough to time every request at millions of IOPS. */
 #include <math.h>
 #include <string.h>

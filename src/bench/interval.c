@@ -105,7 +105,7 @@ void pinio__bench_iv_final(job *j, uint64_t t)
  * called with the gate's mutex held, which it drops around the callback.
  * `rows` has room for (jobs + 1) x NDIR rows. */
 void pinio__bench_iv_deliver(const pinio_bench_opts *o, struct gate *g,
-                                    pinio_bench_interval *rows)
+                             pinio_bench_interval *rows)
 {
     struct ivlog *L = g->iv;
     for (;;) {

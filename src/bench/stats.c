@@ -75,7 +75,7 @@ static void fill_samples(pinio_bench_samples *out, const sstat *x)
 /* What jobs[0 .. n) measured, summed into `res` (zeroed by the caller);
  * `h` is scratch for SUM_HISTS histograms. */
 void pinio__bench_summarize(const pinio_bench_opts *o, job *jobs, unsigned n,
-                                   pinio_bench_result *res, pinio__hist *h)
+                            pinio_bench_result *res, pinio__hist *h)
 {
     /* h: lat, slat, clat, each for reads, writes, trims and all (index NDIR) */
     for (int d = 0; d < SUM_HISTS; d++)

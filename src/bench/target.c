@@ -230,8 +230,8 @@ static int prepare_target(const pinio_bench_opts *o, const char *p, uint64_t osi
  * says which files it made (the caller removes them). `out` and `hold` have
  * `n` entries. */
 int pinio__bench_prepare_files(const pinio_bench_opts *o, const char *const *paths,
-                                      unsigned n, uint64_t *size, pinio_bench_file *out,
-                                      int *hold, pinio_diag *diag)
+                               unsigned n, uint64_t *size, pinio_bench_file *out,
+                               int *hold, pinio_diag *diag)
 {
     /* The part of each file: fio's size / files, or filesize. */
     uint64_t want = o->filesize ? o->filesize : o->size / n, got;
@@ -349,7 +349,7 @@ static bool discard_cmd_works(int fd)
  * zero-length BLKDISCARD (which the kernel checks for discard support
  * before it refuses the length). */
 int pinio__bench_trim_probe(const char *path, int fd, const pinio__faults *f,
-                                   enum trim_how *how, pinio_diag *diag)
+                            enum trim_how *how, pinio_diag *diag)
 {
     struct stat st;
     if (fstat(fd, &st))
@@ -387,7 +387,7 @@ int pinio__bench_trim_probe(const char *path, int fd, const pinio__faults *f,
  * (the first job's open) also checks the O_DIRECT alignment and drops the
  * cached pages. */
 int pinio__bench_open_file(const pinio_bench_opts *o, const char *p, int flags, bool first,
-                                  int *fd, pinio_diag *diag)
+                           int *fd, pinio_diag *diag)
 {
     int rc = 0;
     *fd = open(p, flags);

@@ -134,7 +134,7 @@ int pinio__bench_block_check(const void *buf, size_t len, uint64_t off, uint64_t
 /* Reports a verify mismatch of the block in slot `s`, naming what is there
  * instead when the block holds another block's header. */
 void pinio__bench_verify_fail(job *j, const slot *sl, const pinio__block_found *f,
-                                     bool gen_known, uint64_t gen)
+                              bool gen_known, uint64_t gen)
 {
     const pinio_bench_opts *o = j->o;
     const char *path = j->paths[sl->file]; /* the file the block was read from */
