@@ -797,7 +797,7 @@ static int parse_opt(struct cli *c, int opt, const char *v)
         break;
     case O_VERIFY:
         /* A mode name also says how --verify-only checks (fio's
-         * verify=crc32c with verify_only): parse_args() drops the write
+         * verify=crc32c with verify_only): bench_parse_args() drops the write
          * pass then. 0|1 as before. */
         if (v && !pinio_bench_verify_mode_parse(v, &o->verify_mode))
             o->verify = true, c->verify_named = true;
@@ -946,7 +946,7 @@ static int settle_files(struct cli *c)
  * starts from the defaults. Returns 0, 2 after a usage error, or -1 after
  * printing --help. getopt keeps state between calls: optind = 0 makes glibc
  * start afresh, as every section's argv needs. */
-static int parse_args(struct cli *c, int argc, char **argv)
+static int bench_parse_args(struct cli *c, int argc, char **argv)
 {
     int rc = 0, opt;
     optind = 0;
@@ -986,7 +986,7 @@ static int parse_args(struct cli *c, int argc, char **argv)
 }
 
 /* pinio_bench_check() as a usage error (exit 2). */
-static int check_opts(const struct cli *c, const pinio_bench_opts *x, uint64_t qd)
+static int bench_check_opts(const struct cli *c, const pinio_bench_opts *x, uint64_t qd)
 {
     pinio_diag d = {0};
     if (qd <= 4096 && !pinio_bench_check(x, &d))
@@ -997,7 +997,7 @@ static int check_opts(const struct cli *c, const pinio_bench_opts *x, uint64_t q
 }
 
 /* The --log-file row of one interval (the format scripts/plot reads). */
-static int on_interval(void *ctx, const pinio_bench_interval *v)
+static int bench_on_interval(void *ctx, const pinio_bench_interval *v)
 {
     struct cli *c = ctx;
     static const char *const dirs[] = {"read", "write", "trim"};
@@ -1018,7 +1018,7 @@ static int on_interval(void *ctx, const pinio_bench_interval *v)
     return 0;
 }
 
-static void print_result(FILE *out, const struct cli *c, const pinio_bench_opts *o,
+static void bench_print_result(FILE *out, const struct cli *c, const pinio_bench_opts *o,
                           const pinio_bench_result *r)
 {
     /* fio's group_reporting: off, each job beside the aggregate */
@@ -1049,7 +1049,7 @@ static void print_result(FILE *out, const struct cli *c, const pinio_bench_opts 
 
 /* Opens --log-file: CSV with its header line, or JSONL when the name ends
  * in .jsonl. Returns 0, or 1 after saying why. */
-static int open_log(struct cli *c)
+static int bench_open_log(struct cli *c)
 {
     if (!c->log_file)
         return 0;
@@ -1066,7 +1066,7 @@ static int open_log(struct cli *c)
 }
 
 /* Closes --log-file; 1 after saying why when its last writes failed. */
-static int close_log(struct cli *c, bool quiet)
+static int bench_close_log(struct cli *c, bool quiet)
 {
     if (!c->log)
         return 0;
@@ -1089,7 +1089,7 @@ static int run_one(struct cli *c, pinio_bench_opts *x, pinio_bench_result *r, pi
     x->progress_ctx = &pg;
     x->job_results = c->per_job;
     if (c->log) {
-        x->interval_fn = on_interval;
+        x->interval_fn = bench_on_interval;
         x->interval_ctx = c;
     }
     memset(d, 0, sizeof *d);
@@ -1100,7 +1100,7 @@ static int run_one(struct cli *c, pinio_bench_opts *x, pinio_bench_result *r, pi
 }
 
 /* A failed run: one stderr line (and the JSON error object with --json). */
-static void report_error(const struct cli *c, int e, const pinio_diag *d, const char *path)
+static void bench_report_error(const struct cli *c, int e, const pinio_diag *d, const char *path)
 {
     const char *m = d->msg[0] ? d->msg : pinio_strerror(e);
     if (c->fmt == FMT_JSON)
@@ -1114,7 +1114,7 @@ static void report_error(const struct cli *c, int e, const pinio_diag *d, const 
  * its folder), from /proc/self/mountinfo: the mount whose st_dev it is.
  * A block device target is the device itself, with no file system. Best
  * effort: what cannot be found stays empty (the key is left out). */
-static void fill_ctx(struct run_ctx *x, const char *path)
+static void bench_fill_ctx(struct run_ctx *x, const char *path)
 {
     struct stat st;
     struct utsname u;
@@ -1189,7 +1189,7 @@ static double median_of(const struct cell_run *v, size_t n, size_t field, double
 
 /* The --repeat table: per cell the median of each figure over its runs,
  * and the spread of MB/s (min..max), so noise shows beside the value. */
-static void print_repeat_table(FILE *out, const struct cli *c, const struct cell_run *runs,
+static void bench_print_repeat_table(FILE *out, const struct cli *c, const struct cell_run *runs,
                                unsigned reps)
 {
     double tmp[100];
@@ -1237,7 +1237,7 @@ static int run_cells(struct cli *c)
             pinio_bench_opts x = c->o;
             x.bs = c->sweep_bs[a];
             x.qd = (unsigned)c->sweep_qd[q];
-            if ((rc = check_opts(c, &x, c->sweep_qd[q])))
+            if ((rc = bench_check_opts(c, &x, c->sweep_qd[q])))
                 return rc;
         }
     struct cell_run *runs = NULL;
@@ -1246,14 +1246,14 @@ static int run_cells(struct cli *c)
         return 1;
     }
     if (c->sweep)
-        fill_ctx(&c->ctx, c->o.path);
+        bench_fill_ctx(&c->ctx, c->o.path);
     FILE *out = stdout;
     if (c->output && !(out = fopen(c->output, "w"))) {
         fprintf(stderr, "pinio bench: --output %s: %s\n", c->output, strerror(errno));
         free(runs);
         return 1;
     }
-    if (open_log(c)) {
+    if (bench_open_log(c)) {
         if (out != stdout)
             fclose(out);
         free(runs);
@@ -1283,16 +1283,16 @@ static int run_cells(struct cli *c)
                 /* Ctrl-C: what completed is still a result (fio prints it
                  * too); then die of the signal, status 128 + its number. */
                 if (r.partial && rows)
-                    print_result(out, c, &x, &r);
+                    bench_print_result(out, c, &x, &r);
                 if (runs && !rows)
-                    print_repeat_table(out, c, runs, reps);
+                    bench_print_repeat_table(out, c, runs, reps);
                 if (out != stdout)
                     fclose(out);
-                close_log(c, true);
+                bench_close_log(c, true);
                 cli_stop_reraise(); /* the library removed what it was making */
             }
             if (e) {
-                report_error(c, e, &d, x.path);
+                bench_report_error(c, e, &d, x.path);
                 rc = 1;
                 break;
             }
@@ -1302,10 +1302,10 @@ static int run_cells(struct cli *c)
                     (double)r.lat_p99_ns / 1e3, (double)r.lat_p999_ns / 1e3, r.cpu_s_per_gb,
                     r.submits_per_io, true};
             if (rows)
-                print_result(out, c, &x, &r);
+                bench_print_result(out, c, &x, &r);
         }
     if (runs && !rows) {
-        print_repeat_table(out, c, runs, reps);
+        bench_print_repeat_table(out, c, runs, reps);
         if (out == stdout)
             cli_flush();
     }
@@ -1314,7 +1314,7 @@ static int run_cells(struct cli *c)
         fprintf(stderr, "pinio bench: --output %s: %s\n", c->output, strerror(errno));
         rc = 1;
     }
-    if (close_log(c, rc != 0) && !rc)
+    if (bench_close_log(c, rc != 0) && !rc)
         rc = 1;
     return rc;
 }
@@ -1348,7 +1348,7 @@ struct group_sum {
     bool partial;
 };
 
-static void group_add(struct group_sum *g, const pinio_bench_result *r)
+static void bench_group_add(struct group_sum *g, const pinio_bench_result *r)
 {
     if (!g->sections++ || r->lat_min_ns < g->lat_min)
         g->lat_min = r->lat_min_ns;
@@ -1360,7 +1360,7 @@ static void group_add(struct group_sum *g, const pinio_bench_result *r)
     g->partial |= r->partial;
 }
 
-static void print_group(FILE *out, enum fmt fmt, unsigned group, const struct group_sum *g)
+static void bench_print_group(FILE *out, enum fmt fmt, unsigned group, const struct group_sum *g)
 {
     double bw = g->seconds > 0 ? (double)g->bytes / g->seconds : 0;
     double iops = g->seconds > 0 ? (double)g->ios / g->seconds : 0;
@@ -1451,12 +1451,12 @@ static int prepare_sections(const struct cli *top, const bench_jobfile *jf, stru
         s->c->where = s->where;
         s->c->job_name = j->name;
         s->c->group = j->group;
-        rc = parse_args(s->c, j->argc + nextra, v);
+        rc = bench_parse_args(s->c, j->argc + nextra, v);
         free(v);
         if (!rc && (s->c->sweep || s->c->repeat || s->c->nbs > 1 || s->c->nqd > 1))
             rc = bench_usage(s->c, "--sweep does not go with a job file");
         if (!rc)
-            rc = check_opts(s->c, &s->c->o, s->c->o.qd);
+            rc = bench_check_opts(s->c, &s->c->o, s->c->o.qd);
         s->x = s->c->o;
     }
     free(extra);
@@ -1490,7 +1490,7 @@ static int run_jobfile(struct cli *top, int argc, char **argv)
         rc = 1;
     }
     for (size_t i = 0; i < jf.njobs && !rc; i++)
-        rc = open_log(sec[i].c);
+        rc = bench_open_log(sec[i].c);
     if (!rc)
         cli_stop_install();
     for (unsigned g = 0; g < jf.ngroups && !rc; g++) {
@@ -1517,17 +1517,17 @@ static int run_jobfile(struct cli *top, int argc, char **argv)
                 if (!s->r.partial)
                     continue;
             } else if (s->e) {
-                report_error(s->c, s->e, &s->d, s->x.path);
+                bench_report_error(s->c, s->e, &s->d, s->x.path);
                 rc = 1;
                 continue;
             }
             if (s->c->fmt == FMT_NORMAL)
                 fprintf(out, "[%s] group %u\n", jf.jobs[i].name, g);
-            print_result(out, s->c, &s->x, &s->r);
-            group_add(&sum, &s->r);
+            bench_print_result(out, s->c, &s->x, &s->r);
+            bench_group_add(&sum, &s->r);
         }
         if (sum.sections) {
-            print_group(out, top->fmt, g, &sum);
+            bench_print_group(out, top->fmt, g, &sum);
             if (out == stdout)
                 cli_flush();
             else
@@ -1538,7 +1538,7 @@ static int run_jobfile(struct cli *top, int argc, char **argv)
             if (out != stdout)
                 fclose(out);
             for (size_t i = 0; i < jf.njobs; i++)
-                close_log(sec[i].c, true);
+                bench_close_log(sec[i].c, true);
             cli_stop_reraise();
         }
     }
@@ -1547,7 +1547,7 @@ static int run_jobfile(struct cli *top, int argc, char **argv)
         rc = 1;
     }
     for (size_t i = 0; sec && i < jf.njobs; i++)
-        if (sec[i].c && close_log(sec[i].c, rc != 0) && !rc)
+        if (sec[i].c && bench_close_log(sec[i].c, rc != 0) && !rc)
             rc = 1;
     free_sections(sec, jf.njobs);
     bench_jobfile_free(&jf);
@@ -1560,7 +1560,7 @@ static int run_bench(int argc, char **argv)
     if (!c)
         return fprintf(stderr, "pinio bench: out of memory\n"), 1;
     pinio_bench_opts_default(&c->o);
-    int rc = parse_args(c, argc, argv);
+    int rc = bench_parse_args(c, argc, argv);
     if (rc == -1)
         rc = 0; /* --help */
     else if (!rc && c->job_file)
