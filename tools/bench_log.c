@@ -1,0 +1,59 @@
+/* `pinio bench --log-file`: the time series, a row per job and direction
+ * per interval, as CSV or JSONL (the format scripts/plot reads). */
+#include <errno.h>
+#include <string.h>
+
+#include "bench_cli.h"
+
+
+/* The --log-file row of one interval (the format scripts/plot reads). */
+int bench_on_interval(void *ctx, const pinio_bench_interval *v)
+{
+    struct cli *c = ctx;
+    static const char *const dirs[] = {"read", "write", "trim"};
+    const char *dir = v->dir >= 0 && v->dir < 3 ? dirs[v->dir] : "?";
+    if (c->log_jsonl)
+        fprintf(c->log, "{\"time_ms\":%.3f,\"job\":%d,\"dir\":\"%s\",\"bw_bytes_per_s\":%.1f,"
+                "\"iops\":%.1f,\"lat_mean_ns\":%.1f,\"lat_p50_ns\":%llu,\"lat_p99_ns\":%llu",
+                v->time_ms, v->job, dir, v->bytes_per_s, v->iops, v->lat_mean_ns,
+                (unsigned long long)v->lat_p50_ns, (unsigned long long)v->lat_p99_ns);
+    else
+        fprintf(c->log, "%.3f,%d,%s,%.1f,%.1f,%.1f,%llu,%llu", v->time_ms, v->job, dir,
+                v->bytes_per_s, v->iops, v->lat_mean_ns, (unsigned long long)v->lat_p50_ns,
+                (unsigned long long)v->lat_p99_ns);
+    if (c->sweep)
+        fprintf(c->log, c->log_jsonl ? ",\"cell\":%u,\"bs_bytes\":%llu,\"qd\":%u" : ",%u,%llu,%u",
+                c->log_cell, (unsigned long long)c->log_bs, c->log_qd);
+    fputs(c->log_jsonl ? "}\n" : "\n", c->log);
+    return 0;
+}
+
+/* Opens --log-file: CSV with its header line, or JSONL when the name ends
+ * in .jsonl. Returns 0, or 1 after saying why. */
+int bench_open_log(struct cli *c)
+{
+    if (!c->log_file)
+        return 0;
+    size_t n = strlen(c->log_file);
+    c->log_jsonl = n >= 6 && !strcmp(c->log_file + n - 6, ".jsonl");
+    if (!(c->log = fopen(c->log_file, "w"))) {
+        fprintf(stderr, "pinio bench: --log-file %s: %s\n", c->log_file, strerror(errno));
+        return 1;
+    }
+    if (!c->log_jsonl)
+        fprintf(c->log, "time_ms,job,dir,bw_bytes_per_s,iops,lat_mean_ns,lat_p50_ns,"
+                "lat_p99_ns%s\n", c->sweep ? ",cell,bs_bytes,qd" : "");
+    return 0;
+}
+
+/* Closes --log-file; 1 after saying why when its last writes failed. */
+int bench_close_log(struct cli *c, bool quiet)
+{
+    if (!c->log)
+        return 0;
+    int e = fclose(c->log);
+    c->log = NULL;
+    if (e && !quiet)
+        fprintf(stderr, "pinio bench: --log-file %s: %s\n", c->log_file, strerror(errno));
+    return e ? 1 : 0;
+}
