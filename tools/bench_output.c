@@ -329,7 +329,7 @@ static void text_figures(FILE *out, const pinio_bench_opts *o, const pinio_bench
 }
 
 void bench_print_result(FILE *out, const struct cli *c, const pinio_bench_opts *o,
-                          const pinio_bench_result *r)
+                        const pinio_bench_result *r)
 {
     /* fio's group_reporting: off, each job beside the aggregate */
     const pinio_bench_result *pj = o->jobs > 1 && !c->group_reporting ? c->per_job : NULL;
@@ -442,7 +442,7 @@ static double median_of(const struct cell_run *v, size_t n, size_t field, double
 /* The --repeat table: per cell the median of each figure over its runs,
  * and the spread of MB/s (min..max), so noise shows beside the value. */
 void bench_print_repeat_table(FILE *out, const struct cli *c, const struct cell_run *runs,
-                               unsigned reps)
+                              unsigned reps)
 {
     double tmp[100];
     struct cell_run v[100];
