@@ -34,6 +34,171 @@ void pinio_load_opts_init(pinio_load_opts *opts, size_t size)
     pinio__opts_init(opts, size, &d, sizeof(d));
 }
 
+/* One load between its steps: what each step leaves for the next. */
+typedef struct load_run {
+    pinio_load_opts o;
+    pinio_load_report rep;
+    double t0;
+    pinio_plan *plan;
+    pinio__fmem *fm;            /* per plan file: pinned or mapped, where it lands */
+    const uint8_t **data;       /* per tensor: where its bytes are */
+    const uint8_t **first_mem;  /* per file: its first read in the arena (verify) */
+    pinio__arena arena;
+    bool have_arena;
+    char (*hex)[65];            /* --verify: each file's digest */
+    pinio_checkpoint *cp;
+} load_run;
+
+static int check_opts(load_run *L, const char *const *paths, size_t npaths,
+                      const pinio_load_opts *opts, pinio_checkpoint **out, pinio_diag *diag);
+static int make_plan(load_run *L, const char *const *paths, size_t npaths, pinio_diag *diag);
+static int run_stages(load_run *L, pinio_diag *diag);
+static int alloc_tables(load_run *L);
+static int decide_memory(load_run *L, pinio_diag *diag);
+static int make_arena(load_run *L, uint64_t arena_bytes, pinio_diag *diag);
+static int execute_pinned(pinio_plan *plan, pinio__arena *arena, const pinio_load_opts *o,
+                          pinio_load_report *rep, pinio_diag *diag);
+static int finish_verify(load_run *L, pinio_diag *diag);
+static int place_tensors(load_run *L);
+static int build_checkpoint(load_run *L);
+static void release(load_run *L);
+static void plan_opts_of(const pinio_load_opts *o, pinio_plan_opts *po);
+static void tensor_addresses(const pinio_plan *plan, const pinio__arena *arena,
+                             const pinio__fmem *fm, const uint8_t **data);
+
+int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *opts,
+               pinio_checkpoint **out, pinio_diag *diag)
+{
+    if (out)
+        *out = NULL;
+    load_run L = { 0 };
+    int rc = check_opts(&L, paths, npaths, opts, out, diag);
+    if (rc < 0)
+        return rc;
+    L.t0 = pinio__now_s();
+    if ((rc = make_plan(&L, paths, npaths, diag)) < 0)
+        return rc;
+    rc = run_stages(&L, diag);
+    release(&L);
+    if (rc < 0) {
+        if (diag && diag->code == 0)
+            pinio_diag_set(diag, rc, "load failed: %s", pinio_strerror(rc));
+        return rc;
+    }
+    *out = L.cp;
+    return 0;
+}
+
+/* The caller's options, copied (size-prefixed) and checked. */
+static int check_opts(load_run *L, const char *const *paths, size_t npaths,
+                      const pinio_load_opts *opts, pinio_checkpoint **out, pinio_diag *diag)
+{
+    pinio_load_opts_default(&L->o);
+    int rc = pinio__opts_copy(&L->o, sizeof(L->o), opts, "pinio_load options", diag);
+    if (rc < 0)
+        return rc;
+    const pinio_load_opts o = L->o;
+    if (!out || !paths || npaths == 0 || (o.nfilters && !o.filters) ||
+        o.memory > PINIO_MEMORY_MAPPED || (unsigned)o.consumer > PINIO_CONSUMER_DMA ||
+        o.mapped_fill > PINIO_FILL_FAULT || o.tensor_align > 4096 ||
+        (o.tensor_align & (o.tensor_align - 1))) {
+        pinio_diag_set(diag, -EINVAL, "pinio_load: %s",
+                       !npaths                        ? "no input paths"
+                       : o.memory > PINIO_MEMORY_MAPPED ? "invalid memory mode"
+                       : (unsigned)o.consumer > PINIO_CONSUMER_DMA ? "consumer must be HOST or DMA"
+                       : o.mapped_fill > PINIO_FILL_FAULT ? "mapped_fill must be AUTO, AHEAD or FAULT"
+                       : o.tensor_align > 4096 || (o.tensor_align & (o.tensor_align - 1))
+                           ? "tensor_align must be a power of two, at most 4096"
+                           : "invalid arguments");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* The plan (inputs, headers, selection, layout) and its part of the
+ * report; the expected digests' count checked against its files. On
+ * failure nothing is left to release. */
+static int make_plan(load_run *L, const char *const *paths, size_t npaths, pinio_diag *diag)
+{
+    pinio_plan_opts po;
+    plan_opts_of(&L->o, &po);
+    int rc = pinio_plan_create(&L->plan, paths, npaths, &po, diag);
+    if (rc < 0)
+        return rc;
+    pinio__report_plan(L->plan, &L->rep);
+    if ((rc = pinio__digests_check(L->o.nexpected, L->rep.files,
+                                   pinio_plan_file_at(L->plan, 0)->path, diag)) < 0) {
+        pinio_plan_free(L->plan);
+        L->plan = NULL;
+        return rc;
+    }
+    return 0;
+}
+
+/* The stages after the plan, in order; each runs only when the ones before
+ * it succeeded, except settling an arena that was made. */
+static int run_stages(load_run *L, pinio_diag *diag)
+{
+    int rc = 0;
+    /* Preparing a measurement, not loading: a freshly written file spends
+     * seconds in writeback here. Kept out of `seconds`. */
+    if (L->o.cache == PINIO_CACHE_COLD)
+        rc = pinio_plan_drop_cache(L->plan, &L->rep.drop_seconds, diag);
+    int arc = alloc_tables(L);
+    if (rc == 0)
+        rc = arc;
+    if (rc == 0)
+        rc = decide_memory(L, diag);
+    if (rc == 0)
+        rc = execute_pinned(L->plan, &L->arena, &L->o, &L->rep, diag);
+    if (rc == 0 && L->arena.verify)
+        rc = finish_verify(L, diag);
+    if (rc == 0)
+        rc = place_tensors(L);
+    if (L->have_arena)
+        pinio__arena_settle(&L->arena, &L->rep);
+    if (rc == 0)
+        rc = build_checkpoint(L);
+    return rc;
+}
+
+/* The per-file and per-tensor tables; -ENOMEM when one is missing (the
+ * others are still released by release()). */
+static int alloc_tables(load_run *L)
+{
+    size_t nf = L->plan->nfiles ? L->plan->nfiles : 1;
+    size_t nt = L->plan->ntensors ? L->plan->ntensors : 1;
+    L->fm = calloc(nf, sizeof(*L->fm));
+    L->data = calloc(nt, sizeof(*L->data));
+    L->first_mem = calloc(nf, sizeof(*L->first_mem));
+    return L->fm && L->data && L->first_mem ? 0 : -ENOMEM;
+}
+
+/* Each file's memory mode (and the report's lines about it), the mapped
+ * files mapped, then the arena for the pinned ones. */
+static int decide_memory(load_run *L, pinio_diag *diag)
+{
+    uint64_t arena_bytes = pinio__modes_decide(L->plan, &L->o, L->fm);
+    pinio__modes_report(L->plan, L->fm, &L->rep);
+    pinio__report_cache(L->plan, L->fm, &L->rep);
+    int rc = pinio__map_files(L->plan, L->fm, L->o.lock_mapped, L->o.map_private, &L->rep, diag);
+    return rc == 0 ? make_arena(L, arena_bytes, diag) : rc;
+}
+
+/* The arena, and with --verify the hasher fed as reads land in it. */
+static int make_arena(load_run *L, uint64_t arena_bytes, pinio_diag *diag)
+{
+    int rc = pinio__arena_create(&L->arena, L->plan, L->fm, arena_bytes, &L->o, &L->rep, diag);
+    L->have_arena = rc == 0;
+    if (rc == 0 && L->o.verify) {
+        for (size_t f = 0; f < L->plan->nfiles; f++)
+            if (L->fm[f].mode == PINIO_MEMORY_PINNED && L->fm[f].has_reads)
+                L->first_mem[f] = L->arena.base + L->fm[f].arena_off;
+        rc = pinio__verify_start(&L->arena.verify, L->plan, L->first_mem);
+    }
+    return rc;
+}
+
 static void plan_opts_of(const pinio_load_opts *o, pinio_plan_opts *po)
 {
     pinio_plan_opts_default(po);
@@ -138,116 +303,50 @@ static void tensor_addresses(const pinio_plan *plan, const pinio__arena *arena,
     }
 }
 
-int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *opts,
-               pinio_checkpoint **out, pinio_diag *diag)
+/* Every read landed: the digests finished and compared. */
+static int finish_verify(load_run *L, pinio_diag *diag)
 {
-    if (out)
-        *out = NULL;
-    pinio_load_opts o;
-    pinio_load_opts_default(&o);
-    int rc = pinio__opts_copy(&o, sizeof(o), opts, "pinio_load options", diag);
-    if (rc < 0)
-        return rc;
-    if (!out || !paths || npaths == 0 || (o.nfilters && !o.filters) ||
-        o.memory > PINIO_MEMORY_MAPPED || (unsigned)o.consumer > PINIO_CONSUMER_DMA ||
-        o.mapped_fill > PINIO_FILL_FAULT || o.tensor_align > 4096 ||
-        (o.tensor_align & (o.tensor_align - 1))) {
-        pinio_diag_set(diag, -EINVAL, "pinio_load: %s",
-                       !npaths                        ? "no input paths"
-                       : o.memory > PINIO_MEMORY_MAPPED ? "invalid memory mode"
-                       : (unsigned)o.consumer > PINIO_CONSUMER_DMA ? "consumer must be HOST or DMA"
-                       : o.mapped_fill > PINIO_FILL_FAULT ? "mapped_fill must be AUTO, AHEAD or FAULT"
-                       : o.tensor_align > 4096 || (o.tensor_align & (o.tensor_align - 1))
-                           ? "tensor_align must be a power of two, at most 4096"
-                           : "invalid arguments");
-        return -EINVAL;
-    }
-    double t0 = pinio__now_s();
-    pinio_load_report rep = { 0 };
-    pinio_plan_opts po;
-    plan_opts_of(&o, &po);
-    pinio_plan *plan = NULL;
-    rc = pinio_plan_create(&plan, paths, npaths, &po, diag);
-    if (rc < 0)
-        return rc;
-    pinio__report_plan(plan, &rep);
-    if ((rc = pinio__digests_check(o.nexpected, rep.files, pinio_plan_file_at(plan, 0)->path,
-                                   diag)) < 0) {
-        pinio_plan_free(plan);
-        return rc;
-    }
-    /* Preparing a measurement, not loading: a freshly written file spends
-     * seconds in writeback here. Kept out of `seconds`. */
-    if (o.cache == PINIO_CACHE_COLD)
-        rc = pinio_plan_drop_cache(plan, &rep.drop_seconds, diag);
+    L->hex = calloc(L->rep.files ? L->rep.files : 1, sizeof(*L->hex));
+    int rc = L->hex ? pinio__verify_finish(L->arena.verify, L->plan, &L->o, L->hex, &L->rep, diag)
+                    : -ENOMEM;
+    if (L->hex)
+        L->arena.verify = NULL; /* finish freed it, whatever it returned */
+    return rc;
+}
 
-    size_t nf = plan->nfiles ? plan->nfiles : 1, nt = plan->ntensors ? plan->ntensors : 1;
-    pinio__fmem *fm = calloc(nf, sizeof(*fm));
-    const uint8_t **data = calloc(nt, sizeof(*data));
-    const uint8_t **first_mem = calloc(nf, sizeof(*first_mem));
-    if (rc == 0 && (!fm || !data || !first_mem))
-        rc = -ENOMEM;
-    uint64_t arena_bytes = 0;
-    if (rc == 0) {
-        arena_bytes = pinio__modes_decide(plan, &o, fm);
-        pinio__modes_report(plan, fm, &rep);
-        pinio__report_cache(plan, fm, &rep);
-        rc = pinio__map_files(plan, fm, o.lock_mapped, o.map_private, &rep, diag);
-    }
-    pinio__arena arena;
-    bool have_arena = false;
-    if (rc == 0) {
-        rc = pinio__arena_create(&arena, plan, fm, arena_bytes, &o, &rep, diag);
-        have_arena = rc == 0;
-    }
-    if (rc == 0 && o.verify) {
-        for (size_t f = 0; f < plan->nfiles; f++)
-            if (fm[f].mode == PINIO_MEMORY_PINNED && fm[f].has_reads)
-                first_mem[f] = arena.base + fm[f].arena_off;
-        rc = pinio__verify_start(&arena.verify, plan, first_mem);
-    }
-    if (rc == 0)
-        rc = execute_pinned(plan, &arena, &o, &rep, diag);
+/* Where each tensor's bytes are, realigned to --align where they miss it. */
+static int place_tensors(load_run *L)
+{
+    tensor_addresses(L->plan, &L->arena, L->fm, L->data);
+    return pinio__arena_realign(&L->arena, L->plan, L->o.tensor_align, L->data, &L->rep);
+}
 
-    char (*hex)[65] = NULL;
-    if (rc == 0 && arena.verify) {
-        hex = calloc(rep.files ? rep.files : 1, sizeof(*hex));
-        rc = hex ? pinio__verify_finish(arena.verify, plan, &o, hex, &rep, diag) : -ENOMEM;
-        if (hex)
-            arena.verify = NULL; /* finish freed it, whatever it returned */
+/* The checkpoint, once every check passed: the report's last counts, then
+ * the views over the arena and the mappings. */
+static int build_checkpoint(load_run *L)
+{
+    /* Files read, that is: a mapped file is neither. */
+    for (size_t f = 0; f < L->plan->nfiles; f++)
+        if (L->fm[f].mode == PINIO_MEMORY_PINNED) {
+            L->rep.files_buffered += L->plan->files[f].pub.hot;
+            L->rep.files_direct += !L->plan->files[f].pub.hot;
+        }
+    L->rep.seconds = pinio__now_s() - L->t0 - L->rep.drop_seconds;
+    return pinio__checkpoint_build(&L->cp, L->plan, &L->arena.view, L->fm, L->data, L->hex,
+                                   &L->rep);
+}
+
+/* Everything but the checkpoint, which holds its own references. */
+static void release(load_run *L)
+{
+    if (L->have_arena) {
+        pinio__verify_abort(L->arena.verify); /* still there only when the load failed */
+        pinio__arena_close(&L->arena);
     }
-    if (rc == 0) {
-        tensor_addresses(plan, &arena, fm, data);
-        rc = pinio__arena_realign(&arena, plan, o.tensor_align, data, &rep);
-    }
-    if (have_arena)
-        pinio__arena_settle(&arena, &rep);
-    pinio_checkpoint *cp = NULL;
-    if (rc == 0) {
-        /* Files read, that is: a mapped file is neither. */
-        for (size_t f = 0; f < plan->nfiles; f++)
-            if (fm[f].mode == PINIO_MEMORY_PINNED) {
-                rep.files_buffered += plan->files[f].pub.hot;
-                rep.files_direct += !plan->files[f].pub.hot;
-            }
-        rep.seconds = pinio__now_s() - t0 - rep.drop_seconds;
-        rc = pinio__checkpoint_build(&cp, plan, &arena.view, fm, data, hex, &rep);
-    }
-    if (have_arena) {
-        pinio__verify_abort(arena.verify); /* still there only when the load failed */
-        pinio__arena_close(&arena);
-    }
-    pinio__fmem_release(fm, plan->nfiles);
-    free(fm);
-    free(data);
-    free(first_mem);
-    free(hex);
-    pinio_plan_free(plan);
-    if (rc < 0) {
-        if (diag && diag->code == 0)
-            pinio_diag_set(diag, rc, "load failed: %s", pinio_strerror(rc));
-        return rc;
-    }
-    *out = cp;
-    return 0;
+    pinio__fmem_release(L->fm, L->plan->nfiles);
+    free(L->fm);
+    free(L->data);
+    free(L->first_mem);
+    free(L->hex);
+    pinio_plan_free(L->plan);
 }
