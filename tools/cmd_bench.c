@@ -1,6 +1,10 @@
 /* pinio bench: an io_uring storage benchmark with fio's knobs
  * (pinio_bench_run(), include/pinio/bench.h). Every option is parsed and
- * checked before the target is opened, so a bad command line writes nothing. */
+ * checked before the target is opened, so a bad command line writes nothing.
+ *
+ * Read top-down: run_bench() parses the command line and runs either its
+ * cells (one run, or a --sweep grid) or a job file's sections; each step
+ * below it is a function of its own, in the order it runs. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -13,136 +17,14 @@
 #include "stop.h"
 #include "util.h"
 
-
-/* Always installed: it is also how SIGINT/SIGTERM stop a run (stop.h).
- * ctx: the progress line (drawn about once a second, as the library calls). */
-static int on_progress(void *ctx, const pinio_progress *p)
-{
-    if (cli_stop_requested())
-        return 1;
-    cli_progress_update(ctx, p);
-    return 0;
-}
-
-/* One pinio_bench_run() of `x` with the command's callbacks: Ctrl-C through
- * the progress callback, a status line on a terminal unless `quiet`, per-job
- * figures, the --log-file time series. */
-static int run_one(struct cli *c, pinio_bench_opts *x, pinio_bench_result *r, pinio_diag *d,
-                   bool quiet)
-{
-    cli_progress pg;
-    cli_progress_start(&pg, "bench", CLI_PROGRESS_IOPS, quiet);
-    x->progress = on_progress;
-    x->progress_ctx = &pg;
-    x->job_results = c->per_job;
-    if (c->log) {
-        x->interval_fn = bench_on_interval;
-        x->interval_ctx = c;
-    }
-    memset(d, 0, sizeof *d);
-    int e = pinio_bench_run(x, r, d);
-    x->progress_ctx = NULL; /* &pg dies here */
-    cli_progress_end(&pg);
-    return e;
-}
-
-/* The runs of a plain command line: one, or the --sweep grid (--repeat
- * times: the cell order is reversed on every other repetition, so that a
- * drift over the sweep, a device warming up or a cache filling, falls on
- * every cell alike instead of on the last ones). */
-static int run_cells(struct cli *c)
-{
-    int rc = 0;
-    unsigned reps = c->repeat ? c->repeat : 1;
-    size_t ncells = (size_t)c->nbs * c->nqd;
-    /* Check every cell before running any: a bad one must not leave the
-     * others half done (or a file created). */
-    for (unsigned a = 0; a < c->nbs; a++)
-        for (unsigned q = 0; q < c->nqd; q++) {
-            pinio_bench_opts x = c->o;
-            x.bs = c->sweep_bs[a];
-            x.qd = (unsigned)c->sweep_qd[q];
-            if ((rc = bench_check_opts(c, &x, c->sweep_qd[q])))
-                return rc;
-        }
-    struct cell_run *runs = NULL;
-    if (c->repeat && !(runs = calloc(ncells * reps, sizeof *runs))) {
-        fprintf(stderr, "pinio bench: out of memory\n");
-        return 1;
-    }
-    if (c->sweep)
-        bench_fill_ctx(&c->ctx, c->o.path);
-    FILE *out = stdout;
-    if (c->output && !(out = fopen(c->output, "w"))) {
-        fprintf(stderr, "pinio bench: --output %s: %s\n", c->output, strerror(errno));
-        free(runs);
-        return 1;
-    }
-    if (bench_open_log(c)) {
-        if (out != stdout)
-            fclose(out);
-        free(runs);
-        return 1;
-    }
-    cli_stop_install();
-    /* With --repeat the table comes at the end (medians); rows otherwise. */
-    bool rows = !(c->repeat && c->fmt == FMT_NORMAL);
-    if (c->sweep && c->fmt == FMT_NORMAL && rows)
-        fprintf(out, "%-6s %9s %5s %10s %10s %9s %9s %9s %9s %8s\n", "rw", "bs", "qd", "MB/s",
-                "IOPS", "p50_us", "p99_us", "p99.9_us", "s/GB", "sub/io");
-    for (unsigned k = 0; k < reps && !rc; k++)
-        for (size_t i = 0; i < ncells && !rc; i++) {
-            size_t cell = k % 2 ? ncells - 1 - i : i;
-            unsigned a = (unsigned)(cell / c->nqd), q = (unsigned)(cell % c->nqd);
-            pinio_bench_opts x = c->o;
-            x.bs = c->sweep_bs[a];
-            x.qd = (unsigned)c->sweep_qd[q];
-            c->ctx.repeat = c->repeat ? (int)k : -1;
-            c->log_cell = (unsigned)(k * ncells + i + 1);
-            c->log_bs = x.bs;
-            c->log_qd = x.qd;
-            pinio_bench_result r;
-            pinio_diag d;
-            int e = run_one(c, &x, &r, &d, c->fmt != FMT_NORMAL);
-            if (e == -ECANCELED) {
-                /* Ctrl-C: what completed is still a result (fio prints it
-                 * too); then die of the signal, status 128 + its number. */
-                if (r.partial && rows)
-                    bench_print_result(out, c, &x, &r);
-                if (runs && !rows)
-                    bench_print_repeat_table(out, c, runs, reps);
-                if (out != stdout)
-                    fclose(out);
-                bench_close_log(c, true);
-                cli_stop_reraise(); /* the library removed what it was making */
-            }
-            if (e) {
-                bench_report_error(c, e, &d, x.path);
-                rc = 1;
-                break;
-            }
-            if (runs)
-                runs[(size_t)k * ncells + cell] = (struct cell_run){
-                    r.bytes_per_s / 1e6, r.iops, (double)r.lat_p50_ns / 1e3,
-                    (double)r.lat_p99_ns / 1e3, (double)r.lat_p999_ns / 1e3, r.cpu_s_per_gb,
-                    r.submits_per_io, true};
-            if (rows)
-                bench_print_result(out, c, &x, &r);
-        }
-    if (runs && !rows) {
-        bench_print_repeat_table(out, c, runs, reps);
-        if (out == stdout)
-            cli_flush();
-    }
-    free(runs);
-    if (out != stdout && fclose(out) && !rc) {
-        fprintf(stderr, "pinio bench: --output %s: %s\n", c->output, strerror(errno));
-        rc = 1;
-    }
-    if (bench_close_log(c, rc != 0) && !rc)
-        rc = 1;
-    return rc;
-}
+/* The runs of a plain command line, between their steps. */
+struct cells {
+    unsigned reps;          /* --repeat, or 1 */
+    size_t ncells;          /* bs x qd of the grid */
+    struct cell_run *runs;  /* --repeat: every run's figures, for the table */
+    FILE *out;              /* stdout, or --output */
+    bool rows;              /* a row per run; false: the --repeat table at the end */
+};
 
 /* One section of a job file: its options and, after its run, the result. */
 struct section {
@@ -155,36 +37,229 @@ struct section {
     pthread_t th;
 };
 
-static void *section_main(void *arg)
+static int run_bench(int argc, char **argv);
+static int run_cells(struct cli *c);
+static int check_cells(struct cli *c);
+static int open_cells(struct cli *c, struct cells *k);
+static void print_sweep_head(const struct cli *c, const struct cells *k);
+static int run_cell(struct cli *c, struct cells *k, unsigned rep, size_t i);
+static int close_cells(struct cli *c, struct cells *k, int rc);
+static int run_jobfile(struct cli *top, int argc, char **argv);
+static int prepare_sections(const struct cli *top, const bench_jobfile *jf, struct section *sec,
+                            int argc, char **argv);
+static char **extra_args(const struct cli *top, int argc, char **argv, int *n);
+static int run_group(const struct cli *top, const bench_jobfile *jf, struct section *sec,
+                     unsigned g, FILE *out);
+static void *section_main(void *arg);
+static void free_sections(struct section *s, size_t n);
+static int run_one(struct cli *c, pinio_bench_opts *x, pinio_bench_result *r, pinio_diag *d,
+                   bool quiet);
+static int on_progress(void *ctx, const pinio_progress *p);
+
+const struct pinio_cmd pinio_cmd_bench = {
+    .name = "bench",
+    .summary = "storage benchmark: io_uring reads/writes, latency percentiles, CPU per GB",
+    .run = run_bench,
+};
+
+static int run_bench(int argc, char **argv)
 {
-    struct section *s = arg;
-    s->e = run_one(s->c, &s->x, &s->r, &s->d, true);
-    return NULL;
+    struct cli *c = calloc(1, sizeof *c);
+    if (!c)
+        return fprintf(stderr, "pinio bench: out of memory\n"), 1;
+    pinio_bench_opts_default(&c->o);
+    int rc = bench_parse_args(c, argc, argv);
+    if (rc == -1)
+        rc = 0; /* --help */
+    else if (!rc && c->job_file)
+        rc = run_jobfile(c, argc, argv);
+    else if (!rc)
+        rc = run_cells(c);
+    if (!rc)
+        cli_flush(); /* a failure is reported once, by main.c */
+    free(c);
+    return rc;
 }
 
-/* The command line's options besides the job file itself: they apply to
- * every section, after the section's own (--allow-file-overwrite, --time 5
- * to shorten a long job, --output-format). getopt ran in order ('-' in the
- * optstring), so argv is as the user wrote it. */
-static char **extra_args(const struct cli *top, int argc, char **argv, int *n)
+/* ---- the command line's runs: one, or a --sweep grid --------------------- */
+
+/* The runs of a plain command line: one, or the --sweep grid (--repeat
+ * times: the cell order is reversed on every other repetition, so that a
+ * drift over the sweep, a device warming up or a cache filling, falls on
+ * every cell alike instead of on the last ones). */
+static int run_cells(struct cli *c)
 {
-    char **v = calloc((size_t)argc + 1, sizeof *v);
-    *n = 0;
-    for (int i = 1; v && i < argc; i++) {
-        if (argv[i] == top->job_file)
-            continue;
-        if (!strncmp(argv[i], "--job-file", 10) && (!argv[i][10] || argv[i][10] == '='))
-            continue; /* its value, when apart, is skipped above */
-        v[(*n)++] = argv[i];
+    struct cells k = {0};
+    int rc = check_cells(c);
+    if (rc || (rc = open_cells(c, &k)))
+        return rc;
+    cli_stop_install();
+    print_sweep_head(c, &k);
+    for (unsigned rep = 0; rep < k.reps && !rc; rep++)
+        for (size_t i = 0; i < k.ncells && !rc; i++)
+            rc = run_cell(c, &k, rep, i);
+    return close_cells(c, &k, rc);
+}
+
+/* Checks every cell before running any: a bad one must not leave the
+ * others half done (or a file created). */
+static int check_cells(struct cli *c)
+{
+    int rc = 0;
+    for (unsigned a = 0; a < c->nbs; a++)
+        for (unsigned q = 0; q < c->nqd; q++) {
+            pinio_bench_opts x = c->o;
+            x.bs = c->sweep_bs[a];
+            x.qd = (unsigned)c->sweep_qd[q];
+            if ((rc = bench_check_opts(c, &x, c->sweep_qd[q])))
+                return rc;
+        }
+    return 0;
+}
+
+/* The --repeat table's storage, the sweep's run context, --output and
+ * --log-file. Returns 0, or 1 after saying why (nothing left open). */
+static int open_cells(struct cli *c, struct cells *k)
+{
+    k->reps = c->repeat ? c->repeat : 1;
+    k->ncells = (size_t)c->nbs * c->nqd;
+    k->out = stdout;
+    /* With --repeat the table comes at the end (medians); rows otherwise. */
+    k->rows = !(c->repeat && c->fmt == FMT_NORMAL);
+    if (c->repeat && !(k->runs = calloc(k->ncells * k->reps, sizeof *k->runs))) {
+        fprintf(stderr, "pinio bench: out of memory\n");
+        return 1;
     }
-    return v;
+    if (c->sweep)
+        bench_fill_ctx(&c->ctx, c->o.path);
+    if (c->output && !(k->out = fopen(c->output, "w"))) {
+        fprintf(stderr, "pinio bench: --output %s: %s\n", c->output, strerror(errno));
+        free(k->runs);
+        return 1;
+    }
+    if (bench_open_log(c)) {
+        if (k->out != stdout)
+            fclose(k->out);
+        free(k->runs);
+        return 1;
+    }
+    return 0;
 }
 
-static void free_sections(struct section *s, size_t n)
+/* A sweep's table head, when its rows are printed as they come. */
+static void print_sweep_head(const struct cli *c, const struct cells *k)
 {
-    for (size_t i = 0; s && i < n; i++)
-        free(s[i].c);
-    free(s);
+    if (c->sweep && c->fmt == FMT_NORMAL && k->rows)
+        fprintf(k->out, "%-6s %9s %5s %10s %10s %9s %9s %9s %9s %8s\n", "rw", "bs", "qd",
+                "MB/s", "IOPS", "p50_us", "p99_us", "p99.9_us", "s/GB", "sub/io");
+}
+
+/* Run `i` of repetition `rep`: its row (or its figures for the table).
+ * Returns 0, or 1 after reporting its failure; Ctrl-C ends the process
+ * here, after printing what completed. */
+static int run_cell(struct cli *c, struct cells *k, unsigned rep, size_t i)
+{
+    size_t cell = rep % 2 ? k->ncells - 1 - i : i;
+    unsigned a = (unsigned)(cell / c->nqd), q = (unsigned)(cell % c->nqd);
+    pinio_bench_opts x = c->o;
+    x.bs = c->sweep_bs[a];
+    x.qd = (unsigned)c->sweep_qd[q];
+    c->ctx.repeat = c->repeat ? (int)rep : -1;
+    c->log_cell = (unsigned)(rep * k->ncells + i + 1);
+    c->log_bs = x.bs;
+    c->log_qd = x.qd;
+    pinio_bench_result r;
+    pinio_diag d;
+    int e = run_one(c, &x, &r, &d, c->fmt != FMT_NORMAL);
+    if (e == -ECANCELED) {
+        /* Ctrl-C: what completed is still a result (fio prints it
+         * too); then die of the signal, status 128 + its number. */
+        if (r.partial && k->rows)
+            bench_print_result(k->out, c, &x, &r);
+        if (k->runs && !k->rows)
+            bench_print_repeat_table(k->out, c, k->runs, k->reps);
+        if (k->out != stdout)
+            fclose(k->out);
+        bench_close_log(c, true);
+        cli_stop_reraise(); /* the library removed what it was making */
+    }
+    if (e) {
+        bench_report_error(c, e, &d, x.path);
+        return 1;
+    }
+    if (k->runs)
+        k->runs[(size_t)rep * k->ncells + cell] = (struct cell_run){
+            r.bytes_per_s / 1e6, r.iops, (double)r.lat_p50_ns / 1e3,
+            (double)r.lat_p99_ns / 1e3, (double)r.lat_p999_ns / 1e3, r.cpu_s_per_gb,
+            r.submits_per_io, true};
+    if (k->rows)
+        bench_print_result(k->out, c, &x, &r);
+    return 0;
+}
+
+/* The --repeat table, then --output and --log-file closed; returns `rc`,
+ * or 1 when closing failed. */
+static int close_cells(struct cli *c, struct cells *k, int rc)
+{
+    if (k->runs && !k->rows) {
+        bench_print_repeat_table(k->out, c, k->runs, k->reps);
+        if (k->out == stdout)
+            cli_flush();
+    }
+    free(k->runs);
+    if (k->out != stdout && fclose(k->out) && !rc) {
+        fprintf(stderr, "pinio bench: --output %s: %s\n", c->output, strerror(errno));
+        rc = 1;
+    }
+    if (bench_close_log(c, rc != 0) && !rc)
+        rc = 1;
+    return rc;
+}
+
+/* ---- a job file's sections ------------------------------------------------ */
+
+/* `pinio bench FILE.fio`: each group's sections at once, one thread each
+ * (each a pinio_bench_run() with its own jobs), the groups in order; each
+ * section's result, then the group's aggregate. */
+static int run_jobfile(struct cli *top, int argc, char **argv)
+{
+    if (top->o.path || top->file_arg || top->directory || top->nrfiles || top->sweep)
+        return bench_usage(top, "a job file names its own files: no %s with it",
+                           top->sweep ? "--sweep" : "--file, PATH, --directory or --nrfiles");
+    bench_jobfile jf = {0};
+    char err[1024];
+    int e = bench_jobfile_parse(top->job_file, &jf, err, sizeof err);
+    if (e) {
+        /* what the file says is wrong is a usage error; reading it is not */
+        fprintf(stderr, "pinio bench: %s\n", err);
+        return e == -ENOTSUP || e == -EINVAL ? 2 : 1;
+    }
+    for (size_t i = 0; i < jf.nnotes; i++)
+        fprintf(stderr, "pinio bench: note: %s\n", jf.notes[i]);
+    struct section *sec = calloc(jf.njobs, sizeof *sec);
+    int rc = sec ? prepare_sections(top, &jf, sec, argc, argv)
+                 : (fprintf(stderr, "pinio bench: out of memory\n"), 1);
+    FILE *out = stdout;
+    if (!rc && top->output && !(out = fopen(top->output, "w"))) {
+        fprintf(stderr, "pinio bench: --output %s: %s\n", top->output, strerror(errno));
+        rc = 1;
+    }
+    for (size_t i = 0; i < jf.njobs && !rc; i++)
+        rc = bench_open_log(sec[i].c);
+    if (!rc)
+        cli_stop_install();
+    for (unsigned g = 0; g < jf.ngroups && !rc; g++)
+        rc = run_group(top, &jf, sec, g, out);
+    if (out != stdout && out && fclose(out) && !rc) {
+        fprintf(stderr, "pinio bench: --output %s: %s\n", top->output, strerror(errno));
+        rc = 1;
+    }
+    for (size_t i = 0; sec && i < jf.njobs; i++)
+        if (sec[i].c && bench_close_log(sec[i].c, rc != 0) && !rc)
+            rc = 1;
+    free_sections(sec, jf.njobs);
+    bench_jobfile_free(&jf);
+    return rc;
 }
 
 /* Parses and checks every section before anything runs: a bad one must not
@@ -225,118 +300,125 @@ static int prepare_sections(const struct cli *top, const bench_jobfile *jf, stru
     return rc == -1 ? 2 : rc; /* --help after a job file is no help */
 }
 
-/* `pinio bench FILE.fio`: each group's sections at once, one thread each
- * (each a pinio_bench_run() with its own jobs), the groups in order; each
- * section's result, then the group's aggregate. */
-static int run_jobfile(struct cli *top, int argc, char **argv)
+/* The command line's options besides the job file itself: they apply to
+ * every section, after the section's own (--allow-file-overwrite, --time 5
+ * to shorten a long job, --output-format). getopt ran in order ('-' in the
+ * optstring), so argv is as the user wrote it. */
+static char **extra_args(const struct cli *top, int argc, char **argv, int *n)
 {
-    if (top->o.path || top->file_arg || top->directory || top->nrfiles || top->sweep)
-        return bench_usage(top, "a job file names its own files: no %s with it",
-                           top->sweep ? "--sweep" : "--file, PATH, --directory or --nrfiles");
-    bench_jobfile jf = {0};
-    char err[1024];
-    int e = bench_jobfile_parse(top->job_file, &jf, err, sizeof err);
-    if (e) {
-        /* what the file says is wrong is a usage error; reading it is not */
-        fprintf(stderr, "pinio bench: %s\n", err);
-        return e == -ENOTSUP || e == -EINVAL ? 2 : 1;
+    char **v = calloc((size_t)argc + 1, sizeof *v);
+    *n = 0;
+    for (int i = 1; v && i < argc; i++) {
+        if (argv[i] == top->job_file)
+            continue;
+        if (!strncmp(argv[i], "--job-file", 10) && (!argv[i][10] || argv[i][10] == '='))
+            continue; /* its value, when apart, is skipped above */
+        v[(*n)++] = argv[i];
     }
-    for (size_t i = 0; i < jf.nnotes; i++)
-        fprintf(stderr, "pinio bench: note: %s\n", jf.notes[i]);
-    struct section *sec = calloc(jf.njobs, sizeof *sec);
-    int rc = sec ? prepare_sections(top, &jf, sec, argc, argv)
-                 : (fprintf(stderr, "pinio bench: out of memory\n"), 1);
-    FILE *out = stdout;
-    if (!rc && top->output && !(out = fopen(top->output, "w"))) {
-        fprintf(stderr, "pinio bench: --output %s: %s\n", top->output, strerror(errno));
-        rc = 1;
-    }
-    for (size_t i = 0; i < jf.njobs && !rc; i++)
-        rc = bench_open_log(sec[i].c);
-    if (!rc)
-        cli_stop_install();
-    for (unsigned g = 0; g < jf.ngroups && !rc; g++) {
-        size_t started = 0;
-        for (size_t i = 0; i < jf.njobs; i++) {
-            if (jf.jobs[i].group != g)
-                continue;
-            if ((e = pthread_create(&sec[i].th, NULL, section_main, &sec[i]))) {
-                fprintf(stderr, "pinio bench: %s: thread: %s\n", sec[i].where, strerror(e));
-                rc = 1;
-                break;
-            }
-            started = i + 1;
-        }
-        bool stopped = false;
-        struct group_sum sum = {0};
-        for (size_t i = 0; i < started; i++) {
-            if (jf.jobs[i].group != g)
-                continue;
-            pthread_join(sec[i].th, NULL);
-            struct section *s = &sec[i];
-            if (s->e == -ECANCELED) {
-                stopped = true;
-                if (!s->r.partial)
-                    continue;
-            } else if (s->e) {
-                bench_report_error(s->c, s->e, &s->d, s->x.path);
-                rc = 1;
-                continue;
-            }
-            if (s->c->fmt == FMT_NORMAL)
-                fprintf(out, "[%s] group %u\n", jf.jobs[i].name, g);
-            bench_print_result(out, s->c, &s->x, &s->r);
-            bench_group_add(&sum, &s->r);
-        }
-        if (sum.sections) {
-            bench_print_group(out, top->fmt, g, &sum);
-            if (out == stdout)
-                cli_flush();
-            else
-                fflush(out);
-        }
-        if (stopped) {
-            /* Ctrl-C: the partial results are out; die of the signal */
-            if (out != stdout)
-                fclose(out);
-            for (size_t i = 0; i < jf.njobs; i++)
-                bench_close_log(sec[i].c, true);
-            cli_stop_reraise();
-        }
-    }
-    if (out != stdout && out && fclose(out) && !rc) {
-        fprintf(stderr, "pinio bench: --output %s: %s\n", top->output, strerror(errno));
-        rc = 1;
-    }
-    for (size_t i = 0; sec && i < jf.njobs; i++)
-        if (sec[i].c && bench_close_log(sec[i].c, rc != 0) && !rc)
+    return v;
+}
+
+/* Group `g`: its sections at once, their results in order, then the
+ * group's aggregate. Returns 0, or 1 when a section failed; Ctrl-C ends
+ * the process here, after printing what completed. */
+static int run_group(const struct cli *top, const bench_jobfile *jf, struct section *sec,
+                     unsigned g, FILE *out)
+{
+    int rc = 0, e;
+    size_t started = 0;
+    for (size_t i = 0; i < jf->njobs; i++) {
+        if (jf->jobs[i].group != g)
+            continue;
+        if ((e = pthread_create(&sec[i].th, NULL, section_main, &sec[i]))) {
+            fprintf(stderr, "pinio bench: %s: thread: %s\n", sec[i].where, strerror(e));
             rc = 1;
-    free_sections(sec, jf.njobs);
-    bench_jobfile_free(&jf);
+            break;
+        }
+        started = i + 1;
+    }
+    bool stopped = false;
+    struct group_sum sum = {0};
+    for (size_t i = 0; i < started; i++) {
+        if (jf->jobs[i].group != g)
+            continue;
+        pthread_join(sec[i].th, NULL);
+        struct section *s = &sec[i];
+        if (s->e == -ECANCELED) {
+            stopped = true;
+            if (!s->r.partial)
+                continue;
+        } else if (s->e) {
+            bench_report_error(s->c, s->e, &s->d, s->x.path);
+            rc = 1;
+            continue;
+        }
+        if (s->c->fmt == FMT_NORMAL)
+            fprintf(out, "[%s] group %u\n", jf->jobs[i].name, g);
+        bench_print_result(out, s->c, &s->x, &s->r);
+        bench_group_add(&sum, &s->r);
+    }
+    if (sum.sections) {
+        bench_print_group(out, top->fmt, g, &sum);
+        if (out == stdout)
+            cli_flush();
+        else
+            fflush(out);
+    }
+    if (stopped) {
+        /* Ctrl-C: the partial results are out; die of the signal */
+        if (out != stdout)
+            fclose(out);
+        for (size_t i = 0; i < jf->njobs; i++)
+            bench_close_log(sec[i].c, true);
+        cli_stop_reraise();
+    }
     return rc;
 }
 
-static int run_bench(int argc, char **argv)
+static void *section_main(void *arg)
 {
-    struct cli *c = calloc(1, sizeof *c);
-    if (!c)
-        return fprintf(stderr, "pinio bench: out of memory\n"), 1;
-    pinio_bench_opts_default(&c->o);
-    int rc = bench_parse_args(c, argc, argv);
-    if (rc == -1)
-        rc = 0; /* --help */
-    else if (!rc && c->job_file)
-        rc = run_jobfile(c, argc, argv);
-    else if (!rc)
-        rc = run_cells(c);
-    if (!rc)
-        cli_flush(); /* a failure is reported once, by main.c */
-    free(c);
-    return rc;
+    struct section *s = arg;
+    s->e = run_one(s->c, &s->x, &s->r, &s->d, true);
+    return NULL;
 }
 
-const struct pinio_cmd pinio_cmd_bench = {
-    .name = "bench",
-    .summary = "storage benchmark: io_uring reads/writes, latency percentiles, CPU per GB",
-    .run = run_bench,
-};
+static void free_sections(struct section *s, size_t n)
+{
+    for (size_t i = 0; s && i < n; i++)
+        free(s[i].c);
+    free(s);
+}
+
+/* ---- one run ----------------------------------------------------------------- */
+
+/* One pinio_bench_run() of `x` with the command's callbacks: Ctrl-C through
+ * the progress callback, a status line on a terminal unless `quiet`, per-job
+ * figures, the --log-file time series. */
+static int run_one(struct cli *c, pinio_bench_opts *x, pinio_bench_result *r, pinio_diag *d,
+                   bool quiet)
+{
+    cli_progress pg;
+    cli_progress_start(&pg, "bench", CLI_PROGRESS_IOPS, quiet);
+    x->progress = on_progress;
+    x->progress_ctx = &pg;
+    x->job_results = c->per_job;
+    if (c->log) {
+        x->interval_fn = bench_on_interval;
+        x->interval_ctx = c;
+    }
+    memset(d, 0, sizeof *d);
+    int e = pinio_bench_run(x, r, d);
+    x->progress_ctx = NULL; /* &pg dies here */
+    cli_progress_end(&pg);
+    return e;
+}
+
+/* Always installed: it is also how SIGINT/SIGTERM stop a run (stop.h).
+ * ctx: the progress line (drawn about once a second, as the library calls). */
+static int on_progress(void *ctx, const pinio_progress *p)
+{
+    if (cli_stop_requested())
+        return 1;
+    cli_progress_update(ctx, p);
+    return 0;
+}
