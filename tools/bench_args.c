@@ -3,10 +3,13 @@
  * parsed and checked before the target is opened. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "bench_cli.h"
 #include "util.h"
@@ -597,4 +600,82 @@ int bench_check_opts(const struct cli *c, const pinio_bench_opts *x, uint64_t qd
     /* the library's message starts "bench: ", the command's name */
     const char *m = d.msg[0] ? d.msg : "bench: --qd: must be between 1 and 4096";
     return bench_usage(c, "%s", strncmp(m, "bench: ", 7) ? m : m + 7);
+}
+
+/* The name `p` resolves to, into out[PATH_MAX]: the symlinks of its last
+ * component followed (a dangling one too: opening it for writing would
+ * create what it names), then the folder's real path and the last name.
+ * false when the folder does not resolve (nothing can be created there). */
+static bool resolve_name(const char *p, char *out)
+{
+    char cur[PATH_MAX], link[PATH_MAX];
+    if (snprintf(cur, sizeof cur, "%s", p) >= (int)sizeof cur)
+        return false;
+    for (int hops = 0; hops < 40; hops++) {
+        ssize_t n = readlink(cur, link, sizeof link - 1);
+        if (n < 0)
+            break;
+        link[n] = 0;
+        if (link[0] != '/') { /* relative to the link's folder */
+            char *slash = strrchr(cur, '/');
+            size_t keep = slash ? (size_t)(slash - cur) + 1 : 0;
+            if (keep + (size_t)n >= sizeof cur)
+                return false;
+            memmove(cur + keep, link, (size_t)n + 1);
+        } else {
+            memcpy(cur, link, (size_t)n + 1);
+        }
+    }
+    if (realpath(cur, out))
+        return true;
+    char *slash = strrchr(cur, '/');
+    const char *base = slash ? slash + 1 : cur;
+    char folder[PATH_MAX];
+    if (slash == cur)
+        snprintf(folder, sizeof folder, "/");
+    else if (slash)
+        snprintf(folder, sizeof folder, "%.*s", (int)(slash - cur), cur);
+    else
+        snprintf(folder, sizeof folder, ".");
+    char real[PATH_MAX];
+    if (!*base || !realpath(folder, real) ||
+        snprintf(out, PATH_MAX, "%s/%s", strcmp(real, "/") ? real : "", base) >= PATH_MAX)
+        return false;
+    return true;
+}
+
+/* Whether `a` and `b` are one file: the same inode when both exist (a hard
+ * link, a symlink, /proc/self/fd/N), else the same resolved name (a target
+ * bench is about to create). */
+static bool same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char ra[PATH_MAX], rb[PATH_MAX];
+    return resolve_name(a, ra) && resolve_name(b, rb) && !strcmp(ra, rb);
+}
+
+const char *bench_target_named(const struct cli *t, const char *name)
+{
+    const pinio_bench_opts *o = &t->o;
+    unsigned n = o->npaths > 1 ? o->npaths : o->path ? 1 : 0;
+    for (unsigned i = 0; name && i < n; i++) {
+        const char *p = o->npaths > 1 ? o->paths[i] : o->path;
+        if (same_file(name, p))
+            return p;
+    }
+    return NULL;
+}
+
+int bench_check_outputs(const struct cli *c, const struct cli *t)
+{
+    const char *p;
+    if ((p = bench_target_named(t, c->output)))
+        return bench_usage(c, "--output %s is the target %s: refusing to overwrite it with the "
+                           "results", c->output, p);
+    if ((p = bench_target_named(t, c->log_file)))
+        return bench_usage(c, "--log-file %s is the target %s: refusing to overwrite it with the "
+                           "time series", c->log_file, p);
+    return 0;
 }

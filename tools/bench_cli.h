@@ -98,6 +98,13 @@ struct group_sum {
 int bench_usage(const struct cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int bench_parse_args(struct cli *c, int argc, char **argv);
 int bench_check_opts(const struct cli *c, const pinio_bench_opts *x, uint64_t qd);
+/* The target of `t` that the file `name` is (the name, a link to it,
+ * /proc/self/fd/N: one inode; or the name a new target will take), or NULL. */
+const char *bench_target_named(const struct cli *t, const char *name);
+/* c's --output and --log-file when either is a target of `t` (c itself, or
+ * another section of its job file): a usage error, so that bench never
+ * truncates what it is about to measure. 0, or 2 after saying so. */
+int bench_check_outputs(const struct cli *c, const struct cli *t);
 
 /* ---- bench_output.c ---------------------------------------------------- */
 

@@ -102,7 +102,7 @@ static int run_cells(struct cli *c)
 }
 
 /* Checks every cell before running any: a bad one must not leave the
- * others half done (or a file created). */
+ * others half done (or a file created); nor may an output be a target. */
 static int check_cells(struct cli *c)
 {
     int rc = 0;
@@ -114,7 +114,7 @@ static int check_cells(struct cli *c)
             if ((rc = bench_check_opts(c, &x, c->sweep_qd[q])))
                 return rc;
         }
-    return 0;
+    return bench_check_outputs(c, c);
 }
 
 /* The --repeat table's storage, the sweep's run context, --output and
@@ -297,6 +297,15 @@ static int prepare_sections(const struct cli *top, const bench_jobfile *jf, stru
         s->x = s->c->o;
     }
     free(extra);
+    /* No output may be a target of any section: sections run at once. */
+    for (size_t i = 0; i < jf->njobs && !rc; i++)
+        for (size_t k = 0; k < jf->njobs && !rc; k++) {
+            const char *p = bench_target_named(sec[k].c, top->output);
+            rc = p ? bench_usage(top, "--output %s is the target %s of job '%s': refusing to "
+                                 "overwrite it with the results", top->output, p,
+                                 jf->jobs[k].name)
+                   : bench_check_outputs(sec[i].c, sec[k].c);
+        }
     return rc == -1 ? 2 : rc; /* --help after a job file is no help */
 }
 
