@@ -254,9 +254,20 @@ static inline uint64_t tagged_off(const slot *sl)
 
 /* ---- target.c ---------------------------------------------------------- */
 
+/* A target bench may write again without --allow-file-overwrite: one it
+ * made, or one whose recorded state still matches (target.c); its inode, so
+ * that the state recorded after the run is the same file's. */
+typedef struct pinio__bench_own {
+    bool owned;
+    uint64_t dev, ino;
+} pinio__bench_own;
+
 int pinio__bench_prepare_files(const pinio_bench_opts *o, const char *const *paths, unsigned n,
                                uint64_t *size, pinio_bench_file *out, int *hold,
-                               pinio_diag *diag);
+                               pinio__bench_own *own, pinio_diag *diag);
+/* After a run that wrote: records each owned file's state as bench's. */
+void pinio__bench_record_files(const char *const *paths, unsigned n,
+                               const pinio__bench_own *own);
 int pinio__bench_check_memlock(const pinio_bench_opts *o, pinio_diag *diag);
 int pinio__bench_trim_probe(const char *path, int fd, const pinio__faults *f, enum trim_how *how,
                             pinio_diag *diag);

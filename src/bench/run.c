@@ -280,19 +280,25 @@ int pinio_bench_run(const pinio_bench_opts *uo, pinio_bench_result *res, pinio_d
     unsigned n = oc.npaths ? oc.npaths : 1;
     pinio_bench_file *files = calloc(n, sizeof *files);
     int *hold = malloc(n * sizeof *hold);
-    if (!files || !hold) {
+    pinio__bench_own *own = calloc(n, sizeof *own);
+    if (!files || !hold || !own) {
         free(files);
         free(hold);
+        free(own);
         return pinio_diag_set(diag, -ENOMEM, "bench: no memory for %u files", n), -ENOMEM;
     }
     for (unsigned i = 0; i < n; i++)
         hold[i] = -1;
-    rc = pinio__bench_prepare_files(o, paths, n, &size, files, hold, diag);
+    rc = pinio__bench_prepare_files(o, paths, n, &size, files, hold, own, diag);
     for (unsigned i = 0; i < n; i++)
         res->created |= files[i].created;
     res->file_size = files[0].size;
     if (!rc)
         rc = run_jobs(o, spec, size, paths, n, res, diag);
+    /* The files bench wrote are still bench's: what it wrote is what their
+     * state now says (also after a failed or stopped run). */
+    if (is_write(o->rw) || is_trim(o->rw))
+        pinio__bench_record_files(paths, n, own);
     for (unsigned i = 0; i < n; i++) {
         if (hold[i] >= 0)
             close(hold[i]);
@@ -303,5 +309,6 @@ int pinio_bench_run(const pinio_bench_opts *uo, pinio_bench_result *res, pinio_d
         memcpy(o->files_out, files, n * sizeof *files);
     free(files);
     free(hold);
+    free(own);
     return rc;
 }

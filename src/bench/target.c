@@ -25,9 +25,59 @@
  * temporary): best effort, file systems without user xattrs lose only that. */
 #define BENCH_XATTR "user.pinio.bench"
 
-static bool made_by_bench(const char *path)
+/* The mark alone proves only that bench once made the file: the inode and
+ * its xattrs survive a program that later writes real data into it (or a
+ * copy that preserves xattrs). So once the file is in place, the mark's value
+ * becomes the file's state after bench last wrote it, its inode, size and
+ * modification time, and bench reuses the file only while they still match:
+ * any other writer moves mtime or size, a copy has another inode. One xattr,
+ * short: ext4 keeps it in the inode, where a second one would take a block
+ * (which a trimmed file must not have). The temporary keeps the stale mark's
+ * value (src/base/stale.h) until it is renamed into place. */
+static int state_format(const struct stat *st, char *v, size_t cap)
 {
-    return getxattr(path, BENCH_XATTR, NULL, 0) >= 0; /* present, whatever its value */
+    return snprintf(v, cap, "bench1 %llx %llx %llx.%lx", (unsigned long long)st->st_ino,
+                    (unsigned long long)st->st_size, (unsigned long long)st->st_mtim.tv_sec,
+                    (unsigned long)st->st_mtim.tv_nsec);
+}
+
+/* Whether the regular file `path` (stat `st`) is one bench made and nobody
+ * else wrote since bench last did. */
+static bool made_by_bench(const char *path, const struct stat *st)
+{
+    char want[64], got[64];
+    int n = state_format(st, want, sizeof want);
+    ssize_t g = getxattr(path, BENCH_XATTR, got, sizeof got);
+    return g == n && !memcmp(got, want, (size_t)n);
+}
+
+/* Records the state of the file open at `fd` as bench's (best effort, like
+ * the mark). */
+static void record_state(int fd)
+{
+    struct stat st;
+    char v[64];
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+        (void)fsetxattr(fd, BENCH_XATTR, v, (size_t)state_format(&st, v, sizeof v), 0);
+}
+
+void pinio__bench_record_files(const char *const *paths, unsigned n,
+                               const pinio__bench_own *own)
+{
+    for (unsigned i = 0; i < n; i++) {
+        if (!own[i].owned)
+            continue;
+        /* O_NOFOLLOW and the inode: only the file that was checked (or
+         * made) before the run, never one put at its name since. */
+        int fd = open(paths[i], O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0)
+            continue;
+        if (fstat(fd, &st) == 0 && (uint64_t)st.st_dev == own[i].dev &&
+            (uint64_t)st.st_ino == own[i].ino)
+            record_state(fd);
+        close(fd);
+    }
 }
 
 /* Asks the progress callback whether to go on while the target is made,
@@ -92,7 +142,8 @@ static int fill_new_file(const pinio_bench_opts *o, int fd, uint64_t size, const
  * bytes of it (0: what it has). On success `*size` is the bytes the run
  * uses and `res->file_size` the target's size. */
 static int prepare_target(const pinio_bench_opts *o, const char *p, uint64_t osize,
-                          uint64_t *size, pinio_bench_file *res, int *hold, pinio_diag *diag)
+                          uint64_t *size, pinio_bench_file *res, int *hold,
+                          pinio__bench_own *own, pinio_diag *diag)
 {
     bool wr = is_write(o->rw) || is_trim(o->rw); /* destroys what is there */
     struct stat st;
@@ -131,7 +182,6 @@ static int prepare_target(const pinio_bench_opts *o, const char *p, uint64_t osi
                      : fill_new_file(o, fd, o->offset + want, p, diag);
         if (!rc && fsync(fd))
             rc = -errno;
-        close(fd);
         /* RENAME_NOREPLACE: a file that appeared at the name meanwhile is
          * someone's, not ours to replace; link() does the same where the
          * file system lacks the flag. */
@@ -145,6 +195,13 @@ static int prepare_target(const pinio_bench_opts *o, const char *p, uint64_t osi
                 pinio_diag_set(diag, rc, "bench: %s: moving the new file into place: %s", p,
                                pinio_strerror(rc));
         }
+        /* In place: the mark becomes the state bench left it in. */
+        struct stat made;
+        if (!rc && fstat(fd, &made) == 0) {
+            record_state(fd);
+            *own = (pinio__bench_own){true, (uint64_t)made.st_dev, (uint64_t)made.st_ino};
+        }
+        close(fd);
         unlink(tmp); /* after a rename there is nothing left to remove */
         free(tmp);
         if (rc) {
@@ -163,13 +220,20 @@ static int prepare_target(const pinio_bench_opts *o, const char *p, uint64_t osi
         fsize = (uint64_t)st.st_size;
         /* A write run destroys what the file holds: only an empty file, one
          * bench made, or an explicit yes. */
-        if (wr && fsize && !o->allow_file_overwrite && !made_by_bench(p))
+        bool mine = made_by_bench(p, &st);
+        if (wr && fsize && !o->allow_file_overwrite && !mine)
             return pinio_diag_set(diag, -EEXIST,
-                                  "bench: %s holds %llu bytes that bench did not write: a %s "
+                                  "bench: %s holds %llu bytes that bench did not write%s: a %s "
                                   "run would destroy them; use a new path, or add "
                                   "--allow-file-overwrite to mean it",
-                                  p, (unsigned long long)fsize, is_trim(o->rw) ? "trim" : "write"),
+                                  p, (unsigned long long)fsize,
+                                  getxattr(p, BENCH_XATTR, NULL, 0) >= 0
+                                      ? " (bench made it, but it changed since bench last "
+                                        "wrote it)"
+                                      : "",
+                                  is_trim(o->rw) ? "trim" : "write"),
                    -EEXIST;
+        *own = (pinio__bench_own){mine, (uint64_t)st.st_dev, (uint64_t)st.st_ino};
     } else if (S_ISBLK(st.st_mode)) {
         if (wr && !o->allow_device_overwrite)
             return pinio_diag_set(diag, -EPERM,
@@ -231,7 +295,7 @@ static int prepare_target(const pinio_bench_opts *o, const char *p, uint64_t osi
  * `n` entries. */
 int pinio__bench_prepare_files(const pinio_bench_opts *o, const char *const *paths,
                                unsigned n, uint64_t *size, pinio_bench_file *out,
-                               int *hold, pinio_diag *diag)
+                               int *hold, pinio__bench_own *own, pinio_diag *diag)
 {
     /* The part of each file: fio's size / files, or filesize. */
     uint64_t want = o->filesize ? o->filesize : o->size / n, got;
@@ -249,7 +313,7 @@ int pinio__bench_prepare_files(const pinio_bench_opts *o, const char *const *pat
     for (unsigned i = 0; i < n && !rc; i++) {
         if (!exists[i])
             continue;
-        rc = prepare_target(o, paths[i], want, &got, &out[i], &hold[i], diag);
+        rc = prepare_target(o, paths[i], want, &got, &out[i], &hold[i], &own[i], diag);
         if (!rc && !want)
             least = least && least < got ? least : got;
     }
@@ -259,7 +323,7 @@ int pinio__bench_prepare_files(const pinio_bench_opts *o, const char *const *pat
         want = (1ull << 30) / n;
     for (unsigned i = 0; i < n && !rc; i++)
         if (!exists[i])
-            rc = prepare_target(o, paths[i], want, &got, &out[i], &hold[i], diag);
+            rc = prepare_target(o, paths[i], want, &got, &out[i], &hold[i], &own[i], diag);
     free(exists);
     if (rc)
         return rc;
