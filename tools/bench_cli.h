@@ -52,6 +52,7 @@ struct cli {
     bool group_reporting;
     const char *log_file;
     FILE *log;
+    int log_errno;     /* the first failed write to the log */
     bool log_jsonl;
     pinio_bench_result per_job[256];
     uint64_t sweep_bs[MAX_SWEEP], sweep_qd[MAX_SWEEP];
@@ -116,6 +117,13 @@ void bench_print_repeat_table(FILE *out, const struct cli *c, const struct cell_
                               unsigned reps);
 void bench_group_add(struct group_sum *g, const pinio_bench_result *r);
 void bench_print_group(FILE *out, enum fmt fmt, unsigned group, const struct group_sum *g);
+/* Flushes a row of results: stdout through cli_flush(), --output keeping
+ * its first write error for bench_close_output(). */
+void bench_flush(FILE *out);
+/* Closes --output (`out`, named `name`; stdout is left open): 0, or 1 when a
+ * write or the close failed, said on stderr (and in JSON with --json)
+ * unless `quiet`. */
+int bench_close_output(FILE *out, const struct cli *c, const char *name, bool quiet);
 
 /* ---- bench_log.c ------------------------------------------------------- */
 

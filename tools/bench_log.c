@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "bench_cli.h"
+#include "util.h"
 
 
 /* The --log-file row of one interval (the format scripts/plot reads). */
@@ -25,6 +26,9 @@ int bench_on_interval(void *ctx, const pinio_bench_interval *v)
         fprintf(c->log, c->log_jsonl ? ",\"cell\":%u,\"bs_bytes\":%llu,\"qd\":%u" : ",%u,%llu,%u",
                 c->log_cell, (unsigned long long)c->log_bs, c->log_qd);
     fputs(c->log_jsonl ? "}\n" : "\n", c->log);
+    /* stdio keeps only a flag: the reason, while errno still has it */
+    if (ferror(c->log) && !c->log_errno)
+        c->log_errno = errno ? errno : EIO;
     return 0;
 }
 
@@ -36,10 +40,10 @@ int bench_open_log(struct cli *c)
         return 0;
     size_t n = strlen(c->log_file);
     c->log_jsonl = n >= 6 && !strcmp(c->log_file + n - 6, ".jsonl");
-    if (!(c->log = fopen(c->log_file, "w"))) {
-        fprintf(stderr, "pinio bench: --log-file %s: %s\n", c->log_file, strerror(errno));
-        return 1;
-    }
+    if (!(c->log = fopen(c->log_file, "w")))
+        return cli_failf("bench", c->fmt == FMT_JSON, -errno, c->log_file, "--log-file %s: %s",
+                         c->log_file, strerror(errno));
+    c->log_errno = 0;
     if (!c->log_jsonl)
         fprintf(c->log, "time_ms,job,dir,bw_bytes_per_s,iops,lat_mean_ns,lat_p50_ns,"
                 "lat_p99_ns%s\n", c->sweep ? ",cell,bs_bytes,qd" : "");
@@ -51,9 +55,14 @@ int bench_close_log(struct cli *c, bool quiet)
 {
     if (!c->log)
         return 0;
-    int e = fclose(c->log);
+    bool lost = ferror(c->log) != 0;
+    int e = fclose(c->log) ? errno : 0;
     c->log = NULL;
-    if (e && !quiet)
-        fprintf(stderr, "pinio bench: --log-file %s: %s\n", c->log_file, strerror(errno));
-    return e ? 1 : 0;
+    if (!lost && !e)
+        return 0;
+    e = c->log_errno ? c->log_errno : e ? e : EIO;
+    if (!quiet)
+        cli_failf("bench", c->fmt == FMT_JSON, -e, c->log_file, "--log-file %s: %s", c->log_file,
+                  strerror(e));
+    return 1;
 }

@@ -1,6 +1,7 @@
 /* `pinio bench`'s results: the normal text, JSON (doc/json/SCHEMA.md) and
  * terse rows of a run, a --repeat table of medians, a job file group's sum,
  * and the run context a sweep's rows carry. */
+#include <errno.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -349,12 +350,35 @@ void bench_print_result(FILE *out, const struct cli *c, const pinio_bench_opts *
     } else {
         print_text(out, o, r, pj);
     }
-    /* A row at a time, so a long sweep shows its progress; stdout through
-     * cli_flush(), which keeps a failed write's errno for main's report. */
+    /* A row at a time, so a long sweep shows its progress. */
+    bench_flush(out);
+}
+
+/* The first failed write to --output, which stdio keeps as a flag only. */
+static int output_errno;
+
+void bench_flush(FILE *out)
+{
+    /* stdout through cli_flush(), which keeps a failed write's errno for
+     * main's report; --output's for bench_close_output() */
     if (out == stdout)
         cli_flush();
-    else
-        fflush(out);
+    else if ((fflush(out) != 0 || ferror(out)) && !output_errno)
+        output_errno = errno ? errno : EIO; /* a JSON row's flush failed in jw_finish() */
+}
+
+int bench_close_output(FILE *out, const struct cli *c, const char *name, bool quiet)
+{
+    if (!out || out == stdout)
+        return 0;
+    bool lost = ferror(out) != 0;
+    int e = fclose(out) ? errno : 0;
+    if (!lost && !e)
+        return 0;
+    e = output_errno ? output_errno : e ? e : EIO;
+    if (!quiet)
+        cli_failf("bench", c->fmt == FMT_JSON, -e, name, "--output %s: %s", name, strerror(e));
+    return 1;
 }
 
 /* A failed run: one stderr line (and the JSON error object with --json). */

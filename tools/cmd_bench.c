@@ -133,7 +133,8 @@ static int open_cells(struct cli *c, struct cells *k)
     if (c->sweep)
         bench_fill_ctx(&c->ctx, c->o.path);
     if (c->output && !(k->out = fopen(c->output, "w"))) {
-        fprintf(stderr, "pinio bench: --output %s: %s\n", c->output, strerror(errno));
+        cli_failf("bench", c->fmt == FMT_JSON, -errno, c->output, "--output %s: %s", c->output,
+                  strerror(errno));
         free(k->runs);
         return 1;
     }
@@ -207,10 +208,8 @@ static int close_cells(struct cli *c, struct cells *k, int rc)
             cli_flush();
     }
     free(k->runs);
-    if (k->out != stdout && fclose(k->out) && !rc) {
-        fprintf(stderr, "pinio bench: --output %s: %s\n", c->output, strerror(errno));
+    if (bench_close_output(k->out, c, c->output, rc != 0) && !rc)
         rc = 1;
-    }
     if (bench_close_log(c, rc != 0) && !rc)
         rc = 1;
     return rc;
@@ -230,9 +229,11 @@ static int run_jobfile(struct cli *top, int argc, char **argv)
     char err[1024];
     int e = bench_jobfile_parse(top->job_file, &jf, err, sizeof err);
     if (e) {
-        /* what the file says is wrong is a usage error; reading it is not */
-        fprintf(stderr, "pinio bench: %s\n", err);
-        return e == -ENOTSUP || e == -EINVAL ? 2 : 1;
+        /* What the file says is wrong is a usage error (in JSON, as every
+         * usage error: EINVAL); reading it is not. */
+        bool usage = e == -ENOTSUP || e == -EINVAL;
+        cli_failf("bench", top->fmt == FMT_JSON, usage ? -EINVAL : e, top->job_file, "%s", err);
+        return usage ? 2 : 1;
     }
     for (size_t i = 0; i < jf.nnotes; i++)
         fprintf(stderr, "pinio bench: note: %s\n", jf.notes[i]);
@@ -240,20 +241,17 @@ static int run_jobfile(struct cli *top, int argc, char **argv)
     int rc = sec ? prepare_sections(top, &jf, sec, argc, argv)
                  : (fprintf(stderr, "pinio bench: out of memory\n"), 1);
     FILE *out = stdout;
-    if (!rc && top->output && !(out = fopen(top->output, "w"))) {
-        fprintf(stderr, "pinio bench: --output %s: %s\n", top->output, strerror(errno));
-        rc = 1;
-    }
+    if (!rc && top->output && !(out = fopen(top->output, "w")))
+        rc = cli_failf("bench", top->fmt == FMT_JSON, -errno, top->output, "--output %s: %s",
+                       top->output, strerror(errno));
     for (size_t i = 0; i < jf.njobs && !rc; i++)
         rc = bench_open_log(sec[i].c);
     if (!rc)
         cli_stop_install();
     for (unsigned g = 0; g < jf.ngroups && !rc; g++)
         rc = run_group(top, &jf, sec, g, out);
-    if (out != stdout && out && fclose(out) && !rc) {
-        fprintf(stderr, "pinio bench: --output %s: %s\n", top->output, strerror(errno));
+    if (bench_close_output(out, top, top->output, rc != 0) && !rc)
         rc = 1;
-    }
     for (size_t i = 0; sec && i < jf.njobs; i++)
         if (sec[i].c && bench_close_log(sec[i].c, rc != 0) && !rc)
             rc = 1;
@@ -339,8 +337,8 @@ static int run_group(const struct cli *top, const bench_jobfile *jf, struct sect
         if (jf->jobs[i].group != g)
             continue;
         if ((e = pthread_create(&sec[i].th, NULL, section_main, &sec[i]))) {
-            fprintf(stderr, "pinio bench: %s: thread: %s\n", sec[i].where, strerror(e));
-            rc = 1;
+            rc = cli_failf("bench", top->fmt == FMT_JSON, -e, NULL, "%s: thread: %s",
+                           sec[i].where, strerror(e));
             break;
         }
         started = i + 1;
@@ -368,10 +366,7 @@ static int run_group(const struct cli *top, const bench_jobfile *jf, struct sect
     }
     if (sum.sections) {
         bench_print_group(out, top->fmt, g, &sum);
-        if (out == stdout)
-            cli_flush();
-        else
-            fflush(out);
+        bench_flush(out);
     }
     if (stopped) {
         /* Ctrl-C: the partial results are out; die of the signal */
