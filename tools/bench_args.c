@@ -356,10 +356,18 @@ static int parse_opt(struct cli *c, int opt, const char *v)
     case O_OFFSET: rc = cli_parse_size(v, &o->offset); break;
     case O_IOSIZE: rc = cli_parse_size(v, &o->io_size); break;
     case O_LOOPS: rc = parse_bounded(v, 1000000, &o->loops); rc = rc || !o->loops ? -EINVAL : 0; break;
-    case O_TIME:
+    case O_TIME: {
+        /* Every number out of the range gets the range, 0 and 1e308 alike
+         * (0 is the library's "one pass", which is --time left out here). */
+        char *end;
+        double t = strtod(v, &end);
+        bool number = end != v && (!*end || !strcmp(end, "s"));
+        if (number && !(t >= 1e-3 && t <= 1e6))
+            return bench_usage(c, "--time %s: must be between 0.001 and 1e6 seconds (leave "
+                               "--time out for one pass over the region)", v);
         rc = parse_seconds(v, &o->time_s);
-        rc = rc || o->time_s < 1e-3 ? -EINVAL : 0;
         break;
+    }
     case O_RAMP: rc = parse_seconds(v, &o->ramp_time_s); break;
     case O_DELAY: rc = parse_seconds(v, &o->startdelay_s); break;
     case O_RATE: rc = cli_parse_size(v, &o->rate_bytes_per_s); break;
