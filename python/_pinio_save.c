@@ -39,6 +39,11 @@ static int utf8_of(PyObject *o, PyObject *keep, const char **p, size_t *len)
     return 0;
 }
 
+/* Each shape is taken once as a tuple, and that tuple both sizes the shape
+ * array and fills it: a sequence whose len() differs from what it yields
+ * (a lying __len__, or one that changes while iterated) can neither
+ * overflow the array nor be half read. A len() that disagrees with the
+ * items is refused, naming the tensor. */
 static int specs_parse(PyObject *seq, PyObject *metadata, struct specs *s)
 {
     memset(s, 0, sizeof(*s));
@@ -47,6 +52,9 @@ static int specs_parse(PyObject *seq, PyObject *metadata, struct specs *s)
     if (!fast)
         return -1;
     s->n = (size_t)PySequence_Fast_GET_SIZE(fast);
+    PyObject *shapes = PyList_New((Py_ssize_t)s->n);
+    if (!shapes)
+        goto fail;
     size_t dims = 0;
     for (size_t i = 0; i < s->n; i++) {
         PyObject *it = PySequence_Fast_GET_ITEM(fast, (Py_ssize_t)i);
@@ -54,10 +62,19 @@ static int specs_parse(PyObject *seq, PyObject *metadata, struct specs *s)
             PyErr_SetString(PyExc_TypeError, "a spec is (name, dtype, shape, data_ptr, data_len)");
             goto fail;
         }
-        Py_ssize_t r = PySequence_Size(PyTuple_GET_ITEM(it, 2));
-        if (r < 0)
+        PyObject *shape = PyTuple_GET_ITEM(it, 2);
+        Py_ssize_t claimed = PySequence_Size(shape);
+        PyObject *tup = claimed < 0 ? NULL : PySequence_Tuple(shape);
+        if (!tup)
             goto fail;
-        dims += (size_t)r;
+        PyList_SET_ITEM(shapes, (Py_ssize_t)i, tup);
+        if (PyTuple_GET_SIZE(tup) != claimed) {
+            PyErr_Format(PyExc_ValueError,
+                         "tensor %R: its shape's len() is %zd but it yields %zd dimensions",
+                         PyTuple_GET_ITEM(it, 0), claimed, PyTuple_GET_SIZE(tup));
+            goto fail;
+        }
+        dims += (size_t)claimed;
     }
     s->t = calloc(s->n ? s->n : 1, sizeof(*s->t));
     s->shapes = calloc(dims ? dims : 1, sizeof(*s->shapes));
@@ -78,25 +95,21 @@ static int specs_parse(PyObject *seq, PyObject *metadata, struct specs *s)
             PyErr_Format(PyExc_ValueError, "unknown dtype %s", dt);
             goto fail;
         }
-        PyObject *shape = PySequence_Fast(PyTuple_GET_ITEM(it, 2), "shape: a sequence");
-        if (!shape)
-            goto fail;
-        t->rank = (unsigned)PySequence_Fast_GET_SIZE(shape);
+        PyObject *shape = PyList_GET_ITEM(shapes, (Py_ssize_t)i);
+        t->rank = (unsigned)PyTuple_GET_SIZE(shape);
         t->shape = s->shapes + at;
         for (unsigned d = 0; d < t->rank; d++) {
-            s->shapes[at + d] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(shape, d));
-            if (PyErr_Occurred()) {
-                Py_DECREF(shape);
+            s->shapes[at + d] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(shape, d));
+            if (PyErr_Occurred())
                 goto fail;
-            }
         }
-        Py_DECREF(shape);
         at += t->rank;
         t->data = PyLong_AsVoidPtr(PyTuple_GET_ITEM(it, 3));
         t->nbytes = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(it, 4));
         if (PyErr_Occurred())
             goto fail;
     }
+    Py_DECREF(shapes);
     Py_DECREF(fast);
     if (metadata != Py_None) {
         if (!PyDict_Check(metadata)) {
@@ -118,6 +131,7 @@ static int specs_parse(PyObject *seq, PyObject *metadata, struct specs *s)
     }
     return 0;
 fail:
+    Py_XDECREF(shapes);
     Py_DECREF(fast);
     return -1;
 }
