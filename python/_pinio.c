@@ -515,18 +515,37 @@ static PyObject *header_tuple(pinio_st *st)
     return res;
 }
 
-/* header(path): the file's header, read and validated (GIL released). */
-static PyObject *py_header(PyObject *mod, PyObject *arg)
+/* header(path) or header(fd, name): the file's header, read and validated
+ * (GIL released); with a descriptor, through it (the file the caller
+ * opened, whatever the path names now), `name` naming it in errors. */
+static PyObject *py_header(PyObject *mod, PyObject *args)
 {
     (void)mod;
+    PyObject *arg, *name = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O", &arg, &name))
+        return NULL;
+    int fd = -1;
+    if (PyLong_Check(arg)) {
+        long v = PyLong_AsLong(arg);
+        if (v == -1 && PyErr_Occurred())
+            return NULL;
+        if (v < 0 || v > INT_MAX) {
+            PyErr_SetString(PyExc_ValueError, "header: not a descriptor");
+            return NULL;
+        }
+        fd = (int)v;
+    }
     PyObject *enc;
-    if (!PyUnicode_FSConverter(arg, &enc))
+    if (!PyUnicode_FSConverter(fd >= 0 ? (name == Py_None ? arg : name) : arg, &enc))
         return NULL;
     pinio_st *st = NULL;
     pinio_diag diag;
     int r;
     Py_BEGIN_ALLOW_THREADS
-    r = pinio_st_open(&st, PyBytes_AS_STRING(enc), 0, &diag);
+    if (fd >= 0)
+        r = pinio_st_read_fd(&st, fd, PyBytes_AS_STRING(enc), 0, &diag);
+    else
+        r = pinio_st_open(&st, PyBytes_AS_STRING(enc), 0, &diag);
     Py_END_ALLOW_THREADS
     Py_DECREF(enc);
     if (r)
@@ -609,9 +628,9 @@ static PyMethodDef methods[] = {
      "cache='auto', direct='auto', slot_size=0, slots=0, verify=False, expected_sha256=None)"
      " -> report: place([(name, dtype, shape, nbytes, file, file_offset)]) returns each "
      "tensor's device address; synchronised on return"},
-    {"header", py_header, METH_O,
-     "header(path) -> ([(name, dtype, shape, begin, end)] in file order, metadata|None, "
-     "data_offset, file_size)"},
+    {"header", py_header, METH_VARARGS,
+     "header(path) or header(fd, name) -> ([(name, dtype, shape, begin, end)] in file order, "
+     "metadata|None, data_offset, file_size)"},
     {"parse", py_parse, METH_O, "parse(bytes) -> as header(), for a file image in memory"},
     {"read", py_read, METH_VARARGS, "read(fd, offset, length) -> Buffer (pread)"},
     {"save", (PyCFunction)(void (*)(void))py_save, METH_VARARGS | METH_KEYWORDS,

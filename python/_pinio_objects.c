@@ -5,11 +5,36 @@
 
 PyObject *Error; /* pinio._pinio.Error, an OSError */
 
+/* The library's diagnostics suggest the CLI's options where one helps; a
+ * Python caller reads the keyword that does the same. */
+static const char *const py_words[][2] = {
+    {"(--filter)", "(filter=)"},
+    {"(--device)", "(device='cuda')"},
+    {"--memory mapped", "memory='mapped'"},
+    {"--memory pinned", "memory='pinned'"},
+    {"--cache hot", "cache='hot'"},
+};
+
+static PyObject *python_words(const char *msg)
+{
+    PyObject *s = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "replace");
+    for (size_t i = 0; s && i < sizeof(py_words) / sizeof(py_words[0]); i++) {
+        PyObject *from = PyUnicode_FromString(py_words[i][0]);
+        PyObject *to = PyUnicode_FromString(py_words[i][1]);
+        PyObject *t = from && to ? PyUnicode_Replace(s, from, to, -1) : NULL;
+        Py_XDECREF(from);
+        Py_XDECREF(to);
+        Py_SETREF(s, t);
+    }
+    return s;
+}
+
 PyObject *raise_pinio(int code, const pinio_diag *d, const char *fallback)
 {
     const char *msg = d && d->msg[0] ? d->msg : fallback;
     int e = code < 0 && code > -4000 ? -code : EIO;
-    PyObject *args = Py_BuildValue("(is)", e, msg);
+    PyObject *text = python_words(msg);
+    PyObject *args = text ? Py_BuildValue("(iN)", e, text) : NULL;
     if (args) {
         PyObject *exc = PyObject_Call(Error, args, NULL);
         if (exc) {
