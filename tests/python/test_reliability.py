@@ -248,3 +248,20 @@ def test_safe_open_of_a_file_larger_than_the_memory_allowed(tmp):
     assert lines[0].startswith("[1, 2, 3, 4, 5, 6, 7, 8]"), r.stdout
     # The whole file cannot fit: an error that speaks Python, not CLI flags.
     assert lines[1].startswith("SafetensorError") and "--" not in lines[1], r.stdout
+
+
+def test_threads_sharing_a_lazy_handle_get_their_tensors(tmp):
+    path = os.path.join(tmp, "m.safetensors")
+    cold_file(path, {f"t{i:02d}": np.full(1 << 16, i, np.uint8) for i in range(32)})
+    bad = []
+    with safe_open(path, "np") as f:
+        def work(k0):
+            for k in f.keys()[k0::4]:  # each thread in key order, interleaved with the others
+                if not (f.get_tensor(k) == int(k[1:])).all():
+                    bad.append(k)
+        ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    assert not bad

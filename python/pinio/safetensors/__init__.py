@@ -30,6 +30,7 @@ import errno as _errno
 import operator as _operator
 import os as _os
 import stat as _stat
+import threading as _threading
 
 import pinio as _pinio_pkg
 from pinio import _pinio
@@ -164,8 +165,11 @@ class safe_open:
         self._path = _os.fspath(filename)
         self._fd = _open_regular(self._path)
         # Every later read names the file by its descriptor: the kernel
-        # opens the very file this handle validated.
+        # opens the very file this handle validated (without /proc, the
+        # path: the library then checks the file did not change under it).
         self._fdpath = f"/proc/self/fd/{self._fd}"
+        if not _os.path.exists(self._fdpath):
+            self._fdpath = self._path
         try:
             tensors, self._metadata, self._data_offset, _ = _pinio.header(self._fd, self._path)
         except _pinio.Error as e:
@@ -180,6 +184,7 @@ class safe_open:
         self._window = None      # the read-ahead window's checkpoint
         self._last = None        # the name get_tensor() read last
         self._ahead = 0          # the next window's size (bytes)
+        self._lock = _threading.Lock()  # threads share a handle: one window at a time
         self._closed = False
         #: bytes this object read from the file (headers excepted), and the
         #: engine runs that read them: what tests count
@@ -281,6 +286,10 @@ class safe_open:
     def _from_window(self, name):
         """`name` read lazily: from the read-ahead window, else a new window
         from `name` on (just `name` after a random access)."""
+        with self._lock:
+            return self._from_window_locked(name)
+
+    def _from_window_locked(self, name):
         order = self._successor(name)
         self._last = name
         ck = self._window
