@@ -154,10 +154,13 @@ def test_a_fifo_is_refused_without_blocking(tmp):
             "from pinio.safetensors import torch as st\n"
             f"for fn in (lambda: safe_open({fifo!r}, 'pt'), lambda: st.load_file({fifo!r})):\n"
             "    try:\n        fn()\n"
-            "    except SafetensorError as e:\n        print('refused', e)\n")
+            "    except SafetensorError as e:\n        print('refused', e)\n"
+            "import pinio\n"
+            f"try:\n    pinio.load({fifo!r})\n"
+            "except pinio.Error as e:\n    print('refused', e)\n")
     r = run_py(code, timeout=60)  # before the fix: blocked forever in open()
     assert r.returncode == 0, r.stderr
-    assert r.stdout.count("refused") == 2 and "FIFO" in r.stdout and fifo in r.stdout, r.stdout
+    assert r.stdout.count("refused") == 3 and "FIFO" in r.stdout and fifo in r.stdout, r.stdout
 
 
 def test_numpy_integers_index_a_slice(tmp):
