@@ -20,6 +20,26 @@
  * name, never a partial file; a reader that has the old file mapped keeps
  * its bytes (the reference writer does the same since its PR #764).
  *
+ * The file it replaces: its permission bits are kept (set-id bits aside, as
+ * a write would clear them), and its owner and group where the caller may
+ * set them (root). A read-only file is refused (-EACCES) unless the caller
+ * may write it anyway (root), as the reference writer's open(2) is; a
+ * directory or other non-regular file is refused. A symlink is written
+ * through, as open(2) would: the link stays, the file it names is replaced
+ * (its temporary beside it); a link to nothing is refused (-ENOENT).
+ *
+ * The temporary is `DIR/.NAME.pinio-save-PID.tmp`, created O_EXCL |
+ * O_NOFOLLOW (whatever is planted under that name is never followed or
+ * truncated: the save fails with -EEXIST) and marked as the writer's
+ * (xattr user.pinio.save). A writer killed mid-write leaves it; a later
+ * save of the same file removes it by the rule gen and bench follow
+ * (src/base/stale.h: marked, its process gone, a minute untouched).
+ *
+ * Every rule the reader enforces is checked before a byte is written (the
+ * header goes through the reader's own parser): a file pinio_save writes is
+ * never one pinio refuses to read (a NUL in a name, a header over
+ * #PINIO_ST_HEADER_MAX, a name given twice, ...).
+ *
  * I/O: where the file system accepts O_DIRECT the bytes go through a
  * page-aligned, page-locked (when RLIMIT_MEMLOCK allows) staging buffer
  * straight to storage, without filling the page cache with a checkpoint
@@ -110,10 +130,11 @@ typedef struct pinio_save_result {
  *               `*out_len` bytes. Untouched on failure.
  * @param diag   optional; names the tensor (and `diag->index` its index in `ts`).
  * @return 0; -EINVAL (a bad tensor: NULL or "__metadata__" or duplicate name,
- *         invalid UTF-8, unknown dtype, NULL shape or data where needed,
+ *         invalid UTF-8 or a NUL in a name, unknown dtype, NULL shape or data where needed,
  *         nbytes not matching dtype × shape, a sub-byte dtype whose bit count
- *         is not a multiple of 8; a bad metadata entry), -EOVERFLOW (offsets
- *         past 2^64), -ENOMEM.
+ *         is not a multiple of 8; a bad metadata entry; anything else the
+ *         reader would refuse), -EFBIG (a header over #PINIO_ST_HEADER_MAX),
+ *         -EOVERFLOW (offsets past 2^64), -ENOMEM.
  */
 PINIO_API int pinio_save_header(const pinio_save_tensor *ts, size_t n,
                                 const pinio_save_opts *opts, size_t *order, uint8_t **out,
@@ -126,8 +147,11 @@ PINIO_API int pinio_save_header(const pinio_save_tensor *ts, size_t n,
  * @param res   optional, filled on success.
  * @param diag  optional; names the file and offset, or the tensor.
  * @return 0; as pinio_save_header(); -ECANCELED (progress callback);
- *         open/write/fsync/rename's errno (ENOSPC, EACCES, ...). On failure
- *         the temporary file is removed and `path` is untouched.
+ *         -EACCES (a read-only file), -EISDIR/-EINVAL (not a regular file),
+ *         -ENOENT (a folder or a symlink's file missing), -EEXIST (the
+ *         temporary's name is taken); open/write/fsync/rename's errno
+ *         (ENOSPC, ...). On failure the temporary file is removed and `path`
+ *         is untouched.
  */
 PINIO_API int pinio_save(const char *path, const pinio_save_tensor *ts, size_t n,
                          const pinio_save_opts *opts, pinio_save_result *res,

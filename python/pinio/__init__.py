@@ -109,6 +109,30 @@ def tensor_from_buffer(buf, st_dtype, shape, framework, name=""):
     return torch.frombuffer(buf, dtype=dt).reshape(shape)
 
 
+def _filters(filter):
+    """The filter argument as a list of patterns (None: all tensors). A str
+    is one pattern, not one per letter."""
+    if filter is None:
+        return None
+    if isinstance(filter, str):
+        return [filter]
+    if isinstance(filter, bytes):
+        raise TypeError("filter: a str or a list of str, not bytes")
+    pats = list(filter)
+    for p in pats:
+        if not isinstance(p, str):
+            raise TypeError(f"filter: each pattern is a str, not {type(p).__name__}")
+    return pats or None
+
+
+def _check_selected(filters, selected, files, paths):
+    """A selection that matches nothing is an error, as `pinio load --filter` says."""
+    if filters and selected == 0:
+        raise Error(errno.ENOENT,
+                    f"no tensor matches filter {filters!r} in {', '.join(map(str, paths))} "
+                    f"({files} file{'' if files == 1 else 's'})")
+
+
 def _as_paths(paths):
     if isinstance(paths, (str, bytes, _os.PathLike)):
         return [_os.fspath(paths)]
@@ -325,11 +349,13 @@ def _stream(paths, filter, device, allocator, verify=False, expected_sha256=None
     device = f"cuda:{n}"
     tensors, infos = {}, {}
     place = _placer(device, allocator, tensors, infos)
-    report = _pinio.stream_gpu(_as_paths(paths), place, "cuda", n,
-                               filters=list(filter) if filter else None, backend=backend,
+    filters = _filters(filter)
+    paths = _as_paths(paths)
+    report = _pinio.stream_gpu(paths, place, "cuda", n, filters=filters, backend=backend,
                                cache=cache, direct=direct, slot_size=slot_size, slots=slots,
                                verify=verify, expected_sha256=expected_sha256)
     report["device_name"] = device
+    _check_selected(filters, len(tensors), report["files"], paths)
     return tensors, infos, report
 
 
@@ -365,7 +391,8 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
          map_private=True, arena=None, slot_size=0, slots=0, fill="auto"):
     """Loads `paths` (files, shard folders, index files) and returns a Checkpoint.
 
-    filter: names, dotted prefixes or globs (None: all). backend: auto,
+    filter: a name, dotted prefix or glob, or a list of them (None: all); a
+    filter that selects no tensor raises pinio.Error (ENOENT). backend: auto,
     fixed_direct, direct, buffered or pread (a rung of the engine's ladder).
     cache: auto (buffered when the page cache holds the file), cold, hot.
     memory: "auto" (default: files in the page cache mapped, the others read
@@ -414,10 +441,17 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
         raise ValueError("allocator= places tensors on a GPU device only")
     if slot_size or slots:
         raise ValueError("slot_size=/slots= size the staging ring of a GPU device load only")
-    raw = _pinio.load(_as_paths(paths), filters=list(filter) if filter else None,
-                      backend=backend, cache=cache, direct=direct, verify=verify, memory=memory,
-                      map_private=map_private, arena=arena, expected_sha256=expected_sha256,
-                      fill=fill)
+    filters = _filters(filter)
+    paths = _as_paths(paths)
+    raw = _pinio.load(paths, filters=filters, backend=backend, cache=cache, direct=direct,
+                      verify=verify, memory=memory, map_private=map_private, arena=arena,
+                      expected_sha256=expected_sha256, fill=fill)
+    try:
+        rep = raw.report()
+        _check_selected(filters, rep["tensors"], rep["files"], paths)
+    except Error:
+        raw.close()
+        raise
     return Checkpoint(raw, framework)
 
 

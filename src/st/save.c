@@ -15,14 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "pinio/save.h"
 #include "src/base/clock.h"
 #include "src/base/opts.h"
+#include "src/base/stale.h"
 #include "src/st/json_internal.h"
 
 #define META_KEY "__metadata__"
@@ -134,18 +135,24 @@ struct sort_item {
     size_t idx, name_len;
 };
 
-/* The reference's order: dtype descending, then name ascending (Rust's
- * String ordering: bytewise, a prefix first). */
-static int cmp_item(const void *pa, const void *pb)
+/* Names bytewise, a prefix first (Rust's String ordering). */
+static int cmp_name(const void *pa, const void *pb)
 {
     const struct sort_item *a = pa, *b = pb;
-    if (a->t->dtype != b->t->dtype)
-        return a->t->dtype > b->t->dtype ? -1 : 1;
     size_t m = a->name_len < b->name_len ? a->name_len : b->name_len;
     int c = memcmp(a->t->name, b->t->name, m);
     if (c)
         return c;
     return a->name_len < b->name_len ? -1 : a->name_len > b->name_len;
+}
+
+/* The reference's order: dtype descending, then name ascending. */
+static int cmp_item(const void *pa, const void *pb)
+{
+    const struct sort_item *a = pa, *b = pb;
+    if (a->t->dtype != b->t->dtype)
+        return a->t->dtype > b->t->dtype ? -1 : 1;
+    return cmp_name(pa, pb);
 }
 
 static int bad_tensor(pinio_diag *diag, size_t i, const struct sort_item *it, const char *why)
@@ -170,6 +177,9 @@ static int check_tensor(const struct sort_item *it, pinio_diag *diag)
     size_t bad;
     if (!pinio__utf8_check(t->name, it->name_len, &bad))
         return bad_tensor(diag, i, it, "the name is not valid UTF-8");
+    /* The reader refuses a NUL in a name (loaders pass names as C strings). */
+    if (memchr(t->name, '\0', it->name_len))
+        return bad_tensor(diag, i, it, "the name contains a NUL byte, which readers refuse");
     if ((unsigned)t->dtype >= PINIO_DTYPE_COUNT)
         return bad_tensor(diag, i, it, "unknown dtype");
     if (t->rank && !t->shape)
@@ -239,7 +249,9 @@ static int prepare(const pinio_save_tensor *ts, size_t n, const pinio_save_opts 
             return r;
         }
     }
-    qsort(it, n, sizeof(*it), cmp_item);
+    /* Duplicates are neighbours in name order only: the write order sorts
+     * by dtype first, so "a" as F32 and "a" as I8 lie apart in it. */
+    qsort(it, n, sizeof(*it), cmp_name);
     for (size_t i = 1; i < n; i++)
         if (it[i].name_len == it[i - 1].name_len &&
             !memcmp(it[i].t->name, it[i - 1].t->name, it[i].name_len)) {
@@ -248,6 +260,7 @@ static int prepare(const pinio_save_tensor *ts, size_t n, const pinio_save_opts 
             free(it);
             return r;
         }
+    qsort(it, n, sizeof(*it), cmp_item);
     *items = it;
     return 0;
 }
@@ -310,6 +323,39 @@ static int build_header(const struct sort_item *it, size_t n, const pinio_save_o
     return 0;
 }
 
+/* Every rule the reader enforces holds before a byte is written: the
+ * header just built goes through the reader's own parser (the strict one a
+ * load uses), so a file pinio_save writes is never one pinio refuses to
+ * read, and a new reader rule needs no second copy here. The length limit
+ * is checked first for a message that says what to shrink. */
+static int check_readable(const struct sort_item *it, size_t n, const struct buf *h,
+                          pinio_diag *diag)
+{
+    uint64_t hlen = h->len - 8;
+    if (hlen > PINIO_ST_HEADER_MAX) {
+        pinio_diag_set(diag, -EFBIG,
+                       "pinio_save: the header would be %llu bytes, over the format's limit of "
+                       "%u (readers refuse it): fewer tensors, shorter names or less metadata",
+                       (unsigned long long)hlen, PINIO_ST_HEADER_MAX);
+        return -EFBIG;
+    }
+    uint64_t size = h->len;
+    for (size_t i = 0; i < n; i++)
+        size += it[i].t->nbytes; /* no overflow: build_header checked the offsets */
+    pinio_st *st = NULL;
+    pinio_diag rd;
+    int r = pinio_st_parse(&st, h->p, h->len, size, "the header", 0, &rd);
+    pinio_st_free(st);
+    if (r == -ENOMEM) {
+        pinio_diag_set(diag, r, "pinio_save: out of memory checking the header");
+    } else if (r) {
+        pinio_diag_set(diag, -EINVAL, "pinio_save: the reader would refuse this file: %s",
+                       rd.msg);
+        r = -EINVAL;
+    }
+    return r;
+}
+
 static int copy_opts(pinio_save_opts *oc, const pinio_save_opts *uo, pinio_diag *diag)
 {
     pinio_save_opts_default(oc);
@@ -326,6 +372,8 @@ static int layout(const pinio_save_tensor *ts, size_t n, const pinio_save_opts *
         return r;
     *h = (struct buf){0};
     r = build_header(*items, n, o, h, diag);
+    if (!r)
+        r = check_readable(*items, n, h, diag);
     if (r) {
         free(*items);
         free(h->p);
@@ -486,42 +534,128 @@ static int emit(struct out *w, const uint8_t *p, uint64_t n, bool counts)
     return 0;
 }
 
-/* A temporary name beside `path`, created O_EXCL with mode 0666 so the
- * umask applies as it would to open(path, O_CREAT): `.NAME.pinio-PID-RAND`.
- * Random rather than a counter: the library keeps no process-global state,
- * and O_EXCL settles the rare collision by another try. */
-static int create_tmp(const char *path, char **tmp_out, pinio_diag *diag)
+/* The mark of the writer's temporaries (src/base/stale.h), and their
+ * names: `DIR/.NAME.pinio-save-PID.tmp` beside the file they become. */
+#define SAVE_XATTR "user.pinio.save"
+#define TMP_INFIX ".pinio-save-"
+#define TMP_SUFFIX ".tmp"
+
+/* The file a save replaces, and what of it the new file keeps. */
+struct target {
+    char *path;   /* where the bytes go: `path`, or the file a symlink names */
+    bool exists;
+    struct stat st;
+};
+
+/* Resolves `path` before anything is written. A symlink is written
+ * through, as open(2) for writing (and so the reference writer) would: the
+ * link stays a link and the file it names gets the new bytes, renamed into
+ * place beside that file. An existing file must be a regular file the
+ * caller may write: a read-only one is refused with EACCES (the reference
+ * writer's open fails so for a non-root user; root may write it there and
+ * here). */
+static int resolve_target(const char *path, struct target *t, pinio_diag *diag)
 {
-    const char *slash = strrchr(path, '/');
-    size_t dlen = slash ? (size_t)(slash - path) + 1 : 0;
-    size_t cap = strlen(path) + 64;
-    char *tmp = malloc(cap);
-    if (!tmp) {
-        pinio_diag_set_at(diag, -ENOMEM, path, PINIO_DIAG_NO_OFFSET, "out of memory");
+    memset(t, 0, sizeof(*t));
+    int e = 0;
+    if (lstat(path, &t->st) < 0) {
+        e = -errno;
+        if (e != -ENOENT) {
+            pinio_diag_set_at(diag, e, path, PINIO_DIAG_NO_OFFSET, "lstat: %s",
+                              pinio_strerror(e));
+            return e;
+        }
+        t->path = strdup(path);
+        return t->path ? 0 : -ENOMEM;
+    }
+    if (S_ISLNK(t->st.st_mode)) {
+        t->path = realpath(path, NULL);
+        if (!t->path || stat(t->path, &t->st) < 0) {
+            e = -errno;
+            pinio_diag_set_at(diag, e, path, PINIO_DIAG_NO_OFFSET,
+                              "a symlink whose file cannot be resolved (%s): pinio_save writes "
+                              "through a link to an existing file only",
+                              pinio_strerror(e));
+            free(t->path);
+            t->path = NULL;
+            return e;
+        }
+    } else if (!(t->path = strdup(path))) {
         return -ENOMEM;
     }
-    for (int tries = 0; tries < 100; tries++) {
-        uint64_t rnd;
-        if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
-            rnd = (uint64_t)(pinio__now_s() * 1e9) ^ ((uint64_t)(uintptr_t)&rnd << 16) ^ (uint64_t)tries;
-        snprintf(tmp, cap, "%.*s.%s.pinio-%ld-%016llx", (int)dlen, path, path + dlen,
-                 (long)getpid(), (unsigned long long)rnd);
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0) {
-            *tmp_out = tmp;
-            return fd;
-        }
-        if (errno != EEXIST) {
-            int e = -errno;
-            pinio_diag_set_at(diag, e, path, PINIO_DIAG_NO_OFFSET, "create %s: %s", tmp,
+    if (!S_ISREG(t->st.st_mode)) {
+        e = S_ISDIR(t->st.st_mode) ? -EISDIR : -EINVAL;
+        pinio_diag_set_at(diag, e, t->path, PINIO_DIAG_NO_OFFSET,
+                          "not a regular file: pinio_save replaces regular files only");
+    } else if (faccessat(AT_FDCWD, t->path, W_OK, AT_EACCESS) < 0) {
+        e = -errno;
+        pinio_diag_set_at(diag, e, t->path, PINIO_DIAG_NO_OFFSET,
+                          "%s (mode %04o): pinio_save replaces only a file the caller may write",
+                          e == -EACCES ? "read-only" : pinio_strerror(e),
+                          (unsigned)(t->st.st_mode & 07777));
+    }
+    if (e) {
+        free(t->path);
+        t->path = NULL;
+        return e;
+    }
+    t->exists = true;
+    return 0;
+}
+
+/* Creates the temporary of `t->path` after removing the stale ones a
+ * killed writer left (stale.h: marked, of a process that is gone, a minute
+ * untouched), O_EXCL | O_NOFOLLOW so that nothing planted under the name
+ * (a symlink, a file) is ever followed or truncated; mode 0666 so the umask
+ * applies as it would to open(path, O_CREAT). A file it replaces passes on
+ * its permission bits (set-id bits aside, as a write would clear them) and,
+ * where the caller may set them (root), its owner and group. */
+static int create_tmp(const struct target *t, char **tmp_out, pinio_diag *diag)
+{
+    const char *slash = strrchr(t->path, '/');
+    size_t dlen = slash ? (size_t)(slash - t->path) + 1 : 0;
+    size_t cap = strlen(t->path) + 64;
+    char *tmp = malloc(cap), *dotted = malloc(cap);
+    if (!tmp || !dotted) {
+        free(tmp);
+        free(dotted);
+        pinio_diag_set_at(diag, -ENOMEM, t->path, PINIO_DIAG_NO_OFFSET, "out of memory");
+        return -ENOMEM;
+    }
+    snprintf(dotted, cap, "%.*s.%s", (int)dlen, t->path, t->path + dlen);
+    pinio__remove_stale(dotted, TMP_INFIX, TMP_SUFFIX, SAVE_XATTR);
+    snprintf(tmp, cap, "%s" TMP_INFIX "%ld" TMP_SUFFIX, dotted, (long)getpid());
+    free(dotted);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        int e = -errno;
+        if (e == -EEXIST)
+            pinio_diag_set_at(diag, e, t->path, PINIO_DIAG_NO_OFFSET,
+                              "the temporary %s exists (another save of this file in this "
+                              "process, or not pinio's): left alone, nothing written",
+                              tmp);
+        else
+            pinio_diag_set_at(diag, e, t->path, PINIO_DIAG_NO_OFFSET, "create %s: %s", tmp,
                               pinio_strerror(e));
+        free(tmp);
+        return e;
+    }
+    (void)pinio__stale_mark(fd, SAVE_XATTR); /* best effort: unmarked is never removed */
+    if (t->exists) {
+        if (t->st.st_uid != geteuid() || t->st.st_gid != getegid())
+            (void)fchown(fd, t->st.st_uid, t->st.st_gid); /* EPERM: the caller's, as documented */
+        if (fchmod(fd, t->st.st_mode & 01777) < 0) {
+            int e = -errno;
+            pinio_diag_set_at(diag, e, tmp, PINIO_DIAG_NO_OFFSET, "fchmod: %s",
+                              pinio_strerror(e));
+            close(fd);
+            unlink(tmp);
             free(tmp);
             return e;
         }
     }
-    free(tmp);
-    pinio_diag_set_at(diag, -EEXIST, path, PINIO_DIAG_NO_OFFSET, "no free temporary name");
-    return -EEXIST;
+    *tmp_out = tmp;
+    return fd;
 }
 
 static int sync_dir(const char *path, pinio_diag *diag)
@@ -591,9 +725,12 @@ int pinio_save(const char *path, const pinio_save_tensor *ts, size_t n,
     r = layout(ts, n, &o, &it, &h, diag);
     if (r)
         return r;
+    struct target tg;
     char *tmp = NULL;
-    int fd = create_tmp(path, &tmp, diag);
+    r = resolve_target(path, &tg, diag);
+    int fd = r ? r : create_tmp(&tg, &tmp, diag);
     if (fd < 0) {
+        free(tg.path);
         free(it);
         free(h.p);
         return fd;
@@ -614,15 +751,21 @@ int pinio_save(const char *path, const pinio_save_tensor *ts, size_t n,
         r = io_fail(&w, -errno, size, "fsync");
     if (close(fd) < 0 && !r) /* NFS and friends report write errors at close */
         r = io_fail(&w, -errno, size, "close");
-    if (!r && rename(tmp, path) < 0) {
+    if (!r && rename(tmp, tg.path) < 0) {
         r = -errno;
-        pinio_diag_set_at(diag, r, path, PINIO_DIAG_NO_OFFSET, "rename from %s: %s", tmp,
+        pinio_diag_set_at(diag, r, tg.path, PINIO_DIAG_NO_OFFSET, "rename from %s: %s", tmp,
                           pinio_strerror(r));
     }
-    if (r)
+    if (r) {
         unlink(tmp);
-    else if (!o.no_sync)
-        r = sync_dir(path, diag);
+    } else {
+        /* The mark says "a temporary" (kept until the rename, so a writer
+         * killed before it leaves one a later save removes): the file it
+         * became carries none. */
+        (void)lremovexattr(tg.path, SAVE_XATTR);
+        if (!o.no_sync)
+            r = sync_dir(tg.path, diag);
+    }
     if (!r && o.progress) /* the final call: nothing is left to stop */
         (void)o.progress(o.progress_ctx, &(pinio_progress){ .done_bytes = w.total,
                          .total_bytes = w.total, .elapsed_s = pinio__now_s() - t0 });
@@ -638,6 +781,7 @@ int pinio_save(const char *path, const pinio_save_tensor *ts, size_t n,
     if (w.stage)
         munmap(w.stage, CHUNK);
     free(tmp);
+    free(tg.path);
     free(it);
     free(h.p);
     return r;

@@ -1,7 +1,14 @@
 #!/usr/bin/env python3
-"""Every C example of README.md, built against the installed library and run.
+"""Every C and Python example of README.md, built against the installed
+library and run.
 
   check_readme.py MESON BUILD_DIR LIBDIR PINIO README CC...
+
+Each ```python block runs as printed, with this interpreter, in a folder
+holding the files it names (model.safetensors and a sharded model/, both
+`pinio gen` checkpoints with lm_head.weight and model.norm.weight), the
+package imported from BUILD_DIR/python; on a machine without CUDA too.
+Skipped, said so, when the build has no Python package.
 
 Installs the library, headers and pinio.pc (meson install --tags
 devel,runtime) into a temporary DESTDIR, finds pinio through pkg-config there
@@ -68,9 +75,40 @@ def main(argv):
                 print("FAIL: README example %d (%s) exits %d" % (i, first, x.returncode))
                 failed += 1
         print("%d of %d README examples built and ran" % (len(blocks) - failed, len(blocks)))
+        failed += run_python(readme, build, pinio, work)
     finally:
         shutil.rmtree(work)
     return 1 if failed else 0
+
+
+def run_python(readme, build, pinio, work):
+    """Runs each ```python block of README.md in a folder of its own; the number that failed."""
+    blocks = re.findall(r"^```python\n(.*?)^```", open(readme, encoding="utf-8").read(),
+                        re.M | re.S)
+    pkg = os.path.join(build, "python")
+    if not os.path.isdir(os.path.join(pkg, "pinio")):
+        print("SKIP: the Python examples (this build has no Python package: -Dpython)")
+        return 0
+    if not blocks:
+        print("FAIL: no ```python block in " + readme)
+        return 1
+    here = os.path.join(work, "py")
+    os.mkdir(here)
+    gen = [pinio, "gen", "--hidden", "256", "--layers", "2", "-q"]
+    subprocess.run(gen[:2] + [os.path.join(here, "model.safetensors")] + gen[2:], check=True)
+    subprocess.run(gen[:2] + [os.path.join(here, "model")] + gen[2:] + ["--shards", "2"],
+                   check=True)
+    env = dict(os.environ, PYTHONPATH=pkg)
+    failed = 0
+    for i, code in enumerate(blocks, 1):
+        x = subprocess.run([sys.executable, "-c", code], cwd=here, env=env, capture_output=True,
+                           text=True, timeout=120)
+        print("--- python example %d: exit %d\n%s%s" % (i, x.returncode, x.stdout, x.stderr))
+        if x.returncode != 0:
+            print("FAIL: README python example %d exits %d" % (i, x.returncode))
+            failed += 1
+    print("%d of %d README python examples ran" % (len(blocks) - failed, len(blocks)))
+    return failed
 
 
 if __name__ == "__main__":

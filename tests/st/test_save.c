@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -283,4 +286,235 @@ Test(save, missing_folder_names_the_path)
     int r = pinio_save("/var/tmp/pinio-save-no-such-dir/x.safetensors", &t, 1, NULL, NULL, &d);
     cr_assert_eq(r, -ENOENT);
     cr_assert(strstr(d.msg, "/var/tmp/pinio-save-no-such-dir/x.safetensors"), "%s", d.msg);
+}
+
+/* A one-tensor save of `nbytes` bytes of 0x5A to `path`; returns its result. */
+static int save_u8(const char *path, size_t nbytes, pinio_diag *d)
+{
+    uint8_t *b = malloc(nbytes ? nbytes : 1);
+    cr_assert_not_null(b);
+    memset(b, 0x5A, nbytes);
+    uint64_t s1[1] = {nbytes};
+    pinio_save_tensor t = {"x", 0, PINIO_DTYPE_U8, 1, s1, b, nbytes};
+    pinio_save_opts o;
+    pinio_save_opts_default(&o);
+    o.no_sync = true;
+    int r = pinio_save(path, &t, 1, &o, NULL, d);
+    free(b);
+    return r;
+}
+
+static void write_file(const char *path, const char *s, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+    cr_assert(fd >= 0, "%s: %s", path, strerror(errno));
+    cr_assert_eq(write(fd, s, strlen(s)), (ssize_t)strlen(s));
+    cr_assert_eq(fchmod(fd, mode), 0);
+    close(fd);
+}
+
+static bool file_is(const char *path, const char *s)
+{
+    size_t len;
+    uint8_t *img = st_read_all(path, &len);
+    bool same = len == strlen(s) && !memcmp(img, s, len);
+    free(img);
+    return same;
+}
+
+/* The dtype-first write order puts the two "a" apart (I16, I8, U8). */
+Test(save, duplicate_names_apart_in_write_order)
+{
+    uint8_t b[2] = {0};
+    uint64_t s1[1] = {1}, s2[1] = {2};
+    pinio_save_tensor ts[3] = {{"a", 0, PINIO_DTYPE_U8, 1, s2, b, 2},
+                               {"b", 0, PINIO_DTYPE_I8, 1, s2, b, 2},
+                               {"a", 0, PINIO_DTYPE_I16, 1, s1, b, 2}};
+    char *dir = tmpdir("/var/tmp");
+    char path[300];
+    snprintf(path, sizeof(path), "%s/out.safetensors", dir);
+    pinio_diag d;
+    int r = pinio_save(path, ts, 3, NULL, NULL, &d);
+    cr_assert_eq(r, -EINVAL, "saved a file with \"a\" twice: %d %s", r, d.msg);
+    cr_assert_eq(d.index, 2);
+    cr_assert(strstr(d.msg, "twice"), "%s", d.msg);
+    uint8_t *h = NULL;
+    size_t hl;
+    cr_assert_eq(pinio_save_header(ts, 3, NULL, NULL, &h, &hl, NULL), -EINVAL);
+    cr_assert_eq(rm_dir(dir), 0);
+}
+
+/* What the reader refuses the writer refuses first, and the file already
+ * under the name stays as it was. */
+Test(save, refuses_what_the_reader_refuses)
+{
+    char *dir = tmpdir("/var/tmp");
+    char path[300];
+    snprintf(path, sizeof(path), "%s/out.safetensors", dir);
+    write_file(path, "good", 0644);
+    uint8_t b[2] = {0};
+    uint64_t s2[1] = {2};
+    pinio_save_tensor nul = {"a\0b", 3, PINIO_DTYPE_U8, 1, s2, b, 2};
+    pinio_diag d;
+    int r = pinio_save(path, &nul, 1, NULL, NULL, &d);
+    cr_assert_eq(r, -EINVAL, "a name with a NUL was saved: %d %s", r, d.msg);
+    cr_assert(strstr(d.msg, "NUL"), "%s", d.msg);
+    /* A header over the format's 100 MB limit, by one metadata value. */
+    size_t vlen = PINIO_ST_HEADER_MAX + 1;
+    char *v = malloc(vlen);
+    cr_assert_not_null(v);
+    memset(v, 'x', vlen);
+    pinio_st_kv md = {"k", 0, v, vlen};
+    pinio_save_opts o;
+    pinio_save_opts_default(&o);
+    o.metadata = &md;
+    o.nmetadata = 1;
+    pinio_save_tensor ok = {"a", 0, PINIO_DTYPE_U8, 1, s2, b, 2};
+    r = pinio_save(path, &ok, 1, &o, NULL, &d);
+    free(v);
+    cr_assert_eq(r, -EFBIG, "a header over the limit was saved: %d %s", r, d.msg);
+    cr_assert(strstr(d.msg, "limit"), "%s", d.msg);
+    cr_assert(file_is(path, "good"), "the good file was replaced");
+    cr_assert_eq(rm_dir(dir), 1, "a refused save left a temporary");
+}
+
+Test(save, keeps_the_mode_of_the_file_it_replaces)
+{
+    char *dir = tmpdir("/var/tmp");
+    char path[300];
+    snprintf(path, sizeof(path), "%s/out.safetensors", dir);
+    write_file(path, "old", 0600);
+    pinio_diag d;
+    cr_assert_eq(save_u8(path, 16, &d), 0, "%s", d.msg);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    cr_assert_eq(st.st_mode & 07777, 0600, "mode %04o after the save", st.st_mode & 07777);
+    cr_assert_eq(getxattr(path, "user.pinio.save", NULL, 0), -1, "the temporary's mark stayed");
+    cr_assert_eq(rm_dir(dir), 1);
+}
+
+/* A symlink is written through (as open(2) for writing would): the link
+ * stays, the file it names gets the new bytes. */
+Test(save, writes_through_a_symlink)
+{
+    char *dir = tmpdir("/var/tmp");
+    char real[300], link[300], dangling[300];
+    snprintf(real, sizeof(real), "%s/real.safetensors", dir);
+    snprintf(link, sizeof(link), "%s/link.safetensors", dir);
+    snprintf(dangling, sizeof(dangling), "%s/dangling.safetensors", dir);
+    write_file(real, "old", 0640);
+    cr_assert_eq(symlink("real.safetensors", link), 0);
+    pinio_diag d;
+    cr_assert_eq(save_u8(link, 16, &d), 0, "%s", d.msg);
+    struct stat st;
+    cr_assert_eq(lstat(link, &st), 0);
+    cr_assert(S_ISLNK(st.st_mode), "the symlink was replaced by a regular file");
+    cr_assert_eq(stat(real, &st), 0);
+    cr_assert_eq(st.st_size, 8 + 56 + 16, "the linked file holds %lld bytes",
+                 (long long)st.st_size);
+    cr_assert_eq(st.st_mode & 07777, 0640);
+    /* A link to nothing: refused, naming the link, nothing created. */
+    cr_assert_eq(symlink("nothing", dangling), 0);
+    int r = save_u8(dangling, 16, &d);
+    cr_assert_eq(r, -ENOENT, "%d %s", r, d.msg);
+    cr_assert(strstr(d.msg, "dangling.safetensors"), "%s", d.msg);
+    cr_assert_eq(rm_dir(dir), 3);
+}
+
+/* As a non-root user (uid 65534 in a child), a read-only file is refused
+ * (EACCES, as the reference writer's open fails) though its folder is
+ * writable; root may replace it, as root may write it. */
+Test(save, refuses_a_read_only_file_for_a_user)
+{
+    char *dir = tmpdir("/var/tmp");
+    cr_assert_eq(chmod(dir, 0777), 0);
+    char path[300];
+    snprintf(path, sizeof(path), "%s/ro.safetensors", dir);
+    write_file(path, "keep", 0444);
+    cr_assert_eq(chown(path, 65534, 65534), 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        free(dir); /* the parent's to remove */
+        if (setgid(65534) || setuid(65534))
+            _exit(3);
+        pinio_diag d;
+        int r = save_u8(path, 16, &d);
+        _exit(r == -EACCES && strstr(d.msg, "read-only") && strstr(d.msg, "ro.safetensors")
+                  ? 0 : r == 0 ? 1 : 2);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "as uid 65534: exit %d (1: the read-only file was replaced)", WEXITSTATUS(status));
+    cr_assert(file_is(path, "keep"));
+    if (geteuid() == 0) {
+        pinio_diag d;
+        cr_assert_eq(save_u8(path, 16, &d), 0, "root: %s", d.msg);
+    }
+    cr_assert_eq(rm_dir(dir), 1);
+}
+
+/* The progress callback of a writer that dies mid-write: the process ends
+ * there, as a kill would end it (an exit, so valgrind's child log stays
+ * clean), its temporary half written. */
+static int die_mid_write(void *ctx, const pinio_progress *p)
+{
+    (void)ctx;
+    (void)p;
+    _exit(5);
+}
+
+/* A writer that dies mid-write leaves its temporary; a later save removes
+ * it once it is a minute old (the stale rule of gen and bench,
+ * src/base/stale.h), and a save never follows a link planted under its own
+ * temporary's name. */
+Test(save, a_killed_writers_temporary_is_removed_later)
+{
+    char *dir = tmpdir("/var/tmp");
+    char path[300];
+    snprintf(path, sizeof(path), "%s/out.safetensors", dir);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        free(dir); /* the parent's to remove */
+        size_t n = 20 << 20;
+        uint8_t *b = calloc(1, n);
+        uint64_t s1[1] = {n};
+        pinio_save_tensor t = {"x", 0, PINIO_DTYPE_U8, 1, s1, b, n};
+        pinio_save_opts o;
+        pinio_save_opts_default(&o);
+        o.progress = die_mid_write;
+        pinio_save(path, &t, 1, &o, NULL, NULL);
+        _exit(4);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 5, "the writer did not die mid-write");
+    DIR *dd = opendir(dir);
+    struct dirent *e;
+    char left[600] = "";
+    while ((e = readdir(dd)))
+        if (e->d_name[0] == '.' && strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            snprintf(left, sizeof(left), "%s/%s", dir, e->d_name);
+    closedir(dd);
+    cr_assert(left[0], "the killed writer left no temporary");
+    cr_assert(access(path, F_OK) != 0, "the killed writer published a file");
+    struct timespec old[2] = {{time(NULL) - 3600, 0}, {time(NULL) - 3600, 0}};
+    cr_assert_eq(utimensat(AT_FDCWD, left, old, 0), 0);
+    /* A link planted where this process's temporary goes is never followed. */
+    char planted[600], victim[300];
+    snprintf(victim, sizeof(victim), "%s/victim", dir);
+    snprintf(planted, sizeof(planted), "%s/.out.safetensors.pinio-save-%ld.tmp", dir,
+             (long)getpid());
+    write_file(victim, "victim", 0644);
+    cr_assert_eq(symlink(victim, planted), 0);
+    pinio_diag d;
+    int r = save_u8(path, 16, &d);
+    cr_assert_eq(r, -EEXIST, "%d %s", r, d.msg);
+    cr_assert(file_is(victim, "victim"), "the planted link was followed");
+    cr_assert(access(left, F_OK) != 0, "the stale temporary %s is still there", left);
+    cr_assert_eq(unlink(planted), 0);
+    cr_assert_eq(save_u8(path, 16, &d), 0, "%s", d.msg);
+    cr_assert_eq(rm_dir(dir), 2, "out.safetensors and victim, nothing else");
 }

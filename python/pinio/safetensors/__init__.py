@@ -2,11 +2,15 @@
 `pinio.safetensors` in the imports and the program behaves the same.
 
 What differs from upstream, and why:
-- safe_open loads the whole file at the first get_tensor()/get_tensors():
-  a file in the page cache is mapped private (copy-on-write, as upstream
-  maps it), a cold one read into pinned memory in one engine run with
-  O_DIRECT; tensors are zero-copy views either way. get_slice() reads only the rows it needs (upstream's mmap touches
-  only those pages; its pread backend reads the whole tensor).
+- safe_open reads lazily, as upstream's mapping does: get_tensor() reads
+  that tensor (plus a bounded read-ahead window when keys are read in
+  order), get_tensors() the whole file in one engine run; a file in the
+  page cache is mapped private (copy-on-write, as upstream maps it), a
+  cold one read into pinned memory with O_DIRECT; tensors are zero-copy
+  views either way. get_slice() reads only the rows it needs (upstream's
+  mmap touches only those pages; its pread backend reads the whole tensor).
+- A FIFO, device or folder is refused at safe_open (upstream's open of a
+  FIFO waits for a writer forever).
 - numpy tensors are zero-copy views too (upstream copies them into a
   bytearray); they are writable, as upstream's are.
 - frameworks: pt and np only (tf, flax, mlx, paddle raise SafetensorError);
@@ -22,7 +26,11 @@ What differs from upstream, and why:
   silently ignores them.
 - Metadata keys are written in the dict's order (upstream's is a hash map's).
 """
+import errno as _errno
+import operator as _operator
 import os as _os
+import stat as _stat
+import threading as _threading
 
 import pinio as _pinio_pkg
 from pinio import _pinio
@@ -86,12 +94,46 @@ def _pinio_message(e):
     return e.strerror if isinstance(e, OSError) and e.strerror else str(e)
 
 
+# Read-ahead of a safe_open handle read in order: the first window after a
+# sequential read, and the most one window covers (bytes).
+_AHEAD_MIN = 16 << 20
+_AHEAD_MAX = 256 << 20
+
+
+def _open_regular(path):
+    """A descriptor of `path`, the one file a handle reads from then on.
+    O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused
+    after, as every non-regular file is)."""
+    try:
+        fd = _os.open(path, _os.O_RDONLY | _os.O_CLOEXEC | _os.O_NONBLOCK)
+    except OSError:
+        # upstream: any File::open failure, with this text
+        raise FileNotFoundError(f"No such file or directory: {path}") from None
+    mode = _os.fstat(fd).st_mode
+    if not _stat.S_ISREG(mode):
+        _os.close(fd)
+        kind = ("a directory" if _stat.S_ISDIR(mode) else "a FIFO" if _stat.S_ISFIFO(mode)
+                else "a socket" if _stat.S_ISSOCK(mode) else "a device")
+        raise SafetensorError(f"Error while deserializing header: {path} is {kind}, not a "
+                              "regular file")
+    return fd
+
+
 class safe_open:
     """safe_open(filename, framework, device="cpu", *, backend="mmap", allocator=None, arena=None)
 
     A context manager (it works without `with` too) over one safetensors
     file: keys(), offset_keys(), metadata(), get_tensor(), get_tensors(),
     get_slice(). `backend="pread"` reads through the engine's pread rung.
+
+    One handle reads one file: the one opened and validated here, through
+    its descriptor, whatever the path names later.
+
+    Lazy, as upstream's mapping is: get_tensor() reads that tensor's bytes
+    (and, when the keys are read in order, a read-ahead window of the next
+    ones in that order, 16 MiB doubling to 256 MiB, each window one engine
+    run), so a few tensors of a file larger than memory cost about their
+    own bytes. get_tensors() reads the whole file in one engine run.
 
     device="cuda[:N]" (framework pt): tensors stream through pinio's CUDA
     sink into tensors torch allocates, synchronised before they are
@@ -100,7 +142,8 @@ class safe_open:
     torch.empty for that.
 
     arena (pinio's own keyword, device cpu): a pinio.Arena whose pinned
-    memory the load reuses; a load while tensors of the arena's previous
+    memory the load reuses: the whole file is then read at the first
+    get_tensor(), into it; a load while tensors of the arena's previous
     load are alive raises SafetensorError (nothing is overwritten)."""
 
     def __init__(self, filename, framework, device="cpu", *, backend="mmap", allocator=None,
@@ -120,22 +163,33 @@ class safe_open:
             raise SafetensorError(f"backend {backend} is invalid (mmap or pread)")
         self._backend = backend
         self._path = _os.fspath(filename)
+        self._fd = _open_regular(self._path)
+        # Every later read names the file by its descriptor: the kernel
+        # opens the very file this handle validated (without /proc, the
+        # path: the library then checks the file did not change under it).
+        self._fdpath = f"/proc/self/fd/{self._fd}"
+        if not _os.path.exists(self._fdpath):
+            self._fdpath = self._path
         try:
-            self._fd = _os.open(self._path, _os.O_RDONLY | _os.O_CLOEXEC)
-        except OSError:
-            raise FileNotFoundError(f'No such file or directory: "{self._path}"') from None
-        try:
-            tensors, self._metadata, self._data_offset, _ = _pinio.header(self._path)
+            tensors, self._metadata, self._data_offset, _ = _pinio.header(self._fd, self._path)
         except _pinio.Error as e:
-            _os.close(self._fd)
-            self._fd = -1
+            self._close_fd()
             raise SafetensorError(f"Error while deserializing header: {_pinio_message(e)}") from None
         self._info = {t[0]: t for t in tensors}  # name -> (name, dtype, shape, begin, end)
         self._order = [t[0] for t in tensors]
-        self._ckpt = None
+        self._sorted = sorted(self._info)
+        self._at = {"key": {n: i for i, n in enumerate(self._sorted)},
+                    "offset": {n: i for i, n in enumerate(self._order)}}
+        self._ckpt = None        # the whole file (arena=)
+        self._window = None      # the read-ahead window's checkpoint
+        self._last = None        # the name get_tensor() read last
+        self._ahead = 0          # the next window's size (bytes)
+        self._lock = _threading.Lock()  # threads share a handle: one window at a time
         self._closed = False
-        #: bytes this object read from the file (headers excepted): what tests count
+        #: bytes this object read from the file (headers excepted), and the
+        #: engine runs that read them: what tests count
         self.pinio_bytes_read = 0
+        self.pinio_loads = 0
 
     # -- context manager
     def __enter__(self):
@@ -145,13 +199,17 @@ class safe_open:
         self.close()
         return False
 
-    def close(self):
+    def _close_fd(self):
         if self._fd >= 0:
             _os.close(self._fd)
             self._fd = -1
-        if self._ckpt is not None:
-            self._ckpt.close()  # tensors handed out keep their own references
-            self._ckpt = None
+
+    def close(self):
+        self._close_fd()
+        for ck in (self._ckpt, self._window):
+            if ck is not None:
+                ck.close()  # tensors handed out keep their own references
+        self._ckpt = self._window = None
         self._closed = True
 
     def __del__(self):
@@ -169,10 +227,14 @@ class safe_open:
             raise SafetensorError(f"File does not contain tensor {name}")
         return t
 
+    def _error(self, e):
+        """A pinio error as upstream's type, naming the path, not the descriptor."""
+        return SafetensorError(_pinio_message(e).replace(self._fdpath, self._path))
+
     # -- upstream's methods
     def keys(self):
         self._check()
-        return sorted(self._info)
+        return list(self._sorted)
 
     def offset_keys(self):
         self._check()
@@ -180,52 +242,120 @@ class safe_open:
 
     def metadata(self):
         self._check()
-        return None if self._metadata is None else dict(self._metadata)
+        if self._metadata is None:
+            # None when the header has no __metadata__; {} when it has an
+            # empty one (upstream's two answers; pinio's parser counts both 0).
+            return {} if self._has_empty_metadata() else None
+        return dict(self._metadata)
+
+    def _has_empty_metadata(self):
+        import json
+
+        n = int.from_bytes(bytes(_pinio.read(self._fd, 0, 8)), "little")
+        header = json.loads(bytes(_pinio.read(self._fd, 8, n)))
+        return header.get("__metadata__") == {}
+
+    def _load(self, names=None):
+        """A Checkpoint of `names` (None: all), read in one engine run."""
+        filters = None if names is None else [_exact_pattern(n) for n in names]
+        try:
+            # hot files mapped private, as upstream maps them (writable,
+            # copy-on-write), cold ones read pinned with O_DIRECT
+            raw = _pinio.load([self._fdpath], filters=filters, backend=_BACKENDS[self._backend],
+                              arena=self._arena)
+        except _pinio.Error as e:
+            raise self._error(e) from None
+        self.pinio_bytes_read += raw.report()["read_bytes"]
+        self.pinio_loads += 1
+        return _pinio_pkg.Checkpoint(raw, self._fw)
 
     def _checkpoint(self):
         if self._ckpt is None:
-            try:
-                # hot files mapped private, as upstream maps them (writable,
-                # copy-on-write), cold ones read pinned with O_DIRECT
-                raw = _pinio.load([self._path], backend=_BACKENDS[self._backend],
-                                  arena=self._arena)
-            except _pinio.Error as e:
-                raise SafetensorError(_pinio_message(e)) from None
-            self._ckpt = _pinio_pkg.Checkpoint(raw, self._fw)
-            self.pinio_bytes_read += raw.report()["read_bytes"]
+            self._ckpt = self._load()
         return self._ckpt
+
+    def _successor(self, name):
+        """The order ("key" or "offset") in which `name` follows the tensor
+        read last, or None (a random access)."""
+        if self._last is not None:
+            for order, at in self._at.items():
+                if at[name] == at[self._last] + 1:
+                    return order
+        return None
+
+    def _from_window(self, name):
+        """`name` read lazily: from the read-ahead window, else a new window
+        from `name` on (just `name` after a random access)."""
+        with self._lock:
+            return self._from_window_locked(name)
+
+    def _from_window_locked(self, name):
+        order = self._successor(name)
+        self._last = name
+        ck = self._window
+        if ck is not None and name in ck:
+            return ck[name]
+        if order is None:
+            self._ahead, order = 0, "key"
+        else:
+            self._ahead = min(max(2 * self._ahead, _AHEAD_MIN), _AHEAD_MAX)
+        names = self._sorted if order == "key" else self._order
+        i = self._at[order][name]
+        want, size = [name], self._nbytes(name)
+        for n in names[i + 1:]:
+            size += self._nbytes(n)
+            if size > self._ahead:
+                break
+            want.append(n)
+        if self._window is not None:
+            self._window.close()  # its tensors keep their own references
+            self._window = None
+        ck = self._load(want)
+        if name not in ck:  # cannot happen to a validated descriptor; never a wrong tensor
+            raise SafetensorError(f"File does not contain tensor {name}")
+        self._window = ck
+        return ck[name]
+
+    def _nbytes(self, name):
+        t = self._info[name]
+        return t[4] - t[3]
 
     def _to_device(self, names=None):
         """{name: tensor} of `names` (None: all) streamed to the device."""
         filters = None if names is None else [_exact_pattern(n) for n in names]
         try:
             tensors, rep = _pinio_pkg.load_to_device(
-                [self._path], filters, self._device, allocator=self._allocator,
+                [self._fdpath], filters, self._device, allocator=self._allocator,
                 backend=_BACKENDS[self._backend])
         except _pinio.Error as e:
-            raise SafetensorError(_pinio_message(e)) from None
+            raise self._error(e) from None
         self.pinio_bytes_read += rep["read_bytes"]
         return tensors
 
     def get_tensor(self, name):
-        _, dt, shape, begin, end = self._entry(name)
+        self._entry(name)
         if self._device != "cpu":
             t = self._to_device([name]).get(name)
-            if t is None:  # the file was replaced since the header was read
+            if t is None:
                 raise SafetensorError(f"File does not contain tensor {name}")
             return t
-        ck = self._checkpoint()
-        if name not in ck:  # the file was replaced since the header was read
-            raise SafetensorError(f"File does not contain tensor {name}")
-        return ck[name]
+        if self._arena is not None:
+            return self._checkpoint()[name]
+        return self._from_window(name)
 
     def get_tensors(self):
         self._check()
         if self._device != "cpu":
             d = self._to_device()
             return {n: d[n] for n in self._order if n in d}
-        ck = self._checkpoint()
-        return {n: ck[n] for n in self._order}
+        if self._arena is not None:
+            ck = self._checkpoint()
+            return {n: ck[n] for n in self._order}
+        ck = self._load()
+        try:
+            return {n: ck[n] for n in self._order}
+        finally:
+            ck.close()
 
     def get_slice(self, name):
         return _Slice(self, self._entry(name))
@@ -257,6 +387,25 @@ def _exact_pattern(name):
         else:  # nothing to bracket: the plain name (dotted children, if any,
             return name  # are streamed too and dropped by the caller)
     return "".join(toks)
+
+
+def _as_int(x):
+    """`x` as an int when it is an integer index (int, numpy integers,
+    anything with __index__ that is not an array or tensor: upstream's
+    extraction accepts them), else None. bool is not an index."""
+    if isinstance(x, bool) or hasattr(x, "ndim") and not _numbers_integral(x):
+        return None
+    if isinstance(x, int):
+        return x
+    if hasattr(type(x), "__index__"):
+        return _operator.index(x)
+    return None
+
+
+def _numbers_integral(x):
+    import numbers
+
+    return isinstance(x, numbers.Integral)
 
 
 def _index_items(index):
@@ -324,7 +473,8 @@ class _Slice:
             return self._whole()[index]
         first, rest = items[0], items[1:]
         n = self._shape[0]
-        if isinstance(first, int) and not isinstance(first, bool):
+        if _as_int(first) is not None:
+            first = _as_int(first)
             i = first + n if first < 0 else first
             if not 0 <= i < n:
                 raise IndexError(f"index {first} is out of bounds for dimension 0 with size {n}")
@@ -362,7 +512,8 @@ class _Slice:
                 ranges.append((0, 0, 1))
                 shows.append("0:0")
                 picks.append(slice(0, 0))
-            elif isinstance(it, int) and not isinstance(it, bool):
+            elif _as_int(it) is not None:
+                it = _as_int(it)
                 i = it + n if it < 0 else it
                 if i < 0:
                     raise SafetensorError(f"Invalid index {it} for dimension {d} of size {n}")
@@ -370,6 +521,8 @@ class _Slice:
                 shows.append(str(i))
                 picks.append(i)
             elif isinstance(it, slice):
+                it = slice(*(None if v is None else _operator.index(v)
+                             for v in (it.start, it.stop, it.step)))
                 for b in (it.start, it.stop):
                     if b is not None and b < 0:
                         raise OverflowError("can't convert negative int to unsigned")
@@ -461,10 +614,19 @@ def serialize(tensor_dict, metadata=None):
 def serialize_file(tensor_dict, filename, metadata=None):
     """Writes the same bytes to `filename`: a temporary file, fsync, rename
     (a reader of the old file never sees it truncated); O_DIRECT where the
-    file system allows; the GIL released throughout."""
+    file system allows; the GIL released throughout. A file it replaces
+    keeps its mode; a read-only one raises PermissionError (for a user who
+    may not write it, as upstream); a symlink is written through (the link
+    stays); a file pinio would refuse to read (a NUL in a name, a header
+    over 100 MB) raises SafetensorError before anything is written; a
+    temporary a killed save left is removed by a later save (pinio_save,
+    save.h)."""
+    filename = _os.fspath(filename)
     try:
-        _pinio.save(_os.fspath(filename), _specs(tensor_dict), _metadata(metadata))
+        _pinio.save(filename, _specs(tensor_dict), _metadata(metadata))
     except _pinio.Error as e:
+        if e.errno in (_errno.EACCES, _errno.EPERM):  # a read-only file: as upstream
+            raise PermissionError(e.errno, _pinio_message(e), filename) from None
         raise SafetensorError(_pinio_message(e)) from None
 
 

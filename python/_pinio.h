@@ -1,0 +1,56 @@
+/* What the files of pinio._pinio share: the exporter, checkpoint and arena
+ * types (_pinio_objects.c), the error they raise, and the helpers the module's
+ * functions (_pinio.c) and the writer's (_pinio_save.c) build results with.
+ * Private to the extension; it uses the library's public headers only. */
+#ifndef PINIO_PY_PINIO_H
+#define PINIO_PY_PINIO_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "pinio/load.h"
+#include "pinio/save.h"
+#include "pinio/stream.h"
+
+typedef struct {
+    PyObject_HEAD
+    pinio_bytes *bytes; /* a reference on a checkpoint's arena, or NULL */
+    void *heap;         /* or memory of our own (range reads), freed with us */
+    uint8_t *ptr;
+    Py_ssize_t len;
+    int readonly;       /* a shared read-only mapping of the file (map_private off) */
+} BufferObject;
+
+typedef struct {
+    PyObject_HEAD
+    pinio_checkpoint *cp;
+    int maps_writable;  /* loaded with map_private: mapped bytes are writable too */
+} CheckpointObject;
+
+typedef struct {
+    PyObject_HEAD
+    pinio_arena *a;
+    int busy;
+} ArenaObject;
+
+extern PyObject *Error; /* pinio._pinio.Error, an OSError */
+extern PyTypeObject BufferType, CheckpointType, ArenaType;
+
+/* Raises pinio._pinio.Error for a library failure `code` (the diagnostic's
+ * message, else `fallback`); returns NULL. */
+PyObject *raise_pinio(int code, const pinio_diag *d, const char *fallback);
+/* A tuple of `rank` ints. */
+PyObject *shape_tuple(const uint64_t *shape, unsigned rank);
+/* The __metadata__ of a header as a dict (None when it has none). */
+PyObject *metadata_dict(const pinio_st *st);
+/* The arena argument of a load: NULL for None; -1 with an exception. */
+int arena_arg(PyObject *o, ArenaObject **out);
+/* The writer's module functions (_pinio_save.c). */
+PyObject *py_save(PyObject *mod, PyObject *args, PyObject *kw);
+PyObject *py_serialize(PyObject *mod, PyObject *args);
+
+#endif
