@@ -50,6 +50,22 @@ static void *open_lib(const pinio__gpu_api *api, const char **path, pinio_diag *
     return NULL;
 }
 
+/* One entry: `name` is its symbol in this API, NULL where the API has
+ * none (the entry stays NULL). */
+static int resolve(pinio__gpu *g, void **fn, const char **sym, const char *name, bool opt,
+                   const char *path, pinio_diag *diag)
+{
+    *sym = name;
+    if (!name)
+        return 0;
+    *fn = dlsym(g->lib, name);
+    if (*fn || opt)
+        return 0;
+    pinio_diag_set(diag, -ENODEV, "no usable %s driver: %s lacks %s (driver too old?)",
+                   g->api->name, path, name);
+    return -ENODEV;
+}
+
 int pinio__gpu_open(pinio__gpu *g, const pinio__gpu_api *api, pinio_diag *diag)
 {
     memset(g, 0, sizeof(*g));
@@ -58,21 +74,27 @@ int pinio__gpu_open(pinio__gpu *g, const pinio__gpu_api *api, pinio_diag *diag)
     g->lib = open_lib(api, &path, diag);
     if (!g->lib)
         return -ENODEV;
-#define RESOLVE(f, ret, args, cu_sym, hip_sym, opt)                                                   \
-    g->sym.f = api->hip ? hip_sym : cu_sym;                                                           \
-    if (g->sym.f)                                                                             \
-        *(void **)&g->f = dlsym(g->lib, g->sym.f);                                            \
-    if (g->sym.f && !g->f && !(opt)) {                                                        \
-        pinio_diag_set(diag, -ENODEV, "no usable %s driver: %s lacks %s (driver too old?)",   \
-                       api->name, path, g->sym.f);                                            \
-        pinio__gpu_close(g);                                                                  \
-        return -ENODEV;                                                                       \
-    }
-    PINIO_GPU_SYMS(RESOLVE)
+    int rc = 0;
+#define RESOLVE(f, name, opt)                                                                 \
+    if (rc == 0)                                                                              \
+        rc = resolve(g, (void **)&g->f, &g->sym.f, name, opt, path, diag);
+#define BOTH(f, ret, args, cu_sym, hip_sym, opt) RESOLVE(f, api->hip ? #hip_sym : #cu_sym, opt)
+#define CUDA_ONLY(f, ret, args, cu_sym, opt) RESOLVE(f, api->hip ? NULL : #cu_sym, opt)
+#define HIP_ONLY(f, ret, args, hip_sym, opt) RESOLVE(f, api->hip ? #hip_sym : NULL, opt)
+    PINIO_GPU_SYMS(BOTH)
+    PINIO_GPU_CUDA_SYMS(CUDA_ONLY)
+    PINIO_GPU_HIP_SYMS(HIP_ONLY)
+#undef BOTH
+#undef CUDA_ONLY
+#undef HIP_ONLY
 #undef RESOLVE
+    if (rc < 0) {
+        pinio__gpu_close(g);
+        return rc;
+    }
     CUresult r = g->Init(0);
     if (r != CUDA_SUCCESS) {
-        int rc = pinio__gpu_fail(g, r, g->sym.Init, diag);
+        rc = pinio__gpu_fail(g, r, g->sym.Init, diag);
         if (r == CUDA_ERROR_STUB_LIBRARY && !api->hip) {
             rc = -ENODEV;
             pinio_diag_set(diag, rc, "no CUDA driver: %s is the toolkit's stub library, "
