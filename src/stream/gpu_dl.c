@@ -4,8 +4,9 @@
  * Why libcuda.so.1 and never libcuda.so: the unversioned name is a
  * development symlink, or the toolkit's stub (which answers every call
  * with CUDA_ERROR_STUB_LIBRARY); containers often mount only the .so.1.
- * HIP's runtime is libamdhip64.so, versioned .so.7/.so.6 where no
- * development package installed the plain name. A variable names another
+ * HIP's runtime is libamdhip64.so, versioned .so.7/.so.6/.so.5 where no
+ * development package installed the plain name (.so.5 is Debian 12's,
+ * package libamdhip64-5). A variable names another
  * path (NixOS, WSL, Apptainer keep the driver elsewhere; the tests point
  * it at their test drivers).
  */
@@ -14,12 +15,13 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "src/stream/gpu_dl.h"
 
 static const char *const cuda_libs[] = { "libcuda.so.1", NULL };
 static const char *const hip_libs[] = { "libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6",
-                                        NULL };
+                                        "libamdhip64.so.5", NULL };
 
 const pinio__gpu_api pinio__cuda_api = {
     .tag = "cuda", .name = "CUDA", .libs = cuda_libs, .lib_env = "PINIO_CUDA_LIB", .hip = false,
@@ -66,6 +68,52 @@ static int resolve(pinio__gpu *g, void **fn, const char **sym, const char *name,
     return -ENODEV;
 }
 
+/* The driver's name and text for a result, or NULL. */
+static void describe(const pinio__gpu *g, CUresult r, const char **name, const char **text)
+{
+    *name = *text = NULL;
+    if (g->GetErrorName && g->GetErrorName(r, name) != CUDA_SUCCESS)
+        *name = NULL;
+    if (g->GetErrorString && g->GetErrorString(r, text) != CUDA_SUCCESS)
+        *text = NULL;
+    if (!*name && g->RtErrorName) /* HIP 5: the runtime's texts (gpu_dl.h) */
+        *name = g->RtErrorName(r);
+    if (!*text && g->RtErrorString)
+        *text = g->RtErrorString(r);
+    if (*name && *text && strcmp(*name, *text) == 0) /* HIP 5's text is the name */
+        *text = NULL;
+}
+
+/*
+ * Init's answers that mean there is nothing to use, said plainly:
+ *   - CUDA_ERROR_STUB_LIBRARY: the toolkit's stubs/libcuda.so, which only
+ *     lets programs link, and answers every call with 34,
+ *     cuGetErrorName included, so the name is ours;
+ *   - no device: CUDA says CUDA_ERROR_NO_DEVICE; HIP 5 without a GPU
+ *     answers hipErrorInvalidDevice (101) from hipInit, and ROCm needs
+ *     /dev/kfd, which a container must be given: its absence is the reason.
+ */
+static int init_failed(pinio__gpu *g, CUresult r, const char *path, pinio_diag *diag)
+{
+    if (r == CUDA_ERROR_STUB_LIBRARY && !g->api->hip) {
+        pinio_diag_set(diag, -ENODEV,
+                       "no CUDA driver installed: %s is the CUDA toolkit's stub library "
+                       "(%s: CUDA_ERROR_STUB_LIBRARY), not a driver; install the NVIDIA driver "
+                       "(libcuda.so.1) or point %s at it", path, g->sym.Init, g->api->lib_env);
+        return -ENODEV;
+    }
+    if (r != CUDA_ERROR_NO_DEVICE && r != CUDA_ERROR_INVALID_DEVICE)
+        return pinio__gpu_fail(g, r, g->sym.Init, diag);
+    const char *name, *text;
+    describe(g, r, &name, &text);
+    bool no_kfd = g->api->hip && access("/dev/kfd", F_OK) != 0;
+    pinio_diag_set(diag, -ENODEV, "no %s device: %s answered %s (%d)%s%s%s", g->api->name,
+                   g->sym.Init, name ? name : "error", r, text ? ": " : "", text ? text : "",
+                   no_kfd ? "; no /dev/kfd: the amdgpu kernel driver is not loaded, or this "
+                            "container was not given it" : "");
+    return -ENODEV;
+}
+
 int pinio__gpu_open(pinio__gpu *g, const pinio__gpu_api *api, pinio_diag *diag)
 {
     memset(g, 0, sizeof(*g));
@@ -88,22 +136,12 @@ int pinio__gpu_open(pinio__gpu *g, const pinio__gpu_api *api, pinio_diag *diag)
 #undef CUDA_ONLY
 #undef HIP_ONLY
 #undef RESOLVE
-    if (rc < 0) {
+    CUresult r = rc == 0 ? g->Init(0) : CUDA_SUCCESS;
+    if (rc == 0 && r != CUDA_SUCCESS)
+        rc = init_failed(g, r, path, diag);
+    if (rc < 0)
         pinio__gpu_close(g);
-        return rc;
-    }
-    CUresult r = g->Init(0);
-    if (r != CUDA_SUCCESS) {
-        rc = pinio__gpu_fail(g, r, g->sym.Init, diag);
-        if (r == CUDA_ERROR_STUB_LIBRARY && !api->hip) {
-            rc = -ENODEV;
-            pinio_diag_set(diag, rc, "no CUDA driver: %s is the toolkit's stub library, "
-                           "not the driver", path);
-        }
-        pinio__gpu_close(g);
-        return rc;
-    }
-    return 0;
+    return rc;
 }
 
 void pinio__gpu_close(pinio__gpu *g)
@@ -117,11 +155,8 @@ void pinio__gpu_close(pinio__gpu *g)
 
 int pinio__gpu_fail(const pinio__gpu *g, CUresult r, const char *call, pinio_diag *diag)
 {
-    const char *name = NULL, *text = NULL;
-    if (g->GetErrorName)
-        g->GetErrorName(r, &name);
-    if (g->GetErrorString)
-        g->GetErrorString(r, &text);
+    const char *name, *text;
+    describe(g, r, &name, &text);
     int rc = r == CUDA_ERROR_OUT_OF_MEMORY                                 ? -ENOMEM
              : r == CUDA_ERROR_NO_DEVICE || r == CUDA_ERROR_INVALID_DEVICE ? -ENODEV
                                                                            : -EIO;

@@ -89,10 +89,13 @@
     X(CtxPopCurrent, CUresult, (CUcontext *), cuCtxPopCurrent_v2, 0)
 
 /* HIP only, X(field, return type, arguments, HIP symbol, optional): the
- * thread's device. */
+ * thread's device, and the runtime's error texts, which HIP 5 (Debian 12's
+ * libamdhip64.so.5) has where it lacks hipDrvGetErrorName/String. */
 #define PINIO_GPU_HIP_SYMS(X)                                                             \
     X(SetDevice, CUresult, (int), hipSetDevice, 0)                                        \
-    X(GetDevice, CUresult, (int *), hipGetDevice, 0)
+    X(GetDevice, CUresult, (int *), hipGetDevice, 0)                                      \
+    X(RtErrorName, const char *, (CUresult), hipGetErrorName, 1)                          \
+    X(RtErrorString, const char *, (CUresult), hipGetErrorString, 1)
 
 /* Beside the real cuda.h (tests/stream/gpu_abi.c), the test renames the
  * types and leaves the constants to cuda.h. */
