@@ -22,7 +22,7 @@
  * in LIB (a HIP optional one may be missing: reported); then the driver's
  * Init (and HIP's device count) is called and its answers printed, and
  * with `stub`, cuInit must answer cuda.h's CUDA_ERROR_STUB_LIBRARY.
- * Exit 0 when every check passed, 1 otherwise. */
+ * Exit 0 when every check passed, 3 when LIB cannot be opened, 1 otherwise. */
 #include <dlfcn.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -139,9 +139,9 @@ int main(int argc, char **argv)
     }
     bool hip = strcmp(argv[1], "hip") == 0, stub = argc > 3 && strcmp(argv[3], "stub") == 0;
     void *lib = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        printf("FAIL: %s\n", dlerror());
-        return 1;
+    if (!lib) { /* a distinct status: the caller may be looking for a driver that is absent */
+        printf("cannot open %s: %s\n", argv[2], dlerror());
+        return 3;
     }
     int bad = hip ? resolve_all(lib, argv[2], hip_entries,
                                 sizeof(hip_entries) / sizeof(*hip_entries), false)

@@ -6,7 +6,9 @@
 #         versioned name cuda.h maps to; its stub lib64/stubs/libcuda.so:
 #         every symbol resolves, cuInit answers CUDA_ERROR_STUB_LIBRARY;
 #         with PINIO_CUDA_LIB=the stub, pinio load --device cuda:0 and
-#         pinio doctor say it is the toolkit's stub and no driver is installed.
+#         pinio doctor say it is the toolkit's stub and no driver is installed;
+#         the installed driver (libcuda.so.1, or PINIO_CUDA_LIB), if any:
+#         every symbol resolves in it too.
 #   hip   Debian's libamdhip64 (libamdhip64.so.5): every symbol resolves;
 #         without a GPU, pinio load --device hip:0 gives one "no HIP device"
 #         line (exit 1, no crash, no hang) and pinio doctor says the same.
@@ -73,6 +75,15 @@ if [ "$API" = cuda ]; then
     [ $? -le 1 ] || { echo "FAIL: doctor on the stub: exit"; cat "$DIR/err"; fails=$((fails + 1)); }
     has "$DIR/out" "^cuda  *no: no CUDA driver installed: $STUB is the CUDA toolkit's stub" \
         "doctor says it is the toolkit's stub"
+    # The installed driver, where there is one (a GPU machine; PINIO_CUDA_LIB
+    # names another): every name resolves in it too.
+    DRV=${PINIO_CUDA_LIB:-libcuda.so.1}
+    "$DIR/gpu_abi" cuda "$DRV" >"$DIR/out" 2>&1
+    case $? in
+    0) cat "$DIR/out" ;;
+    3) echo "no installed CUDA driver ($(cat "$DIR/out")): checked against the toolkit only" ;;
+    *) echo "FAIL: the installed driver $DRV:"; cat "$DIR/out"; fails=$((fails + 1)) ;;
+    esac
     [ $fails -eq 0 ] && echo "gpu_abi cuda: all checks passed"
     exit $((fails > 0))
 fi
@@ -109,8 +120,10 @@ has "$DIR/err" "^pinio load: no HIP device: " "one clear line: no device"
 has "$DIR/err" "hipInit answered .*; no /dev/kfd" "the answer and the reason: no /dev/kfd"
 [ "$(wc -l <"$DIR/err")" -eq 1 ] || { echo "FAIL: more than one line"; fails=$((fails + 1)); }
 cat "$DIR/err"
-# doctor finds the runtime by its own search, as a user runs it.
-env -u PINIO_HIP_LIB $T "$PINIO" doctor "$DIR" >"$DIR/out" 2>"$DIR/err"
+# doctor finds the runtime by its own search, as a user runs it (without
+# LD_LIBRARY_PATH: meson puts the test driver's folder there, and the test
+# driver is a libamdhip64.so too).
+env -u PINIO_HIP_LIB -u LD_LIBRARY_PATH $T "$PINIO" doctor "$DIR" >"$DIR/out" 2>"$DIR/err"
 [ $? -le 1 ] || { echo "FAIL: doctor with HIP, no GPU: exit"; cat "$DIR/err"; fails=$((fails + 1)); }
 has "$DIR/out" "^hip  *no: no HIP device: " "doctor says there is no HIP device"
 [ $fails -eq 0 ] && echo "gpu_abi hip: all checks passed"
