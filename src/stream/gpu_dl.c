@@ -84,33 +84,17 @@ static void describe(const pinio__gpu *g, CUresult r, const char **name, const c
         *text = NULL;
 }
 
-/*
- * Init's answers that mean there is nothing to use, said plainly:
- *   - CUDA_ERROR_STUB_LIBRARY: the toolkit's stubs/libcuda.so, which only
- *     lets programs link, and answers every call with 34,
- *     cuGetErrorName included, so the name is ours;
- *   - no device: CUDA says CUDA_ERROR_NO_DEVICE; HIP 5 without a GPU
- *     answers hipErrorInvalidDevice (101) from hipInit, and ROCm needs
- *     /dev/kfd, which a container must be given: its absence is the reason.
- */
+/* The toolkit's stubs/libcuda.so only lets programs link, and answers
+ * every call with CUDA_ERROR_STUB_LIBRARY, cuGetErrorName included, so the
+ * message is ours. */
 static int init_failed(pinio__gpu *g, CUresult r, const char *path, pinio_diag *diag)
 {
-    if (r == CUDA_ERROR_STUB_LIBRARY && !g->api->hip) {
-        pinio_diag_set(diag, -ENODEV,
-                       "no CUDA driver installed: %s is the CUDA toolkit's stub library "
-                       "(%s: CUDA_ERROR_STUB_LIBRARY), not a driver; install the NVIDIA driver "
-                       "(libcuda.so.1) or point %s at it", path, g->sym.Init, g->api->lib_env);
-        return -ENODEV;
-    }
-    if (r != CUDA_ERROR_NO_DEVICE && r != CUDA_ERROR_INVALID_DEVICE)
+    if (r != CUDA_ERROR_STUB_LIBRARY || g->api->hip)
         return pinio__gpu_fail(g, r, g->sym.Init, diag);
-    const char *name, *text;
-    describe(g, r, &name, &text);
-    bool no_kfd = g->api->hip && access("/dev/kfd", F_OK) != 0;
-    pinio_diag_set(diag, -ENODEV, "no %s device: %s answered %s (%d)%s%s%s", g->api->name,
-                   g->sym.Init, name ? name : "error", r, text ? ": " : "", text ? text : "",
-                   no_kfd ? "; no /dev/kfd: the amdgpu kernel driver is not loaded, or this "
-                            "container was not given it" : "");
+    pinio_diag_set(diag, -ENODEV,
+                   "no CUDA driver installed: %s is the CUDA toolkit's stub library "
+                   "(%s: CUDA_ERROR_STUB_LIBRARY), not a driver; install the NVIDIA driver "
+                   "(libcuda.so.1) or point %s at it", path, g->sym.Init, g->api->lib_env);
     return -ENODEV;
 }
 
@@ -153,13 +137,26 @@ void pinio__gpu_close(pinio__gpu *g)
     g->api = api;
 }
 
+/*
+ * No device is said plainly, whichever call found it: CUDA answers
+ * CUDA_ERROR_NO_DEVICE; HIP 5 without a GPU answers hipInit with
+ * hipErrorInvalidDevice (101) and hipGetDeviceCount with hipErrorNoDevice
+ * (100), at once, without output; ROCm needs /dev/kfd, which a container
+ * must be given: its absence is the reason.
+ */
 int pinio__gpu_fail(const pinio__gpu *g, CUresult r, const char *call, pinio_diag *diag)
 {
     const char *name, *text;
     describe(g, r, &name, &text);
-    int rc = r == CUDA_ERROR_OUT_OF_MEMORY                                 ? -ENOMEM
-             : r == CUDA_ERROR_NO_DEVICE || r == CUDA_ERROR_INVALID_DEVICE ? -ENODEV
-                                                                           : -EIO;
+    if (r == CUDA_ERROR_NO_DEVICE || r == CUDA_ERROR_INVALID_DEVICE) {
+        bool no_kfd = g->api->hip && access("/dev/kfd", F_OK) != 0;
+        pinio_diag_set(diag, -ENODEV, "no %s device: %s answered %s (%d)%s%s%s", g->api->name,
+                       call, name ? name : "error", r, text ? ": " : "", text ? text : "",
+                       no_kfd ? "; no /dev/kfd: the amdgpu kernel driver is not loaded, or this "
+                                "container was not given it" : "");
+        return -ENODEV;
+    }
+    int rc = r == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO;
     pinio_diag_set(diag, rc, "%s: %s failed: %s (%d): %s", g->api->tag, call,
                    name ? name : "error", r, text ? text : "no description");
     return rc;

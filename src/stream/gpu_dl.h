@@ -147,14 +147,16 @@ typedef struct pinio__gpu {
 
 /* Opens the driver (the api's variable, else its libraries in turn),
  * resolves every entry and calls its Init(0). On failure nothing stays
- * open and `diag` says "no CUDA driver: ..." (-ENODEV) or names the
- * missing symbol / failed Init (-ENODEV for no device, -EIO otherwise). */
+ * open and `diag` says "no CUDA driver: ..." (-ENODEV), "no CUDA driver
+ * installed: PATH is the CUDA toolkit's stub library ..." (-ENODEV), "no
+ * CUDA device: ..." (-ENODEV) or names the missing symbol / failed Init. */
 int pinio__gpu_open(pinio__gpu *g, const pinio__gpu_api *api, pinio_diag *diag);
 
 void pinio__gpu_close(pinio__gpu *g);
 
 /* A driver result as a negative errno (-ENOMEM, -ENODEV, -EIO), with
- * `diag` naming the call and the driver's name and text for the code. */
+ * `diag` naming the call and the driver's name and text for the code; no
+ * device (100, 101) reads "no CUDA device: CALL answered NAME (N)...". */
 int pinio__gpu_fail(const pinio__gpu *g, CUresult r, const char *call, pinio_diag *diag);
 
 #endif
