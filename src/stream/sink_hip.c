@@ -1,6 +1,6 @@
 /*
  * The HIP sink: the GPU sink body (gpu.c) bound to the HIP runtime,
- * libamdhip64.so (.so.7, .so.6) or the library PINIO_HIP_LIB names (gpu_dl.c).
+ * libamdhip64.so (.so.7, .so.6, .so.5) or the library PINIO_HIP_LIB names (gpu_dl.c).
  * The device is selected with hipSetDevice, not HIP's deprecated
  * primary-context calls (gpu.c, bind()).
  */

@@ -116,12 +116,15 @@ Test(cuda, no_driver_is_one_clear_line)
 
 Test(cuda, stub_library, .init = setup, .fini = teardown)
 {
-    expect_failure("stub", -ENODEV, "stub library");
+    expect_failure("stub", -ENODEV, "no CUDA driver installed: ");
+    expect_failure("stub", -ENODEV, "is the CUDA toolkit's stub library (cuInit: "
+                                    "CUDA_ERROR_STUB_LIBRARY), not a driver");
 }
 
 Test(cuda, no_device, .init = setup, .fini = teardown)
 {
-    expect_failure("nodevice", -ENODEV, "CUDA_ERROR_NO_DEVICE");
+    expect_failure("nodevice", -ENODEV,
+                   "no CUDA device: cuInit answered CUDA_ERROR_NO_DEVICE (100)");
 }
 
 Test(cuda, allocation_failure, .init = setup, .fini = teardown)
@@ -429,6 +432,7 @@ Test(hip, failures_name_hip_calls, .init = setup, .fini = teardown)
         { "alloc", -ENOMEM, "hip: hipMalloc failed" },
         { "register", -ENOMEM, "hipHostRegister" },
         { "event", -EIO, "hipEventSynchronize" },
+        { "nodevice", -ENODEV, "no HIP device: hipInit answered " },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         setenv("FAKE_CUDA_FAIL", cases[i].inject, 1);
