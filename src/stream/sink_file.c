@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "pinio/sink.h"
+#include "uring/faults.h"
 
 #define BLOCK 4096u
 #define COPY_BUF ((size_t)8 << 20)
@@ -56,6 +57,8 @@ typedef struct filesink {
     size_t n;
     uint8_t *buf;          /* COPY_BUF, 4 KiB aligned */
     bool published;
+    pinio__faults *faults; /* PINIO_FAULTS (uring/faults.h): stagecorrupt, stagerename */
+    uint64_t renames;      /* renames so far, for stagerename@N */
 } filesink;
 
 static inline uint64_t key(uint64_t w)
@@ -176,6 +179,33 @@ static int open_out(filesink *s, out_file *f, const pinio_plan_file *pf, pinio_d
     return 0;
 }
 
+/* rename(2), or the -EIO of a stagerename@N fault. */
+static int rename_counted(filesink *s, const char *from, const char *to)
+{
+    s->renames++;
+    if (s->faults && s->faults->stagerename == s->renames) {
+        errno = EIO;
+        return -1;
+    }
+    return rename(from, to);
+}
+
+/* stagecorrupt@N: one byte of the N-th copy inverted on disk, after its
+ * checksum was taken (what a bad disk or a bad write path would do). */
+static int fault_corrupt(filesink *s, size_t i, const char *path, uint64_t size)
+{
+    if (!s->faults || s->faults->stagecorrupt != i + 1 || !size)
+        return 0;
+    int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    uint8_t b;
+    off_t at = (off_t)(size / 2);
+    bool ok = fd >= 0 && pread(fd, &b, 1, at) == 1 && (b ^= 0xff, pwrite(fd, &b, 1, at) == 1) &&
+              fsync(fd) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok ? 0 : -EIO;
+}
+
 static void close_out(out_file *f, bool remove_tmp)
 {
     if (f->fd >= 0)
@@ -200,6 +230,7 @@ static void file_close(void *priv, bool ok)
     free(s->f);
     free(s->buf);
     free(s->dir);
+    free(s->faults);
 }
 
 static int file_open(void *priv, const void *cfg, const pinio_sink_setup *su, pinio_diag *diag)
@@ -217,6 +248,9 @@ static int file_open(void *priv, const void *cfg, const pinio_sink_setup *su, pi
     }
     s->cfg = *c;
     s->plan = su->plan;
+    int frc = pinio__faults_parse(getenv("PINIO_FAULTS"), &s->faults, diag);
+    if (frc < 0)
+        return frc;
     pinio_plan_info pi;
     pinio_plan_get_info(su->plan, &pi);
     s->dir = strdup(c->dir);
@@ -311,7 +345,7 @@ static int copy_small(filesink *s, const char *src, pinio_diag *diag)
     }
     if (rc == 0 && fsync(out) != 0)
         rc = fail(diag, -errno, tmp, PINIO_DIAG_NO_OFFSET, "fsync");
-    if (rc == 0 && rename(tmp, dst) != 0)
+    if (rc == 0 && rename_counted(s, tmp, dst) != 0)
         rc = fail(diag, -errno, dst, PINIO_DIAG_NO_OFFSET, "rename into place");
     if (out >= 0)
         close(out);
@@ -335,11 +369,13 @@ static int file_finish(void *priv, pinio_diag *diag)
             rc = fail(diag, -errno, f->tmp, PINIO_DIAG_NO_OFFSET, "truncate");
         if (rc == 0 && fsync(f->bfd) != 0)
             rc = fail(diag, -errno, f->tmp, PINIO_DIAG_NO_OFFSET, "fsync");
+        if (rc == 0)
+            rc = fault_corrupt(s, i, f->tmp, f->size);
     }
     /* Renamed only once every file is complete and durable, so a failed
      * stage leaves no target half-replaced. */
     for (size_t i = 0; rc == 0 && i < s->n; i++)
-        if (rename(s->f[i].tmp, s->f[i].dst) != 0)
+        if (rename_counted(s, s->f[i].tmp, s->f[i].dst) != 0)
             rc = fail(diag, -errno, s->f[i].dst, PINIO_DIAG_NO_OFFSET, "rename into place");
     if (rc == 0)
         s->published = true;
