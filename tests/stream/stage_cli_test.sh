@@ -162,6 +162,23 @@ check 0 "stage /proc/self/fd/N" sh -c 'exec "$1" stage /proc/self/fd/5 "$2/fd.ou
     sh "$PINIO" "$DIR"
 same "$DIR/m.safetensors" "$DIR/fd.out/m.safetensors"
 
+# A ring larger than the memory left is refused, as the resident load's
+# arena is, instead of being OOM-killed: in a memory cgroup of 256 MiB, a
+# ring of 512 MiB.
+cg_mem=$(awk -F: '$2 == "memory" { print $3 }' /proc/self/cgroup)
+CG=/sys/fs/cgroup/memory$cg_mem/pinio-stage-$$
+if [ -n "$cg_mem" ] && mkdir "$CG" 2>/dev/null; then
+    echo $((256 << 20)) >"$CG/memory.limit_in_bytes"
+    check 1 "a ring larger than the memory" sh -c 'echo $$ >"$1/cgroup.procs" &&
+        exec "$2" stage "$3/m.safetensors" "$3/big" --staging 64Mx8' sh "$CG" "$PINIO" "$DIR"
+    has "$DIR/err" "staging ring (8 slots of 67108864 bytes) needs 536870912 bytes but only" \
+        "the error says the ring does not fit"
+    [ ! -e "$DIR/big" ] || { echo "FAIL: $DIR/big made and left"; fails=$((fails + 1)); }
+    rmdir "$CG" || echo "note: $CG could not be removed"
+else
+    echo "skip: a ring larger than the memory: no memory cgroup (v1) to make a child in"
+fi
+
 check 1 "missing source" "$PINIO" stage "$DIR/nope.safetensors" "$DIR/d"
 has "$DIR/err" "nope.safetensors" "the error names the file"
 check 2 "no DST" "$PINIO" stage "$DIR/m.safetensors"
