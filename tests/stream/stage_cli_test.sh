@@ -179,6 +179,19 @@ else
     echo "skip: a ring larger than the memory: no memory cgroup (v1) to make a child in"
 fi
 
+# O_DIRECT refused by the file system (PINIO_FAULTS=dioinval: at the first
+# read, as FUSE and some network file systems do): the summary says the
+# reads went buffered, and why; with --direct on, the error names the
+# user's path, not the /proc/self/fd/N the engine opened.
+check 0 "O_DIRECT refused" env PINIO_FAULTS=dioinval "$PINIO" stage "$DIR/m.safetensors" "$DIR/dio" \
+    --cache cold
+has "$DIR/out" "^io path   buffered .*O_DIRECT refused" "the summary says what ran"
+grep -q "O_DIRECT io_uring" "$DIR/out" && { echo "FAIL: the summary claims O_DIRECT"; cat "$DIR/out"; fails=$((fails + 1)); }
+check 1 "O_DIRECT refused, --direct on" env PINIO_FAULTS=dioinval "$PINIO" stage "$DIR/m.safetensors" \
+    "$DIR/dio2" --cache cold --direct on
+has "$DIR/err" "$DIR/m.safetensors" "the error names the source"
+grep -q "/proc/self/fd" "$DIR/err" && { echo "FAIL: the error names a descriptor"; cat "$DIR/err"; fails=$((fails + 1)); }
+
 check 1 "missing source" "$PINIO" stage "$DIR/nope.safetensors" "$DIR/d"
 has "$DIR/err" "nope.safetensors" "the error names the file"
 check 2 "no DST" "$PINIO" stage "$DIR/m.safetensors"
