@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "jw.h"
 #include "progress.h"
+#include "stop.h"
 #include "stream_cli.h"
 #include "util.h"
 
@@ -37,8 +38,10 @@ static void stage_usage(FILE *out)
             "and new files mixed, under its final names. (Only if stage dies within those\n"
             "renames, or an undo fails, may old files stay under their .pinio-stage-old-\n"
             "names, which pinio never removes: move them back, or stage again with --force.)\n"
-            "Temporaries a killed stage left are removed by the next stage into DST once\n"
-            "provably abandoned (this boot, a dead pid, a minute old).\n"
+            "SIGINT or SIGTERM stops stage before it publishes: its temporaries go and it\n"
+            "dies of the signal. Temporaries a killed stage left (SIGKILL, a crash) are\n"
+            "removed by the next stage into DST once provably abandoned (this boot, a dead\n"
+            "pid, a minute old).\n"
             "\n"
             "  SRC               a .safetensors file, a directory of shards (its\n"
             "                    model.safetensors.index.json when present), or an index\n"
@@ -77,6 +80,15 @@ static void stage_usage(FILE *out)
             "\n"
             "Exit status: 0 copied (and verified), 1 failure (the message names the file and\n"
             "offset; no temporary file is left and no target replaced), 2 usage error.\n");
+}
+
+/* Always installed: it is also how SIGINT/SIGTERM stop stage, whose sink
+ * then removes its temporaries (stop.h). ctx: the progress line, or NULL. */
+static int stage_progress(void *ctx, const pinio_progress *p)
+{
+    if (cli_stop_requested())
+        return 1;
+    return ctx ? cli_progress_cb(ctx, p) : 0;
 }
 
 enum { O_VERIFY = 256, O_SHA, O_FORCE, O_STAGING, O_CACHE, O_DIRECT_W, O_JSON };
@@ -170,10 +182,9 @@ static int stage(int argc, char **argv, const char **shas)
     cli_shas_hook(&o, &digests);
     cli_progress pg;
     cli_progress_start(&pg, "stage", 0, quiet || json);
-    if (cli_progress_active(&pg)) {
-        o.progress = cli_progress_cb;
-        o.progress_ctx = &pg;
-    }
+    o.progress = stage_progress;
+    o.progress_ctx = cli_progress_active(&pg) ? &pg : NULL;
+    cli_stop_install();
     pinio_stream_report r;
     pinio_diag d = { .offset = PINIO_DIAG_NO_OFFSET };
     int rc = pinio_stream(&src, 1, &o, &pinio_sink_file, &fc, &r, &d);
@@ -184,6 +195,7 @@ static int stage(int argc, char **argv, const char **shas)
          * files); the directory made for it goes too, when still empty. */
         if (made_dir)
             (void)rmdir(fc.dir);
+        cli_stop_reraise(); /* stopped by a signal: die of it, temporaries gone */
         return cli_fail("stage", json, rc, &d);
     }
     double gbs = r.seconds > 0 ? (double)r.read_bytes / r.seconds / 1e9 : 0;

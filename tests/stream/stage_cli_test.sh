@@ -136,6 +136,27 @@ for keep in $((dead + 1000000)) $((dead + 2000000)); do
         { echo "FAIL: .pinio-stage-$keep-m.safetensors was removed"; fails=$((fails + 1)); }
 done
 
+# SIGTERM during a stage: its temporaries go, nothing is published, and it
+# dies of the signal. The source is one sparse 4 GiB tensor read through
+# a ring of two 64 KiB slots: far from done when the signal comes.
+python3 - "$DIR/big.safetensors" <<'PY'
+import json, struct, sys
+n = 4 << 30
+h = json.dumps({"t": {"dtype": "U8", "shape": [n], "data_offsets": [0, n]}}).encode()
+h += b" " * (-len(h) % 8)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h)
+    f.truncate(8 + len(h) + n)
+PY
+mkdir "$DIR/sig"
+"$PINIO" stage "$DIR/big.safetensors" "$DIR/sig" --staging 64Kx2 -q 2>"$DIR/err" &
+pid=$!
+for _ in $(seq 500); do ls -A "$DIR/sig" | grep -q . && break; sleep 0.02; done
+kill -TERM $pid; wait $pid; rc=$?
+[ $rc = 143 ] || { echo "FAIL: stage after SIGTERM exit $rc, want 143"; cat "$DIR/err"; fails=$((fails + 1)); }
+[ -z "$(ls -A "$DIR/sig")" ] || { echo "FAIL: SIGTERM left $(ls -A "$DIR/sig")"; fails=$((fails + 1)); }
+rm -rf "$DIR/big.safetensors" "$DIR/sig"
+
 # Many shards under a small soft limit on descriptors: stage raises it to
 # the hard limit, as load does.
 hard=$(ulimit -Hn)
@@ -200,6 +221,7 @@ check 2 "bad --direct" "$PINIO" stage "$DIR/m.safetensors" "$DIR/e" --direct may
 check 0 "--help" "$PINIO" stage --help
 has "$DIR/out" "renamed into place, the index last" "help explains the publication"
 has "$DIR/out" "rename that" "help says what a failed rename does"
+has "$DIR/out" "SIGTERM" "help says what a signal does"
 
 [ $fails -eq 0 ] && echo "stage_cli: all checks passed"
 exit $((fails > 0))
