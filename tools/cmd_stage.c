@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "jw.h"
 #include "progress.h"
+#include "stop.h"
 #include "stream_cli.h"
 #include "util.h"
 
@@ -27,15 +28,27 @@ static void stage_usage(FILE *out)
             "pinned, io_uring-registered staging slots on the files' NUMA node and written\n"
             "from there (O_DIRECT where the target allows it), so neither copy goes through\n"
             "the page cache and memory use is the ring whatever the checkpoint's size.\n"
-            "Each file is written under a temporary name, fsync'ed, and renamed into place\n"
-            "only once every file is complete (then the directory is fsync'ed): DST never\n"
-            "holds a half-written checkpoint under its final names.\n"
+            "Publication is one step: each file (the index too) is written under a\n"
+            "temporary name next to its target (.pinio-stage-PID-NAME), fsync'ed and, with\n"
+            "--verify, read back; only once every file is complete and verified are they\n"
+            "renamed into place, the index last, and the directory fsync'ed. A target\n"
+            "that --force replaces is first set aside (.pinio-stage-old-PID-NAME, the\n"
+            "index first) and removed once the new checkpoint is in place; a rename that\n"
+            "fails puts every old file back. DST never holds a half-written file, nor old\n"
+            "and new files mixed, under its final names. (Only if stage dies within those\n"
+            "renames, or an undo fails, may old files stay under their .pinio-stage-old-\n"
+            "names, which pinio never removes: move them back, or stage again with --force.)\n"
+            "SIGINT or SIGTERM stops stage before it publishes: its temporaries go and it\n"
+            "dies of the signal. Temporaries a killed stage left (SIGKILL, a crash) are\n"
+            "removed by the next stage into DST once provably abandoned (this boot, a dead\n"
+            "pid, a minute old).\n"
             "\n"
             "  SRC               a .safetensors file, a directory of shards (its\n"
             "                    model.safetensors.index.json when present), or an index\n"
             "                    file; the index is copied too\n"
             "  DST               the target directory (created if missing; its parent must\n"
-            "                    exist); files keep their names\n"
+            "                    exist); files keep their names, and shards their folder\n"
+            "                    relative to the index (so the copied index names them)\n"
             "  --verify          two checks. The SHA-256 of each source file (the hub's LFS\n"
             "                    object id, printed as pinio load --verify prints it), hashed\n"
             "                    in the staging slots as the bytes arrive, so a byte changed on\n"
@@ -47,9 +60,11 @@ static void stage_usage(FILE *out)
             "  --sha256 HEX      expected SHA-256 of the next source file, in order (a\n"
             "                    directory's shards in their index order; repeatable; implies\n"
             "                    --verify). A mismatch fails the copy and names the file\n"
-            "  --force           replace files that already exist in DST\n"
+            "  --force           replace files that already exist in DST (the index\n"
+            "                    included); without it an existing target fails the copy\n"
             "  --staging SIZE[xK] the ring: K slots of SIZE bytes (default 32Mx4); SIZE a\n"
-            "                    power of two from 64K to 1G, K from 2 to 1024\n"
+            "                    power of two from 64K to 1G, K from 2 to 1024; a ring\n"
+            "                    larger than the memory available is refused\n"
             "  --cache POLICY    auto: buffered reads for files already in the page cache,\n"
             "                    O_DIRECT for the rest (default); cold: drop the source's\n"
             "                    cached pages first and read O_DIRECT; hot: buffered\n"
@@ -60,8 +75,20 @@ static void stage_usage(FILE *out)
             "  -q, --quiet       no summary\n"
             "  -h, --help        this help\n"
             "\n"
+            "The soft limit on open files is raised to the hard one (stage holds two\n"
+            "descriptors per shard while it copies).\n"
+            "\n"
             "Exit status: 0 copied (and verified), 1 failure (the message names the file and\n"
             "offset; no temporary file is left and no target replaced), 2 usage error.\n");
+}
+
+/* Always installed: it is also how SIGINT/SIGTERM stop stage, whose sink
+ * then removes its temporaries (stop.h). ctx: the progress line, or NULL. */
+static int stage_progress(void *ctx, const pinio_progress *p)
+{
+    if (cli_stop_requested())
+        return 1;
+    return ctx ? cli_progress_cb(ctx, p) : 0;
 }
 
 enum { O_VERIFY = 256, O_SHA, O_FORCE, O_STAGING, O_CACHE, O_DIRECT_W, O_JSON };
@@ -142,6 +169,9 @@ static int stage(int argc, char **argv, const char **shas)
     }
     const char *src = argv[optind];
     fc.dir = argv[optind + 1];
+    /* A descriptor per shard in the plan and one per copy: as load does. */
+    unsigned long long nofile_from, nofile_to;
+    cli_raise_nofile(&nofile_from, &nofile_to);
     bool made_dir = mkdir(fc.dir, 0755) == 0;
     if (!made_dir && errno != EEXIST)
         return cli_failf("stage", json, -errno, fc.dir, "%s: cannot create the target directory: %s",
@@ -152,10 +182,9 @@ static int stage(int argc, char **argv, const char **shas)
     cli_shas_hook(&o, &digests);
     cli_progress pg;
     cli_progress_start(&pg, "stage", 0, quiet || json);
-    if (cli_progress_active(&pg)) {
-        o.progress = cli_progress_cb;
-        o.progress_ctx = &pg;
-    }
+    o.progress = stage_progress;
+    o.progress_ctx = cli_progress_active(&pg) ? &pg : NULL;
+    cli_stop_install();
     pinio_stream_report r;
     pinio_diag d = { .offset = PINIO_DIAG_NO_OFFSET };
     int rc = pinio_stream(&src, 1, &o, &pinio_sink_file, &fc, &r, &d);
@@ -166,6 +195,7 @@ static int stage(int argc, char **argv, const char **shas)
          * files); the directory made for it goes too, when still empty. */
         if (made_dir)
             (void)rmdir(fc.dir);
+        cli_stop_reraise(); /* stopped by a signal: die of it, temporaries gone */
         return cli_fail("stage", json, rc, &d);
     }
     double gbs = r.seconds > 0 ? (double)r.read_bytes / r.seconds / 1e9 : 0;

@@ -95,6 +95,10 @@ static int parse_item(pinio__faults *f, const char *s, const char *end)
             }
         return -1;
     }
+    if (PREFIX("stagecorrupt@"))
+        return parse_u64(s + strlen("stagecorrupt@"), end, &f->stagecorrupt) || !f->stagecorrupt;
+    if (PREFIX("stagerename@"))
+        return parse_u64(s + strlen("stagerename@"), end, &f->stagerename) || !f->stagerename;
     if (PREFIX("seed=")) {
         uint64_t v;
         if (parse_u64(s + 5, end, &v))

@@ -39,6 +39,9 @@ typedef struct pinio__faults {
     unsigned setupinval; /* IORING_SETUP_* flags that "the kernel" refuses */
     bool trimnotsup;   /* bench's trim probe: -EOPNOTSUPP (no hole punching/discard) */
     bool nodiscardcmd; /* bench: no io_uring block discard command (a kernel before 6.12) */
+    /* The file sink (pinio stage), 1-based, 0 = none: */
+    uint64_t stagecorrupt; /* the N-th file it copies gets one byte flipped on disk */
+    uint64_t stagerename;  /* its N-th rename while publishing fails with -EIO */
 } pinio__faults;
 
 /* Parses `spec`; 0 or -EINVAL with `diag` naming the bad item. *out is

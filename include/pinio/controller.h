@@ -276,8 +276,11 @@ PINIO_API int pinio_controller_native_new(pinio_controller **out, size_t capacit
 /**
  * A shared controller over `*src` with `property` (the seed's
  * SharedBytesAllocationController). Reads are zero-copy; the capacity is
- * `src->len`; alloc_align is #PINIO_DEFAULT_ALIGN (the alignment of the
- * private copy and of what try_detach returns); grow is unsupported.
+ * `src->len`; alloc_align is the alignment the view's allocation was
+ * created with: the `align` of pinio_view_alloc() memory, else (memory
+ * adopted by pinio_view_wrap(), static views) the alignment its start
+ * address has, at most #PINIO_DEFAULT_ALIGN. It is also the alignment of
+ * the private copy and of what try_detach returns; grow is unsupported.
  * copy_into never copies-on-write. try_detach hands the view's memory over
  * in place only when the view is the unique, writable owner of a whole
  * allocation whose address is aligned to alloc_align; otherwise it copies

@@ -64,6 +64,11 @@
  *                            device without discard)
  *   - `nodiscardcmd`         pinio_bench finds no io_uring block discard
  *                            command (as a kernel before 6.12): BLKDISCARD
+ *   - `stagecorrupt@N`       the file sink (pinio stage) flips one byte of the
+ *                            N-th file it copies on disk, after checksumming
+ *                            it: what only its read back (--verify) catches
+ *   - `stagerename@N`        the file sink's N-th rename while it publishes
+ *                            fails with -EIO (a failure half way through)
  *   - `seed=S`, `rate=P`     with probability P (0..1) per completion, a random
  *                            recoverable fault (short or -EAGAIN), drawn from a
  *                            PRNG seeded with S (default 1): deterministic

@@ -121,16 +121,24 @@ typedef struct pinio_sink_host_cfg {
     void *ctx;
 } pinio_sink_host_cfg;
 
-/** Config of #pinio_sink_file. */
+/** Config of #pinio_sink_file. The copy is published as one step: every
+ *  file is written under a temporary name (created O_EXCL|O_NOFOLLOW) next
+ *  to its target, and only once all are complete, durable and (with
+ *  `verify`) read back are they renamed into place, the index last. A
+ *  rename that fails puts every replaced file back. On failure nothing is
+ *  left: no temporary, no folder the sink made, no target replaced. */
 typedef struct pinio_sink_file_cfg {
     /** Existing directory receiving each input file under its base name
-     *  (the index file too, when the plan has one). Required. */
+     *  (the real name for a /proc/self/fd/N path), a shard under its path
+     *  relative to the index's folder (subfolders are made), and the index
+     *  file too, when the plan has one. Required. */
     const char *dir;
-    /** Replace files that already exist there (else -EEXIST). */
+    /** Replace files that already exist there, the index included (else
+     *  -EEXIST before anything is written). */
     bool overwrite;
-    /** After the copy, read every file back (past the page cache where
-     *  O_DIRECT is allowed) and compare a position-keyed 64-bit checksum
-     *  with the one computed as the bytes streamed. */
+    /** Before anything is published, read every copy back (past the page
+     *  cache where O_DIRECT is allowed) and compare a position-keyed 64-bit
+     *  checksum with the one computed as the bytes streamed. */
     bool verify;
     /** O_DIRECT policy for the writes; AUTO: where the target allows it. */
     pinio_direct_policy direct;

@@ -23,6 +23,7 @@
 
 #include "pinio/sys.h"
 #include "src/base/fs.h"
+#include "src/base/mem.h"
 #include "src/base/sys_internal.h"
 
 #ifndef __NR_cachestat
@@ -353,6 +354,17 @@ int pinio_mem_available(const char *root, pinio_memavail *out)
         out->source = cg;
     }
     return 0;
+}
+
+int pinio__mem_check(uint64_t need, const char *what, const char *advice, pinio_diag *diag)
+{
+    pinio_memavail ma;
+    if (pinio_mem_available(NULL, &ma) != 0 || need <= ma.bytes)
+        return 0;
+    pinio_diag_set(diag, -ENOMEM, "%s needs %llu bytes but only %llu are available (%s): %s",
+                   what, (unsigned long long)need, (unsigned long long)ma.bytes, ma.source,
+                   advice);
+    return -ENOMEM;
 }
 
 /* ---- file system, block queue, huge pages -------------------------------- */

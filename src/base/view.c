@@ -244,6 +244,16 @@ size_t pinio__addr_align(const void *p)
     return al > 4096 ? 4096 : al;
 }
 
+size_t pinio__view_alloc_align(const pinio_view *v, size_t most)
+{
+    if (v->ref && v->ref->align)
+        return v->ref->align;
+    /* Adopted memory states no alignment: what its address has is all that
+     * is true of it (malloc's 16, not a promise of 64 it never made). */
+    size_t a = pinio__addr_align(v->ref ? v->ref->base : v->ptr);
+    return a < most ? a : most;
+}
+
 int pinio__view_detach(pinio_view *v, size_t align, pinio_detached *d)
 {
     if (!pinio_view_data_mut(v))

@@ -23,6 +23,12 @@
  */
 int pinio__view_detach(pinio_view *v, size_t align, pinio_detached *d);
 
+/** The alignment of the allocation `v` lies in, as alloc_align reports it:
+ *  the one pinio allocated it with (pinio_view_alloc), else, for adopted
+ *  memory (pinio_view_wrap) and views without a reference, the alignment
+ *  its start address really has, at most `most` (a power of two). */
+size_t pinio__view_alloc_align(const pinio_view *v, size_t most);
+
 /** Largest power of two dividing the address `p`, capped at 4096 (4096 for
  *  NULL): the alignment memory is known to have when nobody said. */
 size_t pinio__addr_align(const void *p);

@@ -270,7 +270,11 @@ int pinio_controller_shared_new(pinio_controller **out, pinio_view *src, pinio_p
     pinio_controller *c = pinio__shared_alloc();
     if (!c)
         return -ENOMEM;
-    pinio__shared_init(c, src, property, PINIO_DEFAULT_ALIGN);
+    /* alloc_align is the allocation's own alignment (for adopted memory,
+     * its address's, at most PINIO_DEFAULT_ALIGN so that copies stay
+     * small): a promise of more than the memory keeps would make
+     * try_detach(ZERO_COPY) of a unique adopted buffer always refuse. */
+    pinio__shared_init(c, src, property, pinio__view_alloc_align(src, PINIO_DEFAULT_ALIGN));
     *out = c;
     return 0;
 }

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "pinio/sys.h"
+#include "src/base/mem.h"
 #include "src/load/arena_internal.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -169,15 +170,12 @@ int pinio__arena_create(pinio__arena *a, const pinio_plan *plan, const pinio__fm
     }
     /* An arena larger than the memory left would be faulted in until the
      * OOM killer chose a process (perhaps another one): say so first. */
-    pinio_memavail ma;
-    if (pinio_mem_available(NULL, &ma) == 0 && size > ma.bytes) {
-        pinio_diag_set(diag, -ENOMEM,
-                       "the arena needs %llu bytes but only %llu are available (%s): select "
-                       "fewer tensors (--filter), stream them (--device), or map hot files "
-                       "(--memory mapped)",
-                       (unsigned long long)size, (unsigned long long)ma.bytes, ma.source);
-        return -ENOMEM;
-    }
+    int mrc = pinio__mem_check(size, "the arena",
+                               "select fewer tensors (--filter), stream them (--device), or map "
+                               "hot files (--memory mapped)",
+                               diag);
+    if (mrc < 0)
+        return mrc;
     pinio_pool_opts po;
     pinio_pool_opts_default(&po);
     po.prefault = false;

@@ -47,6 +47,11 @@ typedef struct exec_state {
     bool *used;               /* per plan file: read by this execution */
     int *slots;               /* registered region slots, -1 when refused */
     char why[2][256];         /* per ring: the first file's reason (file system, alignment) */
+    /* Files of the O_DIRECT ring, counted as they close: read O_DIRECT to
+     * the end, or refused it (at open or at the first read) and read
+     * buffered, with the first refusal's reason. The report says what ran. */
+    size_t cold_direct, cold_refused;
+    char refused_why[256];
     size_t nopen;             /* files open on the rings now */
     unsigned regions_base;    /* regions the cold ring had registered before ours */
     unsigned hot_threads;     /* hot files on this many pread threads by choice (ring_for) */
@@ -95,6 +100,17 @@ static int ring_for(exec_state *s, bool hot, const char *path, pinio_diag *diag)
     return rc;
 }
 
+/* The engine's error about a file it opened as /proc/self/fd/N, told
+ * about the user's path instead: the engine's own "NAME: " prefix goes. */
+static void name_user_path(pinio_diag *diag, int fd, const char *path)
+{
+    char as[48];
+    int k = snprintf(as, sizeof(as), "/proc/self/fd/%d: ", fd);
+    if (k > 0 && strncmp(diag->msg, as, (size_t)k) == 0)
+        memmove(diag->msg, diag->msg + k, strlen(diag->msg + k) + 1);
+    pinio_diag_relabel(diag, path);
+}
+
 /* Opens plan file `i` on its ring, through the plan's descriptor. */
 static int open_file(exec_state *s, size_t i, pinio_diag *diag)
 {
@@ -126,7 +142,7 @@ static int open_file(exec_state *s, size_t i, pinio_diag *diag)
     }
     if (rc < 0) {
         *diag = d;
-        pinio_diag_relabel(diag, f->path);
+        name_user_path(diag, f->fd, f->path);
         return rc;
     }
     s->used[i] = true;
@@ -226,7 +242,7 @@ static int flush(exec_state *s, pending *q, bool hot, const pinio_dest_ops *ops,
     if (rc < 0 && diag) {
         *diag = d; /* the engine names the file by /proc/self/fd/N */
         size_t r = q->read[d.index < q->n ? d.index : 0];
-        pinio_diag_relabel(diag, p->files[reads[r].file].path);
+        name_user_path(diag, p->files[reads[r].file].fd, p->files[reads[r].file].path);
         pinio_diag_set_index(diag, r);
     }
     for (size_t k = 0; rc == 0 && k < q->n; k++) {
@@ -284,10 +300,26 @@ static int batch(exec_state *s, pending *q, bool hot, const pinio_dest_ops *ops,
  * lies before read `i`: a checkpoint of many shards then holds one engine
  * descriptor at a time beside the plan's own, not one per shard (600
  * shards failed under `ulimit -n 1024`). */
+/* Counts how file `f` of the O_DIRECT ring was read, before it closes. */
+static void tally(exec_state *s, size_t f)
+{
+    if (!s->rf[f] || s->p->files[f].pub.hot)
+        return;
+    pinio_ring_file_info fi;
+    pinio_ring_file_get_info(s->rf[f], &fi);
+    if (fi.direct) {
+        s->cold_direct++;
+        return;
+    }
+    if (!s->cold_refused++)
+        snprintf(s->refused_why, sizeof(s->refused_why), "%s", fi.reason);
+}
+
 static void close_done(exec_state *s, const size_t *last, size_t i)
 {
     for (size_t f = 0; f < s->p->nfiles; f++)
         if (s->rf[f] && last[f] < i) {
+            tally(s, f);
             pinio_ring_file_close(s->rf[f]);
             s->rf[f] = NULL;
             s->nopen--;
@@ -387,22 +419,30 @@ static void describe(exec_state *s, pinio_exec_report *rep)
          * unaligned edge): READ_FIXED ops alone do not mean that the
          * destination was registered. */
         bool fixed = !hot && rep->regions_registered && info.fixed_ops;
+        /* The O_DIRECT ring with every file refused O_DIRECT read buffered. */
+        bool refused = !hot && s->cold_refused && !s->cold_direct;
         if (n)
             ADD("; then ");
-        if (hot)
+        if (hot || refused)
             ADD("buffered %s (page cache)", pread ? "reads by pread threads" : "io_uring reads");
         else
             ADD("O_DIRECT %s into %s", pread ? "reads by pread threads" : "io_uring reads",
                 fixed ? "registered memory (READ_FIXED)" : "unregistered memory");
+        if (refused)
+            ADD(": %s", s->refused_why);
+        else if (!hot && s->cold_refused)
+            ADD("; %zu of %zu files buffered: %s", s->cold_refused,
+                s->cold_refused + s->cold_direct, s->refused_why);
         if (hot && s->hot_threads)
             ADD("; page-cache copies on %u threads, measured faster than io_uring's buffered "
                 "reads", s->hot_threads);
         else if (info.reason[0])
             ADD("; %s", info.reason);
-        if (s->why[hot][0]) /* one file's reason: they share the file system */
+        if (s->why[hot][0] && !refused) /* one file's reason: they share the file system */
             ADD("; %s", s->why[hot]);
         if (!hot)
             rep->backend = pread ? PINIO_BACKEND_PREAD
+                           : refused ? PINIO_BACKEND_BUFFERED
                            : fixed ? PINIO_BACKEND_FIXED_DIRECT
                                    : PINIO_BACKEND_DIRECT;
         else if (!s->ring[0])
@@ -480,13 +520,18 @@ int pinio_plan_execute(pinio_plan *p, const pinio_dest_ops *ops, void *ctx,
     for (size_t i = 0; rc == 0 && i < p->nfiles; i++)
         if (s.used[i])
             rc = pinio__plan_check_unchanged(p, i, diag);
-    for (size_t i = 0; i < p->nfiles; i++)
+    for (size_t i = 0; i < p->nfiles; i++) {
+        tally(&s, i); /* the files still open */
         if (s.used[i]) {
             if (p->files[i].pub.hot)
                 rep->files_buffered++;
             else
                 rep->files_direct++;
         }
+    }
+    /* A file that refused O_DIRECT was read through the page cache. */
+    rep->files_direct -= s.cold_refused;
+    rep->files_buffered += s.cold_refused;
     describe(&s, rep);
     for (size_t i = 0; i < o.nregions; i++)
         if (s.slots[i] >= 0 && s.ring[0])

@@ -523,10 +523,13 @@ static int open_temp(const char *path, char **tmp, pinio_diag *diag)
         return fail(diag, -ENOMEM, "%s: out of memory", path);
     sprintf(*tmp, "%s.tmp%ld", path, (long)getpid());
     pinio__remove_stale(path, ".tmp", "", GEN_XATTR);
-    int fd = open(*tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* O_EXCL: a name planted there (a symlink above all: the pid in the
+     * name is no secret) fails the write, never redirects it. */
+    int fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
         int e = -errno;
-        fail(diag, e, "%s: create: %s", *tmp, pinio_strerror(e));
+        fail(diag, e, "%s: create: %s%s", *tmp, pinio_strerror(e),
+             e == -EEXIST ? " (something already has the temporary's name)" : "");
         free(*tmp);
         *tmp = NULL;
         return e;

@@ -28,6 +28,7 @@
  * still copies from the other half.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -35,6 +36,7 @@
 #include "pinio/pool.h"
 #include "pinio/stream.h"
 #include "src/base/clock.h"
+#include "src/base/mem.h"
 #include "src/base/opts.h"
 #include "src/stream/verify_internal.h"
 
@@ -209,7 +211,16 @@ static int ring_create(stream *s, pinio_pool **pool, pinio_view *views, const pi
         po.placement = PINIO_POOL_FILE_NODE;
         po.file = pinio_plan_file_at(plan, 0)->path;
     }
-    int rc = pinio_pool_create(pool, &po, diag);
+    /* The slots are pinned and faulted in: a ring larger than the memory
+     * left is refused as the resident load's arena is, not OOM-killed. */
+    char what[96];
+    snprintf(what, sizeof(what), "the staging ring (%u slots of %zu bytes)", o->slots,
+             o->slot_size);
+    int rc = pinio__mem_check(ring, what, "choose fewer or smaller slots (--staging SIZExK)",
+                              diag);
+    if (rc < 0)
+        return rc;
+    rc = pinio_pool_create(pool, &po, diag);
     for (unsigned i = 0; rc == 0 && i < o->slots; i++) {
         pinio_pool_region_info info;
         rc = pinio_pool_alloc(*pool, o->slot_size, 0, &views[i], &info);

@@ -58,6 +58,15 @@ static inline pinio_view counted_view_aligned(size_t len, unsigned seed, atomic_
     return v;
 }
 
+/* The largest power of two dividing the address `p`, at most `most`: what
+ * adopted memory's alloc_align reports. */
+static inline size_t addr_align_upto(const void *p, size_t most)
+{
+    uintptr_t a = (uintptr_t)p;
+    size_t al = (size_t)(a & (~a + 1));
+    return al && al < most ? al : most;
+}
+
 /* Frees what counted_view_misaligned() handed out (its start is 16 bytes
  * into the allocation), counting the call. */
 static inline void counting_free_shifted(void *cookie, void *ptr, size_t len)

@@ -295,9 +295,9 @@ Test(bytes, try_detach_native_and_shared)
 }
 
 /* try_detach hands over what alloc_align promised: pinio_view_copy memory
- * is only 16-aligned by contract, so it must come back at least
- * PINIO_DEFAULT_ALIGN-aligned (copied when the address falls short), and a
- * view that is certainly misaligned is copied, never handed over. */
+ * is created 16-aligned, so it reports 16 and comes back at least that
+ * aligned; a view held twice (so never handed over) is copied into memory
+ * of the same alignment, which zero-copy refuses. */
 Test(bytes, try_detach_keeps_the_alignment_promise)
 {
     uint8_t src[100];
@@ -307,7 +307,7 @@ Test(bytes, try_detach_keeps_the_alignment_promise)
     pinio_bytes *b;
     cr_assert_eq(pinio_bytes_from_view(&b, &v, PINIO_PROP_OTHER), 0);
     size_t promised = pinio_bytes_align(b);
-    cr_assert_eq(promised, PINIO_DEFAULT_ALIGN);
+    cr_assert_eq(promised, 16, "pinio_view_copy allocates 16-aligned");
     pinio_detached d;
     cr_assert_eq(pinio_bytes_try_detach(b, PINIO_ACCESS_COPY, &d, NULL), 0);
     cr_assert_geq(d.align, promised, "detached at %zu, promised %zu", d.align, promised);
@@ -319,16 +319,20 @@ Test(bytes, try_detach_keeps_the_alignment_promise)
     atomic_int frees = 0;
     v = counted_view_misaligned(100, 9, &frees);
     const uint8_t *mis = v.ptr;
+    pinio_view keep = pinio_view_clone(&v);
     cr_assert_eq(pinio_bytes_from_view(&b, &v, PINIO_PROP_OTHER), 0);
+    cr_assert_eq(pinio_bytes_align(b), 16);
     cr_assert_eq(pinio_bytes_try_detach(b, PINIO_ACCESS_ZERO_COPY, &d, NULL), PINIO_EWOULD_COPY,
-                 "handing it over would break the promise, and zero-copy forbids the copy");
+                 "held twice: only a copy could be handed over, and zero-copy forbids it");
     cr_assert_eq(rd(b), mis, "the refused detach left b as it was");
     cr_assert_eq(pinio_bytes_try_detach(b, PINIO_ACCESS_COPY, &d, NULL), 0);
     cr_assert_neq(d.ptr, mis, "copied, not handed over");
-    cr_assert_eq(d.align, PINIO_DEFAULT_ALIGN);
-    cr_assert_eq((uintptr_t)d.ptr % PINIO_DEFAULT_ALIGN, 0);
+    cr_assert_eq(d.align, 16);
+    cr_assert_eq((uintptr_t)d.ptr % 16, 0);
     cr_assert(check_pattern(d.ptr, 0, 100, 9));
-    cr_assert_eq(atomic_load(&frees), 1, "the source went with b");
+    cr_assert_eq(atomic_load(&frees), 0, "the other holder keeps the source");
+    pinio_view_release(&keep);
+    cr_assert_eq(atomic_load(&frees), 1);
     pinio_detached_free(&d);
 }
 
@@ -588,4 +592,47 @@ Test(bytes, view_of_file_bytes_stays_lazy)
     pinio_bytes_free(w);
     pinio_file_release(f);
     remove_temp_file(path);
+}
+
+/* alloc_align is the alignment the memory was created with (issue 23 item
+ * 21): adopted memory that malloc made 16-aligned reports 16, not a
+ * promise of PINIO_DEFAULT_ALIGN it never kept, and a unique adopted
+ * buffer is handed back in place, zero-copy, with the adopter's free
+ * function. pinio_view_alloc memory reports the alignment it was asked. */
+Test(bytes, adopted_memory_reports_its_alignment_and_detaches_in_place)
+{
+    atomic_int frees = 0;
+    pinio_view v = counted_view_misaligned(100, 4, &frees); /* 16-aligned, never 32 */
+    const uint8_t *p = v.ptr;
+    pinio_bytes *b;
+    cr_assert_eq(pinio_bytes_from_view(&b, &v, PINIO_PROP_OTHER), 0);
+    cr_assert_eq(pinio_bytes_align(b), 16, "reported %zu", pinio_bytes_align(b));
+    pinio_detached d;
+    cr_assert_eq(pinio_bytes_try_detach(b, PINIO_ACCESS_ZERO_COPY, &d, NULL), 0,
+                 "unique, whole, as aligned as it says: handed back in place");
+    cr_assert_eq(d.ptr, p);
+    cr_assert_eq(d.align, 16);
+    cr_assert_eq(d.len, 100);
+    cr_assert(check_pattern(d.ptr, 0, 100, 4));
+    cr_assert_eq(atomic_load(&frees), 0);
+    pinio_detached_free(&d);
+    cr_assert_eq(atomic_load(&frees), 1, "freed by the adopter's own function");
+
+    /* Plain malloc memory: whatever its address has, up to the default. */
+    v = counted_view(40, 5, &frees);
+    p = v.ptr;
+    size_t has = (size_t)((uintptr_t)p & (~(uintptr_t)p + 1));
+    size_t want = has < PINIO_DEFAULT_ALIGN ? has : PINIO_DEFAULT_ALIGN;
+    cr_assert_eq(pinio_bytes_from_view(&b, &v, PINIO_PROP_OTHER), 0);
+    cr_assert_eq(pinio_bytes_align(b), want);
+    cr_assert_eq(pinio_bytes_try_detach(b, PINIO_ACCESS_ZERO_COPY, &d, NULL), 0);
+    cr_assert_eq(d.ptr, p);
+    pinio_detached_free(&d);
+    cr_assert_eq(atomic_load(&frees), 2);
+
+    /* pinio's own allocation: the alignment it was created with. */
+    cr_assert_eq(pinio_view_alloc(&v, 64, 1024), 0);
+    cr_assert_eq(pinio_bytes_from_view(&b, &v, PINIO_PROP_OTHER), 0);
+    cr_assert_eq(pinio_bytes_align(b), 1024);
+    pinio_bytes_free(b);
 }

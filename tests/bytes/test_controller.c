@@ -133,7 +133,8 @@ Test(shared, reads_are_zero_copy_and_unique_writes_in_place)
     pinio_controller *c = shared_over(&v, PINIO_PROP_PINNED);
     cr_assert_eq(mem(c), buf);
     cr_assert_eq(pinio_controller_capacity(c), 40);
-    cr_assert_eq(pinio_controller_alloc_align(c), PINIO_DEFAULT_ALIGN);
+    /* adopted malloc memory: the alignment its address has, up to the default */
+    cr_assert_eq(pinio_controller_alloc_align(c), addr_align_upto(buf, PINIO_DEFAULT_ALIGN));
     uint8_t *w = NULL;
     size_t size;
     cr_assert_eq(pinio_controller_memory_mut(c, PINIO_ACCESS_ZERO_COPY, &w, &size, NULL), 0);
@@ -165,7 +166,7 @@ Test(shared, cow_only_when_shared_and_isolated)
 
     w = mem_mut(c);
     cr_assert_neq(w, buf);
-    cr_assert_eq((uintptr_t)w % PINIO_DEFAULT_ALIGN, 0);
+    cr_assert_eq((uintptr_t)w % pinio_controller_alloc_align(c), 0);
     cr_assert(check_pattern(w, 0, 40, 2));
     w[0] ^= 0xff;
     cr_assert(check_pattern(keep.ptr, 0, 40, 2), "the source is untouched");
@@ -269,26 +270,40 @@ Test(shared, try_detach_hands_over_or_copies)
     cr_assert_eq(atomic_load(&frees), 1);
 }
 
-Test(shared, try_detach_copies_memory_below_alloc_align)
+/* Adopted memory only 16-aligned reports 16 (what it has, not a promise of
+ * PINIO_DEFAULT_ALIGN): held twice it is copied into 16-aligned memory of
+ * the controller's own; unique it is handed over in place. */
+Test(shared, try_detach_at_the_alignment_the_memory_has)
 {
     atomic_int frees = 0;
     pinio_view v = counted_view_misaligned(24, 5, &frees);
     const uint8_t *buf = v.ptr;
+    pinio_view keep = pinio_view_clone(&v);
     pinio_controller *c = shared_over(&v, PINIO_PROP_OTHER);
-    cr_assert_eq(pinio_controller_alloc_align(c), PINIO_DEFAULT_ALIGN);
+    cr_assert_eq(pinio_controller_alloc_align(c), 16);
     pinio_detached d;
     cr_assert_eq(pinio_controller_try_detach(c, PINIO_ACCESS_ZERO_COPY, &d, NULL),
-                 PINIO_EWOULD_COPY, "unique and whole, but only 16-aligned");
+                 PINIO_EWOULD_COPY, "whole, but held twice");
     cr_assert_eq(mem(c), buf);
     cr_assert_eq(pinio_controller_try_detach(c, PINIO_ACCESS_COPY, &d, NULL), 0);
     cr_assert_neq(d.ptr, buf);
-    cr_assert_eq(d.align, PINIO_DEFAULT_ALIGN);
-    cr_assert_eq((uintptr_t)d.ptr % PINIO_DEFAULT_ALIGN, 0);
+    cr_assert_eq(d.align, 16);
+    cr_assert_eq((uintptr_t)d.ptr % 16, 0);
     cr_assert(check_pattern(d.ptr, 0, 24, 5));
     cr_assert_neq(d.free_fn, counting_free_shifted, "its own buffer, not the source's");
     pinio_controller_destroy(c);
-    cr_assert_eq(atomic_load(&frees), 1, "the source is released with the controller");
+    cr_assert_eq(atomic_load(&frees), 0, "the other holder keeps the source");
     pinio_detached_free(&d);
+
+    c = shared_over(&keep, PINIO_PROP_OTHER); /* now unique */
+    cr_assert_eq(pinio_controller_try_detach(c, PINIO_ACCESS_ZERO_COPY, &d, NULL), 0);
+    cr_assert_eq(d.ptr, buf, "unique whole memory handed over in place");
+    cr_assert_eq(d.align, 16);
+    cr_assert_eq(d.free_fn, counting_free_shifted, "with the function that frees it");
+    pinio_controller_destroy(c);
+    cr_assert_eq(atomic_load(&frees), 0);
+    pinio_detached_free(&d);
+    cr_assert_eq(atomic_load(&frees), 1);
 }
 
 /* A minimal foreign controller: its table stops before memory_mut, so every

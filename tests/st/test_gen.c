@@ -325,3 +325,59 @@ Test(gen, write_error_reported)
     }
     free(dir);
 }
+
+/* A symlink planted at the temporary's name (PATH.tmpPID: the pid is no
+ * secret) is never followed: the file it names keeps its bytes, and the
+ * link is left alone. Both the single file and a sharded checkpoint's
+ * index. */
+Test(gen, planted_symlink_at_temporary_not_followed)
+{
+    char *dir = tmpdir("/tmp");
+    char victim[300], path[300], tmp[400];
+    snprintf(victim, sizeof(victim), "%s/victim", dir);
+    int fd = open(victim, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, "victim", 6), 6);
+    close(fd);
+    pinio_gen_opts o;
+    pinio_gen_opts_default(&o);
+    o.size = 4096;
+    o.tensors = 2;
+    for (int sharded = 0; sharded < 2; sharded++) {
+        if (sharded) {
+            snprintf(path, sizeof(path), "%s/sh", dir);
+            cr_assert_eq(mkdir(path, 0755), 0);
+            snprintf(tmp, sizeof(tmp), "%s/%s.tmp%ld", path, PINIO_GEN_INDEX_NAME, (long)getpid());
+            o.shards = 2;
+        } else {
+            snprintf(path, sizeof(path), "%s/x.safetensors", dir);
+            snprintf(tmp, sizeof(tmp), "%s.tmp%ld", path, (long)getpid());
+        }
+        cr_assert_eq(symlink(victim, tmp), 0);
+        pinio_diag d = { 0 };
+        int r = pinio_gen_write(path, &o, NULL, &d);
+        cr_assert_eq(r, -EEXIST, "%d %s", r, d.msg);
+        cr_assert(strstr(d.msg, tmp), "%s", d.msg);
+        char buf[16] = { 0 };
+        fd = open(victim, O_RDONLY);
+        cr_assert_eq(read(fd, buf, sizeof(buf)), 6);
+        close(fd);
+        cr_assert_str_eq(buf, "victim");
+        struct stat st;
+        cr_assert_eq(lstat(tmp, &st), 0);
+        cr_assert(S_ISLNK(st.st_mode), "the planted link was replaced");
+        cr_assert_eq(unlink(tmp), 0);
+        if (sharded) {
+            for (unsigned s = 1; s <= 2; s++) {
+                char name[64], p2[400];
+                pinio_gen_shard_name(name, sizeof(name), s, 2);
+                snprintf(p2, sizeof(p2), "%s/%s", path, name);
+                unlink(p2);
+            }
+            cr_assert_eq(rmdir(path), 0, "files left in %s", path);
+        }
+    }
+    cr_assert_eq(unlink(victim), 0);
+    cr_assert_eq(rmdir(dir), 0, "files left in %s", dir);
+    free(dir);
+}

@@ -50,13 +50,183 @@ same "$DIR/c.txt" "$DIR/c/m.safetensors"
 check 0 "--force" "$PINIO" stage "$DIR/m.safetensors" "$DIR/c" --force -q
 same "$DIR/m.safetensors" "$DIR/c/m.safetensors"
 
+# --- Publication (issue 23) -------------------------------------------------
+nothing_left() { # nothing_left DIR DESCRIPTION: no temporary or set-aside file
+    left=$(ls -A "$1" | grep '^\.pinio-stage')
+    [ -z "$left" ] || { echo "FAIL: $2: left in $1: $left"; fails=$((fails + 1)); }
+}
+# The old checkpoint staged into p and kept as p.ref; the new one differs.
+check 0 "gen old shards" "$PINIO" gen "$DIR/old" --size 1M --tensors 12 --shards 3 --seed 7 -q
+check 0 "stage old" "$PINIO" stage "$DIR/old" "$DIR/p" -q
+cp -r "$DIR/p" "$DIR/p.ref"
+still_old() { # still_old DESCRIPTION: every file of p as it was
+    for f in "$DIR"/p.ref/*; do
+        cmp -s "$f" "$DIR/p/$(basename "$f")" ||
+            { echo "FAIL: $1: $(basename "$f") replaced or damaged"; fails=$((fails + 1)); }
+    done
+    [ "$(ls "$DIR/p" | wc -l)" -eq "$(ls "$DIR/p.ref" | wc -l)" ] ||
+        { echo "FAIL: $1: files added to p"; ls -A "$DIR/p"; fails=$((fails + 1)); }
+}
+# A copy that fails its read back is never published: the old files stay.
+check 1 "a copy damaged on disk, --verify" env PINIO_FAULTS=stagecorrupt@1 "$PINIO" stage \
+    "$DIR/sh" "$DIR/p" --force --verify
+has "$DIR/err" "verification failed" "the error says the read back differs"
+has "$DIR/err" "model-00001-of-00003.safetensors" "the error names the file"
+still_old "failed --verify"
+nothing_left "$DIR/p" "failed --verify"
+# A rename that fails half way puts the old files back: never a mix of old
+# and new shards, or new shards under the old index. With --force, 8
+# renames: 4 old files set aside (the index first), 4 new ones put in
+# place (the index last).
+for n in 1 2 3 4 5 6 7 8; do
+    check 1 "rename $n of 8 fails" env PINIO_FAULTS=stagerename@$n "$PINIO" stage "$DIR/sh" \
+        "$DIR/p" --force
+    has "$DIR/err" "input/output error" "rename $n: the error says why"
+    still_old "rename $n of 8 failed"
+    nothing_left "$DIR/p" "rename $n of 8 failed"
+done
+check 0 "--force after the failures" "$PINIO" stage "$DIR/sh" "$DIR/p" --force --verify -q
+for f in "$DIR"/sh/*; do same "$f" "$DIR/p/$(basename "$f")"; done
+nothing_left "$DIR/p" "--force"
+# The index is protected as the shards are: an existing one needs --force.
+mkdir "$DIR/q" && echo keep >"$DIR/q/model.safetensors.index.json"
+check 1 "an existing index" "$PINIO" stage "$DIR/sh" "$DIR/q"
+has "$DIR/err" "model.safetensors.index.json.*target exists" "the error names the index"
+[ "$(cat "$DIR/q/model.safetensors.index.json")" = keep ] ||
+    { echo "FAIL: the index was replaced without --force"; fails=$((fails + 1)); }
+[ "$(ls -A "$DIR/q" | wc -l)" -eq 1 ] || { echo "FAIL: files left in q"; ls -A "$DIR/q"; fails=$((fails + 1)); }
+# A symlink planted where the index's temporary goes (the name with the
+# pid, and the one without) is never followed.
+mkdir "$DIR/r" && echo victim >"$DIR/victim"
+check 1 "a planted symlink" sh -c 'ln -s "$1/victim" "$1/r/.pinio-stage-model.safetensors.index.json"
+    ln -s "$1/victim" "$1/r/.pinio-stage-$$-model.safetensors.index.json"
+    exec "$2" stage "$1/sh" "$1/r"' sh "$DIR" "$PINIO"
+[ "$(cat "$DIR/victim")" = victim ] || { echo "FAIL: the planted symlink was followed"; fails=$((fails + 1)); }
+has "$DIR/err" "\.pinio-stage-" "the error names the temporary"
+[ "$(find "$DIR/r" -type l | wc -l)" -eq 2 ] && [ "$(ls -A "$DIR/r" | wc -l)" -eq 2 ] ||
+    { echo "FAIL: the planted links were touched, or files left"; ls -lA "$DIR/r"; fails=$((fails + 1)); }
+rm -rf "$DIR/r"
+
+# Temporaries a killed stage left: removed by the next stage into the same
+# folder when provably abandoned (src/base/stale.h: this boot and PID
+# namespace, a dead pid, untouched for a minute); others stay.
+dead=$(sh -c 'echo $$')
+mkdir "$DIR/k"
+mk() { # mk NAME MARK(none|here) AGE_SECONDS
+    head -c 65536 /dev/zero >"$DIR/k/$1"
+    python3 - "$DIR/k/$1" "$2" "$3" <<'PY'
+import os, sys, time
+p, mark, age = sys.argv[1], sys.argv[2], int(sys.argv[3])
+boot = open("/proc/sys/kernel/random/boot_id").read().strip()
+ns = os.stat("/proc/self/ns/pid").st_ino
+if mark != "none":
+    os.setxattr(p, "user.pinio.stage", b"boot=%s pidns=%d" % (boot.encode(), ns))
+t = time.time() - age
+os.utime(p, (t, t))
+PY
+}
+mk ".pinio-stage-$dead-m.safetensors" here 3600
+mk ".pinio-stage-$((dead + 1000000))-m.safetensors" none 3600
+mk ".pinio-stage-$((dead + 2000000))-m.safetensors" here 0
+check 0 "stage next to stale temporaries" "$PINIO" stage "$DIR/m.safetensors" "$DIR/k" -q
+[ -e "$DIR/k/.pinio-stage-$dead-m.safetensors" ] &&
+    { echo "FAIL: a stale temporary of stage stayed"; fails=$((fails + 1)); }
+for keep in $((dead + 1000000)) $((dead + 2000000)); do
+    [ -e "$DIR/k/.pinio-stage-$keep-m.safetensors" ] ||
+        { echo "FAIL: .pinio-stage-$keep-m.safetensors was removed"; fails=$((fails + 1)); }
+done
+
+# SIGTERM during a stage: its temporaries go, nothing is published, and it
+# dies of the signal. The source is one sparse 4 GiB tensor read through
+# a ring of two 64 KiB slots: far from done when the signal comes.
+python3 - "$DIR/big.safetensors" <<'PY'
+import json, struct, sys
+n = 4 << 30
+h = json.dumps({"t": {"dtype": "U8", "shape": [n], "data_offsets": [0, n]}}).encode()
+h += b" " * (-len(h) % 8)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h)
+    f.truncate(8 + len(h) + n)
+PY
+mkdir "$DIR/sig"
+"$PINIO" stage "$DIR/big.safetensors" "$DIR/sig" --staging 64Kx2 -q 2>"$DIR/err" &
+pid=$!
+for _ in $(seq 500); do ls -A "$DIR/sig" | grep -q . && break; sleep 0.02; done
+kill -TERM $pid; wait $pid; rc=$?
+[ $rc = 143 ] || { echo "FAIL: stage after SIGTERM exit $rc, want 143"; cat "$DIR/err"; fails=$((fails + 1)); }
+[ -z "$(ls -A "$DIR/sig")" ] || { echo "FAIL: SIGTERM left $(ls -A "$DIR/sig")"; fails=$((fails + 1)); }
+rm -rf "$DIR/big.safetensors" "$DIR/sig"
+
+# Many shards under a small soft limit on descriptors: stage raises it to
+# the hard limit, as load does.
+hard=$(ulimit -Hn)
+if [ "$hard" = unlimited ] || [ "$hard" -ge 1024 ]; then
+    check 0 "gen 300 shards" "$PINIO" gen "$DIR/many" --size 2M --tensors 300 --shards 300 -q
+    check 0 "stage 300 shards, soft nofile 64" prlimit --nofile=64:"$hard" "$PINIO" stage \
+        "$DIR/many" "$DIR/many.out" --verify -q
+    check 0 "the 300-shard copy loads" "$PINIO" load "$DIR/many.out" --quiet
+    # Two descriptors per shard (the plan's, the copy's), --verify included:
+    # 300 shards fit under a hard limit of 700, as they do for load.
+    check 0 "load 300 shards, nofile 700" prlimit --nofile=700:700 "$PINIO" load "$DIR/many" --quiet
+    check 0 "stage 300 shards --verify, nofile 700" prlimit --nofile=700:700 "$PINIO" stage \
+        "$DIR/many" "$DIR/many.out2" --verify -q
+else
+    echo "skip: 300 shards under a soft limit of 64: the hard limit ($hard) is too low"
+fi
+rm -rf "$DIR/many" "$DIR/many.out"
+# Shards in a subfolder of the index's folder keep their place: the copied
+# index names them where they land.
+mkdir -p "$DIR/nest/sub"
+for f in "$DIR"/sh/*.safetensors; do cp "$f" "$DIR/nest/sub/"; done
+sed 's/"model-0/"sub\/model-0/' "$DIR/sh/model.safetensors.index.json" >"$DIR/nest/model.safetensors.index.json"
+check 0 "the nested source loads" "$PINIO" load "$DIR/nest" --quiet
+check 0 "stage nested shards" "$PINIO" stage "$DIR/nest" "$DIR/nest.out" --verify -q
+check 0 "the nested copy loads" "$PINIO" load "$DIR/nest.out" --quiet
+for f in "$DIR"/sh/*.safetensors; do same "$f" "$DIR/nest.out/sub/$(basename "$f")"; done
+# A source named by a descriptor keeps the file's own name.
+check 0 "stage /proc/self/fd/N" sh -c 'exec "$1" stage /proc/self/fd/5 "$2/fd.out" -q 5<"$2/m.safetensors"' \
+    sh "$PINIO" "$DIR"
+same "$DIR/m.safetensors" "$DIR/fd.out/m.safetensors"
+
+# A ring larger than the memory left is refused, as the resident load's
+# arena is, instead of being OOM-killed: in a memory cgroup of 256 MiB, a
+# ring of 512 MiB.
+cg_mem=$(awk -F: '$2 == "memory" { print $3 }' /proc/self/cgroup)
+CG=/sys/fs/cgroup/memory$cg_mem/pinio-stage-$$
+if [ -n "$cg_mem" ] && mkdir "$CG" 2>/dev/null; then
+    echo $((256 << 20)) >"$CG/memory.limit_in_bytes"
+    check 1 "a ring larger than the memory" sh -c 'echo $$ >"$1/cgroup.procs" &&
+        exec "$2" stage "$3/m.safetensors" "$3/big" --staging 64Mx8' sh "$CG" "$PINIO" "$DIR"
+    has "$DIR/err" "staging ring (8 slots of 67108864 bytes) needs 536870912 bytes but only" \
+        "the error says the ring does not fit"
+    [ ! -e "$DIR/big" ] || { echo "FAIL: $DIR/big made and left"; fails=$((fails + 1)); }
+    rmdir "$CG" || echo "note: $CG could not be removed"
+else
+    echo "skip: a ring larger than the memory: no memory cgroup (v1) to make a child in"
+fi
+
+# O_DIRECT refused by the file system (PINIO_FAULTS=dioinval: at the first
+# read, as FUSE and some network file systems do): the summary says the
+# reads went buffered, and why; with --direct on, the error names the
+# user's path, not the /proc/self/fd/N the engine opened.
+check 0 "O_DIRECT refused" env PINIO_FAULTS=dioinval "$PINIO" stage "$DIR/m.safetensors" "$DIR/dio" \
+    --cache cold
+has "$DIR/out" "^io path   buffered .*O_DIRECT refused" "the summary says what ran"
+grep -q "O_DIRECT io_uring" "$DIR/out" && { echo "FAIL: the summary claims O_DIRECT"; cat "$DIR/out"; fails=$((fails + 1)); }
+check 1 "O_DIRECT refused, --direct on" env PINIO_FAULTS=dioinval "$PINIO" stage "$DIR/m.safetensors" \
+    "$DIR/dio2" --cache cold --direct on
+has "$DIR/err" "$DIR/m.safetensors" "the error names the source"
+grep -q "/proc/self/fd" "$DIR/err" && { echo "FAIL: the error names a descriptor"; cat "$DIR/err"; fails=$((fails + 1)); }
+
 check 1 "missing source" "$PINIO" stage "$DIR/nope.safetensors" "$DIR/d"
 has "$DIR/err" "nope.safetensors" "the error names the file"
 check 2 "no DST" "$PINIO" stage "$DIR/m.safetensors"
 check 2 "bad --staging" "$PINIO" stage "$DIR/m.safetensors" "$DIR/e" --staging 3Mx4
 check 2 "bad --direct" "$PINIO" stage "$DIR/m.safetensors" "$DIR/e" --direct maybe
 check 0 "--help" "$PINIO" stage --help
-has "$DIR/out" "renamed into place" "help explains the publication"
+has "$DIR/out" "renamed into place, the index last" "help explains the publication"
+has "$DIR/out" "rename that" "help says what a failed rename does"
+has "$DIR/out" "SIGTERM" "help says what a signal does"
 
 [ $fails -eq 0 ] && echo "stage_cli: all checks passed"
 exit $((fails > 0))
