@@ -1,10 +1,13 @@
 /*
  * pinio_mpi_load: one plan per job, each byte read once, shared over MPI.
  *
- *   rank 0: resolve inputs, read headers + index   -> agree -> Bcast bytes
- *   all:    plan from those bytes, same alignment  -> agree
+ *   all:    the job-shaping arguments against rank 0's  -> agree
+ *   all:    resolve own inputs, read own headers + index -> agree
+ *   all:    plan from them, rank 0's alignment     -> agree
+ *   all:    identity of each file and the plan against rank 0's -> agree
  *   all:    cut stripes (pure function of the plan), map memory -> agree
  *   all:    execute own stripe (engine, O_DIRECT)  -> agree
+ *   verify: SHA-256 chain over the bytes as read, verdict -> agree
  *   all:    exchange stripes in place (replicate)  -> agree
  *   node:   the same, with one stripe per node cut into one per local rank,
  *           read into the node's shared copy; the exchange runs between
@@ -32,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,9 +43,8 @@
 #include "pinio/mpi.h"
 #include "pinio/safetensors.h"
 #include "pinio/sys.h"
+#include "mpi_verify.h"
 
-/* Broadcast pieces of at most this many bytes: MPI-3.1 counts are ints. */
-#define BCAST_MAX ((size_t)1 << 30)
 /* Default piece of the BCAST exchange, and how many are in flight at once. */
 #define PIECE_DEFAULT ((uint64_t)16 << 20)
 #define PIECES_IN_FLIGHT 4
@@ -57,6 +60,8 @@ struct pinio_mpi_checkpoint {
     size_t nheld;
     uint64_t *rank_read;     /* storage bytes per rank */
     int nranks;
+    char (*hex)[2 * PINIO_MPI_SHA_LEN + 1]; /* verify: each file's digest */
+    size_t nhex;
 };
 
 /* One call's state. */
@@ -66,6 +71,9 @@ typedef struct job {
     pinio_mpi_opts o;
     pinio_diag local;        /* this rank's own failure */
     pinio_diag *diag;        /* the caller's: the agreed failure */
+    bool own_filters;        /* shard by each rank's shard_filters: plans differ */
+    bool has_index;          /* the checkpoint came with an index, of this digest */
+    uint8_t index_sha[PINIO_MPI_SHA_LEN];
 } job;
 
 static double now_s(void)
@@ -153,19 +161,7 @@ static int agree(job *j, int rc)
     return out.rc;
 }
 
-/* Broadcast `len` bytes from rank 0 in pieces an int count can describe. */
-static int bcast_bytes(job *j, void *buf, size_t len)
-{
-    for (size_t off = 0; off < len; off += BCAST_MAX) {
-        size_t n = len - off < BCAST_MAX ? len - off : BCAST_MAX;
-        int e = MPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, 0, j->comm);
-        if (e != MPI_SUCCESS)
-            return mpi_fail(j, e, "MPI_Bcast (headers)");
-    }
-    return 0;
-}
-
-/* A growable byte buffer for the header image rank 0 broadcasts. */
+/* A growable byte buffer: a rank's header image, the arguments hashed. */
 typedef struct blob {
     uint8_t *b;
     size_t len, cap;
@@ -231,9 +227,9 @@ static int blob_file(blob *x, const char *path, uint64_t len, pinio_diag *d)
 }
 
 /*
- * Rank 0: the inputs resolved and validated as a plan would (a probe plan:
- * its diagnostics are the ones a single-process load gives), then each
- * file's header bytes and the index read into one image:
+ * Each rank, its own inputs: resolved and validated as a plan would (a
+ * probe plan: its diagnostics are the ones a single-process load gives),
+ * then each file's header bytes and the index read into one image:
  *   u64 align, u64 segment, u64 nfiles, str index_path ("" none), [u64 len, bytes],
  *   nfiles x (str path, u64 len, bytes)
  */
@@ -277,7 +273,7 @@ static int read_headers(job *j, const char *const *paths, size_t npaths, blob *x
     return rc;
 }
 
-/* A cursor over the broadcast image; every rank parses the same bytes. */
+/* A cursor over a rank's header image. */
 typedef struct cursor {
     const uint8_t *p, *end;
 } cursor;
@@ -310,7 +306,7 @@ static const void *cur_bytes(cursor *c, uint64_t *len)
     return b;
 }
 
-/* Every rank: the plan from the image. */
+/* Every rank: the plan from its image. */
 static int plan_from_image(job *j, const blob *x, const char *const *shard_filters,
                            size_t nshard, pinio_plan **out)
 {
@@ -322,6 +318,9 @@ static int plan_from_image(job *j, const blob *x, const char *const *shard_filte
               nfiles > 0 && nfiles <= x->len;
     if (ok && *ipath)
         ok = (index = cur_bytes(&c, &ilen)) != NULL;
+    j->has_index = ok && *ipath;
+    if (j->has_index)
+        pinio__mpi_sha256(index, (size_t)ilen, j->index_sha);
     pinio_plan_header *h = ok ? calloc((size_t)nfiles, sizeof(*h)) : NULL;
     for (size_t i = 0; h && ok && i < nfiles; i++) {
         uint64_t len = 0;
@@ -349,34 +348,221 @@ static int plan_from_image(job *j, const blob *x, const char *const *shard_filte
     return rc;
 }
 
-/* Phase 1: headers read once, broadcast, a plan on every rank. */
+/* Rank 0's `len` bytes of `buf` into every rank's `buf`, agreed. */
+static int bcast_agreed(job *j, void *buf, int len, const char *what)
+{
+    int e = MPI_Bcast(buf, len, MPI_BYTE, 0, j->comm);
+    return agree(j, e == MPI_SUCCESS ? 0 : mpi_fail(j, e, what));
+}
+
+/*
+ * The arguments that shape the job, each hashed, against rank 0's: the
+ * ranks must cut the same plan into the same stripes and enter the same
+ * collectives, so a difference fails here, before any file is read,
+ * naming the argument. What may differ per rank does not enter: the paths
+ * (a rank may read a node-local copy: its files' identity is checked
+ * instead), the shard filters themselves, the engine's settings.
+ */
+enum { ARG_POLICY, ARG_FILTERS, ARG_SHARD, ARG_VERIFY, ARG_N };
+
+static int args_agreed(job *j)
+{
+    static const char *const what[ARG_N] = {
+        "policy and its options (--mpi, --exchange, --piece, --node-ranks)",
+        "filters (--filter)",
+        "use of shard filters (--shard-filter on some ranks only)",
+        "verify options (--verify, --sha256)",
+    };
+    uint8_t mine[ARG_N][PINIO_MPI_SHA_LEN], theirs[ARG_N][PINIO_MPI_SHA_LEN];
+    blob x[ARG_N] = { { 0 } };
+    int rc = 0;
+    uint64_t pol[4] = { (uint64_t)j->o.policy, (uint64_t)j->o.exchange, j->o.bcast_piece,
+                        (uint64_t)j->o.node_ranks };
+    rc |= blob_put(&x[ARG_POLICY], pol, sizeof(pol));
+    rc |= blob_u64(&x[ARG_FILTERS], j->o.nfilters);
+    for (size_t i = 0; i < j->o.nfilters; i++)
+        rc |= blob_str(&x[ARG_FILTERS], j->o.filters[i] ? j->o.filters[i] : "");
+    rc |= blob_u64(&x[ARG_SHARD], j->o.nshard_filters > 0);
+    rc |= blob_u64(&x[ARG_VERIFY], j->o.verify);
+    rc |= blob_u64(&x[ARG_VERIFY], j->o.verify ? j->o.nexpected : 0);
+    for (size_t i = 0; j->o.verify && i < j->o.nexpected; i++) {
+        char low[2 * PINIO_MPI_SHA_LEN + 2] = "-"; /* a NULL entry: skip the file */
+        const char *e = j->o.expected_sha256[i];
+        for (size_t k = 0; e && e[k] && k + 1 < sizeof(low); k++)
+            low[k] = (char)(e[k] >= 'A' && e[k] <= 'F' ? e[k] - 'A' + 'a' : e[k]), low[k + 1] = 0;
+        rc |= blob_str(&x[ARG_VERIFY], low);
+    }
+    for (int k = 0; k < ARG_N; k++) {
+        pinio__mpi_sha256(x[k].b ? x[k].b : (const uint8_t *)"", x[k].len, mine[k]);
+        free(x[k].b);
+    }
+    if (rc)
+        pinio_diag_set(&j->local, rc = -ENOMEM, "no memory to compare the arguments");
+    rc = agree(j, rc);
+    memcpy(theirs, mine, sizeof(mine));
+    if (rc == 0)
+        rc = bcast_agreed(j, theirs, (int)sizeof(theirs), "MPI_Bcast (arguments)");
+    for (int k = 0; rc == 0 && k < ARG_N; k++)
+        if (memcmp(mine[k], theirs[k], PINIO_MPI_SHA_LEN) != 0) {
+            pinio_diag_set(&j->local, -EINVAL, "its %s differ from rank 0's", what[k]);
+            return agree(j, -EINVAL);
+        }
+    return rc == 0 ? agree(j, 0) : rc;
+}
+
+/* Each file's identity and the index's against rank 0's: the bytes this
+ * rank will read are the bytes rank 0 would. */
+typedef struct ident_head {
+    uint64_t files, has_index;
+    uint8_t index[PINIO_MPI_SHA_LEN];
+} ident_head;
+
+static int idents_agreed(job *j, const pinio_plan *plan, const char *first_path)
+{
+    pinio_plan_info pi;
+    pinio_plan_get_info(plan, &pi);
+    pinio__mpi_ident *mine = calloc(pi.files, sizeof(*mine)), *theirs = NULL;
+    int rc = mine ? 0 : -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < pi.files; i++)
+        rc = pinio__mpi_ident_file(plan, i, &mine[i], &j->local);
+    rc = agree(j, rc);
+    ident_head h = { pi.files, j->has_index, { 0 } }, h0;
+    memcpy(h.index, j->index_sha, sizeof(h.index));
+    h0 = h;
+    if (rc == 0)
+        rc = bcast_agreed(j, &h0, (int)sizeof(h0), "MPI_Bcast (file identities)");
+    if (rc == 0) {
+        theirs = j->rank == 0 ? mine : calloc(h0.files ? h0.files : 1, sizeof(*theirs));
+        rc = agree(j, theirs ? 0 : -ENOMEM);
+    }
+    if (rc == 0)
+        rc = bcast_agreed(j, theirs, (int)(h0.files * sizeof(*theirs)),
+                          "MPI_Bcast (file identities)");
+    int local = 0;
+    if (rc == 0 && h0.files != h.files) {
+        pinio_diag_set_at(&j->local, local = PINIO_ECHANGED, first_path, PINIO_DIAG_NO_OFFSET,
+                          "resolves to %llu file(s) where rank 0's inputs resolve to %llu: not "
+                          "the checkpoint rank 0 reads",
+                          (unsigned long long)h.files, (unsigned long long)h0.files);
+    } else if (rc == 0 && (h0.has_index != h.has_index ||
+                           memcmp(h0.index, h.index, sizeof(h.index)) != 0)) {
+        pinio_diag_set_at(&j->local, local = PINIO_ECHANGED,
+                          pi.index_path ? pi.index_path : first_path, PINIO_DIAG_NO_OFFSET,
+                          "%s: not the checkpoint rank 0 reads",
+                          h.has_index && h0.has_index ? "its index differs from rank 0's"
+                          : h.has_index ? "an index where rank 0 has none"
+                                        : "no index where rank 0 has one");
+    }
+    for (size_t i = 0; rc == 0 && local == 0 && i < pi.files; i++) {
+        const char *why = mine[i].size != theirs[i].size ? "size"
+                          : memcmp(mine[i].head, theirs[i].head, PINIO_MPI_SHA_LEN) ? "header"
+                          : memcmp(mine[i].sample, theirs[i].sample, PINIO_MPI_SHA_LEN) ? "data"
+                                                                                        : NULL;
+        if (!why)
+            continue;
+        const pinio_plan_file *f = pinio_plan_file_at(plan, i);
+        if (why[0] == 's')
+            pinio_diag_set_at(&j->local, local = PINIO_ECHANGED, f->path, PINIO_DIAG_NO_OFFSET,
+                              "%llu bytes where rank 0's file has %llu: not the file rank 0 "
+                              "reads",
+                              (unsigned long long)mine[i].size,
+                              (unsigned long long)theirs[i].size);
+        else
+            pinio_diag_set_at(&j->local, local = PINIO_ECHANGED, f->path, PINIO_DIAG_NO_OFFSET,
+                              "its %s differs from rank 0's file (%s): a stale or different copy",
+                              why, why[0] == 'h' ? "SHA-256 of the header bytes"
+                                                 : "SHA-256 of 16 blocks spread over the file");
+        pinio_diag_set_index(&j->local, i);
+    }
+    if (theirs != mine)
+        free(theirs);
+    free(mine);
+    return rc == 0 ? agree(j, local) : rc;
+}
+
+/* The plan's digest against rank 0's: the same reads at the same places
+ * and the same tensors, so that the stripes and the exchange match. After
+ * the arguments and the files agreed it cannot differ; it is checked
+ * because a difference would be silent (wrong bytes or a hang). */
+static int plan_agreed(job *j, const pinio_plan *p)
+{
+    pinio_plan_info pi;
+    pinio_plan_get_info(p, &pi);
+    blob x = { 0 };
+    uint64_t head[4] = { pi.files, pi.tensors, pi.reads, pi.dest_bytes };
+    int rc = blob_put(&x, head, sizeof(head));
+    for (size_t i = 0; rc == 0 && i < pi.reads; i++) {
+        const pinio_plan_read *r = pinio_plan_read_at(p, i);
+        uint64_t v[5] = { r->file, r->offset, r->len, r->need, r->dest_offset };
+        rc = blob_put(&x, v, sizeof(v));
+    }
+    for (size_t i = 0; rc == 0 && i < pi.tensors; i++) {
+        const pinio_plan_tensor *t = pinio_plan_tensor_at(p, i);
+        uint64_t v[5] = { t->name_len, t->file, t->file_offset, t->nbytes, t->dest_offset };
+        rc = blob_put(&x, v, sizeof(v));
+        if (rc == 0)
+            rc = blob_put(&x, t->name, t->name_len);
+    }
+    uint8_t mine[PINIO_MPI_SHA_LEN], theirs[PINIO_MPI_SHA_LEN];
+    pinio__mpi_sha256(x.b ? x.b : (const uint8_t *)"", x.len, mine);
+    free(x.b);
+    if (rc < 0)
+        pinio_diag_set(&j->local, rc, "no memory to compare the plans");
+    rc = agree(j, rc);
+    memcpy(theirs, mine, sizeof(mine));
+    if (rc == 0)
+        rc = bcast_agreed(j, theirs, (int)sizeof(theirs), "MPI_Bcast (plan digest)");
+    if (rc < 0)
+        return rc;
+    int local = 0;
+    if (memcmp(mine, theirs, sizeof(mine)) != 0)
+        pinio_diag_set(&j->local, local = -EINVAL,
+                       "its plan (%zu tensors, %zu reads) differs from rank 0's", pi.tensors,
+                       pi.reads);
+    return agree(j, local);
+}
+
+/* Phase 1: the arguments agreed; each rank its own headers and plan, with
+ * rank 0's alignment; the files and the plans agreed. */
 static int plan_phase(job *j, const char *const *paths, size_t npaths, pinio_plan **plan,
                       uint64_t *header_bytes)
 {
     blob x = { 0 };
-    int rc = j->rank == 0 ? read_headers(j, paths, npaths, &x) : 0;
-    rc = agree(j, rc);
-    uint64_t len = x.len;
+    int rc = args_agreed(j);
+    if (rc == 0)
+        rc = agree(j, read_headers(j, paths, npaths, &x));
+    /* The image starts with u64 align, u64 segment: rank 0's for all, so
+     * that every rank lays out the same reads whatever its file system. */
+    uint64_t as[2] = { 0, 0 };
     if (rc == 0) {
-        int e = MPI_Bcast(&len, 1, MPI_UINT64_T, 0, j->comm);
-        rc = e == MPI_SUCCESS ? 0 : mpi_fail(j, e, "MPI_Bcast (header size)");
-        if (rc == 0 && j->rank != 0 && !(x.b = malloc(len ? (size_t)len : 1)))
-            rc = -ENOMEM;
-        x.len = (size_t)len;
-        rc = agree(j, rc);
+        memcpy(as, x.b, sizeof(as));
+        rc = bcast_agreed(j, as, (int)sizeof(as), "MPI_Bcast (alignment)");
+        memcpy(x.b, as, sizeof(as));
+    }
+    if (rc == 0) {
+        const char *const *sf = j->own_filters ? j->o.shard_filters : NULL;
+        size_t ns = j->own_filters ? j->o.nshard_filters : 0;
+        rc = agree(j, plan_from_image(j, &x, sf, ns, plan));
     }
     if (rc == 0)
-        rc = agree(j, bcast_bytes(j, x.b, x.len));
-    if (rc == 0) {
-        const char *const *sf = j->o.policy == PINIO_MPI_SHARD ? j->o.shard_filters : NULL;
-        size_t ns = j->o.policy == PINIO_MPI_SHARD ? j->o.nshard_filters : 0;
-        rc = agree(j, plan_from_image(j, &x, sf, ns, plan));
-        if (rc < 0) {
-            pinio_plan_free(*plan);
-            *plan = NULL;
-        }
+        rc = idents_agreed(j, *plan, paths[0]);
+    if (rc == 0 && !j->own_filters)
+        rc = plan_agreed(j, *plan);
+    if (rc == 0 && j->o.verify && j->o.nexpected) {
+        pinio_plan_info pi;
+        pinio_plan_get_info(*plan, &pi);
+        int local = 0;
+        if (j->o.nexpected != pi.files)
+            pinio_diag_set(&j->local, local = PINIO_EDIGESTS,
+                           "%zu expected SHA-256 digest(s) for %zu file(s)", j->o.nexpected,
+                           pi.files);
+        rc = agree(j, local);
     }
-    *header_bytes = len;
+    if (rc < 0) {
+        pinio_plan_free(*plan);
+        *plan = NULL;
+    }
+    *header_bytes = x.len;
     free(x.b);
     return rc;
 }
@@ -725,6 +911,57 @@ static int exchange(job *j, MPI_Comm comm, int rank, int n, uint8_t *base,
     return rc;
 }
 
+/*
+ * --verify: every file's SHA-256 over the bytes as read (mpi_verify.c),
+ * then one verdict for the job: rank 0 compares the digests (the same on
+ * every rank) with the expected ones (agreed in step 0) and its diagnostic
+ * is every rank's, without a rank prefix: the mismatch is the file's, not
+ * a rank's.
+ */
+static int verify_agreed(job *j, pinio_mpi_checkpoint *cp, const uint8_t *base, size_t first,
+                         size_t nreads, size_t t0, size_t t1, pinio_mpi_report *rep)
+{
+    pinio_plan_info pi;
+    pinio_plan_get_info(cp->plan, &pi);
+    uint8_t *dg = calloc(pi.files, PINIO_MPI_SHA_LEN);
+    cp->hex = calloc(pi.files, sizeof(*cp->hex));
+    int rc = agree(j, dg && cp->hex ? 0 : -ENOMEM);
+    if (rc == 0)
+        rc = agree(j, pinio__mpi_hash_files(j->comm, j->rank, j->n, cp->plan, base, first, nreads,
+                                            t0, t1, dg, &rep->verify_landed_bytes,
+                                            &rep->verify_reread_bytes, &j->local));
+    if (rc < 0) {
+        free(dg);
+        return rc;
+    }
+    cp->nhex = pi.files;
+    for (size_t i = 0; i < pi.files; i++)
+        pinio__mpi_hex(dg + i * PINIO_MPI_SHA_LEN, cp->hex[i]);
+    free(dg);
+    struct {
+        int rc;
+        pinio_diag d;
+    } v;
+    memset(&v, 0, sizeof(v));
+    for (size_t i = 0; j->rank == 0 && v.rc == 0 && i < j->o.nexpected && i < pi.files; i++) {
+        const char *want = j->o.expected_sha256[i];
+        if (!want || strcasecmp(want, cp->hex[i]) == 0)
+            continue;
+        pinio_diag_set_at(&v.d, v.rc = PINIO_EFORMAT, pinio_plan_file_at(cp->plan, i)->path,
+                          PINIO_DIAG_NO_OFFSET, "sha256 mismatch: expected %s, got %s", want,
+                          cp->hex[i]);
+        pinio_diag_set_index(&v.d, i);
+    }
+    int e = MPI_Bcast(&v, (int)sizeof(v), MPI_BYTE, 0, j->comm);
+    if (e != MPI_SUCCESS)
+        return agree(j, mpi_fail(j, e, "MPI_Bcast (verdict)"));
+    if (v.rc < 0 && j->diag) {
+        v.d.msg[sizeof(v.d.msg) - 1] = v.d.path[sizeof(v.d.path) - 1] = '\0';
+        *j->diag = v.d;
+    }
+    return v.rc;
+}
+
 /* Which plan tensors this rank holds: [t0, t1) of the plan's. */
 static int hold(pinio_mpi_checkpoint *cp, size_t t0, size_t t1)
 {
@@ -749,7 +986,7 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
     uint64_t unit = pi.align ? pi.align : 4096;
     uint64_t end = (pi.dest_bytes + unit - 1) / unit * unit;
     rep->plan_read_bytes = pi.read_bytes;
-    bool own_filters = j->o.policy == PINIO_MPI_SHARD && j->o.nshard_filters;
+    bool own_filters = j->own_filters;
     bool by_node = j->o.policy == PINIO_MPI_NODE;
     node nd = { MPI_COMM_NULL, MPI_COMM_NULL, 0, 1, j->rank, j->n };
     if (by_node) {
@@ -809,6 +1046,13 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
         rep->io_seconds = now_s() - t;
         rc = agree(j, rc);
     }
+    /* Before the exchange: each rank hashes the bytes it read itself. */
+    if (rc == 0 && j->o.verify) {
+        double t = now_s();
+        rc = verify_agreed(j, cp, pinio_view_data_mut(&cp->mem), my_first, my_n, tfirst, tend, rep);
+        rep->verify_seconds = now_s() - t;
+        rep->verified = rc == 0;
+    }
     /* The exchange: between all ranks (replicate) or the node leaders
      * (node: the others' copy is the leader's). */
     if (rc == 0 && j->o.policy != PINIO_MPI_SHARD && nd.count > 1 && end > 0) {
@@ -861,6 +1105,8 @@ int pinio_mpi_load(MPI_Comm comm, const char *const *paths, size_t npaths,
 {
     if (out)
         *out = NULL;
+    if (diag)
+        memset(diag, 0, sizeof(*diag));
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
@@ -877,15 +1123,14 @@ int pinio_mpi_load(MPI_Comm comm, const char *const *paths, size_t npaths,
             memcpy(&j.o, opts, n);
         j.o.struct_size = sizeof(j.o);
     }
-    /* A local check, but one every rank makes on arguments every rank must
-     * pass alike; a rank with different arguments fails in the agreement. */
-    if (!out || !paths || npaths == 0 || (j.o.nfilters && !j.o.filters) ||
-        (j.o.nshard_filters && !j.o.shard_filters) || j.o.node_ranks < 0 ||
-        !pinio_mpi_policy_name(j.o.policy) ||
-        !pinio_mpi_exchange_name(j.o.exchange)) {
-        pinio_diag_set(diag, -EINVAL, "pinio_mpi_load: invalid arguments");
-        return -EINVAL;
-    }
+    /* Checked on every rank, but agreed after the duplicate: a rank that
+     * returned here alone would leave the others in the collectives. */
+    int bad = !out || !paths || npaths == 0 || (j.o.nfilters && !j.o.filters) ||
+              (j.o.nshard_filters && !j.o.shard_filters) || j.o.node_ranks < 0 ||
+              !pinio_mpi_policy_name(j.o.policy) || !pinio_mpi_exchange_name(j.o.exchange) ||
+              (j.o.verify && j.o.nexpected && !j.o.expected_sha256);
+    bool both = j.o.policy == PINIO_MPI_SHARD && j.o.nfilters && j.o.nshard_filters;
+    j.own_filters = j.o.policy == PINIO_MPI_SHARD && j.o.nshard_filters;
     int e = MPI_Comm_dup(comm, &j.comm);
     if (e != MPI_SUCCESS) {
         job tmp = { .diag = diag };
@@ -907,8 +1152,14 @@ int pinio_mpi_load(MPI_Comm comm, const char *const *paths, size_t npaths,
     r.policy = j.o.policy;
     r.exchange = j.o.exchange == PINIO_MPI_EXCHANGE_AUTO ? PINIO_MPI_EXCHANGE_ALLGATHERV
                                                           : j.o.exchange;
-    pinio_mpi_checkpoint *cp = calloc(1, sizeof(*cp));
-    int rc = agree(&j, cp ? 0 : -ENOMEM);
+    if (bad)
+        pinio_diag_set(&j.local, -EINVAL, "pinio_mpi_load: invalid arguments");
+    else if (both)
+        pinio_diag_set(&j.local, -EINVAL,
+                       "pinio_mpi_load: filters and shard_filters together: a rank's selection "
+                       "under shard is its shard filters alone");
+    pinio_mpi_checkpoint *cp = bad || both ? NULL : calloc(1, sizeof(*cp));
+    int rc = agree(&j, bad || both ? -EINVAL : cp ? 0 : -ENOMEM);
     if (rc == 0) {
         cp->nranks = j.n;
         rc = load(&j, paths, npaths, cp, &r);
@@ -932,6 +1183,7 @@ void pinio_mpi_release(pinio_mpi_checkpoint *cp)
     pinio_plan_free(cp->plan);
     free(cp->held);
     free(cp->rank_read);
+    free(cp->hex);
     free(cp);
 }
 
@@ -957,6 +1209,11 @@ int pinio_mpi_tensor_view(const pinio_mpi_checkpoint *cp, size_t i, pinio_view *
 const pinio_plan *pinio_mpi_plan(const pinio_mpi_checkpoint *cp)
 {
     return cp ? cp->plan : NULL;
+}
+
+const char *pinio_mpi_sha256(const pinio_mpi_checkpoint *cp, size_t i)
+{
+    return cp && i < cp->nhex ? cp->hex[i] : NULL;
 }
 
 uint64_t pinio_mpi_rank_read_bytes(const pinio_mpi_checkpoint *cp, int r)
