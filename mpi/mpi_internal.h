@@ -27,14 +27,14 @@ typedef struct job {
 } job;
 
 /* An MPI call's failure as a pinio code, with MPI's own words. */
-int mpi_fail(job *j, int err, const char *call);
+int pinio__mpi_fail(job *j, int err, const char *call);
 
 /* The agreement: every rank's code in, one code out (mpi_load.c). */
-int agree(job *j, int rc);
+int pinio__mpi_agree(job *j, int rc);
 
 /* Phase 1: the arguments agreed; each rank its own headers and plan, with
  * rank 0's alignment; the files and the plans agreed. */
-int plan_phase(job *j, const char *const *paths, size_t npaths, pinio_plan **plan,
+int pinio__mpi_plan_phase(job *j, const char *const *paths, size_t npaths, pinio_plan **plan,
                uint64_t *header_bytes);
 
 #endif

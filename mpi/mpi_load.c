@@ -105,7 +105,7 @@ const char *pinio_mpi_exchange_name(pinio_mpi_exchange x)
 }
 
 /* An MPI call's failure as a pinio code, with MPI's own words. */
-int mpi_fail(job *j, int err, const char *call)
+int pinio__mpi_fail(job *j, int err, const char *call)
 {
     char s[MPI_MAX_ERROR_STRING];
     int len = 0;
@@ -120,12 +120,12 @@ int mpi_fail(job *j, int err, const char *call)
  * lowest (most negative) code and, among equal codes, the lowest rank; that
  * rank's diagnostic goes to everyone, prefixed with who failed.
  */
-int agree(job *j, int rc)
+int pinio__mpi_agree(job *j, int rc)
 {
     struct { int rc, rank; } in = { rc, j->rank }, out;
     int e = MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MINLOC, j->comm);
     if (e != MPI_SUCCESS) /* nothing left to agree with: report it locally */
-        return mpi_fail(j, e, "MPI_Allreduce (status agreement)");
+        return pinio__mpi_fail(j, e, "MPI_Allreduce (status agreement)");
     if (out.rc == 0)
         return 0;
     pinio_diag d = j->local;
@@ -187,7 +187,7 @@ static int node_split(job *j, node *nd)
     MPI_Comm shared = MPI_COMM_NULL;
     int e = MPI_Comm_split_type(j->comm, MPI_COMM_TYPE_SHARED, j->rank, MPI_INFO_NULL, &shared);
     if (e != MPI_SUCCESS)
-        return mpi_fail(j, e, "MPI_Comm_split_type (node)");
+        return pinio__mpi_fail(j, e, "MPI_Comm_split_type (node)");
     nd->local = shared;
     if (j->o.node_ranks > 0) {
         /* The simulated split: runs of node_ranks local ranks. It stays
@@ -198,7 +198,7 @@ static int node_split(job *j, node *nd)
         MPI_Comm_free(&shared);
         if (e != MPI_SUCCESS) {
             nd->local = MPI_COMM_NULL;
-            return mpi_fail(j, e, "MPI_Comm_split (simulated node)");
+            return pinio__mpi_fail(j, e, "MPI_Comm_split (simulated node)");
         }
     }
     MPI_Comm_set_errhandler(nd->local, MPI_ERRORS_RETURN);
@@ -207,7 +207,7 @@ static int node_split(job *j, node *nd)
     /* Leaders keyed by job rank: node order follows the job's rank order. */
     e = MPI_Comm_split(j->comm, nd->lrank == 0 ? 0 : MPI_UNDEFINED, j->rank, &nd->leaders);
     if (e != MPI_SUCCESS)
-        return mpi_fail(j, e, "MPI_Comm_split (node leaders)");
+        return pinio__mpi_fail(j, e, "MPI_Comm_split (node leaders)");
     int v[2] = { 0, 0 };
     if (nd->lrank == 0) {
         MPI_Comm_set_errhandler(nd->leaders, MPI_ERRORS_RETURN);
@@ -216,7 +216,7 @@ static int node_split(job *j, node *nd)
     }
     e = MPI_Bcast(v, 2, MPI_INT, 0, nd->local);
     if (e != MPI_SUCCESS)
-        return mpi_fail(j, e, "MPI_Bcast (node index)");
+        return pinio__mpi_fail(j, e, "MPI_Bcast (node index)");
     nd->index = v[0];
     nd->count = v[1];
     return 0;
@@ -264,7 +264,7 @@ static int node_map(job *j, const node *nd, uint64_t bytes, pinio_view *out, int
     }
     int e = MPI_Bcast(who, 3, MPI_INT, 0, nd->local);
     if (e != MPI_SUCCESS)
-        return mpi_fail(j, e, "MPI_Bcast (node memory)");
+        return pinio__mpi_fail(j, e, "MPI_Bcast (node memory)");
     if (who[2] < 0)
         return nd->lrank == 0 ? who[2] : 0; /* the leader's failure, agreed by the caller */
     int fd = *leader_fd;
@@ -438,7 +438,7 @@ static int exchange(job *j, MPI_Comm comm, int rank, int n, uint8_t *base,
     if (e == MPI_SUCCESS)
         e = MPI_Type_commit(&t);
     if (e != MPI_SUCCESS)
-        return mpi_fail(j, e, "MPI_Type_contiguous");
+        return pinio__mpi_fail(j, e, "MPI_Type_contiguous");
     int rc = 0;
     *received = (start[n] - start[0]) - (start[rank + 1] - start[rank]);
     if (how == PINIO_MPI_EXCHANGE_ALLGATHERV) {
@@ -453,7 +453,7 @@ static int exchange(job *j, MPI_Comm comm, int rank, int n, uint8_t *base,
             e = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, base, counts, counts + n, t,
                                comm);
             if (e != MPI_SUCCESS)
-                rc = mpi_fail(j, e, "MPI_Allgatherv (stripes)");
+                rc = pinio__mpi_fail(j, e, "MPI_Allgatherv (stripes)");
             free(counts);
         }
     } else {
@@ -473,18 +473,18 @@ static int exchange(job *j, MPI_Comm comm, int rank, int n, uint8_t *base,
                     e = MPI_Waitall(inflight, req, st);
                     inflight = 0;
                     if (e != MPI_SUCCESS) {
-                        rc = mpi_fail(j, e, "MPI_Ibcast (stripes)");
+                        rc = pinio__mpi_fail(j, e, "MPI_Ibcast (stripes)");
                         break;
                     }
                 }
                 e = MPI_Ibcast(base + off, (int)(len / unit), t, r, comm, &req[inflight]);
                 if (e != MPI_SUCCESS)
-                    rc = mpi_fail(j, e, "MPI_Ibcast (stripes)");
+                    rc = pinio__mpi_fail(j, e, "MPI_Ibcast (stripes)");
                 else
                     inflight++;
             }
         if (inflight && MPI_Waitall(inflight, req, st) != MPI_SUCCESS && !rc)
-            rc = mpi_fail(j, MPI_ERR_OTHER, "MPI_Ibcast (stripes)");
+            rc = pinio__mpi_fail(j, MPI_ERR_OTHER, "MPI_Ibcast (stripes)");
     }
     MPI_Type_free(&t);
     return rc;
@@ -504,11 +504,12 @@ static int verify_agreed(job *j, pinio_mpi_checkpoint *cp, const uint8_t *base, 
     pinio_plan_get_info(cp->plan, &pi);
     uint8_t *dg = calloc(pi.files, PINIO_MPI_SHA_LEN);
     cp->hex = calloc(pi.files, sizeof(*cp->hex));
-    int rc = agree(j, dg && cp->hex ? 0 : -ENOMEM);
+    int rc = pinio__mpi_agree(j, dg && cp->hex ? 0 : -ENOMEM);
     if (rc == 0)
-        rc = agree(j, pinio__mpi_hash_files(j->comm, j->rank, j->n, cp->plan, base, first, nreads,
-                                            t0, t1, dg, &rep->verify_landed_bytes,
-                                            &rep->verify_reread_bytes, &j->local));
+        rc = pinio__mpi_agree(j, pinio__mpi_hash_files(j->comm, j->rank, j->n, cp->plan, base,
+                                                       first, nreads, t0, t1, dg,
+                                                       &rep->verify_landed_bytes,
+                                                       &rep->verify_reread_bytes, &j->local));
     if (rc < 0) {
         free(dg);
         return rc;
@@ -533,7 +534,7 @@ static int verify_agreed(job *j, pinio_mpi_checkpoint *cp, const uint8_t *base, 
     }
     int e = MPI_Bcast(&v, (int)sizeof(v), MPI_BYTE, 0, j->comm);
     if (e != MPI_SUCCESS)
-        return agree(j, mpi_fail(j, e, "MPI_Bcast (verdict)"));
+        return pinio__mpi_agree(j, pinio__mpi_fail(j, e, "MPI_Bcast (verdict)"));
     if (v.rc < 0 && j->diag) {
         v.d.msg[sizeof(v.d.msg) - 1] = v.d.path[sizeof(v.d.path) - 1] = '\0';
         *j->diag = v.d;
@@ -556,7 +557,7 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
                 pinio_mpi_report *rep)
 {
     double t0 = now_s();
-    int rc = plan_phase(j, paths, npaths, &cp->plan, &rep->header_bytes);
+    int rc = pinio__mpi_plan_phase(j, paths, npaths, &cp->plan, &rep->header_bytes);
     rep->plan_seconds = now_s() - t0;
     if (rc < 0)
         return rc;
@@ -569,7 +570,7 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
     bool by_node = j->o.policy == PINIO_MPI_NODE;
     node nd = { MPI_COMM_NULL, MPI_COMM_NULL, 0, 1, j->rank, j->n };
     if (by_node) {
-        rc = agree(j, node_split(j, &nd));
+        rc = pinio__mpi_agree(j, node_split(j, &nd));
         if (rc < 0) {
             node_free(&nd);
             return rc;
@@ -615,7 +616,7 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
     int leader_fd = -1;
     if (rc == 0)
         rc = by_node ? node_map(j, &nd, end, &cp->mem, &leader_fd) : map_dest(j, end, &cp->mem);
-    rc = agree(j, rc);
+    rc = pinio__mpi_agree(j, rc);
     if (leader_fd >= 0) /* every local rank has mapped the node's copy (or failed) */
         close(leader_fd);
 
@@ -623,7 +624,7 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
         double t = now_s();
         rc = read_stripe(j, cp->plan, pinio_view_data_mut(&cp->mem), my_first, my_n, lo, hi, rep);
         rep->io_seconds = now_s() - t;
-        rc = agree(j, rc);
+        rc = pinio__mpi_agree(j, rc);
     }
     /* Before the exchange: each rank hashes the bytes it read itself. */
     if (rc == 0 && j->o.verify) {
@@ -641,22 +642,23 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
                           pinio_view_data_mut(&cp->mem), start, unit, rep->exchange,
                           &rep->received_bytes);
         rep->exchange_seconds = now_s() - t;
-        rc = agree(j, rc);
+        rc = pinio__mpi_agree(j, rc);
     }
     if (rc == 0 && by_node)
         rep->locked = node_lock(&nd, &cp->mem);
     if (rc == 0) {
         cp->rank_read = calloc((size_t)j->n, sizeof(*cp->rank_read));
         rc = cp->rank_read ? 0 : -ENOMEM;
-        rc = agree(j, rc);
+        rc = pinio__mpi_agree(j, rc);
     }
     if (rc == 0) {
         int e = MPI_Allgather(&rep->read_bytes, 1, MPI_UINT64_T, cp->rank_read, 1, MPI_UINT64_T,
                               j->comm);
-        rc = agree(j, e == MPI_SUCCESS ? 0 : mpi_fail(j, e, "MPI_Allgather (bytes read)"));
+        rc = pinio__mpi_agree(
+            j, e == MPI_SUCCESS ? 0 : pinio__mpi_fail(j, e, "MPI_Allgather (bytes read)"));
     }
     if (rc == 0)
-        rc = agree(j, hold(cp, tfirst, tend));
+        rc = pinio__mpi_agree(j, hold(cp, tfirst, tend));
     rep->node = nd.index;
     rep->nodes = nd.count;
     rep->local_rank = nd.lrank;
@@ -713,7 +715,7 @@ int pinio_mpi_load(MPI_Comm comm, const char *const *paths, size_t npaths,
     int e = MPI_Comm_dup(comm, &j.comm);
     if (e != MPI_SUCCESS) {
         job tmp = { .diag = diag };
-        int rc = mpi_fail(&tmp, e, "MPI_Comm_dup");
+        int rc = pinio__mpi_fail(&tmp, e, "MPI_Comm_dup");
         if (diag)
             *diag = tmp.local;
         return rc;
@@ -738,7 +740,7 @@ int pinio_mpi_load(MPI_Comm comm, const char *const *paths, size_t npaths,
                        "pinio_mpi_load: filters and shard_filters together: a rank's selection "
                        "under shard is its shard filters alone");
     pinio_mpi_checkpoint *cp = bad || both ? NULL : calloc(1, sizeof(*cp));
-    int rc = agree(&j, bad || both ? -EINVAL : cp ? 0 : -ENOMEM);
+    int rc = pinio__mpi_agree(&j, bad || both ? -EINVAL : cp ? 0 : -ENOMEM);
     if (rc == 0) {
         cp->nranks = j.n;
         rc = load(&j, paths, npaths, cp, &r);

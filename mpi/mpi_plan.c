@@ -211,7 +211,7 @@ static int plan_from_image(job *j, const blob *x, const char *const *shard_filte
 static int bcast_agreed(job *j, void *buf, int len, const char *what)
 {
     int e = MPI_Bcast(buf, len, MPI_BYTE, 0, j->comm);
-    return agree(j, e == MPI_SUCCESS ? 0 : mpi_fail(j, e, what));
+    return pinio__mpi_agree(j, e == MPI_SUCCESS ? 0 : pinio__mpi_fail(j, e, what));
 }
 
 /*
@@ -257,16 +257,16 @@ static int args_agreed(job *j)
     }
     if (rc)
         pinio_diag_set(&j->local, rc = -ENOMEM, "no memory to compare the arguments");
-    rc = agree(j, rc);
+    rc = pinio__mpi_agree(j, rc);
     memcpy(theirs, mine, sizeof(mine));
     if (rc == 0)
         rc = bcast_agreed(j, theirs, (int)sizeof(theirs), "MPI_Bcast (arguments)");
     for (int k = 0; rc == 0 && k < ARG_N; k++)
         if (memcmp(mine[k], theirs[k], PINIO_MPI_SHA_LEN) != 0) {
             pinio_diag_set(&j->local, -EINVAL, "its %s differ from rank 0's", what[k]);
-            return agree(j, -EINVAL);
+            return pinio__mpi_agree(j, -EINVAL);
         }
-    return rc == 0 ? agree(j, 0) : rc;
+    return rc == 0 ? pinio__mpi_agree(j, 0) : rc;
 }
 
 /* Each file's identity and the index's against rank 0's: the bytes this
@@ -284,7 +284,7 @@ static int idents_agreed(job *j, const pinio_plan *plan, const char *first_path)
     int rc = mine ? 0 : -ENOMEM;
     for (size_t i = 0; rc == 0 && i < pi.files; i++)
         rc = pinio__mpi_ident_file(plan, i, &mine[i], &j->local);
-    rc = agree(j, rc);
+    rc = pinio__mpi_agree(j, rc);
     ident_head h = { pi.files, j->has_index, { 0 } }, h0;
     memcpy(h.index, j->index_sha, sizeof(h.index));
     h0 = h;
@@ -292,7 +292,7 @@ static int idents_agreed(job *j, const pinio_plan *plan, const char *first_path)
         rc = bcast_agreed(j, &h0, (int)sizeof(h0), "MPI_Bcast (file identities)");
     if (rc == 0) {
         theirs = j->rank == 0 ? mine : calloc(h0.files ? h0.files : 1, sizeof(*theirs));
-        rc = agree(j, theirs ? 0 : -ENOMEM);
+        rc = pinio__mpi_agree(j, theirs ? 0 : -ENOMEM);
     }
     if (rc == 0)
         rc = bcast_agreed(j, theirs, (int)(h0.files * sizeof(*theirs)),
@@ -336,7 +336,7 @@ static int idents_agreed(job *j, const pinio_plan *plan, const char *first_path)
     if (theirs != mine)
         free(theirs);
     free(mine);
-    return rc == 0 ? agree(j, local) : rc;
+    return rc == 0 ? pinio__mpi_agree(j, local) : rc;
 }
 
 /* The plan's digest against rank 0's: the same reads at the same places
@@ -367,7 +367,7 @@ static int plan_agreed(job *j, const pinio_plan *p)
     free(x.b);
     if (rc < 0)
         pinio_diag_set(&j->local, rc, "no memory to compare the plans");
-    rc = agree(j, rc);
+    rc = pinio__mpi_agree(j, rc);
     memcpy(theirs, mine, sizeof(mine));
     if (rc == 0)
         rc = bcast_agreed(j, theirs, (int)sizeof(theirs), "MPI_Bcast (plan digest)");
@@ -378,18 +378,18 @@ static int plan_agreed(job *j, const pinio_plan *p)
         pinio_diag_set(&j->local, local = -EINVAL,
                        "its plan (%zu tensors, %zu reads) differs from rank 0's", pi.tensors,
                        pi.reads);
-    return agree(j, local);
+    return pinio__mpi_agree(j, local);
 }
 
 /* Phase 1: the arguments agreed; each rank its own headers and plan, with
  * rank 0's alignment; the files and the plans agreed. */
-int plan_phase(job *j, const char *const *paths, size_t npaths, pinio_plan **plan,
+int pinio__mpi_plan_phase(job *j, const char *const *paths, size_t npaths, pinio_plan **plan,
                uint64_t *header_bytes)
 {
     blob x = { 0 };
     int rc = args_agreed(j);
     if (rc == 0)
-        rc = agree(j, read_headers(j, paths, npaths, &x));
+        rc = pinio__mpi_agree(j, read_headers(j, paths, npaths, &x));
     /* The image starts with u64 align, u64 segment: rank 0's for all, so
      * that every rank lays out the same reads whatever its file system. */
     uint64_t as[2] = { 0, 0 };
@@ -401,7 +401,7 @@ int plan_phase(job *j, const char *const *paths, size_t npaths, pinio_plan **pla
     if (rc == 0) {
         const char *const *sf = j->own_filters ? j->o.shard_filters : NULL;
         size_t ns = j->own_filters ? j->o.nshard_filters : 0;
-        rc = agree(j, plan_from_image(j, &x, sf, ns, plan));
+        rc = pinio__mpi_agree(j, plan_from_image(j, &x, sf, ns, plan));
     }
     if (rc == 0)
         rc = idents_agreed(j, *plan, paths[0]);
@@ -415,7 +415,7 @@ int plan_phase(job *j, const char *const *paths, size_t npaths, pinio_plan **pla
             pinio_diag_set(&j->local, local = PINIO_EDIGESTS,
                            "%zu expected SHA-256 digest(s) for %zu file(s)", j->o.nexpected,
                            pi.files);
-        rc = agree(j, local);
+        rc = pinio__mpi_agree(j, local);
     }
     if (rc < 0) {
         pinio_plan_free(*plan);

@@ -287,7 +287,8 @@ static seg *segments(const pinio_plan *plan, int n, const range *rg, size_t nrg,
 
 /* A copy this rank holds of bytes the chain took from another rank's:
  * compared with this rank's file, read again into `buf`. */
-static int check_dup(const pinio_plan *plan, const seg *g, const own *o, uint8_t *buf, pinio_diag *d)
+static int check_dup(const pinio_plan *plan, const seg *g, const own *o, uint8_t *buf,
+                     pinio_diag *d)
 {
     const pinio_plan_file *f = pinio_plan_file_at(plan, g->file);
     for (uint64_t off = g->off; off < g->end;) {
