@@ -22,6 +22,7 @@ typedef struct job {
     pinio_diag local;        /* this rank's own failure */
     pinio_diag *diag;        /* the caller's: the agreed failure */
     bool own_filters;        /* shard by each rank's shard_filters: plans differ */
+    bool job_progress;       /* rank 0 has a progress callback: it follows every rank's reads */
     bool has_index;          /* the checkpoint came with an index, of this digest */
     uint8_t index_sha[PINIO_MPI_SHA_LEN];
 } job;

@@ -388,9 +388,132 @@ static int dest_claim(void *ctx, size_t i, const pinio_plan_read *r, void **mem)
 
 static const pinio_dest_ops dest_ops = { .size = sizeof(pinio_dest_ops), .claim = dest_claim };
 
+/*
+ * The job's progress on rank 0 (when its caller follows progress): every
+ * other rank reports its reads done to rank 0 from its engine's progress
+ * calls, at most one report in flight (a report still travelling makes the
+ * rank skip one), and a last one when its reads end, whatever their
+ * outcome. Rank 0 takes the reports in during its own reads and, after
+ * them, waits for every last report, drawing as each arrives; so the line
+ * covers the whole job, and no report is left unreceived when the
+ * communicator is freed. Messages from one rank arrive in order: its last
+ * report is the last message it sends.
+ */
+#define TAG_PROGRESS 27
+
+typedef struct jprog {
+    job *j;
+    uint64_t total;    /* rank 0: the job's reads, in bytes */
+    uint64_t mine;     /* this rank's reads, in bytes */
+    uint64_t *done;    /* rank 0: each rank's reads done */
+    int finals;        /* rank 0: last reports received */
+    uint64_t msg[2];   /* another rank: its report (done, last) */
+    MPI_Request req;
+    double t0;
+    bool stop;         /* rank 0's callback asked to stop */
+} jprog;
+
+/* Rank 0: one report in (blocking, or any that arrived). */
+static bool jprog_take(jprog *g, bool wait)
+{
+    MPI_Status st;
+    int flag = 1;
+    if (!wait && MPI_Iprobe(MPI_ANY_SOURCE, TAG_PROGRESS, g->j->comm, &flag, &st) != MPI_SUCCESS)
+        return false;
+    uint64_t m[2];
+    if (!flag || MPI_Recv(m, 2, MPI_UINT64_T, wait ? MPI_ANY_SOURCE : st.MPI_SOURCE, TAG_PROGRESS,
+                          g->j->comm, &st) != MPI_SUCCESS)
+        return false;
+    if (st.MPI_SOURCE > 0 && st.MPI_SOURCE < g->j->n)
+        g->done[st.MPI_SOURCE] = m[0];
+    g->finals += m[1] != 0;
+    return true;
+}
+
+static void jprog_draw(jprog *g)
+{
+    pinio_progress p = { .total_bytes = g->total, .elapsed_s = now_s() - g->t0 };
+    for (int r = 0; r < g->j->n; r++)
+        p.done_bytes += g->done[r];
+    if (p.done_bytes > p.total_bytes)
+        p.done_bytes = p.total_bytes;
+    if (g->j->o.progress(g->j->o.progress_ctx, &p))
+        g->stop = true;
+}
+
+static int jprog_engine(void *ctx, const pinio_progress *p)
+{
+    jprog *g = ctx;
+    job *j = g->j;
+    if (j->rank == 0) {
+        g->done[0] = p->done_bytes;
+        while (jprog_take(g, false))
+            ;
+        jprog_draw(g);
+        return g->stop;
+    }
+    MPI_Status st;
+    int sent = 1;
+    if (g->req != MPI_REQUEST_NULL)
+        MPI_Test(&g->req, &sent, &st);
+    if (sent) {
+        g->msg[0] = p->done_bytes;
+        g->msg[1] = 0;
+        if (MPI_Isend(g->msg, 2, MPI_UINT64_T, 0, TAG_PROGRESS, j->comm, &g->req) != MPI_SUCCESS)
+            g->req = MPI_REQUEST_NULL;
+    }
+    return j->o.progress ? j->o.progress(j->o.progress_ctx, p) : 0;
+}
+
+/* Before the reads: the job's total on rank 0 (a collective: every rank
+ * calls it when job_progress). */
+static int jprog_start(jprog *g, job *j, const pinio_plan *p, size_t first, size_t nreads)
+{
+    memset(g, 0, sizeof(*g));
+    g->j = j;
+    g->req = MPI_REQUEST_NULL;
+    g->t0 = now_s();
+    for (size_t i = first; i < first + nreads; i++)
+        g->mine += pinio_plan_read_at(p, i)->len;
+    if (j->rank == 0 && !(g->done = calloc((size_t)j->n, sizeof(*g->done))))
+        pinio_diag_set(&j->local, -ENOMEM, "no memory to follow the job's progress");
+    int e = MPI_Reduce(&g->mine, &g->total, 1, MPI_UINT64_T, MPI_SUM, 0, j->comm);
+    int rc = e == MPI_SUCCESS ? 0 : pinio__mpi_fail(j, e, "MPI_Reduce (progress total)");
+    rc = pinio__mpi_agree(j, rc < 0 ? rc : j->rank == 0 && !g->done ? -ENOMEM : 0);
+    if (rc < 0)
+        free(g->done);
+    return rc;
+}
+
+/* After this rank's reads: its last report, or (rank 0) every rank's. */
+static int jprog_end(jprog *g, int rc)
+{
+    job *j = g->j;
+    MPI_Status st;
+    if (j->rank != 0) {
+        if (g->req != MPI_REQUEST_NULL)
+            MPI_Wait(&g->req, &st);
+        uint64_t m[2] = { rc == 0 ? g->mine : 0, 1 }; /* done: its whole share */
+        MPI_Send(m, 2, MPI_UINT64_T, 0, TAG_PROGRESS, j->comm);
+        return rc;
+    }
+    if (rc == 0)
+        g->done[0] = g->mine;
+    while (g->finals < j->n - 1 && jprog_take(g, true))
+        jprog_draw(g);
+    if (rc == 0 && !g->stop)
+        jprog_draw(g); /* the end, done == total (also when nothing arrived) */
+    if (rc == 0 && g->stop) {
+        pinio_diag_set(&j->local, -ECANCELED, "the progress callback stopped the load");
+        rc = -ECANCELED;
+    }
+    free(g->done);
+    return rc;
+}
+
 /* This rank's reads into the destination, its memory registered in slabs. */
 static int read_stripe(job *j, pinio_plan *p, uint8_t *base, size_t first, size_t nreads,
-                       uint64_t lo, uint64_t hi, pinio_mpi_report *rep)
+                       uint64_t lo, uint64_t hi, pinio_mpi_report *rep, jprog *g)
 {
     if (nreads == 0)
         return 0; /* an empty stripe (more ranks than reads): nothing to read */
@@ -413,8 +536,8 @@ static int read_stripe(job *j, pinio_plan *p, uint8_t *base, size_t first, size_
     eo.request_size = j->o.request_size;
     eo.direct = j->o.direct;
     eo.backend = j->o.backend;
-    eo.progress = j->o.progress;
-    eo.progress_ctx = j->o.progress_ctx;
+    eo.progress = g ? jprog_engine : j->o.progress;
+    eo.progress_ctx = g ? (void *)g : j->o.progress_ctx;
     eo.regions = nreg < 64 ? regions : NULL; /* past 64 GiB: plain reads */
     eo.nregions = nreg < 64 ? nreg : 0;
     pinio_exec_report er;
@@ -622,9 +745,17 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
 
     if (rc == 0) {
         double t = now_s();
-        rc = read_stripe(j, cp->plan, pinio_view_data_mut(&cp->mem), my_first, my_n, lo, hi, rep);
+        jprog g;
+        bool follow = j->job_progress;
+        rc = follow ? jprog_start(&g, j, cp->plan, my_first, my_n) : 0; /* agreed */
+        if (rc == 0) {
+            rc = read_stripe(j, cp->plan, pinio_view_data_mut(&cp->mem), my_first, my_n, lo, hi,
+                             rep, follow ? &g : NULL);
+            if (follow)
+                rc = jprog_end(&g, rc);
+            rc = pinio__mpi_agree(j, rc);
+        }
         rep->io_seconds = now_s() - t;
-        rc = pinio__mpi_agree(j, rc);
     }
     /* Before the exchange: each rank hashes the bytes it read itself. */
     if (rc == 0 && j->o.verify) {

@@ -391,12 +391,15 @@ int pinio__mpi_plan_phase(job *j, const char *const *paths, size_t npaths, pinio
     if (rc == 0)
         rc = pinio__mpi_agree(j, read_headers(j, paths, npaths, &x));
     /* The image starts with u64 align, u64 segment: rank 0's for all, so
-     * that every rank lays out the same reads whatever its file system. */
-    uint64_t as[2] = { 0, 0 };
+     * that every rank lays out the same reads whatever its file system.
+     * With them, whether rank 0 follows the job's progress (every rank
+     * then reports its reads to it). */
+    uint64_t as[3] = { 0, 0, j->o.progress != NULL };
     if (rc == 0) {
-        memcpy(as, x.b, sizeof(as));
+        memcpy(as, x.b, 2 * sizeof(uint64_t));
         rc = bcast_agreed(j, as, (int)sizeof(as), "MPI_Bcast (alignment)");
-        memcpy(x.b, as, sizeof(as));
+        memcpy(x.b, as, 2 * sizeof(uint64_t));
+        j->job_progress = as[2] != 0;
     }
     if (rc == 0) {
         const char *const *sf = j->own_filters ? j->o.shard_filters : NULL;

@@ -131,12 +131,17 @@ typedef struct pinio_mpi_opts {
      *  simulated on one machine, for tests and benchmarks. Same on every
      *  rank. */
     int node_ranks;
-    /** Optional: called on this rank, from the calling thread, after each
-     *  batch of this rank's own reads and once at their end (done_bytes and
-     *  total_bytes: this rank's share; see #pinio_progress_fn); not during
-     *  the exchange. May differ per rank (a CLI sets it on rank 0 only).
-     *  Returning nonzero stops this rank's reads: every rank then returns
-     *  -ECANCELED, the diagnostic naming this rank. */
+    /** Optional: called on this rank, from the calling thread, during the
+     *  reads, not during the exchange (see #pinio_progress_fn). On rank 0
+     *  it follows the job: done_bytes and total_bytes count every rank's
+     *  reads (each other rank reports to rank 0 after each batch of its
+     *  reads, at most one small message in flight, and once at their end;
+     *  rank 0 takes them in during its reads and waits for the last ones
+     *  after them), the last call with done == total. On another rank: its
+     *  own reads. May differ per rank (a CLI sets it on rank 0 only).
+     *  Returning nonzero stops this rank's reads (rank 0: its own, or the
+     *  job once they are over): every rank then returns -ECANCELED, the
+     *  diagnostic naming this rank. */
     pinio_progress_fn progress;
     void *progress_ctx;
     /** Compute each input file's SHA-256 (the hub's LFS object id) over the

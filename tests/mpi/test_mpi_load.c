@@ -409,8 +409,9 @@ static void case_fault_on_one_rank_node(void)
     fault_on_one_rank(PINIO_MPI_NODE);
 }
 
-/* Progress: rank 0 follows its own reads to their end; a callback that
- * stops on the last rank stops the job, every rank hearing who stopped. */
+/* Progress: rank 0 follows the job's reads (every rank's) to their end,
+ * never backwards; a callback that stops on the last rank stops the job,
+ * every rank hearing who stopped. */
 struct seen {
     unsigned calls;
     uint64_t last, total;
@@ -447,10 +448,10 @@ static void case_progress(void)
     uint64_t io = 0;
     pinio_mpi_checkpoint *cp = load(&o, &rep, &io);
     if (cp && rank == 0)
-        CHECK(s.calls >= 1 && !s.backwards && s.last == rep.read_bytes &&
-                  s.total == rep.read_bytes && rep.read_bytes > 0,
-              "rank 0: %u calls, last %" PRIu64 " of %" PRIu64 ", read %" PRIu64, s.calls, s.last,
-              s.total, rep.read_bytes);
+        CHECK(s.calls >= 1 && !s.backwards && s.last == rep.job_read_bytes &&
+                  s.total == rep.job_read_bytes && rep.job_read_bytes == rep.plan_read_bytes,
+              "rank 0: %u calls, last %" PRIu64 " of %" PRIu64 ", the job read %" PRIu64, s.calls,
+              s.last, s.total, rep.job_read_bytes);
     if (cp)
         holds_all(cp, 16);
     pinio_mpi_release(cp);
