@@ -817,8 +817,6 @@ int pinio_mpi_load(MPI_Comm comm, const char *const *paths, size_t npaths,
 {
     if (out)
         *out = NULL;
-    if (diag)
-        memset(diag, 0, sizeof(*diag));
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
