@@ -36,6 +36,6 @@ int pinio__mpi_agree(job *j, int rc);
 /* Phase 1: the arguments agreed; each rank its own headers and plan, with
  * rank 0's alignment; the files and the plans agreed. */
 int pinio__mpi_plan_phase(job *j, const char *const *paths, size_t npaths, pinio_plan **plan,
-               uint64_t *header_bytes);
+                          uint64_t *header_bytes);
 
 #endif

@@ -384,7 +384,7 @@ static int plan_agreed(job *j, const pinio_plan *p)
 /* Phase 1: the arguments agreed; each rank its own headers and plan, with
  * rank 0's alignment; the files and the plans agreed. */
 int pinio__mpi_plan_phase(job *j, const char *const *paths, size_t npaths, pinio_plan **plan,
-               uint64_t *header_bytes)
+                          uint64_t *header_bytes)
 {
     blob x = { 0 };
     int rc = args_agreed(j);
