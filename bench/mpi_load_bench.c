@@ -2,15 +2,19 @@
  * bench/mpi_load (which alternates the methods and takes medians).
  *
  * usage: mpiexec -n N mpi_load_bench METHOD FILE [--hint KEY=VALUE]...
- *                [--exchange allgatherv|bcast] [--node-ranks K]
+ *                [--exchange allgatherv|bcast] [--node-ranks K] [--verify]
  *   each       every rank loads the whole file with pinio_load (no MPI)
  *   mpiio      every rank reads the whole file with MPI_File_read_at_all
  *              (the io component comes from mpiexec: --mca io romio321|ompio;
  *              --hint: MPI_Info hints, e.g. romio_cb_read=enable)
  *   replicate  pinio_mpi_load(PINIO_MPI_REPLICATE)
  *   node       pinio_mpi_load(PINIO_MPI_NODE)
+ *   shard      pinio_mpi_load(PINIO_MPI_SHARD), the byte-balanced split
+ * --verify: pinio_mpi_load computes the file's SHA-256 as read (its time on
+ * the slowest rank is verify_s in the JSON line).
  *
- * Rank 0 prints one JSON line: the slowest rank's seconds, GB/s of file
+ * Rank 0 prints one JSON line: the slowest rank's seconds, the ranks' CPU
+ * seconds together (cpu_s: MPI's polling included), GB/s of file
  * bytes delivered to every rank, each rank's storage reads (/proc/self/io
  * read_bytes) and the memory the ranks hold once the data is in: the sum of
  * their Pss growth (shared pages counted once per node), per node.
@@ -24,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -55,6 +60,16 @@ static int die(int rank, const char *what, const char *msg)
         fprintf(stderr, "mpi_load_bench: %s: %s\n", what, msg);
     MPI_Abort(MPI_COMM_WORLD, 1);
     return 1;
+}
+
+/* This process's CPU seconds (user and system) so far: on a busy machine
+ * the wall time says more of the load than of the method. */
+static double cpu_now(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
 }
 
 /* Every rank reads the whole file collectively, 1 GiB per call at most. */
@@ -97,7 +112,14 @@ int main(int argc, char **argv)
     pinio_mpi_opts_default(&mo);
     mo.cache = PINIO_CACHE_COLD;
     char hints[512] = "";
-    for (int i = 3; i + 1 < argc; i += 2) {
+    for (int i = 3; i < argc; i += 2) {
+        if (!strcmp(argv[i], "--verify")) {
+            mo.verify = true;
+            i--; /* no value */
+            continue;
+        }
+        if (i + 1 >= argc)
+            return die(rank, argv[i], "wants a value");
         if (!strcmp(argv[i], "--hint")) {
             char *eq = strchr(argv[i + 1], '=');
             if (!eq)
@@ -131,8 +153,9 @@ int main(int argc, char **argv)
     uint64_t io0 = proc_field("io", "read_bytes: ");
     uint64_t pss0 = proc_field("smaps_rollup", "Pss: ");
     MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = bench_now();
+    double t0 = bench_now(), c0 = cpu_now();
     int rc = 0, nodes = 1;
+    double verify_s = 0, max_verify_s = 0;
     const char *sub = "";
     void *keep = NULL;
     pinio_checkpoint *lcp = NULL;
@@ -152,17 +175,22 @@ int main(int argc, char **argv)
             rc = -EIO;
         }
         sub = hints;
-    } else if (!strcmp(method, "replicate") || !strcmp(method, "node")) {
-        mo.policy = method[0] == 'n' ? PINIO_MPI_NODE : PINIO_MPI_REPLICATE;
+    } else if (!strcmp(method, "replicate") || !strcmp(method, "node") ||
+               !strcmp(method, "shard")) {
+        mo.policy = method[0] == 'n'   ? PINIO_MPI_NODE
+                    : method[0] == 's' ? PINIO_MPI_SHARD
+                                       : PINIO_MPI_REPLICATE;
         pinio_mpi_report rep;
         rc = pinio_mpi_load(MPI_COMM_WORLD, &path, 1, &mo, &mcp, &rep, &d);
+        verify_s = rc == 0 ? rep.verify_seconds : 0;
         if (rc == 0) {
             nodes = mo.policy == PINIO_MPI_NODE ? rep.nodes : 1;
             sub = mo.policy == PINIO_MPI_NODE && rep.nodes == 1 ? "" : pinio_mpi_exchange_name(rep.exchange);
         }
     } else {
-        return die(rank, method, "not each, mpiio, replicate or node");
+        return die(rank, method, "not each, mpiio, replicate, node or shard");
     }
+    double cpu = cpu_now() - c0, all_cpu = 0;
     MPI_Barrier(MPI_COMM_WORLD);
     double secs = bench_now() - t0;
     int bad = rc < 0, anybad = 0;
@@ -179,11 +207,14 @@ int main(int argc, char **argv)
     uint64_t *ios = rank == 0 ? calloc((size_t)n, sizeof(*ios)) : NULL;
     MPI_Gather(&io, 1, MPI_UINT64_T, ios, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     MPI_Reduce(&grew, &all_grew, 1, MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&verify_s, &max_verify_s, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&cpu, &all_cpu, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         printf("{\"method\":\"%s\",\"variant\":\"%s\",\"ranks\":%d,\"nodes\":%d,\"bytes\":%" PRIu64
-               ",\"seconds\":%.6f,\"gbps\":%.3f,\"mem_per_node\":%" PRId64 ",\"read_bytes\":[",
+               ",\"seconds\":%.6f,\"gbps\":%.3f,\"verify\":%s,\"verify_s\":%.6f"
+               ",\"cpu_s\":%.6f,\"mem_per_node\":%" PRId64 ",\"read_bytes\":[",
                method, sub, n, nodes, size, secs, (double)size / secs / 1e9,
-               all_grew * 1024 / nodes);
+               mo.verify ? "true" : "false", max_verify_s, all_cpu, all_grew * 1024 / nodes);
         for (int r = 0; r < n; r++)
             printf("%s%" PRIu64, r ? "," : "", ios[r]);
         printf("]}\n");

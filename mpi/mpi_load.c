@@ -1,10 +1,13 @@
 /*
  * pinio_mpi_load: one plan per job, each byte read once, shared over MPI.
  *
- *   rank 0: resolve inputs, read headers + index   -> agree -> Bcast bytes
- *   all:    plan from those bytes, same alignment  -> agree
+ *   all:    the job-shaping arguments against rank 0's  -> agree
+ *   all:    resolve own inputs, read own headers + index -> agree
+ *   all:    plan from them, rank 0's alignment     -> agree
+ *   all:    identity of each file and the plan against rank 0's -> agree
  *   all:    cut stripes (pure function of the plan), map memory -> agree
  *   all:    execute own stripe (engine, O_DIRECT)  -> agree
+ *   verify: SHA-256 chain over the bytes as read, verdict -> agree
  *   all:    exchange stripes in place (replicate)  -> agree
  *   node:   the same, with one stripe per node cut into one per local rank,
  *           read into the node's shared copy; the exchange runs between
@@ -32,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,16 +43,11 @@
 #include "pinio/mpi.h"
 #include "pinio/safetensors.h"
 #include "pinio/sys.h"
+#include "mpi_internal.h"
 
-/* Broadcast pieces of at most this many bytes: MPI-3.1 counts are ints. */
-#define BCAST_MAX ((size_t)1 << 30)
 /* Default piece of the BCAST exchange, and how many are in flight at once. */
 #define PIECE_DEFAULT ((uint64_t)16 << 20)
 #define PIECES_IN_FLIGHT 4
-/* A registered io_uring buffer holds at most 1 GiB. */
-#define REGION_MAX ((uint64_t)1 << 30)
-/* The smallest stripe segment: below it a read costs more than it moves. */
-#define SEGMENT_MIN ((uint64_t)256 << 10)
 
 struct pinio_mpi_checkpoint {
     pinio_plan *plan;
@@ -57,16 +56,10 @@ struct pinio_mpi_checkpoint {
     size_t nheld;
     uint64_t *rank_read;     /* storage bytes per rank */
     int nranks;
+    char (*hex)[2 * PINIO_MPI_SHA_LEN + 1]; /* verify: each file's digest */
+    size_t nhex;
 };
 
-/* One call's state. */
-typedef struct job {
-    MPI_Comm comm;
-    int rank, n;
-    pinio_mpi_opts o;
-    pinio_diag local;        /* this rank's own failure */
-    pinio_diag *diag;        /* the caller's: the agreed failure */
-} job;
 
 static double now_s(void)
 {
@@ -112,7 +105,7 @@ const char *pinio_mpi_exchange_name(pinio_mpi_exchange x)
 }
 
 /* An MPI call's failure as a pinio code, with MPI's own words. */
-static int mpi_fail(job *j, int err, const char *call)
+int pinio__mpi_fail(job *j, int err, const char *call)
 {
     char s[MPI_MAX_ERROR_STRING];
     int len = 0;
@@ -127,12 +120,12 @@ static int mpi_fail(job *j, int err, const char *call)
  * lowest (most negative) code and, among equal codes, the lowest rank; that
  * rank's diagnostic goes to everyone, prefixed with who failed.
  */
-static int agree(job *j, int rc)
+int pinio__mpi_agree(job *j, int rc)
 {
     struct { int rc, rank; } in = { rc, j->rank }, out;
     int e = MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MINLOC, j->comm);
     if (e != MPI_SUCCESS) /* nothing left to agree with: report it locally */
-        return mpi_fail(j, e, "MPI_Allreduce (status agreement)");
+        return pinio__mpi_fail(j, e, "MPI_Allreduce (status agreement)");
     if (out.rc == 0)
         return 0;
     pinio_diag d = j->local;
@@ -151,234 +144,6 @@ static int agree(job *j, int rc)
                       out.rank, j->n, rest);
     pinio_diag_set_index(j->diag, d.index);
     return out.rc;
-}
-
-/* Broadcast `len` bytes from rank 0 in pieces an int count can describe. */
-static int bcast_bytes(job *j, void *buf, size_t len)
-{
-    for (size_t off = 0; off < len; off += BCAST_MAX) {
-        size_t n = len - off < BCAST_MAX ? len - off : BCAST_MAX;
-        int e = MPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, 0, j->comm);
-        if (e != MPI_SUCCESS)
-            return mpi_fail(j, e, "MPI_Bcast (headers)");
-    }
-    return 0;
-}
-
-/* A growable byte buffer for the header image rank 0 broadcasts. */
-typedef struct blob {
-    uint8_t *b;
-    size_t len, cap;
-} blob;
-
-static int blob_put(blob *x, const void *p, size_t n)
-{
-    if (x->len + n > x->cap) {
-        size_t cap = x->cap ? x->cap : 4096;
-        while (cap < x->len + n)
-            cap *= 2;
-        uint8_t *nb = realloc(x->b, cap);
-        if (!nb)
-            return -ENOMEM;
-        x->b = nb;
-        x->cap = cap;
-    }
-    memcpy(x->b + x->len, p, n);
-    x->len += n;
-    return 0;
-}
-
-static int blob_u64(blob *x, uint64_t v)
-{
-    return blob_put(x, &v, sizeof(v));
-}
-
-static int blob_str(blob *x, const char *s)
-{
-    return blob_put(x, s, strlen(s) + 1);
-}
-
-/* The first `len` bytes of `path` into `x` (len 0: the whole file). */
-static int blob_file(blob *x, const char *path, uint64_t len, pinio_diag *d)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int rc = -errno;
-        pinio_diag_set_at(d, rc, path, PINIO_DIAG_NO_OFFSET, "cannot open: %s",
-                          pinio_strerror(rc));
-        return rc;
-    }
-    if (len == 0) {
-        off_t end = lseek(fd, 0, SEEK_END);
-        len = end > 0 ? (uint64_t)end : 0;
-    }
-    int rc = blob_u64(x, len);
-    for (uint64_t off = 0; rc == 0 && off < len;) {
-        char buf[1 << 16];
-        size_t want = len - off < sizeof(buf) ? (size_t)(len - off) : sizeof(buf);
-        ssize_t got = pread(fd, buf, want, (off_t)off);
-        if (got <= 0) {
-            rc = got < 0 ? -errno : PINIO_ECHANGED;
-            pinio_diag_set_at(d, rc, path, off, "reading the header: %s",
-                              got < 0 ? pinio_strerror(rc) : "file shorter than its header");
-            break;
-        }
-        rc = blob_put(x, buf, (size_t)got);
-        off += (uint64_t)got;
-    }
-    close(fd);
-    return rc;
-}
-
-/*
- * Rank 0: the inputs resolved and validated as a plan would (a probe plan:
- * its diagnostics are the ones a single-process load gives), then each
- * file's header bytes and the index read into one image:
- *   u64 align, u64 segment, u64 nfiles, str index_path ("" none), [u64 len, bytes],
- *   nfiles x (str path, u64 len, bytes)
- */
-static int read_headers(job *j, const char *const *paths, size_t npaths, blob *x)
-{
-    pinio_plan_opts po;
-    pinio_plan_opts_default(&po);
-    po.cache = j->o.cache;
-    po.direct = j->o.direct;
-    pinio_plan *probe = NULL;
-    int rc = pinio_plan_create(&probe, paths, npaths, &po, &j->local);
-    if (rc < 0)
-        return rc;
-    pinio_plan_info pi;
-    pinio_plan_get_info(probe, &pi);
-    /* Stripes are runs of whole reads, and a plan of one file is often one
-     * read: a segment (reads never cross a multiple of it) of about a
-     * eighth of a rank's share gives every rank reads to take, and keeps
-     * the stripes within half a read (1/16 of a share) of balanced. */
-    uint64_t seg = pi.align > SEGMENT_MIN ? pi.align : SEGMENT_MIN;
-    while (seg < REGION_MAX && seg * 8 * (uint64_t)j->n < pi.read_bytes)
-        seg *= 2;
-    rc = blob_u64(x, pi.align);
-    if (rc == 0)
-        rc = blob_u64(x, seg);
-    if (rc == 0)
-        rc = blob_u64(x, pi.files);
-    if (rc == 0)
-        rc = blob_str(x, pi.index_path ? pi.index_path : "");
-    if (rc == 0 && pi.index_path)
-        rc = blob_file(x, pi.index_path, 0, &j->local);
-    for (size_t i = 0; rc == 0 && i < pi.files; i++) {
-        const pinio_plan_file *f = pinio_plan_file_at(probe, i);
-        rc = blob_str(x, f->path);
-        if (rc == 0)
-            rc = blob_file(x, f->path, 8 + pinio_st_header_size(f->header), &j->local);
-        if (rc < 0)
-            pinio_diag_set_index(&j->local, i);
-    }
-    pinio_plan_free(probe);
-    return rc;
-}
-
-/* A cursor over the broadcast image; every rank parses the same bytes. */
-typedef struct cursor {
-    const uint8_t *p, *end;
-} cursor;
-
-static bool cur_u64(cursor *c, uint64_t *v)
-{
-    if ((size_t)(c->end - c->p) < sizeof(*v))
-        return false;
-    memcpy(v, c->p, sizeof(*v));
-    c->p += sizeof(*v);
-    return true;
-}
-
-static const char *cur_str(cursor *c)
-{
-    const uint8_t *z = memchr(c->p, 0, (size_t)(c->end - c->p));
-    if (!z)
-        return NULL;
-    const char *s = (const char *)c->p;
-    c->p = z + 1;
-    return s;
-}
-
-static const void *cur_bytes(cursor *c, uint64_t *len)
-{
-    if (!cur_u64(c, len) || *len > (uint64_t)(c->end - c->p))
-        return NULL;
-    const void *b = c->p;
-    c->p += *len;
-    return b;
-}
-
-/* Every rank: the plan from the image. */
-static int plan_from_image(job *j, const blob *x, const char *const *shard_filters,
-                           size_t nshard, pinio_plan **out)
-{
-    cursor c = { x->b, x->b + x->len };
-    uint64_t align = 0, seg = 0, nfiles = 0, ilen = 0;
-    const char *ipath = NULL;
-    const void *index = NULL;
-    bool ok = cur_u64(&c, &align) && cur_u64(&c, &seg) && cur_u64(&c, &nfiles) && (ipath = cur_str(&c)) != NULL &&
-              nfiles > 0 && nfiles <= x->len;
-    if (ok && *ipath)
-        ok = (index = cur_bytes(&c, &ilen)) != NULL;
-    pinio_plan_header *h = ok ? calloc((size_t)nfiles, sizeof(*h)) : NULL;
-    for (size_t i = 0; h && ok && i < nfiles; i++) {
-        uint64_t len = 0;
-        ok = (h[i].path = cur_str(&c)) != NULL && (h[i].bytes = cur_bytes(&c, &len)) != NULL;
-        h[i].len = (size_t)len;
-    }
-    if (!ok || !h) {
-        free(h);
-        pinio_diag_set(&j->local, ok ? -ENOMEM : -EPROTO, "the broadcast header image is %s",
-                       ok ? "too large for memory" : "malformed");
-        return ok ? -ENOMEM : -EPROTO;
-    }
-    /* A shard with its own filters: they are this rank's selection. */
-    pinio_plan_opts po;
-    pinio_plan_opts_default(&po);
-    po.filters = nshard ? shard_filters : j->o.filters;
-    po.nfilters = nshard ? nshard : j->o.nfilters;
-    po.cache = j->o.cache;
-    po.direct = j->o.direct;
-    po.align = align; /* rank 0's: the same layout on every rank whatever its cache */
-    po.segment = seg;
-    int rc = pinio_plan_create_from_headers(out, h, (size_t)nfiles, index, (size_t)ilen,
-                                            *ipath ? ipath : NULL, &po, &j->local);
-    free(h);
-    return rc;
-}
-
-/* Phase 1: headers read once, broadcast, a plan on every rank. */
-static int plan_phase(job *j, const char *const *paths, size_t npaths, pinio_plan **plan,
-                      uint64_t *header_bytes)
-{
-    blob x = { 0 };
-    int rc = j->rank == 0 ? read_headers(j, paths, npaths, &x) : 0;
-    rc = agree(j, rc);
-    uint64_t len = x.len;
-    if (rc == 0) {
-        int e = MPI_Bcast(&len, 1, MPI_UINT64_T, 0, j->comm);
-        rc = e == MPI_SUCCESS ? 0 : mpi_fail(j, e, "MPI_Bcast (header size)");
-        if (rc == 0 && j->rank != 0 && !(x.b = malloc(len ? (size_t)len : 1)))
-            rc = -ENOMEM;
-        x.len = (size_t)len;
-        rc = agree(j, rc);
-    }
-    if (rc == 0)
-        rc = agree(j, bcast_bytes(j, x.b, x.len));
-    if (rc == 0) {
-        const char *const *sf = j->o.policy == PINIO_MPI_SHARD ? j->o.shard_filters : NULL;
-        size_t ns = j->o.policy == PINIO_MPI_SHARD ? j->o.nshard_filters : 0;
-        rc = agree(j, plan_from_image(j, &x, sf, ns, plan));
-        if (rc < 0) {
-            pinio_plan_free(*plan);
-            *plan = NULL;
-        }
-    }
-    *header_bytes = len;
-    free(x.b);
-    return rc;
 }
 
 /* The destination: anonymous memory, page-aligned (so O_DIRECT reads land
@@ -422,7 +187,7 @@ static int node_split(job *j, node *nd)
     MPI_Comm shared = MPI_COMM_NULL;
     int e = MPI_Comm_split_type(j->comm, MPI_COMM_TYPE_SHARED, j->rank, MPI_INFO_NULL, &shared);
     if (e != MPI_SUCCESS)
-        return mpi_fail(j, e, "MPI_Comm_split_type (node)");
+        return pinio__mpi_fail(j, e, "MPI_Comm_split_type (node)");
     nd->local = shared;
     if (j->o.node_ranks > 0) {
         /* The simulated split: runs of node_ranks local ranks. It stays
@@ -433,7 +198,7 @@ static int node_split(job *j, node *nd)
         MPI_Comm_free(&shared);
         if (e != MPI_SUCCESS) {
             nd->local = MPI_COMM_NULL;
-            return mpi_fail(j, e, "MPI_Comm_split (simulated node)");
+            return pinio__mpi_fail(j, e, "MPI_Comm_split (simulated node)");
         }
     }
     MPI_Comm_set_errhandler(nd->local, MPI_ERRORS_RETURN);
@@ -442,7 +207,7 @@ static int node_split(job *j, node *nd)
     /* Leaders keyed by job rank: node order follows the job's rank order. */
     e = MPI_Comm_split(j->comm, nd->lrank == 0 ? 0 : MPI_UNDEFINED, j->rank, &nd->leaders);
     if (e != MPI_SUCCESS)
-        return mpi_fail(j, e, "MPI_Comm_split (node leaders)");
+        return pinio__mpi_fail(j, e, "MPI_Comm_split (node leaders)");
     int v[2] = { 0, 0 };
     if (nd->lrank == 0) {
         MPI_Comm_set_errhandler(nd->leaders, MPI_ERRORS_RETURN);
@@ -451,7 +216,7 @@ static int node_split(job *j, node *nd)
     }
     e = MPI_Bcast(v, 2, MPI_INT, 0, nd->local);
     if (e != MPI_SUCCESS)
-        return mpi_fail(j, e, "MPI_Bcast (node index)");
+        return pinio__mpi_fail(j, e, "MPI_Bcast (node index)");
     nd->index = v[0];
     nd->count = v[1];
     return 0;
@@ -499,7 +264,7 @@ static int node_map(job *j, const node *nd, uint64_t bytes, pinio_view *out, int
     }
     int e = MPI_Bcast(who, 3, MPI_INT, 0, nd->local);
     if (e != MPI_SUCCESS)
-        return mpi_fail(j, e, "MPI_Bcast (node memory)");
+        return pinio__mpi_fail(j, e, "MPI_Bcast (node memory)");
     if (who[2] < 0)
         return nd->lrank == 0 ? who[2] : 0; /* the leader's failure, agreed by the caller */
     int fd = *leader_fd;
@@ -623,9 +388,132 @@ static int dest_claim(void *ctx, size_t i, const pinio_plan_read *r, void **mem)
 
 static const pinio_dest_ops dest_ops = { .size = sizeof(pinio_dest_ops), .claim = dest_claim };
 
+/*
+ * The job's progress on rank 0 (when its caller follows progress): every
+ * other rank reports its reads done to rank 0 from its engine's progress
+ * calls, at most one report in flight (a report still travelling makes the
+ * rank skip one), and a last one when its reads end, whatever their
+ * outcome. Rank 0 takes the reports in during its own reads and, after
+ * them, waits for every last report, drawing as each arrives; so the line
+ * covers the whole job, and no report is left unreceived when the
+ * communicator is freed. Messages from one rank arrive in order: its last
+ * report is the last message it sends.
+ */
+#define TAG_PROGRESS 27
+
+typedef struct jprog {
+    job *j;
+    uint64_t total;    /* rank 0: the job's reads, in bytes */
+    uint64_t mine;     /* this rank's reads, in bytes */
+    uint64_t *done;    /* rank 0: each rank's reads done */
+    int finals;        /* rank 0: last reports received */
+    uint64_t msg[2];   /* another rank: its report (done, last) */
+    MPI_Request req;
+    double t0;
+    bool stop;         /* rank 0's callback asked to stop */
+} jprog;
+
+/* Rank 0: one report in (blocking, or any that arrived). */
+static bool jprog_take(jprog *g, bool wait)
+{
+    MPI_Status st;
+    int flag = 1;
+    if (!wait && MPI_Iprobe(MPI_ANY_SOURCE, TAG_PROGRESS, g->j->comm, &flag, &st) != MPI_SUCCESS)
+        return false;
+    uint64_t m[2];
+    if (!flag || MPI_Recv(m, 2, MPI_UINT64_T, wait ? MPI_ANY_SOURCE : st.MPI_SOURCE, TAG_PROGRESS,
+                          g->j->comm, &st) != MPI_SUCCESS)
+        return false;
+    if (st.MPI_SOURCE > 0 && st.MPI_SOURCE < g->j->n)
+        g->done[st.MPI_SOURCE] = m[0];
+    g->finals += m[1] != 0;
+    return true;
+}
+
+static void jprog_draw(jprog *g)
+{
+    pinio_progress p = { .total_bytes = g->total, .elapsed_s = now_s() - g->t0 };
+    for (int r = 0; r < g->j->n; r++)
+        p.done_bytes += g->done[r];
+    if (p.done_bytes > p.total_bytes)
+        p.done_bytes = p.total_bytes;
+    if (g->j->o.progress(g->j->o.progress_ctx, &p))
+        g->stop = true;
+}
+
+static int jprog_engine(void *ctx, const pinio_progress *p)
+{
+    jprog *g = ctx;
+    job *j = g->j;
+    if (j->rank == 0) {
+        g->done[0] = p->done_bytes;
+        while (jprog_take(g, false))
+            ;
+        jprog_draw(g);
+        return g->stop;
+    }
+    MPI_Status st;
+    int sent = 1;
+    if (g->req != MPI_REQUEST_NULL)
+        MPI_Test(&g->req, &sent, &st);
+    if (sent) {
+        g->msg[0] = p->done_bytes;
+        g->msg[1] = 0;
+        if (MPI_Isend(g->msg, 2, MPI_UINT64_T, 0, TAG_PROGRESS, j->comm, &g->req) != MPI_SUCCESS)
+            g->req = MPI_REQUEST_NULL;
+    }
+    return j->o.progress ? j->o.progress(j->o.progress_ctx, p) : 0;
+}
+
+/* Before the reads: the job's total on rank 0 (a collective: every rank
+ * calls it when job_progress). */
+static int jprog_start(jprog *g, job *j, const pinio_plan *p, size_t first, size_t nreads)
+{
+    memset(g, 0, sizeof(*g));
+    g->j = j;
+    g->req = MPI_REQUEST_NULL;
+    g->t0 = now_s();
+    for (size_t i = first; i < first + nreads; i++)
+        g->mine += pinio_plan_read_at(p, i)->len;
+    if (j->rank == 0 && !(g->done = calloc((size_t)j->n, sizeof(*g->done))))
+        pinio_diag_set(&j->local, -ENOMEM, "no memory to follow the job's progress");
+    int e = MPI_Reduce(&g->mine, &g->total, 1, MPI_UINT64_T, MPI_SUM, 0, j->comm);
+    int rc = e == MPI_SUCCESS ? 0 : pinio__mpi_fail(j, e, "MPI_Reduce (progress total)");
+    rc = pinio__mpi_agree(j, rc < 0 ? rc : j->rank == 0 && !g->done ? -ENOMEM : 0);
+    if (rc < 0)
+        free(g->done);
+    return rc;
+}
+
+/* After this rank's reads: its last report, or (rank 0) every rank's. */
+static int jprog_end(jprog *g, int rc)
+{
+    job *j = g->j;
+    MPI_Status st;
+    if (j->rank != 0) {
+        if (g->req != MPI_REQUEST_NULL)
+            MPI_Wait(&g->req, &st);
+        uint64_t m[2] = { rc == 0 ? g->mine : 0, 1 }; /* done: its whole share */
+        MPI_Send(m, 2, MPI_UINT64_T, 0, TAG_PROGRESS, j->comm);
+        return rc;
+    }
+    if (rc == 0)
+        g->done[0] = g->mine;
+    while (g->finals < j->n - 1 && jprog_take(g, true))
+        jprog_draw(g);
+    if (rc == 0 && !g->stop)
+        jprog_draw(g); /* the end, done == total (also when nothing arrived) */
+    if (rc == 0 && g->stop) {
+        pinio_diag_set(&j->local, -ECANCELED, "the progress callback stopped the load");
+        rc = -ECANCELED;
+    }
+    free(g->done);
+    return rc;
+}
+
 /* This rank's reads into the destination, its memory registered in slabs. */
 static int read_stripe(job *j, pinio_plan *p, uint8_t *base, size_t first, size_t nreads,
-                       uint64_t lo, uint64_t hi, pinio_mpi_report *rep)
+                       uint64_t lo, uint64_t hi, pinio_mpi_report *rep, jprog *g)
 {
     if (nreads == 0)
         return 0; /* an empty stripe (more ranks than reads): nothing to read */
@@ -648,8 +536,8 @@ static int read_stripe(job *j, pinio_plan *p, uint8_t *base, size_t first, size_
     eo.request_size = j->o.request_size;
     eo.direct = j->o.direct;
     eo.backend = j->o.backend;
-    eo.progress = j->o.progress;
-    eo.progress_ctx = j->o.progress_ctx;
+    eo.progress = g ? jprog_engine : j->o.progress;
+    eo.progress_ctx = g ? (void *)g : j->o.progress_ctx;
     eo.regions = nreg < 64 ? regions : NULL; /* past 64 GiB: plain reads */
     eo.nregions = nreg < 64 ? nreg : 0;
     pinio_exec_report er;
@@ -673,7 +561,7 @@ static int exchange(job *j, MPI_Comm comm, int rank, int n, uint8_t *base,
     if (e == MPI_SUCCESS)
         e = MPI_Type_commit(&t);
     if (e != MPI_SUCCESS)
-        return mpi_fail(j, e, "MPI_Type_contiguous");
+        return pinio__mpi_fail(j, e, "MPI_Type_contiguous");
     int rc = 0;
     *received = (start[n] - start[0]) - (start[rank + 1] - start[rank]);
     if (how == PINIO_MPI_EXCHANGE_ALLGATHERV) {
@@ -688,7 +576,7 @@ static int exchange(job *j, MPI_Comm comm, int rank, int n, uint8_t *base,
             e = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, base, counts, counts + n, t,
                                comm);
             if (e != MPI_SUCCESS)
-                rc = mpi_fail(j, e, "MPI_Allgatherv (stripes)");
+                rc = pinio__mpi_fail(j, e, "MPI_Allgatherv (stripes)");
             free(counts);
         }
     } else {
@@ -708,21 +596,73 @@ static int exchange(job *j, MPI_Comm comm, int rank, int n, uint8_t *base,
                     e = MPI_Waitall(inflight, req, st);
                     inflight = 0;
                     if (e != MPI_SUCCESS) {
-                        rc = mpi_fail(j, e, "MPI_Ibcast (stripes)");
+                        rc = pinio__mpi_fail(j, e, "MPI_Ibcast (stripes)");
                         break;
                     }
                 }
                 e = MPI_Ibcast(base + off, (int)(len / unit), t, r, comm, &req[inflight]);
                 if (e != MPI_SUCCESS)
-                    rc = mpi_fail(j, e, "MPI_Ibcast (stripes)");
+                    rc = pinio__mpi_fail(j, e, "MPI_Ibcast (stripes)");
                 else
                     inflight++;
             }
         if (inflight && MPI_Waitall(inflight, req, st) != MPI_SUCCESS && !rc)
-            rc = mpi_fail(j, MPI_ERR_OTHER, "MPI_Ibcast (stripes)");
+            rc = pinio__mpi_fail(j, MPI_ERR_OTHER, "MPI_Ibcast (stripes)");
     }
     MPI_Type_free(&t);
     return rc;
+}
+
+/*
+ * --verify: every file's SHA-256 over the bytes as read (mpi_verify.c),
+ * then one verdict for the job: rank 0 compares the digests (the same on
+ * every rank) with the expected ones (agreed in step 0) and its diagnostic
+ * is every rank's, without a rank prefix: the mismatch is the file's, not
+ * a rank's.
+ */
+static int verify_agreed(job *j, pinio_mpi_checkpoint *cp, const uint8_t *base, size_t first,
+                         size_t nreads, size_t t0, size_t t1, pinio_mpi_report *rep)
+{
+    pinio_plan_info pi;
+    pinio_plan_get_info(cp->plan, &pi);
+    uint8_t *dg = calloc(pi.files, PINIO_MPI_SHA_LEN);
+    cp->hex = calloc(pi.files, sizeof(*cp->hex));
+    int rc = pinio__mpi_agree(j, dg && cp->hex ? 0 : -ENOMEM);
+    if (rc == 0)
+        rc = pinio__mpi_agree(j, pinio__mpi_hash_files(j->comm, j->rank, j->n, cp->plan, base,
+                                                       first, nreads, t0, t1, dg,
+                                                       &rep->verify_landed_bytes,
+                                                       &rep->verify_reread_bytes, &j->local));
+    if (rc < 0) {
+        free(dg);
+        return rc;
+    }
+    cp->nhex = pi.files;
+    for (size_t i = 0; i < pi.files; i++)
+        pinio__mpi_hex(dg + i * PINIO_MPI_SHA_LEN, cp->hex[i]);
+    free(dg);
+    struct {
+        int rc;
+        pinio_diag d;
+    } v;
+    memset(&v, 0, sizeof(v));
+    for (size_t i = 0; j->rank == 0 && v.rc == 0 && i < j->o.nexpected && i < pi.files; i++) {
+        const char *want = j->o.expected_sha256[i];
+        if (!want || strcasecmp(want, cp->hex[i]) == 0)
+            continue;
+        pinio_diag_set_at(&v.d, v.rc = PINIO_EFORMAT, pinio_plan_file_at(cp->plan, i)->path,
+                          PINIO_DIAG_NO_OFFSET, "sha256 mismatch: expected %s, got %s", want,
+                          cp->hex[i]);
+        pinio_diag_set_index(&v.d, i);
+    }
+    int e = MPI_Bcast(&v, (int)sizeof(v), MPI_BYTE, 0, j->comm);
+    if (e != MPI_SUCCESS)
+        return pinio__mpi_agree(j, pinio__mpi_fail(j, e, "MPI_Bcast (verdict)"));
+    if (v.rc < 0 && j->diag) {
+        v.d.msg[sizeof(v.d.msg) - 1] = v.d.path[sizeof(v.d.path) - 1] = '\0';
+        *j->diag = v.d;
+    }
+    return v.rc;
 }
 
 /* Which plan tensors this rank holds: [t0, t1) of the plan's. */
@@ -740,7 +680,7 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
                 pinio_mpi_report *rep)
 {
     double t0 = now_s();
-    int rc = plan_phase(j, paths, npaths, &cp->plan, &rep->header_bytes);
+    int rc = pinio__mpi_plan_phase(j, paths, npaths, &cp->plan, &rep->header_bytes);
     rep->plan_seconds = now_s() - t0;
     if (rc < 0)
         return rc;
@@ -749,11 +689,11 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
     uint64_t unit = pi.align ? pi.align : 4096;
     uint64_t end = (pi.dest_bytes + unit - 1) / unit * unit;
     rep->plan_read_bytes = pi.read_bytes;
-    bool own_filters = j->o.policy == PINIO_MPI_SHARD && j->o.nshard_filters;
+    bool own_filters = j->own_filters;
     bool by_node = j->o.policy == PINIO_MPI_NODE;
     node nd = { MPI_COMM_NULL, MPI_COMM_NULL, 0, 1, j->rank, j->n };
     if (by_node) {
-        rc = agree(j, node_split(j, &nd));
+        rc = pinio__mpi_agree(j, node_split(j, &nd));
         if (rc < 0) {
             node_free(&nd);
             return rc;
@@ -799,15 +739,30 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
     int leader_fd = -1;
     if (rc == 0)
         rc = by_node ? node_map(j, &nd, end, &cp->mem, &leader_fd) : map_dest(j, end, &cp->mem);
-    rc = agree(j, rc);
+    rc = pinio__mpi_agree(j, rc);
     if (leader_fd >= 0) /* every local rank has mapped the node's copy (or failed) */
         close(leader_fd);
 
     if (rc == 0) {
         double t = now_s();
-        rc = read_stripe(j, cp->plan, pinio_view_data_mut(&cp->mem), my_first, my_n, lo, hi, rep);
+        jprog g;
+        bool follow = j->job_progress;
+        rc = follow ? jprog_start(&g, j, cp->plan, my_first, my_n) : 0; /* agreed */
+        if (rc == 0) {
+            rc = read_stripe(j, cp->plan, pinio_view_data_mut(&cp->mem), my_first, my_n, lo, hi,
+                             rep, follow ? &g : NULL);
+            if (follow)
+                rc = jprog_end(&g, rc);
+            rc = pinio__mpi_agree(j, rc);
+        }
         rep->io_seconds = now_s() - t;
-        rc = agree(j, rc);
+    }
+    /* Before the exchange: each rank hashes the bytes it read itself. */
+    if (rc == 0 && j->o.verify) {
+        double t = now_s();
+        rc = verify_agreed(j, cp, pinio_view_data_mut(&cp->mem), my_first, my_n, tfirst, tend, rep);
+        rep->verify_seconds = now_s() - t;
+        rep->verified = rc == 0;
     }
     /* The exchange: between all ranks (replicate) or the node leaders
      * (node: the others' copy is the leader's). */
@@ -818,22 +773,23 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
                           pinio_view_data_mut(&cp->mem), start, unit, rep->exchange,
                           &rep->received_bytes);
         rep->exchange_seconds = now_s() - t;
-        rc = agree(j, rc);
+        rc = pinio__mpi_agree(j, rc);
     }
     if (rc == 0 && by_node)
         rep->locked = node_lock(&nd, &cp->mem);
     if (rc == 0) {
         cp->rank_read = calloc((size_t)j->n, sizeof(*cp->rank_read));
         rc = cp->rank_read ? 0 : -ENOMEM;
-        rc = agree(j, rc);
+        rc = pinio__mpi_agree(j, rc);
     }
     if (rc == 0) {
         int e = MPI_Allgather(&rep->read_bytes, 1, MPI_UINT64_T, cp->rank_read, 1, MPI_UINT64_T,
                               j->comm);
-        rc = agree(j, e == MPI_SUCCESS ? 0 : mpi_fail(j, e, "MPI_Allgather (bytes read)"));
+        rc = pinio__mpi_agree(
+            j, e == MPI_SUCCESS ? 0 : pinio__mpi_fail(j, e, "MPI_Allgather (bytes read)"));
     }
     if (rc == 0)
-        rc = agree(j, hold(cp, tfirst, tend));
+        rc = pinio__mpi_agree(j, hold(cp, tfirst, tend));
     rep->node = nd.index;
     rep->nodes = nd.count;
     rep->local_rank = nd.lrank;
@@ -877,19 +833,18 @@ int pinio_mpi_load(MPI_Comm comm, const char *const *paths, size_t npaths,
             memcpy(&j.o, opts, n);
         j.o.struct_size = sizeof(j.o);
     }
-    /* A local check, but one every rank makes on arguments every rank must
-     * pass alike; a rank with different arguments fails in the agreement. */
-    if (!out || !paths || npaths == 0 || (j.o.nfilters && !j.o.filters) ||
-        (j.o.nshard_filters && !j.o.shard_filters) || j.o.node_ranks < 0 ||
-        !pinio_mpi_policy_name(j.o.policy) ||
-        !pinio_mpi_exchange_name(j.o.exchange)) {
-        pinio_diag_set(diag, -EINVAL, "pinio_mpi_load: invalid arguments");
-        return -EINVAL;
-    }
+    /* Checked on every rank, but agreed after the duplicate: a rank that
+     * returned here alone would leave the others in the collectives. */
+    int bad = !out || !paths || npaths == 0 || (j.o.nfilters && !j.o.filters) ||
+              (j.o.nshard_filters && !j.o.shard_filters) || j.o.node_ranks < 0 ||
+              !pinio_mpi_policy_name(j.o.policy) || !pinio_mpi_exchange_name(j.o.exchange) ||
+              (j.o.verify && j.o.nexpected && !j.o.expected_sha256);
+    bool both = j.o.policy == PINIO_MPI_SHARD && j.o.nfilters && j.o.nshard_filters;
+    j.own_filters = j.o.policy == PINIO_MPI_SHARD && j.o.nshard_filters;
     int e = MPI_Comm_dup(comm, &j.comm);
     if (e != MPI_SUCCESS) {
         job tmp = { .diag = diag };
-        int rc = mpi_fail(&tmp, e, "MPI_Comm_dup");
+        int rc = pinio__mpi_fail(&tmp, e, "MPI_Comm_dup");
         if (diag)
             *diag = tmp.local;
         return rc;
@@ -907,8 +862,14 @@ int pinio_mpi_load(MPI_Comm comm, const char *const *paths, size_t npaths,
     r.policy = j.o.policy;
     r.exchange = j.o.exchange == PINIO_MPI_EXCHANGE_AUTO ? PINIO_MPI_EXCHANGE_ALLGATHERV
                                                           : j.o.exchange;
-    pinio_mpi_checkpoint *cp = calloc(1, sizeof(*cp));
-    int rc = agree(&j, cp ? 0 : -ENOMEM);
+    if (bad)
+        pinio_diag_set(&j.local, -EINVAL, "pinio_mpi_load: invalid arguments");
+    else if (both)
+        pinio_diag_set(&j.local, -EINVAL,
+                       "pinio_mpi_load: filters and shard_filters together: a rank's selection "
+                       "under shard is its shard filters alone");
+    pinio_mpi_checkpoint *cp = bad || both ? NULL : calloc(1, sizeof(*cp));
+    int rc = pinio__mpi_agree(&j, bad || both ? -EINVAL : cp ? 0 : -ENOMEM);
     if (rc == 0) {
         cp->nranks = j.n;
         rc = load(&j, paths, npaths, cp, &r);
@@ -932,6 +893,7 @@ void pinio_mpi_release(pinio_mpi_checkpoint *cp)
     pinio_plan_free(cp->plan);
     free(cp->held);
     free(cp->rank_read);
+    free(cp->hex);
     free(cp);
 }
 
@@ -957,6 +919,11 @@ int pinio_mpi_tensor_view(const pinio_mpi_checkpoint *cp, size_t i, pinio_view *
 const pinio_plan *pinio_mpi_plan(const pinio_mpi_checkpoint *cp)
 {
     return cp ? cp->plan : NULL;
+}
+
+const char *pinio_mpi_sha256(const pinio_mpi_checkpoint *cp, size_t i)
+{
+    return cp && i < cp->nhex ? cp->hex[i] : NULL;
 }
 
 uint64_t pinio_mpi_rank_read_bytes(const pinio_mpi_checkpoint *cp, int r)

@@ -283,7 +283,14 @@ static int run_load(int argc, char **argv)
                                      "(meson -Dmpi=enabled, with libopenmpi-dev)");
 #endif
     cli_load_args a;
+#if PINIO_HAVE_MPI
+    int hushed[2];
+    pinio_cli_load_mpi_hush(argc, argv, hushed); /* under mpiexec rank 0 alone says a usage error */
+#endif
     int rc = cli_load_parse(argc, argv, &a);
+#if PINIO_HAVE_MPI
+    pinio_cli_load_mpi_unhush(hushed);
+#endif
     if (rc == 0 && a.help) {
 #if PINIO_HAVE_MPI
         if (a.mpi)

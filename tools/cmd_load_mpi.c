@@ -3,10 +3,12 @@
  * Compiled only into a pinio built with MPI (-Dmpi); cmd_load.c hands
  * argv here when it sees --mpi. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pinio/mpi.h"
 #include "pinio/pinio.h"
@@ -15,14 +17,68 @@
 #include "progress.h"
 #include "util.h"
 
+/* The rank the launcher gave this process, read from its environment
+ * (before MPI_Init: usage errors come first): Open MPI, MPICH's Hydra
+ * (PMI), PMIx. -1 outside a launcher. */
+static int launcher_rank(void)
+{
+    static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK" };
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        long r = v && *v ? strtol(v, &end, 10) : -1;
+        if (v && *v && *end == '\0' && r >= 0)
+            return (int)r;
+    }
+    return -1;
+}
+
+void pinio_cli_load_mpi_hush(int argc, char **argv, int saved[2])
+{
+    saved[0] = saved[1] = -1;
+    bool mpi = false;
+    for (int i = 1; i < argc && !mpi; i++)
+        mpi = !strcmp(argv[i], "--mpi") || !strncmp(argv[i], "--mpi=", 6);
+    if (!mpi || launcher_rank() <= 0)
+        return;
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null < 0)
+        return;
+    fflush(stdout);
+    fflush(stderr);
+    for (int k = 0; k < 2; k++) {
+        saved[k] = fcntl(k + 1, F_DUPFD_CLOEXEC, 3);
+        if (saved[k] >= 0)
+            dup2(null, k + 1);
+    }
+    close(null);
+}
+
+void pinio_cli_load_mpi_unhush(const int saved[2])
+{
+    fflush(stdout);
+    fflush(stderr);
+    for (int k = 0; k < 2; k++)
+        if (saved[k] >= 0) {
+            dup2(saved[k], k + 1);
+            close(saved[k]);
+        }
+}
+
 void pinio_cli_load_mpi_usage(FILE *out)
 {
+    if (launcher_rank() > 0)
+        return; /* one help under mpiexec: rank 0's */
     fprintf(out,
             "usage: mpiexec -n N pinio load --mpi replicate|shard|node PATH... [options]\n"
             "\n"
-            "Loads a safetensors checkpoint once per MPI job. Rank 0 reads the headers and\n"
-            "broadcasts them; every rank builds the same plan and reads its own stripe with\n"
-            "O_DIRECT io_uring reads, so each byte comes from storage once per job.\n"
+            "Loads a safetensors checkpoint once per MPI job. Every rank reads the headers\n"
+            "of its own PATHs (which may name a node-local copy) and builds the plan; each\n"
+            "rank's files (size, SHA-256 of the header, SHA-256 of 16 sampled data blocks),\n"
+            "the options that shape the job and the plan are compared with rank 0's before\n"
+            "any data is read: a rank with another, stale or missing file, or other\n"
+            "--filter, --mpi, --verify options fails the job. Each rank then reads its own\n"
+            "stripe with O_DIRECT io_uring reads, so each byte comes from storage once.\n"
             "  replicate  every rank ends with every byte: the stripes are exchanged in place\n"
             "  shard      each rank keeps only its part (a byte-balanced split that never\n"
             "             cuts a tensor, or its own --shard-filter); nothing is exchanged\n"
@@ -35,7 +91,8 @@ void pinio_cli_load_mpi_usage(FILE *out)
             "options:\n"
             "  --filter PATTERN        the job's selection (repeatable; same on every rank)\n"
             "  --shard-filter PATTERN  shard: this rank's tensors instead of the split; the\n"
-            "                          pattern may hold %%r, replaced by the rank\n"
+            "                          pattern may hold %%r, replaced by the rank; not with\n"
+            "                          --filter (a rank's tensors are its patterns alone)\n"
             "  --exchange auto|allgatherv|bcast  replicate: how stripes are shared (auto:\n"
             "                          allgatherv)\n"
             "  --piece SIZE            bcast: bytes per broadcast piece (default 16M)\n"
@@ -47,18 +104,23 @@ void pinio_cli_load_mpi_usage(FILE *out)
             "  --backend auto|fixed|direct|buffered|pread  as pinio load\n"
             "  --qd N, --bs SIZE       reads in flight (1..4096), bytes per read request (a\n"
             "                          power of two from 4K to 1G)\n"
+            "  --verify                each file's SHA-256 (the hub's LFS object id) over the\n"
+            "                          bytes as the ranks read them: hashed in file order by\n"
+            "                          the ranks that read them, the hash state handed on\n"
+            "  --sha256 HEX            expected SHA-256 (implies --verify), once per file in\n"
+            "                          resolution order; a mismatch fails every rank\n"
             "  --json                  print the report as one JSON object (rank 0;\n"
             "                          doc/json/SCHEMA.md); a failure prints an error object\n"
             "  --quiet                 no progress line and no report (exit status only)\n"
-            "  --progress              rank 0 draws the progress of its own reads (its share\n"
-            "                          of the job) although mpiexec hands it a pipe, not a\n"
-            "                          terminal\n"
+            "  --progress              rank 0 draws the job's progress (every rank's reads)\n"
+            "                          although mpiexec hands it a pipe, not a terminal\n"
             "  -h, --help              this help\n"
             "\n"
-            "pinio load's options that place or verify a resident copy (--node, --memory,\n"
-            "--align, --verify, --sha256, --device, --staging) are refused with --mpi.\n"
-            "exit status: 0 loaded on every rank; 1 failed (the same message on every rank,\n"
-            "naming the failing rank, file and offset; rank 0 prints it); 2 usage\n");
+            "pinio load's options that place a resident copy (--node, --memory, --align,\n"
+            "--device, --staging) are refused with --mpi.\n"
+            "exit status, the same on every rank: 0 loaded on every rank; 1 failed (the\n"
+            "same message on every rank, naming the failing rank, file and offset, or the\n"
+            "file whose SHA-256 differs; rank 0 prints it); 2 usage (rank 0 prints it)\n");
 }
 
 /* "%r" in a shard filter becomes the rank: one command line for all ranks. */
@@ -74,9 +136,26 @@ static char *with_rank(const char *pat, int rank)
     return s;
 }
 
-static void print_json(const pinio_mpi_report *all, int n)
+/* The verify figures of the job: the slowest rank's time, the ranks'
+ * bytes hashed as they landed and read again. */
+static void verify_totals(const pinio_mpi_report *all, int n, double *s, uint64_t *landed,
+                          uint64_t *reread)
+{
+    *s = 0;
+    *landed = *reread = 0;
+    for (int r = 0; r < n; r++) {
+        *s = all[r].verify_seconds > *s ? all[r].verify_seconds : *s;
+        *landed += all[r].verify_landed_bytes;
+        *reread += all[r].verify_reread_bytes;
+    }
+}
+
+static void print_json(const pinio_mpi_report *all, int n, const pinio_mpi_checkpoint *cp)
 {
     const pinio_mpi_report *r0 = &all[0];
+    double vs;
+    uint64_t landed, reread;
+    verify_totals(all, n, &vs, &landed, &reread);
     jw w;
     jw_init(&w, stdout);
     jw_begin(&w, "load");
@@ -93,6 +172,20 @@ static void print_json(const pinio_mpi_report *all, int n)
     jw_kf64(&w, "elapsed_s", r0->max_seconds);
     jw_kf64(&w, "gb_per_s",
             r0->max_seconds > 0 ? (double)r0->plan_read_bytes / r0->max_seconds / 1e9 : 0);
+    jw_kbool(&w, "verified", r0->verified);
+    jw_kf64(&w, "verify_s", vs);
+    jw_ku64(&w, "verify_landed_bytes", landed);
+    jw_ku64(&w, "verify_reread_bytes", reread);
+    const pinio_plan *plan = pinio_mpi_plan(cp);
+    jw_key(&w, "files");
+    jw_arr(&w);
+    for (size_t i = 0; pinio_plan_file_at(plan, i); i++) {
+        jw_obj(&w);
+        jw_kstr(&w, "path", pinio_plan_file_at(plan, i)->path);
+        jw_kstr(&w, "sha256", pinio_mpi_sha256(cp, i));
+        jw_obj_end(&w);
+    }
+    jw_arr_end(&w);
     jw_key(&w, "ranks");
     jw_arr(&w);
     for (int r = 0; r < n; r++) {
@@ -107,6 +200,9 @@ static void print_json(const pinio_mpi_report *all, int n)
         jw_kf64(&w, "plan_s", all[r].plan_seconds);
         jw_kf64(&w, "io_s", all[r].io_seconds);
         jw_kf64(&w, "exchange_s", all[r].exchange_seconds);
+        jw_kf64(&w, "verify_s", all[r].verify_seconds);
+        jw_ku64(&w, "verify_landed_bytes", all[r].verify_landed_bytes);
+        jw_ku64(&w, "verify_reread_bytes", all[r].verify_reread_bytes);
         jw_kf64(&w, "elapsed_s", all[r].seconds);
         jw_obj_end(&w);
     }
@@ -115,12 +211,13 @@ static void print_json(const pinio_mpi_report *all, int n)
     jw_finish(&w); /* a failed write is main.c's to report */
 }
 
-static void print_report(const pinio_mpi_report *all, int n, bool json)
+static void print_report(const pinio_mpi_report *all, int n, bool json,
+                         const pinio_mpi_checkpoint *cp)
 {
     const pinio_mpi_report *r0 = &all[0];
     uint64_t job = r0->job_read_bytes;
     if (json) {
-        print_json(all, n);
+        print_json(all, n, cp);
         return;
     }
     char b1[32], b2[32];
@@ -146,6 +243,17 @@ static void print_report(const pinio_mpi_report *all, int n, bool json)
                cli_human_bytes(rc, sizeof(rc), all[r].received_bytes), all[r].plan_seconds,
                all[r].io_seconds, all[r].exchange_seconds);
     }
+    const pinio_plan *plan = pinio_mpi_plan(cp);
+    for (size_t i = 0; r0->verified && pinio_plan_file_at(plan, i); i++)
+        printf("sha256    %s  %s\n", pinio_mpi_sha256(cp, i), pinio_plan_file_at(plan, i)->path);
+    if (r0->verified) {
+        double vs;
+        uint64_t landed, reread;
+        verify_totals(all, n, &vs, &landed, &reread);
+        printf("verify    SHA-256 of %.3f GB as the ranks read it and %.3f GB read again (header, "
+               "gaps), %.3f s on the slowest rank, before the exchange\n",
+               (double)landed / 1e9, (double)reread / 1e9, vs);
+    }
 }
 
 int pinio_cli_load_mpi(int argc, char **argv, const cli_load_args *a)
@@ -167,6 +275,9 @@ int pinio_cli_load_mpi(int argc, char **argv, const cli_load_args *a)
     o.request_size = a->load.request_size;
     o.bcast_piece = a->piece;
     o.node_ranks = a->node_ranks;
+    o.verify = a->load.verify;
+    o.expected_sha256 = a->shas;
+    o.nexpected = a->nshas;
     const char **shard = calloc(a->nshard + 1, sizeof(*shard));
     if (!shard)
         return cli_failf("load", a->json, -ENOMEM, NULL, "out of memory");
@@ -186,11 +297,10 @@ int pinio_cli_load_mpi(int argc, char **argv, const cli_load_args *a)
     o.nfilters = a->nfilters;
     o.shard_filters = shard;
     o.nshard_filters = nshard;
-    /* Rank 0 draws its own share of the reads: one line for the job (every
-     * rank's stderr reaches the same terminal under mpiexec), and rank 0's
-     * stripe is a fair sample of a byte-balanced split. */
+    /* Rank 0 draws the job's reads (the library gathers every rank's):
+     * one line, as every rank's stderr reaches the same terminal. */
     cli_progress pg;
-    cli_progress_start(&pg, "load --mpi rank 0", a->progress ? CLI_PROGRESS_FORCE : 0,
+    cli_progress_start(&pg, "load --mpi", a->progress ? CLI_PROGRESS_FORCE : 0,
                        quiet || json || rank != 0);
     if (cli_progress_active(&pg)) {
         o.progress = cli_progress_cb;
@@ -202,7 +312,8 @@ int pinio_cli_load_mpi(int argc, char **argv, const cli_load_args *a)
     int lrc = pinio_mpi_load(MPI_COMM_WORLD, (const char *const *)argv + a->first_path,
                              (size_t)(argc - a->first_path), &o, &cp, &rep, &d);
     cli_progress_end(&pg);
-    rc = lrc < 0 ? 1 : 0;
+    /* The same status on every rank (a digest count is a usage error). */
+    rc = lrc == PINIO_EDIGESTS ? 2 : lrc < 0 ? 1 : 0;
     if (lrc < 0) {
         if (rank == 0) /* the same message on every rank: one report */
             cli_fail("load", json, lrc, &d);
@@ -211,7 +322,7 @@ int pinio_cli_load_mpi(int argc, char **argv, const cli_load_args *a)
         MPI_Gather(&rep, (int)sizeof(rep), MPI_BYTE, all, (int)sizeof(rep), MPI_BYTE, 0,
                    MPI_COMM_WORLD);
         if (rank == 0 && all && !quiet)
-            print_report(all, n, json);
+            print_report(all, n, json, cp);
         free(all);
     }
     pinio_mpi_release(cp);

@@ -49,7 +49,7 @@ static const struct option longopts[] = {
 #define BIT(o) (1ull << ((o) - O_FILTER))
 static const unsigned long long mpi_only =
     BIT(O_SHARD) | BIT(O_XCHG) | BIT(O_PIECE) | BIT(O_NODE_RANKS);
-static const unsigned long long not_mpi = BIT(O_NODE) | BIT(O_VERIFY) | BIT(O_SHA) |
+static const unsigned long long not_mpi = BIT(O_NODE) |
                                           BIT(O_MEMORY) | BIT(O_ALIGN) | BIT(O_DEVICE) |
                                           BIT(O_STAGING) | BIT(O_REGISTER) |
                                           BIT(O_CONSUMER) | BIT(O_FILL);
@@ -231,6 +231,9 @@ int cli_load_parse(int argc, char **argv, cli_load_args *a)
         return cli_usage("load", "--node-ranks goes with --mpi node");
     if (a->nshard && strcmp(a->policy, "shard"))
         return cli_usage("load", "--shard-filter goes with --mpi shard");
+    if (a->nshard && a->nfilters)
+        return cli_usage("load", "--filter with --shard-filter: under --mpi shard a rank's "
+                                 "tensors are its --shard-filter patterns alone");
     if (a->exchange && !strcmp(a->policy, "shard"))
         return cli_usage("load", "--exchange goes with --mpi replicate or node");
     return 0;

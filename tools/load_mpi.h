@@ -10,7 +10,16 @@
  *  argv are handed to MPI_Init); returns the exit status. */
 int pinio_cli_load_mpi(int argc, char **argv, const cli_load_args *a);
 
-/** `pinio load --mpi ... --help`. */
+/** `pinio load --mpi ... --help` (under mpiexec: rank 0 only). */
 void pinio_cli_load_mpi_usage(FILE *out);
+
+/** Before parsing: with --mpi in argv, on a rank other than 0 of the
+ *  launcher (its environment: MPI_Init has not run), stdout and stderr go
+ *  to /dev/null, saved in `saved` (-1 when not), so that a usage error is
+ *  one line, rank 0's; every rank still exits with its status. */
+void pinio_cli_load_mpi_hush(int argc, char **argv, int saved[2]);
+
+/** Puts back what pinio_cli_load_mpi_hush() saved. */
+void pinio_cli_load_mpi_unhush(const int saved[2]);
 
 #endif

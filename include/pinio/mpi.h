@@ -8,10 +8,22 @@
  *
  * One call, pinio_mpi_load(), collective over a communicator:
  *
- *   1. rank 0 resolves the inputs and reads every header (and the index)
- *      once; the bytes are broadcast, and every rank builds the same plan
- *      from them (pinio_plan_create_from_headers()): no other rank reads a
- *      header, so a parallel file system's metadata server sees one client;
+ *   0. the ranks agree on the arguments that shape the job (policy and its
+ *      options, `filters`, whether each rank has `shard_filters`, verify and
+ *      the expected digests): a rank whose differ fails the job, before any
+ *      file is read, naming that rank and the argument;
+ *   1. every rank resolves its own `paths` (which may name a node-local
+ *      copy), reads its headers and builds its plan from them, with rank
+ *      0's alignment; each rank then names each of its files by size, the
+ *      SHA-256 of its header bytes and the SHA-256 of 16 data blocks spread
+ *      over it (read through the descriptor its data will come from), and
+ *      every rank's names are compared with rank 0's, and then the plans
+ *      (all but #PINIO_MPI_SHARD with `shard_filters`, whose plans are the
+ *      ranks' own): a rank with another file, a stale or torn copy, a
+ *      missing file or a different plan fails the job before any data byte
+ *      is read (#PINIO_ECHANGED or -EINVAL, naming the rank and its file).
+ *      A copy that differs only between the sampled blocks is caught by
+ *      `verify` with `expected_sha256`;
  *   2. each rank reads its part through the io_uring O_DIRECT engine
  *      (pinio_plan_execute() with first_read/nreads):
  *      - #PINIO_MPI_REPLICATE: the plan's reads are cut into one contiguous,
@@ -26,7 +38,16 @@
  *        each node's stripe into one per local rank; the ranks read their
  *        stripes into the node's copy, then the node leaders (local rank 0)
  *        exchange the node stripes as replicate does, between nodes only;
- *   3. after each phase the ranks agree on one status (an Allreduce): a rank
+ *   3. with `verify`: each file's SHA-256 over the bytes as the ranks read
+ *      them, before any exchange: the file is hashed in file order by the
+ *      ranks that read its bytes, each hashing its own bytes where they
+ *      landed and handing the hash state (112 bytes) to the next reader;
+ *      bytes no rank read (the header, unselected tensors) are read again
+ *      by the rank then holding the state, from its own file. SHA-256 is
+ *      sequential, so a file costs one core hashing it, spread over its
+ *      readers; files proceed in parallel. Every rank learns every digest
+ *      and the same verdict;
+ *   4. after each phase the ranks agree on one status (an Allreduce): a rank
  *      that fails never leaves another waiting in the next collective, and
  *      every rank returns the same code and the same diagnostic, naming the
  *      failing rank, file and offset.
@@ -89,7 +110,8 @@ typedef struct pinio_mpi_opts {
     const char *const *filters;
     size_t nfilters;
     /** #PINIO_MPI_SHARD only: this rank's own tensors (same grammar), used
-     *  instead of `filters`; may differ per rank, and ranks should not
+     *  instead of `filters` (both together: -EINVAL, a rank's selection is
+     *  its shard filters alone); may differ per rank, and ranks should not
      *  overlap (an overlap is read by each). Without them (0 on every rank)
      *  the job's plan is split into contiguous, byte-balanced runs of reads
      *  that never cut a tensor: rank r gets run r (possibly none). */
@@ -109,14 +131,32 @@ typedef struct pinio_mpi_opts {
      *  simulated on one machine, for tests and benchmarks. Same on every
      *  rank. */
     int node_ranks;
-    /** Optional: called on this rank, from the calling thread, after each
-     *  batch of this rank's own reads and once at their end (done_bytes and
-     *  total_bytes: this rank's share; see #pinio_progress_fn); not during
-     *  the exchange. May differ per rank (a CLI sets it on rank 0 only).
-     *  Returning nonzero stops this rank's reads: every rank then returns
-     *  -ECANCELED, the diagnostic naming this rank. */
+    /** Optional: called on this rank, from the calling thread, during the
+     *  reads, not during the exchange (see #pinio_progress_fn). On rank 0
+     *  it follows the job: done_bytes and total_bytes count every rank's
+     *  reads (each other rank reports to rank 0 after each batch of its
+     *  reads, at most one small message in flight, and once at their end;
+     *  rank 0 takes them in during its reads and waits for the last ones
+     *  after them), the last call with done == total. On another rank: its
+     *  own reads. May differ per rank (a CLI sets it on rank 0 only).
+     *  Returning nonzero stops this rank's reads (rank 0: its own, or the
+     *  job once they are over): every rank then returns -ECANCELED, the
+     *  diagnostic naming this rank. */
     pinio_progress_fn progress;
     void *progress_ctx;
+    /** Compute each input file's SHA-256 (the hub's LFS object id) over the
+     *  bytes as the ranks read them (step 3 above); pinio_mpi_sha256() hands
+     *  them out on every rank. Same on every rank. false. */
+    bool verify;
+    /** With verify: expected hex digests, one per input file in resolution
+     *  order (NULL entries skip a file); when nexpected is not 0 it must
+     *  equal the number of files, else #PINIO_EDIGESTS before any data is
+     *  read. A mismatch fails the job on every rank with #PINIO_EFORMAT and
+     *  the same "PATH: sha256 mismatch: expected X, got Y" (rank 0's path),
+     *  the file's index in `diag->index`. Same on every rank (agreed in
+     *  step 0); read during the call only. */
+    const char *const *expected_sha256;
+    size_t nexpected;
 } pinio_mpi_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */
@@ -144,7 +184,7 @@ typedef struct pinio_mpi_report {
     uint64_t job_read_bytes;      /**< every rank's read_bytes together */
     uint64_t plan_read_bytes;     /**< what the whole plan covers (one copy) */
     uint64_t received_bytes;      /**< bytes this rank received in the exchange */
-    uint64_t header_bytes;        /**< header and index bytes broadcast by rank 0 */
+    uint64_t header_bytes;        /**< header and index bytes this rank read */
     size_t first_read, nreads;    /**< this rank's reads of the plan */
     double plan_seconds;          /**< headers broadcast and plan built */
     double io_seconds;            /**< this rank's reads */
@@ -158,6 +198,11 @@ typedef struct pinio_mpi_report {
     int local_rank, local_ranks;  /**< this rank within its node */
     uint64_t node_bytes;          /**< the node's shared copy (the memfd's size, once per node) */
     bool locked;                  /**< the node's copy is locked in RAM (mlock by its leader) */
+    /* verify (else false and 0): */
+    bool verified;                /**< every file's SHA-256 computed (and matched, when expected) */
+    double verify_seconds;        /**< the hash chain and the verdict, on this rank */
+    uint64_t verify_landed_bytes; /**< bytes this rank hashed where its reads landed */
+    uint64_t verify_reread_bytes; /**< bytes this rank read again to hash (header, gaps) */
 } pinio_mpi_report;
 
 /** A rank's loaded tensors. Opaque; local to the rank. */
@@ -165,8 +210,10 @@ typedef struct pinio_mpi_checkpoint pinio_mpi_checkpoint;
 
 /**
  * Collective over `comm`: loads `paths` (as pinio_plan_create() resolves
- * them, on rank 0) under `opts`' policy. Every rank must call it with the
- * same `paths`, `filters` and policy.
+ * them, on each rank) under `opts`' policy. Every rank must call it with
+ * the same files (the same bytes: a path of its own may name a copy), the
+ * same `filters`, policy and verify options; a rank that differs fails the
+ * job on every rank (step 0 and 1 above), never a hang or wrong bytes.
  *
  * @param out   on success this rank owns the result (pinio_mpi_release()).
  *              On failure `*out` is NULL and nothing stays allocated, on
@@ -177,7 +224,11 @@ typedef struct pinio_mpi_checkpoint pinio_mpi_checkpoint;
  *              in `path` / `offset` and `index` its own (plan file or read).
  * @return 0, or the same negative code on every rank: the failing rank's
  *         (the lowest code, then the lowest rank, when several fail):
- *         -EINVAL (MPI not initialised, bad options), a plan's or the
+ *         -EINVAL (MPI not initialised, bad options, arguments or a plan
+ *         that differ from rank 0's, `filters` and `shard_filters` both
+ *         given under #PINIO_MPI_SHARD), #PINIO_ECHANGED (a rank's file is
+ *         not rank 0's: size, header or sampled data), #PINIO_EDIGESTS,
+ *         #PINIO_EFORMAT (a sha256 mismatch), a plan's or the
  *         engine's errors, -ENOMEM, -EOVERFLOW (a plan past 8 TiB at 4 KiB
  *         alignment), -EPROTO (an MPI call failed; the message has MPI's);
  *         #PINIO_MPI_NODE: the errors of memfd_create/ftruncate/mmap on a
@@ -210,6 +261,10 @@ PINIO_API int pinio_mpi_tensor_view(const pinio_mpi_checkpoint *cp, size_t i, pi
 
 /** The plan every rank built (file list, headers, reads); valid while `cp` lives. */
 PINIO_API const pinio_plan *pinio_mpi_plan(const pinio_mpi_checkpoint *cp);
+
+/** The SHA-256 of plan file `i` as 64 hex digits, the same on every rank,
+ *  when the load verified; else NULL. Valid while `cp` lives. */
+PINIO_API const char *pinio_mpi_sha256(const pinio_mpi_checkpoint *cp, size_t i);
 
 /** Storage bytes read by rank `r` (every rank knows every rank's); 0 when out of range. */
 PINIO_API uint64_t pinio_mpi_rank_read_bytes(const pinio_mpi_checkpoint *cp, int r);

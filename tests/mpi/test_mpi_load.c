@@ -20,11 +20,29 @@
  *     message, naming that rank and the file;
  *   a missing input: rank 0's error on every rank;
  *   more ranks than tensors (every policy) and a selection of nothing:
- *     empty stripes.
+ *     empty stripes;
+ *   a rank given its own path (every policy): an exact copy loads right
+ *     from it; a copy of the same size with another header, the same
+ *     header with other data (a stale copy), another size, or no file, is
+ *     one agreed error on every rank naming that rank and its file, before
+ *     any data byte moves;
+ *   arguments that differ on one rank (the job's filters, a selection of
+ *     nothing there under every policy, shard filters on some ranks only,
+ *     the node split) and filters with shard filters: one agreed error,
+ *     never a hang or wrong bytes; shard filters that select nothing on one
+ *     rank: that rank holds nothing, the others their tensors;
+ *   verify under replicate, shard (split and own filters) and node, on a
+ *     3-shard checkpoint: each digest the file's (OpenSSL over the file,
+ *     not pinio), every file byte hashed exactly once by the job; a wrong
+ *     expected digest and a byte flipped in one rank's read (PINIO_FAULTS
+ *     corrupt@1 on the last rank) are one "sha256 mismatch" on every rank;
+ *     a digest count that does not match the files is PINIO_EDIGESTS.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <mpi.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -391,8 +409,9 @@ static void case_fault_on_one_rank_node(void)
     fault_on_one_rank(PINIO_MPI_NODE);
 }
 
-/* Progress: rank 0 follows its own reads to their end; a callback that
- * stops on the last rank stops the job, every rank hearing who stopped. */
+/* Progress: rank 0 follows the job's reads (every rank's) to their end,
+ * never backwards; a callback that stops on the last rank stops the job,
+ * every rank hearing who stopped. */
 struct seen {
     unsigned calls;
     uint64_t last, total;
@@ -429,10 +448,10 @@ static void case_progress(void)
     uint64_t io = 0;
     pinio_mpi_checkpoint *cp = load(&o, &rep, &io);
     if (cp && rank == 0)
-        CHECK(s.calls >= 1 && !s.backwards && s.last == rep.read_bytes &&
-                  s.total == rep.read_bytes && rep.read_bytes > 0,
-              "rank 0: %u calls, last %" PRIu64 " of %" PRIu64 ", read %" PRIu64, s.calls, s.last,
-              s.total, rep.read_bytes);
+        CHECK(s.calls >= 1 && !s.backwards && s.last == rep.job_read_bytes &&
+                  s.total == rep.job_read_bytes && rep.job_read_bytes == rep.plan_read_bytes,
+              "rank 0: %u calls, last %" PRIu64 " of %" PRIu64 ", the job read %" PRIu64, s.calls,
+              s.last, s.total, rep.job_read_bytes);
     if (cp)
         holds_all(cp, 16);
     pinio_mpi_release(cp);
@@ -503,6 +522,338 @@ static void case_empty_stripes(void)
     remove_checkpoint();
 }
 
+/* Every rank got `want` with the same message, naming rank `who` and
+ * holding `needle` (and `path`, when given, as the diagnostic's file). */
+static void agreed_error(int rc, const pinio_diag *d, int want, int who, const char *needle,
+                         const char *path)
+{
+    char tag[32];
+    snprintf(tag, sizeof(tag), "rank %d of %d", who, nranks);
+    CHECK(rc == want, "rc %d, want %d (%s)", rc, want, rc ? d->msg : "");
+    CHECK(rc == 0 || ((who < 0 || strstr(d->msg, tag)) && strstr(d->msg, needle)),
+          "message names %s and '%s': %s", tag, needle, d->msg);
+    CHECK(rc == 0 || !path || strcmp(d->path, path) == 0, "file %s, want %s", d->path, path);
+    char first[PINIO_DIAG_MSG_MAX];
+    memcpy(first, d->msg, sizeof(first));
+    MPI_Bcast(first, sizeof(first), MPI_CHAR, 0, MPI_COMM_WORLD);
+    CHECK(strcmp(first, d->msg) == 0, "same message as rank 0: '%s' vs '%s'", d->msg, first);
+}
+
+/* `dst` as a copy of `src`; flip: every byte past the header inverted (the
+ * header kept: a stale copy of the same shapes); cut: the last byte gone. */
+enum { COPY_EXACT, COPY_FLIP_DATA, COPY_CUT };
+
+static int copy_file(const char *src, const char *dst, int how)
+{
+    FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+    int rc = in && out ? 0 : -errno;
+    uint8_t buf[1 << 16];
+    uint64_t head = UINT64_MAX, pos = 0;
+    size_t got;
+    while (rc == 0 && (got = fread(buf, 1, sizeof(buf), in)) > 0) {
+        if (pos == 0 && got >= 8) {
+            memcpy(&head, buf, 8);
+            head += 8;
+        }
+        for (size_t i = 0; how == COPY_FLIP_DATA && i < got; i++)
+            if (pos + i >= head)
+                buf[i] ^= 0xff;
+        if (fwrite(buf, 1, got, out) != got)
+            rc = -EIO;
+        pos += got;
+    }
+    if (in)
+        fclose(in);
+    if (out && fclose(out) != 0 && rc == 0)
+        rc = -EIO;
+    if (rc == 0 && how == COPY_CUT)
+        rc = truncate(dst, (off_t)pos - 1) == 0 ? 0 : -errno;
+    return rc;
+}
+
+/* The last rank loads from its own path `mine` (the others from ck). */
+static int load_own(const char *mine, const pinio_mpi_opts *o, pinio_mpi_checkpoint **cp,
+                    pinio_diag *d)
+{
+    const char *paths[] = { rank == nranks - 1 && nranks > 1 ? mine : ck };
+    *cp = NULL;
+    return pinio_mpi_load(MPI_COMM_WORLD, paths, 1, o, cp, NULL, d);
+}
+
+static void case_own_file(void)
+{
+    make_checkpoint(3u << 20, 9, 1);
+    int victim = nranks - 1;
+    char vdir[64] = "", mine[128] = "";
+    int rc = 0;
+    if (rank == victim && nranks > 1) {
+        rc = t_tmpdir("/var/tmp", "mpiown", vdir, sizeof(vdir));
+        snprintf(mine, sizeof(mine), "%s/m.safetensors", vdir);
+    }
+    static const pinio_mpi_policy pols[] = { PINIO_MPI_REPLICATE, PINIO_MPI_SHARD, PINIO_MPI_NODE };
+    for (int k = 0; k < 3 && nranks > 1; k++) {
+        pinio_mpi_opts o = cold_opts(pols[k], PINIO_MPI_EXCHANGE_AUTO);
+        o.node_ranks = 1; /* node: the victim its own node, reading its own copy */
+        pinio_mpi_checkpoint *cp = NULL;
+        pinio_diag d;
+        /* an exact copy at another path: loads, every byte right */
+        rc = rank == victim ? copy_file(ck, mine, COPY_EXACT) : 0;
+        CHECK(rc == 0, "copy: %s", pinio_strerror(rc));
+        rc = load_own(mine, &o, &cp, &d);
+        CHECK(rc == 0, "an exact copy at another path: %s", d.msg);
+        if (cp) {
+            uint64_t b = verify_held(cp);
+            CHECK(pols[k] == PINIO_MPI_SHARD || b == 3u << 20, "every byte: %" PRIu64, b);
+        }
+        pinio_mpi_release(cp);
+        /* the same header, other data: a stale copy */
+        if (rank == victim)
+            rc = copy_file(ck, mine, COPY_FLIP_DATA);
+        rc = load_own(mine, &o, &cp, &d);
+        agreed_error(rc, &d, PINIO_ECHANGED, victim, "data differs", rank == victim ? mine : NULL);
+        CHECK(cp == NULL, "nothing handed out");
+    }
+    if (nranks > 1) {
+        pinio_mpi_opts o = cold_opts(PINIO_MPI_REPLICATE, PINIO_MPI_EXCHANGE_AUTO);
+        pinio_mpi_checkpoint *cp = NULL;
+        pinio_diag d;
+        /* the same size, another header (another seed in its metadata) */
+        if (rank == victim) {
+            pinio_gen_opts g;
+            pinio_gen_opts_default(&g);
+            g.size = 3u << 20;
+            g.tensors = 9;
+            g.seed = SEED + 1;
+            unlink(mine);
+            rc = pinio_gen_write(mine, &g, NULL, NULL);
+        }
+        rc = load_own(mine, &o, &cp, &d);
+        agreed_error(rc, &d, PINIO_ECHANGED, victim, "header differs", rank == victim ? mine : NULL);
+        /* another size */
+        if (rank == victim)
+            rc = copy_file(ck, mine, COPY_CUT);
+        rc = load_own(mine, &o, &cp, &d);
+        CHECK(rc != 0, "a shorter copy loaded");
+        if (rc)
+            agreed_error(rc, &d, rc, victim, "", rank == victim ? mine : NULL);
+        /* no file */
+        if (rank == victim)
+            unlink(mine);
+        rc = load_own(mine, &o, &cp, &d);
+        agreed_error(rc, &d, -ENOENT, victim, "", rank == victim ? mine : NULL);
+        CHECK(cp == NULL, "nothing handed out");
+    }
+    if (vdir[0])
+        t_rm_rf(vdir);
+    remove_checkpoint();
+}
+
+/* The last rank's arguments differ from the others': one agreed error. */
+static void differ(pinio_mpi_opts *o, const char *needle)
+{
+    const char *paths[] = { ck };
+    pinio_mpi_checkpoint *cp = NULL;
+    pinio_diag d;
+    int rc = pinio_mpi_load(MPI_COMM_WORLD, paths, 1, o, &cp, NULL, &d);
+    if (nranks > 1)
+        agreed_error(rc, &d, -EINVAL, nranks - 1, needle, NULL);
+    pinio_mpi_release(cp);
+}
+
+static void case_differing_args(void)
+{
+    make_checkpoint(3u << 20, 18, 1); /* layers 0 and 1 */
+    bool victim = rank == nranks - 1;
+    const char *layer1[] = { "model.layers.1" }, *nothing[] = { "no.such.tensor" };
+    static const pinio_mpi_policy pols[] = { PINIO_MPI_REPLICATE, PINIO_MPI_SHARD, PINIO_MPI_NODE };
+    for (int k = 0; k < 3; k++) {
+        pinio_mpi_opts o = cold_opts(pols[k], PINIO_MPI_EXCHANGE_AUTO);
+        if (victim) {
+            o.filters = layer1;
+            o.nfilters = 1;
+        }
+        differ(&o, "filters");
+        /* a selection of nothing on one rank: never a hang */
+        if (victim)
+            o.filters = nothing;
+        differ(&o, "filters");
+    }
+    /* shard filters on some ranks only */
+    pinio_mpi_opts o = cold_opts(PINIO_MPI_SHARD, PINIO_MPI_EXCHANGE_AUTO);
+    if (victim) {
+        o.shard_filters = layer1;
+        o.nshard_filters = 1;
+    }
+    differ(&o, "shard filters");
+    /* the node split */
+    o = cold_opts(PINIO_MPI_NODE, PINIO_MPI_EXCHANGE_AUTO);
+    o.node_ranks = victim ? 1 : 0;
+    differ(&o, "policy");
+    /* the job's filters with shard filters: refused on every rank */
+    o = cold_opts(PINIO_MPI_SHARD, PINIO_MPI_EXCHANGE_AUTO);
+    o.filters = layer1;
+    o.nfilters = 1;
+    o.shard_filters = layer1;
+    o.nshard_filters = 1;
+    const char *paths[] = { ck };
+    pinio_mpi_checkpoint *cp = NULL;
+    pinio_diag d;
+    int rc = pinio_mpi_load(MPI_COMM_WORLD, paths, 1, &o, &cp, NULL, &d);
+    CHECK(rc == -EINVAL && cp == NULL && strstr(d.msg, "shard_filters"), "rc %d: %s", rc, d.msg);
+    /* shard filters that select nothing on one rank: it holds nothing */
+    o = cold_opts(PINIO_MPI_SHARD, PINIO_MPI_EXCHANGE_AUTO);
+    o.shard_filters = victim && nranks > 1 ? nothing : layer1;
+    o.nshard_filters = 1;
+    cp = NULL;
+    rc = pinio_mpi_load(MPI_COMM_WORLD, paths, 1, &o, &cp, NULL, &d);
+    CHECK(rc == 0, "rc %d: %s", rc, d.msg);
+    if (cp) {
+        CHECK(pinio_mpi_count(cp) == (victim && nranks > 1 ? 0u : 9u), "holds %zu",
+              pinio_mpi_count(cp));
+        verify_held(cp);
+    }
+    pinio_mpi_release(cp);
+    remove_checkpoint();
+}
+
+/* SHA-256 of a file as 64 hex digits, computed here (not by pinio). */
+static void file_sha(const char *path, char out[65])
+{
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    FILE *f = fopen(path, "rb");
+    uint8_t buf[1 << 16], sha[32];
+    unsigned len = 0;
+    size_t got;
+    out[0] = '\0';
+    if (!md || !f || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
+        goto done;
+    while ((got = fread(buf, 1, sizeof(buf), f)) > 0)
+        EVP_DigestUpdate(md, buf, got);
+    if (EVP_DigestFinal_ex(md, sha, &len) == 1)
+        for (unsigned i = 0; i < len; i++)
+            snprintf(out + 2 * i, 3, "%02x", sha[i]);
+done:
+    if (f)
+        fclose(f);
+    EVP_MD_CTX_free(md);
+}
+
+static const struct vpol {
+    const char *name;
+    pinio_mpi_policy policy;
+    bool own; /* shard: each rank its own layer */
+} vpols[] = {
+    { "replicate", PINIO_MPI_REPLICATE, false },
+    { "shard", PINIO_MPI_SHARD, false },
+    { "shard (own filters)", PINIO_MPI_SHARD, true },
+    { "node (2 simulated nodes)", PINIO_MPI_NODE, false },
+};
+
+static void case_verify(void)
+{
+    make_checkpoint(6u << 20, 27, 3); /* layers 0..2 over 3 shards and an index */
+    enum { NF = 3 };
+    char refs[NF][65], paths0[NF][256];
+    uint64_t file_bytes = 0;
+    if (rank == 0) {
+        pinio_plan *p = NULL;
+        const char *in[] = { ck };
+        int rc = pinio_plan_create(&p, in, 1, NULL, NULL);
+        CHECK(rc == 0 && pinio_plan_file_at(p, NF - 1) && !pinio_plan_file_at(p, NF), "3 shards");
+        for (size_t i = 0; rc == 0 && i < NF; i++) {
+            snprintf(paths0[i], sizeof(paths0[i]), "%s", pinio_plan_file_at(p, i)->path);
+            file_sha(paths0[i], refs[i]);
+            file_bytes += pinio_plan_file_at(p, i)->size;
+        }
+        pinio_plan_free(p);
+    }
+    MPI_Bcast(refs, sizeof(refs), MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Bcast(paths0, sizeof(paths0), MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&file_bytes, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    const char *expect[NF] = { refs[0], refs[1], refs[2] };
+    char wrong[65];
+    memcpy(wrong, refs[1], sizeof(wrong));
+    wrong[0] = wrong[0] == '0' ? '1' : '0';
+    const char *bad[NF] = { refs[0], wrong, refs[2] };
+    char layer[32];
+    snprintf(layer, sizeof(layer), "model.layers.%d", rank % 3);
+    const char *own[] = { layer };
+    const char *paths[] = { ck };
+    for (size_t v = 0; v < sizeof(vpols) / sizeof(vpols[0]); v++) {
+        pinio_mpi_opts o = cold_opts(vpols[v].policy, PINIO_MPI_EXCHANGE_AUTO);
+        o.verify = true;
+        o.expected_sha256 = expect;
+        o.nexpected = NF;
+        o.node_ranks = (nranks + 1) / 2;
+        if (vpols[v].own) {
+            o.shard_filters = own;
+            o.nshard_filters = 1;
+        }
+        /* clean: the files' digests, each byte hashed once by the job */
+        pinio_mpi_report rep;
+        uint64_t io = 0;
+        pinio_mpi_checkpoint *cp = load(&o, &rep, &io);
+        if (cp) {
+            for (size_t i = 0; i < NF; i++) {
+                const char *h = pinio_mpi_sha256(cp, i);
+                CHECK(h && strcmp(h, refs[i]) == 0, "%s: file %zu: %s, want %s", vpols[v].name, i,
+                      h ? h : "(null)", refs[i]);
+            }
+            CHECK(rep.verified && !pinio_mpi_sha256(cp, NF), "%s: verified", vpols[v].name);
+            verify_held(cp);
+        }
+        uint64_t hashed = sum(cp ? rep.verify_landed_bytes + rep.verify_reread_bytes : 0);
+        CHECK(!cp || hashed == file_bytes, "%s: the job hashed %" PRIu64 " bytes of %" PRIu64,
+              vpols[v].name, hashed, file_bytes);
+        CHECK(!cp || sum(rep.verify_landed_bytes) > 0, "%s: nothing hashed as landed",
+              vpols[v].name);
+        pinio_mpi_release(cp);
+        /* a wrong expected digest: the file named, the same verdict everywhere */
+        pinio_diag d;
+        o.expected_sha256 = bad;
+        cp = NULL;
+        int rc = pinio_mpi_load(MPI_COMM_WORLD, paths, 1, &o, &cp, NULL, &d);
+        char want[256];
+        snprintf(want, sizeof(want), "sha256 mismatch: expected %s, got %s", wrong, refs[1]);
+        CHECK(rc == PINIO_EFORMAT && cp == NULL && strstr(d.msg, want) &&
+                  strcmp(d.path, paths0[1]) == 0 && d.index == 1,
+              "%s: rc %d: %s", vpols[v].name, rc, d.msg);
+        agreed_error(rc, &d, PINIO_EFORMAT, -1, "", NULL);
+        /* a byte flipped in each read of the last rank (so one in bytes it
+         * holds: a shard's boundary read also holds its neighbour's) */
+        o.expected_sha256 = expect;
+        if (rank == nranks - 1)
+            setenv("PINIO_FAULTS", "corrupt@1x1000000", 1);
+        rc = pinio_mpi_load(MPI_COMM_WORLD, paths, 1, &o, &cp, NULL, &d);
+        unsetenv("PINIO_FAULTS");
+        /* the chain's verdict, or (shard filters that overlap: the last
+         * rank's copy of bytes another rank hashed) its own check */
+        CHECK(rc == PINIO_EFORMAT && cp == NULL &&
+                  (strstr(d.msg, "sha256 mismatch: expected ") ||
+                   (vpols[v].own && strstr(d.msg, "differs from the file"))),
+              "%s: a flipped byte: rc %d: %s", vpols[v].name, rc, d.msg);
+        char first[PINIO_DIAG_MSG_MAX];
+        memcpy(first, d.msg, sizeof(first));
+        MPI_Bcast(first, sizeof(first), MPI_CHAR, 0, MPI_COMM_WORLD);
+        CHECK(strcmp(first, d.msg) == 0, "same verdict as rank 0: '%s' vs '%s'", d.msg, first);
+        pinio_mpi_release(cp);
+    }
+    /* two digests for three files: refused before any data is read */
+    pinio_mpi_opts o = cold_opts(PINIO_MPI_REPLICATE, PINIO_MPI_EXCHANGE_AUTO);
+    o.verify = true;
+    o.expected_sha256 = expect;
+    o.nexpected = 2;
+    pinio_mpi_checkpoint *cp = NULL;
+    pinio_diag d;
+    int rc = pinio_mpi_load(MPI_COMM_WORLD, paths, 1, &o, &cp, NULL, &d);
+    CHECK(rc == PINIO_EDIGESTS && cp == NULL, "rc %d: %s", rc, d.msg);
+    /* verify on some ranks only */
+    o.nexpected = 0;
+    o.verify = rank != nranks - 1;
+    differ(&o, "verify options");
+    remove_checkpoint();
+}
+
 /* One load of each kind before the cases: the first use of an MPI code path
  * can fault its library's pages in from disk, which /proc/self/io counts as
  * storage reads of the case (seen with MPICH right after installing it). */
@@ -536,6 +887,9 @@ static const struct {
     { "missing_input", case_missing_input },
     { "progress", case_progress },
     { "empty_stripes", case_empty_stripes },
+    { "own_file", case_own_file },
+    { "differing_args", case_differing_args },
+    { "verify", case_verify },
 };
 
 int main(int argc, char **argv)

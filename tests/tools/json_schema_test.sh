@@ -71,6 +71,8 @@ if "$PINIO" load --mpi replicate --help >/dev/null 2>&1; then
     ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
     export ASAN_OPTIONS
     valid 0 load --mpi replicate "$ODD"
+    valid 0 load --mpi shard "$ODD" --verify
+    valid 1 load --mpi replicate "$ODD" --sha256 0000000000000000000000000000000000000000000000000000000000000000
     valid 1 load --mpi replicate "$DIR/none.safetensors"
 fi
 
