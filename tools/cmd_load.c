@@ -177,12 +177,17 @@ static void print_text(const pinio_load_opts *opts, pinio_checkpoint *cp,
 {
     double gbs = r->seconds > 0 ? (double)r->bytes / r->seconds / 1e9 : 0;
     double io_gbs = r->io_seconds > 0 ? (double)r->read_bytes / r->io_seconds / 1e9 : 0;
-    printf("loaded    %zu tensors, %.3f GB from %zu file%s in %.3f s: %.2f GB/s", r->tensors,
-           (double)r->bytes / 1e9, r->files, r->files == 1 ? "" : "s", r->seconds, gbs);
+    printf("loaded    %zu tensors, %.3f GB from %zu file%s in %.3f s", r->tensors,
+           (double)r->bytes / 1e9, r->files, r->files == 1 ? "" : "s", r->seconds);
+    /* Bytes over seconds is a speed only when something moved them: a map
+     * of pages already cached reads nothing, and "300 GB/s" would read as
+     * a storage figure. A cold mapped file's populate does read them. */
     if (r->read_bytes)
-        printf(" (reads %.2f GB/s)\n", io_gbs);
+        printf(": %.2f GB/s (reads %.2f GB/s)\n", gbs, io_gbs);
+    else if (r->files_mapped && !r->files_filled)
+        printf(" (mapped, no reads: no bytes read, the page cache mapped in place)\n");
     else
-        printf(" (%s)\n", r->files_mapped ? "mapped, no reads" : "no reads");
+        printf(": %.2f GB/s (%s)\n", gbs, r->files_mapped ? "mapped, no reads" : "no reads");
     if (r->skipped || r->unindexed)
         printf("skipped   %zu by filter, %zu not in the index\n", r->skipped, r->unindexed);
     printf("I/O path  %s\n", r->io_path);
