@@ -2,10 +2,10 @@
  * its shards' headers (public API only). */
 #include <errno.h>
 #include <getopt.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "pinio/pinio.h"
 #include "cli.h"
@@ -23,9 +23,12 @@ static void info_usage(FILE *out)
             "rejects duplicate names. Prints the header size, the metadata, and each tensor\n"
             "in file order: name, dtype, shape, data offsets, absolute file offset and the\n"
             "alignment of that offset (safetensors guarantees none). Only the header is read.\n"
-            "PATH may also be an index (model.safetensors.index.json): then every shard it\n"
-            "names is shown the same way, and each tensor of its weight_map must be in the\n"
-            "shard it names.\n"
+            "PATH may also be anything pinio load takes, and then names the files a load\n"
+            "would read: an index (model.safetensors.index.json), whose shards are shown\n"
+            "the same way and each tensor of whose weight_map must be in the shard it\n"
+            "names; a folder (its index when present, else every *.safetensors in it);\n"
+            "or a Hugging Face repo id ORG/NAME[@REV] in the hub cache (when no local\n"
+            "path of that name exists; see pinio-load(1)).\n"
             "\n"
             "  --json       machine-readable output on stdout (doc/json/SCHEMA.md); an\n"
             "               invalid file prints an error object naming file and offset\n"
@@ -149,82 +152,58 @@ static void print_text(const char *path, const pinio_st *st)
            misaligned, n);
 }
 
-/* What info shows: one file, or an index and the shards it names. */
+/* What info shows: one file, or the files a load of PATH would read (a
+ * folder's shards, an index and the shards it names, a hub repo id). */
 typedef struct info_set {
-    pinio_st_index *index;
+    pinio_plan *plan;     /* everything but one file: the plan resolved it */
+    pinio_st_index *index; /* the plan's index, opened again for its counts */
+    pinio_st *one;        /* one .safetensors file */
     size_t n;
-    char **paths;     /* the index's shard paths, or the one PATH */
-    pinio_st **st;
-    size_t unindexed; /* tensors of the shards the weight_map does not name */
+    const char **paths;
+    const pinio_st **st;
+    size_t unindexed;     /* tensors of the shards the weight_map does not name */
 } info_set;
 
 static void info_free(info_set *s)
 {
-    for (size_t i = 0; i < s->n; i++)
-        pinio_st_free(s->st[i]);
     free(s->st);
     free(s->paths);
+    pinio_st_free(s->one);
     pinio_st_index_free(s->index);
+    pinio_plan_free(s->plan);
 }
 
-/* Whether `shard` resolves beneath the folder of `index`: info opens the
- * shards by name, and an index must not make it read (and print the first
- * bytes of) a file elsewhere through a symlink. */
-static bool beneath(const char *index, const char *shard)
-{
-    char dir[PATH_MAX], rd[PATH_MAX], rs[PATH_MAX];
-    snprintf(dir, sizeof(dir), "%s", index);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *(slash == dir ? slash + 1 : slash) = '\0';
-    else
-        snprintf(dir, sizeof(dir), ".");
-    if (!realpath(dir, rd) || !realpath(shard, rs))
-        return true; /* a missing shard: pinio_st_open() says so */
-    size_t n = strlen(rd);
-    return !strncmp(rs, rd, n) && (rs[n] == '/' || (n == 1 && rd[0] == '/'));
-}
-
+/* A file is read as it is; anything else goes through a plan, so that a
+ * folder, an index or a hub repo id resolves exactly as pinio load resolves
+ * it: the same files, the same confinement of an index's shards (links stay
+ * in the index's folder, or in a hub snapshot's model folder), the same
+ * check that the weight_map agrees with the shards. */
 static int info_open(info_set *s, const char *path, pinio_diag *d)
 {
     size_t len = strlen(path);
-    bool is_index = len >= 5 && !strcmp(path + len - 5, ".json");
-    int r = 0;
-    if (is_index && (r = pinio_st_index_open(&s->index, path, d)) < 0)
+    struct stat st;
+    bool is_file = stat(path, &st) == 0 && !S_ISDIR(st.st_mode) &&
+                   !(len >= 5 && !strcmp(path + len - 5, ".json"));
+    int r = is_file ? pinio_st_open(&s->one, path, 0, d)
+                    : pinio_plan_create(&s->plan, &path, 1, NULL, d);
+    if (r < 0)
         return r;
-    s->n = is_index ? pinio_st_index_shard_count(s->index) : 1;
-    s->paths = calloc(s->n ? s->n : 1, sizeof(*s->paths));
-    s->st = calloc(s->n ? s->n : 1, sizeof(*s->st));
+    pinio_plan_info pi = { 0 };
+    if (s->plan)
+        pinio_plan_get_info(s->plan, &pi);
+    s->n = s->plan ? pi.files : 1;
+    s->paths = calloc(s->n, sizeof(*s->paths));
+    s->st = calloc(s->n, sizeof(*s->st));
     if (!s->paths || !s->st)
         return -ENOMEM;
-    for (size_t i = 0; i < s->n && r == 0; i++) {
-        s->paths[i] = is_index ? (char *)pinio_st_index_shard(s->index, i) : (char *)path;
-        if (is_index && !beneath(path, s->paths[i])) {
-            pinio_diag_set_at(d, -EXDEV, s->paths[i], PINIO_DIAG_NO_OFFSET,
-                              "shard named by %s resolves outside the index's folder "
-                              "(a symlink?): refused", path);
-            return -EXDEV;
-        }
-        r = pinio_st_open(&s->st[i], s->paths[i], 0, d);
+    for (size_t i = 0; i < s->n; i++) {
+        const pinio_plan_file *f = s->plan ? pinio_plan_file_at(s->plan, i) : NULL;
+        s->paths[i] = f ? f->path : path;
+        s->st[i] = f ? f->header : s->one;
     }
-    if (r < 0 || !is_index)
+    s->unindexed = pi.unindexed;
+    if (pi.index_path && (r = pinio_st_index_open(&s->index, pi.index_path, d)) < 0)
         return r;
-    /* The map must agree with the shards, as pinio load requires. */
-    size_t mapped = 0;
-    for (size_t i = 0; i < pinio_st_index_count(s->index); i++) {
-        const pinio_st_index_entry *e = pinio_st_index_at(s->index, i);
-        if (!pinio_st_find(s->st[e->shard], e->name, e->name_len)) {
-            pinio_diag_set_at(d, PINIO_EFORMAT, path, PINIO_DIAG_NO_OFFSET,
-                              "weight_map names tensor '%.*s' in %s, which does not hold it",
-                              (int)e->name_len, e->name, s->paths[e->shard]);
-            return PINIO_EFORMAT;
-        }
-        mapped++;
-    }
-    size_t total = 0;
-    for (size_t i = 0; i < s->n; i++)
-        total += pinio_st_count(s->st[i]);
-    s->unindexed = total - mapped;
     return 0;
 }
 
@@ -298,7 +277,8 @@ static int run_info(int argc, char **argv)
     } else {
         if (s.index)
             printf("index:    %s: %zu tensors in %zu shards (%zu tensors of the shards not in "
-                   "its weight_map)\n\n", path, pinio_st_index_count(s.index), s.n, s.unindexed);
+                   "its weight_map)\n\n", pinio_st_index_path(s.index),
+                   pinio_st_index_count(s.index), s.n, s.unindexed);
         for (size_t i = 0; i < s.n; i++) {
             if (i)
                 printf("\n");

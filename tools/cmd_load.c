@@ -24,7 +24,10 @@ static void load_usage(FILE *out)
             "io_uring reads (or, for files already in the page cache, maps them: see\n"
             "--memory), checks every byte arrived, and reports speed and the I/O path.\n"
             "PATH is a .safetensors file, a directory of shards (its\n"
-            "model.safetensors.index.json when present), or an index file.\n"
+            "model.safetensors.index.json when present), an index file, or a Hugging Face\n"
+            "repo id ORG/NAME[@REV] already in the hub cache ($HF_HUB_CACHE, $HF_HOME/hub\n"
+            "or ~/.cache/huggingface/hub; REV a branch or tag in refs/, or a commit; no\n"
+            "download), when no local path of that name exists.\n"
             "\n"
             "options:\n"
             "  --filter PATTERN   load only matching tensors (repeatable): an exact name, a\n"
@@ -62,6 +65,11 @@ static void load_usage(FILE *out)
             "                     file: the N-th value is the N-th file as the inputs resolve\n"
             "                     (a folder or index: its shards in order); any other count\n"
             "                     is an error\n"
+            "  --sha256-file SUMS expected SHA-256s as sha256sum prints them (implies\n"
+            "                     --verify), matched to the files by name, not position: a\n"
+            "                     line naming the file's path, else the one line naming its\n"
+            "                     file name; a file no line names is an error, lines for\n"
+            "                     other files are ignored\n"
             "  --device DEV       stream instead of loading resident: the tensors go through a\n"
             "                     small ring of pinned, registered staging slots to DEV, and\n"
             "                     host memory stays the ring whatever the checkpoint's size.\n"
@@ -169,12 +177,17 @@ static void print_text(const pinio_load_opts *opts, pinio_checkpoint *cp,
 {
     double gbs = r->seconds > 0 ? (double)r->bytes / r->seconds / 1e9 : 0;
     double io_gbs = r->io_seconds > 0 ? (double)r->read_bytes / r->io_seconds / 1e9 : 0;
-    printf("loaded    %zu tensors, %.3f GB from %zu file%s in %.3f s: %.2f GB/s", r->tensors,
-           (double)r->bytes / 1e9, r->files, r->files == 1 ? "" : "s", r->seconds, gbs);
+    printf("loaded    %zu tensors, %.3f GB from %zu file%s in %.3f s", r->tensors,
+           (double)r->bytes / 1e9, r->files, r->files == 1 ? "" : "s", r->seconds);
+    /* Bytes over seconds is a speed only when something moved them: a map
+     * of pages already cached reads nothing, and "300 GB/s" would read as
+     * a storage figure. A cold mapped file's populate does read them. */
     if (r->read_bytes)
-        printf(" (reads %.2f GB/s)\n", io_gbs);
+        printf(": %.2f GB/s (reads %.2f GB/s)\n", gbs, io_gbs);
+    else if (r->files_mapped && !r->files_filled)
+        printf(" (mapped, no reads: no bytes read, the page cache mapped in place)\n");
     else
-        printf(" (%s)\n", r->files_mapped ? "mapped, no reads" : "no reads");
+        printf(": %.2f GB/s (%s)\n", gbs, r->files_mapped ? "mapped, no reads" : "no reads");
     if (r->skipped || r->unindexed)
         printf("skipped   %zu by filter, %zu not in the index\n", r->skipped, r->unindexed);
     printf("I/O path  %s\n", r->io_path);
@@ -303,6 +316,9 @@ static int run_load(int argc, char **argv)
         /* --mpi is a different program shape (collective, rank 0 reports) */
         rc = pinio_cli_load_mpi(argc, argv, &a);
 #endif
+    } else if (rc == 0 && (rc = cli_load_sums(&a, (const char *const *)argv + a.first_path,
+                                              (size_t)(argc - a.first_path))) != 0) {
+        /* cli_load_sums() said why */
     } else if (rc == 0 && a.dev.set) {
         unsigned long long nofile_from, nofile_to;
         cli_raise_nofile(&nofile_from, &nofile_to);

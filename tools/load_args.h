@@ -15,8 +15,11 @@ typedef struct cli_load_args {
     pinio_load_opts load;    /**< everything the resident load takes */
     const char **filters;    /**< --filter, in order (argv strings) */
     size_t nfilters;
-    const char **shas;       /**< --sha256, in order */
+    const char **shas;       /**< --sha256, in order; or, after cli_load_sums(),
+                                  one per file from --sha256-file */
     size_t nshas;
+    const char *sums;        /**< --sha256-file: sha256sum output, matched by name */
+    char *sums_buf;          /**< cli_load_sums(): the digests' storage */
     bool json, quiet, help;
     bool progress;           /**< --progress: the line also when stderr is no terminal */
     cli_device dev;          /**< --device (dev.set) */
@@ -44,6 +47,19 @@ typedef struct cli_load_args {
  *         either way.
  */
 int cli_load_parse(int argc, char **argv, cli_load_args *a);
+
+/**
+ * --sha256-file: reads `a->sums` (sha256sum's output, plain or --tag) and
+ * sets `a->shas` to one digest per file the inputs resolve to, in that
+ * order (a dry plan resolves them: the same files the load reads). A file
+ * matches the line naming the same path, else the one line whose name has
+ * the same last component; a file no line names, or two lines name, is an
+ * error (a load that silently skipped a check would read as verified).
+ * Lines for other files are ignored (a SUMS may cover config.json too).
+ * @return 0 (also without --sha256-file), or 1 after one error line (json:
+ *         an error object).
+ */
+int cli_load_sums(cli_load_args *a, const char *const *inputs, size_t n);
 
 void cli_load_args_free(cli_load_args *a);
 

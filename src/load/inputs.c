@@ -125,6 +125,17 @@ static int resolve_one(pinio__inputs *in, const char *path, pinio_diag *diag)
     struct stat st;
     if (stat(path, &st) != 0) {
         int e = -errno;
+        /* A local path always wins; only a name that is not one, and has a
+         * repo id's shape, is looked up in the hub cache. */
+        if ((e == -ENOENT || e == -ENOTDIR) && pinio__hub_is_repo_id(path)) {
+            char *snap;
+            int rc = pinio__hub_resolve(path, &snap, diag);
+            if (rc == 0) {
+                rc = resolve_one(in, snap, diag);
+                free(snap);
+            }
+            return rc;
+        }
         pinio_diag_set_at(diag, e, path, PINIO_DIAG_NO_OFFSET, "%s", pinio_strerror(e));
         return e;
     }
@@ -257,13 +268,28 @@ static bool beneath(int dirfd, int fd)
 /* A shard is opened beneath its index's folder: a shard that is a symlink,
  * or lies under one, pointing out of that folder is refused (an index must
  * not make pinio read /etc/shadow's first bytes as a header length).
- * Symlinks that stay inside the folder are followed. -EXDEV on escape. */
-static int open_shard(const char *index, const char *path, int flags)
+ * Symlinks that stay inside the folder are followed. One wider root: in a
+ * Hugging Face hub snapshot (models--ORG--NAME/snapshots/REV) every file is
+ * a link to ../../blobs/SHA, so there the root is the model's folder
+ * models--ORG--NAME, which holds only what was downloaded for that model,
+ * and never the cache above it. -EXDEV on escape; `root` gets the folder
+ * the shard had to stay in, `hub` whether it is a hub model's. */
+static int open_shard(const char *index, const char *path, int flags, char *root, size_t rn,
+                      bool *hub)
 {
-    char dir[4096];
+    char dir[4096], hub_rel[4096], prefix[1024];
     const char *rel = split_dir(index, path, dir, sizeof(dir));
     if (!rel)
         return -EXDEV;
+    *hub = pinio__hub_model_root(dir, root, rn, prefix, sizeof(prefix));
+    if (*hub) {
+        if (snprintf(hub_rel, sizeof(hub_rel), "%s/%s", prefix, rel) >= (int)sizeof(hub_rel))
+            return -ENAMETOOLONG;
+        snprintf(dir, sizeof(dir), "%s", root);
+        rel = hub_rel;
+    } else {
+        snprintf(root, rn, "%s", dir);
+    }
     int dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (dirfd < 0)
         return -errno;
@@ -287,12 +313,15 @@ int pinio__pfile_open(pinio__pfile *f, const char *shard_of, const void *header,
     /* O_NONBLOCK: opening a FIFO must not wait for a writer. It does not
      * change reads of a regular file, and it is cleared below anyway. */
     int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
-    f->fd = shard_of ? open_shard(shard_of, f->path, flags) : open(f->path, flags);
+    char root[4096] = "";
+    bool hub = false;
+    f->fd = shard_of ? open_shard(shard_of, f->path, flags, root, sizeof(root), &hub)
+                     : open(f->path, flags);
     if (f->fd == -EXDEV) {
         pinio_diag_set_at(diag, -EXDEV, f->path, PINIO_DIAG_NO_OFFSET,
-                          "shard named by %s resolves outside the index's folder (a symlink?): "
-                          "refused",
-                          shard_of);
+                          "shard named by %s resolves outside %s %s (a symlink?): refused",
+                          shard_of, hub ? "the hub model's folder" : "the index's folder",
+                          *root ? root : "");
         f->fd = -1;
         return -EXDEV;
     }

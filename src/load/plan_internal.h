@@ -54,6 +54,16 @@ int pinio__inputs_resolve(pinio__inputs *in, const char *const *paths, size_t n,
                           pinio_diag *diag);
 void pinio__inputs_free(pinio__inputs *in);
 
+/* hub.c: the Hugging Face hub cache. Whether `spec` has the shape of a
+ * repo id (ORG/NAME[@REV]); its snapshot folder in the cache (HF_HUB_CACHE,
+ * HF_HOME/hub, ~/.cache/huggingface/hub), malloc'ed into *out, or -ENOENT
+ * naming where it looked; and, for a folder that is a hub snapshot
+ * (models--ORG--NAME/snapshots/REV, taken through realpath), the model
+ * folder its links may reach and the snapshot's path beneath it. */
+bool pinio__hub_is_repo_id(const char *spec);
+int pinio__hub_resolve(const char *spec, char **out, pinio_diag *diag);
+bool pinio__hub_model_root(const char *dir, char *root, size_t n, char *prefix, size_t pn);
+
 /* inputs.c: opens `f->path` (regular files only; a FIFO does not block),
  * records its identity and validates its header through that descriptor,
  * or, when `header` is not NULL, parses those bytes (the file's first

@@ -214,3 +214,142 @@ Test(inputs, expected_digests_must_be_one_per_file, .init = setup, .fini = teard
         pinio_checkpoint_release(cp);
     }
 }
+
+/* The Hugging Face hub cache, as huggingface_hub lays it out: under
+ * CACHE/models--org--tiny, every file of snapshots/COMMIT (the shards and
+ * the index) a relative link into blobs/, and refs/main naming COMMIT. */
+#define COMMIT "0123456789abcdef0123456789abcdef01234567"
+
+static void hub_tree(const char *cache, char *snap, size_t n)
+{
+    char model[300], src[300], p[600], q[600];
+    snprintf(model, sizeof(model), "%s/models--org--tiny", cache);
+    snprintf(src, sizeof(src), "%s/src", dir);
+    gen(src, 3, 9);
+    const char *subs[] = { "", "/blobs", "/refs", "/snapshots", "/snapshots/" COMMIT };
+    cr_assert_eq(mkdir(cache, 0755) == 0 || errno == EEXIST, 1);
+    for (size_t i = 0; i < 5; i++) {
+        snprintf(p, sizeof(p), "%s%s", model, subs[i]);
+        cr_assert_eq(mkdir(p, 0755), 0, "%s", p);
+    }
+    snprintf(snap, n, "%s/snapshots/" COMMIT, model);
+    for (unsigned i = 0; i <= 3; i++) {
+        char name[64], blob[80];
+        if (i < 3)
+            cr_assert_eq(pinio_gen_shard_name(name, sizeof(name), i + 1, 3), 0);
+        else
+            snprintf(name, sizeof(name), "model.safetensors.index.json");
+        snprintf(blob, sizeof(blob), "%064x", i + 1); /* stands for the SHA-256 */
+        snprintf(p, sizeof(p), "%s/%s", src, name);
+        snprintf(q, sizeof(q), "%s/blobs/%s", model, blob);
+        cr_assert_eq(rename(p, q), 0, "%s", p);
+        snprintf(p, sizeof(p), "%s/%s", snap, name);
+        snprintf(q, sizeof(q), "../../blobs/%s", blob);
+        cr_assert_eq(symlink(q, p), 0);
+    }
+    snprintf(p, sizeof(p), "%s/refs/main", model);
+    FILE *f = fopen(p, "w");
+    cr_assert_not_null(f);
+    fputs(COMMIT, f);
+    fclose(f);
+}
+
+Test(inputs, a_hub_snapshot_loads_by_folder_index_and_repo_id, .init = setup, .fini = teardown)
+{
+    char cache[300], snap[400], index[500];
+    snprintf(cache, sizeof(cache), "%s/hub", dir);
+    hub_tree(cache, snap, sizeof(snap));
+    snprintf(index, sizeof(index), "%s/model.safetensors.index.json", snap);
+    pinio_diag d = { 0 };
+    cr_assert_eq(load_path(snap, &d), 0, "%s", d.msg);
+    cr_assert_eq(load_path(index, &d), 0, "%s", d.msg);
+    /* Criterion runs each test in a process of its own: the variables are ours. */
+    unsetenv("HF_HUB_CACHE");
+    unsetenv("HUGGINGFACE_HUB_CACHE");
+    unsetenv("XDG_CACHE_HOME");
+    cr_assert_eq(setenv("HF_HOME", dir, 1), 0); /* HF_HOME/hub */
+    const char *ids[] = { "org/tiny", "org/tiny@main", "org/tiny@" COMMIT };
+    for (size_t i = 0; i < 3; i++) {
+        const char *id = ids[i];
+        pinio_checkpoint *cp = NULL;
+        cr_assert_eq(pinio_load(&id, 1, NULL, &cp, &d), 0, "%s: %s", id, d.msg);
+        cr_assert_eq(pinio_checkpoint_count(cp), 9);
+        cr_assert_eq(pinio_checkpoint_file_count(cp), 3);
+        for (size_t k = 0; k < pinio_checkpoint_count(cp); k++) {
+            const pinio_tensor *t = pinio_checkpoint_tensor(cp, k);
+            cr_assert(pinio_gen_verify(SEED, t->name, 0, t->data, t->nbytes, NULL), "%s", t->name);
+        }
+        cr_assert_not_null(strstr(pinio_checkpoint_file(cp, 0), "/snapshots/" COMMIT "/"));
+        pinio_checkpoint_release(cp);
+    }
+    /* HF_HUB_CACHE comes before HF_HOME. */
+    cr_assert_eq(setenv("HF_HUB_CACHE", dir, 1), 0);
+    memset(&d, 0, sizeof(d));
+    cr_assert_eq(load_path("org/tiny", &d), -ENOENT);
+    cr_assert_not_null(strstr(d.msg, "Hugging Face hub cache"), "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, "HF_HUB_CACHE"), "%s", d.msg);
+    cr_assert_eq(setenv("HF_HUB_CACHE", cache, 1), 0);
+    cr_assert_eq(load_path("org/tiny", &d), 0, "%s", d.msg);
+    /* A revision that is neither a ref nor a snapshot, and a ref that
+     * would lead out of snapshots/. */
+    memset(&d, 0, sizeof(d));
+    cr_assert_eq(load_path("org/tiny@dev", &d), -ENOENT);
+    cr_assert_not_null(strstr(d.msg, "revision 'dev' is neither a ref"), "%s", d.msg);
+    char ref[600];
+    snprintf(ref, sizeof(ref), "%s/models--org--tiny/refs/bad", cache);
+    FILE *f = fopen(ref, "w");
+    cr_assert_not_null(f);
+    fputs("../../../etc", f);
+    fclose(f);
+    memset(&d, 0, sizeof(d));
+    cr_assert_eq(load_path("org/tiny@bad", &d), PINIO_EFORMAT);
+    cr_assert_not_null(strstr(d.msg, "commit hash"), "%s", d.msg);
+    cr_assert_eq(load_path("org/tiny@../x", &d), -ENOENT, "not a repo id: a missing path");
+}
+
+Test(inputs, a_local_path_wins_over_the_hub_cache, .init = setup, .fini = teardown)
+{
+    char cache[300], snap[400], local[300];
+    snprintf(cache, sizeof(cache), "%s/hub", dir);
+    hub_tree(cache, snap, sizeof(snap));
+    cr_assert_eq(setenv("HF_HUB_CACHE", cache, 1), 0);
+    snprintf(local, sizeof(local), "%s/org", dir);
+    cr_assert_eq(mkdir(local, 0755), 0);
+    snprintf(local, sizeof(local), "%s/org/tiny", dir);
+    gen(local, 1, 2);
+    cr_assert_eq(chdir(dir), 0);
+    const char *id = "org/tiny";
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(pinio_load(&id, 1, NULL, &cp, &d), 0, "%s", d.msg);
+    cr_assert_eq(pinio_checkpoint_count(cp), 2, "the local file, not the cached model");
+    pinio_checkpoint_release(cp);
+}
+
+/* In a hub snapshot a shard's link may reach the model's own folder
+ * (blobs/), never past it: not the cache, not another model's blobs. */
+Test(inputs, a_hub_link_out_of_the_model_folder_is_refused, .init = setup, .fini = teardown)
+{
+    char cache[300], snap[400], shard[600], other[400], target[700];
+    snprintf(cache, sizeof(cache), "%s/hub", dir);
+    hub_tree(cache, snap, sizeof(snap));
+    char name[64];
+    cr_assert_eq(pinio_gen_shard_name(name, sizeof(name), 2, 3), 0);
+    snprintf(shard, sizeof(shard), "%s/%s", snap, name);
+    snprintf(other, sizeof(other), "%s/models--org--other", cache);
+    cr_assert_eq(mkdir(other, 0755), 0);
+    snprintf(target, sizeof(target), "%s/%064x", other, 2);
+    snprintf(other, sizeof(other), "%s/models--org--tiny/blobs/%064x", cache, 2);
+    cr_assert_eq(rename(other, target), 0);
+    cr_assert_eq(unlink(shard), 0);
+    snprintf(target, sizeof(target), "../../../models--org--other/%064x", 2);
+    cr_assert_eq(symlink(target, shard), 0);
+    pinio_diag d = { 0 };
+    cr_assert_eq(load_path(snap, &d), -EXDEV, "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, "outside the hub model's folder"), "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, "models--org--tiny"), "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, name), "%s", d.msg);
+    cr_assert_eq(unlink(shard), 0);
+    cr_assert_eq(symlink("/etc/passwd", shard), 0);
+    cr_assert_eq(load_path(snap, &d), -EXDEV, "%s", d.msg);
+}
