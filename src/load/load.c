@@ -41,6 +41,13 @@ static void plan_opts_of(const pinio_load_opts *o, pinio_plan_opts *po)
     po->nfilters = o->nfilters;
     po->cache = o->cache;
     po->direct = o->direct;
+    po->slices = o->slices;
+    po->nslices = o->nslices;
+    po->split = o->split;
+    po->nsplit = o->nsplit;
+    po->rank = o->rank;
+    po->world = o->world;
+    po->max_overread = o->max_overread;
 }
 
 static void exec_opts_of(const pinio_load_opts *o, bool hashing, uint64_t bytes,
@@ -218,6 +225,9 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
     }
     if (rc == 0) {
         tensor_addresses(plan, &arena, fm, data);
+        /* Strided slices are in pinned files only (modes.c): packed in place. */
+        for (size_t i = 0; i < plan->ntensors; i++)
+            pinio_plan_gather(plan, i, (void *)data[i]);
         rc = pinio__arena_realign(&arena, plan, o.tensor_align, data, &rep);
     }
     if (have_arena)

@@ -33,11 +33,27 @@ static size_t misaligned_in_file(const pinio_plan *plan, uint32_t f, uint64_t al
     return n;
 }
 
+/* Slices of file `f` made of several runs: a mapping cannot put them
+ * together, the arena can (pinio_plan_gather()). */
+static size_t strided_in_file(const pinio_plan *plan, uint32_t f)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < plan->ntensors; i++)
+        n += plan->tensors[i].file == f && plan->tensors[i].runs > 1;
+    return n;
+}
+
 static pinio_memory_mode decide(const pinio_plan *plan, uint32_t f, const pinio_load_opts *o,
                                 char *why, size_t wsize)
 {
     const pinio_plan_file *pf = &plan->files[f].pub;
     size_t mis = misaligned_in_file(plan, f, o->tensor_align);
+    size_t strided = strided_in_file(plan, f);
+    if (strided && o->memory != PINIO_MEMORY_PINNED) {
+        snprintf(why, wsize, "%s%zu slices not along dimension 0, packed in the arena",
+                 o->memory == PINIO_MEMORY_MAPPED ? "--memory mapped, but " : "", strided);
+        return PINIO_MEMORY_PINNED;
+    }
     switch (o->memory) {
     case PINIO_MEMORY_PINNED:
         snprintf(why, wsize, "--memory pinned");
