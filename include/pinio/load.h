@@ -260,7 +260,9 @@ typedef struct pinio_load_opts {
      *  tensor. A file holding a slice of more than one run (not along
      *  dimension 0) is read pinned whatever `memory` asks, since its runs
      *  are packed together after the reads (pinio_load_report::modes says
-     *  so); contiguous slices can be mapped. */
+     *  so); contiguous slices can be mapped, but a cold file holding
+     *  slices is read pinned even under #PINIO_MEMORY_MAPPED (the populate
+     *  would read every page between its slices, other ranks' included). */
     const pinio_slice *slices;
     size_t nslices;
     /** Split rules `{pattern: dim}`, first match wins, unmatched tensors whole:

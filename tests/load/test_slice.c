@@ -456,12 +456,25 @@ Test(slice, dim0_mapped, .init = setup_disk, .fini = teardown)
     pinio_load_opts o;
     load_opts_split(&o, &rule, 1, 2, 3);
     o.memory = PINIO_MEMORY_MAPPED;
+    o.cache = PINIO_CACHE_HOT;
     pinio_checkpoint *cp = load_path(path, &o);
     cr_assert_eq(pinio_checkpoint_file_memory(cp, 0, NULL), PINIO_MEMORY_MAPPED);
     const pinio_tensor *lt = pinio_checkpoint_tensor(cp, 0);
     cr_assert_eq(lt->shape[0], 32); /* ceil(100 / 3) = 34: 34, 34, 32 */
     cr_assert_eq(lt->start[0], 68);
     cr_assert(memcmp(lt->data, t.data + 68 * 300 * 4, 32 * 300 * 4) == 0);
+    pinio_checkpoint_release(cp);
+    /* Cold: mapping would read the other ranks' rows; read pinned instead. */
+    o.cache = PINIO_CACHE_COLD;
+    cp = load_path(path, &o);
+    const char *why = NULL;
+    cr_assert_eq(pinio_checkpoint_file_memory(cp, 0, &why), PINIO_MEMORY_PINNED);
+    cr_assert(strstr(why, "slices of a cold file"), "%s", why);
+    lt = pinio_checkpoint_tensor(cp, 0);
+    cr_assert(memcmp(lt->data, t.data + 68 * 300 * 4, 32 * 300 * 4) == 0);
+    pinio_load_report rep;
+    pinio_checkpoint_report(cp, &rep);
+    cr_assert_leq(rep.read_bytes, 32 * 300 * 4 + 8192);
     pinio_checkpoint_release(cp);
     free(t.data);
 }
