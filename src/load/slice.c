@@ -109,14 +109,12 @@ static int box_of(pinio_plan *p, const pinio_plan_tensor *t, const want *w, uint
     return 0;
 }
 
-/* Applies the box to `t`: shape, nbytes, file_offset, runs. `dims` receives
- * start[] then shape[] (2 * rank). */
-static void apply(pinio_plan_tensor *t, const uint64_t *start, const uint64_t *len,
-                  uint64_t *dims)
+/* Applies the box in `dims` (start[] then shape[], rank each, which the
+ * tensor points into from now on) to `t`: shape, nbytes, file_offset, runs. */
+static void apply(pinio_plan_tensor *t, const uint64_t *dims)
 {
     unsigned r = t->rank;
-    memcpy(dims, start, r * sizeof(*dims));
-    memcpy(dims + r, len, r * sizeof(*dims));
+    const uint64_t *start = dims, *len = dims + r;
     t->sliced = true;
     t->start = dims;
     t->shape = dims + r;
@@ -233,7 +231,7 @@ int pinio__slice_resolve(pinio_plan *p, const pinio_plan_opts *o, pinio_diag *di
             uint64_t *start = at, *len = at + t->rank;
             rc = box_of(p, t, &w, o->rank, o->world, start, len, diag);
             if (rc == 0) {
-                apply(t, start, len, at);
+                apply(t, at);
                 at += 2 * (size_t)t->rank;
                 p->sinfo.sliced++;
                 p->sinfo.strided += t->runs > 1;
