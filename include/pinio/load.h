@@ -330,7 +330,7 @@ typedef struct pinio_load_report {
     size_t skipped;            /**< tensors not selected by the filters */
     size_t unindexed;          /**< tensors of a shard that the index does not map (ignored) */
     size_t misaligned;         /**< loaded tensors whose data is not aligned to their element size */
-    uint64_t bytes;            /**< tensor bytes loaded */
+    uint64_t bytes;            /**< tensor bytes loaded (of their slices, when sliced) */
     uint64_t read_bytes;       /**< bytes read from storage (alignment and merged holes included) */
     uint64_t arena_bytes;      /**< pinned arena size */
     double seconds;            /**< wall time of the whole load (verification included,

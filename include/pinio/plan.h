@@ -226,7 +226,7 @@ typedef struct pinio_plan_info {
     size_t skipped;            /**< tensors not selected by the filters */
     size_t unindexed;          /**< tensors of a shard that the index does not map (ignored) */
     size_t files_hot;          /**< files the cache policy reads buffered */
-    uint64_t bytes;            /**< selected tensor bytes */
+    uint64_t bytes;            /**< selected tensor bytes (of their slices, when sliced) */
     uint64_t read_bytes;       /**< bytes the reads cover (alignment and merged holes included) */
     uint64_t dest_bytes;       /**< size of a destination laid out as the plan */
     uint64_t align;            /**< the reads' alignment */
