@@ -19,6 +19,13 @@
  * the destination (one registered buffer, one staging slot). A tensor's
  * first byte lies at `dest_offset` of a destination laid out that way.
  *
+ * Slices (pinio_plan_opts::slices, split): a selected tensor may be read as
+ * a slice of it (torch.chunk's rank r of n along a dimension, or a box).
+ * A dimension-0 slice is one byte range; another is equal runs, laid out
+ * like any range (holes between them read through within max_overread)
+ * and packed contiguous by pinio_plan_gather() once its reads have landed.
+ * The plan's tensors then describe the slices (shape, bytes, offsets).
+ *
  * Execution (pinio_plan_execute()) reads the plan's reads, or a sub-range
  * of them, into memory a destination chooses (#pinio_dest_ops): the
  * resident loader (load.h) claims its arena; a stream claims a staging

@@ -57,6 +57,12 @@ check 0 "--max-overread 0" "$PINIO" load "$M" --split '*=0' --rank 0 --world 8 -
 json "no hole read through" "j['split']['hole_bytes'] == 0"
 check 0 "--max-overread 5%" "$PINIO" load "$M" --split '*=0' --world 2 --max-overread 5% --json
 
+# --verify hashes the whole file while only the slices are kept, strided
+# ones packed after the hash.
+check 0 "--verify" "$PINIO" load "$M" --split '*=-1' --rank 1 --world 3 --cache cold --verify --json
+sum=$(sha256sum "$M" | cut -d' ' -f1)
+json "the digest is the file's" "j['verified'] and j['files'][0]['sha256'] == '$sum'"
+
 # A dimension a tensor lacks: a load error naming the tensor.
 check 1 "dim out of range" "$PINIO" load "$M" --split '*=3' --world 2
 has "$DIR/err" "tensor 'model.layers.0" "the error names the tensor"
