@@ -87,6 +87,22 @@ static void load_usage(FILE *out)
             "  --quiet            no progress bar and no summary (exit status only)\n"
             "  --progress         draw the progress bar even when stderr is not a terminal\n"
             "                     (a pipe; under mpiexec, rank 0's line)\n"
+            "  --split PATTERN=DIM  tensor parallelism in one process (repeatable; the first\n"
+            "                     matching rule wins, tensors no rule matches are loaded\n"
+            "                     whole): each matching tensor is loaded as\n"
+            "                     torch.chunk(tensor, WORLD, DIM)[RANK], contiguous and shaped\n"
+            "                     like the slice. PATTERN as --filter; DIM negative counts\n"
+            "                     from the end; DIM 'whole' loads the matches whole (norms\n"
+            "                     before a catch-all '*=0'). A rank past torch.chunk's last\n"
+            "                     chunk gets an empty slice. Dimension 0 (or leading\n"
+            "                     dimensions of extent 1) reads one range per tensor; other\n"
+            "                     dimensions read rows apart and pack them in the arena\n"
+            "                     (such files are loaded pinned)\n"
+            "  --rank R           with --split: this process's rank (default 0)\n"
+            "  --world N          with --split: the number of ranks (default 1)\n"
+            "  --max-overread F   with --split: holes between the wanted ranges are read\n"
+            "                     through, smallest first, only within F of the slices' bytes\n"
+            "                     (a fraction or a percentage: 0.05, 5%%; default 1/32; 0: none)\n"
             "  --mpi replicate|shard  one load per MPI job, under mpiexec (see\n"
             "                     pinio load --mpi replicate --help; needs a pinio built with MPI)\n"
             "  -h, --help         this help\n"
@@ -94,6 +110,63 @@ static void load_usage(FILE *out)
             "A load holds one open file per shard: the soft open-file limit is raised to\n"
             "the hard one (ulimit -Hn) for the command's own process.\n"
             "exit status: 0 loaded; 1 load failed (the message names file and offset); 2 usage\n");
+}
+
+static void jw_dims(jw *w, const char *key, const uint64_t *a, const uint64_t *b, unsigned n)
+{
+    jw_key(w, key);
+    jw_arr(w);
+    for (unsigned d = 0; d < n; d++)
+        jw_u64(w, a[d] + (b ? b[d] : 0));
+    jw_arr_end(w);
+}
+
+/* "split": null without --split; else the rules, the counts and each
+ * sliced tensor's box. */
+static void print_json_split(jw *w, const pinio_load_opts *opts, pinio_checkpoint *cp,
+                             const pinio_load_report *r)
+{
+    jw_key(w, "split");
+    if (!opts->nsplit) {
+        jw_null(w);
+        return;
+    }
+    jw_obj(w);
+    jw_ku64(w, "rank", opts->rank);
+    jw_ku64(w, "world", opts->world);
+    jw_key(w, "rules");
+    jw_arr(w);
+    for (size_t i = 0; i < opts->nsplit; i++) {
+        jw_obj(w);
+        jw_kstr(w, "pattern", opts->split[i].pattern);
+        jw_key(w, "dim");
+        if (opts->split[i].dim == PINIO_SPLIT_WHOLE)
+            jw_null(w);
+        else
+            jw_i64(w, opts->split[i].dim);
+        jw_obj_end(w);
+    }
+    jw_arr_end(w);
+    jw_ku64(w, "sliced_tensor_count", r->sliced);
+    jw_ku64(w, "strided_tensor_count", r->strided);
+    jw_ku64(w, "full_bytes", r->full_bytes);
+    jw_ku64(w, "hole_bytes", r->hole_bytes);
+    jw_key(w, "tensors");
+    jw_arr(w);
+    for (size_t i = 0; i < pinio_checkpoint_count(cp); i++) {
+        const pinio_tensor *t = pinio_checkpoint_tensor(cp, i);
+        if (!t->sliced)
+            continue;
+        jw_obj(w);
+        jw_kstr(w, "name", t->name);
+        jw_dims(w, "start", t->start, NULL, t->rank);
+        jw_dims(w, "stop", t->start, t->shape, t->rank);
+        jw_dims(w, "full_shape", t->full_shape, NULL, t->rank);
+        jw_ku64(w, "bytes", t->nbytes);
+        jw_obj_end(w);
+    }
+    jw_arr_end(w);
+    jw_obj_end(w);
 }
 
 /* The summary as one JSON object (doc/json/load.schema.json, "resident"). */
@@ -151,6 +224,8 @@ static void print_json(char *const *inputs, size_t ninputs, const pinio_load_opt
     cli_jw_limit(&w, "before", nofile_from);
     cli_jw_limit(&w, "after", nofile_to);
     jw_obj_end(&w);
+    jw_ku64(&w, "overread_bytes", r->overread_bytes);
+    print_json_split(&w, opts, cp, r);
     jw_kstr(&w, "io_path", r->io_path);
     jw_kstr(&w, "cache", r->cache);
     jw_kstr(&w, "memory", r->memory);
@@ -190,6 +265,12 @@ static void print_text(const pinio_load_opts *opts, pinio_checkpoint *cp,
         printf(": %.2f GB/s (%s)\n", gbs, r->files_mapped ? "mapped, no reads" : "no reads");
     if (r->skipped || r->unindexed)
         printf("skipped   %zu by filter, %zu not in the index\n", r->skipped, r->unindexed);
+    if (opts->nsplit)
+        printf("split     rank %u of %u: %zu tensors sliced (%zu packed from rows apart), "
+               "%.3f of %.3f GB; reads cover %.3f GB more (%.3f GB of holes read through)\n",
+               opts->rank, opts->world, r->sliced, r->strided, (double)r->bytes / 1e9,
+               (double)r->full_bytes / 1e9, (double)r->overread_bytes / 1e9,
+               (double)r->hole_bytes / 1e9);
     printf("I/O path  %s\n", r->io_path);
     printf("cache     %s\n", r->cache);
     printf("modes     %s\n", r->modes);
@@ -243,6 +324,8 @@ static int load_resident(int argc, char **argv, cli_load_args *a)
     opts.nfilters = a->nfilters;
     opts.expected_sha256 = a->shas;
     opts.nexpected = a->nshas;
+    opts.split = a->split;
+    opts.nsplit = a->nsplit;
     cli_progress pg;
     cli_progress_start(&pg, "load", a->progress ? CLI_PROGRESS_FORCE : 0, a->quiet || a->json);
     if (cli_progress_active(&pg)) { /* a callback costs a queue drain per batch: only when shown */

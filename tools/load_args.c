@@ -13,6 +13,7 @@ enum {
     O_FILTER = 256, O_NODE, O_DIRECT, O_CACHE, O_BACKEND, O_QD, O_BS, O_VERIFY, O_SHA, O_JSON,
     O_QUIET, O_DEVICE, O_STAGING, O_MEMORY, O_ALIGN, O_REGISTER, O_CONSUMER,
     O_MPI, O_SHARD, O_XCHG, O_PIECE, O_NODE_RANKS, O_PROGRESS, O_FILL, O_SUMS,
+    O_SPLIT, O_RANK, O_WORLD, O_OVERREAD,
     O_END
 };
 
@@ -42,6 +43,10 @@ static const struct option longopts[] = {
     { "exchange", required_argument, NULL, O_XCHG },
     { "piece", required_argument, NULL, O_PIECE },
     { "node-ranks", required_argument, NULL, O_NODE_RANKS },
+    { "split", required_argument, NULL, O_SPLIT },
+    { "rank", required_argument, NULL, O_RANK },
+    { "world", required_argument, NULL, O_WORLD },
+    { "max-overread", required_argument, NULL, O_OVERREAD },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
 };
@@ -54,7 +59,10 @@ static const unsigned long long mpi_only =
 static const unsigned long long not_mpi = BIT(O_NODE) | BIT(O_SUMS) |
                                           BIT(O_MEMORY) | BIT(O_ALIGN) | BIT(O_DEVICE) |
                                           BIT(O_STAGING) | BIT(O_REGISTER) |
-                                          BIT(O_CONSUMER) | BIT(O_FILL);
+                                          BIT(O_CONSUMER) | BIT(O_FILL) | BIT(O_SPLIT) |
+                                          BIT(O_RANK) | BIT(O_WORLD) | BIT(O_OVERREAD);
+/* The split options without --split: refused rather than ignored. */
+static const unsigned long long split_only = BIT(O_RANK) | BIT(O_WORLD) | BIT(O_OVERREAD);
 
 static const char *opt_name(int o)
 {
@@ -71,6 +79,38 @@ static int pick(const char *opt, const char *arg, const char *const *names, size
         if (!strcmp(arg, names[i]))
             return (int)i;
     return -cli_usage("load", "%s wants %s, not '%s'", opt, want, arg);
+}
+
+/* --split PATTERN=DIM: cut at the last '=' (a pattern may hold one), DIM
+ * an integer (negative from the end) or "whole". */
+static int split_rule(cli_load_args *a, char *arg)
+{
+    char *eq = strrchr(arg, '=');
+    const char *d = eq ? eq + 1 : "";
+    char *end = NULL;
+    long v = 0;
+    bool whole = !strcmp(d, "whole");
+    if (!whole && *d) {
+        errno = 0;
+        v = strtol(d, &end, 10);
+    }
+    if (!eq || eq == arg || (!whole && (!*d || *end || errno || v < -64 || v > 64)))
+        return cli_usage("load", "--split wants PATTERN=DIM (DIM a dimension, negative from "
+                                 "the end, or 'whole'), not '%s'", arg);
+    *eq = '\0';
+    a->split[a->nsplit++] = (pinio_split_rule){ .pattern = arg,
+                                                .dim = whole ? PINIO_SPLIT_WHOLE : (int)v };
+    return 0;
+}
+
+/* --rank / --world: a count below 2^31. */
+static int split_count(const char *opt, const char *arg, uint32_t *out)
+{
+    uint64_t u;
+    if (cli_parse_u64(arg, &u) < 0 || u > INT32_MAX)
+        return cli_usage("load", "%s wants a number from 0, not '%s'", opt, arg);
+    *out = (uint32_t)u;
+    return 0;
 }
 
 static int one(cli_load_args *a, int c, const char *arg)
@@ -168,6 +208,23 @@ static int one(cli_load_args *a, int c, const char *arg)
         return 0;
     }
     case O_SHARD: a->shard[a->nshard++] = arg; return 0;
+    case O_SPLIT: return split_rule(a, (char *)arg);
+    case O_RANK: a->rank_set = true; return split_count("--rank", arg, &o->rank);
+    case O_WORLD: a->world_set = true; return split_count("--world", arg, &o->world);
+    case O_OVERREAD: {
+        /* A fraction or a percentage; 0 reads no hole through (the library's
+         * 0 means its default, so it becomes a negative value). */
+        char *end = NULL;
+        errno = 0;
+        double f = strtod(arg, &end);
+        bool pct = end && *end == '%';
+        if (end == arg || errno || (*end && !(pct && !end[1])) || !(f >= 0) || f > 1e6)
+            return cli_usage("load", "--max-overread wants a fraction (0.05) or a percentage "
+                                     "(5%%) of the slices' bytes, not '%s'", arg);
+        f = pct ? f / 100 : f;
+        o->max_overread = f == 0 ? -1 : f;
+        return 0;
+    }
     case O_XCHG: {
         static const char *const names[] = { "auto", "allgatherv", "bcast" };
         int k = pick("--exchange", arg, names, 3, "auto, allgatherv or bcast");
@@ -197,7 +254,8 @@ int cli_load_parse(int argc, char **argv, cli_load_args *a)
     a->filters = calloc((size_t)argc, sizeof(*a->filters));
     a->shas = calloc((size_t)argc, sizeof(*a->shas));
     a->shard = calloc((size_t)argc, sizeof(*a->shard));
-    if (!a->filters || !a->shas || !a->shard) {
+    a->split = calloc((size_t)argc, sizeof(*a->split));
+    if (!a->filters || !a->shas || !a->shard || !a->split) {
         fprintf(stderr, "pinio load: out of memory\n");
         return 2;
     }
@@ -231,6 +289,22 @@ int cli_load_parse(int argc, char **argv, cli_load_args *a)
     if (a->sums && a->nshas)
         return cli_usage("load", "--sha256 and --sha256-file do not go together: one list of "
                                  "digests per load");
+    if (!(seen & BIT(O_SPLIT)) && (seen & split_only))
+        return cli_usage("load", "--%s goes with --split",
+                         opt_name(seen & BIT(O_RANK)    ? O_RANK
+                                  : seen & BIT(O_WORLD) ? O_WORLD
+                                                        : O_OVERREAD));
+    if (a->nsplit) {
+        if (!a->world_set)
+            a->load.world = 1;
+        if (a->load.world < 1)
+            return cli_usage("load", "--world wants at least 1 rank, not %u", a->load.world);
+        if (a->load.rank >= a->load.world)
+            return cli_usage("load", "--rank %u is not below --world %u", a->load.rank,
+                             a->load.world);
+        if (a->dev.set)
+            return cli_usage("load", "--split is not supported with --device yet");
+    }
     if (a->staging && !a->dev.set)
         return cli_usage("load", "--staging goes with --device");
     if (a->dev.set && a->load.request_size)
@@ -399,5 +473,6 @@ void cli_load_args_free(cli_load_args *a)
     free(a->filters);
     free(a->shas);
     free(a->shard);
+    free(a->split);
     memset(a, 0, sizeof(*a));
 }

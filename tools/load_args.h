@@ -33,6 +33,10 @@ typedef struct cli_load_args {
     const char *exchange;    /**< --exchange auto|allgatherv|bcast */
     uint64_t piece;          /**< --piece, 0 = default */
     int node_ranks;          /**< --node-ranks, 0 = default */
+    /* --split PATTERN=DIM (repeatable), --rank, --world, --max-overread */
+    pinio_split_rule *split; /**< pattern points into argv (cut at its last '=') */
+    size_t nsplit;
+    bool rank_set, world_set;
     /** The PATHs: argv[first_path .. argc). */
     int first_path;
 } cli_load_args;

@@ -254,6 +254,27 @@ typedef struct pinio_load_opts {
      *  FUSE file systems; see its rule). */
     uint8_t mapped_fill;
     uint8_t reserved[34];        /**< zero */
+    /** Slices (plan.h, #pinio_slice): per tensor by exact name; see
+     *  pinio_plan_opts::slices. Each loaded tensor is then the slice,
+     *  contiguous and shaped like it (pinio_tensor::shape), aligned like any
+     *  tensor. A file holding a slice of more than one run (not along
+     *  dimension 0) is read pinned whatever `memory` asks, since its runs
+     *  are packed together after the reads (pinio_load_report::modes says
+     *  so); contiguous slices can be mapped, but a cold file holding
+     *  slices is read pinned even under #PINIO_MEMORY_MAPPED (the populate
+     *  would read every page between its slices, other ranks' included). */
+    const pinio_slice *slices;
+    size_t nslices;
+    /** Split rules `{pattern: dim}`, first match wins, unmatched tensors whole:
+     *  each matched tensor is torch.chunk(t, world, dim)[rank] (plan.h,
+     *  pinio_plan_opts::split). world >= 1 and rank < world, else -EINVAL. */
+    const pinio_split_rule *split;
+    size_t nsplit;
+    uint32_t rank;
+    uint32_t world;
+    /** With slices: the cap on holes read through, pinio_plan_opts::max_overread
+     *  (0 = 1/32 of the slices' bytes; negative: none). */
+    double max_overread;
 } pinio_load_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */
@@ -287,6 +308,11 @@ typedef struct pinio_tensor {
     unsigned file;         /**< index of the file it came from (pinio_checkpoint_file()) */
     uint64_t file_offset;  /**< absolute offset in that file */
     uint64_t align;        /**< largest power of two dividing `data`'s address, capped at 4096 */
+    /** Loaded as a slice (pinio_load_opts::slices, split): `shape` and
+     *  `nbytes` are the slice's, `file_offset` its first byte in the file. */
+    bool sliced;
+    const uint64_t *full_shape; /**< the tensor's shape in the file (`rank` dims) */
+    const uint64_t *start;     /**< sliced: per dimension, the slice's first index; else NULL */
 } pinio_tensor;
 
 /**
@@ -304,7 +330,7 @@ typedef struct pinio_load_report {
     size_t skipped;            /**< tensors not selected by the filters */
     size_t unindexed;          /**< tensors of a shard that the index does not map (ignored) */
     size_t misaligned;         /**< loaded tensors whose data is not aligned to their element size */
-    uint64_t bytes;            /**< tensor bytes loaded */
+    uint64_t bytes;            /**< tensor bytes loaded (of their slices, when sliced) */
     uint64_t read_bytes;       /**< bytes read from storage (alignment and merged holes included) */
     uint64_t arena_bytes;      /**< pinned arena size */
     double seconds;            /**< wall time of the whole load (verification included,
@@ -353,6 +379,13 @@ typedef struct pinio_load_report {
     size_t files_filled_ahead; /**< of those, files read ahead at depth before the populate
                                     (#pinio_mapped_fill); the others by the populate's own
                                     fault readahead */
+    size_t sliced;             /**< tensors loaded as a slice (`bytes` counts the slices) */
+    size_t strided;            /**< of those, slices packed from several runs after the reads */
+    uint64_t full_bytes;       /**< bytes of the selected tensors whole */
+    uint64_t overread_bytes;   /**< bytes the plan's reads cover beyond the loaded bytes:
+                                    alignment and holes read through (`read_bytes` - `bytes`
+                                    when every file is pinned) */
+    uint64_t hole_bytes;       /**< of those, holes read through (within max_overread) */
 } pinio_load_report;
 
 /**

@@ -19,6 +19,13 @@
  * the destination (one registered buffer, one staging slot). A tensor's
  * first byte lies at `dest_offset` of a destination laid out that way.
  *
+ * Slices (pinio_plan_opts::slices, split): a selected tensor may be read as
+ * a slice of it (torch.chunk's rank r of n along a dimension, or a box).
+ * A dimension-0 slice is one byte range; another is equal runs, laid out
+ * like any range (holes between them read through within max_overread)
+ * and packed contiguous by pinio_plan_gather() once its reads have landed.
+ * The plan's tensors then describe the slices (shape, bytes, offsets).
+ *
  * Execution (pinio_plan_execute()) reads the plan's reads, or a sub-range
  * of them, into memory a destination chooses (#pinio_dest_ops): the
  * resident loader (load.h) claims its arena; a stream claims a staging
@@ -50,6 +57,57 @@ typedef enum pinio_cache_policy {
     PINIO_CACHE_HOT,      /**< buffered whatever the cache holds */
 } pinio_cache_policy;
 
+/**
+ * How a tensor is sliced (#pinio_slice::kind).
+ *
+ * A slice keeps the tensor's rank and lies contiguous in the destination,
+ * shaped like the slice, in row-major order (pinio_plan_tensor::shape is the
+ * slice's shape). A slice along dimension 0 (or one whose leading dimensions
+ * all have extent 1) is one contiguous byte range of the file; any other is
+ * `runs` equal runs of bytes, read as the layout merges them (see
+ * pinio_plan_opts::max_overread) and packed together by
+ * pinio_plan_gather() once they have landed.
+ */
+typedef enum pinio_slice_kind {
+    PINIO_SLICE_WHOLE = 0, /**< the whole tensor (as if not listed) */
+    /** torch.chunk(t, world, dim)[rank]: chunks of ceil(size / world) along
+     *  `dim`, the last one smaller. torch.chunk returns fewer than `world`
+     *  chunks when the size is not a multiple (10 in 4: 3, 3, 3, 1; 10 in 6:
+     *  five chunks of 2) or smaller than `world`; rank r then gets the empty
+     *  slice at the end of the dimension (extent 0 along `dim`, the other
+     *  dimensions whole), where torch.chunk(...)[r] would raise IndexError.
+     *  A dimension of size 0 gives every rank an empty slice, as torch does. */
+    PINIO_SLICE_CHUNK,
+    /** Per dimension [start[d], stop[d]) for the first `ndim` dimensions,
+     *  the later ones whole: Python's t[a:b, c:d] with steps of 1. */
+    PINIO_SLICE_BOX,
+} pinio_slice_kind;
+
+/** One tensor's slice (pinio_plan_opts::slices). Strings and arrays are read
+ *  during the call only. */
+typedef struct pinio_slice {
+    const char *name;          /**< the tensor's exact name; it must be selected */
+    pinio_slice_kind kind;
+    int dim;                   /**< CHUNK: the dimension; negative counts from the end (-1: last) */
+    uint32_t rank, world;      /**< CHUNK: chunk `rank` of `world` (rank < world) */
+    unsigned ndim;             /**< BOX: dimensions given, at most the tensor's rank */
+    const uint64_t *start;     /**< BOX: `ndim` starts */
+    const uint64_t *stop;      /**< BOX: `ndim` stops, start <= stop <= the dimension's size */
+} pinio_slice;
+
+/** #pinio_split_rule::dim value: the tensors the rule matches are read whole
+ *  (replicated), e.g. norms before a catch-all rule. */
+#define PINIO_SPLIT_WHOLE INT32_MIN
+
+/** A split rule (pinio_plan_opts::split): sugar over #PINIO_SLICE_CHUNK. */
+typedef struct pinio_split_rule {
+    /** Matched as a filter: an exact name, a prefix of dotted components, or a
+     *  glob (fnmatch). */
+    const char *pattern;
+    /** The dimension to chunk (negative counts from the end), or #PINIO_SPLIT_WHOLE. */
+    int dim;
+} pinio_split_rule;
+
 /** Options of pinio_plan_create(). Start from pinio_plan_opts_default(). */
 typedef struct pinio_plan_opts {
     size_t struct_size;          /**< sizeof(pinio_plan_opts), set by the defaults function */
@@ -72,6 +130,31 @@ typedef struct pinio_plan_opts {
      *  two >= align); 0 = 1 GiB, the kernel's limit for one registered
      *  buffer. A stream sets it to its slot size. */
     uint64_t segment;
+    /** Per-tensor slices, by exact name; a name may be listed once, and must
+     *  name a selected tensor (-ENOENT otherwise). They take precedence over
+     *  the split rules. */
+    const pinio_slice *slices;
+    size_t nslices;
+    /** Split rules: each selected tensor not in `slices` takes the first rule
+     *  whose pattern matches its name and is read as
+     *  torch.chunk(t, world, dim)[rank]; a tensor no rule matches is read
+     *  whole. A rule's dimension out of range for a tensor it matches is
+     *  -EINVAL naming the tensor. */
+    const pinio_split_rule *split;
+    size_t nsplit;
+    uint32_t rank;             /**< with `split`: this process's rank, below `world` */
+    uint32_t world;            /**< with `split`: the number of ranks, at least 1 */
+    /** With `slices` or `split`: the bytes read beyond the slices through
+     *  holes (the gaps between a slice's runs, and between ranges of
+     *  different tensors, each at most `merge_gap`), as a fraction of the
+     *  selected slices' bytes. Holes are read through smallest first while
+     *  their sum stays within it, saving the most requests for the bytes
+     *  spent; larger ones are skipped. The alignment of each read (O_DIRECT)
+     *  is over-read too, and not capped. 0 = 1/32; negative: no hole is
+     *  read through. Without slices the plan merges every hole up to
+     *  `merge_gap`, as before. pinio_plan_get_slice_info() says what was
+     *  over-read. */
+    double max_overread;
 } pinio_plan_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */
@@ -116,6 +199,22 @@ typedef struct pinio_plan_tensor {
     uint32_t file;             /**< index for pinio_plan_file_at() */
     uint64_t file_offset;      /**< absolute offset in that file */
     uint64_t dest_offset;      /**< offset of its first byte in a destination laid out as the plan */
+    /* The slice (pinio_plan_opts::slices and split). For a tensor read whole,
+     * `sliced` is false, `full_shape` is `shape`, `start` NULL, `full_*` equal
+     * the fields above and `runs` is 1 (0 when it has no bytes). For a slice,
+     * `shape`, `nbytes`, `file_offset` (its first byte) and `dest_offset`
+     * are the slice's. */
+    bool sliced;               /**< read as a slice of the tensor */
+    const uint64_t *full_shape; /**< the tensor's shape in the file (`rank` dims) */
+    const uint64_t *start;     /**< sliced: per dimension, its first index (stop = start + shape) */
+    uint64_t full_offset;      /**< the whole tensor's absolute file offset */
+    uint64_t full_nbytes;      /**< the whole tensor's bytes */
+    /** Runs of contiguous file bytes the slice is made of: 0 when empty, 1
+     *  when contiguous (the slice is [file_offset, file_offset + nbytes)).
+     *  More than 1: the runs land where the layout put them, apart, and
+     *  pinio_plan_gather() packs them from `dest_offset` on. */
+    uint64_t runs;
+    uint64_t run_bytes;        /**< bytes of each run (nbytes = runs * run_bytes) */
 } pinio_plan_tensor;
 
 /** One aligned read of a plan. */
@@ -134,7 +233,7 @@ typedef struct pinio_plan_info {
     size_t skipped;            /**< tensors not selected by the filters */
     size_t unindexed;          /**< tensors of a shard that the index does not map (ignored) */
     size_t files_hot;          /**< files the cache policy reads buffered */
-    uint64_t bytes;            /**< selected tensor bytes */
+    uint64_t bytes;            /**< selected tensor bytes (of their slices, when sliced) */
     uint64_t read_bytes;       /**< bytes the reads cover (alignment and merged holes included) */
     uint64_t dest_bytes;       /**< size of a destination laid out as the plan */
     uint64_t align;            /**< the reads' alignment */
@@ -163,10 +262,16 @@ typedef struct pinio_plan_info {
  * @param diag  optional; names the file and the offset or tensor. For an
  *              error about one input file, `diag->index` is its index in the
  *              resolved file list.
+ * Slices (`opts->slices`, `opts->split`) are resolved per tensor after the
+ * selection, before the layout: a slice out of the tensor's bounds, a
+ * dimension out of range, or a slice of a tensor whose dtype packs elements
+ * below a byte (F4, F6) is -EINVAL naming the tensor and its file.
+ *
  * @return 0; #PINIO_EFORMAT (invalid header or index), -ENOENT (missing file,
- *         shard, or a tensor the index maps to a shard lacking it), -EEXIST (a
- *         tensor in two shards), -EINVAL (bad options, no inputs, not a
- *         regular file, two index files), -ENOMEM, or open's errno.
+ *         shard, or a tensor the index maps to a shard lacking it, or a slice
+ *         naming no selected tensor), -EEXIST (a tensor in two shards),
+ *         -EINVAL (bad options, no inputs, not a regular file, two index
+ *         files, a bad slice or split rule), -ENOMEM, or open's errno.
  */
 PINIO_API int pinio_plan_create(pinio_plan **out, const char *const *paths, size_t npaths,
                                 const pinio_plan_opts *opts, pinio_diag *diag);
@@ -207,6 +312,50 @@ PINIO_API int pinio_plan_create_from_headers(pinio_plan **out, const pinio_plan_
                                              size_t nfiles, const void *index, size_t index_len,
                                              const char *index_path, const pinio_plan_opts *opts,
                                              pinio_diag *diag);
+
+/** What the slices of a plan cost (pinio_plan_get_slice_info()). Grows like
+ *  the options structs: fields are only added at the end. */
+typedef struct pinio_plan_slice_info {
+    size_t struct_size;        /**< bytes the library filled (the smaller of both sizeofs) */
+    size_t sliced;             /**< tensors read as a slice (not whole) */
+    size_t strided;            /**< of those, slices of more than one run (packed after the reads) */
+    size_t empty;              /**< of those, empty slices (a rank past torch.chunk's last chunk) */
+    uint64_t runs;             /**< runs of the strided slices, in all */
+    uint64_t full_bytes;       /**< bytes of the selected tensors whole */
+    uint64_t bytes;            /**< bytes of their slices (pinio_plan_info::bytes) */
+    uint64_t read_bytes;       /**< bytes the reads cover (pinio_plan_info::read_bytes) */
+    uint64_t overread_bytes;   /**< read_bytes - bytes: alignment and holes read through */
+    uint64_t hole_bytes;       /**< of those, holes read through (within max_overread) */
+    uint64_t hole_budget;      /**< the cap on hole_bytes; UINT64_MAX without slices */
+} pinio_plan_slice_info;
+
+/**
+ * Fills the first `size` bytes of `*out` with what the plan's slices cost
+ * (all zero but the byte counts for a plan without slices); `out->struct_size`
+ * set to the bytes filled. A `size` below sizeof(size_t) writes nothing.
+ */
+PINIO_API void pinio_plan_get_slice_info_sized(const pinio_plan *p, pinio_plan_slice_info *out,
+                                               size_t size);
+
+/** pinio_plan_get_slice_info_sized() with the caller's sizeof. */
+static inline void pinio_plan_get_slice_info(const pinio_plan *p, pinio_plan_slice_info *out)
+{
+    pinio_plan_get_slice_info_sized(p, out, sizeof(*out));
+}
+
+/**
+ * Packs tensor `i`'s slice once its reads have landed: `mem` is where the
+ * tensor's `dest_offset` lies in a destination laid out as the plan (its
+ * reads landed there, at their dest offsets relative to it); the slice's
+ * runs are moved, in order, so that the slice lies contiguous from `mem`,
+ * shaped like the slice. Each run moves to a lower address or stays, so the
+ * packing is done in place; bytes of the destination past the packed slice,
+ * up to the tensor's last run, are left as they were. A no-op for a tensor
+ * of at most one run. Call it once per execution.
+ * @return 0; -ERANGE when `i` is out of range; -EINVAL for a NULL `mem`
+ *         with bytes to move.
+ */
+PINIO_API int pinio_plan_gather(const pinio_plan *p, size_t i, void *mem);
 
 /** Closes the plan's descriptors and frees it. NULL is a no-op. */
 PINIO_API void pinio_plan_free(pinio_plan *p);

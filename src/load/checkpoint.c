@@ -32,6 +32,7 @@ struct pinio_checkpoint {
     size_t *by_name;         /* tensor indexes sorted by name */
     pinio_view arena;
     pinio_property property; /* of the arena's bytes */
+    uint64_t *slice_dims;    /* the slices' start[] and shape[], taken from the plan */
     pinio_load_report report;
 };
 
@@ -80,7 +81,8 @@ int pinio__checkpoint_build(pinio_checkpoint **out, pinio_plan *plan, const pini
         *t = (pinio_tensor){ .name = pt->name, .dtype = pt->dtype, .rank = pt->rank,
                              .shape = pt->shape, .nbytes = pt->nbytes,
                              .data = tensor_data[i], .file = pt->file,
-                             .file_offset = pt->file_offset };
+                             .file_offset = pt->file_offset, .sliced = pt->sliced,
+                             .full_shape = pt->full_shape, .start = pt->start };
         t->align = pinio__addr_align(t->data);
         unsigned ebytes = pinio_dtype_bits(t->dtype) / 8;
         if (ebytes > 1 && t->align < ebytes && t->nbytes)
@@ -88,6 +90,8 @@ int pinio__checkpoint_build(pinio_checkpoint **out, pinio_plan *plan, const pini
         cp->by_name[i] = i;
     }
     cp->ntensors = n;
+    cp->slice_dims = plan->slice_dims; /* the slices' shape and start point into it */
+    plan->slice_dims = NULL;
     qsort_r(cp->by_name, n, sizeof(*cp->by_name), cmp_by_name, cp->tensors);
     cp->arena = pinio_view_clone(arena);
     cp->property = rep->locked || rep->registered ? PINIO_PROP_PINNED : PINIO_PROP_NATIVE;
@@ -108,6 +112,7 @@ void pinio_checkpoint_release(pinio_checkpoint *cp)
     free(cp->files);
     free(cp->tensors);
     free(cp->by_name);
+    free(cp->slice_dims);
     pinio_view_release(&cp->arena);
     free(cp);
 }

@@ -23,8 +23,71 @@ static bool is_pow2(uint64_t v)
     return v && !(v & (v - 1));
 }
 
+/* (size, position) order of the candidate holes, for the budget. */
+typedef struct hole {
+    uint64_t len;
+    size_t k;                 /* the sorted range it precedes */
+} hole;
+
+static int cmp_hole(const void *a, const void *b)
+{
+    const hole *x = a, *y = b;
+    if (x->len != y->len)
+        return x->len < y->len ? -1 : 1;
+    return x->k < y->k ? -1 : x->k > y->k;
+}
+
+/* Which holes a capped layout reads through: per sorted range k, whether
+ * the hole before it is read. The hole before a range is measured from
+ * the furthest aligned end of the ranges before it in the same file, which
+ * is where the read before it ends whatever was merged. */
+static int choose_holes(const pinio__range *ranges, const size_t *order, size_t n,
+                        uint64_t align, uint64_t merge_gap, uint64_t budget, bool *through)
+{
+    const uint64_t mask = align - 1;
+    hole *h = malloc((n ? n : 1) * sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    size_t nh = 0;
+    bool have = false;
+    uint32_t file = 0;
+    uint64_t end = 0;
+    for (size_t k = 0; k < n; k++) {
+        const pinio__range *r = &ranges[order[k]];
+        through[k] = false;
+        if (r->len == 0)
+            continue;
+        uint64_t start = r->off & ~mask, e = (r->off + r->len + mask) & ~mask;
+        if (have && r->file == file) {
+            if (start > end && start - end <= merge_gap)
+                h[nh++] = (hole){ .len = start - end, .k = k };
+            if (e > end)
+                end = e;
+        } else {
+            end = e;
+        }
+        have = true;
+        file = r->file;
+    }
+    qsort(h, nh, sizeof(*h), cmp_hole);
+    uint64_t spent = 0;
+    for (size_t i = 0; i < nh && h[i].len <= budget - spent; i++) {
+        spent += h[i].len;
+        through[h[i].k] = true;
+    }
+    free(h);
+    return 0;
+}
+
 int pinio__layout_build(const pinio__range *ranges, size_t n, uint64_t align, uint64_t merge_gap,
-                      uint64_t seg, pinio__layout *out)
+                        uint64_t seg, pinio__layout *out)
+{
+    return pinio__layout_build_capped(ranges, n, align, merge_gap, seg, UINT64_MAX, out);
+}
+
+int pinio__layout_build_capped(const pinio__range *ranges, size_t n, uint64_t align,
+                               uint64_t merge_gap, uint64_t seg, uint64_t hole_budget,
+                               pinio__layout *out)
 {
     memset(out, 0, sizeof(*out));
     if (!is_pow2(align) || !is_pow2(seg) || seg < align || (n && !ranges))
@@ -49,6 +112,18 @@ int pinio__layout_build(const pinio__range *ranges, size_t n, uint64_t align, ui
     for (size_t i = 0; i < n; i++)
         order[i] = i;
     qsort_r(order, n, sizeof(*order), cmp_idx, (void *)ranges);
+    bool *through = NULL;
+    if (hole_budget != UINT64_MAX) {
+        through = malloc((n ? n : 1) * sizeof(*through));
+        int rc = through ? choose_holes(ranges, order, n, align, merge_gap, hole_budget, through)
+                         : -ENOMEM;
+        if (rc < 0) {
+            free(through);
+            free(order);
+            pinio__layout_free(out);
+            return rc;
+        }
+    }
 
     const uint64_t mask = align - 1;
     uint64_t arena = 0;
@@ -66,9 +141,13 @@ int pinio__layout_build(const pinio__range *ranges, size_t n, uint64_t align, ui
                 out->range_dest_off[order[k]] = arena;
             continue;
         }
-        bool merge = cur && cur->file == r->file && start <= cur->offset + cur->len + merge_gap;
+        bool merge = cur && cur->file == r->file &&
+                     (through ? start <= cur->offset + cur->len || through[k]
+                              : start <= cur->offset + cur->len + merge_gap);
         if (merge) {
             uint64_t cur_end = cur->offset + cur->len;
+            if (start > cur_end)
+                out->hole_bytes += start - cur_end;
             if (end > cur_end) {
                 arena += end - cur_end;
                 cur->len = end - cur->offset;
@@ -84,6 +163,7 @@ int pinio__layout_build(const pinio__range *ranges, size_t n, uint64_t align, ui
         out->range_dest_off[order[k]] = cur->dest_offset + (r->off - cur->offset);
     }
     free(order);
+    free(through);
     out->dest_size = arena;
 
     /* Split reads at arena segment boundaries (aligned, since seg >= align). */

@@ -13,6 +13,12 @@
  * request, while a large hole (a filtered-out tensor) is skipped.
  * Reads never cross a multiple of `seg` in the arena, so each lies inside one
  * registered buffer (io_uring caps a registered buffer at 1 GiB).
+ *
+ * With a hole budget (a plan of slices), holes are read through smallest
+ * first, each at most `merge_gap`, while their sum stays within the budget:
+ * a tensor-parallel rank's ranges are separated by the other ranks' slices,
+ * and reading those through wholesale would read the checkpoint N times.
+ * Ranges whose aligned extents touch or overlap always merge (no hole).
  */
 #ifndef PINIO_SRC_LOAD_LAYOUT_INTERNAL_H
 #define PINIO_SRC_LOAD_LAYOUT_INTERNAL_H
@@ -36,6 +42,7 @@ typedef struct pinio__layout {
     uint64_t *range_dest_off; /**< per input range: destination offset of its first byte */
     uint64_t dest_size;       /**< total destination bytes, a multiple of align */
     uint64_t wanted_bytes;    /**< sum of the input ranges' lengths */
+    uint64_t hole_bytes;      /**< holes read through (between aligned extents merged) */
 } pinio__layout;
 
 /**
@@ -47,6 +54,12 @@ typedef struct pinio__layout {
  */
 int pinio__layout_build(const pinio__range *ranges, size_t n, uint64_t align, uint64_t merge_gap,
                         uint64_t seg, pinio__layout *out);
+
+/** As pinio__layout_build(), the holes read through capped at `hole_budget`
+ *  bytes in all (UINT64_MAX: no cap, pinio__layout_build()). */
+int pinio__layout_build_capped(const pinio__range *ranges, size_t n, uint64_t align,
+                               uint64_t merge_gap, uint64_t seg, uint64_t hole_budget,
+                               pinio__layout *out);
 
 /** Frees what pinio__layout_build() allocated; safe on a zeroed layout. */
 void pinio__layout_free(pinio__layout *p);

@@ -206,6 +206,13 @@ static void plan_opts_of(const pinio_load_opts *o, pinio_plan_opts *po)
     po->nfilters = o->nfilters;
     po->cache = o->cache;
     po->direct = o->direct;
+    po->slices = o->slices;
+    po->nslices = o->nslices;
+    po->split = o->split;
+    po->nsplit = o->nsplit;
+    po->rank = o->rank;
+    po->world = o->world;
+    po->max_overread = o->max_overread;
 }
 
 static void exec_opts_of(const pinio_load_opts *o, bool hashing, uint64_t bytes,
@@ -318,6 +325,9 @@ static int finish_verify(load_run *L, pinio_diag *diag)
 static int place_tensors(load_run *L)
 {
     tensor_addresses(L->plan, &L->arena, L->fm, L->data);
+    /* Strided slices are in pinned files only (modes.c): packed in place. */
+    for (size_t i = 0; i < L->plan->ntensors; i++)
+        pinio_plan_gather(L->plan, i, (void *)L->data[i]);
     return pinio__arena_realign(&L->arena, L->plan, L->o.tensor_align, L->data, &L->rep);
 }
 

@@ -33,11 +33,36 @@ static size_t misaligned_in_file(const pinio_plan *plan, uint32_t f, uint64_t al
     return n;
 }
 
+/* Slices of file `f`; `strided`: those made of several runs, which a
+ * mapping cannot put together and the arena can (pinio_plan_gather()). */
+static size_t slices_in_file(const pinio_plan *plan, uint32_t f, bool strided)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < plan->ntensors; i++)
+        n += plan->tensors[i].file == f && plan->tensors[i].sliced &&
+             (!strided || plan->tensors[i].runs > 1);
+    return n;
+}
+
 static pinio_memory_mode decide(const pinio_plan *plan, uint32_t f, const pinio_load_opts *o,
                                 char *why, size_t wsize)
 {
     const pinio_plan_file *pf = &plan->files[f].pub;
     size_t mis = misaligned_in_file(plan, f, o->tensor_align);
+    size_t strided = slices_in_file(plan, f, true);
+    if (strided && o->memory != PINIO_MEMORY_PINNED) {
+        snprintf(why, wsize, "%s%zu slices not along dimension 0, packed in the arena",
+                 o->memory == PINIO_MEMORY_MAPPED ? "--memory mapped, but " : "", strided);
+        return PINIO_MEMORY_PINNED;
+    }
+    /* The populate of a mapping reads every page between the first and the
+     * last slice of a cold file: the other ranks' slices too. */
+    size_t sliced = slices_in_file(plan, f, false);
+    if (sliced && !pf->hot && o->memory == PINIO_MEMORY_MAPPED) {
+        snprintf(why, wsize, "--memory mapped, but %zu slices of a cold file: mapping would "
+                 "read every page between them", sliced);
+        return PINIO_MEMORY_PINNED;
+    }
     switch (o->memory) {
     case PINIO_MEMORY_PINNED:
         snprintf(why, wsize, "--memory pinned");

@@ -21,6 +21,11 @@
 /* One registered io_uring buffer holds at most 1 GiB. */
 #define SEGMENT_DEFAULT ((uint64_t)1 << 30)
 
+/* With slices, holes read through cost at most 1/32 of the slices' bytes:
+ * a few percent over the bytes asked for, the requests saved where the
+ * holes are small (another rank's short rows, a small tensor left out). */
+#define OVERREAD_DEFAULT (1.0 / 32)
+
 void pinio_plan_opts_init(pinio_plan_opts *opts, size_t size)
 {
     pinio_plan_opts d;
@@ -42,6 +47,8 @@ void pinio_plan_free(pinio_plan *p)
     }
     free(p->files);
     free(p->tensors);
+    free(p->first_range);
+    free(p->slice_dims);
     pinio__layout_free(&p->layout);
     pinio_st_index_free(p->index);
     free(p);
@@ -61,26 +68,77 @@ static int lay_out(pinio_plan *p, pinio_diag *diag)
             if (!p->files[i].pub.hot && p->files[i].dio_align > align)
                 align = p->files[i].dio_align;
     uint64_t seg = o->segment ? o->segment : SEGMENT_DEFAULT;
-    pinio__range *ranges = malloc((p->ntensors ? p->ntensors : 1) * sizeof(*ranges));
-    if (!ranges)
-        return -ENOMEM;
-    for (size_t i = 0; i < p->ntensors; i++)
-        ranges[i] = (pinio__range){ .file = p->tensors[i].file, .off = p->tensors[i].file_offset,
-                                    .len = p->tensors[i].nbytes };
-    int rc = pinio__layout_build(ranges, p->ntensors, align,
-                                 o->merge_gap ? o->merge_gap : MERGE_GAP_DEFAULT, seg, &p->layout);
+    pinio__range *ranges = NULL;
+    size_t nranges = 0;
+    int rc = pinio__slice_ranges(p, &ranges, &nranges);
+    if (rc < 0)
+        return rc;
+    uint64_t budget = UINT64_MAX;
+    if (p->slicing) {
+        double f = o->max_overread == 0 ? OVERREAD_DEFAULT : o->max_overread;
+        double b = f < 0 ? 0 : f * (double)p->info.bytes;
+        budget = b >= 1.8e19 ? UINT64_MAX - 1 : (uint64_t)b;
+    }
+    rc = pinio__layout_build_capped(ranges, nranges, align,
+                                    o->merge_gap ? o->merge_gap : MERGE_GAP_DEFAULT, seg, budget,
+                                    &p->layout);
     free(ranges);
     if (rc < 0) {
         pinio_diag_set(diag, rc, "planning the reads failed: %s", pinio_strerror(rc));
         return rc;
     }
     for (size_t i = 0; i < p->ntensors; i++)
-        p->tensors[i].dest_offset = p->layout.range_dest_off[i];
+        p->tensors[i].dest_offset = p->layout.range_dest_off[p->first_range[i]];
     for (size_t i = 0; i < p->layout.nreads; i++)
         p->info.read_bytes += p->layout.reads[i].len;
+    p->sinfo.read_bytes = p->info.read_bytes;
+    p->sinfo.overread_bytes = p->info.read_bytes - p->info.bytes;
+    p->sinfo.hole_bytes = p->layout.hole_bytes;
+    p->sinfo.hole_budget = budget;
     p->info.dest_bytes = p->layout.dest_size;
     p->info.reads = p->layout.nreads;
     p->info.align = align;
+    return 0;
+}
+
+/* The slices and split rules, checked before any file is opened; what
+ * depends on a tensor's shape is checked when it is sliced (slice.c). */
+static int slicing_take(const pinio_plan_opts *o, const char *fn, pinio_diag *diag)
+{
+    if ((o->nslices && !o->slices) || (o->nsplit && !o->split)) {
+        pinio_diag_set(diag, -EINVAL, "%s: invalid arguments", fn);
+        return -EINVAL;
+    }
+    if (o->nsplit && (o->world < 1 || o->rank >= o->world)) {
+        pinio_diag_set(diag, -EINVAL, "%s: split rules want rank < world and world >= 1, not "
+                       "rank %u of world %u", fn, o->rank, o->world);
+        return -EINVAL;
+    }
+    if (!(o->max_overread == o->max_overread)) { /* NaN */
+        pinio_diag_set(diag, -EINVAL, "%s: max_overread is not a number", fn);
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < o->nsplit; i++)
+        if (!o->split[i].pattern) {
+            pinio_diag_set(diag, -EINVAL, "%s: split rule %zu has no pattern", fn, i);
+            return -EINVAL;
+        }
+    for (size_t i = 0; i < o->nslices; i++) {
+        const pinio_slice *sl = &o->slices[i];
+        const char *why = !sl->name                        ? "has no name"
+                          : sl->kind > PINIO_SLICE_BOX     ? "has an unknown kind"
+                          : sl->kind == PINIO_SLICE_CHUNK &&
+                                  (sl->world < 1 || sl->rank >= sl->world)
+                              ? "wants rank < world and world >= 1"
+                          : sl->kind == PINIO_SLICE_BOX && sl->ndim && (!sl->start || !sl->stop)
+                              ? "has no start or stop"
+                              : NULL;
+        if (why) {
+            pinio_diag_set(diag, -EINVAL, "%s: slice %zu (%s) %s", fn, i,
+                           sl->name ? sl->name : "?", why);
+            return -EINVAL;
+        }
+    }
     return 0;
 }
 
@@ -104,7 +162,7 @@ static int opts_take(pinio_plan_opts *o, const pinio_plan_opts *opts, const char
                        (unsigned long long)o->align, (unsigned long long)o->segment);
         return -EINVAL;
     }
-    return 0;
+    return slicing_take(o, fn, diag);
 }
 
 /* Everything after the inputs are known: open and validate each file (its
@@ -125,6 +183,10 @@ static int build(pinio_plan **out, const pinio_plan_opts *o, pinio_st_index *ind
     p->opts = *o;
     p->opts.filters = NULL; /* borrowed for the call only */
     p->opts.nfilters = 0;
+    p->opts.slices = NULL;
+    p->opts.nslices = 0;
+    p->opts.split = NULL;
+    p->opts.nsplit = 0;
     p->index = index;
     const char *shard_of = index ? pinio_st_index_path(index) : NULL;
     int rc = 0;
@@ -142,6 +204,8 @@ static int build(pinio_plan **out, const pinio_plan_opts *o, pinio_st_index *ind
     }
     if (rc == 0)
         rc = pinio__select(p, o->filters, o->nfilters, diag);
+    if (rc == 0)
+        rc = pinio__slice_resolve(p, o, diag);
     if (rc == 0) {
         pinio__cache_decide(p);
         rc = lay_out(p, diag);

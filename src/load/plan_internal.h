@@ -46,7 +46,16 @@ struct pinio_plan {
     size_t ntensors;
     pinio__layout layout;
     pinio_plan_info info;
-    pinio_plan_opts opts;   /* filters pointer is not kept (NULL) */
+    pinio_plan_opts opts;   /* filters, slices and split are not kept (NULL) */
+    /* slice.c: per tensor, its first range in the layout (a strided slice's
+     * runs are consecutive ranges, so their dest offsets are
+     * layout.range_dest_off[first_range[i] + k]). */
+    size_t *first_range;
+    /* The sliced tensors' start[] and shape[] (rank each), which their
+     * `start` and `shape` point into; a checkpoint takes it over. */
+    uint64_t *slice_dims;
+    bool slicing;           /* slices or split rules were given */
+    pinio_plan_slice_info sinfo;
 };
 
 /* inputs.c: files, directories and index files -> the file list. */
@@ -81,6 +90,17 @@ int pinio__file_id_at(const char *path, pinio__file_id *id);
  * tensor across files. Fills p->tensors (dest_offset still 0). */
 bool pinio__filter_match(const char *const *filters, size_t n, const char *name, size_t len);
 int pinio__select(pinio_plan *p, const char *const *filters, size_t nfilters, pinio_diag *diag);
+
+/* slice.c: each selected tensor's slice, from `o`'s slices and split
+ * rules (read during the call only): fills the tensors' slice fields, their
+ * shape, nbytes and file_offset for slices, p->info.bytes and p->sinfo's
+ * counts. -EINVAL / -ENOENT naming the tensor. */
+int pinio__slice_resolve(pinio_plan *p, const pinio_plan_opts *o, pinio_diag *diag);
+
+/* slice.c: the byte ranges the layout reads, one per tensor or one per run
+ * of a strided slice, into a malloc'ed `*out` (`*n` of them); fills
+ * p->first_range. 0 or -ENOMEM. */
+int pinio__slice_ranges(pinio_plan *p, pinio__range **out, size_t *n);
 
 /* cache.c: the page-cache policy per file (pub.hot, pub.cache_why). */
 void pinio__cache_decide(pinio_plan *p);

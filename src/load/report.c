@@ -35,6 +35,13 @@ void pinio__report_plan(const pinio_plan *plan, pinio_load_report *rep)
     rep->unindexed = pi.unindexed;
     rep->bytes = pi.bytes;
     rep->arena_bytes = pi.dest_bytes;
+    pinio_plan_slice_info si;
+    pinio_plan_get_slice_info(plan, &si);
+    rep->sliced = si.sliced;
+    rep->strided = si.strided;
+    rep->full_bytes = si.full_bytes;
+    rep->overread_bytes = si.overread_bytes;
+    rep->hole_bytes = si.hole_bytes;
 }
 
 /* What happened to one file's pages, as the line says it. A mapped file

@@ -18,3 +18,11 @@ has() {
         echo "FAIL: $3: '$2' not in $1:"; cat "$1"; fails=$((fails + 1))
     fi
 }
+
+# json DESCRIPTION PYTHON-ASSERTION: counts a failure unless the assertion
+# (a Python expression on j, $DIR/out parsed as JSON) holds.
+json() {
+    if ! python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert $2, j" "$DIR/out"; then
+        echo "FAIL: $1"; fails=$((fails + 1))
+    fi
+}

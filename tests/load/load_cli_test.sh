@@ -9,11 +9,6 @@ DIR=$(mktemp -d /var/tmp/pinio-loadcli-XXXXXX) || exit 1
 trap 'rm -rf "$DIR"' EXIT
 fails=0
 . "$(dirname "$0")/../common/cli.sh"
-json() { # json DESCRIPTION PYTHON-ASSERTION (on j, the parsed output)
-    if ! python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert $2, j" "$DIR/out"; then
-        echo "FAIL: $1"; fails=$((fails + 1))
-    fi
-}
 
 M=$DIR/m.safetensors
 check 0 "gen" "$PINIO" gen "$M" --size 2M --tensors 9 --dtypes bf16,f32,u8 --quiet

@@ -140,9 +140,11 @@ Test(plan, reads_split_at_segments)
     pinio__layout_free(&p);
 }
 
-Test(plan, random_layouts)
+/* Random ranges, alignments, segments and gaps; with `capped`, a random
+ * hole budget too, never exceeded. */
+static void random_layouts(unsigned seed, bool capped)
 {
-    srand(1234);
+    srand(seed);
     for (int iter = 0; iter < 300; iter++) {
         size_t n = (size_t)(rand() % 40);
         pinio__range r[40];
@@ -152,9 +154,55 @@ Test(plan, random_layouts)
         uint64_t align = 512u << (rand() % 4);
         uint64_t seg = align << (rand() % 6);
         uint64_t gap = (uint64_t)(rand() % 3) * 8192;
+        uint64_t budget = capped ? (uint64_t)(rand() % 4) * 6000 : UINT64_MAX;
         pinio__layout p;
-        cr_assert_eq(pinio__layout_build(r, n, align, gap, seg, &p), 0);
+        cr_assert_eq(pinio__layout_build_capped(r, n, align, gap, seg, budget, &p), 0);
+        if (capped)
+            cr_assert_leq(p.hole_bytes, budget);
         check_plan(r, n, align, gap, seg, &p);
         pinio__layout_free(&p);
     }
+}
+
+Test(plan, random_layouts)
+{
+    random_layouts(1234, false);
+}
+
+/* A hole budget: holes are read through smallest first while they fit,
+ * touching extents merge whatever the budget, and the layout keeps every
+ * invariant; the hole bytes it reports are the holes it read. */
+Test(plan, capped_holes_smallest_first)
+{
+    /* holes between aligned extents: 8 KiB, 4 KiB, 12 KiB; then two ranges
+     * in one page (no hole) */
+    pinio__range r[] = { { 0, 0, 4096 },      { 0, 12288, 4096 }, { 0, 20480, 4096 },
+                         { 0, 36864, 4096 },  { 0, 41000, 10 },   { 0, 41100, 10 } };
+    pinio__layout p;
+    cr_assert_eq(pinio__layout_build_capped(r, 6, 4096, 1u << 20, 1u << 30, 0, &p), 0);
+    cr_assert_eq(p.nreads, 4, "budget 0: only touching extents merge");
+    cr_assert_eq(p.hole_bytes, 0);
+    check_plan(r, 6, 4096, 0, 1u << 30, &p);
+    pinio__layout_free(&p);
+    cr_assert_eq(pinio__layout_build_capped(r, 6, 4096, 1u << 20, 1u << 30, 4096 + 8191, &p), 0);
+    cr_assert_eq(p.nreads, 3, "the 4 KiB hole fits, the 8 KiB one no longer does");
+    cr_assert_eq(p.hole_bytes, 4096);
+    check_plan(r, 6, 4096, 0, 1u << 30, &p);
+    pinio__layout_free(&p);
+    cr_assert_eq(pinio__layout_build_capped(r, 6, 4096, 1u << 20, 1u << 30, 12288, &p), 0);
+    cr_assert_eq(p.nreads, 2);
+    cr_assert_eq(p.hole_bytes, 12288);
+    pinio__layout_free(&p);
+    cr_assert_eq(pinio__layout_build_capped(r, 6, 4096, 8192, 1u << 30, 1u << 30, &p), 0);
+    cr_assert_eq(p.nreads, 2, "a hole over merge_gap is skipped whatever the budget");
+    pinio__layout_free(&p);
+    cr_assert_eq(pinio__layout_build(r, 6, 4096, 1u << 20, 1u << 30, &p), 0);
+    cr_assert_eq(p.nreads, 1);
+    cr_assert_eq(p.hole_bytes, 24576);
+    pinio__layout_free(&p);
+}
+
+Test(plan, random_capped_layouts)
+{
+    random_layouts(4321, true);
 }
