@@ -109,6 +109,8 @@ void pinio_cli_load_mpi_usage(FILE *out)
             "                          the ranks that read them, the hash state handed on\n"
             "  --sha256 HEX            expected SHA-256 (implies --verify), once per file in\n"
             "                          resolution order; a mismatch fails every rank\n"
+            "  --sha256-file SUMS      expected SHA-256s as sha256sum prints them, matched by\n"
+            "                          file name (read by rank 0, agreed by every rank)\n"
             "  --json                  print the report as one JSON object (rank 0;\n"
             "                          doc/json/SCHEMA.md); a failure prints an error object\n"
             "  --quiet                 no progress line and no report (exit status only)\n"
@@ -256,7 +258,50 @@ static void print_report(const pinio_mpi_report *all, int n, bool json,
     }
 }
 
-int pinio_cli_load_mpi(int argc, char **argv, const cli_load_args *a)
+/* --sha256-file under mpiexec: rank 0 reads the list and matches it to the
+ * files its inputs resolve to; every rank gets the same digests, so the
+ * library's agreement on them holds, and a list that does not fit is one
+ * error (rank 0's) with the same status on every rank, never a rank that
+ * leaves the others waiting in a collective. */
+static int sums_agreed(cli_load_args *a, char **argv, int argc, int rank)
+{
+    if (!a->sums)
+        return 0;
+    int rc = 0;
+    unsigned long long n = 0;
+    if (rank == 0) {
+        rc = cli_load_sums(a, (const char *const *)argv + a->first_path,
+                           (size_t)(argc - a->first_path));
+        n = rc == 0 ? a->nshas : 0;
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (rc != 0)
+        return rc;
+    MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+    char *hex = malloc(n * 65 + 1);
+    const char **shas = calloc(n + 1, sizeof(*shas));
+    int ok = hex && shas;
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!ok) {
+        free(hex);
+        free(shas);
+        return rank == 0 ? cli_failf("load", a->json, -ENOMEM, NULL, "out of memory") : 1;
+    }
+    if (rank == 0)
+        for (unsigned long long i = 0; i < n; i++)
+            memcpy(hex + i * 65, a->shas[i], 65); /* 64 digits and the NUL */
+    MPI_Bcast(hex, (int)(n * 65), MPI_CHAR, 0, MPI_COMM_WORLD);
+    for (unsigned long long i = 0; i < n; i++)
+        shas[i] = hex + i * 65;
+    free(a->shas);
+    free(a->sums_buf);
+    a->shas = shas;
+    a->sums_buf = hex; /* freed with the arguments */
+    a->nshas = n;
+    return 0;
+}
+
+int pinio_cli_load_mpi(int argc, char **argv, cli_load_args *a)
 {
     static const char *const policies[] = { "replicate", "shard", "node" };
     static const char *const exchanges[] = { "auto", "allgatherv", "bcast" };
@@ -276,8 +321,6 @@ int pinio_cli_load_mpi(int argc, char **argv, const cli_load_args *a)
     o.bcast_piece = a->piece;
     o.node_ranks = a->node_ranks;
     o.verify = a->load.verify;
-    o.expected_sha256 = a->shas;
-    o.nexpected = a->nshas;
     const char **shard = calloc(a->nshard + 1, sizeof(*shard));
     if (!shard)
         return cli_failf("load", a->json, -ENOMEM, NULL, "out of memory");
@@ -293,6 +336,10 @@ int pinio_cli_load_mpi(int argc, char **argv, const cli_load_args *a)
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     for (size_t i = 0; i < nshard; i++)
         shard[i] = with_rank(a->shard[i], rank); /* freed below */
+    if ((rc = sums_agreed(a, argv, argc, rank)) != 0)
+        goto out;
+    o.expected_sha256 = a->shas;
+    o.nexpected = a->nshas;
     o.filters = a->filters;
     o.nfilters = a->nfilters;
     o.shard_filters = shard;
@@ -326,6 +373,7 @@ int pinio_cli_load_mpi(int argc, char **argv, const cli_load_args *a)
         free(all);
     }
     pinio_mpi_release(cp);
+out:
     for (size_t i = 0; i < nshard; i++)
         free((char *)shard[i]);
     if (!inited)

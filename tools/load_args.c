@@ -56,7 +56,7 @@ static const struct option longopts[] = {
 #define BIT(o) (1ull << ((o) - O_FILTER))
 static const unsigned long long mpi_only =
     BIT(O_SHARD) | BIT(O_XCHG) | BIT(O_PIECE) | BIT(O_NODE_RANKS);
-static const unsigned long long not_mpi = BIT(O_NODE) | BIT(O_SUMS) |
+static const unsigned long long not_mpi = BIT(O_NODE) |
                                           BIT(O_MEMORY) | BIT(O_ALIGN) | BIT(O_DEVICE) |
                                           BIT(O_STAGING) | BIT(O_REGISTER) |
                                           BIT(O_CONSUMER) | BIT(O_FILL) | BIT(O_SPLIT) |

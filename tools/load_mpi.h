@@ -8,7 +8,7 @@
 
 /** Runs `pinio load --mpi POLICY` as parsed by cli_load_parse() (argc and
  *  argv are handed to MPI_Init); returns the exit status. */
-int pinio_cli_load_mpi(int argc, char **argv, const cli_load_args *a);
+int pinio_cli_load_mpi(int argc, char **argv, cli_load_args *a);
 
 /** `pinio load --mpi ... --help` (under mpiexec: rank 0 only). */
 void pinio_cli_load_mpi_usage(FILE *out);

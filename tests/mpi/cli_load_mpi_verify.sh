@@ -1,5 +1,5 @@
 #!/bin/sh
-# `pinio load --mpi --verify/--sha256` under mpiexec with N ranks, for every
+# `pinio load --mpi --verify/--sha256/--sha256-file` under mpiexec with N ranks, for every
 # policy: a clean load's digests are the files' (sha256sum) in the text and
 # the JSON report; a wrong --sha256 and a byte flipped in one rank's reads
 # (PINIO_FAULTS corrupt@ on the last rank) are one "sha256 mismatch" line
@@ -76,6 +76,16 @@ assert sum(r["verify_landed_bytes"] for r in j["ranks"]) == j["verify_landed_byt
 print(" ".join("--sha256 " + f["sha256"] for f in files))  # resolution order
 EOF
     run 0 "--mpi $pol --sha256 x3 (3 shards)" $(mpi) --mpi $pol $(cat "$DIR/shas") "$DIR/ck"
+    (cd "$DIR/ck" && sha256sum *.safetensors) >"$DIR/SUMS"
+    run 0 "--mpi $pol --sha256-file SUMS (3 shards)" $(mpi) --mpi $pol --sha256-file "$DIR/SUMS" "$DIR/ck"
+    sed '1s/^./f/; 1s/^ff/0f/' "$DIR/SUMS" >"$DIR/BADSUMS"
+    run 1 "--mpi $pol --sha256-file with a wrong digest" $(mpi) --mpi $pol --sha256-file "$DIR/BADSUMS" "$DIR/ck"
+    has "$DIR/err" "sha256 mismatch: expected " "--mpi $pol --sha256-file: the mismatch names the file"
+    one_line "--mpi $pol --sha256-file with a wrong digest"
+    head -n 2 "$DIR/SUMS" >"$DIR/SHORTSUMS"
+    run 1 "--mpi $pol --sha256-file lacking a shard" $(mpi) --mpi $pol --sha256-file "$DIR/SHORTSUMS" "$DIR/ck"
+    has "$DIR/err" "has no line for it" "--mpi $pol --sha256-file: the shard it lacks is named"
+    one_line "--mpi $pol --sha256-file lacking a shard"
     run 1 "--mpi $pol --sha256 WRONG" $(mpi) --mpi $pol --sha256 $wrong @P@
     has "$DIR/err" "m.safetensors: sha256 mismatch: expected $wrong, got $sum" "--mpi $pol: the mismatch names the file"
     one_line "--mpi $pol --sha256 WRONG"
