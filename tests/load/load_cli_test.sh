@@ -35,6 +35,11 @@ check 0 "auto cold --json" "$PINIO" load "$M" --cache cold --json
 json "auto reads a cold file pinned" 'j["files"][0]["memory"] == "pinned" and "cold" in j["files"][0]["memory_why"] and j["mapped_bytes"] == 0'
 check 0 "--align 64 --json" "$PINIO" load "$M" --memory mapped --align 64 --json
 json "--align moves tensors, the file read pinned" 'j["align_bytes"] == 64 and j["realigned_tensor_count"] > 0 and j["misaligned_tensor_count"] == 0 and j["pinned_file_count"] == 1 and "aligned" in j["files"][0]["memory_why"]'
+# O_DIRECT refused by the file system at the first read (PINIO_FAULTS=
+# dioinval): the counts and the cache line say the file was read buffered.
+check 0 "O_DIRECT refused --json" env PINIO_FAULTS=dioinval "$PINIO" load "$M" --memory pinned \
+    --cache cold --json
+json "a refused O_DIRECT counts as buffered" 'j["direct_file_count"] == 0 and j["buffered_file_count"] == 1 and "read buffered" in j["cache"]'
 check 0 "--align 4096" "$PINIO" load "$M" --align 4096
 has "$DIR/out" "every tensor 4096-aligned" "the summary reports the alignment"
 
