@@ -134,18 +134,24 @@ struct sort_item {
     size_t idx, name_len;
 };
 
-/* The reference's order: dtype descending, then name ascending (Rust's
- * String ordering: bytewise, a prefix first). */
-static int cmp_item(const void *pa, const void *pb)
+/* Names alone (Rust's String ordering: bytewise, a prefix first). */
+static int cmp_name(const void *pa, const void *pb)
 {
     const struct sort_item *a = pa, *b = pb;
-    if (a->t->dtype != b->t->dtype)
-        return a->t->dtype > b->t->dtype ? -1 : 1;
     size_t m = a->name_len < b->name_len ? a->name_len : b->name_len;
     int c = memcmp(a->t->name, b->t->name, m);
     if (c)
         return c;
     return a->name_len < b->name_len ? -1 : a->name_len > b->name_len;
+}
+
+/* The reference's order: dtype descending, then name ascending. */
+static int cmp_item(const void *pa, const void *pb)
+{
+    const struct sort_item *a = pa, *b = pb;
+    if (a->t->dtype != b->t->dtype)
+        return a->t->dtype > b->t->dtype ? -1 : 1;
+    return cmp_name(pa, pb);
 }
 
 static int bad_tensor(pinio_diag *diag, size_t i, const struct sort_item *it, const char *why)
@@ -170,6 +176,10 @@ static int check_tensor(const struct sort_item *it, pinio_diag *diag)
     size_t bad;
     if (!pinio__utf8_check(t->name, it->name_len, &bad))
         return bad_tensor(diag, i, it, "the name is not valid UTF-8");
+    /* Every reader refuses a name holding a NUL (pinio's and the reference's
+     * C-string users would cut it short): a file it cannot be read back from. */
+    if (memchr(t->name, '\0', it->name_len))
+        return bad_tensor(diag, i, it, "the name holds a NUL byte");
     if ((unsigned)t->dtype >= PINIO_DTYPE_COUNT)
         return bad_tensor(diag, i, it, "unknown dtype");
     if (t->rank && !t->shape)
@@ -239,7 +249,9 @@ static int prepare(const pinio_save_tensor *ts, size_t n, const pinio_save_opts 
             return r;
         }
     }
-    qsort(it, n, sizeof(*it), cmp_item);
+    /* Duplicates by name alone: in the write order (dtype first) two tensors
+     * of one name and different dtypes are not neighbours. */
+    qsort(it, n, sizeof(*it), cmp_name);
     for (size_t i = 1; i < n; i++)
         if (it[i].name_len == it[i - 1].name_len &&
             !memcmp(it[i].t->name, it[i - 1].t->name, it[i].name_len)) {
@@ -248,6 +260,7 @@ static int prepare(const pinio_save_tensor *ts, size_t n, const pinio_save_opts 
             free(it);
             return r;
         }
+    qsort(it, n, sizeof(*it), cmp_item);
     *items = it;
     return 0;
 }
