@@ -4,7 +4,7 @@
 set -euo pipefail
 src=$1
 check=$src/scripts/check-layers
-work=$(mktemp -d /tmp/pinio-layers.XXXXXX)
+work=$(mktemp -d "/tmp/pinio-${PINIO_TEST_RUN:-p$$}-layers-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cp -r "$src/include" "$src/src" "$src/numa" "$src/uring" "$src/tools" "$work/"
 mkdir -p "$work/scripts" "$work/tests" "$work/python" "$work/mpi" "$work/bench"

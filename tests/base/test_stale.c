@@ -13,17 +13,18 @@
 #include <unistd.h>
 
 #include "src/base/stale.h"
+#include "tests/common/helpers.h"
 
 #define MARK "user.pinio.test"
 
-static char dir[] = "/var/tmp/pinio-stale-XXXXXX";
+static char dir[64];
 static char boot[40];
 static unsigned long long pidns;
 static long dead; /* a pid that was ours and has exited */
 
 static void setup(void)
 {
-    cr_assert_not_null(mkdtemp(dir));
+    cr_assert_eq(t_tmpdir("/var/tmp", "stale", dir, sizeof dir), 0);
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
     cr_assert_not_null(f);
     cr_assert_eq(fscanf(f, "%36s", boot), 1);

@@ -85,7 +85,7 @@ Test(sys, registrable_follows_memlock_without_cap_ipc_lock)
 
 static int make_file(const char *dir, size_t size, char *path)
 {
-    snprintf(path, 256, "%s/pinio-sys-XXXXXX", dir);
+    cr_assert_eq(t_tmpname(dir, "sys", path, 256), 0);
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
     char *buf = malloc(size);

@@ -18,6 +18,7 @@
 #include "pinio/bench.h"
 #include "src/bench/bench_internal.h"
 #include "tests/common/limits.h"
+#include "tests/common/helpers.h"
 
 /* ---- histogram ----------------------------------------------------------- */
 
@@ -195,7 +196,8 @@ Test(opts, bad_values_name_the_option)
 
 Test(opts, bad_options_touch_nothing)
 {
-    char path[] = "/tmp/pbench-none-XXXXXX";
+    char path[256];
+    cr_assert_eq(t_tmpname("/tmp", "pbench-none", path, sizeof path), 0);
     int fd = mkstemp(path);
     close(fd);
     unlink(path); /* a name that does not exist */
@@ -240,8 +242,8 @@ Test(opts, missing_file_to_read_from_a_bad_dir)
 
 static char *temp_name(const char *dir)
 {
-    char *p = malloc(64);
-    snprintf(p, 64, "%s/pbench-XXXXXX", dir);
+    char *p = malloc(256);
+    cr_assert_eq(t_tmpname(dir, "pbench", p, 256), 0);
     int fd = mkstemp(p);
     cr_assert_geq(fd, 0);
     close(fd);

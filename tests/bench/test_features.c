@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "pinio/bench.h"
+#include "tests/common/helpers.h"
 
 #define BS 4096u
 #define NB 1024u /* blocks of the region */
@@ -32,11 +33,13 @@ static void on_issue(void *ctx, unsigned job, bool write, uint64_t off, uint64_t
     t->by_len[len == 4096 ? 0 : len == 16384 ? 1 : 2]++;
 }
 
-static char path[64];
+static char path[128];
 
 static void setup(void)
 {
-    snprintf(path, sizeof path, "/dev/shm/pinio-bench-feat-%d", (int)getpid());
+    char run[17];
+    cr_assert_eq(t_run(run, sizeof run), 0);
+    snprintf(path, sizeof path, "/dev/shm/pinio-%s-bench-feat-%d", run, (int)getpid());
     unlink(path);
 }
 

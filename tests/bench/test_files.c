@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "pinio/bench.h"
+#include "tests/common/helpers.h"
 
 #define BS 4096u
 #define NB 64u /* blocks of each file */
@@ -43,7 +44,9 @@ static const char *paths[NF];
 
 static void setup(void)
 {
-    snprintf(dir, sizeof dir, "/dev/shm/pinio-bench-files-%d", (int)getpid());
+    char run[17];
+    cr_assert_eq(t_run(run, sizeof run), 0);
+    snprintf(dir, sizeof dir, "/dev/shm/pinio-%s-bench-files-%d", run, (int)getpid());
     mkdir(dir, 0755);
     for (unsigned i = 0; i < NF; i++) {
         snprintf(names[i], sizeof names[i], "%s/f%u", dir, i);
@@ -410,8 +413,9 @@ Test(files, check_rejects_what_does_not_split)
  * table holding every file: the fixed-file index is the request's file. */
 Test(files, direct_regfiles_write_verify)
 {
-    char d0[64], n0[96], n1[96];
-    snprintf(d0, sizeof d0, "/var/tmp/pinio-bench-files-%d", (int)getpid());
+    char d0[64], n0[96], n1[96], run[17];
+    cr_assert_eq(t_run(run, sizeof run), 0);
+    snprintf(d0, sizeof d0, "/var/tmp/pinio-%s-bench-files-%d", run, (int)getpid());
     mkdir(d0, 0755);
     snprintf(n0, sizeof n0, "%s/a", d0);
     snprintf(n1, sizeof n1, "%s/b", d0);

@@ -13,6 +13,7 @@
 
 #include "pinio/bench.h"
 #include "tests/common/check.h"
+#include "tests/common/helpers.h"
 
 struct seen {
     int calls;
@@ -56,8 +57,8 @@ static double mono(void)
 int main(void)
 {
     alarm(120);
-    char path[] = "/var/tmp/pinio-progress-XXXXXX";
-    int fd = mkstemp(path);
+    char path[256];
+    int fd = t_tmpname("/var/tmp", "progress", path, sizeof path) ? -1 : mkstemp(path);
     if (fd < 0)
         return perror("mkstemp"), 1;
     close(fd);

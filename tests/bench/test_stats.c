@@ -11,12 +11,15 @@
 #include <unistd.h>
 
 #include "pinio/bench.h"
+#include "tests/common/helpers.h"
 
-static char path[64];
+static char path[128];
 
 static void setup(void)
 {
-    snprintf(path, sizeof path, "/dev/shm/pinio-bench-stats-%d", (int)getpid());
+    char run[17];
+    cr_assert_eq(t_run(run, sizeof run), 0);
+    snprintf(path, sizeof path, "/dev/shm/pinio-%s-bench-stats-%d", run, (int)getpid());
     unlink(path);
 }
 
@@ -128,9 +131,34 @@ Test(bench_stats, intervals_and_jobs)
     cr_assert(fabs(agg - (double)r.bytes) < 1e-6 * (double)r.bytes + 1, "rows %.0f, run %llu",
               agg, (unsigned long long)r.bytes);
     cr_assert(fabs(per_job - (double)r.bytes) < 1e-6 * (double)r.bytes + 1);
-    /* samples: full intervals only, one per 50 ms per job, summed over jobs */
-    cr_assert(r.read.bw_samples.samples >= 2 && r.read.bw_samples.samples <= 2 * 6,
-              "%llu samples", (unsigned long long)r.read.bw_samples.samples);
+    /* samples: full intervals only, one per 50 ms per job, summed over jobs.
+     * How many depends on how far past --time the run went (a loaded
+     * machine, valgrind), so they are counted against the rows: a job's rows
+     * are its full intervals, ending at 50, 100, ... ms, then its last,
+     * partial one (no sample: a sliver would skew them). Each job runs
+     * --time at least, so 0.3 s gives it 6 full intervals or more. */
+    size_t rows_of[2] = {0, 0};
+    double end_of[2] = {0, 0};
+    for (size_t i = 0; i < s->n; i++) {
+        const pinio_bench_interval *v = &s->rows[i];
+        if (v->job < 0)
+            continue;
+        size_t j = (size_t)v->job;
+        if (rows_of[j]) /* the row before was a full one */
+            cr_assert(fabs(end_of[j] - 50.0 * (double)rows_of[j]) < 1e-6,
+                      "job %zu row %zu ends at %g ms", j, rows_of[j], end_of[j]);
+        rows_of[j]++;
+        end_of[j] = v->time_ms;
+    }
+    for (size_t j = 0; j < 2; j++) {
+        cr_assert(rows_of[j] >= 6 + 1, "job %zu: %zu rows", j, rows_of[j]);
+        cr_assert(end_of[j] <= 50.0 * (double)rows_of[j] + 1e-6, "job %zu: last row at %g ms",
+                  j, end_of[j]);
+        cr_assert_eq(jr[j].read.bw_samples.samples, rows_of[j] - 1, "job %zu: %llu samples, %zu rows",
+                     j, (unsigned long long)jr[j].read.bw_samples.samples, rows_of[j]);
+    }
+    cr_assert_eq(r.read.bw_samples.samples, rows_of[0] + rows_of[1] - 2, "%llu samples",
+                 (unsigned long long)r.read.bw_samples.samples);
     cr_assert(r.read.bw_samples.min <= r.read.bw_samples.mean &&
               r.read.bw_samples.mean <= r.read.bw_samples.max);
     cr_assert_eq(r.write.bw_samples.samples, 0);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "pinio/view.h"
+#include "tests/common/helpers.h"
 
 /* A pinio_free_fn that counts its calls in an atomic_int cookie, then frees. */
 static inline void counting_free(void *cookie, void *ptr, size_t len)
@@ -91,12 +92,11 @@ static inline pinio_view counted_view_misaligned(size_t len, unsigned seed, atom
  * malloc'd path (unlink and free it), or NULL when `dir` is unusable. */
 static inline char *make_temp_file(const char *dir, size_t len, unsigned seed)
 {
-    size_t cap = strlen(dir) + 32;
+    size_t cap = strlen(dir) + 80;
     char *path = malloc(cap);
     if (!path)
         return NULL;
-    snprintf(path, cap, "%s/pinio-bytes-XXXXXX", dir);
-    int fd = mkstemp(path);
+    int fd = t_tmpname(dir, "bytes", path, cap) ? -1 : mkstemp(path);
     if (fd < 0) {
         free(path);
         return NULL;

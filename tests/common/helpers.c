@@ -55,25 +55,48 @@ bool t_pattern_check(const void *buf, size_t n, uint64_t seed, uint64_t off, siz
     return true;
 }
 
+int t_run(char *out, size_t n)
+{
+    const char *r = getenv("PINIO_TEST_RUN");
+    size_t len = r ? strlen(r) : 0;
+    bool ok = len >= 1 && len <= 16;
+    for (size_t i = 0; ok && i < len; i++)
+        ok = (r[i] >= '0' && r[i] <= '9') || (r[i] >= 'a' && r[i] <= 'z') ||
+             (r[i] >= 'A' && r[i] <= 'Z');
+    /* No tag from scripts/test: the pid's, which no scripts/test tag ("r"
+     * and hex) can equal. */
+    int k = ok ? snprintf(out, n, "%s", r) : snprintf(out, n, "p%ld", (long)getpid());
+    return k < 0 || (size_t)k >= n ? -ENAMETOOLONG : 0;
+}
+
+int t_tmpname(const char *base, const char *tag, char *out, size_t n)
+{
+    char run[17];
+    int rc = t_run(run, sizeof(run));
+    if (rc)
+        return rc;
+    int k = snprintf(out, n, "%s/pinio-%s-%s-XXXXXX", base, run, tag);
+    return k < 0 || (size_t)k >= n ? -ENAMETOOLONG : 0;
+}
+
 int t_tmpdir(const char *base, const char *tag, char *out, size_t n)
 {
-    int k = snprintf(out, n, "%s/pinio-%s-XXXXXX", base, tag);
-    if (k < 0 || (size_t)k >= n)
-        return -ENAMETOOLONG;
+    int rc = t_tmpname(base, tag, out, n);
+    if (rc)
+        return rc;
     return mkdtemp(out) ? 0 : -errno;
 }
 
 int t_tmpfile(const char *dir, const char *tag, const void *data, uint64_t len, uint64_t seed,
               char *out, size_t n)
 {
-    int k = snprintf(out, n, "%s/pinio-%s-XXXXXX", dir, tag);
-    if (k < 0 || (size_t)k >= n)
-        return -ENAMETOOLONG;
+    int rc = t_tmpname(dir, tag, out, n);
+    if (rc)
+        return rc;
     int fd = mkstemp(out);
     if (fd < 0)
         return -errno;
     uint8_t chunk[1 << 16];
-    int rc = 0;
     for (uint64_t done = 0; rc == 0 && done < len;) {
         size_t m = len - done < sizeof(chunk) ? (size_t)(len - done) : sizeof(chunk);
         const void *src = data ? (const uint8_t *)data + done : chunk;

@@ -49,7 +49,8 @@ def main(argv):
     if not glob.glob(os.path.join(build, "doc", "man", "*.1")):
         print("no manual pages in this build (scdoc not found): skipped")
         return 77
-    dest = tempfile.mkdtemp(prefix="pinio-man-", dir="/var/tmp")
+    run = os.environ.get("PINIO_TEST_RUN") or "p%d" % os.getpid()  # tests/common/helpers.h
+    dest = tempfile.mkdtemp(prefix="pinio-%s-man-" % run, dir="/var/tmp")
     try:
         r = subprocess.run([meson, "install", "-C", build, "--no-rebuild", "--quiet",
                             "--destdir", dest, "--tags", "man"], capture_output=True, text=True)

@@ -32,7 +32,8 @@ def main(argv):
     if not blocks:
         print("FAIL: no ```c block in " + readme)
         return 1
-    work = tempfile.mkdtemp(prefix="pinio-readme-", dir="/var/tmp")
+    run = os.environ.get("PINIO_TEST_RUN") or "p%d" % os.getpid()  # tests/common/helpers.h
+    work = tempfile.mkdtemp(prefix="pinio-%s-readme-" % run, dir="/var/tmp")
     failed = 0
     try:
         dest = os.path.join(work, "destdir")

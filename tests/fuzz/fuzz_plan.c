@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "pinio/plan.h"
+#include "tests/common/helpers.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -70,12 +71,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
      * the scripts name a folder of their own (PINIO_FUZZ_TMPDIR) and remove
      * it whatever happens. */
     const char *base = getenv("PINIO_FUZZ_TMPDIR");
-    snprintf(dir, sizeof(dir), "%s/pinio-fuzzplan-XXXXXX", base ? base : "/dev/shm");
-    if (!mkdtemp(dir)) {
-        snprintf(dir, sizeof(dir), "/var/tmp/pinio-fuzzplan-XXXXXX");
-        if (!mkdtemp(dir))
-            abort();
-    }
+    if (t_tmpdir(base ? base : "/dev/shm", "fuzzplan", dir, sizeof(dir)) != 0 &&
+        t_tmpdir("/var/tmp", "fuzzplan", dir, sizeof(dir)) != 0)
+        abort();
     for (int i = 0; i < MAXF; i++) {
         snprintf(paths[i], sizeof(paths[i]), "%s/s%d.safetensors", dir, i);
         int fd = open(paths[i], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);

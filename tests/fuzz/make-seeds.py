@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Writes the fuzz seed corpora: tests/fuzz/seeds/{header,index,plan}/.
+"""Writes the fuzz seed corpora: tests/fuzz/seeds/{header,index,plan,roundtrip,jobfile}/.
 
 One hand-made seed per validation rule (safetensors.h's table, the index
-parser's checks), plus small checkpoints written by `pinio gen` when a
+parser's checks, the writer's refusals, the job-file parser's mapping and
+errors, with tests/tools/jobs/*.fio), plus small checkpoints written by `pinio gen` when a
 pinio binary is given. Every seed is tiny (< 1 KiB) so they are committed.
 Usage: make-seeds.py [PINIO]   (run from the repository root)
 """
@@ -161,7 +162,104 @@ plans = {
 pdir = os.path.join(top, "seeds", "plan")
 os.makedirs(pdir, exist_ok=True)
 
-for d, seeds in ((hdir, header), (idir, index), (pdir, plans)):
+
+# Round-trip seeds (tests/fuzz/fuzz_roundtrip.c): flags, count, then per
+# tensor dtype, rank|faults, dims, name; then metadata; then the data bytes.
+DT = {n: i for i, n in enumerate(
+    "BOOL F4 F6_E2M3 F6_E3M2 U8 I8 F8_E5M2 F8_E4M3 F8_E8M0 F8_E4M3FNUZ F8_E5M2FNUZ "
+    "I16 U16 F16 BF16 I32 U32 F32 C64 F64 I64 U64 UNKNOWN".split())}
+OFF_UP, OFF_DOWN, NULL_DATA, NULL_NAME, BIG = 8, 8 | 16, 32, 64, 128
+
+
+def rt(tensors, meta=(), file=True, planted=False, by_strlen=False, data=b"\x5a\xa5\x01"):
+    """tensors: [(dtype, dims, name[, faults])]; dims as the target reads
+    them (v % 8, or with BIG: 2^(v & 63)); meta: [(key, value)]."""
+    out = bytes([(33 if file else 0) | (2 if planted else 0) | len(meta) << 2
+                 | (16 if by_strlen else 0), len(tensors)])
+    for dtype, dims, name, *faults in tensors:
+        out += bytes([DT[dtype], len(dims) | (faults[0] if faults else 0), *dims, len(name)]) + name
+    for k, v in meta:
+        out += bytes([len(k)]) + k + bytes([len(v)]) + v
+    return out + data
+
+
+roundtrip = {
+    "valid_mixed": rt([("F32", [2, 3], b"model.w"), ("BF16", [5], b"model.b"), ("U8", [7], b"a"),
+                       ("F64", [1], b"z"), ("F4", [4], b"q4"), ("BOOL", [3], b"mask")],
+                      meta=[(b"format", b"pt"), (b"\xc3\xa9\"\\", b"\n\t\x01")]),
+    "valid_empty": rt([]),
+    "valid_empty_header_only": rt([], file=False),
+    "scalar_and_zero": rt([("I64", [], b"step"), ("F16", [0, 3], b"empty"), ("U8", [0], b"e2")]),
+    "every_dtype": rt([(n, [2], n.encode()) for n in list(DT)[:8]]),
+    "every_dtype_2": rt([(n, [2], n.encode()) for n in list(DT)[8:16]]),
+    "every_dtype_3": rt([(n, [2], n.encode()) for n in list(DT)[16:22]]),
+    "escaped_names": rt([("U8", [1], b'q"uote'), ("U8", [1], b"back\\slash"),
+                         ("U8", [1], b"ctl\x01\x1f\x7f"), ("U8", [1], b"\xf0\x9f\x98\x80/")]),
+    "subbyte_half": rt([("F4", [3], b"half")]),
+    "subbyte_f6_ok": rt([("F6_E2M3", [4], b"six")]),
+    "nbytes_over": rt([("F32", [2], b"a", OFF_UP)]),
+    "nbytes_under": rt([("F32", [2], b"a", OFF_DOWN)]),
+    "null_data": rt([("U8", [3], b"a", NULL_DATA)]),
+    "null_data_empty_ok": rt([("U8", [0], b"a", NULL_DATA)]),
+    "null_name": rt([("U8", [3], b"a", NULL_NAME)]),
+    "reserved_name": rt([("U8", [1], b"__metadata__")]),
+    "invalid_utf8_name": rt([("U8", [1], b"\xc3\x28")]),
+    "surrogate_name": rt([("U8", [1], b"\xed\xa0\x80")]),
+    "nul_in_name": rt([("U8", [1], b"a\x00b")]),
+    "nul_in_name_by_strlen": rt([("U8", [1], b"a\x00b"), ("U8", [1], b"c")], by_strlen=True),
+    "empty_name": rt([("U8", [1], b"")]),
+    "unknown_dtype": rt([("UNKNOWN", [1], b"a")]),
+    "duplicate_neighbours": rt([("U8", [1], b"a"), ("U8", [2], b"a")]),
+    "duplicate_across_dtypes": rt([("U8", [1], b"a"), ("I16", [1], b"b"), ("F32", [1], b"a")]),
+    "dims_overflow": rt([("U8", [63, 63], b"huge", BIG)], file=False),
+    "bits_overflow": rt([("F64", [62], b"huge", BIG)], file=False),
+    "offsets_overflow": rt([("U8", [63], b"a", BIG), ("U8", [63], b"b", BIG)], file=False),
+    "big_header_only": rt([("U8", [40], b"a", BIG), ("BF16", [20, 3], b"b", BIG)], file=False),
+    "meta_duplicate_key": rt([("U8", [1], b"a")], meta=[(b"k", b"1"), (b"k", b"2")]),
+    "meta_invalid_utf8": rt([("U8", [1], b"a")], meta=[(b"k", b"\xff")]),
+    "meta_nul": rt([("U8", [1], b"a")], meta=[(b"k\x00", b"v\x00w")]),
+    "meta_empty": rt([("U8", [1], b"a")], meta=[(b"", b"")]),
+    "planted_replaced": rt([("U8", [5], b"a")], planted=True),
+    "planted_refused": rt([("U8", [5], b"a", OFF_UP)], planted=True),
+}
+rdir = os.path.join(top, "seeds", "roundtrip")
+
+# Job-file seeds (tests/fuzz/fuzz_jobfile.c): the test fixtures, then one
+# file per mapping rule and per error the parser names.
+jobs_dir = os.path.join(top, "..", "tools", "jobs")
+jobfile = {name: open(os.path.join(jobs_dir, name), "rb").read()
+           for name in sorted(os.listdir(jobs_dir)) if name.endswith(".fio")}
+jobfile.update({
+    "sizes": b"[a]\nfilename=f\nbs=4KiB\nsize=1G\noffset=0x1000\nio_size=2mb\n",
+    "kb_base": b"[global]\nkb_base=1000\n[a]\nfilename=f\nbs=4k\nsize=1Gi\n",
+    "percent_size": b"[a]\nfilename=f\nsize=50%\n",
+    "directory_nrfiles": b"[j]\ndirectory=/dev/shm\nnrfiles=3\nbuffered=0\ninvalidate=0\n",
+    "file_service": b"[j]\nfilename=/x/a:/x/b\\:c\nfile_service_type=random:8\n",
+    "bssplit": b"[j]\nfilename=f\nbssplit=4k/50:1k/:32k/\nbs=1m\n",
+    "bssplit_rw": b"[j]\nfilename=f\nbssplit=4k/:8k/:16k/,4k/:8k/:16k/\n",
+    "bsrange": b"[j]\nfilename=f\nbsrange=1k-16k\nblockalign=4k\nbs=4k,4k\n",
+    "times": b"[j]\nfilename=f\nruntime=1m\ntime_based=1\nstartdelay=500ms\nramp_time=2s\nthinktime=10\n",
+    "engine_sync": b"[j]\nfilename=f\nioengine=psync\niodepth=32\nfixedbufs\nregisterfiles=1\nhipri=0\n",
+    "verify": b"[j]\nfilename=f\nrw=rw\nrwmixwrite=30\nverify=crc32c-intel\nverify_only\nrandseed=7\n",
+    "logs": b"[a]\nfilename=f\n[b]\nfilename=f\nwrite_lat_log=lat\nwrite_bw_log\nlog_avg_msec=500\n",
+    "groups": b"[global]\nfilename=f\nstonewall\n[a]\n[b]\nnew_group\n[c]\nwait_for_previous\n",
+    "rate_dist": b"[j]\nfilename=f\nrate=10m,5m\nrate_iops=100\nrandom_distribution=zipf:1.2\nnorandommap\n",
+    "notes": b"[j]\nname=x\ndescription=y\nthread\nrandrepeat=0\nclat_percentiles=1\nlat_percentiles=1\n",
+    "before_section": b"bs=4k\n[j]\n",
+    "only_global": b"; only globals\n[global]\nbs=4k\n",
+    "bad_key": b"[j]\n  = 4\n",
+    "empty_value": b"[j]\nbs=\n",
+    "variable": b"[j]\nsize=${SIZE}\n",
+    "include": b"include other.fio\n[j]\n",
+    "bad_bool": b"[j]\ndirect=yes\n",
+    "bad_section": b"[j\n",
+    "nul_byte": b"[j]\nbs=4k\x00\n",
+    "unsupported": b"[j]\nioengine=null\n",
+})
+jdir = os.path.join(top, "seeds", "jobfile")
+
+for d, seeds in ((hdir, header), (idir, index), (pdir, plans), (rdir, roundtrip), (jdir, jobfile)):
+    os.makedirs(d, exist_ok=True)
     for name, blob in seeds.items():
         with open(os.path.join(d, name), "wb") as f:
             f.write(blob)
@@ -185,4 +283,5 @@ if len(sys.argv) > 1:
         with open(os.path.join(idir, "gen_sharded"), "wb") as f:
             f.write(blob)
 print("seeds:", len(os.listdir(hdir)), "header,", len(os.listdir(idir)), "index,",
-      len(os.listdir(pdir)), "plan")
+      len(os.listdir(pdir)), "plan,", len(os.listdir(rdir)), "roundtrip,", len(os.listdir(jdir)),
+      "jobfile")

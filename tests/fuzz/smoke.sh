@@ -6,7 +6,7 @@
 # sanitizer report or timeout.
 set -euo pipefail
 fuzzer=$1 seeds=$2 secs=$3
-work=$(mktemp -d /tmp/pinio-fuzz-smoke.XXXXXX)
+work=$(mktemp -d "/tmp/pinio-${PINIO_TEST_RUN:-p$$}-fuzz-smoke-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/corpus" "$work/artifacts"
 export PINIO_FUZZ_TMPDIR=$work   # scratch files of a target (plan), gone with $work

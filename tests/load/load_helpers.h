@@ -11,6 +11,7 @@
 
 #include "pinio/gen.h"
 #include "pinio/load.h"
+#include "tests/common/helpers.h"
 
 #define SEED 11
 
@@ -18,8 +19,7 @@ static char tmpdir[256];
 
 static inline void make_dir(const char *base)
 {
-    snprintf(tmpdir, sizeof(tmpdir), "%s/pinio-load-XXXXXX", base);
-    cr_assert_not_null(mkdtemp(tmpdir), "mkdtemp in %s", base);
+    cr_assert_eq(t_tmpdir(base, "load", tmpdir, sizeof(tmpdir)), 0, "mkdtemp in %s", base);
 }
 
 static inline void rm_rf(const char *dir)

@@ -22,6 +22,7 @@
 #include "src/load/hash_internal.h"
 #include "tests/common/limits.h"
 #include "tests/common/check.h"
+#include "tests/common/helpers.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint64_t rnd(void)
@@ -45,8 +46,8 @@ static void sha256(const uint8_t *p, size_t n, uint8_t out[32])
 /* A file of `size` random bytes; returns its fd (unlinked) and its content. */
 static int make_file(size_t size, uint8_t **content)
 {
-    char path[] = "/var/tmp/pinio-hash-XXXXXX";
-    int fd = mkstemp(path);
+    char path[256];
+    int fd = t_tmpname("/var/tmp", "hash", path, sizeof path) ? -1 : mkstemp(path);
     if (fd < 0) {
         perror("mkstemp");
         exit(1);

@@ -10,7 +10,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$pinio" load --mpi node --help | grep -q -- '--node-ranks' || fail "--help does not explain --node-ranks"
 "$pinio" load --mpi nodes x >/dev/null 2>&1; [ $? -eq 2 ] || fail "--mpi nodes is not a usage error (exit 2)"
 "$pinio" load --mpi replicate --node-ranks 2 x >/dev/null 2>&1; [ $? -eq 2 ] || fail "--node-ranks without --mpi node is not a usage error"
-dir=$(mktemp -d /var/tmp/pinio-mpicli-XXXXXX) || fail "mktemp"
+dir=$(mktemp -d "/var/tmp/pinio-${PINIO_TEST_RUN:-p$$}-mpicli-XXXXXX") || fail "mktemp"
 trap 'rm -rf "$dir"' EXIT
 "$pinio" gen "$dir/m.safetensors" --size 4194304 --tensors 8 >/dev/null || fail "pinio gen"
 out=$("$@" -n 2 "$pinio" load --mpi node --node-ranks 1 --cache cold --json "$dir/m.safetensors") ||

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tests/common/helpers.h"
+
 static int mkdir_p(const char *path)
 {
     char buf[PATH_MAX];
@@ -104,8 +106,7 @@ static char root_buf[PATH_MAX];
 
 const char *fake_sysfs_build(void)
 {
-    snprintf(root_buf, sizeof(root_buf), "/tmp/pinio-sysfs-XXXXXX");
-    if (!mkdtemp(root_buf))
+    if (t_tmpdir("/tmp", "sysfs", root_buf, sizeof(root_buf)))
         return NULL;
     const char *r = root_buf;
     int bad = 0;
@@ -186,6 +187,6 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 
 void fake_sysfs_remove(const char *root)
 {
-    if (root && strncmp(root, "/tmp/pinio-sysfs-", 17) == 0)
+    if (root && strncmp(root, "/tmp/pinio-", 11) == 0 && strstr(root, "-sysfs-"))
         nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }

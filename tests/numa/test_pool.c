@@ -258,7 +258,8 @@ Test(pool, local_and_file_placement)
     pinio_pool_destroy(p);
 
     /* tmpfs: no device, so the pool falls back to the thread's node and says so. */
-    char shm[] = "/dev/shm/pinio-pool-XXXXXX";
+    char shm[256];
+    cr_assert_eq(t_tmpname("/dev/shm", "pool", shm, sizeof shm), 0);
     int fd = mkstemp(shm);
     cr_assert_geq(fd, 0);
     close(fd);

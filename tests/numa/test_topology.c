@@ -13,6 +13,7 @@
 #include "fake_sysfs.h"
 #include "numa/numa_internal.h"
 #include "pinio/numa.h"
+#include "tests/common/helpers.h"
 
 static const char *root;
 static pinio_topo *topo;
@@ -165,7 +166,8 @@ Test(topo_fake, file_through_fake_tree, .init = setup, .fini = teardown)
 {
     /* A real file whose real st_dev is described by the fake tree as a disk
      * on node 2: node_of_file must go stat -> dev/block -> numa_node. */
-    char path[] = "/tmp/pinio-topo-XXXXXX";
+    char path[256];
+    cr_assert_eq(t_tmpname("/tmp", "topo", path, sizeof path), 0);
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
     struct stat st;
@@ -278,7 +280,8 @@ Test(topo_real, this_machine)
 Test(topo_real, tmpfs_has_no_device)
 {
     unsetenv(PINIO_SYSFS_ROOT_ENV);
-    char path[] = "/dev/shm/pinio-topo-XXXXXX";
+    char path[256];
+    cr_assert_eq(t_tmpname("/dev/shm", "topo", path, sizeof path), 0);
     int fd = mkstemp(path);
     if (fd < 0)
         cr_skip_test("no /dev/shm on this machine");

@@ -1,5 +1,6 @@
 """Fixtures of the pinio Python tests: temporary folders under /var/tmp and
-/dev/shm named pinio-py-* (scripts/test fails on leftovers), removed after."""
+/dev/shm named pinio-RUN-py-* (RUN: the run's tag, as tests/common/helpers.h
+names it; scripts/test fails on leftovers with its tag), removed after."""
 import os
 import shutil
 import tempfile
@@ -7,8 +8,15 @@ import tempfile
 import pytest
 
 
+def run_tag():
+    """$PINIO_TEST_RUN (scripts/test's tag for this run) or one of this
+    process's own, as t_run() in tests/common/helpers.c."""
+    r = os.environ.get("PINIO_TEST_RUN", "")
+    return r if 1 <= len(r) <= 16 and r.isascii() and r.isalnum() else "p%d" % os.getpid()
+
+
 def _tmp(base):
-    d = tempfile.mkdtemp(prefix="pinio-py-", dir=base)
+    d = tempfile.mkdtemp(prefix="pinio-%s-py-" % run_tag(), dir=base)
     try:
         yield d
     finally:

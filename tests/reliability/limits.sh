@@ -8,8 +8,8 @@
 set -uo pipefail
 relia=$1 pinio=$2 noring=$3
 seed=4242
-work=$(mktemp -d /tmp/pinio-limits.XXXXXX)
-shm=$(mktemp -d /dev/shm/pinio-limits.XXXXXX)
+work=$(mktemp -d "/tmp/pinio-${PINIO_TEST_RUN:-p$$}-limits-XXXXXX")
+shm=$(mktemp -d "/dev/shm/pinio-${PINIO_TEST_RUN:-p$$}-limits-XXXXXX")
 mnt="" loopdev=""
 cleanup() {
   [ -n "$mnt" ] && umount "$mnt" 2>/dev/null

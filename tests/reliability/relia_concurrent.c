@@ -71,8 +71,8 @@ static void *worker(void *arg)
 
 int main(void)
 {
-    char tmpl[] = "/tmp/pinio-conc.XXXXXX", path[300];
-    if (relia_gen(tmpl, path, sizeof path, 2u << 20, 12, 2)) {
+    char tmpl[256], path[300];
+    if (relia_gen("conc", tmpl, path, sizeof path, 2u << 20, 12, 2)) {
         printf("concurrent: cannot generate the checkpoint\n");
         return 1;
     }

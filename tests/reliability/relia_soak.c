@@ -75,8 +75,8 @@ int main(void)
     long iters = e ? strtol(e, NULL, 10) : 100;
     if (iters < WARMUP + 1)
         iters = WARMUP + 1;
-    char tmpl[] = "/tmp/pinio-soak.XXXXXX", path[300];
-    if (relia_gen(tmpl, path, sizeof path, 6u << 20, 24, 3)) {
+    char tmpl[256], path[300];
+    if (relia_gen("soak", tmpl, path, sizeof path, 6u << 20, 24, 3)) {
         printf("soak: cannot generate the checkpoint\n");
         return 1;
     }

@@ -15,12 +15,12 @@
 #define RELIA_SEED 4242u
 
 /* Generates `size` bytes in `tensors` tensors over `shards` files under a new
- * directory made from `tmpl` (mkdtemp template); returns the checkpoint path
- * (the directory) in `out`, 0 on success. */
-static inline int relia_gen(char *tmpl, char *out, size_t cap, uint64_t size, size_t tensors,
-                            unsigned shards)
+ * directory "/tmp/pinio-<run>-<tag>-XXXXXX" (its path into `dir`, 256 bytes);
+ * returns the checkpoint path (the directory) in `out`, 0 on success. */
+static inline int relia_gen(const char *tag, char *tmpl, char *out, size_t cap, uint64_t size,
+                            size_t tensors, unsigned shards)
 {
-    if (!mkdtemp(tmpl))
+    if (t_tmpdir("/tmp", tag, tmpl, 256))
         return -1;
     snprintf(out, cap, "%s/ckpt", tmpl);
     static const pinio_dtype dts[] = { PINIO_DTYPE_BF16, PINIO_DTYPE_F32, PINIO_DTYPE_U8,

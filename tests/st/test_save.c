@@ -25,8 +25,7 @@
 static char *tmpdir(const char *base)
 {
     char *d = malloc(256);
-    snprintf(d, 256, "%s/pinio-save-XXXXXX", base);
-    cr_assert_not_null(mkdtemp(d));
+    cr_assert_eq(t_tmpdir(base, "save", d, 256), 0);
     return d;
 }
 

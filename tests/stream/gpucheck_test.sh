@@ -5,7 +5,7 @@
 # Usage: gpucheck_test.sh PATH_TO_PINIO PATH_TO_GPUCHECK   (PINIO_CUDA_LIB set by meson)
 set -u
 PINIO=$1 GPUCHECK=$2
-DIR=$(mktemp -d /var/tmp/pinio-gpucheck-XXXXXX) || exit 1
+DIR=$(mktemp -d "/var/tmp/pinio-${PINIO_TEST_RUN:-p$$}-gpucheck-XXXXXX") || exit 1
 trap 'rm -rf "$DIR"' EXIT
 fails=0
 "$PINIO" gen "$DIR/m.safetensors" --size 6M --tensors 20 --seed 11 --quiet || exit 1

@@ -8,7 +8,7 @@
 # Usage: load_device_test.sh PATH_TO_PINIO
 set -u
 PINIO=$1
-DIR=$(mktemp -d /var/tmp/pinio-loaddev-XXXXXX) || exit 1
+DIR=$(mktemp -d "/var/tmp/pinio-${PINIO_TEST_RUN:-p$$}-loaddev-XXXXXX") || exit 1
 trap 'rm -rf "$DIR"' EXIT
 . "$(dirname "$0")/cli_helpers.sh"
 

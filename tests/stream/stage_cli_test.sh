@@ -6,7 +6,7 @@
 # Usage: stage_cli_test.sh PATH_TO_PINIO
 set -u
 PINIO=$1
-DIR=$(mktemp -d /var/tmp/pinio-stage-XXXXXX) || exit 1
+DIR=$(mktemp -d "/var/tmp/pinio-${PINIO_TEST_RUN:-p$$}-stage-XXXXXX") || exit 1
 trap 'rm -rf "$DIR"' EXIT
 . "$(dirname "$0")/cli_helpers.sh"
 

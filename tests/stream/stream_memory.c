@@ -13,6 +13,7 @@
 #include "../common/check.h"
 #include "pinio/gen.h"
 #include "pinio/stream.h"
+#include "tests/common/helpers.h"
 
 #define SEED 7
 #define MiB ((uint64_t)1 << 20)
@@ -60,8 +61,8 @@ static int on_fragment(void *ctx, const pinio_sink_fragment *f)
 
 int main(void)
 {
-    char dir[] = "/var/tmp/pinio-stream-mem-XXXXXX";
-    if (!mkdtemp(dir)) {
+    char dir[64];
+    if (t_tmpdir("/var/tmp", "stream-mem", dir, sizeof dir)) {
         perror("mkdtemp");
         return 1;
     }

@@ -17,10 +17,11 @@
 #include "fake_cuda.h"
 #include "pinio/gen.h"
 #include "pinio/stream.h"
+#include "tests/common/helpers.h"
 
 #define SEED 5
 
-static char dir[] = "/var/tmp/pinio-cuda-XXXXXX";
+static char dir[64];
 static char path[128];
 static void *fake;
 static fake_stats_fn stats;
@@ -31,7 +32,7 @@ static void setup(void)
      * not leave the folder behind. */
     stats = fake_gpu_load("PINIO_CUDA_LIB", &fake);
     cr_assert_not_null(stats, "PINIO_CUDA_LIB names the test driver");
-    cr_assert_not_null(mkdtemp(dir));
+    cr_assert_eq(t_tmpdir("/var/tmp", "cuda", dir, sizeof dir), 0);
     snprintf(path, sizeof(path), "%s/m.safetensors", dir);
     pinio_gen_opts g;
     pinio_gen_opts_default(&g);
@@ -96,8 +97,8 @@ static void expect_failure(const char *inject, int code, const char *words)
 Test(cuda, no_driver_is_one_clear_line)
 {
     setenv("PINIO_CUDA_LIB", "/var/tmp/pinio-no-such-dir/libcuda.so.1", 1);
-    char d2[] = "/var/tmp/pinio-cuda-nodrv-XXXXXX";
-    cr_assert_not_null(mkdtemp(d2));
+    char d2[64];
+    cr_assert_eq(t_tmpdir("/var/tmp", "cuda-nodrv", d2, sizeof d2), 0);
     snprintf(path, sizeof(path), "%s/m.safetensors", d2);
     pinio_gen_opts g;
     pinio_gen_opts_default(&g);

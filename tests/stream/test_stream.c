@@ -21,10 +21,11 @@
 #include "fake_cuda.h"
 #include "pinio/gen.h"
 #include "pinio/stream.h"
+#include "tests/common/helpers.h"
 
 #define SEED 41
 
-static char dir[] = "/var/tmp/pinio-stream-XXXXXX";
+static char dir[64];
 static char src[160], dst[160];
 
 static void gen(const char *out, unsigned shards, uint64_t size, size_t tensors)
@@ -43,7 +44,7 @@ static void gen(const char *out, unsigned shards, uint64_t size, size_t tensors)
 
 static void setup(void)
 {
-    cr_assert_not_null(mkdtemp(dir));
+    cr_assert_eq(t_tmpdir("/var/tmp", "stream", dir, sizeof dir), 0);
     snprintf(dst, sizeof(dst), "%s/out", dir);
     cr_assert_eq(mkdir(dst, 0755), 0);
 }
@@ -505,8 +506,8 @@ Test(stream, file_sink_refuses_existing_target_and_leaves_nothing, .init = setup
 Test(stream, file_sink_missing_directory)
 {
     pinio_sink_file_cfg fc = { .dir = "/var/tmp/pinio-stream-no-such-dir" };
-    char p[] = "/var/tmp/pinio-stream-src-XXXXXX";
-    cr_assert_not_null(mkdtemp(p));
+    char p[64];
+    cr_assert_eq(t_tmpdir("/var/tmp", "stream-src", p, sizeof p), 0);
     char path[128];
     snprintf(path, sizeof(path), "%s/m.safetensors", p);
     gen(path, 1, 256u << 10, 2);

@@ -4,7 +4,7 @@
 # one table row per cell. usage: bench_cli_test.sh PINIO
 set -u
 pinio=$1
-dir=$(mktemp -d /var/tmp/pinio-bench-cli-XXXXXX)
+dir=$(mktemp -d "/var/tmp/pinio-${PINIO_TEST_RUN:-p$$}-bench-cli-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 fail=0
 f="$dir/data"

@@ -7,7 +7,7 @@
 # run, --size split between them. usage: bench_jobfile_test.sh PINIO JOBS_DIR
 set -u
 pinio=$1 jobs=$2
-dir=$(mktemp -d /var/tmp/pinio-jobcli-XXXXXX)
+dir=$(mktemp -d "/var/tmp/pinio-${PINIO_TEST_RUN:-p$$}-jobcli-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 fail=0
 

@@ -6,7 +6,7 @@
 # with rw=randtrim runs. usage: bench_trim_test.sh PINIO
 set -u
 pinio=$1
-dir=$(mktemp -d /var/tmp/pinio-bench-trim-XXXXXX)
+dir=$(mktemp -d "/var/tmp/pinio-${PINIO_TEST_RUN:-p$$}-bench-trim-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 fail=0
 f="$dir/data"

@@ -9,7 +9,7 @@
 # one-line errors. usage: doctor_test.sh PINIO
 set -u
 pinio=$1
-dir=$(mktemp -d /var/tmp/pinio-doctor-XXXXXX)
+dir=$(mktemp -d "/var/tmp/pinio-${PINIO_TEST_RUN:-p$$}-doctor-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 fail=0
 FAIL() { echo "FAIL: $*"; fail=1; }

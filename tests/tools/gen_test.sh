@@ -8,7 +8,7 @@
 # usage errors. usage: gen_test.sh PINIO
 set -u
 pinio=$1
-dir=$(mktemp -d /var/tmp/pinio-gen-XXXXXX)
+dir=$(mktemp -d "/var/tmp/pinio-${PINIO_TEST_RUN:-p$$}-gen-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 fail=0
 FAIL() { echo "FAIL: $*"; fail=1; }

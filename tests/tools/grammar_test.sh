@@ -7,7 +7,7 @@
 # usage: grammar_test.sh PINIO
 set -u
 PINIO=$1
-DIR=$(mktemp -d /var/tmp/pinio-grammar-XXXXXX) || exit 1
+DIR=$(mktemp -d "/var/tmp/pinio-${PINIO_TEST_RUN:-p$$}-grammar-XXXXXX") || exit 1
 SHM=
 trap 'rm -rf "$DIR" $SHM' EXIT
 fails=0
@@ -72,7 +72,7 @@ has "$DIR/out" "model-00002-of-00002.safetensors" "and its shards' headers"
 
 # --cache cold on tmpfs: nothing to drop, and the summary says so.
 if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
-    SHM=/dev/shm/pinio-grammar-$$.safetensors
+    SHM=/dev/shm/pinio-${PINIO_TEST_RUN:-p$$}-grammar-$$.safetensors
     cp "$M" "$SHM"
     check 0 "load --cache cold on tmpfs" "$PINIO" load --cache cold "$SHM"
     has "$DIR/out" "no cache to drop" "tmpfs: nothing to drop"

@@ -12,7 +12,7 @@ HERE=$(dirname "$0")
 [ -x /usr/bin/python3 ] || { echo "SKIP: no /usr/bin/python3"; exit 77; }
 /usr/bin/python3 -c 'import jsonschema' 2>/dev/null ||
     { echo "FAIL: python3-jsonschema is missing (scripts/bootstrap installs it)"; exit 1; }
-DIR=$(mktemp -d /var/tmp/pinio-json-XXXXXX) || exit 1
+DIR=$(mktemp -d "/var/tmp/pinio-${PINIO_TEST_RUN:-p$$}-json-XXXXXX") || exit 1
 trap 'rm -rf "$DIR"' EXIT
 fails=0
 n=0

@@ -6,7 +6,7 @@
 set -u
 PINIO=$1
 [ -c /dev/full ] || { echo "SKIP: no /dev/full"; exit 77; }
-DIR=$(mktemp -d /var/tmp/pinio-out-XXXXXX) || exit 1
+DIR=$(mktemp -d "/var/tmp/pinio-${PINIO_TEST_RUN:-p$$}-out-XXXXXX") || exit 1
 trap 'rm -rf "$DIR"' EXIT
 fails=0
 M=$DIR/m.safetensors

@@ -7,7 +7,7 @@
 set -uo pipefail
 plot=${1:?usage: plot_test.sh scripts/plot}
 command -v gnuplot >/dev/null || { echo "SKIP: gnuplot not installed"; exit 77; }
-tmp=$(mktemp -d /dev/shm/pinio-plot-test-XXXXXX) || exit 1
+tmp=$(mktemp -d "/dev/shm/pinio-${PINIO_TEST_RUN:-p$$}-plot-test-XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 fails=0
 ok() { echo "ok: $*"; }

@@ -4,7 +4,7 @@
 # Usage: st_cli_test.sh PATH_TO_PINIO
 set -u
 PINIO=$1
-DIR=$(mktemp -d /tmp/pinio-cli-XXXXXX) || exit 1
+DIR=$(mktemp -d "/tmp/pinio-${PINIO_TEST_RUN:-p$$}-cli-XXXXXX") || exit 1
 trap 'rm -rf "$DIR"' EXIT
 fails=0
 . "$(dirname "$0")/../common/cli.sh"

@@ -10,10 +10,11 @@
 #include <unistd.h>
 
 #include "bench_jobfile.h"
+#include "tests/common/helpers.h"
 
 static bench_jobfile jf;
 static char err[512];
-static char tmp[64];
+static char tmp[128];
 
 static void teardown(void)
 {
@@ -53,10 +54,10 @@ static int parse_fixture(const char *name)
     return bench_jobfile_parse(path, &jf, err, sizeof err);
 }
 
-/* Writes `text` to a fresh /dev/shm/pinio-jobfile-* file (removed by teardown) and parses it. */
+/* Writes `text` to a fresh /dev/shm/pinio-RUN-jobfile-* file (removed by teardown) and parses it. */
 static int parse_text(const char *text)
 {
-    strcpy(tmp, "/dev/shm/pinio-jobfile-XXXXXX");
+    cr_assert_eq(t_tmpname("/dev/shm", "jobfile", tmp, sizeof tmp), 0);
     int fd = mkstemp(tmp);
     cr_assert_geq(fd, 0);
     size_t n = strlen(text);

@@ -5,7 +5,7 @@
 # usage: usage_test.sh PINIO
 set -u
 PINIO=$1
-DIR=$(mktemp -d /var/tmp/pinio-usage-XXXXXX) || exit 1
+DIR=$(mktemp -d "/var/tmp/pinio-${PINIO_TEST_RUN:-p$$}-usage-XXXXXX") || exit 1
 trap 'rm -rf "$DIR"' EXIT
 fails=0
 

@@ -28,8 +28,7 @@ static inline int t_make_file(const char *dir, uint64_t size, uint64_t seed, cha
 static inline int t_make_sparse(const char *dir, uint64_t size, const uint64_t *at, size_t nblk,
                                 char *path, size_t n)
 {
-    snprintf(path, n, "%s/pinio-sparse-XXXXXX", dir);
-    int fd = mkstemp(path);
+    int fd = t_tmpname(dir, "sparse", path, n) ? -1 : mkstemp(path);
     if (fd < 0)
         return -errno;
     int ret = 0;

@@ -437,8 +437,8 @@ Test(api, bad_arguments)
  * O_NONBLOCK and would hand -EAGAIN back for a read that waits for the disk. */
 Test(api, fifo_refused_without_blocking, .timeout = 20)
 {
-    char dir[] = "/var/tmp/pinio-fifo-XXXXXX", fifo[64];
-    cr_assert_not_null(mkdtemp(dir));
+    char dir[256], fifo[300];
+    cr_assert_eq(t_tmpdir("/var/tmp", "fifo", dir, sizeof dir), 0);
     snprintf(fifo, sizeof fifo, "%s/f.safetensors", dir);
     cr_assert_eq(mkfifo(fifo, 0600), 0);
     pinio_ring *r;
