@@ -4,7 +4,7 @@
 set -euo pipefail
 src=$1
 check=$src/scripts/check-circles
-work=$(mktemp -d /tmp/pinio-circles.XXXXXX)
+work=$(mktemp -d /tmp/pinio-${PINIO_TEST_RUN:-p$$}-circles-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cp -r "$src/src" "$src/numa" "$src/uring" "$src/tools" "$work/"
 "$check" "$work" >/dev/null || { echo "FAIL: the untouched copy is not clean"; "$check" "$work"; exit 1; }

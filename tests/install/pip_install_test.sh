@@ -26,7 +26,7 @@ fi
 if ! $PY -m pip --version >/dev/null 2>&1; then
     echo "SKIP: $PY has no pip (Debian: python3-pip; scripts/bootstrap installs it)"; exit 77
 fi
-T=$(mktemp -d /var/tmp/pinio-install-XXXXXX) || exit 1
+T=$(mktemp -d /var/tmp/pinio-${PINIO_TEST_RUN:-p$$}-install-XXXXXX) || exit 1
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }

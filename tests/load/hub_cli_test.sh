@@ -7,7 +7,7 @@
 # Usage: hub_cli_test.sh PATH_TO_PINIO
 set -u
 PINIO=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") # absolute: one check runs elsewhere
-DIR=$(mktemp -d /var/tmp/pinio-hubcli-XXXXXX) || exit 1
+DIR=$(mktemp -d /var/tmp/pinio-${PINIO_TEST_RUN:-p$$}-hubcli-XXXXXX) || exit 1
 trap 'rm -rf "$DIR"' EXIT
 fails=0
 . "$(dirname "$0")/../common/cli.sh"

@@ -6,7 +6,7 @@
 # Usage: split_cli_test.sh PATH_TO_PINIO
 set -u
 PINIO=$1
-DIR=$(mktemp -d /var/tmp/pinio-splitcli-XXXXXX) || exit 1
+DIR=$(mktemp -d /var/tmp/pinio-${PINIO_TEST_RUN:-p$$}-splitcli-XXXXXX) || exit 1
 trap 'rm -rf "$DIR"' EXIT
 fails=0
 . "$(dirname "$0")/../common/cli.sh"

@@ -11,7 +11,7 @@
 set -u
 pinio=$1; n=$2; shift 2
 fails=0
-DIR=$(mktemp -d /var/tmp/pinio-mpicliv-XXXXXX) || { echo "FAIL: mktemp"; exit 1; }
+DIR=$(mktemp -d /var/tmp/pinio-${PINIO_TEST_RUN:-p$$}-mpicliv-XXXXXX) || { echo "FAIL: mktemp"; exit 1; }
 trap 'rm -rf "$DIR"' EXIT
 . "$(dirname "$0")/../common/cli.sh"
 last=$((n - 1))

@@ -20,7 +20,7 @@ set -u
 API=$1 SRC=$2 PINIO=$3
 shift 3
 [ $# -gt 0 ] || set -- cc
-DIR=$(mktemp -d /var/tmp/pinio-gpuabi-XXXXXX) || exit 1
+DIR=$(mktemp -d /var/tmp/pinio-${PINIO_TEST_RUN:-p$$}-gpuabi-XXXXXX) || exit 1
 trap 'rm -rf "$DIR"' EXIT
 . "$(dirname "$0")/cli_helpers.sh"
 # Each pinio run is bounded: a driver that hangs without a GPU is a failure.

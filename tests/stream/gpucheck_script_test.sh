@@ -8,7 +8,7 @@
 # Usage: gpucheck_script_test.sh SOURCE_ROOT BUILD_ROOT
 set -u
 SRC=$1 BUILD=$2
-DIR=$(mktemp -d /var/tmp/pinio-gpucheckscript-XXXXXX) || exit 1
+DIR=$(mktemp -d /var/tmp/pinio-${PINIO_TEST_RUN:-p$$}-gpucheckscript-XXXXXX) || exit 1
 trap 'rm -rf "$DIR"' EXIT
 . "$(dirname "$0")/cli_helpers.sh"
 mkdir "$DIR/ck"

@@ -8,7 +8,7 @@
 # Usage: scripts_help_test.sh SOURCE_ROOT
 set -u
 SRC=$1
-DIR=$(mktemp -d /var/tmp/pinio-scripthelp-XXXXXX) || exit 1
+DIR=$(mktemp -d /var/tmp/pinio-${PINIO_TEST_RUN:-p$$}-scripthelp-XXXXXX) || exit 1
 trap 'rm -rf "$DIR"' EXIT
 . "$(dirname "$0")/cli_helpers.sh"
 cd "$SRC" || exit 1

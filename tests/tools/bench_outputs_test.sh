@@ -12,7 +12,7 @@
 # usage: bench_outputs_test.sh PINIO
 set -u
 pinio=$1
-dir=$(mktemp -d /var/tmp/pinio-bench-out-XXXXXX)
+dir=$(mktemp -d /var/tmp/pinio-${PINIO_TEST_RUN:-p$$}-bench-out-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 fail=0
 f="$dir/data"
