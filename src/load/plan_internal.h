@@ -89,6 +89,15 @@ int pinio__file_id_at(const char *path, pinio__file_id *id);
 /* select.c: the index allowlist, then the filters, then one name per
  * tensor across files. Fills p->tensors (dest_offset still 0). */
 bool pinio__filter_match(const char *const *filters, size_t n, const char *name, size_t len);
+/* The same match for many names: the filters prepared once (the literal
+ * ones sorted; `filters` must outlive the set). */
+typedef struct pinio__filters {
+    const char **lit, **glob;
+    size_t nlit, nglob, n;
+} pinio__filters;
+int pinio__filters_prepare(pinio__filters *fs, const char *const *filters, size_t n);
+bool pinio__filters_match(const pinio__filters *fs, const char *name, size_t len);
+void pinio__filters_free(pinio__filters *fs);
 int pinio__select(pinio_plan *p, const char *const *filters, size_t nfilters, pinio_diag *diag);
 
 /* slice.c: each selected tensor's slice, from `o`'s slices and split
