@@ -26,6 +26,7 @@ What differs from upstream, and why:
   silently ignores them.
 - Metadata keys are written in the dict's order (upstream's is a hash map's).
 """
+import bisect as _bisect
 import errno as _errno
 import operator as _operator
 import os as _os
@@ -257,7 +258,7 @@ class safe_open:
 
     def _load(self, names=None):
         """A Checkpoint of `names` (None: all), read in one engine run."""
-        filters = None if names is None else [_exact_pattern(n) for n in names]
+        filters = None if names is None else [self._filter_for(n) for n in names]
         try:
             # hot files mapped private, as upstream maps them (writable,
             # copy-on-write), cold ones read pinned with O_DIRECT
@@ -316,13 +317,25 @@ class safe_open:
         self._window = ck
         return ck[name]
 
+    def _filter_for(self, name):
+        """The filter selecting `name` alone. A name no other name extends
+        with a '.' is its own filter: the library matches plain names by
+        lookup, where a glob costs an fnmatch per tensor per pattern (a
+        window of thousands of names in a 20,000-tensor file took 18 s)."""
+        child = name + "."
+        i = _bisect.bisect_left(self._sorted, child)
+        extended = i < len(self._sorted) and self._sorted[i].startswith(child)
+        if extended or name.endswith(".") or any(c in "*?[" for c in name):
+            return _exact_pattern(name)
+        return name
+
     def _nbytes(self, name):
         t = self._info[name]
         return t[4] - t[3]
 
     def _to_device(self, names=None):
         """{name: tensor} of `names` (None: all) streamed to the device."""
-        filters = None if names is None else [_exact_pattern(n) for n in names]
+        filters = None if names is None else [self._filter_for(n) for n in names]
         try:
             tensors, rep = _pinio_pkg.load_to_device(
                 [self._fdpath], filters, self._device, allocator=self._allocator,
