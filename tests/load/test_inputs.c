@@ -226,7 +226,7 @@ static void hub_tree(const char *cache, char *snap, size_t n)
     snprintf(model, sizeof(model), "%s/models--org--tiny", cache);
     snprintf(src, sizeof(src), "%s/src", dir);
     gen(src, 3, 9);
-    const char *subs[] = { "", "/blobs", "/refs", "/snapshots", "/snapshots/" COMMIT };
+    const char *subs[] = { "", "/blobs", "/refs", "/snapshots", ("/snapshots/" COMMIT) };
     cr_assert_eq(mkdir(cache, 0755) == 0 || errno == EEXIST, 1);
     for (size_t i = 0; i < 5; i++) {
         snprintf(p, sizeof(p), "%s%s", model, subs[i]);
@@ -268,7 +268,7 @@ Test(inputs, a_hub_snapshot_loads_by_folder_index_and_repo_id, .init = setup, .f
     unsetenv("HUGGINGFACE_HUB_CACHE");
     unsetenv("XDG_CACHE_HOME");
     cr_assert_eq(setenv("HF_HOME", dir, 1), 0); /* HF_HOME/hub */
-    const char *ids[] = { "org/tiny", "org/tiny@main", "org/tiny@" COMMIT };
+    const char *ids[] = { "org/tiny", "org/tiny@main", ("org/tiny@" COMMIT) };
     for (size_t i = 0; i < 3; i++) {
         const char *id = ids[i];
         pinio_checkpoint *cp = NULL;
