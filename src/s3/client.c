@@ -1,0 +1,752 @@
+/*
+ * The S3 client: requests through libcurl's multi interface.
+ *
+ *   pinio__s3_get_ranges()  n transfers, at most `concurrency` in flight on
+ *       one multi handle (its connection cache keeps the connections alive
+ *       between transfers: a range after the first costs no handshake);
+ *       each transfer signed afresh per attempt (the signature carries the
+ *       time), its response checked header by header as it arrives and as
+ *       a whole when done, then accepted, retried later, or the end of the
+ *       call.
+ *
+ * Why every response is checked: a proxy or a store that answers a range
+ * with another range, the whole object (200) or fewer bytes than it
+ * announced would otherwise put the wrong bytes at the right offset, and
+ * the header validated at plan time would describe bytes that are not
+ * there. Content-Range must be exactly the range asked for, of the total
+ * size first seen; the body exactly its length; the ETag the one pinned by
+ * If-Match (a store that ignores If-Match still cannot mix versions).
+ *
+ * Retries (the AWS SDKs' "standard" mode, in spirit): 5xx, 429, SlowDown /
+ * RequestTimeout, timeouts, resets and short bodies are retried after a
+ * full-jitter exponential backoff (a random wait under base * 2^attempt,
+ * capped), at least the server's Retry-After; bounded in count and in time
+ * per request. 403, 404, 412 and malformed requests are not retried: they
+ * do not get better.
+ *
+ * Secrets: the signed header lines (Authorization, the session token) live
+ * in the request only while it is in flight and are never formatted into a
+ * message; libcurl's verbose output is never enabled.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "src/base/clock.h"
+#include "src/s3/client.h"
+#include "src/s3/standin.h"
+
+struct pinio__s3 {
+    pinio__s3_cfg *cfg;
+    pinio__s3_opts o;
+    CURLM *multi;
+    CURL **idle;               /* easy handles kept for reuse */
+    size_t nidle;
+    pinio__s3_stats st;
+    uint64_t rng;              /* the jitter's xorshift state */
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+/* curl_global_init once per process; libcurl >= 7.84 makes it thread-safe,
+ * the once keeps older ones right too. Never cleaned up: another user of
+ * libcurl in the process may still need it. */
+static void curl_init(void)
+{
+    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static void opts_fill(pinio__s3_opts *o, const pinio__s3_opts *in)
+{
+    memset(o, 0, sizeof(*o));
+    if (in)
+        *o = *in;
+    if (!o->concurrency)
+        o->concurrency = 16;
+    if (!o->max_retries)
+        o->max_retries = 10;
+    if (!(o->retry_seconds > 0))
+        o->retry_seconds = 120;
+    if (!(o->backoff_base > 0))
+        o->backoff_base = 0.1;
+    if (!(o->backoff_max > 0))
+        o->backoff_max = 20;
+    if (!o->connect_timeout_s)
+        o->connect_timeout_s = 10;
+    if (!o->stall_timeout_s)
+        o->stall_timeout_s = 30;
+}
+
+int pinio__s3_open(pinio__s3 **out, const pinio__s3_opts *opts, pinio_diag *diag)
+{
+    *out = NULL;
+    pthread_once(&curl_once, curl_init);
+    if (curl_init_rc != CURLE_OK) {
+        pinio_diag_set(diag, -EIO, "libcurl failed to initialise: %s",
+                       curl_easy_strerror(curl_init_rc));
+        return -EIO;
+    }
+    pinio__s3 *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    opts_fill(&c->o, opts);
+    int rc = pinio__s3_cfg_load(&c->cfg, diag);
+    if (rc < 0) {
+        free(c);
+        return rc;
+    }
+    c->idle = calloc(c->o.concurrency, sizeof(*c->idle));
+    c->multi = curl_multi_init();
+    if (!c->idle || !c->multi) {
+        pinio__s3_close(c);
+        return -ENOMEM;
+    }
+    /* One connection per request in flight, and as many kept alive between
+     * calls: the plan's header reads warm the connections the data uses. */
+    curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)c->o.concurrency);
+    curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, (long)c->o.concurrency);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    c->rng = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ (uintptr_t)c ^ 0x9e3779b97f4a7c15ull;
+    *out = c;
+    return 0;
+}
+
+void pinio__s3_close(pinio__s3 *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->nidle; i++)
+        curl_easy_cleanup(c->idle[i]);
+    free(c->idle);
+    if (c->multi)
+        curl_multi_cleanup(c->multi);
+    pinio__s3_cfg_free(c->cfg);
+    free(c);
+}
+
+int pinio__s3_set_concurrency(pinio__s3 *c, unsigned n)
+{
+    if (!n || n == c->o.concurrency)
+        return 0;
+    while (c->nidle > n)
+        curl_easy_cleanup(c->idle[--c->nidle]);
+    CURL **ni = realloc(c->idle, n * sizeof(*ni));
+    if (!ni)
+        return -ENOMEM;
+    c->idle = ni;
+    c->o.concurrency = n;
+    curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)n);
+    curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, (long)n);
+    return 0;
+}
+
+void pinio__s3_get_stats(const pinio__s3 *c, pinio__s3_stats *out)
+{
+    *out = c->st;
+}
+
+const char *pinio__s3_endpoint(const pinio__s3 *c)
+{
+    return pinio__s3_cfg_endpoint(c->cfg);
+}
+
+double pinio__s3_backoff(const pinio__s3_opts *o, unsigned attempt, double retry_after, double u)
+{
+    double cap = o->backoff_base * ldexp(1.0, (int)(attempt < 30 ? attempt : 30));
+    if (cap > o->backoff_max)
+        cap = o->backoff_max;
+    double w = u * cap;
+    if (retry_after > w)
+        w = retry_after < o->backoff_max ? retry_after : o->backoff_max;
+    return w;
+}
+
+static double uniform(pinio__s3 *c)
+{
+    uint64_t x = c->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    c->rng = x;
+    return (double)(x >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static bool parse_u64(const char *s, const char **end, uint64_t *v)
+{
+    uint64_t r = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (r > (UINT64_MAX - 9) / 10)
+            return false;
+        r = r * 10 + (uint64_t)(*p - '0');
+    }
+    if (p == s)
+        return false;
+    *v = r;
+    *end = p;
+    return true;
+}
+
+bool pinio__s3_content_range(const char *v, uint64_t *a, uint64_t *b, uint64_t *total)
+{
+    const char *p;
+    if (strncasecmp(v, "bytes ", 6) != 0)
+        return false;
+    if (!parse_u64(v + 6, &p, a) || *p != '-' || !parse_u64(p + 1, &p, b) || *p != '/' || *b < *a)
+        return false;
+    if (p[1] == '*' && p[2] == '\0') {
+        *total = UINT64_MAX;
+        return true;
+    }
+    return parse_u64(p + 1, &p, total) && *p == '\0' && *b < *total;
+}
+
+/* ---- one transfer ------------------------------------------------------ */
+
+enum { X_WAIT, X_ACTIVE, X_DONE };
+
+typedef struct xfer {
+    /* the request */
+    const char *method;         /* "GET" or "HEAD" */
+    const char *bucket, *key;
+    const pinio__s3_param *query;
+    size_t nquery;
+    const char *etag;           /* If-Match, NULL: none */
+    bool ranged;
+    uint64_t off, len, size;    /* ranged: the range and the object's size */
+    uint8_t *dst;               /* ranged: len bytes */
+    size_t max;                 /* whole body: at most this many bytes */
+    size_t tag;
+    /* the whole body (not ranged), malloc'ed */
+    char *body;
+    size_t blen, bcap;
+    /* the response of the current attempt */
+    long status;
+    uint64_t got, clen;
+    bool have_clen, have_cr, overflow;
+    char cr[96];
+    char etag_got[128];
+    double retry_after;
+    char err[512];              /* an error response's body, the start of it */
+    size_t errlen;
+    /* the attempts */
+    unsigned attempts;
+    double t_first, not_before;
+    int state;
+    CURL *h;
+    struct curl_slist *hl;
+    pinio__s3_req req;
+} xfer;
+
+static void trim(const char **s, size_t *n)
+{
+    while (*n && (**s == ' ' || **s == '\t')) {
+        (*s)++;
+        (*n)--;
+    }
+    while (*n && ((*s)[*n - 1] == '\r' || (*s)[*n - 1] == '\n' || (*s)[*n - 1] == ' '))
+        (*n)--;
+}
+
+static void copy_val(char *dst, size_t cap, const char *v, size_t n)
+{
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(dst, v, n);
+    dst[n] = '\0';
+}
+
+static void response_reset(xfer *x)
+{
+    x->status = 0;
+    x->got = x->clen = 0;
+    x->have_clen = x->have_cr = x->overflow = false;
+    x->cr[0] = x->etag_got[0] = '\0';
+    x->retry_after = -1;
+    x->errlen = 0;
+    x->err[0] = '\0';
+    x->blen = 0;
+}
+
+static size_t on_header(char *p, size_t sz, size_t nm, void *ud)
+{
+    xfer *x = ud;
+    size_t n = sz * nm;
+    const char *s = p;
+    if (n >= 5 && strncmp(s, "HTTP/", 5) == 0) {
+        /* A new response (after a 100 Continue, say): forget the last. */
+        response_reset(x);
+        const char *sp = memchr(s, ' ', n);
+        if (sp)
+            x->status = strtol(sp + 1, NULL, 10);
+        return n;
+    }
+    const char *colon = memchr(s, ':', n);
+    if (!colon)
+        return n;
+    size_t kl = (size_t)(colon - s), vl = n - kl - 1;
+    const char *v = colon + 1;
+    trim(&v, &vl);
+#define IS(name) (kl == sizeof(name) - 1 && strncasecmp(s, name, kl) == 0)
+    if (IS("content-range")) {
+        copy_val(x->cr, sizeof(x->cr), v, vl);
+        x->have_cr = true;
+    } else if (IS("content-length")) {
+        char tmp[32];
+        const char *e;
+        copy_val(tmp, sizeof(tmp), v, vl);
+        x->have_clen = parse_u64(tmp, &e, &x->clen) && *e == '\0';
+    } else if (IS("etag")) {
+        copy_val(x->etag_got, sizeof(x->etag_got), v, vl);
+    } else if (IS("retry-after")) {
+        /* Seconds only; an HTTP date is taken as "soon" (the backoff). */
+        char tmp[32];
+        copy_val(tmp, sizeof(tmp), v, vl);
+        char *e;
+        double r = strtod(tmp, &e);
+        if (e != tmp && *e == '\0' && r >= 0)
+            x->retry_after = r;
+    }
+#undef IS
+    return n;
+}
+
+static size_t on_body(char *p, size_t sz, size_t nm, void *ud)
+{
+    xfer *x = ud;
+    size_t n = sz * nm;
+    if (x->status < 200 || x->status > 299) {
+        size_t k = sizeof(x->err) - 1 - x->errlen;
+        if (k > n)
+            k = n;
+        memcpy(x->err + x->errlen, p, k);
+        x->errlen += k;
+        x->err[x->errlen] = '\0';
+        return n;
+    }
+    if (x->ranged) {
+        if (x->got + n > x->len) {
+            x->overflow = true;
+            return 0; /* stops the transfer: CURLE_WRITE_ERROR */
+        }
+        memcpy(x->dst + x->got, p, n);
+        x->got += n;
+        return n;
+    }
+    if (x->blen + n > x->max) {
+        x->overflow = true;
+        return 0;
+    }
+    if (x->blen + n + 1 > x->bcap) {
+        size_t cap = x->bcap ? x->bcap : 64 << 10;
+        while (cap < x->blen + n + 1)
+            cap *= 2;
+        char *nb = realloc(x->body, cap);
+        if (!nb)
+            return 0;
+        x->body = nb;
+        x->bcap = cap;
+    }
+    memcpy(x->body + x->blen, p, n);
+    x->blen += n;
+    x->body[x->blen] = '\0';
+    x->got = x->blen;
+    return n;
+}
+
+static CURL *handle_take(pinio__s3 *c)
+{
+    if (c->nidle)
+        return c->idle[--c->nidle];
+    return curl_easy_init();
+}
+
+static void handle_give(pinio__s3 *c, CURL *h)
+{
+    if (c->nidle < c->o.concurrency) {
+        curl_easy_reset(h);
+        c->idle[c->nidle++] = h;
+    } else {
+        curl_easy_cleanup(h);
+    }
+}
+
+/* Drops what an attempt held: the handle, the header list, the signed
+ * request (its lines hold the credentials). */
+static void attempt_end(pinio__s3 *c, xfer *x)
+{
+    if (x->h) {
+        curl_multi_remove_handle(c->multi, x->h);
+        handle_give(c, x->h);
+        x->h = NULL;
+    }
+    curl_slist_free_all(x->hl);
+    x->hl = NULL;
+    pinio__s3_req_free(&x->req);
+}
+
+static int start(pinio__s3 *c, xfer *x, pinio_diag *diag)
+{
+    char range[80], ifm[160];
+    const char *extra[2];
+    size_t nextra = 0;
+    if (x->ranged) {
+        snprintf(range, sizeof(range), "Range: bytes=%llu-%llu", (unsigned long long)x->off,
+                 (unsigned long long)(x->off + x->len - 1));
+        extra[nextra++] = range;
+    }
+    if (x->etag && *x->etag) {
+        snprintf(ifm, sizeof(ifm), "If-Match: %s", x->etag);
+        extra[nextra++] = ifm;
+    }
+    int rc = pinio__s3_sign(c->cfg, x->method, x->bucket, x->key, x->query, x->nquery, extra,
+                            nextra, time(NULL), &x->req, diag);
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < x->req.nheaders; i++) {
+        struct curl_slist *l = curl_slist_append(x->hl, x->req.headers[i]);
+        if (!l)
+            return -ENOMEM;
+        x->hl = l;
+    }
+    /* curl adds "Accept: * / *" by default; an empty value removes it. */
+    struct curl_slist *l = curl_slist_append(x->hl, "Accept:");
+    if (!l)
+        return -ENOMEM;
+    x->hl = l;
+    CURL *h = x->h = handle_take(c);
+    if (!h)
+        return -ENOMEM;
+    curl_easy_setopt(h, CURLOPT_URL, x->req.url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, x->hl);
+    curl_easy_setopt(h, CURLOPT_PRIVATE, x);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+    if (strcmp(x->method, "HEAD") == 0)
+        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L); /* the signer's path is the one sent */
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, c->o.connect_timeout_s);
+    /* A stalled connection (a store that stops sending mid-body) is a
+     * failure to retry, not a hang: under 1 byte/s for stall_timeout_s. */
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, c->o.stall_timeout_s);
+    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L << 10);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    response_reset(x);
+    if (!x->attempts++)
+        x->t_first = pinio__now_s();
+    c->st.requests++;
+    if (curl_multi_add_handle(c->multi, h) != CURLM_OK)
+        return -ENOMEM;
+    x->state = X_ACTIVE;
+    return 0;
+}
+
+/* The <Code> of an S3 error body, into `out` ("" when none). */
+static void error_code(const xfer *x, char *out, size_t cap)
+{
+    out[0] = '\0';
+    const char *a = strstr(x->err, "<Code>");
+    const char *b = a ? strstr(a, "</Code>") : NULL;
+    if (!a || !b)
+        return;
+    a += 6;
+    size_t n = (size_t)(b - a);
+    for (size_t i = 0; i < n; i++) /* a store's word, shown in our one-line message */
+        if (a[i] < 0x21 || a[i] > 0x7e)
+            return;
+    copy_val(out, cap, a, n);
+}
+
+/* What the finished attempt means: 0 accepted; 1 retry; < 0 the error
+ * (diag filled). `why` gets the reason of a retry. */
+static int judge(xfer *x, CURLcode cc, char *why, size_t wn, pinio_diag *diag)
+{
+    char url[1200];
+    snprintf(url, sizeof(url), "s3://%s/%s", x->bucket, x->key);
+    uint64_t at = x->ranged ? x->off : PINIO_DIAG_NO_OFFSET;
+    char code[64];
+    error_code(x, code, sizeof(code));
+    if (cc != CURLE_OK) {
+        if (x->overflow && x->ranged) {
+            snprintf(why, wn, "the response to bytes %llu-%llu is longer than the range",
+                     (unsigned long long)x->off, (unsigned long long)(x->off + x->len - 1));
+            return 1;
+        }
+        if (x->overflow) {
+            pinio_diag_set_at(diag, -EFBIG, url, at, "larger than %zu bytes: refused", x->max);
+            return -EFBIG;
+        }
+        switch (cc) {
+        case CURLE_OPERATION_TIMEDOUT:
+        case CURLE_RECV_ERROR:
+        case CURLE_SEND_ERROR:
+        case CURLE_COULDNT_CONNECT:
+        case CURLE_PARTIAL_FILE:
+        case CURLE_GOT_NOTHING:
+        case CURLE_HTTP2:
+        case CURLE_HTTP2_STREAM:
+        case CURLE_SSL_CONNECT_ERROR:
+            snprintf(why, wn, "%s", curl_easy_strerror(cc));
+            return 1;
+        default:
+            pinio_diag_set_at(diag, -EIO, url, at, "%s (%s)", curl_easy_strerror(cc),
+                              x->method);
+            return -EIO;
+        }
+    }
+    long st = x->status;
+    if (st >= 200 && st <= 299) {
+        if (x->etag && *x->etag && x->etag_got[0] && strcmp(x->etag_got, x->etag) != 0) {
+            pinio_diag_set_at(diag, PINIO_ECHANGED, url, at,
+                              "object changed while loading: ETag %s, was %s", x->etag_got,
+                              x->etag);
+            return PINIO_ECHANGED;
+        }
+        if (!x->ranged)
+            return 0;
+        uint64_t a, b, total;
+        if (st != 206 || !x->have_cr || !pinio__s3_content_range(x->cr, &a, &b, &total)) {
+            snprintf(why, wn, "a %ld answer to bytes %llu-%llu %s", st,
+                     (unsigned long long)x->off, (unsigned long long)(x->off + x->len - 1),
+                     x->have_cr ? "with an unreadable Content-Range" : "without Content-Range");
+            return 1;
+        }
+        if (total != UINT64_MAX && total != x->size) {
+            pinio_diag_set_at(diag, PINIO_ECHANGED, url, at,
+                              "object changed while loading: %llu bytes, was %llu",
+                              (unsigned long long)total, (unsigned long long)x->size);
+            return PINIO_ECHANGED;
+        }
+        if (a != x->off || b != x->off + x->len - 1) {
+            snprintf(why, wn, "Content-Range %s answers bytes %llu-%llu", x->cr,
+                     (unsigned long long)x->off, (unsigned long long)(x->off + x->len - 1));
+            return 1;
+        }
+        if (x->got != x->len) {
+            snprintf(why, wn, "a short body: %llu of %llu bytes", (unsigned long long)x->got,
+                     (unsigned long long)x->len);
+            return 1;
+        }
+        return 0;
+    }
+    if (st == 412 || st == 304) {
+        pinio_diag_set_at(diag, PINIO_ECHANGED, url, at,
+                          "object changed while loading: its ETag is no longer %s (%ld)",
+                          x->etag ? x->etag : "?", st);
+        return PINIO_ECHANGED;
+    }
+    if (st == 416) {
+        pinio_diag_set_at(diag, PINIO_ECHANGED, url, at,
+                          "object changed while loading: bytes %llu-%llu are past its end now",
+                          (unsigned long long)x->off, (unsigned long long)(x->off + x->len - 1));
+        return PINIO_ECHANGED;
+    }
+    if (st == 429 || st >= 500 || strcmp(code, "SlowDown") == 0 ||
+        strcmp(code, "RequestTimeout") == 0 || strcmp(code, "InternalError") == 0) {
+        snprintf(why, wn, "HTTP %ld%s%s", st, code[0] ? " " : "", code);
+        return 1;
+    }
+    if (st == 404) {
+        bool bucket = strcmp(code, "NoSuchBucket") == 0;
+        /* A HEAD's 404 has no body to tell a missing bucket from a key. */
+        pinio_diag_set_at(diag, -ENOENT, url, PINIO_DIAG_NO_OFFSET, "%s (404%s%s)",
+                          bucket ? "no such bucket" : code[0] ? "no such object"
+                                                            : "no such object or bucket",
+                          code[0] ? " " : "", code);
+        return -ENOENT;
+    }
+    if (st == 403) {
+        pinio_diag_set_at(diag, -EACCES, url, PINIO_DIAG_NO_OFFSET,
+                          "access denied (403%s%s): check the credentials, the region and "
+                          "the bucket's policy",
+                          code[0] ? " " : "", code);
+        return -EACCES;
+    }
+    pinio_diag_set_at(diag, -EIO, url, at, "%s failed: HTTP %ld%s%s", x->method, st,
+                      code[0] ? " " : "", code);
+    return -EIO;
+}
+
+/* The retry after `why`, or the end: -ETIMEDOUT / -EIO when the retries
+ * ran out (in count or in time). */
+static int retry_or_fail(pinio__s3 *c, xfer *x, const char *why, pinio_diag *diag)
+{
+    double now = pinio__now_s();
+    double w = pinio__s3_backoff(&c->o, x->attempts - 1, x->retry_after, uniform(c));
+    if (x->attempts > c->o.max_retries || now + w - x->t_first > c->o.retry_seconds) {
+        char url[1200];
+        snprintf(url, sizeof(url), "s3://%s/%s", x->bucket, x->key);
+        bool slow = strstr(why, "timed out") || strstr(why, "Timeout");
+        int rc = slow ? -ETIMEDOUT : -EIO;
+        pinio_diag_set_at(diag, rc, url, x->ranged ? x->off : PINIO_DIAG_NO_OFFSET,
+                          "%s failed after %u attempts in %.1f s: %s", x->method, x->attempts,
+                          now - x->t_first, why);
+        return rc;
+    }
+    c->st.retries++;
+    c->st.retry_wait_s += w;
+    x->not_before = now + w;
+    x->state = X_WAIT;
+    return 0;
+}
+
+/* Runs the transfers to the end of all of them, or of the first failure. */
+static int run(pinio__s3 *c, xfer *x, size_t n, pinio_diag *diag)
+{
+    size_t done = 0, active = 0, first = 0;
+    int rc = 0;
+    while (done < n && rc == 0) {
+        double now = pinio__now_s(), wake = HUGE_VAL;
+        while (first < n && x[first].state == X_DONE)
+            first++;
+        for (size_t i = first; i < n && active < c->o.concurrency && rc == 0; i++) {
+            if (x[i].state != X_WAIT)
+                continue;
+            if (x[i].not_before <= now) {
+                rc = start(c, &x[i], diag);
+                if (rc < 0)
+                    pinio_diag_set_index(diag, x[i].tag);
+                else
+                    active++;
+            } else if (x[i].not_before < wake) {
+                wake = x[i].not_before;
+            }
+        }
+        if (rc < 0)
+            break;
+        int running = 0;
+        if (curl_multi_perform(c->multi, &running) != CURLM_OK) {
+            pinio_diag_set(diag, -EIO, "libcurl's multi interface failed");
+            rc = -EIO;
+            break;
+        }
+        CURLMsg *m;
+        int left;
+        while (rc == 0 && (m = curl_multi_info_read(c->multi, &left))) {
+            if (m->msg != CURLMSG_DONE)
+                continue;
+            xfer *t = NULL;
+            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&t);
+            CURLcode cc = m->data.result;
+            attempt_end(c, t);
+            active--;
+            char why[256] = "";
+            int v = judge(t, cc, why, sizeof(why), diag);
+            if (v == 0) {
+                t->state = X_DONE;
+                if (t->ranged)
+                    c->st.bytes += t->got;
+                done++;
+            } else if (v == 1) {
+                v = retry_or_fail(c, t, why, diag);
+            }
+            if (v < 0) {
+                t->state = X_DONE;
+                pinio_diag_set_index(diag, t->tag);
+                rc = v;
+            }
+        }
+        if (rc < 0 || done == n)
+            break;
+        double ms = 500;
+        if (wake != HUGE_VAL) {
+            double d = (wake - pinio__now_s()) * 1000;
+            ms = d < 0 ? 0 : d < ms ? d : ms;
+        }
+        if (active)
+            curl_multi_poll(c->multi, NULL, 0, (int)ms, NULL);
+        else if (ms > 0) {
+            struct timespec ts = { .tv_sec = (time_t)(ms / 1000),
+                                   .tv_nsec = (long)fmod(ms, 1000) * 1000000L };
+            nanosleep(&ts, NULL);
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (x[i].state == X_ACTIVE || x[i].h)
+            attempt_end(c, &x[i]);
+    return rc;
+}
+
+int pinio__s3_get_ranges(pinio__s3 *c, pinio__s3_range *r, size_t n, pinio_diag *diag)
+{
+    if (!n)
+        return 0;
+    xfer *x = calloc(n, sizeof(*x));
+    if (!x)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        x[i] = (xfer){ .method = "GET", .bucket = r[i].bucket, .key = r[i].key,
+                       .etag = r[i].etag, .ranged = true, .off = r[i].off, .len = r[i].len,
+                       .size = r[i].size, .dst = r[i].dst, .tag = r[i].tag };
+    int rc = run(c, x, n, diag);
+    free(x);
+    return rc;
+}
+
+int pinio__s3_head(pinio__s3 *c, const char *bucket, const char *key, uint64_t *size,
+                   char etag[128], pinio_diag *diag)
+{
+    xfer x = { .method = "HEAD", .bucket = bucket, .key = key };
+    int rc = run(c, &x, 1, diag);
+    if (rc == 0 && !x.have_clen) {
+        char url[1200];
+        snprintf(url, sizeof(url), "s3://%s/%s", bucket, key);
+        pinio_diag_set_at(diag, -EPROTO, url, PINIO_DIAG_NO_OFFSET,
+                          "HEAD answered without Content-Length");
+        rc = -EPROTO;
+    }
+    if (rc == 0) {
+        *size = x.clen;
+        snprintf(etag, 128, "%s", x.etag_got);
+    }
+    return rc;
+}
+
+/* A whole-body GET (an index, a listing page). */
+static int get_body(pinio__s3 *c, const char *bucket, const char *key,
+                    const pinio__s3_param *q, size_t nq, size_t max, char **out, size_t *len,
+                    char etag[128], pinio_diag *diag)
+{
+    xfer x = { .method = "GET", .bucket = bucket, .key = key, .query = q, .nquery = nq,
+               .max = max };
+    int rc = run(c, &x, 1, diag);
+    if (rc == 0 && !x.body)
+        x.body = calloc(1, 1);
+    if (rc == 0 && !x.body)
+        rc = -ENOMEM;
+    if (rc < 0) {
+        free(x.body);
+        return rc;
+    }
+    *out = x.body;
+    *len = x.blen;
+    if (etag)
+        snprintf(etag, 128, "%s", x.etag_got);
+    return 0;
+}
+
+int pinio__s3_get_object(pinio__s3 *c, const char *bucket, const char *key, size_t max,
+                         char **out, size_t *len, char etag[128], pinio_diag *diag)
+{
+    return get_body(c, bucket, key, NULL, 0, max, out, len, etag, diag);
+}
+
+int pinio__s3_get_listing(pinio__s3 *c, const char *bucket, const pinio__s3_param *q, size_t nq,
+                          char **out, size_t *len, pinio_diag *diag)
+{
+    return get_body(c, bucket, "", q, nq, (size_t)64 << 20, out, len, NULL, diag);
+}

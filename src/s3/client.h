@@ -1,0 +1,131 @@
+/* The S3 client: s3:// URLs, and requests through libcurl's multi interface
+ * (HEAD, ranged GETs into caller memory at a bounded concurrency, whole
+ * small objects, ListObjectsV2), each signed by pinio__s3_sign(), each
+ * response checked, transient failures retried with backoff. A library-
+ * internal interface of the s3 layer, used by the loader (src/load/object.c).
+ *
+ * Errors: negative errno or PINIO_E* with the diag naming s3://BUCKET/KEY;
+ * never a credential. -ENOENT (404), -EACCES (403), PINIO_ECHANGED (the
+ * object's ETag or size moved since it was first seen: 412 on If-Match, or
+ * another total in Content-Range), -EPROTO (a response that does not match
+ * its request, after the retries), -ETIMEDOUT / -ECONNRESET / -EIO (the
+ * retries ran out on a network failure or a 5xx).
+ *
+ * Threads: a client is used by one thread at a time. */
+#ifndef PINIO_SRC_S3_CLIENT_H
+#define PINIO_SRC_S3_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pinio/common.h"
+
+/* ---- url.c ------------------------------------------------------------ */
+
+/* Whether `s` starts with "s3://". */
+bool pinio__s3_is_url(const char *s);
+
+/* Splits "s3://BUCKET[/KEY]" into malloc'ed bucket and key ("" when none).
+ * -EINVAL naming the URL when the bucket is empty or not a bucket name
+ * (letters, digits, '.', '-', '_'; at most 255). The key is kept as written. */
+int pinio__s3_url_split(const char *url, char **bucket, char **key, pinio_diag *diag);
+
+/* "s3://BUCKET/KEY", malloc'ed (NULL: out of memory). */
+char *pinio__s3_url_join(const char *bucket, const char *key);
+
+/* ---- client.c --------------------------------------------------------- */
+
+typedef struct pinio__s3 pinio__s3;
+
+/* Tuning; zero fields take the defaults. */
+typedef struct pinio__s3_opts {
+    unsigned concurrency;      /* requests in flight at most: 16 */
+    unsigned max_retries;      /* retries of one request: 10 */
+    double retry_seconds;      /* time one request may spend retrying, in all: 120 */
+    double backoff_base;       /* first backoff ceiling in seconds, doubling: 0.1 */
+    double backoff_max;        /* backoff ceiling, and Retry-After's cap: 20 */
+    long connect_timeout_s;    /* 10 */
+    long stall_timeout_s;      /* no byte for this long: the request failed, retried: 30 */
+} pinio__s3_opts;
+
+/* Counters, summed over the client's life. */
+typedef struct pinio__s3_stats {
+    uint64_t requests;         /* HTTP requests sent, retries included */
+    uint64_t retries;          /* of those, retries */
+    uint64_t bytes;            /* body bytes received into caller memory */
+    double retry_wait_s;       /* time spent waiting to retry */
+} pinio__s3_stats;
+
+/* Reads the configuration (pinio__s3_cfg_load) and sets up curl. `opts`
+ * NULL: defaults. On failure `*out` is NULL. */
+int pinio__s3_open(pinio__s3 **out, const pinio__s3_opts *opts, pinio_diag *diag);
+void pinio__s3_close(pinio__s3 *c);
+/* Requests in flight at most from now on (>= 1). 0 or -ENOMEM. */
+int pinio__s3_set_concurrency(pinio__s3 *c, unsigned n);
+void pinio__s3_get_stats(const pinio__s3 *c, pinio__s3_stats *out);
+/* The endpoint requests go to (scheme://host[:port]); never a secret. */
+const char *pinio__s3_endpoint(const pinio__s3 *c);
+
+/* HEAD: the object's size and ETag (quotes kept, as If-Match wants it). */
+int pinio__s3_head(pinio__s3 *c, const char *bucket, const char *key, uint64_t *size,
+                   char etag[128], pinio_diag *diag);
+
+/* One ranged GET: [off, off + len) of the object into dst. The object must
+ * still have ETag `etag` (If-Match) and total size `size`. */
+typedef struct pinio__s3_range {
+    const char *bucket, *key, *etag;
+    uint64_t size;             /* the object's size as first seen */
+    uint64_t off, len;         /* len >= 1, off + len <= size */
+    void *dst;
+    size_t tag;                /* the caller's: diag->index of a failure */
+} pinio__s3_range;
+
+/* Runs the ranges at the client's concurrency; each lands whole or the call
+ * fails (a retried range is fetched again from its start). On failure the
+ * ranges' memory may hold partial data; diag->index is the failing range's
+ * tag. */
+int pinio__s3_get_ranges(pinio__s3 *c, pinio__s3_range *r, size_t n, pinio_diag *diag);
+
+/* GET of a whole object of at most `max` bytes into a malloc'ed buffer
+ * (NUL-terminated beyond *len). With `etag` non-NULL it receives the ETag. */
+int pinio__s3_get_object(pinio__s3 *c, const char *bucket, const char *key, size_t max,
+                         char **out, size_t *len, char etag[128], pinio_diag *diag);
+
+/* A bucket-level GET with query parameters (a ListObjectsV2 page) into a
+ * malloc'ed body of at most 64 MiB. */
+typedef struct pinio__s3_param pinio__s3_param;
+int pinio__s3_get_listing(pinio__s3 *c, const char *bucket, const pinio__s3_param *q, size_t nq,
+                          char **out, size_t *len, pinio_diag *diag);
+
+/* ---- list.c ----------------------------------------------------------- */
+
+/* One object of a listing. */
+typedef struct pinio__s3_entry {
+    char *key;
+    uint64_t size;
+} pinio__s3_entry;
+
+/* ListObjectsV2 of `prefix` with delimiter '/' (the objects directly under
+ * the "folder", as a directory listing), every page followed. Keys in the
+ * store's order (UTF-8 binary, as S3 sorts). */
+int pinio__s3_list(pinio__s3 *c, const char *bucket, const char *prefix, pinio__s3_entry **out,
+                   size_t *n, pinio_diag *diag);
+void pinio__s3_entries_free(pinio__s3_entry *e, size_t n);
+
+/* list.c, for the tests: parses one ListObjectsV2 response page, appending
+ * to (*out, *n); `*next` receives the continuation token (malloc'ed) or
+ * NULL on the last page. PINIO_EFORMAT on a response that is not one. */
+int pinio__s3_list_parse(const char *xml, size_t len, pinio__s3_entry **out, size_t *n,
+                         char **next);
+
+/* client.c, for the tests: the backoff before retry `attempt` (0-based),
+ * full jitter under min(max, base * 2^attempt), `u` uniform in [0, 1). A
+ * Retry-After of `retry_after` seconds (< 0: none) is waited at least, up
+ * to `max`. */
+double pinio__s3_backoff(const pinio__s3_opts *o, unsigned attempt, double retry_after, double u);
+
+/* client.c, for the tests: parses "bytes A-B/TOTAL" ("*" total: UINT64_MAX). */
+bool pinio__s3_content_range(const char *v, uint64_t *a, uint64_t *b, uint64_t *total);
+
+#endif
