@@ -275,6 +275,8 @@ typedef struct pinio_load_opts {
     /** With slices: the cap on holes read through, pinio_plan_opts::max_overread
      *  (0 = 1/32 of the slices' bytes; negative: none). */
     double max_overread;
+    /** Object inputs (s3://): HTTP range requests in flight at most; 0 = 16. */
+    unsigned object_concurrency;
 } pinio_load_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */
@@ -386,6 +388,10 @@ typedef struct pinio_load_report {
                                     alignment and holes read through (`read_bytes` - `bytes`
                                     when every file is pinned) */
     uint64_t hole_bytes;       /**< of those, holes read through (within max_overread) */
+    size_t files_object;       /**< object files (s3://) read by HTTP range GETs into the arena */
+    uint64_t object_requests;  /**< their HTTP requests (headers and data), retries included */
+    uint64_t object_retries;   /**< of those, retries (5xx, 429/SlowDown, resets, timeouts,
+                                    short or mismatched responses), each after a backoff */
 } pinio_load_report;
 
 /**

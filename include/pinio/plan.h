@@ -185,8 +185,26 @@ typedef struct pinio_plan_file {
     const char *cache_why;     /**< why: "97% in page cache (cachestat)", "--cache hot", ... */
     int fd;                    /**< the descriptor the header was validated through, owned by
                                     the plan: read it with pread (or dup it), never close it.
-                                    Whatever the path names now, this is the validated file. */
+                                    Whatever the path names now, this is the validated file.
+                                    -1 for an object (`object`). */
+    /** An object of an S3 store (`path` is s3://BUCKET/KEY): no descriptor;
+     *  its bytes are read with pinio_plan_file_read(), every request pinned
+     *  to the version (ETag) the header was validated from. */
+    bool object;
 } pinio_plan_file;
+
+/**
+ * Reads bytes [off, off + len) of input file `i` of the plan (fewer at its
+ * end): pread(2) on its validated descriptor, or for an object ranged GETs
+ * of the validated version, through a connection of the call's own, so any
+ * thread may call it. For bytes the plan's reads do not bring (a header,
+ * unselected tensors).
+ * @return the bytes read (0 at or past the end); -ERANGE for a bad `i`;
+ *         #PINIO_ECHANGED when the object changed; the read's or the
+ *         request's error (`diag` names the file and offset).
+ */
+PINIO_API int64_t pinio_plan_file_read(const pinio_plan *p, size_t i, void *buf, size_t len,
+                                       uint64_t off, pinio_diag *diag);
 
 /** One selected tensor; pointers valid while the plan lives. */
 typedef struct pinio_plan_tensor {
@@ -444,6 +462,8 @@ typedef struct pinio_exec_opts {
      *  is read (a helper thread ahead of the reads) is then pinned slab by
      *  slab instead of faulted whole by the registration up front. */
     bool regions_lazy;
+    /** Object files (s3://): HTTP requests in flight at most; 0 = 16. */
+    unsigned object_concurrency;
 } pinio_exec_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */
@@ -479,6 +499,10 @@ typedef struct pinio_exec_report {
                                     (`regions_lazy`: how many the reads reached and the
                                     kernel accepted) */
     char io_path[256];         /**< one line: the I/O path that ran and why */
+    size_t files_object;       /**< object files (s3://) read by HTTP range GETs */
+    uint64_t object_requests;  /**< their HTTP requests, retries included */
+    uint64_t object_retries;   /**< of those, retries (5xx, 429/SlowDown, resets, timeouts,
+                                    short or mismatched responses) */
 } pinio_exec_report;
 
 /**

@@ -182,7 +182,8 @@ int pinio__arena_create(pinio__arena *a, const pinio_plan *plan, const pinio__fm
     if (opts->node >= 0) {
         po.placement = PINIO_POOL_NODE;
         po.node = opts->node;
-    } else if (opts->node == PINIO_NODE_AUTO && plan->nfiles) {
+    } else if (opts->node == PINIO_NODE_AUTO && plan->nfiles &&
+               !pinio_plan_file_at(plan, 0)->object) { /* an object comes by the NIC */
         po.placement = PINIO_POOL_FILE_NODE;
         po.file = pinio_plan_file_at(plan, 0)->path;
     }

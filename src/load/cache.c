@@ -33,6 +33,10 @@ void pinio__cache_decide(pinio_plan *p)
         pinio__pfile *f = &p->files[i];
         bool hot = false;
         f->why[0] = '\0';
+        if (f->pub.object) { /* no page cache between us and a store */
+            snprintf(f->why, sizeof(f->why), "object storage: HTTP range reads");
+            continue;
+        }
         if (o->direct == PINIO_DIRECT_OFF || o->cache == PINIO_CACHE_HOT) {
             hot = true;
             snprintf(f->why, sizeof(f->why), "%s",
@@ -61,7 +65,7 @@ int pinio_plan_drop_cache(pinio_plan *p, double *seconds, pinio_diag *diag)
     double t0 = pinio__now_s();
     int rc = 0;
     for (size_t i = 0; i < p->nfiles && rc == 0; i++) {
-        if (in_memory_fs(p->files[i].fd))
+        if (p->files[i].pub.object || in_memory_fs(p->files[i].fd))
             continue;
         rc = pinio_file_drop_cache(p->files[i].fd);
         if (rc < 0) {

@@ -39,6 +39,13 @@
  * the engine's default registered-file table (max_files). */
 #define FILES_OPEN_MAX 64
 
+/* The pass that reads file `f`: 0 the O_DIRECT ring, 1 the buffered ring,
+ * 2 the object source (object.c). */
+static int pass_of(const pinio_plan *p, uint32_t f)
+{
+    return p->files[f].pub.object ? 2 : p->files[f].pub.hot ? 1 : 0;
+}
+
 typedef struct exec_state {
     pinio_plan *p;
     const pinio_exec_opts *o;
@@ -337,12 +344,12 @@ static int run_pass(exec_state *s, size_t a, size_t b, bool hot, const pinio_des
     if (!last)
         return -ENOMEM;
     for (size_t i = a; i < b; i++)
-        if (p->files[reads[i].file].pub.hot == hot)
+        if (pass_of(p, reads[i].file) == (int)hot)
             last[reads[i].file] = i;
     int rc = 0;
     for (size_t i = a; i < b && rc == 0; i++) {
         const pinio_plan_read *r = &reads[i];
-        if (p->files[r->file].pub.hot != hot)
+        if (pass_of(p, r->file) != (int)hot)
             continue;
         void *mem = NULL;
         if (!s->rf[r->file] && s->nopen >= FILES_OPEN_MAX) {
@@ -491,16 +498,16 @@ int pinio_plan_execute(pinio_plan *p, const pinio_dest_ops *ops, void *ctx,
     for (size_t i = 0; i < o.nregions; i++)
         s.slots[i] = -1;
     uint64_t total = 0;
-    bool any[2] = { false, false };
+    bool any[3] = { false, false, false };
     for (size_t i = a; i < b; i++) {
         total += p->layout.reads[i].len;
-        any[p->files[p->layout.reads[i].file].pub.hot] = true;
+        any[pass_of(p, p->layout.reads[i].file)] = true;
     }
     /* The cold ring first: regions are registered with it before any read. */
     for (int hot = 0; hot < 2 && rc == 0; hot++)
         if (any[hot])
             for (size_t i = a; i < b && rc == 0; i++)
-                if (p->files[p->layout.reads[i].file].pub.hot == (hot == 1)) {
+                if (pass_of(p, p->layout.reads[i].file) == hot) {
                     rc = ring_for(&s, hot, p->files[p->layout.reads[i].file].path, diag);
                     break;
                 }
@@ -513,8 +520,12 @@ int pinio_plan_execute(pinio_plan *p, const pinio_dest_ops *ops, void *ctx,
     for (int hot = 0; hot < 2 && rc == 0; hot++)
         if (any[hot])
             rc = run_pass(&s, a, b, hot == 1, &d, ctx, batch_max, &pr, diag);
+    char obj_line[192] = "";
+    if (any[2] && rc == 0)
+        rc = pinio__obj_execute(p, a, b, &d, ctx, &o, batch_max, &pr.done, total, pr.t0, rep,
+                                obj_line, sizeof(obj_line), diag);
     rep->io_seconds = pinio__now_s() - pr.t0;
-    rep->read_bytes = pr.done;
+    rep->read_bytes = pr.done; /* both passes counted into it */
     /* A file extended, truncated or rewritten after its header was read is
      * not the file the header described. */
     for (size_t i = 0; rc == 0 && i < p->nfiles; i++)
@@ -533,6 +544,11 @@ int pinio_plan_execute(pinio_plan *p, const pinio_dest_ops *ops, void *ctx,
     rep->files_direct -= s.cold_refused;
     rep->files_buffered += s.cold_refused;
     describe(&s, rep);
+    if (obj_line[0]) { /* the object pass's line, after the rings' or instead of "no data" */
+        size_t k = any[0] || any[1] ? strlen(rep->io_path) : 0;
+        snprintf(rep->io_path + k, sizeof(rep->io_path) - k, "%s%s", k ? "; then " : "",
+                 obj_line);
+    }
     for (size_t i = 0; i < o.nregions; i++)
         if (s.slots[i] >= 0 && s.ring[0])
             pinio_ring_unregister_region(s.ring[0], s.slots[i]);

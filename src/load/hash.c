@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "src/load/hash_internal.h"
+#include "src/load/plan_internal.h"
 
 /* Bytes hashed between checks for an abort, and the pread buffer size. */
 #define HASH_CHUNK ((size_t)8 << 20)
@@ -69,7 +70,10 @@ static int hash_pread(pinio__hasher *h, const pinio__hash_file *f, EVP_MD_CTX *m
         if (aborted(h))
             return -ECANCELED;
         size_t want = end - off < HASH_CHUNK ? (size_t)(end - off) : HASH_CHUNK;
-        ssize_t r = pread(f->fd, buf, want, (off_t)off);
+        ssize_t r = f->obj ? (ssize_t)pinio__obj_pread(f->obj, buf, want, off, d)
+                           : pread(f->fd, buf, want, (off_t)off);
+        if (r < 0 && f->obj)
+            return (int)r; /* the diag names the object and the range */
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {

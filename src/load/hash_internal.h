@@ -21,6 +21,9 @@
 typedef struct pinio__hash_file {
     const char *path; /* for messages */
     int fd;           /* bytes before mem_from are read from here */
+    /* An object file (a pinio__pfile of plan_internal.h): those bytes come
+     * by ranged GETs instead (fd is -1). */
+    const struct pinio__pfile *obj;
     uint64_t size;    /* bytes to hash: [0, size) */
     /* Bytes [mem_from, size) are hashed from `mem` (file byte mem_from at
      * mem[0]) once pinio__hasher_advance() says they arrived; mem_from ==

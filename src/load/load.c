@@ -225,6 +225,7 @@ static void exec_opts_of(const pinio_load_opts *o, bool hashing, uint64_t bytes,
     eo->backend = o->backend;
     eo->progress = o->progress;
     eo->progress_ctx = o->progress_ctx;
+    eo->object_concurrency = o->object_concurrency;
     /* Without a progress callback or a hasher to feed, the whole selection
      * is one bulk call, so the engine's queue never drains early; a hasher
      * needs drain points as a progress callback does: 1/16 of the load
@@ -244,6 +245,7 @@ static void report_exec(const pinio_exec_report *er, pinio_load_report *rep)
     rep->files_direct = er->files_direct;
     rep->files_buffered = er->files_buffered;
     rep->registered = er->backend == PINIO_BACKEND_FIXED_DIRECT;
+    rep->files_object = er->files_object;
     memcpy(rep->io_path, er->io_path, sizeof(rep->io_path));
 }
 
@@ -284,6 +286,7 @@ static int execute_pinned(pinio_plan *plan, pinio__arena *arena, const pinio_loa
             rep->plain_ops += er.plain_ops;
             rep->files_direct += er.files_direct;
             rep->files_buffered += er.files_buffered;
+            rep->files_object += er.files_object;
             rep->registered = rep->registered && er.backend == PINIO_BACKEND_FIXED_DIRECT;
         }
         first = false;
@@ -298,7 +301,7 @@ static int execute_pinned(pinio_plan *plan, pinio__arena *arena, const pinio_loa
     size_t planned_direct = 0;
     for (size_t f = 0; f < plan->nfiles; f++)
         planned_direct += arena->files[f].mode == PINIO_MEMORY_PINNED && arena->files[f].has_reads &&
-                          !plan->files[f].pub.hot;
+                          !plan->files[f].pub.hot && !plan->files[f].pub.object;
     if (rc == 0 && rep->files_direct < planned_direct)
         pinio__appendf(rep->cache, sizeof(rep->cache),
                        "; then %zu of the O_DIRECT files read buffered: their file system "
@@ -353,6 +356,12 @@ static int build_checkpoint(load_run *L)
     /* files_direct and files_buffered are what the executions read (a
      * mapped file is neither, a refused O_DIRECT is buffered). */
     L->rep.seconds = pinio__now_s() - L->t0 - L->rep.drop_seconds;
+    if (L->plan->s3) { /* every request of the load: headers, listings, data */
+        pinio__s3_stats st;
+        pinio__s3_get_stats(L->plan->s3, &st);
+        L->rep.object_requests = st.requests;
+        L->rep.object_retries = st.retries;
+    }
     return pinio__checkpoint_build(&L->cp, L->plan, &L->arena.view, L->fm, L->data, L->hex,
                                    &L->rep);
 }

@@ -48,6 +48,10 @@ static pinio_memory_mode decide(const pinio_plan *plan, uint32_t f, const pinio_
                                 char *why, size_t wsize)
 {
     const pinio_plan_file *pf = &plan->files[f].pub;
+    if (pf->object) {
+        snprintf(why, wsize, "an object: range GETs into the arena (nothing to map)");
+        return PINIO_MEMORY_PINNED;
+    }
     size_t mis = misaligned_in_file(plan, f, o->tensor_align);
     size_t strided = slices_in_file(plan, f, true);
     if (strided && o->memory != PINIO_MEMORY_PINNED) {

@@ -44,7 +44,10 @@ void pinio_plan_free(pinio_plan *p)
             close(p->files[i].fd);
         pinio_st_free(p->files[i].st);
         free(p->files[i].path);
+        free(p->files[i].bucket);
+        free(p->files[i].key);
     }
+    pinio__s3_close(p->s3);
     free(p->files);
     free(p->tensors);
     free(p->first_range);
@@ -166,15 +169,18 @@ static int opts_take(pinio_plan_opts *o, const pinio_plan_opts *opts, const char
 }
 
 /* Everything after the inputs are known: open and validate each file (its
- * header read through the descriptor, or parsed from `hdrs[i]`), select,
- * decide the cache policy, lay out. Takes `index` and `paths[]` (each
- * string, not the array) whatever happens. */
-static int build(pinio_plan **out, const pinio_plan_opts *o, pinio_st_index *index, char **paths,
-                 const pinio_plan_header *hdrs, size_t n, pinio_diag *diag)
+ * header read through the descriptor, or parsed from `hdrs[i]`; an object's
+ * through `s3`, opened here when NULL), select, decide the cache policy, lay
+ * out. Takes `index`, `s3` and `paths[]` (each string, not the array)
+ * whatever happens. */
+static int build(pinio_plan **out, const pinio_plan_opts *o, pinio_st_index *index,
+                 pinio__s3 *s3, char **paths, const pinio_plan_header *hdrs, size_t n,
+                 pinio_diag *diag)
 {
     pinio_plan *p = calloc(1, sizeof(*p));
     if (!p || !(p->files = calloc(n ? n : 1, sizeof(*p->files)))) {
         free(p);
+        pinio__s3_close(s3);
         pinio_st_index_free(index);
         for (size_t i = 0; i < n; i++)
             free(paths[i]);
@@ -188,6 +194,7 @@ static int build(pinio_plan **out, const pinio_plan_opts *o, pinio_st_index *ind
     p->opts.split = NULL;
     p->opts.nsplit = 0;
     p->index = index;
+    p->s3 = s3;
     const char *shard_of = index ? pinio_st_index_path(index) : NULL;
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
@@ -195,7 +202,15 @@ static int build(pinio_plan **out, const pinio_plan_opts *o, pinio_st_index *ind
         f->fd = -1;
         f->path = paths[i];
         paths[i] = NULL;
-        if (rc == 0) {
+        bool object = pinio__s3_is_url(f->path);
+        if (rc == 0 && object && !p->s3)
+            rc = pinio__s3_open(&p->s3, NULL, diag);
+        if (rc == 0 && object) {
+            rc = pinio__obj_open(p->s3, f, hdrs ? hdrs[i].bytes : NULL, hdrs ? hdrs[i].len : 0,
+                                 diag);
+            if (rc < 0)
+                pinio_diag_set_index(diag, i);
+        } else if (rc == 0) {
             rc = pinio__pfile_open(f, shard_of, hdrs ? hdrs[i].bytes : NULL,
                                    hdrs ? hdrs[i].len : 0, diag);
             if (rc < 0)
@@ -239,8 +254,9 @@ int pinio_plan_create(pinio_plan **out, const char *const *paths, size_t npaths,
     rc = pinio__inputs_resolve(&in, paths, npaths, diag);
     if (rc < 0)
         return rc;
-    rc = build(out, &o, in.index, in.paths, NULL, in.n, diag);
+    rc = build(out, &o, in.index, in.s3, in.paths, NULL, in.n, diag);
     in.index = NULL;
+    in.s3 = NULL;
     in.n = 0; /* build took every path */
     pinio__inputs_free(&in);
     return rc;
@@ -295,7 +311,7 @@ int pinio_plan_create_from_headers(pinio_plan **out, const pinio_plan_header *fi
         pinio_st_index_free(ix);
         return -ENOMEM;
     }
-    rc = build(out, &o, ix, paths, files, nfiles, diag);
+    rc = build(out, &o, ix, NULL, paths, files, nfiles, diag);
     free(paths);
     return rc;
 }
@@ -318,6 +334,28 @@ const pinio_plan_tensor *pinio_plan_tensor_at(const pinio_plan *p, size_t i)
 const pinio_plan_read *pinio_plan_read_at(const pinio_plan *p, size_t i)
 {
     return p && i < p->layout.nreads ? &p->layout.reads[i] : NULL;
+}
+
+int64_t pinio_plan_file_read(const pinio_plan *p, size_t i, void *buf, size_t len, uint64_t off,
+                             pinio_diag *diag)
+{
+    if (!p || i >= p->nfiles) {
+        pinio_diag_set(diag, -ERANGE, "pinio_plan_file_read: no file %zu", i);
+        return -ERANGE;
+    }
+    const pinio__pfile *f = &p->files[i];
+    if (f->pub.object)
+        return pinio__obj_pread(f, buf, len, off, diag);
+    for (;;) {
+        ssize_t r = pread(f->fd, buf, len, (off_t)off);
+        if (r >= 0)
+            return r;
+        if (errno != EINTR) {
+            int rc = -errno;
+            pinio_diag_set_at(diag, rc, f->path, off, "read failed: %s", pinio_strerror(rc));
+            return rc;
+        }
+    }
 }
 
 int pinio__plan_check_unchanged(const pinio_plan *p, size_t i, pinio_diag *diag)

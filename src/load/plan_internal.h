@@ -11,6 +11,7 @@
 #include "pinio/safetensors.h"
 #include "src/base/clock.h"
 #include "src/load/layout_internal.h"
+#include "src/s3/client.h"
 
 /* What identifies a file's content from outside: if any of it differs
  * between validation and the end of the reads, the bytes read are not the
@@ -29,6 +30,10 @@ typedef struct pinio__pfile {
     pinio__file_id id;
     uint64_t dio_align;     /* statx's O_DIRECT offset/memory alignment, 0 when unknown */
     char why[96];           /* pub.cache_why */
+    /* An object of an S3 store (pub.object; fd is -1): where it is and the
+     * version the header was validated from, pinned by every request. */
+    char *bucket, *key;
+    char etag[128];
 } pinio__pfile;
 
 /* Resolved inputs: paths in resolution order, and the index if any. */
@@ -36,6 +41,7 @@ typedef struct pinio__inputs {
     char **paths;
     size_t n, cap;
     pinio_st_index *index;
+    pinio__s3 *s3;          /* opened at the first s3:// input; the plan takes it */
 } pinio__inputs;
 
 struct pinio_plan {
@@ -56,12 +62,15 @@ struct pinio_plan {
     uint64_t *slice_dims;
     bool slicing;           /* slices or split rules were given */
     pinio_plan_slice_info sinfo;
+    pinio__s3 *s3;          /* the client of the object files; NULL without any */
 };
 
 /* inputs.c: files, directories and index files -> the file list. */
 int pinio__inputs_resolve(pinio__inputs *in, const char *const *paths, size_t n,
                           pinio_diag *diag);
 void pinio__inputs_free(pinio__inputs *in);
+/* Appends a malloc'ed path (taken; NULL: -ENOMEM). */
+int pinio__inputs_push(pinio__inputs *in, char *p);
 
 /* hub.c: the Hugging Face hub cache. Whether `spec` has the shape of a
  * repo id (ORG/NAME[@REV]); its snapshot folder in the cache (HF_HUB_CACHE,
@@ -116,6 +125,37 @@ void pinio__cache_decide(pinio_plan *p);
 
 /* plan.c: PINIO_ECHANGED unless file `i` is still what was validated. */
 int pinio__plan_check_unchanged(const pinio_plan *p, size_t i, pinio_diag *diag);
+
+/* object.c: the object source (s3:// inputs).
+ *
+ * Resolves one s3:// input into `in`: an object (KEY.safetensors), an
+ * index (KEY.json, fetched and parsed), or a prefix (s3://B/P/ or a key
+ * that is neither: listed; its model.safetensors.index.json when present,
+ * else its *.safetensors objects in key order). Opens in->s3 first. */
+int pinio__obj_resolve(pinio__inputs *in, const char *url, pinio_diag *diag);
+
+/* Opens object file `f` (f->path an s3:// URL): HEAD for its size and ETag,
+ * then its header fetched with If-Match and validated as a file's is (or
+ * `header` parsed against the size, as pinio__pfile_open does). */
+int pinio__obj_open(pinio__s3 *s3, pinio__pfile *f, const void *header, size_t header_len,
+                    pinio_diag *diag);
+
+/* Executes the object files' reads among [a, b): each claimed, cut into
+ * ranges of 8-16 MiB, fetched at the client's concurrency in batches of at
+ * most `batch_max` bytes / o->batch_reads reads, checked, then landed in
+ * order. `*done` counts bytes for the progress callback (of `total`, since
+ * `t0`). Adds to rep's object counters and writes its I/O
+ * path line to `line`. */
+int pinio__obj_execute(pinio_plan *p, size_t a, size_t b, const pinio_dest_ops *ops, void *ctx,
+                       const pinio_exec_opts *o, uint64_t batch_max, uint64_t *done,
+                       uint64_t total, double t0, pinio_exec_report *rep, char *line,
+                       size_t line_size, pinio_diag *diag);
+
+/* Bytes [off, off + len) of object file `f` (clamped to its size): with
+ * a client of its own, so any thread may call it (the hasher's rereads).
+ * Returns the bytes read or a negative code. */
+int64_t pinio__obj_pread(const pinio__pfile *f, void *buf, size_t len, uint64_t off,
+                         pinio_diag *diag);
 
 /* exec.c: the batch size a progress callback gets for `total` bytes: 1/16
  * of them, 16 MiB to 1 GiB. */

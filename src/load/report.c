@@ -50,7 +50,9 @@ void pinio__report_plan(const pinio_plan *plan, pinio_load_report *rep)
  * "O_DIRECT" would be false. */
 static void cache_what(char *buf, size_t size, const pinio_plan_file *f, const pinio__fmem *m)
 {
-    if (m->mode != PINIO_MEMORY_MAPPED)
+    if (f->object)
+        pinio__appendf(buf, size, "no page cache");
+    else if (m->mode != PINIO_MEMORY_MAPPED)
         pinio__appendf(buf, size, "%s", f->hot ? "buffered" : "O_DIRECT");
     else if (f->hot)
         pinio__appendf(buf, size, "mapped, already in the page cache");
@@ -86,17 +88,27 @@ void pinio__report_cache(const pinio_plan *plan, const pinio__fmem *fm, pinio_lo
     /* Many shards: one line with the counts and one reason, not a truncated
      * list of files. */
     size_t n[4] = { 0 }; /* O_DIRECT, buffered, mapped cold, mapped hot */
+    size_t objects = 0;
     const char *first = plan->files[0].pub.cache_why;
     bool mixed = false;
+    for (size_t i = 0; i < plan->nfiles; i++)
+        objects += plan->files[i].pub.object;
+    if (objects == plan->nfiles) {
+        pinio__appendf(rep->cache, sizeof(rep->cache), "%zu objects: no page cache; %s",
+                       objects, first);
+        return;
+    }
     for (size_t i = 0; i < plan->nfiles; i++) {
         bool hot = plan->files[i].pub.hot;
+        if (plan->files[i].pub.object)
+            continue;
         n[(fm[i].mode == PINIO_MEMORY_MAPPED ? 2 : 0) + hot]++;
         mixed = mixed || strcmp(plan->files[i].pub.cache_why, first) != 0;
     }
     pinio__appendf(rep->cache, sizeof(rep->cache),
                    "%zu files: %zu O_DIRECT, %zu buffered, %zu mapped already in "
                    "the page cache, %zu mapped with the page cache filled by readahead "
-                   "(%zu of them at depth)%s%s",
-                   plan->nfiles, n[0], n[1], n[3], n[2], rep->files_filled_ahead,
+                   "(%zu of them at depth), %zu objects%s%s",
+                   plan->nfiles, n[0], n[1], n[3], n[2], rep->files_filled_ahead, objects,
                    mixed ? "; reasons differ, e.g. " : "; ", first);
 }

@@ -81,7 +81,8 @@ int pinio__verify_start(pinio__verify **out, const pinio_plan *plan,
     for (size_t i = 0; i < v->n; i++) {
         const pinio__pfile *f = &plan->files[i];
         size_t k = segments(plan, (uint32_t)i, first_mem[i], seg, &v->landed, &v->reread);
-        v->files[i] = (pinio__hash_file){ .path = f->path, .fd = f->fd, .size = f->pub.size,
+        v->files[i] = (pinio__hash_file){ .path = f->path, .fd = f->fd,
+                                          .obj = f->pub.object ? f : NULL, .size = f->pub.size,
                                           .segs = seg, .nsegs = k };
         seg += k;
     }
