@@ -156,7 +156,7 @@ static void print_text(const char *path, const pinio_st *st)
  * folder's shards, an index and the shards it names, a hub repo id). */
 typedef struct info_set {
     pinio_plan *plan;     /* everything but one file: the plan resolved it */
-    pinio_st_index *index; /* the plan's index, opened again for its counts */
+    const pinio_st_index *index; /* the plan's index (its counts), owned by the plan */
     pinio_st *one;        /* one .safetensors file */
     size_t n;
     const char **paths;
@@ -169,7 +169,6 @@ static void info_free(info_set *s)
     free(s->st);
     free(s->paths);
     pinio_st_free(s->one);
-    pinio_st_index_free(s->index);
     pinio_plan_free(s->plan);
 }
 
@@ -202,8 +201,7 @@ static int info_open(info_set *s, const char *path, pinio_diag *d)
         s->st[i] = f ? f->header : s->one;
     }
     s->unindexed = pi.unindexed;
-    if (pi.index_path && (r = pinio_st_index_open(&s->index, pi.index_path, d)) < 0)
-        return r;
+    s->index = s->plan ? pinio_plan_get_index(s->plan) : NULL;
     return 0;
 }
 

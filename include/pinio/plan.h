@@ -381,6 +381,19 @@ PINIO_API void pinio_plan_free(pinio_plan *p);
 /** Fills `*out` with the plan's numbers. */
 PINIO_API void pinio_plan_get_info(const pinio_plan *p, pinio_plan_info *out);
 
+/** The index the plan's files are the shards of (valid while the plan
+ *  lives), or NULL: the one parsed at plan time, also for an index that was
+ *  an object (s3://), which no path reaches again. */
+PINIO_API const pinio_st_index *pinio_plan_get_index(const pinio_plan *p);
+
+/**
+ * The bytes of the plan's index as they were parsed, when no path reaches
+ * them again (an index that was an object): `*bytes` valid while the plan
+ * lives. @return 0; -ENOENT for a plan without an index or whose index is a
+ * file (read it from pinio_plan_info::index_path).
+ */
+PINIO_API int pinio_plan_get_index_image(const pinio_plan *p, const void **bytes, size_t *len);
+
 /** Input file `i` in resolution order; NULL when out of range. */
 PINIO_API const pinio_plan_file *pinio_plan_file_at(const pinio_plan *p, size_t i);
 

@@ -189,6 +189,7 @@ void pinio__inputs_free(pinio__inputs *in)
     free(in->paths);
     pinio_st_index_free(in->index);
     pinio__s3_close(in->s3);
+    free(in->index_image);
     memset(in, 0, sizeof(*in));
 }
 

@@ -72,7 +72,12 @@ static int use_index(pinio__inputs *in, const char *bucket, const char *key, pin
         rc = PINIO_EFORMAT;
     if (rc == 0)
         rc = pinio_st_index_parse(&in->index, body, len, url, diag);
-    free(body);
+    if (rc == 0) {
+        in->index_image = body;
+        in->index_len = len;
+    } else {
+        free(body);
+    }
     free(url);
     return rc;
 }

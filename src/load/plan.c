@@ -48,6 +48,7 @@ void pinio_plan_free(pinio_plan *p)
         free(p->files[i].key);
     }
     pinio__s3_close(p->s3);
+    free(p->index_image);
     free(p->files);
     free(p->tensors);
     free(p->first_range);
@@ -254,9 +255,18 @@ int pinio_plan_create(pinio_plan **out, const char *const *paths, size_t npaths,
     rc = pinio__inputs_resolve(&in, paths, npaths, diag);
     if (rc < 0)
         return rc;
+    char *image = in.index_image;
+    size_t image_len = in.index_len;
+    in.index_image = NULL;
     rc = build(out, &o, in.index, in.s3, in.paths, NULL, in.n, diag);
     in.index = NULL;
     in.s3 = NULL;
+    if (rc == 0) {
+        (*out)->index_image = image;
+        (*out)->index_len = image_len;
+    } else {
+        free(image);
+    }
     in.n = 0; /* build took every path */
     pinio__inputs_free(&in);
     return rc;
@@ -319,6 +329,20 @@ int pinio_plan_create_from_headers(pinio_plan **out, const pinio_plan_header *fi
 void pinio_plan_get_info(const pinio_plan *p, pinio_plan_info *out)
 {
     *out = p->info;
+}
+
+const pinio_st_index *pinio_plan_get_index(const pinio_plan *p)
+{
+    return p ? p->index : NULL;
+}
+
+int pinio_plan_get_index_image(const pinio_plan *p, const void **bytes, size_t *len)
+{
+    if (!p || !p->index_image)
+        return -ENOENT;
+    *bytes = p->index_image;
+    *len = p->index_len;
+    return 0;
 }
 
 const pinio_plan_file *pinio_plan_file_at(const pinio_plan *p, size_t i)

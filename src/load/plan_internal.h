@@ -42,6 +42,8 @@ typedef struct pinio__inputs {
     size_t n, cap;
     pinio_st_index *index;
     pinio__s3 *s3;          /* opened at the first s3:// input; the plan takes it */
+    char *index_image;      /* an object index's bytes (stage copies them) */
+    size_t index_len;
 } pinio__inputs;
 
 struct pinio_plan {
@@ -63,6 +65,8 @@ struct pinio_plan {
     bool slicing;           /* slices or split rules were given */
     pinio_plan_slice_info sinfo;
     pinio__s3 *s3;          /* the client of the object files; NULL without any */
+    char *index_image;      /* an object index's bytes; NULL for a file index */
+    size_t index_len;
 };
 
 /* inputs.c: files, directories and index files -> the file list. */

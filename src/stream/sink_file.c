@@ -50,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -157,9 +158,17 @@ static int fill_to(filesink *s, out_file *f, uint64_t upto, pinio_diag *diag)
     int rc = f->direct ? set_direct(f, false, diag) : 0;
     while (rc == 0 && f->written < upto) {
         size_t want = upto - f->written < COPY_BUF ? (size_t)(upto - f->written) : COPY_BUF;
-        ssize_t n = pread(f->src, s->buf, want, (off_t)f->written);
-        if (n < 0 && errno == EINTR)
+        size_t i = (size_t)(f - s->f);
+        /* A plan file through the plan (a descriptor, or an object's ranged
+         * GETs pinned to the validated version); the index by its own. */
+        int64_t n = i < s->nfiles ? pinio_plan_file_read(s->plan, i, s->buf, want, f->written, diag)
+                                  : pread(f->src, s->buf, want, (off_t)f->written);
+        if (i >= s->nfiles && n < 0 && errno == EINTR)
             continue;
+        if (n < 0 && i < s->nfiles) {
+            rc = (int)n;
+            break;
+        }
         if (n <= 0) {
             rc = fail(diag, n < 0 ? -errno : PINIO_ECHANGED, f->src_path, f->written,
                       n < 0 ? "read" : "source shorter than when it was planned");
@@ -358,7 +367,20 @@ static int open_index(filesink *s, const char *path, pinio_diag *diag)
 {
     out_file *f = &s->f[s->nfiles];
     f->fd = -1;
-    f->src = open(path, O_RDONLY | O_CLOEXEC);
+    const void *image;
+    size_t len;
+    if (pinio_plan_get_index_image(s->plan, &image, &len) == 0) {
+        /* An index that was an object: the image the plan parsed, through
+         * a memory file, so that it is copied and checked as a file is. */
+        f->src = memfd_create("pinio-stage-index", MFD_CLOEXEC);
+        if (f->src >= 0 && pwrite(f->src, image, len, 0) != (ssize_t)len) {
+            close(f->src);
+            f->src = -1;
+            errno = errno ? errno : EIO;
+        }
+    } else {
+        f->src = open(path, O_RDONLY | O_CLOEXEC);
+    }
     f->own_src = f->src >= 0;
     f->src_path = path;
     struct stat st;

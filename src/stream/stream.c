@@ -207,7 +207,8 @@ static int ring_create(stream *s, pinio_pool **pool, pinio_view *views, const pi
     if (o->node >= 0 || want >= 0) {
         po.placement = PINIO_POOL_NODE;
         po.node = o->node >= 0 ? o->node : want;
-    } else if (o->node == PINIO_NODE_AUTO && pinio_plan_file_at(plan, 0)) {
+    } else if (o->node == PINIO_NODE_AUTO && pinio_plan_file_at(plan, 0) &&
+               !pinio_plan_file_at(plan, 0)->object) { /* an object comes by the NIC */
         po.placement = PINIO_POOL_FILE_NODE;
         po.file = pinio_plan_file_at(plan, 0)->path;
     }

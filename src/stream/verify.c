@@ -167,17 +167,17 @@ static int reread(pinio__sverify *v, size_t i, uint64_t end, pinio_diag *diag)
      * path may name another file by now), read with pread as the plan
      * allows: no descriptor of our own, so a checkpoint of many shards
      * needs none more for --verify. */
-    int fd = pinio_plan_file_at(v->plan, i)->fd;
     if (!v->buf && !(v->buf = malloc(REREAD_CHUNK)))
         return -ENOMEM;
     while (f->pos < end) {
         size_t want = end - f->pos < REREAD_CHUNK ? (size_t)(end - f->pos) : REREAD_CHUNK;
-        ssize_t got = pread(fd, v->buf, want, (off_t)f->pos);
-        if (got <= 0) {
-            int rc = got < 0 ? -errno : -EIO;
-            pinio_diag_set_at(diag, rc, path, f->pos, "verify: %s",
-                              got < 0 ? pinio_strerror(rc) : "the file got shorter");
-            return rc;
+        /* An object's bytes come by a ranged GET of the validated version. */
+        int64_t got = pinio_plan_file_read(v->plan, i, v->buf, want, f->pos, diag);
+        if (got < 0)
+            return (int)got;
+        if (got == 0) {
+            pinio_diag_set_at(diag, -EIO, path, f->pos, "verify: the file got shorter");
+            return -EIO;
         }
         EVP_DigestUpdate(f->md, v->buf, (size_t)got);
         f->pos += (uint64_t)got;
