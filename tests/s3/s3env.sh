@@ -1,0 +1,96 @@
+# The S3 tests' server (sourced; POSIX sh): s3rver on 127.0.0.1 at a free
+# port with a temporary data folder, stopped and removed on exit, failure
+# and skip alike.
+#
+#   s3_start        starts it; exports AWS_ENDPOINT_URL and s3rver's fixed
+#                   credentials (S3RVER / S3RVER: it checks signatures)
+#   s3_bucket NAME  creates a bucket
+#   s3_put BUCKET KEY FILE    uploads a file
+#   s3_rm BUCKET KEY          deletes an object
+#   s3_stop         stops it and removes its folder (also run on exit)
+#
+# s3rver comes from the npm registry: scripts/bootstrap installs it into
+# build-deps/s3rver/ (git-ignored); PINIO_S3RVER names another one. Without
+# node or s3rver the test skips (77), saying which is missing. The caller
+# sets SRC (the source root) and may set PINIO_TEST_RUN.
+
+S3_PID=""
+S3_DATA=""
+S3_PORT=""
+
+s3_stop() {
+    if [ -n "$S3_PID" ]; then
+        kill "$S3_PID" 2>/dev/null
+        wait "$S3_PID" 2>/dev/null
+        S3_PID=""
+    fi
+    if [ -n "$S3_DATA" ]; then
+        rm -rf "$S3_DATA" "$S3_DATA.log"
+        S3_DATA=""
+    fi
+}
+
+# The folder of the caller's scratch files, removed by s3_cleanup too.
+s3_cleanup() {
+    s3_stop
+    [ -n "${S3_EXTRA_CLEAN:-}" ] && rm -rf $S3_EXTRA_CLEAN
+    return 0
+}
+
+s3_skip() {
+    echo "SKIP: $1"
+    s3_cleanup
+    exit 77
+}
+
+s3_find_server() {
+    command -v node >/dev/null 2>&1 || command -v nodejs >/dev/null 2>&1 ||
+        s3_skip "node is not installed (Debian's nodejs; scripts/bootstrap installs it)"
+    S3RVER=${PINIO_S3RVER:-$SRC/build-deps/s3rver/node_modules/.bin/s3rver}
+    if [ ! -x "$S3RVER" ]; then
+        S3RVER=$(command -v s3rver 2>/dev/null || true)
+        [ -n "$S3RVER" ] || s3_skip "s3rver is not installed (scripts/bootstrap installs it from the npm registry into build-deps/s3rver)"
+    fi
+}
+
+s3_start() {
+    s3_find_server
+    S3_DATA=$(mktemp -d "${TMPDIR:-/tmp}/pinio-${PINIO_TEST_RUN:-p$$}-s3rver.XXXXXX") || return 1
+    trap 's3_cleanup' EXIT
+    trap 's3_cleanup; exit 1' INT TERM
+    # Port 0: the kernel picks a free one; s3rver says which on its first line.
+    "$S3RVER" -d "$S3_DATA" -a 127.0.0.1 -p 0 >"$S3_DATA.log" 2>&1 &
+    S3_PID=$!
+    i=0
+    while [ $i -lt 300 ]; do
+        S3_PORT=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' "$S3_DATA.log" | head -n 1)
+        [ -n "$S3_PORT" ] && break
+        if ! kill -0 "$S3_PID" 2>/dev/null; then
+            echo "FAIL: s3rver exited at start:"; cat "$S3_DATA.log"; S3_PID=""; return 1
+        fi
+        sleep 0.1; i=$((i + 1))
+    done
+    if [ -z "$S3_PORT" ]; then
+        echo "FAIL: s3rver did not say its port in 30 s:"; cat "$S3_DATA.log"; return 1
+    fi
+    export AWS_ENDPOINT_URL="http://127.0.0.1:$S3_PORT"
+    export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
+    unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL_S3 AWS_DEFAULT_REGION
+    # No ~/.aws of the machine's user may change what the tests see.
+    export AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
+    return 0
+}
+
+s3_bucket() {
+    code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT "$AWS_ENDPOINT_URL/$1")
+    [ "$code" = 200 ] || { echo "FAIL: create bucket $1: HTTP $code"; return 1; }
+}
+
+s3_put() {
+    code=$(curl -s -o /dev/null -w '%{http_code}' -T "$3" "$AWS_ENDPOINT_URL/$1/$2")
+    [ "$code" = 200 ] || { echo "FAIL: upload $3 to $1/$2: HTTP $code"; return 1; }
+}
+
+s3_rm() {
+    curl -s -o /dev/null -X DELETE "$AWS_ENDPOINT_URL/$1/$2"
+}

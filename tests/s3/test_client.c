@@ -1,0 +1,112 @@
+/* The S3 client's pure parts (src/s3/): s3:// URLs, Content-Range, the
+ * backoff's bounds, and ListObjectsV2 pages (entities, continuation,
+ * malformed answers). The requests themselves are tested against a real
+ * server (s3_cli_test.sh) and through a fault proxy (s3_faults_test.sh). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/s3/client.h"
+
+Test(s3_url, splits_bucket_and_key)
+{
+    char *b, *k;
+    cr_assert_eq(pinio__s3_url_split("s3://models/llama/a b.safetensors", &b, &k, NULL), 0);
+    cr_assert_str_eq(b, "models");
+    cr_assert_str_eq(k, "llama/a b.safetensors");
+    free(b);
+    free(k);
+    cr_assert_eq(pinio__s3_url_split("s3://models", &b, &k, NULL), 0);
+    cr_assert_str_eq(k, "");
+    free(b);
+    free(k);
+    char *u = pinio__s3_url_join("models", "x/y");
+    cr_assert_str_eq(u, "s3://models/x/y");
+    free(u);
+}
+
+Test(s3_url, refuses_what_is_no_bucket)
+{
+    const char *bad[] = { "s3://", "s3:///key", "s3://a b/key", "http://b/k", "s3://b?x/k" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *b = (char *)1, *k = (char *)1;
+        pinio_diag d = { 0 };
+        cr_assert_eq(pinio__s3_url_split(bad[i], &b, &k, &d), -EINVAL, "%s", bad[i]);
+        cr_assert_null(b);
+        cr_assert_null(k);
+        cr_assert(strstr(d.msg, bad[i]) != NULL, "the diag names the URL: %s", d.msg);
+    }
+}
+
+Test(s3_range, content_range)
+{
+    uint64_t a, b, t;
+    cr_assert(pinio__s3_content_range("bytes 0-99/1000", &a, &b, &t));
+    cr_assert(a == 0 && b == 99 && t == 1000);
+    cr_assert(pinio__s3_content_range("bytes 5-5/*", &a, &b, &t));
+    cr_assert(t == UINT64_MAX);
+    const char *bad[] = { "bytes 9-5/10", "bytes 0-10/10", "bytes -5/10", "items 0-1/2",
+                          "bytes 0-1/2 ", "bytes 0-1", "bytes 99999999999999999999-1/2" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        cr_assert_not(pinio__s3_content_range(bad[i], &a, &b, &t), "%s", bad[i]);
+}
+
+Test(s3_backoff, full_jitter_capped_and_retry_after_honoured)
+{
+    pinio__s3_opts o = { .backoff_base = 0.1, .backoff_max = 20 };
+    cr_assert_float_eq(pinio__s3_backoff(&o, 0, -1, 0.999999), 0.1, 1e-3);
+    cr_assert_float_eq(pinio__s3_backoff(&o, 3, -1, 0.5), 0.4, 1e-9);
+    cr_assert_float_eq(pinio__s3_backoff(&o, 0, -1, 0.0), 0.0, 1e-9);
+    cr_assert_float_eq(pinio__s3_backoff(&o, 40, -1, 0.999999), 20, 1e-3); /* capped */
+    cr_assert_float_eq(pinio__s3_backoff(&o, 0, 3, 0.1), 3, 1e-9);     /* Retry-After wins */
+    cr_assert_float_eq(pinio__s3_backoff(&o, 0, 3600, 0.1), 20, 1e-9); /* ... up to the cap */
+}
+
+static const char page1[] =
+    "<?xml version=\"1.0\"?><ListBucketResult><Name>b</Name><Prefix>m/</Prefix>"
+    "<IsTruncated>true</IsTruncated><NextContinuationToken>tok&amp;1</NextContinuationToken>"
+    "<Contents><Key>m/a&amp;b &lt;1&gt; &#233;.safetensors</Key><Size>123</Size></Contents>"
+    "<Contents><Key>m/model.safetensors.index.json</Key><ETag>&quot;x&quot;</ETag>"
+    "<Size>18446744073709551615</Size></Contents>"
+    "<CommonPrefixes><Prefix>m/sub/</Prefix></CommonPrefixes></ListBucketResult>";
+
+Test(s3_list, parses_a_page_and_its_token)
+{
+    pinio__s3_entry *e = NULL;
+    size_t n = 0;
+    char *next = NULL;
+    cr_assert_eq(pinio__s3_list_parse(page1, sizeof(page1) - 1, &e, &n, &next), 0);
+    cr_assert_eq(n, 2);
+    cr_assert_str_eq(e[0].key, "m/a&b <1> \xc3\xa9.safetensors");
+    cr_assert_eq(e[0].size, 123);
+    cr_assert_eq(e[1].size, UINT64_MAX);
+    cr_assert_str_eq(next, "tok&1");
+    free(next);
+    static const char last[] = "<ListBucketResult><IsTruncated>false</IsTruncated>"
+                               "<Contents><Key>m/z</Key><Size>0</Size></Contents></ListBucketResult>";
+    cr_assert_eq(pinio__s3_list_parse(last, sizeof(last) - 1, &e, &n, &next), 0);
+    cr_assert_eq(n, 3);
+    cr_assert_null(next);
+    pinio__s3_entries_free(e, n);
+}
+
+Test(s3_list, refuses_what_is_no_listing)
+{
+    const char *bad[] = {
+        "<Error><Code>AccessDenied</Code></Error>",
+        "<ListBucketResult><Contents><Key>k</Key></Contents></ListBucketResult>",
+        "<ListBucketResult><Contents><Key>k</Key><Size>1x</Size></Contents></ListBucketResult>",
+        "<ListBucketResult><Contents><Key>k&bogus;</Key><Size>1</Size></Contents></ListBucketResult>",
+        "<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        pinio__s3_entry *e = NULL;
+        size_t n = 0;
+        char *next = NULL;
+        cr_assert_eq(pinio__s3_list_parse(bad[i], strlen(bad[i]), &e, &n, &next), PINIO_EFORMAT,
+                     "%s", bad[i]);
+        pinio__s3_entries_free(e, n);
+        free(next);
+    }
+}
