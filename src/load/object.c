@@ -213,7 +213,10 @@ int pinio__obj_open(pinio__s3 *s3, pinio__pfile *f, const void *header, size_t h
         }
         if (rc == 0)
             rc = pinio_st_parse(&f->st, buf, (size_t)have, size, f->path, 0, diag);
-        free(buf);
+        /* Kept: the hash and stage read the header's bytes again, and they
+         * are these (the same version), without another request. */
+        f->prefix = buf;
+        f->prefix_len = rc == 0 ? have : 0;
     }
     if (rc < 0)
         return rc;
@@ -231,6 +234,10 @@ int64_t pinio__obj_pread(const pinio__pfile *f, void *buf, size_t len, uint64_t 
         return 0;
     if (len > f->pub.size - off)
         len = (size_t)(f->pub.size - off);
+    if (off + len <= f->prefix_len) {
+        memcpy(buf, f->prefix + off, len);
+        return (int64_t)len;
+    }
     pinio__s3 *s3;
     int rc = pinio__s3_open(&s3, NULL, diag);
     if (rc < 0)

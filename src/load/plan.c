@@ -46,6 +46,7 @@ void pinio_plan_free(pinio_plan *p)
         free(p->files[i].path);
         free(p->files[i].bucket);
         free(p->files[i].key);
+        free(p->files[i].prefix);
     }
     pinio__s3_close(p->s3);
     free(p->index_image);

@@ -34,6 +34,8 @@ typedef struct pinio__pfile {
      * version the header was validated from, pinned by every request. */
     char *bucket, *key;
     char etag[128];
+    uint8_t *prefix;        /* its first prefix_len bytes, fetched with the header */
+    uint64_t prefix_len;
 } pinio__pfile;
 
 /* Resolved inputs: paths in resolution order, and the index if any. */

@@ -97,6 +97,14 @@ int pinio__s3_open(pinio__s3 **out, const pinio__s3_opts *opts, pinio_diag *diag
     if (!c)
         return -ENOMEM;
     opts_fill(&c->o, opts);
+    /* The AWS tools' own knob for the attempts of one request (the first
+     * and its retries), read as botocore reads it. */
+    const char *ma = getenv("AWS_MAX_ATTEMPTS");
+    char *end = NULL;
+    long attempts = ma && *ma ? strtol(ma, &end, 10) : 0;
+    if ((!opts || !opts->max_retries) && ma && *ma && *end == '\0' && attempts >= 1 &&
+        attempts <= 100)
+        c->o.max_retries = (unsigned)attempts - 1;
     int rc = pinio__s3_cfg_load(&c->cfg, diag);
     if (rc < 0) {
         free(c);

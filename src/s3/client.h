@@ -41,7 +41,7 @@ typedef struct pinio__s3 pinio__s3;
 /* Tuning; zero fields take the defaults. */
 typedef struct pinio__s3_opts {
     unsigned concurrency;      /* requests in flight at most: 16 */
-    unsigned max_retries;      /* retries of one request: 10 */
+    unsigned max_retries;      /* retries of one request: AWS_MAX_ATTEMPTS - 1, else 10 */
     double retry_seconds;      /* time one request may spend retrying, in all: 120 */
     double backoff_base;       /* first backoff ceiling in seconds, doubling: 0.1 */
     double backoff_max;        /* backoff ceiling, and Retry-After's cap: 20 */

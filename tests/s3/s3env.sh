@@ -17,6 +17,7 @@
 S3_PID=""
 S3_DATA=""
 S3_PORT=""
+S3_URL=""
 
 s3_stop() {
     if [ -n "$S3_PID" ]; then
@@ -73,7 +74,8 @@ s3_start() {
     if [ -z "$S3_PORT" ]; then
         echo "FAIL: s3rver did not say its port in 30 s:"; cat "$S3_DATA.log"; return 1
     fi
-    export AWS_ENDPOINT_URL="http://127.0.0.1:$S3_PORT"
+    S3_URL="http://127.0.0.1:$S3_PORT" # the server itself, whatever pinio is pointed at
+    export AWS_ENDPOINT_URL="$S3_URL"
     export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
     unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL_S3 AWS_DEFAULT_REGION
     # No ~/.aws of the machine's user may change what the tests see.
@@ -82,12 +84,12 @@ s3_start() {
 }
 
 s3_bucket() {
-    code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT "$AWS_ENDPOINT_URL/$1")
+    code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT "$S3_URL/$1")
     [ "$code" = 200 ] || { echo "FAIL: create bucket $1: HTTP $code"; return 1; }
 }
 
 s3_put() {
-    code=$(curl -s -o /dev/null -w '%{http_code}' -T "$3" "$AWS_ENDPOINT_URL/$1/$2")
+    code=$(curl -s -o /dev/null -w '%{http_code}' -T "$3" "$S3_URL/$1/$2")
     [ "$code" = 200 ] || { echo "FAIL: upload $3 to $1/$2: HTTP $code"; return 1; }
 }
 

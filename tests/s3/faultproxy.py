@@ -1,0 +1,175 @@
+#!/usr/bin/python3
+"""A fault-injecting HTTP proxy between pinio and an S3 server (the S3 tests').
+
+usage: faultproxy.py UPSTREAM_URL [--fault KIND] [--count N] [--skip N]
+                     [--latency MS] [--replace-with FILE]
+
+Listens on 127.0.0.1 at a free port, prints "port N" on its first line, and
+forwards every request to UPSTREAM_URL (http://127.0.0.1:PORT). Faults hit
+the ranged GETs of each key after the first --skip of them (default 1: the
+first ranged GET of an object is its header's), --count of them (default 1;
+0: all):
+
+  503        503 SlowDown with Retry-After: 1
+  reset      the headers and half the body, then a TCP reset
+  short      Content-Length of the whole range, half the body, then close
+  badrange   the right length, but Content-Range one byte off
+  wholebody  200 with the whole object instead of the range
+  412        412 PreconditionFailed (a store that honours If-Match)
+  403        403 AccessDenied
+  replace    uploads FILE over the object first, then forwards (an object
+             replaced mid-load)
+
+--latency MS delays every request's answer by MS milliseconds (a remote
+store's first-byte latency). Stops on SIGTERM; writes nothing to disk.
+"""
+import http.client
+import http.server
+import socket
+import struct
+import sys
+import threading
+import time
+import urllib.parse
+
+HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
+       "proxy-connection"}
+
+
+def main():
+    args = sys.argv[1:]
+    if not args or args[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
+    up = urllib.parse.urlparse(args[0])
+    opt = {"--fault": "", "--count": "1", "--skip": "1", "--latency": "0", "--replace-with": ""}
+    i = 1
+    while i < len(args):
+        if args[i] not in opt or i + 1 >= len(args):
+            print(f"faultproxy: bad argument {args[i]}", file=sys.stderr)
+            return 2
+        opt[args[i]] = args[i + 1]
+        i += 2
+    fault, count, skip = opt["--fault"], int(opt["--count"]), int(opt["--skip"])
+    latency = int(opt["--latency"]) / 1000.0
+    lock = threading.Lock()
+    seen = {}  # key -> ranged GETs so far
+    state = {"faults": 0}
+
+    def take_fault(path):
+        """Whether this ranged GET of `path` gets the fault."""
+        with lock:
+            n = seen.get(path, 0)
+            seen[path] = n + 1
+            if not fault or n < skip or (count and state["faults"] >= count):
+                return False
+            state["faults"] += 1
+            return True
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def upstream(self, method, body=None, headers=None):
+            c = http.client.HTTPConnection(up.hostname, up.port, timeout=60)
+            h = {k: v for k, v in (headers if headers is not None else self.headers).items()
+                 if k.lower() not in HOP}
+            c.request(method, self.path, body=body, headers=h)
+            r = c.getresponse()
+            data = r.read()
+            c.close()
+            return r, data
+
+        def send(self, status, headers, body, head=False):
+            self.send_response(status)
+            for k, v in headers:
+                if k.lower() not in HOP and k.lower() != "content-length":
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if not head:
+                self.wfile.write(body)
+
+        def error(self, status, code, extra=()):
+            body = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+                    f'<Message>injected</Message></Error>').encode()
+            self.send(status, [("Content-Type", "application/xml")] + list(extra), body)
+
+        def do_HEAD(self):
+            time.sleep(latency)
+            r, data = self.upstream("HEAD")
+            self.send_response(r.status)
+            for k, v in r.getheaders():
+                if k.lower() not in HOP:
+                    self.send_header(k, v)
+            self.end_headers()
+
+        def do_PUT(self):
+            n = int(self.headers.get("Content-Length", "0"))
+            body = self.rfile.read(n)
+            r, data = self.upstream("PUT", body)
+            self.send(r.status, r.getheaders(), data)
+
+        def do_DELETE(self):
+            r, data = self.upstream("DELETE")
+            self.send(r.status, r.getheaders(), data)
+
+        def do_GET(self):
+            time.sleep(latency)
+            ranged = "Range" in self.headers
+            hit = ranged and take_fault(urllib.parse.urlparse(self.path).path)
+            if hit and fault == "503":
+                return self.error(503, "SlowDown", [("Retry-After", "1")])
+            if hit and fault == "412":
+                return self.error(412, "PreconditionFailed")
+            if hit and fault == "403":
+                return self.error(403, "AccessDenied")
+            if hit and fault == "replace":
+                with open(opt["--replace-with"], "rb") as f:
+                    new = f.read()
+                self.upstream("PUT", new, {"Content-Length": str(len(new))})
+            if hit and fault == "wholebody":
+                h = {k: v for k, v in self.headers.items() if k.lower() != "range"}
+                r, data = self.upstream("GET", headers=h)
+                return self.send(200, r.getheaders(), data)
+            r, data = self.upstream("GET")
+            headers = r.getheaders()
+            if hit and fault == "badrange":
+                cr = dict((k.lower(), v) for k, v in headers).get("content-range", "")
+                try:
+                    span, total = cr.split(" ")[1].split("/")
+                    a, b = (int(x) for x in span.split("-"))
+                    headers = [(k, v) for k, v in headers if k.lower() != "content-range"]
+                    headers.append(("Content-Range", f"bytes {a + 1}-{b + 1}/{total}"))
+                except (IndexError, ValueError):
+                    pass
+            if hit and fault in ("reset", "short"):
+                self.send_response(r.status)
+                for k, v in headers:
+                    if k.lower() not in HOP and k.lower() != "content-length":
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data[: len(data) // 2])
+                self.wfile.flush()
+                if fault == "reset":  # SO_LINGER 0: close sends a RST
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                               struct.pack("ii", 1, 0))
+                self.close_connection = True
+                return
+            self.send(r.status, headers, data)
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    print(f"port {srv.server_address[1]}", flush=True)
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+#!/bin/sh
+# s3:// loads through a fault proxy of the tests' own (faultproxy.py) between
+# pinio and s3rver: latency per request, 503 SlowDown with Retry-After, a
+# reset mid-body, a short body, a wrong Content-Range, a 200 with the whole
+# object, 403, 412, and an object replaced mid-load. Each case: the bytes are
+# the local file's (--sha256) after retries that the JSON counts, or the load
+# fails with the right one-line error; a failed stage leaves nothing behind.
+# usage: s3_faults_test.sh PINIO SRC_ROOT
+[ "${1:-}" = --help ] && { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+PINIO=$1
+SRC=$2
+fails=0
+. "$SRC/tests/common/cli.sh"
+. "$SRC/tests/s3/s3env.sh"
+DIR=$(mktemp -d "${TMPDIR:-/tmp}/pinio-${PINIO_TEST_RUN:-p$$}-s3faults.XXXXXX") || exit 1
+S3_EXTRA_CLEAN=$DIR
+PROXY_PID=""
+stop_proxy() {
+    [ -n "$PROXY_PID" ] && { kill "$PROXY_PID" 2>/dev/null; wait "$PROXY_PID" 2>/dev/null; }
+    PROXY_PID=""
+}
+s3_start || { s3_cleanup; exit 1; }
+trap 'stop_proxy; s3_cleanup' EXIT
+s3_bucket models || exit 1
+UPSTREAM=$AWS_ENDPOINT_URL
+
+# 20 MiB: the data goes as two ranges and more, so a fault hits one of many.
+"$PINIO" gen "$DIR/m.safetensors" --size 20M --seed 3 >/dev/null || exit 1
+"$PINIO" gen "$DIR/other.safetensors" --size 20M --seed 4 >/dev/null || exit 1
+[ "$(stat -c %s "$DIR/m.safetensors")" = "$(stat -c %s "$DIR/other.safetensors")" ] ||
+    { echo "FAIL: the replacement must have the same size"; exit 1; }
+SUM=$(sha256sum "$DIR/m.safetensors" | cut -d' ' -f1)
+URL=s3://models/m.safetensors
+
+# proxy ARGS...: (re)starts the proxy in front of s3rver; pinio talks to it.
+proxy() {
+    stop_proxy
+    s3_put models m.safetensors "$DIR/m.safetensors" || exit 1 # the original, again
+    /usr/bin/python3 "$SRC/tests/s3/faultproxy.py" "$UPSTREAM" "$@" >"$DIR/proxy.port" 2>"$DIR/proxy.err" &
+    PROXY_PID=$!
+    i=0
+    while [ $i -lt 300 ] && ! grep -q '^port ' "$DIR/proxy.port"; do sleep 0.1; i=$((i + 1)); done
+    port=$(sed -n 's/^port //p' "$DIR/proxy.port")
+    [ -n "$port" ] || { echo "FAIL: the proxy did not start ($*):"; cat "$DIR/proxy.err" "$DIR/proxy.port"; exit 1; }
+    export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
+}
+
+# ok_with_retries WHAT MIN: the load gave the right bytes after >= MIN retries.
+ok_with_retries() {
+    check 0 "$1" "$PINIO" load "$URL" --sha256 "$SUM" --json
+    json "$1: retries counted" "j['verified'] and j['object_retry_count'] >= $2"
+}
+
+proxy --latency 20
+ok_with_retries "20 ms per request" 0
+proxy --fault 503 --count 3
+ok_with_retries "503 SlowDown x3, Retry-After: 1" 3
+proxy --fault reset --count 2
+ok_with_retries "a reset mid-body x2" 2
+proxy --fault short --count 2
+ok_with_retries "a short body x2" 2
+proxy --fault badrange --count 2
+ok_with_retries "a wrong Content-Range x2" 2
+proxy --fault wholebody --count 1
+ok_with_retries "200 with the whole object" 1
+
+# Faults that last: bounded retries, then one line naming the object.
+proxy --fault badrange --count 0
+AWS_MAX_ATTEMPTS=3 check 1 "a wrong Content-Range every time" "$PINIO" load "$URL" --sha256 "$SUM"
+has "$DIR/err" "s3://models/m.safetensors.*after 3 attempts.*Content-Range" "the last wrong range named"
+[ "$(wc -l <"$DIR/err")" -eq 1 ] || { echo "FAIL: not one line:"; cat "$DIR/err"; fails=$((fails + 1)); }
+proxy --fault 503 --count 0
+AWS_MAX_ATTEMPTS=2 check 1 "503 every time" "$PINIO" load "$URL"
+has "$DIR/err" "s3://models/m.safetensors.*after 2 attempts.*503 SlowDown" "the retries ran out"
+proxy --fault 403
+check 1 "403 on the data" "$PINIO" load "$URL"
+has "$DIR/err" "s3://models/m.safetensors.*access denied (403 AccessDenied)" "403 names bucket and key"
+
+# One version per load: a replaced object is never mixed bytes.
+proxy --fault replace --replace-with "$DIR/other.safetensors"
+check 1 "the object replaced mid-load" "$PINIO" load "$URL" --sha256 "$SUM"
+has "$DIR/err" "s3://models/m.safetensors.*object changed while loading: ETag" "a new ETag refused"
+proxy --fault 412
+check 1 "412 on If-Match" "$PINIO" load "$URL"
+has "$DIR/err" "s3://models/m.safetensors.*object changed while loading" "412 is a change"
+proxy --fault replace --replace-with "$DIR/other.safetensors"
+check 1 "stage: the object replaced mid-stage" "$PINIO" stage "$URL" "$DIR/staged"
+has "$DIR/err" "object changed while loading" "stage refuses the mixed object"
+if [ -e "$DIR/staged" ] && [ -n "$(ls -A "$DIR/staged")" ]; then
+    echo "FAIL: a failed stage left files:"; ls -A "$DIR/staged"; fails=$((fails + 1))
+fi
+# Stage through faults that heal: identical file.
+proxy --fault reset --count 1
+check 0 "stage through a reset" "$PINIO" stage "$URL" "$DIR/staged2" --verify
+cmp -s "$DIR/m.safetensors" "$DIR/staged2/m.safetensors" || { echo "FAIL: staged file differs"; fails=$((fails + 1)); }
+
+stop_proxy
+s3_cleanup
+[ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "ok"
