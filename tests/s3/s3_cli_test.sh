@@ -9,11 +9,8 @@
 [ "${1:-}" = --help ] && { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 PINIO=$1
 SRC=$2
-fails=0
-. "$SRC/tests/common/cli.sh"
 . "$SRC/tests/s3/s3env.sh"
-DIR=$(mktemp -d "${TMPDIR:-/tmp}/pinio-${PINIO_TEST_RUN:-p$$}-s3cli.XXXXXX") || exit 1
-S3_EXTRA_CLEAN=$DIR
+s3_scratch s3cli || exit 1
 s3_start || { s3_cleanup; exit 1; }
 s3_bucket models || exit 1
 

@@ -9,11 +9,8 @@
 [ "${1:-}" = --help ] && { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 PINIO=$1
 SRC=$2
-fails=0
-. "$SRC/tests/common/cli.sh"
 . "$SRC/tests/s3/s3env.sh"
-DIR=$(mktemp -d "${TMPDIR:-/tmp}/pinio-${PINIO_TEST_RUN:-p$$}-s3faults.XXXXXX") || exit 1
-S3_EXTRA_CLEAN=$DIR
+s3_scratch s3faults || exit 1
 PROXY_PID=""
 stop_proxy() {
     [ -n "$PROXY_PID" ] && { kill "$PROXY_PID" 2>/dev/null; wait "$PROXY_PID" 2>/dev/null; }

@@ -8,6 +8,8 @@
 #   s3_put BUCKET KEY FILE    uploads a file
 #   s3_rm BUCKET KEY          deletes an object
 #   s3_stop         stops it and removes its folder (also run on exit)
+#   s3_scratch NAME the test's scratch folder DIR (removed with the server),
+#                   fails=0 and tests/common/cli.sh's check/has/json
 #
 # s3rver comes from the npm registry: scripts/bootstrap installs it into
 # build-deps/s3rver/ (git-ignored); PINIO_S3RVER names another one. Without
@@ -36,6 +38,13 @@ s3_cleanup() {
     s3_stop
     [ -n "${S3_EXTRA_CLEAN:-}" ] && rm -rf $S3_EXTRA_CLEAN
     return 0
+}
+
+s3_scratch() {
+    fails=0
+    . "$SRC/tests/common/cli.sh"
+    DIR=$(mktemp -d "${TMPDIR:-/tmp}/pinio-${PINIO_TEST_RUN:-p$$}-$1.XXXXXX") || return 1
+    S3_EXTRA_CLEAN=$DIR
 }
 
 s3_skip() {
@@ -94,5 +103,5 @@ s3_put() {
 }
 
 s3_rm() {
-    curl -s -o /dev/null -X DELETE "$AWS_ENDPOINT_URL/$1/$2"
+    curl -s -o /dev/null -X DELETE "$S3_URL/$1/$2"
 }
