@@ -13,7 +13,8 @@ first ranged GET of an object is its header's), --count of them (default 1;
   503        503 SlowDown with Retry-After: 1
   reset      the headers and half the body, then a TCP reset
   short      Content-Length of the whole range, half the body, then close
-  badrange   the right length, but Content-Range one byte off
+  badrange   the bytes of the range one byte on (back, at the end), with
+             that range's Content-Range
   wholebody  200 with the whole object instead of the range
   412        412 PreconditionFailed (a store that honours If-Match)
   403        403 AccessDenied
@@ -65,6 +66,15 @@ def main():
                 return False
             state["faults"] += 1
             return True
+
+    def total_of(handler):
+        """The object's size, by a HEAD upstream."""
+        c = http.client.HTTPConnection(up.hostname, up.port, timeout=60)
+        c.request("HEAD", handler.path)
+        r = c.getresponse()
+        r.read()
+        c.close()
+        return int(r.getheader("Content-Length", "0"))
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -134,17 +144,17 @@ def main():
                 h = {k: v for k, v in self.headers.items() if k.lower() != "range"}
                 r, data = self.upstream("GET", headers=h)
                 return self.send(200, r.getheaders(), data)
-            r, data = self.upstream("GET")
-            headers = r.getheaders()
+            h = None
             if hit and fault == "badrange":
-                cr = dict((k.lower(), v) for k, v in headers).get("content-range", "")
-                try:
-                    span, total = cr.split(" ")[1].split("/")
-                    a, b = (int(x) for x in span.split("-"))
-                    headers = [(k, v) for k, v in headers if k.lower() != "content-range"]
-                    headers.append(("Content-Range", f"bytes {a + 1}-{b + 1}/{total}"))
-                except (IndexError, ValueError):
-                    pass
+                # Another range than the one asked for, one byte on (or back
+                # at the object's end), with its own honest Content-Range:
+                # taken as asked, its bytes would land one byte off.
+                a, b = (int(x) for x in self.headers["Range"].split("=")[1].split("-"))
+                h = {k: v for k, v in self.headers.items() if k.lower() != "range"}
+                h["Range"] = f"bytes={a + 1}-{b + 1}" if b + 1 < total_of(self) else \
+                             f"bytes={a - 1}-{b - 1}"
+            r, data = self.upstream("GET", headers=h)
+            headers = r.getheaders()
             if hit and fault in ("reset", "short"):
                 self.send_response(r.status)
                 for k, v in headers:
