@@ -1,4 +1,6 @@
 /* --sha256-file: sha256sum's output matched to the files a load reads. */
+#include "sums.h"
+
 #include "load_args.h"
 
 #include <errno.h>
@@ -51,7 +53,7 @@ static const char *last_part(const char *p)
 
 /* The one SUMS line for `path`, by path, else by last component; NULL after
  * an error line. */
-static const char *sums_find(const cli_load_args *a, const char *const *hex,
+static const char *sums_find(const cli_sums *s, const char *const *hex,
                              const char *const *name, size_t n, const char *path)
 {
     for (size_t i = 0; i < n; i++)
@@ -67,52 +69,50 @@ static const char *sums_find(const cli_load_args *a, const char *const *hex,
     if (hits == 1)
         return found;
     if (hits == 0)
-        cli_failf("load", a->json, -ENOENT, path, "%s: --sha256-file %s has no line for it",
-                  path, a->sums);
+        cli_failf(s->cmd, s->json, -ENOENT, path, "%s: --sha256-file %s has no line for it",
+                  path, s->path);
     else
-        cli_failf("load", a->json, -EINVAL, path,
+        cli_failf(s->cmd, s->json, -EINVAL, path,
                   "%s: --sha256-file %s has %zu lines named %s: name it by its path there", path,
-                  a->sums, hits, last_part(path));
+                  s->path, hits, last_part(path));
     return NULL;
 }
 
-int cli_load_sums(cli_load_args *a, const char *const *inputs, size_t ninputs)
+int cli_sums_read(cli_sums *s, const char *const *inputs, size_t ninputs)
 {
-    if (!a->sums)
-        return 0;
-    FILE *f = fopen(a->sums, "re");
+    FILE *f = fopen(s->path, "re");
     if (!f)
-        return cli_failf("load", a->json, -errno, a->sums, "--sha256-file %s: %s", a->sums,
+        return cli_failf(s->cmd, s->json, -errno, s->path, "--sha256-file %s: %s", s->path,
                          strerror(errno));
     size_t cap = 0, len = 0;
     char buf[65536];
     for (size_t k; (k = fread(buf, 1, sizeof(buf), f)) > 0;) {
         if (len + k + 1 > cap) {
             cap = (len + k + 1) * 2;
-            char *nb = cap <= (64u << 20) ? realloc(a->sums_buf, cap) : NULL;
+            char *nb = cap <= (64u << 20) ? realloc(s->buf, cap) : NULL;
             if (!nb) {
                 fclose(f);
-                return cli_failf("load", a->json, -EFBIG, a->sums,
-                                 "--sha256-file %s: too large for a list of digests", a->sums);
+                return cli_failf(s->cmd, s->json, -EFBIG, s->path,
+                                 "--sha256-file %s: too large for a list of digests", s->path);
             }
-            a->sums_buf = nb;
+            s->buf = nb;
         }
-        memcpy(a->sums_buf + len, buf, k);
+        memcpy(s->buf + len, buf, k);
         len += k;
     }
     bool rerr = ferror(f);
     fclose(f);
-    if (rerr || !a->sums_buf)
-        return cli_failf("load", a->json, rerr ? -EIO : -ENOENT, a->sums,
-                         "--sha256-file %s: %s", a->sums, rerr ? "read error" : "empty");
-    a->sums_buf[len] = '\0';
+    if (rerr || !s->buf)
+        return cli_failf(s->cmd, s->json, rerr ? -EIO : -ENOENT, s->path,
+                         "--sha256-file %s: %s", s->path, rerr ? "read error" : "empty");
+    s->buf[len] = '\0';
     size_t lines = 1;
     for (size_t i = 0; i < len; i++)
-        lines += a->sums_buf[i] == '\n';
+        lines += s->buf[i] == '\n';
     const char **hex = calloc(lines, sizeof(*hex)), **name = calloc(lines, sizeof(*name));
     size_t n = 0, lineno = 0;
-    int rc = hex && name ? 0 : cli_failf("load", a->json, -ENOMEM, NULL, "out of memory");
-    for (char *l = a->sums_buf, *next; rc == 0 && l; l = next) {
+    int rc = hex && name ? 0 : cli_failf(s->cmd, s->json, -ENOMEM, NULL, "out of memory");
+    for (char *l = s->buf, *next; rc == 0 && l; l = next) {
         lineno++;
         next = strchr(l, '\n');
         if (next)
@@ -123,9 +123,9 @@ int cli_load_sums(cli_load_args *a, const char *const *inputs, size_t ninputs)
         if (!ll)
             continue;
         if (!sums_line(l, &hex[n], &name[n]))
-            rc = cli_failf("load", a->json, PINIO_EFORMAT, a->sums,
+            rc = cli_failf(s->cmd, s->json, PINIO_EFORMAT, s->path,
                            "--sha256-file %s: line %zu is not sha256sum's \"HEX  NAME\"",
-                           a->sums, lineno);
+                           s->path, lineno);
         else
             n++;
     }
@@ -133,20 +133,43 @@ int cli_load_sums(cli_load_args *a, const char *const *inputs, size_t ninputs)
     pinio_plan *p = NULL;
     pinio_diag d = { .offset = PINIO_DIAG_NO_OFFSET };
     if (rc == 0 && (rc = pinio_plan_create(&p, inputs, ninputs, NULL, &d)) < 0)
-        rc = cli_fail("load", a->json, rc, &d);
+        rc = cli_fail(s->cmd, s->json, rc, &d);
     pinio_plan_info pi = { 0 };
     if (rc == 0) {
         pinio_plan_get_info(p, &pi);
-        free(a->shas);
-        if (!(a->shas = calloc(pi.files, sizeof(*a->shas))))
-            rc = cli_failf("load", a->json, -ENOMEM, NULL, "out of memory");
+        free(s->shas);
+        if (!(s->shas = calloc(pi.files, sizeof(*s->shas))))
+            rc = cli_failf(s->cmd, s->json, -ENOMEM, NULL, "out of memory");
     }
     for (size_t i = 0; rc == 0 && i < pi.files; i++)
-        if (!(a->shas[i] = sums_find(a, hex, name, n, pinio_plan_file_at(p, i)->path)))
+        if (!(s->shas[i] = sums_find(s, hex, name, n, pinio_plan_file_at(p, i)->path)))
             rc = 1;
-    a->nshas = rc == 0 ? pi.files : 0;
+    s->nshas = rc == 0 ? pi.files : 0;
     pinio_plan_free(p);
     free(hex);
     free(name);
+    return rc;
+}
+
+void cli_sums_free(cli_sums *s)
+{
+    free(s->shas);
+    free(s->buf);
+    s->shas = NULL;
+    s->buf = NULL;
+    s->nshas = 0;
+}
+
+int cli_load_sums(cli_load_args *a, const char *const *inputs, size_t ninputs)
+{
+    if (!a->sums)
+        return 0;
+    cli_sums s = { .cmd = "load", .json = a->json, .path = a->sums };
+    int rc = cli_sums_read(&s, inputs, ninputs);
+    free(a->shas);
+    free(a->sums_buf);
+    a->shas = s.shas; /* freed with the arguments */
+    a->nshas = s.nshas;
+    a->sums_buf = s.buf;
     return rc;
 }
