@@ -85,7 +85,7 @@ static void load_usage(FILE *out)
             "  --staging SIZE[xK] with --device: K slots of SIZE bytes (default 32Mx4)\n"
             "  --json             print the summary as one JSON object (doc/json/SCHEMA.md);\n"
             "                     a failure prints an error object and exits 1\n"
-            "  --quiet            no progress bar and no summary (exit status only)\n"
+            "  -q, --quiet        no progress bar and no summary (exit status only)\n"
             "  --progress         draw the progress bar even when stderr is not a terminal\n"
             "                     (a pipe; under mpiexec, rank 0's line)\n"
             "  --split PATTERN=DIM  tensor parallelism in one process (repeatable; the first\n"

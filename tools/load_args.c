@@ -108,7 +108,8 @@ static int split_count(const char *opt, const char *arg, uint32_t *out)
 {
     uint64_t u;
     if (cli_parse_u64(arg, &u) < 0 || u > INT32_MAX)
-        return cli_usage("load", "%s wants a number from 0, not '%s'", opt, arg);
+        return cli_usage("load", "%s wants a whole number from 0 to %d, not '%s'", opt,
+                         INT32_MAX, arg);
     *out = (uint32_t)u;
     return 0;
 }
@@ -263,7 +264,9 @@ int cli_load_parse(int argc, char **argv, cli_load_args *a)
     int c;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":hq", longopts, NULL)) != -1) {
+        if (c == 'q') /* -q as gen and stage take it */
+            c = O_QUIET;
         if (c == 'h') {
             a->help = true;
             continue; /* --mpi may come later: it picks which help */
