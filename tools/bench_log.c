@@ -44,6 +44,9 @@ int bench_open_log(struct cli *c)
         return cli_failf("bench", c->fmt == FMT_JSON, -errno, c->log_file, "--log-file %s: %s",
                          c->log_file, strerror(errno));
     c->log_errno = 0;
+    /* A row out as its interval ends: `tail -f` (or a test) follows a long
+     * run as it goes, and a run killed mid-way keeps what it measured. */
+    setvbuf(c->log, NULL, _IOLBF, 0);
     if (!c->log_jsonl)
         fprintf(c->log, "time_ms,job,dir,bw_bytes_per_s,iops,lat_mean_ns,lat_p50_ns,"
                 "lat_p99_ns%s\n", c->sweep ? ",cell,bs_bytes,qd" : "");

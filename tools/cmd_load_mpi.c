@@ -113,7 +113,7 @@ void pinio_cli_load_mpi_usage(FILE *out)
             "                          file name (read by rank 0, agreed by every rank)\n"
             "  --json                  print the report as one JSON object (rank 0;\n"
             "                          doc/json/SCHEMA.md); a failure prints an error object\n"
-            "  --quiet                 no progress line and no report (exit status only)\n"
+            "  -q, --quiet             no progress line and no report (exit status only)\n"
             "  --progress              rank 0 draws the job's progress (every rank's reads)\n"
             "                          although mpiexec hands it a pipe, not a terminal\n"
             "  -h, --help              this help\n"

@@ -14,13 +14,14 @@
 #include "progress.h"
 #include "stop.h"
 #include "stream_cli.h"
+#include "sums.h"
 #include "util.h"
 
 static void stage_usage(FILE *out)
 {
     fprintf(out,
-            "usage: pinio stage SRC DST [--verify] [--sha256 HEX]... [--force]\n"
-            "                   [--staging SIZE[xK]] [--cache auto|cold|hot]\n"
+            "usage: pinio stage SRC DST [--verify] [--sha256 HEX... | --sha256-file SUMS]\n"
+            "                   [--force] [--staging SIZE[xK]] [--cache auto|cold|hot]\n"
             "                   [--direct auto|on|off] [--json] [-q]\n"
             "\n"
             "Copies a checkpoint to another directory, typically node-local storage before a\n"
@@ -60,6 +61,10 @@ static void stage_usage(FILE *out)
             "  --sha256 HEX      expected SHA-256 of the next source file, in order (a\n"
             "                    directory's shards in their index order; repeatable; implies\n"
             "                    --verify). A mismatch fails the copy and names the file\n"
+            "  --sha256-file SUMS expected SHA-256s as sha256sum prints them (implies\n"
+            "                    --verify), matched to each source file by its path, else\n"
+            "                    by its file name; a file no line names fails the stage\n"
+            "                    before a byte is copied\n"
             "  --force           replace files that already exist in DST (the index\n"
             "                    included); without it an existing target fails the copy\n"
             "  --staging SIZE[xK] the ring: K slots of SIZE bytes (default 32Mx4); SIZE a\n"
@@ -91,14 +96,16 @@ static int stage_progress(void *ctx, const pinio_progress *p)
     return ctx ? cli_progress_cb(ctx, p) : 0;
 }
 
-enum { O_VERIFY = 256, O_SHA, O_FORCE, O_STAGING, O_CACHE, O_DIRECT_W, O_JSON };
+enum { O_VERIFY = 256, O_SHA, O_SUMS, O_FORCE, O_STAGING, O_CACHE, O_DIRECT_W, O_JSON };
 
-/* `shas` has room for one --sha256 per argument. */
-static int stage(int argc, char **argv, const char **shas)
+/* `shas` has room for one --sha256 per argument; `sums` holds the
+ * --sha256-file list, freed by the caller. */
+static int stage(int argc, char **argv, const char **shas, cli_sums *sums)
 {
     static const struct option longopts[] = {
         { "verify", no_argument, NULL, O_VERIFY },
         { "sha256", required_argument, NULL, O_SHA },
+        { "sha256-file", required_argument, NULL, O_SUMS },
         { "force", no_argument, NULL, O_FORCE },
         { "staging", required_argument, NULL, O_STAGING },
         { "cache", required_argument, NULL, O_CACHE },
@@ -113,6 +120,7 @@ static int stage(int argc, char **argv, const char **shas)
     pinio_sink_file_cfg fc = { 0 };
     bool json = false, quiet = false;
     size_t nshas = 0;
+    const char *sums_path = NULL;
     int c;
 
     opterr = 0;
@@ -127,6 +135,15 @@ static int stage(int argc, char **argv, const char **shas)
             /* an expected digest is checked by --verify */
             __attribute__((fallthrough));
         case O_VERIFY:
+            fc.verify = true;
+            o.verify = true;
+            break;
+        case O_SUMS:
+            if (sums_path) {
+                cli_usage("stage", "--sha256-file is given once (one file may list every shard)");
+                return 2;
+            }
+            sums_path = optarg;
             fc.verify = true;
             o.verify = true;
             break;
@@ -167,8 +184,20 @@ static int stage(int argc, char **argv, const char **shas)
     if (optind + 2 != argc) {
         return cli_usage("stage", "SRC and DST are required");
     }
+    if (sums_path && nshas)
+        return cli_usage("stage", "--sha256 and --sha256-file do not go together: one list of "
+                                  "expected digests");
     const char *src = argv[optind];
     fc.dir = argv[optind + 1];
+    /* The list matched to the files before the target is touched: a file
+     * it lacks stops the stage with nothing made. */
+    if (sums_path) {
+        *sums = (cli_sums){ .cmd = "stage", .json = json, .path = sums_path };
+        if (cli_sums_read(sums, &src, 1) != 0)
+            return 1;
+        shas = sums->shas;
+        nshas = sums->nshas;
+    }
     /* A descriptor per shard in the plan and one per copy: as load does. */
     unsigned long long nofile_from, nofile_to;
     cli_raise_nofile(&nofile_from, &nofile_to);
@@ -231,7 +260,9 @@ static int run_stage(int argc, char **argv)
     const char **shas = calloc((size_t)argc + 1, sizeof(*shas));
     if (!shas)
         return cli_failf("stage", false, -ENOMEM, NULL, "out of memory");
-    int rc = stage(argc, argv, shas);
+    cli_sums sums = { 0 };
+    int rc = stage(argc, argv, shas, &sums);
+    cli_sums_free(&sums);
     free(shas);
     return rc;
 }

@@ -108,7 +108,8 @@ static int split_count(const char *opt, const char *arg, uint32_t *out)
 {
     uint64_t u;
     if (cli_parse_u64(arg, &u) < 0 || u > INT32_MAX)
-        return cli_usage("load", "%s wants a number from 0, not '%s'", opt, arg);
+        return cli_usage("load", "%s wants a whole number from 0 to %d, not '%s'", opt,
+                         INT32_MAX, arg);
     *out = (uint32_t)u;
     return 0;
 }
@@ -263,7 +264,9 @@ int cli_load_parse(int argc, char **argv, cli_load_args *a)
     int c;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":hq", longopts, NULL)) != -1) {
+        if (c == 'q') /* -q as gen and stage take it */
+            c = O_QUIET;
         if (c == 'h') {
             a->help = true;
             continue; /* --mpi may come later: it picks which help */
@@ -322,149 +325,6 @@ int cli_load_parse(int argc, char **argv, cli_load_args *a)
     if (a->exchange && !strcmp(a->policy, "shard"))
         return cli_usage("load", "--exchange goes with --mpi replicate or node");
     return 0;
-}
-
-/* One line of sha256sum's output: "HEX  NAME", "HEX *NAME" (binary
- * mode), "SHA256 (NAME) = HEX" (--tag), and a leading '\' when NAME was
- * escaped (a newline or a backslash in it). The line is cut in place;
- * false for a line of another shape. */
-static bool sums_line(char *l, const char **hex, const char **name)
-{
-    bool esc = *l == '\\';
-    l += esc;
-    size_t n = strlen(l);
-    if (!strncmp(l, "SHA256 (", 8) && n > 8 + 4 + 64 && !strncmp(l + n - 64 - 4, ") = ", 4)) {
-        l[n - 64 - 4] = '\0';
-        *name = l + 8;
-        *hex = l + n - 64;
-    } else if (n > 66 && l[64] == ' ' && (l[65] == ' ' || l[65] == '*')) {
-        l[64] = '\0';
-        *hex = l;
-        *name = l + 66;
-    } else {
-        return false;
-    }
-    if (!cli_is_sha256(*hex))
-        return false;
-    if (esc) { /* sha256sum's escapes: \n for a newline, \\ for a backslash */
-        char *w = (char *)*name;
-        for (const char *r = *name; *r; r++) {
-            if (*r == '\\' && (r[1] == 'n' || r[1] == '\\'))
-                *w++ = *++r == 'n' ? '\n' : '\\';
-            else
-                *w++ = *r;
-        }
-        *w = '\0';
-    }
-    return true;
-}
-
-static const char *last_part(const char *p)
-{
-    const char *s = strrchr(p, '/');
-    return s ? s + 1 : p;
-}
-
-/* The one SUMS line for `path`, by path, else by last component; NULL after
- * an error line. */
-static const char *sums_find(const cli_load_args *a, const char *const *hex,
-                             const char *const *name, size_t n, const char *path)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(name[i], path) || (!strncmp(name[i], "./", 2) && !strcmp(name[i] + 2, path)))
-            return hex[i];
-    const char *found = NULL;
-    size_t hits = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(last_part(name[i]), last_part(path))) {
-            found = hex[i];
-            hits++;
-        }
-    if (hits == 1)
-        return found;
-    if (hits == 0)
-        cli_failf("load", a->json, -ENOENT, path, "%s: --sha256-file %s has no line for it",
-                  path, a->sums);
-    else
-        cli_failf("load", a->json, -EINVAL, path,
-                  "%s: --sha256-file %s has %zu lines named %s: name it by its path there", path,
-                  a->sums, hits, last_part(path));
-    return NULL;
-}
-
-int cli_load_sums(cli_load_args *a, const char *const *inputs, size_t ninputs)
-{
-    if (!a->sums)
-        return 0;
-    FILE *f = fopen(a->sums, "re");
-    if (!f)
-        return cli_failf("load", a->json, -errno, a->sums, "--sha256-file %s: %s", a->sums,
-                         strerror(errno));
-    size_t cap = 0, len = 0;
-    char buf[65536];
-    for (size_t k; (k = fread(buf, 1, sizeof(buf), f)) > 0;) {
-        if (len + k + 1 > cap) {
-            cap = (len + k + 1) * 2;
-            char *nb = cap <= (64u << 20) ? realloc(a->sums_buf, cap) : NULL;
-            if (!nb) {
-                fclose(f);
-                return cli_failf("load", a->json, -EFBIG, a->sums,
-                                 "--sha256-file %s: too large for a list of digests", a->sums);
-            }
-            a->sums_buf = nb;
-        }
-        memcpy(a->sums_buf + len, buf, k);
-        len += k;
-    }
-    bool rerr = ferror(f);
-    fclose(f);
-    if (rerr || !a->sums_buf)
-        return cli_failf("load", a->json, rerr ? -EIO : -ENOENT, a->sums,
-                         "--sha256-file %s: %s", a->sums, rerr ? "read error" : "empty");
-    a->sums_buf[len] = '\0';
-    size_t lines = 1;
-    for (size_t i = 0; i < len; i++)
-        lines += a->sums_buf[i] == '\n';
-    const char **hex = calloc(lines, sizeof(*hex)), **name = calloc(lines, sizeof(*name));
-    size_t n = 0, lineno = 0;
-    int rc = hex && name ? 0 : cli_failf("load", a->json, -ENOMEM, NULL, "out of memory");
-    for (char *l = a->sums_buf, *next; rc == 0 && l; l = next) {
-        lineno++;
-        next = strchr(l, '\n');
-        if (next)
-            *next++ = '\0';
-        size_t ll = strlen(l);
-        if (ll && l[ll - 1] == '\r')
-            l[--ll] = '\0';
-        if (!ll)
-            continue;
-        if (!sums_line(l, &hex[n], &name[n]))
-            rc = cli_failf("load", a->json, PINIO_EFORMAT, a->sums,
-                           "--sha256-file %s: line %zu is not sha256sum's \"HEX  NAME\"",
-                           a->sums, lineno);
-        else
-            n++;
-    }
-    /* The files as the load resolves them: a plan reads their headers only. */
-    pinio_plan *p = NULL;
-    pinio_diag d = { .offset = PINIO_DIAG_NO_OFFSET };
-    if (rc == 0 && (rc = pinio_plan_create(&p, inputs, ninputs, NULL, &d)) < 0)
-        rc = cli_fail("load", a->json, rc, &d);
-    pinio_plan_info pi = { 0 };
-    if (rc == 0) {
-        pinio_plan_get_info(p, &pi);
-        free(a->shas);
-        if (!(a->shas = calloc(pi.files, sizeof(*a->shas))))
-            rc = cli_failf("load", a->json, -ENOMEM, NULL, "out of memory");
-    }
-    for (size_t i = 0; rc == 0 && i < pi.files; i++)
-        if (!(a->shas[i] = sums_find(a, hex, name, n, pinio_plan_file_at(p, i)->path)))
-            rc = 1;
-    a->nshas = rc == 0 ? pi.files : 0;
-    pinio_plan_free(p);
-    free(hex);
-    free(name);
-    return rc;
 }
 
 void cli_load_args_free(cli_load_args *a)

@@ -53,13 +53,8 @@ typedef struct cli_load_args {
 int cli_load_parse(int argc, char **argv, cli_load_args *a);
 
 /**
- * --sha256-file: reads `a->sums` (sha256sum's output, plain or --tag) and
- * sets `a->shas` to one digest per file the inputs resolve to, in that
- * order (a dry plan resolves them: the same files the load reads). A file
- * matches the line naming the same path, else the one line whose name has
- * the same last component; a file no line names, or two lines name, is an
- * error (a load that silently skipped a check would read as verified).
- * Lines for other files are ignored (a SUMS may cover config.json too).
+ * --sha256-file: cli_sums_read() (sums.h) of `a->sums` for the load's
+ * inputs, into `a->shas` / `a->nshas` (one digest per file, plan order).
  * @return 0 (also without --sha256-file), or 1 after one error line (json:
  *         an error object).
  */

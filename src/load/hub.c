@@ -1,5 +1,6 @@
 /*
- * The Hugging Face hub cache as an input: a repo id (ORG/NAME[@REV])
+ * The Hugging Face hub cache as an input: a repo id (ORG/NAME[@REV], or
+ * NAME[@REV] for the hub's canonical models without an org, such as gpt2)
  * resolved offline to its snapshot folder, and the folder a hub snapshot's
  * shard links may reach.
  *
@@ -9,7 +10,8 @@
  *
  * The layout huggingface_hub writes (file_download.py) and reads back
  * (try_to_load_from_cache), which this follows:
- *   CACHE/models--ORG--NAME/refs/REV          a commit hash (a file)
+ *   CACHE/models--ORG--NAME/refs/REV          a commit hash (a file);
+ *                                             models--NAME for a bare NAME
  *   CACHE/models--ORG--NAME/snapshots/COMMIT/F -> ../../blobs/SHA
  *   CACHE/models--ORG--NAME/blobs/SHA          the bytes
  * CACHE is HF_HUB_CACHE, else HUGGINGFACE_HUB_CACHE (its older name), else
@@ -29,8 +31,8 @@
 #include "src/load/plan_internal.h"
 
 /* A repo id as the hub allows it (huggingface_hub's validate_repo_id):
- * ORG/NAME, each of [A-Za-z0-9._-], not starting or ending with '.' or
- * '-', no "--" or "..", at most 96 characters in all. */
+ * ORG/NAME or NAME, each of [A-Za-z0-9._-], not starting or ending with
+ * '.' or '-', no "--" or "..", at most 96 characters in all. */
 static bool repo_part_ok(const char *s, size_t n)
 {
     if (n == 0 || s[0] == '.' || s[0] == '-' || s[n - 1] == '.' || s[n - 1] == '-')
@@ -69,7 +71,11 @@ bool pinio__hub_is_repo_id(const char *spec)
     const char *at = strchr(spec, '@');
     size_t n = at ? (size_t)(at - spec) : strlen(spec);
     const char *slash = memchr(spec, '/', n);
-    if (!slash || n > 96 || memchr(slash + 1, '/', n - (size_t)(slash - spec) - 1))
+    if (n > 96)
+        return false;
+    if (!slash)
+        return repo_part_ok(spec, n) && (!at || rev_ok(at + 1));
+    if (memchr(slash + 1, '/', n - (size_t)(slash - spec) - 1))
         return false;
     return repo_part_ok(spec, (size_t)(slash - spec)) &&
            repo_part_ok(slash + 1, n - (size_t)(slash - spec) - 1) && (!at || rev_ok(at + 1));
@@ -158,17 +164,27 @@ int pinio__hub_resolve(const char *spec, char **out, pinio_diag *diag)
         pinio_diag_set_at(diag, rc, spec, PINIO_DIAG_NO_OFFSET, "hub cache path too long");
         return rc;
     }
-    /* models--ORG--NAME: the repo id with '/' as "--" (repo_folder_name). */
+    /* models--ORG--NAME: the repo id with '/' as "--" (repo_folder_name);
+     * models--NAME for a bare name. */
     const char *slash = memchr(spec, '/', idlen);
-    int k = snprintf(model, sizeof(model), "%s/models--%.*s--%.*s", cache,
-                     (int)(slash - spec), spec, (int)(idlen - (size_t)(slash - spec) - 1),
-                     slash + 1);
+    int k = slash ? snprintf(model, sizeof(model), "%s/models--%.*s--%.*s", cache,
+                             (int)(slash - spec), spec,
+                             (int)(idlen - (size_t)(slash - spec) - 1), slash + 1)
+                  : snprintf(model, sizeof(model), "%s/models--%.*s", cache, (int)idlen, spec);
     if (k < 0 || (size_t)k >= sizeof(model)) {
         pinio_diag_set_at(diag, -ENAMETOOLONG, spec, PINIO_DIAG_NO_OFFSET,
                           "hub cache path too long");
         return -ENAMETOOLONG;
     }
     if (!is_dir(model)) {
+        /* A bare NAME is most often a file name with a typo in it
+         * ("model.safetensor"): without a cached model of that name, the
+         * error is the file's own. */
+        if (!slash) {
+            pinio_diag_set_at(diag, -ENOENT, spec, PINIO_DIAG_NO_OFFSET, "%s",
+                              pinio_strerror(-ENOENT));
+            return -ENOENT;
+        }
         pinio_diag_set_at(diag, -ENOENT, spec, PINIO_DIAG_NO_OFFSET,
                           "No such file or directory, nor a model in the Hugging Face hub cache "
                           "(%s, from %s; pinio does not download)",

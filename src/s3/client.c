@@ -40,7 +40,8 @@
 
 #include "src/base/clock.h"
 #include "src/s3/client.h"
-#include "src/s3/standin.h"
+#include "src/s3/config.h"
+#include "src/s3/sign.h"
 
 struct pinio__s3 {
     pinio__s3_cfg *cfg;

@@ -12,7 +12,8 @@
 #include <string.h>
 
 #include "src/s3/client.h"
-#include "src/s3/standin.h"
+#include "src/s3/config.h"
+#include "src/s3/sign.h"
 
 /* The text of the first <tag>...</tag> in [s, e), or NULL. */
 static const char *element(const char *s, const char *e, const char *tag, size_t *len)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The CLI on what a user has on disk: a Hugging Face hub cache tree (every
 # snapshot file a link into blobs/, the index too, refs/main) loaded, shown
-# and staged by folder, by index and by repo id, bytes checked against
+# and staged by folder, by index and by repo id (ORG/NAME and a bare NAME
+# such as gpt2), bytes checked against
 # sha256sum's list matched by name (--sha256-file); a link out of the model's
 # folder refused; `pinio info DIR` as `pinio load DIR`.
 # Usage: hub_cli_test.sh PATH_TO_PINIO
@@ -40,6 +41,19 @@ check 0 "load through HF_HOME" env -u HF_HUB_CACHE HF_HOME="$DIR" "$PINIO" load 
 check 0 "info --json org/tiny" "$PINIO" info --json org/tiny
 has "$DIR/out" '"kind":"index"' "info --json of a repo id names its index"
 
+# A canonical model without an org (gpt2): CACHE/models--NAME. The same
+# bare name with no cached model is a missing file, said as one.
+mkdir -p "$DIR/hub/models--tiny2/snapshots" "$DIR/hub/models--tiny2/refs"
+ln -s "$SNAP" "$DIR/hub/models--tiny2/snapshots/$C"
+printf %s "$C" >"$DIR/hub/models--tiny2/refs/main"
+for input in tiny2 tiny2@main "tiny2@$C"; do
+    check 0 "load $input (no org)" "$PINIO" load --sha256-file "$DIR/SUMS" "$input"
+    has "$DIR/out" "loaded    12 tensors, 0.003 GB from 3 files" "load $input: every shard"
+done
+check 0 "info tiny2" "$PINIO" info tiny2
+has "$DIR/out" "^index: .*12 tensors in 3 shards" "info tiny2: the index and its shards"
+check 1 "a bare name neither a file nor cached" "$PINIO" load nope.safetensors
+has "$DIR/err" "load: nope.safetensors: no such file or directory$" "a missing bare name is a missing file"
 check 1 "a repo id not in the cache" "$PINIO" load org/nope
 has "$DIR/err" "org/nope: No such file or directory, nor a model in the Hugging Face hub cache" \
     "a missing repo id says where it looked"

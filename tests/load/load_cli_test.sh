@@ -19,6 +19,12 @@ has "$DIR/out" "--consumer host|dma" "--help explains --consumer"
 has "$DIR/out" "--register" "--help explains --register"
 has "$DIR/out" "--fill auto|ahead|fault" "--help explains --fill"
 
+# -q as gen and stage take it: nothing on stdout, the exit status only.
+check 0 "-q" "$PINIO" load "$M" -q
+[ ! -s "$DIR/out" ] || { echo "FAIL: load -q printed:"; cat "$DIR/out"; fails=$((fails + 1)); }
+check 2 "--world out of range" "$PINIO" load "$M" --split '*=0' --rank 0 --world 4294967296
+has "$DIR/err" "--world wants a whole number from 0 to 2147483647, not '4294967296'" "the range is said"
+
 check 0 "mapped" "$PINIO" load "$M" --memory mapped
 has "$DIR/out" "modes     file 0 mapped: --memory mapped" "the summary names the mode and why"
 has "$DIR/out" "mapped, no reads" "a mapped load reads nothing"

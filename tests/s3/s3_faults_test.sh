@@ -35,10 +35,16 @@ proxy() {
     s3_put models m.safetensors "$DIR/m.safetensors" || exit 1 # the original, again
     /usr/bin/python3 "$SRC/tests/s3/faultproxy.py" "$UPSTREAM" "$@" >"$DIR/proxy.port" 2>"$DIR/proxy.err" &
     PROXY_PID=$!
-    i=0
-    while [ $i -lt 300 ] && ! grep -q '^port ' "$DIR/proxy.port"; do sleep 0.1; i=$((i + 1)); done
-    port=$(sed -n 's/^port //p' "$DIR/proxy.port")
-    [ -n "$port" ] || { echo "FAIL: the proxy did not start ($*):"; cat "$DIR/proxy.err" "$DIR/proxy.port"; exit 1; }
+    i=0 port=""
+    while [ $i -lt 300 ] && [ -z "$port" ] && kill -0 "$PROXY_PID" 2>/dev/null; do
+        sleep 0.1; i=$((i + 1))
+        port=$(sed -n 's/^port \([0-9][0-9]*\)$/\1/p' "$DIR/proxy.port")
+    done
+    if [ -z "$port" ]; then
+        kill -0 "$PROXY_PID" 2>/dev/null && alive="still running" || alive="exited"
+        echo "FAIL: the proxy did not say its port in $((i / 10)) s ($*; $alive):"
+        cat "$DIR/proxy.err" "$DIR/proxy.port"; exit 1
+    fi
     export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
 }
 

@@ -2,6 +2,7 @@
 # pinio stage end to end: a file and a sharded checkpoint copied byte for
 # byte (cmp) with --verify, --json parses, an existing target refused
 # (exit 1, nothing replaced, no temporary left), --force replaces it,
+# --sha256 and --sha256-file checked,
 # usage errors exit 2, --help explains.
 # Usage: stage_cli_test.sh PATH_TO_PINIO
 set -u
@@ -40,6 +41,26 @@ if command -v python3 >/dev/null 2>&1; then
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["file_count"] == 3 and d["verified"] and d["copies_verified"] and len(d["digests"]) == 3, d' "$DIR/out" ||
         { echo "FAIL: stage --json"; cat "$DIR/out"; fails=$((fails + 1)); }
 fi
+
+# --sha256-file: sha256sum's list (reversed: matched by name, not place)
+# checks every shard; a wrong line fails with nothing staged; a shard the
+# list lacks stops the stage before the target is made.
+(cd "$DIR/sh" && sha256sum ./*.safetensors | sort -r) >"$DIR/SUMS"
+check 0 "stage shards --sha256-file" "$PINIO" stage "$DIR/sh" "$DIR/f1" --sha256-file "$DIR/SUMS"
+for f in "$DIR"/sh/*; do same "$f" "$DIR/f1/$(basename "$f")"; done
+has "$DIR/out" "verified" "--sha256-file verifies"
+[ "$(grep -c '^sha256 ' "$DIR/out")" -eq 3 ] || { echo "FAIL: not 3 digests printed"; cat "$DIR/out"; fails=$((fails + 1)); }
+sed '2s/^./0/;2s/^00/11/' "$DIR/SUMS" >"$DIR/BAD"
+check 1 "a wrong digest in --sha256-file" "$PINIO" stage "$DIR/sh" "$DIR/f2" --sha256-file "$DIR/BAD"
+has "$DIR/err" "sha256 mismatch" "the error says the digest differs"
+[ ! -e "$DIR/f2" ] || [ -z "$(ls -A "$DIR/f2")" ] || { echo "FAIL: left in $DIR/f2"; ls -A "$DIR/f2"; fails=$((fails + 1)); }
+sed 1d "$DIR/SUMS" >"$DIR/SHORT"
+check 1 "a shard --sha256-file lacks" "$PINIO" stage "$DIR/sh" "$DIR/f3" --sha256-file "$DIR/SHORT"
+has "$DIR/err" "pinio stage: .*--sha256-file .*SHORT has no line for it" "the error names the shard and the list"
+[ ! -e "$DIR/f3" ] || { echo "FAIL: $DIR/f3 made for a stage that could not start"; fails=$((fails + 1)); }
+check 2 "--sha256 with --sha256-file" "$PINIO" stage "$DIR/sh" "$DIR/f4" --sha256-file "$DIR/SUMS" --sha256 "$SUM"
+check 1 "a missing --sha256-file" "$PINIO" stage "$DIR/sh" "$DIR/f5" --sha256-file "$DIR/NOPE"
+has "$DIR/err" "NOPE" "the error names the list"
 
 echo "keep" >"$DIR/c.txt"
 mkdir "$DIR/c" && cp "$DIR/c.txt" "$DIR/c/m.safetensors"

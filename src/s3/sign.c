@@ -1,0 +1,588 @@
+/*
+ * AWS Signature Version 4 (AWS4-HMAC-SHA256) for S3, following botocore's
+ * S3SigV4Auth where the specification leaves a choice: the path is signed
+ * as sent (S3 neither normalises nor encodes it twice), every header sent
+ * is signed but User-Agent, Expect and X-Amzn-Trace-Id (which proxies
+ * rewrite), and a request without a body signs the empty payload's hash.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "src/s3/config_internal.h"
+#include "src/s3/sign.h"
+
+static bool unreserved(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+           c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+char *pinio__s3_uri_encode(const char *raw, size_t n, bool keep_slash)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    char *out = malloc(3 * n + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)raw[i];
+        if (unreserved(c) || (keep_slash && c == '/')) {
+            *o++ = (char)c;
+        } else {
+            *o++ = '%';
+            *o++ = hex[c >> 4];
+            *o++ = hex[c & 15];
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+static void hexify(const unsigned char *md, size_t n, char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+static int sha256_hex(const char *data, size_t n, char out[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned len = 0;
+    if (!EVP_Digest(data, n, md, &len, EVP_sha256(), NULL) || len != 32)
+        return -ENOMEM; /* libcrypto fails only when it cannot allocate */
+    hexify(md, 32, out);
+    return 0;
+}
+
+static int hmac(const unsigned char *key, size_t klen, const char *data, unsigned char out[32])
+{
+    unsigned len = 0;
+    if (!HMAC(EVP_sha256(), key, (int)klen, (const unsigned char *)data, strlen(data), out, &len) ||
+        len != 32)
+        return -ENOMEM;
+    return 0;
+}
+
+/* A header while canonicalising: lower-case name, value trimmed and its
+ * blank runs folded to one space (botocore: ' '.join(value.split())). */
+typedef struct hdr {
+    char *name, *value;
+    size_t order;
+} hdr;
+
+static int hdr_cmp(const void *a, const void *b)
+{
+    const hdr *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->order > y->order) - (x->order < y->order);
+}
+
+static bool blank(char c) { return c == ' ' || c == '\t' || c == '\f' || c == '\v'; }
+
+static char *fold(const char *v)
+{
+    char *out = malloc(strlen(v) + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (const char *p = v; *p;) {
+        while (blank(*p))
+            p++;
+        if (!*p)
+            break;
+        if (o != out)
+            *o++ = ' ';
+        while (*p && !blank(*p))
+            *o++ = *p++;
+    }
+    *o = '\0';
+    return out;
+}
+
+static bool token_char(unsigned char c)
+{
+    return unreserved(c) || (c && strchr("!#$%&'*+^`|", c));
+}
+
+typedef struct qpair {
+    char *name, *value;
+} qpair;
+
+static int qpair_cmp(const void *a, const void *b)
+{
+    const qpair *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : strcmp(x->value, y->value);
+}
+
+/* The canonical query string: names and values encoded, sorted by name then value. */
+static int canonical_query(const pinio__s3_param *q, size_t n, FILE *out)
+{
+    qpair *p = calloc(n ? n : 1, sizeof(*p));
+    int rc = p ? 0 : -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        p[i].name = pinio__s3_uri_encode(q[i].name, strlen(q[i].name), false);
+        p[i].value = pinio__s3_uri_encode(q[i].value, strlen(q[i].value), false);
+        if (!p[i].name || !p[i].value)
+            rc = -ENOMEM;
+    }
+    if (rc == 0) {
+        qsort(p, n, sizeof(*p), qpair_cmp);
+        for (size_t i = 0; i < n; i++)
+            fprintf(out, "%s%s=%s", i ? "&" : "", p[i].name, p[i].value);
+    }
+    for (size_t i = 0; p && i < n; i++) {
+        free(p[i].name);
+        free(p[i].value);
+    }
+    free(p);
+    return rc;
+}
+
+static bool has_crlf(const char *s) { return strpbrk(s, "\r\n") != NULL; }
+
+static int check_in(const pinio__sigv4_in *in, pinio_diag *diag)
+{
+    const char *missing = !in->method         ? "method"
+                          : !in->path         ? "path"
+                          : !in->payload_hash ? "payload_hash"
+                          : !in->amz_date     ? "amz_date"
+                          : !in->region       ? "region"
+                          : !in->service      ? "service"
+                          : !in->access_key   ? "access_key"
+                          : !in->secret_key   ? "secret_key"
+                          : (in->nquery && !in->query) || (in->nheaders && !in->headers) ? "a list"
+                                                                                          : NULL;
+    if (missing) {
+        pinio_diag_set(diag, -EINVAL, "SigV4: no %s given", missing);
+        return -EINVAL;
+    }
+    size_t dl = strlen(in->amz_date);
+    if (dl != 16 || in->amz_date[8] != 'T' || in->amz_date[15] != 'Z') {
+        pinio_diag_set(diag, -EINVAL, "SigV4: the date is not YYYYMMDDTHHMMSSZ");
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < in->nquery; i++)
+        if (!in->query[i].name || !*in->query[i].name || !in->query[i].value) {
+            pinio_diag_set(diag, -EINVAL, "SigV4: query parameter %zu has no name or no value", i);
+            return -EINVAL;
+        }
+    for (size_t i = 0; i < in->nheaders; i++) {
+        const char *nm = in->headers[i].name, *v = in->headers[i].value;
+        bool ok = nm && *nm && v && !has_crlf(v);
+        for (const char *p = nm; ok && *p; p++)
+            ok = token_char((unsigned char)*p);
+        if (!ok) {
+            pinio_diag_set(diag, -EINVAL, "SigV4: header %zu has no valid name, or a line break "
+                           "in its value", i);
+            return -EINVAL;
+        }
+    }
+    if (has_crlf(in->method) || has_crlf(in->path) || strchr(in->access_key, '/')) {
+        pinio_diag_set(diag, -EINVAL, "SigV4: a line break in the method or path, or a '/' in "
+                       "the access key id");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* The canonical headers block and the signed-headers list. */
+static int canonical_headers(const pinio__sigv4_in *in, FILE *out, char **signed_headers)
+{
+    size_t n = in->nheaders;
+    hdr *h = calloc(n ? n : 1, sizeof(*h));
+    int rc = h ? 0 : -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        h[i].name = strdup(in->headers[i].name);
+        h[i].value = fold(in->headers[i].value);
+        h[i].order = i;
+        if (!h[i].name || !h[i].value)
+            rc = -ENOMEM;
+        for (char *p = h[i].name; p && *p; p++)
+            *p = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
+    }
+    char *sh = NULL;
+    size_t shlen = 0;
+    FILE *shf = rc == 0 ? open_memstream(&sh, &shlen) : NULL;
+    if (rc == 0 && !shf)
+        rc = -ENOMEM;
+    if (rc == 0) {
+        /* Sorted by name, a repeated name's values joined with ',' in the order given. */
+        qsort(h, n, sizeof(*h), hdr_cmp);
+        for (size_t i = 0; i < n; i++) {
+            bool first = i == 0 || strcmp(h[i].name, h[i - 1].name) != 0;
+            bool last = i + 1 == n || strcmp(h[i].name, h[i + 1].name) != 0;
+            if (first) {
+                fprintf(out, "%s:", h[i].name);
+                fprintf(shf, "%s%s", i ? ";" : "", h[i].name);
+            }
+            fprintf(out, "%s%s", first ? "" : ",", h[i].value);
+            if (last)
+                fputc('\n', out);
+        }
+    }
+    if (shf && fclose(shf) != 0 && rc == 0)
+        rc = -ENOMEM;
+    if (rc == 0)
+        *signed_headers = sh;
+    else
+        free(sh);
+    for (size_t i = 0; h && i < n; i++) {
+        free(h[i].name);
+        free(h[i].value);
+    }
+    free(h);
+    return rc;
+}
+
+static int signing_key(const pinio__sigv4_in *in, unsigned char key[32])
+{
+    size_t sl = strlen(in->secret_key);
+    unsigned char *k0 = malloc(sl + 5);
+    unsigned char a[32], b[32];
+    char date[9];
+    int rc = k0 ? 0 : -ENOMEM;
+    memcpy(date, in->amz_date, 8);
+    date[8] = '\0';
+    if (rc == 0) {
+        memcpy(k0, "AWS4", 4);
+        memcpy(k0 + 4, in->secret_key, sl);
+        rc = hmac(k0, sl + 4, date, a);
+        OPENSSL_cleanse(k0, sl + 4);
+        free(k0);
+    }
+    if (rc == 0)
+        rc = hmac(a, 32, in->region, b);
+    if (rc == 0)
+        rc = hmac(b, 32, in->service, a);
+    if (rc == 0)
+        rc = hmac(a, 32, "aws4_request", key);
+    OPENSSL_cleanse(a, sizeof(a));
+    OPENSSL_cleanse(b, sizeof(b));
+    return rc;
+}
+
+void pinio__sigv4_out_free(pinio__sigv4_out *out)
+{
+    if (!out)
+        return;
+    free(out->canonical_request);
+    free(out->string_to_sign);
+    free(out->signed_headers);
+    free(out->authorization);
+    memset(out, 0, sizeof(*out));
+}
+
+int pinio__sigv4(const pinio__sigv4_in *in, pinio__sigv4_out *out, pinio_diag *diag)
+{
+    memset(out, 0, sizeof(*out));
+    int rc = check_in(in, diag);
+    if (rc < 0)
+        return rc;
+    char *creq = NULL, *sts = NULL;
+    size_t creq_len = 0, sts_len = 0;
+    FILE *f = open_memstream(&creq, &creq_len);
+    if (!f)
+        goto nomem;
+    fprintf(f, "%s\n%s\n", in->method, in->path);
+    rc = canonical_query(in->query, in->nquery, f);
+    if (rc == 0) {
+        fputc('\n', f);
+        rc = canonical_headers(in, f, &out->signed_headers);
+    }
+    if (rc == 0)
+        fprintf(f, "\n%s\n%s", out->signed_headers, in->payload_hash);
+    if (fclose(f) != 0 || rc < 0)
+        goto nomem;
+    out->canonical_request = creq;
+    creq = NULL;
+
+    char hash[65];
+    if (sha256_hex(out->canonical_request, creq_len, hash) < 0)
+        goto nomem;
+    if (!(f = open_memstream(&sts, &sts_len)))
+        goto nomem;
+    fprintf(f, "AWS4-HMAC-SHA256\n%s\n%.8s/%s/%s/aws4_request\n%s", in->amz_date, in->amz_date,
+            in->region, in->service, hash);
+    if (fclose(f) != 0)
+        goto nomem;
+    out->string_to_sign = sts;
+    sts = NULL;
+
+    unsigned char key[32], sig[32];
+    rc = signing_key(in, key);
+    if (rc == 0)
+        rc = hmac(key, 32, out->string_to_sign, sig);
+    OPENSSL_cleanse(key, sizeof(key));
+    if (rc < 0)
+        goto nomem;
+    hexify(sig, 32, out->signature);
+    if (asprintf(&out->authorization,
+                 "AWS4-HMAC-SHA256 Credential=%s/%.8s/%s/%s/aws4_request, SignedHeaders=%s, "
+                 "Signature=%s",
+                 in->access_key, in->amz_date, in->region, in->service, out->signed_headers,
+                 out->signature) < 0) {
+        out->authorization = NULL;
+        goto nomem;
+    }
+    return 0;
+
+nomem:
+    free(creq);
+    free(sts);
+    pinio__sigv4_out_free(out);
+    pinio_diag_set(diag, -ENOMEM, "SigV4: out of memory");
+    return -ENOMEM;
+}
+
+/* ---- S3 requests ---- */
+
+/* A bucket that can be the first label of a host name: 3-63 of a-z 0-9 '-',
+ * starting and ending with a letter or digit (dots break the TLS wildcard). */
+static bool dns_bucket(const char *b)
+{
+    size_t n = strlen(b);
+    if (n < 3 || n > 63 || b[0] == '-' || b[n - 1] == '-')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((b[i] >= 'a' && b[i] <= 'z') || (b[i] >= '0' && b[i] <= '9') || b[i] == '-'))
+            return false;
+    return true;
+}
+
+static bool valid_bucket(const char *b)
+{
+    size_t n = strlen(b);
+    if (n < 1 || n > 255)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!unreserved((unsigned char)b[i]) || b[i] == '~')
+            return false;
+    return true;
+}
+
+/* The headers the signer sets itself: a caller's copy would be signed twice. */
+static bool reserved_header(const char *name, size_t n)
+{
+    const char *own[] = {"host", "authorization", "x-amz-date", "x-amz-content-sha256",
+                         "x-amz-security-token"};
+    for (size_t i = 0; i < sizeof(own) / sizeof(*own); i++)
+        if (strlen(own[i]) == n && strncasecmp(name, own[i], n) == 0)
+            return true;
+    return false;
+}
+
+/* Sent but not signed, as botocore does: proxies and SDK layers rewrite them. */
+static bool unsigned_header(const char *name)
+{
+    return strcasecmp(name, "user-agent") == 0 || strcasecmp(name, "expect") == 0 ||
+           strcasecmp(name, "x-amzn-trace-id") == 0;
+}
+
+void pinio__s3_req_free(pinio__s3_req *req)
+{
+    if (!req)
+        return;
+    for (size_t i = 0; i < req->nheaders; i++) {
+        /* The Authorization line is harmless alone, but x-amz-security-token is a credential. */
+        explicit_bzero(req->headers[i], strlen(req->headers[i]));
+        free(req->headers[i]);
+    }
+    free(req->headers);
+    free(req->url);
+    memset(req, 0, sizeof(*req));
+}
+
+static int push_header(pinio__s3_req *r, const char *name, const char *value)
+{
+    char *line;
+    if (asprintf(&line, "%s: %s", name, value) < 0)
+        return -ENOMEM;
+    r->headers[r->nheaders++] = line;
+    return 0;
+}
+
+/* The URL of BUCKET/KEY?QUERY (query in the caller's order) into r->url,
+ * the Host into *host, the signed path into *path. */
+static int build_url(const pinio__s3_cfg *c, const char *bucket, const char *key, bool virt,
+                     const pinio__s3_param *q, size_t nq, pinio__s3_req *r, char **host, char **path)
+{
+    char *ekey = pinio__s3_uri_encode(key, strlen(key), true);
+    if (!ekey)
+        return -ENOMEM;
+    int n;
+    if (virt) {
+        n = asprintf(host, "%s.%s", bucket, c->host);
+        if (n >= 0 && (n = asprintf(path, "%s/%s", c->base_path, ekey)) < 0)
+            *path = NULL;
+    } else {
+        n = asprintf(host, "%s", c->host);
+        /* botocore's path-style bucket-level URL is "/BUCKET", no slash after. */
+        if (n >= 0 && (n = asprintf(path, "%s/%s%s%s", c->base_path, bucket, *key ? "/" : "",
+                                    ekey)) < 0)
+            *path = NULL;
+    }
+    free(ekey);
+    if (n < 0)
+        return -ENOMEM;
+    char *url = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&url, &len);
+    if (!f)
+        return -ENOMEM;
+    fprintf(f, "%s://%s%s", c->scheme, *host, *path);
+    int rc = 0;
+    for (size_t i = 0; i < nq && rc == 0; i++) {
+        char *en = pinio__s3_uri_encode(q[i].name, strlen(q[i].name), false);
+        char *ev = pinio__s3_uri_encode(q[i].value, strlen(q[i].value), false);
+        if (en && ev)
+            fprintf(f, "%c%s=%s", i ? '&' : '?', en, ev);
+        else
+            rc = -ENOMEM;
+        free(en);
+        free(ev);
+    }
+    if (fclose(f) != 0 || rc < 0) {
+        free(url);
+        return -ENOMEM;
+    }
+    r->url = url;
+    return 0;
+}
+
+static int s3_fail(pinio__s3_req *out, int rc, const char *bucket, const char *key,
+                   pinio_diag *diag, const char *why)
+{
+    pinio__s3_req_free(out);
+    pinio_diag_set(diag, rc, "s3://%s/%s: %s", bucket ? bucket : "?", key ? key : "", why);
+    return rc;
+}
+
+int pinio__s3_sign(const pinio__s3_cfg *cfg, const char *method, const char *bucket,
+                   const char *key, const pinio__s3_param *query, size_t nquery,
+                   const char *const *extra_headers, size_t nextra, time_t now,
+                   pinio__s3_req *out, pinio_diag *diag)
+{
+    memset(out, 0, sizeof(*out));
+    if (!cfg || !method || !bucket || !key || (nquery && !query) || (nextra && !extra_headers))
+        return s3_fail(out, -EINVAL, bucket, key, diag, "a request needs a configuration, "
+                       "a method, a bucket and a key");
+    bool ok = *method != '\0';
+    for (const char *p = method; *p; p++)
+        ok = ok && *p >= 'A' && *p <= 'Z';
+    if (!ok)
+        return s3_fail(out, -EINVAL, bucket, key, diag, "the method is not an upper-case word");
+    if (!valid_bucket(bucket))
+        return s3_fail(out, -EINVAL, bucket, key, diag,
+                       "not a bucket name (1-255 of letters, digits, '.', '-', '_')");
+    for (size_t i = 0; i < nquery; i++)
+        if (!query[i].name || !*query[i].name || !query[i].value)
+            return s3_fail(out, -EINVAL, bucket, key, diag, "a query parameter without a name "
+                           "or a value");
+    bool dns = dns_bucket(bucket);
+    if (cfg->addressing == PINIO__S3_ADDR_VIRTUAL && !dns)
+        return s3_fail(out, -EINVAL, bucket, key, diag, "virtual-hosted addressing needs a "
+                       "bucket name that is a DNS label (a-z, 0-9, '-', no dots)");
+    bool virt = cfg->addressing == PINIO__S3_ADDR_VIRTUAL ||
+                (cfg->addressing == PINIO__S3_ADDR_AUTO && cfg->aws_host && dns);
+
+    /* Host, x-amz-content-sha256, x-amz-date, x-amz-security-token, the extras, Authorization. */
+    pinio__sigv4_header *sh = calloc(nextra + 4, sizeof(*sh));
+    char **names = calloc(nextra ? nextra : 1, sizeof(*names));
+    out->headers = calloc(nextra + 5, sizeof(*out->headers));
+    char *host = NULL, *path = NULL;
+    size_t nsigned = 0;
+    int rc = sh && names && out->headers ? 0 : -ENOMEM;
+    const char *why = "out of memory";
+    for (size_t i = 0; rc == 0 && i < nextra; i++) {
+        const char *line = extra_headers[i];
+        size_t nl = line ? strcspn(line, ":") : 0;
+        bool good = line && nl && line[nl] == ':' && !has_crlf(line);
+        for (size_t k = 0; good && k < nl; k++)
+            good = token_char((unsigned char)line[k]);
+        if (!good) {
+            rc = -EINVAL;
+            why = "an extra header is not one \"Name: value\" line";
+        } else if (reserved_header(line, nl)) {
+            rc = -EINVAL;
+            why = "an extra header is one the signer sets itself";
+        } else if (!(names[i] = strndup(line, nl))) {
+            rc = -ENOMEM;
+        }
+    }
+    if (rc == 0)
+        rc = build_url(cfg, bucket, key, virt, query, nquery, out, &host, &path);
+
+    char amz_date[32];
+    struct tm tm;
+    if (rc == 0 && (!gmtime_r(&now, &tm) || tm.tm_year + 1900 > 9999 || tm.tm_year + 1900 < 1970)) {
+        rc = -EINVAL;
+        why = "the signing time is outside the years 1970-9999";
+    }
+    if (rc == 0) {
+        strftime(amz_date, sizeof(amz_date), "%Y%m%dT%H%M%SZ", &tm);
+        rc = push_header(out, "Host", host);
+        sh[nsigned++] = (pinio__sigv4_header){"host", host};
+    }
+    if (rc == 0 && !cfg->anonymous) {
+        sh[nsigned++] = (pinio__sigv4_header){"x-amz-content-sha256", PINIO__S3_EMPTY_SHA256};
+        sh[nsigned++] = (pinio__sigv4_header){"x-amz-date", amz_date};
+        rc = push_header(out, "x-amz-content-sha256", PINIO__S3_EMPTY_SHA256);
+        if (rc == 0)
+            rc = push_header(out, "x-amz-date", amz_date);
+        if (rc == 0 && cfg->session_token) {
+            sh[nsigned++] = (pinio__sigv4_header){"x-amz-security-token", cfg->session_token};
+            rc = push_header(out, "x-amz-security-token", cfg->session_token);
+        }
+    }
+    for (size_t i = 0; rc == 0 && i < nextra; i++) {
+        const char *v = extra_headers[i] + strlen(names[i]) + 1;
+        while (blank(*v))
+            v++;
+        size_t vl = strlen(v);
+        while (vl && blank(v[vl - 1]))
+            vl--;
+        char *line;
+        if (asprintf(&line, "%s: %.*s", names[i], (int)vl, v) < 0) {
+            rc = -ENOMEM;
+            break;
+        }
+        out->headers[out->nheaders++] = line;
+        if (!unsigned_header(names[i]))
+            sh[nsigned++] = (pinio__sigv4_header){names[i], line + strlen(names[i]) + 2};
+    }
+    if (rc == 0 && !cfg->anonymous) {
+        pinio__sigv4_in in = {
+            .method = method, .path = path, .query = query, .nquery = nquery,
+            .headers = sh, .nheaders = nsigned, .payload_hash = PINIO__S3_EMPTY_SHA256,
+            .amz_date = amz_date, .region = cfg->region, .service = "s3",
+            .access_key = cfg->access_key, .secret_key = cfg->secret_key,
+        };
+        pinio__sigv4_out sig;
+        rc = pinio__sigv4(&in, &sig, NULL);
+        if (rc == 0) {
+            rc = push_header(out, "Authorization", sig.authorization);
+            pinio__sigv4_out_free(&sig);
+        } else if (rc == -EINVAL) {
+            why = "the access key id has a '/'";
+        }
+    }
+    for (size_t i = 0; names && i < nextra; i++)
+        free(names[i]);
+    free(names);
+    free(sh);
+    free(host);
+    free(path);
+    if (rc < 0)
+        return s3_fail(out, rc, bucket, key, diag, why);
+    return 0;
+}
