@@ -21,7 +21,7 @@
 
 #include "src/load/plan_internal.h"
 
-int pinio__inputs_push(pinio__inputs *in, char *p)
+static int push_path(pinio__inputs *in, char *p)
 {
     if (!p)
         return -ENOMEM;
@@ -113,7 +113,7 @@ static int scan_dir(pinio__inputs *in, const char *path, pinio_diag *diag)
         qsort(names, n, sizeof(*names), cmp_str);
     size_t i = 0;
     for (; rc == 0 && i < n; i++)
-        rc = pinio__inputs_push(in, names[i]);
+        rc = push_path(in, names[i]);
     for (; i < n; i++)
         free(names[i]);
     free(names);
@@ -122,8 +122,19 @@ static int scan_dir(pinio__inputs *in, const char *path, pinio_diag *diag)
 
 static int resolve_one(pinio__inputs *in, const char *path, pinio_diag *diag)
 {
-    if (pinio__s3_is_url(path))
-        return pinio__obj_resolve(in, path, diag);
+    if (pinio__s3_is_url(path)) {
+        char **urls;
+        size_t k;
+        int rc = pinio__obj_resolve(in, path, &urls, &k, diag);
+        for (size_t i = 0; i < k; i++) {
+            if (rc == 0)
+                rc = push_path(in, urls[i]);
+            else
+                free(urls[i]);
+        }
+        free(urls);
+        return rc;
+    }
     struct stat st;
     if (stat(path, &st) != 0) {
         int e = -errno;
@@ -156,7 +167,7 @@ static int resolve_one(pinio__inputs *in, const char *path, pinio_diag *diag)
     }
     if (ends_with(path, ".json"))
         return use_index(in, path, diag);
-    return pinio__inputs_push(in, strdup(path));
+    return push_path(in, strdup(path));
 }
 
 int pinio__inputs_resolve(pinio__inputs *in, const char *const *paths, size_t n,
@@ -176,7 +187,7 @@ int pinio__inputs_resolve(pinio__inputs *in, const char *const *paths, size_t n,
         rc = -EINVAL;
     }
     for (size_t i = 0; rc == 0 && in->index && i < pinio_st_index_shard_count(in->index); i++)
-        rc = pinio__inputs_push(in, strdup(pinio_st_index_shard(in->index, i)));
+        rc = push_path(in, strdup(pinio_st_index_shard(in->index, i)));
     if (rc < 0)
         pinio__inputs_free(in);
     return rc;

@@ -89,8 +89,8 @@ static int cmp_str(const void *a, const void *b)
 
 /* The "folder" `prefix` (empty or ending in '/'): its index, else its
  * shards. */
-static int scan_prefix(pinio__inputs *in, const char *bucket, const char *prefix,
-                       pinio_diag *diag)
+static int scan_prefix(pinio__inputs *in, const char *bucket, const char *prefix, char ***out,
+                       size_t *nout, pinio_diag *diag)
 {
     pinio__s3_entry *e = NULL;
     size_t n = 0;
@@ -120,17 +120,30 @@ static int scan_prefix(pinio__inputs *in, const char *bucket, const char *prefix
         free(url);
         rc = -ENOENT;
     } else {
+        /* The keys become their URLs in place: the caller's list. */
         qsort(names, k, sizeof(*names), cmp_str);
-        for (size_t i = 0; rc == 0 && i < k; i++)
-            rc = pinio__inputs_push(in, pinio__s3_url_join(bucket, names[i]));
+        for (size_t i = 0; i < k; i++)
+            if (!(names[i] = pinio__s3_url_join(bucket, names[i])))
+                rc = -ENOMEM;
+        if (rc == 0) {
+            *out = names;
+            *nout = k;
+            names = NULL;
+        } else {
+            for (size_t i = 0; i < k; i++)
+                free(names[i]);
+        }
     }
     free(names);
     pinio__s3_entries_free(e, n);
     return rc;
 }
 
-int pinio__obj_resolve(pinio__inputs *in, const char *url, pinio_diag *diag)
+int pinio__obj_resolve(pinio__inputs *in, const char *url, char ***out, size_t *nout,
+                       pinio_diag *diag)
 {
+    *out = NULL;
+    *nout = 0;
     char *bucket, *key;
     int rc = pinio__s3_url_split(url, &bucket, &key, diag);
     if (rc < 0)
@@ -139,12 +152,21 @@ int pinio__obj_resolve(pinio__inputs *in, const char *url, pinio_diag *diag)
         rc = pinio__s3_open(&in->s3, NULL, diag);
     if (rc == 0) {
         size_t kl = strlen(key);
-        if (ends_with(key, ".safetensors"))
-            rc = pinio__inputs_push(in, pinio__s3_url_join(bucket, key));
+        if (ends_with(key, ".safetensors")) {
+            char *u = pinio__s3_url_join(bucket, key);
+            *out = u ? malloc(sizeof(**out)) : NULL;
+            if (*out) {
+                (*out)[0] = u;
+                *nout = 1;
+            } else {
+                free(u);
+                rc = -ENOMEM;
+            }
+        }
         else if (ends_with(key, ".json"))
             rc = use_index(in, bucket, key, diag);
         else if (kl == 0 || key[kl - 1] == '/')
-            rc = scan_prefix(in, bucket, key, diag);
+            rc = scan_prefix(in, bucket, key, out, nout, diag);
         else {
             char *pre = malloc(kl + 2);
             if (!pre)
@@ -152,7 +174,7 @@ int pinio__obj_resolve(pinio__inputs *in, const char *url, pinio_diag *diag)
             else {
                 memcpy(pre, key, kl);
                 memcpy(pre + kl, "/", 2);
-                rc = scan_prefix(in, bucket, pre, diag);
+                rc = scan_prefix(in, bucket, pre, out, nout, diag);
                 free(pre);
             }
         }

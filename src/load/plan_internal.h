@@ -75,8 +75,6 @@ struct pinio_plan {
 int pinio__inputs_resolve(pinio__inputs *in, const char *const *paths, size_t n,
                           pinio_diag *diag);
 void pinio__inputs_free(pinio__inputs *in);
-/* Appends a malloc'ed path (taken; NULL: -ENOMEM). */
-int pinio__inputs_push(pinio__inputs *in, char *p);
 
 /* hub.c: the Hugging Face hub cache. Whether `spec` has the shape of a
  * repo id (ORG/NAME[@REV]); its snapshot folder in the cache (HF_HUB_CACHE,
@@ -137,8 +135,11 @@ int pinio__plan_check_unchanged(const pinio_plan *p, size_t i, pinio_diag *diag)
  * Resolves one s3:// input into `in`: an object (KEY.safetensors), an
  * index (KEY.json, fetched and parsed), or a prefix (s3://B/P/ or a key
  * that is neither: listed; its model.safetensors.index.json when present,
- * else its *.safetensors objects in key order). Opens in->s3 first. */
-int pinio__obj_resolve(pinio__inputs *in, const char *url, pinio_diag *diag);
+ * else its *.safetensors objects in key order). Opens in->s3 first; sets
+ * in->index (and its image), or returns the objects' URLs (malloc'ed, in a
+ * malloc'ed array of *nout) for the caller to add. */
+int pinio__obj_resolve(pinio__inputs *in, const char *url, char ***out, size_t *nout,
+                       pinio_diag *diag);
 
 /* Opens object file `f` (f->path an s3:// URL): HEAD for its size and ETag,
  * then its header fetched with If-Match and validated as a file's is (or
