@@ -275,7 +275,8 @@ typedef struct pinio_load_opts {
     /** With slices: the cap on holes read through, pinio_plan_opts::max_overread
      *  (0 = 1/32 of the slices' bytes; negative: none). */
     double max_overread;
-    /** Object inputs (s3://): HTTP range requests in flight at most; 0 = 16. */
+    /** Object inputs (s3://): HTTP range requests in flight at most; 0 =
+     *  `queue_depth` when set, else 16. */
     unsigned object_concurrency;
 } pinio_load_opts;
 

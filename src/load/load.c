@@ -225,7 +225,8 @@ static void exec_opts_of(const pinio_load_opts *o, bool hashing, uint64_t bytes,
     eo->backend = o->backend;
     eo->progress = o->progress;
     eo->progress_ctx = o->progress_ctx;
-    eo->object_concurrency = o->object_concurrency;
+    /* --qd is "reads in flight" for objects too: HTTP requests at once. */
+    eo->object_concurrency = o->object_concurrency ? o->object_concurrency : o->queue_depth;
     /* Without a progress callback or a hasher to feed, the whole selection
      * is one bulk call, so the engine's queue never drains early; a hasher
      * needs drain points as a progress callback does: 1/16 of the load

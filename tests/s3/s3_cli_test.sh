@@ -47,6 +47,8 @@ check 0 "load a prefix without an index" "$PINIO" load s3://models/flat/ --verif
 has "$DIR/out" "from 2 files" "flat/: its two shards, not its subfolder's"
 has "$DIR/out" "$(sha "$DIR/sh/model-00001-of-00003.safetensors")  s3://models/flat/a.safetensors" "flat/a"
 has "$DIR/out" "$(sha "$DIR/sh/model-00002-of-00003.safetensors")  s3://models/flat/b.safetensors" "flat/b"
+check 0 "load --qd 2" "$PINIO" load s3://models/one/model.safetensors --qd 2
+has "$DIR/out" "2 in flight at most" "--qd sets the requests in flight"
 check 0 "load with a filter" "$PINIO" load s3://models/one/model.safetensors --filter model.norm.weight
 has "$DIR/out" "loaded    1 tensors" "the filter applied before any data"
 check 0 "load --json" "$PINIO" load s3://models/sharded/ --json
