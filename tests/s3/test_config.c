@@ -313,7 +313,20 @@ Test(s3_config, bad_values_are_refused_without_echo)
         setenv("AWS_ENDPOINT_URL", endpoints[i], 1);
         load_fails(-EINVAL, "AWS_ENDPOINT_URL: ", &d);
     }
+    setenv("AWS_ENDPOINT_URL", "http://host:9000\r\nX-Injected: 1", 1);
+    load_fails(-EINVAL, "AWS_ENDPOINT_URL: ", &d);
     unsetenv("AWS_ENDPOINT_URL");
+    /* A key id or token that would break (or inject) a header line. */
+    setenv("AWS_SESSION_TOKEN", TOKEN "\r\nX-Injected: 1", 1);
+    load_fails(-EINVAL, "the session token has a character", &d);
+    unsetenv("AWS_SESSION_TOKEN");
+    setenv("AWS_ACCESS_KEY_ID", "AKID/NeverPrint", 1);
+    load_fails(-EINVAL, "the access key id has a character", &d);
+    put(cred, "[default]\naws_access_key_id = AKID NeverPrint\naws_secret_access_key = " SECRET "\n");
+    unsetenv("AWS_ACCESS_KEY_ID");
+    load_fails(-EINVAL, "[default]: the access key id has a character", &d);
+    put(cred, "");
+    setenv("AWS_ACCESS_KEY_ID", "AKIDENV", 1);
     setenv("AWS_REGION", "us-east-1/" SECRET, 1);
     load_fails(-EINVAL, "AWS_REGION: not a region", &d);
     unsetenv("AWS_REGION");
