@@ -192,6 +192,12 @@ CASES = [
      "headers": ["Range: bytes=100-199"]},
     {"name": "unnormalised key (// ./ ../) is signed as sent", "endpoint": "http://127.0.0.1:9000",
      "style": "path", "op": "head_object", "args": {"Bucket": "models", "Key": "a//b/./c/../d"}},
+    {"name": "custom endpoint behind a path, ListObjectsV2", "endpoint": "http://127.0.0.1:9000/s3/proxy/",
+     "style": "path", "op": "list_objects_v2", "args": {"Bucket": "models", "Prefix": "a/"},
+     "query": {"list-type": "2", "prefix": "a/", "encoding-type": "url"}},
+    {"name": "custom endpoint behind a path, GET", "endpoint": "http://127.0.0.1:9000/s3/proxy",
+     "style": "path", "op": "get_object", "args": {"Bucket": "models", "Key": KEY, "Range": "bytes=0-0"},
+     "headers": ["Range: bytes=0-0"]},
     {"name": "anonymous HEAD", "region": "us-west-2", "style": "virtual", "anonymous": True,
      "op": "head_object", "args": {"Bucket": "public-models", "Key": KEY}},
 ]
