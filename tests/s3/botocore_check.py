@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """pinio's S3 requests against botocore's, request by request.
 
 usage: botocore_check.py SIGN_TOOL      (exit 0: all agree; 1: a difference; 77: no botocore)
