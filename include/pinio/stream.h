@@ -152,7 +152,9 @@ typedef struct pinio_stream_report {
  * @param sink  the sink table (e.g. &pinio_sink_host); `cfg` its config.
  * @param rep   optional, filled on success.
  * @param diag  optional; names the file and offset, or the sink's failure.
- * @return 0; -EINVAL (bad options or arguments), PINIO_EDIGESTS (with verify,
+ * @return 0; -EINVAL (bad options or arguments, a bad slice or split rule
+ *         naming the tensor, a sliced plan to the file sink), -ENOENT (a
+ *         slice naming no selected tensor), PINIO_EDIGESTS (with verify,
  *         expected digests not one per file), -ENOMEM (the ring), the
  *         plan's and the engine's errors, or the sink's code. After a
  *         failure the sink has been closed with `ok` false; nothing is left
