@@ -360,7 +360,7 @@ PINIO_API int pinio_plan_gather(const pinio_plan *p, size_t i, void *mem);
 /**
  * File offset of run `k` of tensor `i`: its bytes are
  * [offset, offset + run_bytes) of the tensor's file (pinio_plan_tensor::runs,
- * ::run_bytes). Runs lie in increasing file order, run `k` of a slice
+ * pinio_plan_tensor::run_bytes). Runs lie in increasing file order, run `k` of a slice
  * holding its bytes [k * run_bytes, (k + 1) * run_bytes). For a tensor of
  * one run it is `file_offset`. For a consumer that takes the file's bytes
  * as they land (a stream's sink) and places each run itself.

@@ -136,8 +136,9 @@ typedef struct pinio_sink_host_cfg {
  *  rename that fails puts every replaced file back. On failure nothing is
  *  left: no temporary, no folder the sink made, no target replaced. The
  *  sink copies files, not tensors: a plan that slices a tensor
- *  (pinio_stream_opts::split, ::slices) is refused at open with -EINVAL
- *  naming it, since a rank's slices are no copy of the checkpoint. */
+ *  (pinio_stream_opts::split, pinio_stream_opts::slices) is refused at
+ *  open with -EINVAL naming it, since a rank's slices are no copy of the
+ *  checkpoint. */
 typedef struct pinio_sink_file_cfg {
     /** Existing directory receiving each input file under its base name
      *  (the real name for a /proc/self/fd/N path), a shard under its path

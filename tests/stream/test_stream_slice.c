@@ -425,8 +425,9 @@ static void gpu_rank(const ckpt *c, const pinio_sink *sink, fake_stats_fn stats,
                      (unsigned long long)gt.nbytes, (unsigned long long)nb);
         uint8_t *got = malloc(nb ? nb : 1);
         cr_assert_eq(pinio_gpu_arena_read(a, k, 0, got, (size_t)nb, &d), 0, "%s", d.msg);
-        cr_assert(memcmp(got, want, nb) == 0, "%s: %s (dim %d) on the device differs from its chunk",
-                  what, gt.name, c->t[i].dim);
+        cr_assert(memcmp(got, want, nb) == 0,
+                  "%s: %s (dim %d) on the device differs from its chunk", what, gt.name,
+                  c->t[i].dim);
         free(got);
         free(want);
     }
