@@ -11,7 +11,8 @@
  *     and from registered slots never overwritten while pending);
  * on rings down to 2 slots of 64 KiB, so that a run longer than a slot
  * spans several reads and runs start and end anywhere in a slot; with the
- * holes between runs read through or not (max_overread). Around it: the
+ * holes between runs read through or not (max_overread); checkpoints of
+ * one file and of two. Around it: the
  * report's over-read adds up, --verify still hashes the whole file, the
  * file sink refuses a sliced plan, and bad rules fail naming the tensor. */
 #include <criterion/criterion.h>
@@ -29,12 +30,13 @@
 #define MAXT 10
 
 static char dir[128];
-static char path[192];
+static char path[192], path2[192]; /* a checkpoint of one file, or of both */
 
 static void setup(void)
 {
     cr_assert_eq(t_tmpdir("/var/tmp", "sslice", dir, sizeof(dir)), 0);
     snprintf(path, sizeof(path), "%s/m.safetensors", dir);
+    snprintf(path2, sizeof(path2), "%s/m2.safetensors", dir);
     /* The test drivers' copies complete on their thread a little later,
      * as a GPU's would; short, as strided slices make many copies. */
     setenv("FAKE_CUDA_DELAY_US", "20", 1);
@@ -61,6 +63,7 @@ typedef struct ckpt {
     size_t n;
     pinio_split_rule rules[MAXT];
     size_t nrules;
+    size_t nfiles; /* 1: `path`; 2: the first half of the tensors in `path`, the rest in `path2` */
 } ckpt;
 
 static const pinio_dtype dtypes[] = { PINIO_DTYPE_BOOL, PINIO_DTYPE_U8,  PINIO_DTYPE_F8_E4M3,
@@ -74,10 +77,12 @@ static uint64_t esize(pinio_dtype dt)
 
 /* Random tensors of ranks 1-4, small dimensions, and, one time in three,
  * rows long enough (tens to hundreds of KiB) that a run of a slice along
- * another dimension is longer than a 64 KiB slot. Saved to `path`. */
-static void make(ckpt *c, uint64_t *rng)
+ * another dimension is longer than a 64 KiB slot. Saved to `path`, or
+ * shared between `path` and `path2` (nfiles 2). */
+static void make(ckpt *c, uint64_t *rng, size_t nfiles)
 {
     memset(c, 0, sizeof(*c));
+    c->nfiles = nfiles;
     c->n = 3 + t_rand(rng) % (MAXT - 3);
     for (size_t i = 0; i < c->n; i++) {
         tensor *t = &c->t[i];
@@ -125,7 +130,11 @@ static void make(ckpt *c, uint64_t *rng)
     pinio_save_opts_default(&so);
     so.no_sync = true;
     pinio_diag d = { 0 };
-    cr_assert_eq(pinio_save(path, st, c->n, &so, NULL, &d), 0, "save: %s", d.msg);
+    size_t first = nfiles == 2 ? c->n / 2 : c->n;
+    cr_assert_eq(pinio_save(path, st, first, &so, NULL, &d), 0, "save: %s", d.msg);
+    if (nfiles == 2)
+        cr_assert_eq(pinio_save(path2, st + first, c->n - first, &so, NULL, &d), 0, "save: %s",
+                     d.msg);
 }
 
 static void unmake(ckpt *c)
@@ -275,9 +284,9 @@ static void host_rank(const ckpt *c, uint32_t rank, uint32_t world, size_t slot,
     pinio_sink_host_cfg cfg = { .fn = on_fragment, .ctx = &h };
     pinio_stream_report r;
     pinio_diag d = { 0 };
-    const char *in = path;
-    cr_assert_eq(pinio_stream(&in, 1, &o, &pinio_sink_host, &cfg, &r, &d), 0, "%s: %s", what,
-                 d.msg);
+    const char *in[] = { path, path2 };
+    cr_assert_eq(pinio_stream(in, c->nfiles, &o, &pinio_sink_host, &cfg, &r, &d), 0, "%s: %s",
+                 what, d.msg);
     cr_expect_eq(h.outside, 0, "%s: %llu fragments outside their slice", what,
                  (unsigned long long)h.outside);
     cr_expect_eq(h.bytes, r.bytes, "%s: %llu bytes handed over, the slices hold %llu", what,
@@ -317,7 +326,7 @@ Test(stream_slice, host_sink_every_slice_every_byte_once, .init = setup, .fini =
     static const double caps[] = { 0, 1e6, -1 };
     for (int round = 0; round < 6; round++) {
         ckpt c;
-        make(&c, &rng);
+        make(&c, &rng, 1 + (size_t)(round % 2)); /* one file, then two */
         for (uint32_t world = 1; world <= 8; world++) {
             uint32_t ranks[2] = { (uint32_t)(t_rand(&rng) % world), world - 1 };
             for (int k = 0; k < 2; k++) {
@@ -350,6 +359,7 @@ Test(stream_slice, runs_across_slots_and_tiny_runs, .init = setup, .fini = teard
                  { PINIO_DTYPE_BF16, 3, { 1, 9, 4 }, 1 } };
     uint64_t rng = 7;
     c.n = 3;
+    c.nfiles = 1;
     for (size_t i = 0; i < c.n; i++) {
         tensor *t = &c.t[i];
         snprintf(t->name, sizeof(t->name), "t%zu", i);
@@ -412,8 +422,8 @@ static void gpu_rank(const ckpt *c, const pinio_sink *sink, fake_stats_fn stats,
     pinio_sink_gpu_cfg cfg = { .device = 0, .out = &a };
     pinio_stream_report r;
     pinio_diag d = { 0 };
-    const char *in = path;
-    cr_assert_eq(pinio_stream(&in, 1, &o, sink, &cfg, &r, &d), 0, "%s: %s", what, d.msg);
+    const char *in[] = { path, path2 };
+    cr_assert_eq(pinio_stream(in, c->nfiles, &o, sink, &cfg, &r, &d), 0, "%s: %s", what, d.msg);
     cr_assert_eq(pinio_gpu_arena_tensors(a), c->n, "%s", what);
     for (size_t k = 0; k < c->n; k++) {
         pinio_gpu_tensor gt;
@@ -449,7 +459,7 @@ static void gpu_rounds(const pinio_sink *sink, const char *env)
     uint64_t rng = 99;
     for (int round = 0; round < 3; round++) {
         ckpt c;
-        make(&c, &rng);
+        make(&c, &rng, round == 1 ? 2 : 1);
         for (uint32_t world = 1; world <= 8; world += 1 + (uint32_t)(t_rand(&rng) % 2)) {
             size_t ri = t_rand(&rng) % (sizeof(rings) / sizeof(rings[0]));
             gpu_rank(&c, sink, stats, (uint32_t)(t_rand(&rng) % world), world, rings[ri].slot,
@@ -490,7 +500,7 @@ Test(stream_slice, verify_hashes_the_whole_file, .init = setup, .fini = teardown
     bool big = false;
     while (!big) { /* a tensor whose other ranks' rows are pages long */
         unmake(&c);
-        make(&c, &rng);
+        make(&c, &rng, 1);
         for (size_t i = 0; i < c.n; i++)
             big = big || (c.t[i].shape[0] >= 3 && c.t[i].nbytes >= (64u << 10));
     }
@@ -539,7 +549,7 @@ Test(stream_slice, file_sink_refuses_a_sliced_plan, .init = setup, .fini = teard
     bool cut = false;
     while (!cut) { /* a tensor of at least 2 rows: rank 0 of 2 slices it */
         unmake(&c);
-        make(&c, &rng);
+        make(&c, &rng, 1);
         for (size_t i = 0; i < c.n; i++)
             cut = cut || c.t[i].shape[0] >= 2;
     }
@@ -572,7 +582,7 @@ Test(stream_slice, bad_rules_fail_clearly, .init = setup, .fini = teardown)
 {
     ckpt c;
     uint64_t rng = 13;
-    make(&c, &rng);
+    make(&c, &rng, 1);
     pinio_split_rule r = { .pattern = "layers.0.w", .dim = 4 };
     pinio_stream_opts o;
     pinio_stream_opts_default(&o);
