@@ -305,8 +305,6 @@ int cli_load_parse(int argc, char **argv, cli_load_args *a)
         if (a->load.rank >= a->load.world)
             return cli_usage("load", "--rank %u is not below --world %u", a->load.rank,
                              a->load.world);
-        if (a->dev.set)
-            return cli_usage("load", "--split is not supported with --device yet");
     }
     if (a->staging && !a->dev.set)
         return cli_usage("load", "--staging goes with --device");

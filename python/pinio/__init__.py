@@ -363,9 +363,11 @@ def _placer(device, allocator, tensors, infos):
 
 
 def _stream(paths, filter, device, allocator, verify=False, expected_sha256=None,
-            backend="auto", cache="auto", direct="auto", slot_size=0, slots=0):
+            backend="auto", cache="auto", direct="auto", slot_size=0, slots=0, split=None,
+            rank=None, world=None, max_overread=0.0):
     """({name: tensor} in file order, {name: info}, report) of one stream to
-    a CUDA device (see load_to_device)."""
+    a CUDA device (see load_to_device); `split` as [(pattern, dim or None)]
+    with `rank` and `world` streams the rank's slices."""
     n = cuda_index(device)
     if n is None:
         raise ValueError("load_to_device: device must be a CUDA device")
@@ -374,9 +376,11 @@ def _stream(paths, filter, device, allocator, verify=False, expected_sha256=None
     place = _placer(device, allocator, tensors, infos)
     filters = _filters(filter)
     paths = _as_paths(paths)
+    sliced = {} if split is None else dict(split=split, rank=rank, world=world,
+                                            max_overread=max_overread)
     report = _pinio.stream_gpu(paths, place, "cuda", n, filters=filters, backend=backend,
                                cache=cache, direct=direct, slot_size=slot_size, slots=slots,
-                               verify=verify, expected_sha256=expected_sha256)
+                               verify=verify, expected_sha256=expected_sha256, **sliced)
     report["device_name"] = device
     _check_selected(filters, len(tensors), report["files"], paths)
     return tensors, infos, report
@@ -384,7 +388,7 @@ def _stream(paths, filter, device, allocator, verify=False, expected_sha256=None
 
 def load_to_device(paths, filter=None, device="cuda", *, allocator=None, verify=False,
                    expected_sha256=None, backend="auto", cache="auto", direct="auto",
-                   slot_size=0, slots=0):
+                   slot_size=0, slots=0, split=None, rank=None, world=None, max_overread=0.0):
     """Streams the selected tensors of `paths` to a CUDA device through
     pinio's CUDA sink: torch allocates each tensor, pinio copies into it
     from pinned staging slots, and every copy has completed when this
@@ -403,9 +407,30 @@ def load_to_device(paths, filter=None, device="cuda", *, allocator=None, verify=
     what no read brought (headers, unselected tensors) is read again from
     the file. report["sha256"] lists them (file order, report["paths"]).
     expected_sha256=[hex or None per file]: checked too (verify implied); a
-    mismatch raises pinio.Error naming the file, and no tensor is returned."""
+    mismatch raises pinio.Error naming the file, and no tensor is returned.
+
+    split=[(pattern, dim or None)] (first match wins; None or no rule: the
+    tensor whole) with rank= and world=: each matched tensor arrives as
+    torch.chunk(tensor, world, dim)[rank] (the empty slice at the end of
+    the dimension for a rank past the last chunk), contiguous and shaped
+    like the slice: only its bytes are read and copied, a slice along
+    another dimension than the first run by run (holes between the runs
+    read through within max_overread of the slices' bytes, 0 = 1/32, and
+    never copied). report["split"] says what was sliced and over-read;
+    verify still hashes each whole file (the other ranks' bytes read
+    again)."""
+    if split is not None:
+        split = [(p, None if d == "whole" else d) for p, d in
+                 (split.items() if hasattr(split, "items") else split)]
+        if isinstance(rank, bool) or isinstance(world, bool) or not isinstance(rank, int) \
+                or not isinstance(world, int) or world < 1 or not 0 <= rank < world:
+            raise ValueError(f"split= needs rank= and world=, ints with 0 <= rank < world: "
+                             f"rank={rank!r} world={world!r}")
+    elif rank is not None or world is not None:
+        raise ValueError("rank=/world= need split= (the rules that slice the tensors)")
     tensors, _, report = _stream(paths, filter, device, allocator, verify, expected_sha256,
-                                 backend, cache, direct, slot_size, slots)
+                                 backend, cache, direct, slot_size, slots, split, rank, world,
+                                 max_overread)
     return tensors, report
 
 

@@ -62,6 +62,7 @@ valid 0 load "$ODD" --verify --cache cold
 valid 0 load "$DIR/sh" --memory mapped
 valid 0 load "$M" --device host --verify
 valid 0 load "$M" --split '*norm*=whole' --split '*=-1' --rank 1 --world 3
+valid 0 load "$M" --device host --split '*norm*=whole' --split '*=-1' --rank 1 --world 3
 valid 1 load "$M" --split '*=5' --world 2
 valid 1 load "$M" --filter no.such.tensor
 valid 1 load "$DIR/none.safetensors"
