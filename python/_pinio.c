@@ -646,7 +646,7 @@ static PyMethodDef methods[] = {
      "slices: [(name, starts, stops)]"},
     {"plan", (PyCFunction)(void (*)(void))py_plan, METH_VARARGS | METH_KEYWORDS,
      "plan(paths, filters=None, split=None, rank=0, world=1, slices=None, max_overread=0.0)"
-     " -> ([(path, size)], [(name, dtype, shape, nbytes, file, file_offset, full_shape, "
+     " -> ([(path, size, metadata|None)], [(name, dtype, shape, nbytes, file, file_offset, full_shape, "
      "full_offset, full_nbytes, start|None, runs)], {bytes, read_bytes, reads, skipped}): "
      "what a load would read, no tensor data read"},
     {"stream_gpu", (PyCFunction)(void (*)(void))py_stream_gpu, METH_VARARGS | METH_KEYWORDS,

@@ -180,7 +180,7 @@ static PyObject *sliced_tensor_item(const pinio_plan *plan, size_t i)
 }
 
 /* plan(paths, filters=None, split=None, rank=0, world=1, slices=None,
- *      max_overread=0.0) -> ([(path, size)], [tensor], {numbers}) */
+ *      max_overread=0.0) -> ([(path, size, metadata)], [tensor], {numbers}) */
 PyObject *py_plan(PyObject *mod, PyObject *args, PyObject *kw)
 {
     (void)mod;
@@ -229,8 +229,9 @@ PyObject *py_plan(PyObject *mod, PyObject *args, PyObject *kw)
             PyObject *files = PyList_New((Py_ssize_t)pi.files);
             for (size_t i = 0; files && i < pi.files; i++) {
                 const pinio_plan_file *pf = pinio_plan_file_at(plan, i);
-                PyObject *item = Py_BuildValue("(NK)", PyUnicode_DecodeFSDefault(pf->path),
-                                               (unsigned long long)pf->size);
+                PyObject *item = Py_BuildValue("(NKN)", PyUnicode_DecodeFSDefault(pf->path),
+                                               (unsigned long long)pf->size,
+                                               metadata_dict(pf->header));
                 if (!item) {
                     Py_CLEAR(files);
                     break;

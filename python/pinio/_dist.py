@@ -1,0 +1,440 @@
+"""Tensor-parallel loads over torch.distributed: the group reads the checkpoint once.
+
+pinio.open(paths, split=rules, process_group=pg) / pinio.load(...) on every
+rank of `pg`. What each rank ends with is exactly what
+pinio.open(paths, split=rules, rank=r, world=n) gives it alone (each
+tensor a rule matches is torch.chunk(t, n, dim)[r], the others whole), but
+the group reads every selected byte once instead of once per rank:
+
+- slices that are one contiguous byte range (a chunk along the first
+  dimension, or along a later one when the leading dimensions have extent
+  1) are read by their own rank straight into its arena, as a
+  single-process split load reads them: no exchange;
+- the other tensors (replicated ones, and strided slices, whose runs would
+  make every rank read nearly every block) are read whole by one rank, the
+  owner: contiguous stripes of them in plan order, balanced by bytes. The
+  owner cuts each rank's slice (a replicated tensor: all of it) and the
+  ranks exchange them with all_to_all_single over the group.
+
+Pipelined: the owned tensors are read in rounds of about `round_bytes`;
+each round's exchange is posted asynchronously and runs while the next
+round is read (at most two exchanges in flight, bounding the send buffers).
+
+Agreement before any byte moves: every rank builds the plan (pinio's plan,
+one per rank of the group, through _pinio.plan: the library cuts the
+slices, not this module) and hashes what shapes it (the split rules, the
+filter, the world size, each file's size and every tensor's dtype, shape,
+offset and slices); the ranks all_gather (digest, error). A rank that
+failed to plan, or whose digest differs from rank 0's, makes every rank
+raise the same pinio.Error: nobody is left waiting in a collective. A
+rank whose read fails later still takes part in every exchange (sending
+zeros of the agreed sizes), and the status gathered at the end makes
+every rank raise the same error.
+
+gloo (torch 1.13) has all_to_all_single (also asynchronous) and
+all_gather, but not all_to_all over tensor lists: only the former is used.
+"""
+import errno
+import hashlib
+import time
+
+from . import _pinio
+from ._pinio import Error
+
+_ALIGN = 64  # each piece's offset in the exchange buffers: any dtype's view is aligned
+ROUND_BYTES = 256 << 20
+
+
+def _group_rank_world(pg, rank, world):
+    import torch.distributed as dist
+
+    r, n = dist.get_rank(pg), dist.get_world_size(pg)
+    if (rank is not None and rank != r) or (world is not None and world != n):
+        raise ValueError(f"rank={rank!r} world={world!r} differ from the process group's "
+                         f"rank {r} of {n}")
+    return r, n
+
+
+class _Tensor:
+    """One selected tensor of the group's plan, with every rank's slice."""
+
+    __slots__ = ("name", "dtype", "full_shape", "full_nbytes", "file", "offset", "boxes",
+                 "nbytes", "contiguous", "sliced", "owner")
+
+    def __init__(self, rows):
+        # rows: this tensor's row of each rank's plan (_pinio.plan)
+        name, dtype, _, _, file, _, full_shape, full_offset, full_nbytes, _, _ = rows[0]
+        self.name, self.dtype, self.file, self.offset = name, dtype, file, full_offset
+        self.full_shape, self.full_nbytes = tuple(full_shape), full_nbytes
+        # a rank whose chunk is the whole tensor has no slice in its plan,
+        # the others do (a dimension of 1 in 2: rank 1's chunk is empty)
+        self.sliced = any(r[9] is not None for r in rows)
+        # per rank: (start, stop) per dimension
+        self.boxes = [tuple((s, s + e) for s, e in zip(r[9] or (0,) * len(r[2]), r[2]))
+                      for r in rows]
+        self.nbytes = [r[3] for r in rows]
+        self.contiguous = self.sliced and all(r[10] <= 1 for r in rows)
+        self.owner = None
+
+    def key(self):
+        return (self.name, self.dtype, self.full_shape, self.full_nbytes, self.file, self.offset,
+                self.sliced, tuple(self.boxes))
+
+
+def _plan(paths, filters, rules, world, max_overread):
+    """(files [(path, size, metadata)], [_Tensor] in plan order, digest) of the group."""
+    plans = [_pinio.plan(paths, filters, rules, k, world, None, max_overread)
+             for k in range(world)]
+    files = plans[0][0]
+    tensors = [_Tensor(rows) for rows in zip(*(p[1] for p in plans))]
+    h = hashlib.sha256()
+    h.update(repr((rules, filters, world, max_overread, [f[1] for f in files],
+                   [t.key() for t in tensors])).encode())
+    return files, tensors, h.hexdigest()
+
+
+def _assign_owners(tensors, world):
+    """Owners of the exchanged tensors: contiguous stripes in plan order,
+    balanced by bytes (a tensor goes to the rank whose share holds its middle)."""
+    ex = [t for t in tensors if not t.contiguous]
+    total = sum(t.full_nbytes for t in ex) or 1
+    done = 0
+    for t in ex:
+        mid = done + t.full_nbytes / 2
+        t.owner = min(world - 1, int(mid * world // total))
+        done += t.full_nbytes
+    return ex
+
+
+def _rounds(ex, round_bytes):
+    """The exchanged tensors cut into rounds of about `round_bytes` (plan order)."""
+    out, cur, size = [], [], 0
+    for t in ex:
+        cur.append(t)
+        size += t.full_nbytes
+        if size >= round_bytes:
+            out.append(cur)
+            cur, size = [], 0
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _failure(e, default):
+    """(errno, message) of an exception, as the other ranks are told it."""
+    if isinstance(e, OSError) and e.strerror:  # pinio.Error: the library's diagnostic
+        return e.errno or default, e.strerror
+    return default, f"{type(e).__name__}: {e}"
+
+
+def _agree(pg, world, payload):
+    import torch.distributed as dist
+
+    got = [None] * world
+    dist.all_gather_object(got, payload, group=pg)
+    return got
+
+
+def _pad(n):
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def _byte_view(np, buf, t):
+    """The whole tensor `t` in `buf` as uint8 of shape full_shape + (itemsize,)."""
+    a = np.frombuffer(buf, dtype=np.uint8)
+    numel = 1
+    for d in t.full_shape:
+        numel *= d
+    if not t.sliced or numel == 0:
+        return a
+    return a.reshape(t.full_shape + (t.full_nbytes // numel,))
+
+
+def _piece(t, whole, k):
+    """Rank k's slice of `t` from `whole` (its byte view): an array, maybe a view."""
+    if not t.sliced:
+        return whole
+    return whole[tuple(slice(a, b) for a, b in t.boxes[k])]
+
+
+def _exact(names):
+    """Filters selecting `names`: plain names (the library looks them up; a
+    dotted child of one, if the file has such, is read too and ignored)."""
+    return list(names)
+
+
+class _Round:
+    """One round's exchange: what this rank sends and receives."""
+
+    def __init__(self, np, tensors, me, world):
+        self.tensors = tensors
+        self.send_sizes = [0] * world
+        self.recv_sizes = [0] * world
+        self.recv_at = {}      # name -> (offset, nbytes) in the receive buffer
+        send_at = []           # (tensor, k, offset)
+        soff = roff = 0
+        for k in range(world):  # the buffers are laid out by peer, tensors in plan order
+            s0, r0 = soff, roff
+            if k != me:
+                for t in tensors:
+                    if t.owner == me:
+                        send_at.append((t, k, soff))
+                        soff += _pad(t.nbytes[k] if t.sliced else t.full_nbytes)
+                    elif t.owner == k:
+                        nb = t.nbytes[me] if t.sliced else t.full_nbytes
+                        self.recv_at[t.name] = (roff, nb)
+                        roff += _pad(nb)
+            self.send_sizes[k] = soff - s0
+            self.recv_sizes[k] = roff - r0
+        self.send_at = send_at
+        self.send = np.zeros(soff, dtype=np.uint8)
+        self.recv = np.empty(roff, dtype=np.uint8)
+        self.work = None
+
+    def fill(self, np, ck, index):
+        """Copies this rank's owned tensors' pieces from checkpoint `ck`."""
+        views = {}
+        for t, k, off in self.send_at:
+            whole = views.get(t.name)
+            if whole is None:
+                whole = views[t.name] = _byte_view(np, ck.buffer(index[t.name]), t)
+            p = _piece(t, whole, k)
+            n = p.size
+            if n:
+                dst = self.send[off:off + n]
+                dst.reshape(p.shape)[...] = p
+
+    def post(self, pg):
+        import torch
+        import torch.distributed as dist
+
+        self.work = dist.all_to_all_single(torch.from_numpy(self.recv), torch.from_numpy(self.send),
+                                           self.recv_sizes, self.send_sizes, group=pg,
+                                           async_op=True)
+
+    def wait(self):
+        if self.work is not None:
+            self.work.wait()
+            self.work = None
+        self.send = None
+
+
+def _load(paths, filters, slices, opts):
+    """A raw checkpoint of `filters` (slices: [(name, starts, stops)]), or None."""
+    if not filters:
+        return None
+    return _pinio.load(paths, filters=filters, slices=slices or None, **opts)
+
+
+class GroupCheckpoint:
+    """What pinio.open(..., process_group=pg) returns: this rank's tensors
+    (zero-copy views of the arena or of the exchange's receive buffers),
+    the same face as pinio.Checkpoint."""
+
+    device = "cpu"
+
+    def __init__(self, tensors, infos, files, report, metadata):
+        self._tensors = tensors
+        self._infos = infos
+        self._files = files
+        self._report = report
+        self._metadata = metadata
+        self._order = list(tensors)
+
+    def _open(self):
+        if self._tensors is None:
+            raise ValueError("the checkpoint is closed")
+        return self._tensors
+
+    def keys(self):
+        return sorted(self._open())
+
+    def offset_keys(self):
+        return list(self._order)
+
+    def __len__(self):
+        return len(self._order) if self._tensors is not None else 0
+
+    def __contains__(self, name):
+        return name in self._open()
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def __getitem__(self, name):
+        return self._open()[name]
+
+    def tensors(self):
+        t = self._open()
+        return {n: t[n] for n in self._order}
+
+    def info(self, name):
+        """(dtype, shape, nbytes, file, file_offset of the whole tensor) of this rank's slice."""
+        self._open()
+        dt, shape, nbytes, f, off = self._infos[name]
+        return dt, list(shape), nbytes, f, off
+
+    def buffer(self, name):
+        raise TypeError(f"tensor {name!r}: a process-group load's tensors have no exporter "
+                        "of their own (use the tensor)")
+
+    def metadata(self, file=0):
+        if not 0 <= file < len(self._metadata):
+            raise IndexError("file index out of range")
+        md = self._metadata[file]
+        return None if md is None else dict(md)
+
+    def files(self):
+        return list(self._files)
+
+    def report(self):
+        """What this rank did: read_bytes (this rank's reads), bytes (its
+        slices), group_read_bytes and group_bytes (the whole group's reads,
+        and the selected tensors' bytes: one copy of the data), sent_bytes,
+        received_bytes, rounds, seconds."""
+        return dict(self._report)
+
+    def close(self):
+        self._tensors = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=None,
+               backend="auto", cache="auto", direct="auto", memory="auto", max_overread=0.0,
+               round_bytes=None):
+    """pinio.open(..., process_group=pg): see the module's text."""
+    import numpy as np
+
+    from . import FRAMEWORKS, _as_paths, _filters, tensor_from_buffer
+
+    fw = FRAMEWORKS.get(framework)
+    if fw is None:
+        raise ValueError(f"framework {framework} is invalid (pt or np)")
+    if rules is None:
+        rules = []  # every tensor whole: replicated, still read once by the group
+    me, n = _group_rank_world(pg, rank, world)
+    round_bytes = ROUND_BYTES if round_bytes is None else max(1, int(round_bytes))
+    t0 = time.monotonic()
+    paths = _as_paths(paths)
+    filters = _filters(filter)
+
+    # 1. the plan, agreed by every rank before any byte moves
+    err = digest = code = None
+    try:
+        files, tensors, digest = _plan(paths, filters, rules, n, max_overread)
+    except (OSError, ValueError, TypeError) as e:
+        code, err = _failure(e, errno.EINVAL)
+    got = _agree(pg, n, (digest, err, code))
+    for k, (_, e, c) in enumerate(got):
+        if e is not None:
+            raise Error(c, f"process group load: rank {k} of {n} could not plan its load: {e}")
+    differ = [k for k, (d, _, _) in enumerate(got) if d != got[0][0]]
+    if differ:
+        raise Error(errno.EINVAL,
+                    f"process group load: the plan of rank{'s' if len(differ) > 1 else ''} "
+                    f"{', '.join(map(str, differ))} differs from rank 0's (split rules, filter, "
+                    f"the group's size or the checkpoint's files are not the same on every "
+                    f"rank); no rank read anything")
+    if filters and not tensors:
+        raise Error(errno.ENOENT, f"no tensor matches filter {filters!r} in {', '.join(paths)}")
+
+    # 2. reads and exchanges, pipelined
+    ex = _assign_owners(tensors, n)
+    rounds = _rounds(ex, round_bytes)
+    opts = dict(backend=backend, cache=cache, direct=direct, memory=memory,
+                max_overread=max_overread)
+    keep, out_raw, failure = [], {}, None
+    read_bytes, io_seconds = 0, 0.0
+    pending = []
+    for group in rounds:
+        rd = _Round(np, group, me, n)
+        owned = [t for t in group if t.owner == me]
+        if failure is None and owned:
+            try:
+                raw = _load(paths, _exact(t.name for t in owned), None, opts)
+                rep = raw.report()
+                read_bytes += rep["read_bytes"]
+                io_seconds += rep["io_seconds"]
+                index = {raw.info(i)[0]: i for i in range(len(raw))}
+                rd.fill(np, raw, index)
+                keep.append(raw)
+                for t in owned:
+                    out_raw[t.name] = (raw, index[t.name])
+            except (OSError, ValueError, TypeError, KeyError) as e:
+                failure = _failure(e, errno.EIO)
+        rd.post(pg)  # a failed rank sends its zeros: nobody waits for it
+        pending.append(rd)
+        if len(pending) > 2:
+            pending[-3].wait()
+    direct_ts = [t for t in tensors if t.contiguous]
+    raw_direct = None
+    if failure is None and direct_ts:
+        try:
+            slices = [(t.name, [a for a, _ in t.boxes[me]], [b for _, b in t.boxes[me]])
+                      for t in direct_ts]
+            raw_direct = _load(paths, _exact(t.name for t in direct_ts), slices, opts)
+            rep = raw_direct.report()
+            read_bytes += rep["read_bytes"]
+            io_seconds += rep["io_seconds"]
+        except (OSError, ValueError, TypeError) as e:
+            failure = _failure(e, errno.EIO)
+    for rd in pending:
+        rd.wait()
+
+    # 3. the outcome, agreed
+    sent = sum(sum(rd.send_sizes) for rd in pending)
+    received = sum(sum(rd.recv_sizes) for rd in pending)
+    got = _agree(pg, n, (failure, read_bytes))
+    for k, (f, _) in enumerate(got):
+        if f is not None:
+            raise Error(f[0], f"process group load: rank {k} of {n} failed to read: {f[1]}")
+    group_read = sum(rb for _, rb in got)
+
+    # 4. this rank's tensors, in plan order
+    out, infos = {}, {}
+    direct_index = {} if raw_direct is None else {raw_direct.info(i)[0]: i
+                                                 for i in range(len(raw_direct))}
+    recv_of = {}
+    for rd in pending:
+        for name, at in rd.recv_at.items():
+            recv_of[name] = (rd.recv, at)
+    mine = 0
+    for t in tensors:
+        b = t.boxes[me]
+        shape = [hi - lo for lo, hi in b] if t.sliced else list(t.full_shape)
+        nb = t.nbytes[me] if t.sliced else t.full_nbytes
+        mine += nb
+        infos[t.name] = (t.dtype, shape, nb, t.file, t.offset)
+        if t.contiguous:
+            i = direct_index[t.name]
+            buf = raw_direct.buffer(i) if nb else None
+        elif t.owner == me:
+            raw, i = out_raw[t.name]
+            if t.sliced:
+                whole = _byte_view(np, raw.buffer(i), t)
+                buf = np.ascontiguousarray(_piece(t, whole, me)).reshape(-1) if nb else None
+            else:
+                buf = raw.buffer(i) if nb else None
+        else:
+            recv, (off, length) = recv_of[t.name]
+            buf = recv[off:off + length] if length else None
+        out[t.name] = tensor_from_buffer(buf, t.dtype, shape, fw, t.name)
+    for raw in keep + ([raw_direct] if raw_direct is not None else []):
+        raw.close()  # the tensors hold their own references
+    report = {
+        "files": len(files), "tensors": len(out), "bytes": mine, "read_bytes": read_bytes,
+        "io_seconds": io_seconds, "seconds": time.monotonic() - t0,
+        "group_read_bytes": group_read,
+        "group_bytes": sum(t.full_nbytes for t in tensors),
+        "sent_bytes": sent, "received_bytes": received, "rounds": len(rounds),
+        "rank": me, "world": n,
+        "exchanged_tensors": len(ex), "direct_tensors": len(tensors) - len(ex),
+    }
+    return GroupCheckpoint(out, infos, [f[0] for f in files], report, [f[2] for f in files])
+
