@@ -8,10 +8,11 @@ the group reads every selected byte once instead of once per rank:
 
 - slices that are one contiguous byte range (a chunk along the first
   dimension, or along a later one when the leading dimensions have extent
-  1) are read by their own rank straight into its arena, as a
-  single-process split load reads them: no exchange;
-- the other tensors (replicated ones, and strided slices, whose runs would
-  make every rank read nearly every block) are read whole by one rank, the
+  1), or runs of at least DIRECT_RUN_BYTES, are read by their own rank
+  straight into its arena, as a single-process split load reads them: no
+  exchange;
+- the other tensors (replicated ones, and strided slices of shorter runs,
+  which would make every rank read nearly every block) are read whole by one rank, the
   owner: contiguous stripes of them in plan order, balanced by bytes. The
   owner cuts each rank's slice (a replicated tensor: all of it) and the
   ranks exchange them with all_to_all_single over the group.
@@ -43,6 +44,9 @@ from ._pinio import Error
 
 _ALIGN = 64  # each piece's offset in the exchange buffers: any dtype's view is aligned
 ROUND_BYTES = 256 << 20
+# a strided slice whose runs are at least this long is read by its own rank
+# (its over-read: at most two alignment blocks a run, under 4 %)
+DIRECT_RUN_BYTES = 256 << 10
 
 
 def _group_rank_world(pg, rank, world):
@@ -73,7 +77,12 @@ class _Tensor:
         self.boxes = [tuple((s, s + e) for s, e in zip(r[9] or (0,) * len(r[2]), r[2]))
                       for r in rows]
         self.nbytes = [r[3] for r in rows]
-        self.contiguous = self.sliced and all(r[10] <= 1 for r in rows)
+        # read by its own rank: one range, or runs long enough that the
+        # alignment at their ends is a small share (row-parallel slices of
+        # wide tensors); shorter runs would have each rank read nearly
+        # every block of the tensor
+        self.contiguous = self.sliced and all(
+            r[10] <= 1 or r[3] // r[10] >= DIRECT_RUN_BYTES for r in rows)
         self.owner = None
 
     def key(self):
@@ -139,15 +148,26 @@ def _pad(n):
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
-def _byte_view(np, buf, t):
-    """The whole tensor `t` in `buf` as uint8 of shape full_shape + (itemsize,)."""
-    a = np.frombuffer(buf, dtype=np.uint8)
+def _elem(np, t):
+    """A numpy type as wide as one element of `t` (its bytes, whatever its
+    dtype: copies then move whole elements, never byte by byte), or None
+    for a tensor without elements or read whole."""
     numel = 1
     for d in t.full_shape:
         numel *= d
     if not t.sliced or numel == 0:
-        return a
-    return a.reshape(t.full_shape + (t.full_nbytes // numel,))
+        return None
+    size = t.full_nbytes // numel
+    return {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}.get(size) or np.dtype(f"V{size}")
+
+
+def _byte_view(np, buf, t):
+    """The whole tensor `t` in `buf`: shaped full_shape in elements of its
+    width when sliced, else flat bytes."""
+    el = _elem(np, t)
+    if el is None:
+        return np.frombuffer(buf, dtype=np.uint8)
+    return np.frombuffer(buf, dtype=el).reshape(t.full_shape)
 
 
 def _piece(t, whole, k):
@@ -199,9 +219,8 @@ class _Round:
             if whole is None:
                 whole = views[t.name] = _byte_view(np, ck.buffer(index[t.name]), t)
             p = _piece(t, whole, k)
-            n = p.size
-            if n:
-                dst = self.send[off:off + n]
+            if p.size:
+                dst = self.send[off:off + p.nbytes].view(p.dtype)
                 dst.reshape(p.shape)[...] = p
 
     def post(self, pg):
@@ -418,7 +437,8 @@ def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=Non
             raw, i = out_raw[t.name]
             if t.sliced:
                 whole = _byte_view(np, raw.buffer(i), t)
-                buf = np.ascontiguousarray(_piece(t, whole, me)).reshape(-1) if nb else None
+                buf = np.ascontiguousarray(_piece(t, whole, me)).reshape(-1).view(np.uint8) \
+                    if nb else None
             else:
                 buf = raw.buffer(i) if nb else None
         else:

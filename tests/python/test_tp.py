@@ -45,6 +45,9 @@ def checkpoint(tmp, seed, n=6, big=False):
         dims[name] = rng.choice([None] + list(range(-r, r)))
     tensors["model.norm.weight"] = torch.randn(33)
     dims["model.norm.weight"] = None
+    if big:  # a row-parallel slice of long runs (>= 256 KiB at world <= 4): read by its rank
+        tensors["model.wide.weight"] = torch.randn(3, 1 << 18)
+        dims["model.wide.weight"] = 1
     path = os.path.join(tmp, f"ckpt-{seed}.safetensors")
     save_file(tensors, path)
     return path, tensors, dims
@@ -201,6 +204,8 @@ def test_group_gets_torch_chunk_and_reads_once(tmp, world):
             data = sum(t.numel() * t.element_size() for t in big.values())
             assert reps[0]["group_bytes"] == data
             assert group_read <= 1.1 * data, (world, group_read, data)
+            # the wide tensor's runs and the dim-0 slices are read by their ranks
+            assert reps[0]["direct_tensors"] >= 2 and reps[0]["exchanged_tensors"] >= 1
     rounds = [res[r][1]["report"]["rounds"] for r in range(world)]
     assert min(rounds) > 1  # the pipelined path ran
 
