@@ -252,8 +252,9 @@ class GroupCheckpoint:
 
     device = "cpu"
 
-    def __init__(self, tensors, infos, files, report, metadata):
-        self._tensors = tensors
+    def __init__(self, tensors, infos, files, report, metadata, framework):
+        self._tensors = tensors  # name -> the buffer of its bytes (None: no bytes)
+        self._framework = framework
         self._infos = infos
         self._files = files
         self._report = report
@@ -281,11 +282,17 @@ class GroupCheckpoint:
         return iter(self.keys())
 
     def __getitem__(self, name):
-        return self._open()[name]
+        """The tensor, made on access as pinio.Checkpoint makes it (a dtype
+        the framework lacks raises here, not at the load)."""
+        from . import tensor_from_buffer
+
+        buf = self._open()[name]
+        dt, shape, _, _, _ = self._infos[name]
+        return tensor_from_buffer(buf, dt, shape, self._framework, name)
 
     def tensors(self):
-        t = self._open()
-        return {n: t[n] for n in self._order}
+        self._open()
+        return {n: self[n] for n in self._order}
 
     def info(self, name):
         """(dtype, shape, nbytes, file, file_offset of the whole tensor) of this rank's slice."""
@@ -330,7 +337,7 @@ def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=Non
     """pinio.open(..., process_group=pg): see the module's text."""
     import numpy as np
 
-    from . import FRAMEWORKS, _as_paths, _filters, tensor_from_buffer
+    from . import FRAMEWORKS, _as_paths, _filters
 
     fw = FRAMEWORKS.get(framework)
     if fw is None:
@@ -444,7 +451,7 @@ def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=Non
         else:
             recv, (off, length) = recv_of[t.name]
             buf = recv[off:off + length] if length else None
-        out[t.name] = tensor_from_buffer(buf, t.dtype, shape, fw, t.name)
+        out[t.name] = buf
     for raw in keep + ([raw_direct] if raw_direct is not None else []):
         raw.close()  # the tensors hold their own references
     report = {
@@ -456,5 +463,5 @@ def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=Non
         "rank": me, "world": n,
         "exchanged_tensors": len(ex), "direct_tensors": len(tensors) - len(ex),
     }
-    return GroupCheckpoint(out, infos, [f[0] for f in files], report, [f[2] for f in files])
+    return GroupCheckpoint(out, infos, [f[0] for f in files], report, [f[2] for f in files], fw)
 

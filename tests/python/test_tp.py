@@ -229,3 +229,29 @@ def test_group_disagreement_is_one_error_on_every_rank(tmp):
     assert "rank 1 of 2 could not plan" in m0["error"] and "missing.safetensors" in m0["error"]
     for r in range(2):
         assert res[r][2].get("bad") == [], res[r][2]
+
+
+def test_group_of_one_in_process(tmp):
+    """A group of one (this process): the exchange's degenerate case, with
+    numpy tensors and the report's numbers."""
+    import datetime
+
+    import torch.distributed as dist
+
+    path, tensors, dims = checkpoint(tmp, 11, big=True)
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(tmp, "init1"), rank=0,
+                            world_size=1, timeout=datetime.timedelta(seconds=60))
+    try:
+        with pinio.open(path, "np", split=rules_of(dims), process_group=dist.group.WORLD,
+                        round_bytes=1 << 16) as ck:
+            rep = ck.report()
+            for name, full in tensors.items():
+                if full.dtype != torch.bfloat16:
+                    assert ck[name].tobytes() == raw(full)
+            assert rep["world"] == 1 and rep["sent_bytes"] == 0 == rep["received_bytes"]
+            assert rep["group_read_bytes"] == rep["read_bytes"]
+            assert rep["group_bytes"] == sum(t.numel() * t.element_size() for t in tensors.values())
+        with pytest.raises(ValueError, match="differ from the process group's"):
+            pinio.load(path, split=rules_of(dims), rank=1, process_group=dist.group.WORLD)
+    finally:
+        dist.destroy_process_group()
