@@ -452,7 +452,8 @@ def load_to_device(paths, filter=None, device="cuda", *, allocator=None, verify=
 def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, backend="auto",
          cache="auto", direct="auto", verify=False, expected_sha256=None, memory="auto",
          map_private=True, arena=None, slot_size=0, slots=0, fill="auto", split=None,
-         rank=None, world=None, process_group=None, max_overread=0.0, round_bytes=None):
+         rank=None, world=None, process_group=None, max_overread=0.0, round_bytes=None,
+         exchange="auto"):
     """Loads `paths` (files, shard folders, index files) and returns a Checkpoint.
 
     filter: a name, dotted prefix or glob, or a list of them (None: all); a
@@ -499,9 +500,14 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     with exactly its own (pinio._dist). Every rank of the group must call
     it, with the same paths, filter and split; a rank whose plan differs
     makes every rank raise the same pinio.Error before any byte moves.
-    round_bytes (process_group): the tensors exchanged are read and sent in
-    rounds of about this many bytes (None: 256 MiB), each round's exchange
-    running while the next round is read; it bounds the send buffers.
+    exchange (process_group): how the slices travel: "shm" through shared
+    memory (/dev/shm: every rank on one host; the owner writes each piece
+    once, the others map it), "group" through the process group
+    (all_to_all_single), "auto" (default) shm when the group shares a host.
+    round_bytes (exchange through the group): the tensors exchanged are read
+    and sent in rounds of about this many bytes (None: 256 MiB), each
+    round's exchange running while the next round is read; it bounds the
+    send buffers.
     Raises pinio.Error (an OSError naming the file, offset or tensor)."""
     rules = _split_rules(split)
     if process_group is not None or rules is not None or rank is not None or world is not None:
@@ -511,15 +517,15 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
         if arena is not None or verify or expected_sha256 is not None:
             raise ValueError("split=/process_group= do not take arena=, verify= or "
                              "expected_sha256=")
-    if round_bytes is not None and process_group is None:
-        raise ValueError("round_bytes= sizes the exchange of a process_group= load")
+    if (round_bytes is not None or exchange != "auto") and process_group is None:
+        raise ValueError("round_bytes= and exchange= shape the exchange of a process_group= load")
     if process_group is not None:
         from . import _dist
 
         return _dist.open_group(paths, framework, rules, process_group, rank=rank, world=world,
                                 filter=filter, backend=backend, cache=cache, direct=direct,
                                 memory=memory, max_overread=max_overread,
-                                round_bytes=round_bytes)
+                                round_bytes=round_bytes, exchange=exchange)
     if rules is not None or rank is not None or world is not None:
         if rules is None:
             raise ValueError("rank=/world= need split= (the rules that slice the tensors)")

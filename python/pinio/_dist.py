@@ -17,9 +17,13 @@ the group reads every selected byte once instead of once per rank:
   owner cuts each rank's slice (a replicated tensor: all of it) and the
   ranks exchange them with all_to_all_single over the group.
 
-Pipelined: the owned tensors are read in rounds of about `round_bytes`;
-each round's exchange is posted asynchronously and runs while the next
-round is read (at most two exchanges in flight, bounding the send buffers).
+How the pieces travel (exchange=): when every rank is on one host (one
+/dev/shm), through shared memory (_Board: the owner writes them once, the
+others map them; "auto" chooses it, "shm" insists); across hosts, or with
+exchange="group", through the process group: the owned tensors are read in
+rounds of about `round_bytes`; each round's all_to_all_single is posted
+asynchronously and runs while the next round is read (at most two in
+flight, bounding the send buffers).
 
 Agreement before any byte moves: every rank builds the plan (pinio's plan,
 one per rank of the group, through _pinio.plan: the library cuts the
@@ -37,6 +41,9 @@ all_gather, but not all_to_all over tensor lists: only the former is used.
 """
 import errno
 import hashlib
+import mmap
+import os
+import socket
 import time
 
 from . import _pinio
@@ -238,6 +245,96 @@ class _Round:
         self.send = None
 
 
+def _host():
+    """What ranks share when they share /dev/shm: the host (boot) and the
+    very tmpfs (containers of one host may each have their own)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+        st = os.stat("/dev/shm")
+        return (socket.gethostname(), boot, st.st_dev, st.st_ino)
+    except OSError:
+        return (socket.gethostname(), os.getpid())  # unknown: never equal to another rank's
+
+
+class _Board:
+    """The exchange of a group on one host: each owner writes every other
+    rank's pieces of its tensors into a file of its own under /dev/shm (one
+    copy); once every rank is past the outcome's agreement, each maps the
+    owners' files private and its tensors are views of them (no second
+    copy, nothing through the process group); once every rank has mapped
+    them, each owner removes its file (the mappings stay)."""
+
+    def __init__(self, np, ex, me, n, token):
+        self.me, self.n, self.token = me, n, token
+        self.owned = [t for t in ex if t.owner == me]
+        self.layout = {}  # owner -> [(tensor, dest, offset, nbytes)]
+        self.size = [0] * n
+        for t in ex:
+            at = self.layout.setdefault(t.owner, [])
+            for k in range(n):
+                if k != t.owner:
+                    nb = t.nbytes[k] if t.sliced else t.full_nbytes
+                    at.append((t, k, self.size[t.owner], nb))
+                    self.size[t.owner] += _pad(nb)
+        self.sent = sum(nb for _, _, _, nb in self.layout.get(me, []))
+        self.received = sum(nb for s, at in self.layout.items() if s != me
+                            for _, k, _, nb in at if k == me)
+        self.created = False
+
+    def _path(self, owner):
+        return f"/dev/shm/pinio-tp-{self.token}-{owner}"
+
+    def write(self, np, ck, index):
+        if not self.size[self.me]:
+            return
+        fd = os.open(self._path(self.me), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        self.created = True
+        try:
+            os.ftruncate(fd, self.size[self.me])
+            mm = mmap.mmap(fd, self.size[self.me])
+        finally:
+            os.close(fd)
+        try:
+            dst = np.frombuffer(mm, dtype=np.uint8)
+            views = {}
+            for t, k, off, nb in self.layout[self.me]:
+                whole = views.get(t.name)
+                if whole is None:
+                    whole = views[t.name] = _byte_view(np, ck.buffer(index[t.name]), t)
+                p = _piece(t, whole, k)
+                if nb:
+                    dst[off:off + nb].view(p.dtype).reshape(p.shape)[...] = p
+            del dst, views  # the mapping closes only once no view of it is left
+        finally:
+            mm.close()
+
+    def read(self, np):
+        """{name: this rank's bytes of it} from the owners' files."""
+        out = {}
+        for s, at in self.layout.items():
+            mine = [(t, off, nb) for t, k, off, nb in at if k == self.me and nb]
+            if s == self.me or not mine:
+                continue
+            fd = os.open(self._path(s), os.O_RDONLY | os.O_CLOEXEC)
+            try:  # private: the tensors are writable, as every pinio tensor, never shared
+                mm = mmap.mmap(fd, self.size[s], access=mmap.ACCESS_COPY)
+            finally:
+                os.close(fd)
+            a = np.frombuffer(mm, dtype=np.uint8)
+            for t, off, nb in mine:
+                out[t.name] = a[off:off + nb]
+        return out
+
+    def remove(self):
+        if self.created:
+            self.created = False
+            try:
+                os.unlink(self._path(self.me))
+            except FileNotFoundError:
+                pass
+
+
 def _load(paths, filters, slices, opts):
     """A raw checkpoint of `filters` (slices: [(name, starts, stops)]), or None."""
     if not filters:
@@ -333,8 +430,10 @@ class GroupCheckpoint:
 
 def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=None,
                backend="auto", cache="auto", direct="auto", memory="auto", max_overread=0.0,
-               round_bytes=None):
+               round_bytes=None, exchange="auto"):
     """pinio.open(..., process_group=pg): see the module's text."""
+    if exchange not in ("auto", "shm", "group"):
+        raise ValueError(f"exchange={exchange!r} is invalid (auto, shm or group)")
     import numpy as np
 
     from . import FRAMEWORKS, _as_paths, _filters
@@ -356,11 +455,11 @@ def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=Non
         files, tensors, digest = _plan(paths, filters, rules, n, max_overread)
     except (OSError, ValueError, TypeError) as e:
         code, err = _failure(e, errno.EINVAL)
-    got = _agree(pg, n, (digest, err, code))
-    for k, (_, e, c) in enumerate(got):
+    got = _agree(pg, n, (digest, err, code, _host(), os.urandom(8).hex()))
+    for k, (_, e, c, _, _) in enumerate(got):
         if e is not None:
             raise Error(c, f"process group load: rank {k} of {n} could not plan its load: {e}")
-    differ = [k for k, (d, _, _) in enumerate(got) if d != got[0][0]]
+    differ = [k for k, g in enumerate(got) if g[0] != got[0][0]]
     if differ:
         raise Error(errno.EINVAL,
                     f"process group load: the plan of rank{'s' if len(differ) > 1 else ''} "
@@ -369,15 +468,34 @@ def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=Non
                     f"rank); no rank read anything")
     if filters and not tensors:
         raise Error(errno.ENOENT, f"no tensor matches filter {filters!r} in {', '.join(paths)}")
+    one_host = all(g[3] == got[0][3] for g in got)
+    if exchange == "shm" and not one_host:
+        raise Error(errno.EINVAL, "process group load: exchange='shm' needs every rank on one "
+                    "host (one /dev/shm); the group spans several")
+    shm = exchange == "shm" or (exchange == "auto" and one_host and n > 1)
 
     # 2. reads and exchanges, pipelined
     ex = _assign_owners(tensors, n)
-    rounds = _rounds(ex, round_bytes)
+    rounds = [] if shm else _rounds(ex, round_bytes)
     opts = dict(backend=backend, cache=cache, direct=direct, memory=memory,
                 max_overread=max_overread)
     keep, out_raw, failure = [], {}, None
     read_bytes, io_seconds = 0, 0.0
     pending = []
+    board = _Board(np, ex, me, n, got[0][4]) if shm else None
+    if shm and failure is None and board.owned:
+        try:
+            raw = _load(paths, _exact(t.name for t in board.owned), None, opts)
+            rep = raw.report()
+            read_bytes += rep["read_bytes"]
+            io_seconds += rep["io_seconds"]
+            index = {raw.info(i)[0]: i for i in range(len(raw))}
+            board.write(np, raw, index)
+            keep.append(raw)
+            for t in board.owned:
+                out_raw[t.name] = (raw, index[t.name])
+        except (OSError, ValueError, TypeError, KeyError) as e:
+            failure = _failure(e, errno.EIO)
     for group in rounds:
         rd = _Round(np, group, me, n)
         owned = [t for t in group if t.owner == me]
@@ -413,23 +531,36 @@ def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=Non
     for rd in pending:
         rd.wait()
 
-    # 3. the outcome, agreed
-    sent = sum(sum(rd.send_sizes) for rd in pending)
-    received = sum(sum(rd.recv_sizes) for rd in pending)
-    got = _agree(pg, n, (failure, read_bytes))
-    for k, (f, _) in enumerate(got):
-        if f is not None:
-            raise Error(f[0], f"process group load: rank {k} of {n} failed to read: {f[1]}")
-    group_read = sum(rb for _, rb in got)
+    # 3. the outcome, agreed (the boards are complete once every rank is past it)
+    try:
+        got = _agree(pg, n, (failure, read_bytes))
+        for k, (f, _) in enumerate(got):
+            if f is not None:
+                raise Error(f[0], f"process group load: rank {k} of {n} failed to read: {f[1]}")
+        group_read = sum(rb for _, rb in got)
+        recv_of = {}
+        if board is not None:
+            try:
+                recv_of, failure = board.read(np), None
+            except OSError as e:
+                failure = _failure(e, errno.EIO)
+            for k, f in enumerate(_agree(pg, n, failure)):  # every rank has mapped the boards
+                if f is not None:
+                    raise Error(f[0], f"process group load: rank {k} of {n} could not map the "
+                                f"shared memory of the exchange: {f[1]}")
+    finally:
+        if board is not None:
+            board.remove()
+    sent = sum(sum(rd.send_sizes) for rd in pending) + (board.sent if board else 0)
+    received = sum(sum(rd.recv_sizes) for rd in pending) + (board.received if board else 0)
 
     # 4. this rank's tensors, in plan order
     out, infos = {}, {}
     direct_index = {} if raw_direct is None else {raw_direct.info(i)[0]: i
                                                  for i in range(len(raw_direct))}
-    recv_of = {}
     for rd in pending:
-        for name, at in rd.recv_at.items():
-            recv_of[name] = (rd.recv, at)
+        for name, (off, length) in rd.recv_at.items():
+            recv_of[name] = rd.recv[off:off + length]
     mine = 0
     for t in tensors:
         b = t.boxes[me]
@@ -449,8 +580,7 @@ def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=Non
             else:
                 buf = raw.buffer(i) if nb else None
         else:
-            recv, (off, length) = recv_of[t.name]
-            buf = recv[off:off + length] if length else None
+            buf = recv_of[t.name] if nb else None
         out[t.name] = buf
     for raw in keep + ([raw_direct] if raw_direct is not None else []):
         raw.close()  # the tensors hold their own references
@@ -460,7 +590,8 @@ def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=Non
         "group_read_bytes": group_read,
         "group_bytes": sum(t.full_nbytes for t in tensors),
         "sent_bytes": sent, "received_bytes": received, "rounds": len(rounds),
-        "rank": me, "world": n,
+        "rank": me, "world": n, "exchange": "shm" if shm else "group",
+        "shm_prefix": board._path("") if board else None,  # its files, removed by now
         "exchanged_tensors": len(ex), "direct_tensors": len(tensors) - len(ex),
     }
     return GroupCheckpoint(out, infos, [f[0] for f in files], report, [f[2] for f in files], fw)

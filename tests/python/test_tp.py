@@ -128,6 +128,7 @@ def test_dim0_split_reads_about_its_slice(tmp):
     (dict(split=["w"], rank=0, world=2), "PATTERN=DIM"),
     (dict(split={"w": 0}, rank=0, world=2, device="cuda"), "load to the CPU"),
     (dict(round_bytes=1 << 20), "process_group"),
+    (dict(exchange="shm"), "process_group"),
 ])
 def test_bad_split_arguments(tmp, kw, err):
     path = os.path.join(tmp, "m.safetensors")
@@ -185,10 +186,11 @@ def test_group_gets_torch_chunk_and_reads_once(tmp, world):
     big_path, big, big_dims = checkpoint(tmp, 200 + world, n=8, big=True)
     big_dims["model.layers.0.weight"] = 1  # a strided slice and a dim-0 one, at least
     big_dims["model.layers.1.weight"] = 0
-    scenarios = [
+    scenarios = [  # shared memory (one host), then through the process group
         scenario(small_path, small_dims),
-        scenario(small_path, small_dims, round_bytes=1 << 10),  # many rounds in flight
-        scenario(big_path, big_dims, round_bytes=1 << 20),
+        scenario(small_path, small_dims, exchange="group", round_bytes=1 << 10),  # many rounds
+        scenario(big_path, big_dims),
+        scenario(big_path, big_dims, exchange="group", round_bytes=1 << 20),
     ]
     res = run_group(tmp, world, scenarios, f"g{world}")
     for i, sc in enumerate(scenarios):
@@ -208,6 +210,13 @@ def test_group_gets_torch_chunk_and_reads_once(tmp, world):
             assert reps[0]["direct_tensors"] >= 2 and reps[0]["exchanged_tensors"] >= 1
     rounds = [res[r][1]["report"]["rounds"] for r in range(world)]
     assert min(rounds) > 1  # the pipelined path ran
+    assert [res[r][i]["report"]["exchange"] for i in range(4) for r in range(world)] == \
+        ["shm"] * world + ["group"] * world + ["shm"] * world + ["group"] * world
+    prefixes = {res[r][i]["report"]["shm_prefix"] for i in (0, 2) for r in range(world)}
+    assert len(prefixes) == 2 and None not in prefixes  # one board per load, agreed
+    leftovers = [f for f in os.listdir("/dev/shm")
+                 if any(os.path.join("/dev/shm", f).startswith(p) for p in prefixes)]
+    assert not leftovers  # every owner removed its file
 
 
 def test_group_disagreement_is_one_error_on_every_rank(tmp):

@@ -43,7 +43,8 @@ def run(sc, rank, world, pg):
     paths = sc.get("paths_of", {}).get(rank, sc["paths"])
     try:
         ck = pinio.open(paths, sc.get("framework", "pt"), split=split, process_group=pg,
-                        filter=sc.get("filter"), round_bytes=sc.get("round_bytes"))
+                        filter=sc.get("filter"), round_bytes=sc.get("round_bytes"),
+                        exchange=sc.get("exchange", "auto"))
     except pinio.Error as e:
         return {"error": e.strerror, "errno": e.errno}
     got = ck.tensors()
