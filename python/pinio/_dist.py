@@ -483,35 +483,32 @@ def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=Non
     read_bytes, io_seconds = 0, 0.0
     pending = []
     board = _Board(np, ex, me, n, got[0][4]) if shm else None
-    if shm and failure is None and board.owned:
+
+    def read_owned(owned, sink):
+        """Reads this rank's `owned` tensors whole and hands them to `sink`
+        (the board's or a round's copy); (errno, message) when it failed."""
+        nonlocal read_bytes, io_seconds
         try:
-            raw = _load(paths, _exact(t.name for t in board.owned), None, opts)
+            raw = _load(paths, _exact(t.name for t in owned), None, opts)
             rep = raw.report()
             read_bytes += rep["read_bytes"]
             io_seconds += rep["io_seconds"]
             index = {raw.info(i)[0]: i for i in range(len(raw))}
-            board.write(np, raw, index)
+            sink(np, raw, index)
             keep.append(raw)
-            for t in board.owned:
+            for t in owned:
                 out_raw[t.name] = (raw, index[t.name])
         except (OSError, ValueError, TypeError, KeyError) as e:
-            failure = _failure(e, errno.EIO)
+            return _failure(e, errno.EIO)
+        return None
+
+    if shm and board.owned:
+        failure = read_owned(board.owned, board.write)
     for group in rounds:
         rd = _Round(np, group, me, n)
         owned = [t for t in group if t.owner == me]
         if failure is None and owned:
-            try:
-                raw = _load(paths, _exact(t.name for t in owned), None, opts)
-                rep = raw.report()
-                read_bytes += rep["read_bytes"]
-                io_seconds += rep["io_seconds"]
-                index = {raw.info(i)[0]: i for i in range(len(raw))}
-                rd.fill(np, raw, index)
-                keep.append(raw)
-                for t in owned:
-                    out_raw[t.name] = (raw, index[t.name])
-            except (OSError, ValueError, TypeError, KeyError) as e:
-                failure = _failure(e, errno.EIO)
+            failure = read_owned(owned, rd.fill)
         rd.post(pg)  # a failed rank sends its zeros: nobody waits for it
         pending.append(rd)
         if len(pending) > 2:

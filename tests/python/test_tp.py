@@ -227,7 +227,9 @@ def test_group_disagreement_is_one_error_on_every_rank(tmp):
         dict(paths=[path], split=rules, dims=dims, split_of={1: other}),
         dict(paths=[path], split=rules, dims=dims,
              paths_of={1: [os.path.join(tmp, "missing.safetensors")]}),
-        scenario(path, dims),  # and the group still works after both
+        scenario(path, dims, fail_read_of=[1]),  # a read failing after the agreement,
+        scenario(path, dims, fail_read_of=[1], exchange="group"),  # either exchange
+        scenario(path, dims),  # and the group still works after them
     ]
     res = run_group(tmp, 2, scenarios, "disagree")
     e0, e1 = res[0][0], res[1][0]
@@ -236,8 +238,12 @@ def test_group_disagreement_is_one_error_on_every_rank(tmp):
     m0, m1 = res[0][1], res[1][1]
     assert "error" in m0 and m0 == m1
     assert "rank 1 of 2 could not plan" in m0["error"] and "missing.safetensors" in m0["error"]
+    for i in (2, 3):
+        f0, f1 = res[0][i], res[1][i]
+        assert "error" in f0 and f0 == f1, (f0, f1)
+        assert "rank 1 of 2 failed to read: rank 1: an injected read failure" in f0["error"]
     for r in range(2):
-        assert res[r][2].get("bad") == [], res[r][2]
+        assert res[r][4].get("bad") == [], res[r][4]
 
 
 def test_group_of_one_in_process(tmp):

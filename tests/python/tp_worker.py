@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 import pinio
+from pinio import _dist
 from pinio.safetensors.torch import load_file
 
 
@@ -41,12 +42,19 @@ def expected(full, world, rank, dim):
 def run(sc, rank, world, pg):
     split = [tuple(r) for r in sc.get("split_of", {}).get(rank, sc["split"])]
     paths = sc.get("paths_of", {}).get(rank, sc["paths"])
+    real_load = _dist._load
+    if rank in sc.get("fail_read_of", []):  # this rank's reads fail after the agreement
+        def failing(*a, **k):
+            raise pinio.Error(5, f"rank {rank}: an injected read failure")
+        _dist._load = failing
     try:
         ck = pinio.open(paths, sc.get("framework", "pt"), split=split, process_group=pg,
                         filter=sc.get("filter"), round_bytes=sc.get("round_bytes"),
                         exchange=sc.get("exchange", "auto"))
     except pinio.Error as e:
         return {"error": e.strerror, "errno": e.errno}
+    finally:
+        _dist._load = real_load
     got = ck.tensors()
     full = {}
     for p in sc["paths"]:
