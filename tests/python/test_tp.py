@@ -266,6 +266,12 @@ def test_group_of_one_in_process(tmp):
             assert rep["world"] == 1 and rep["sent_bytes"] == 0 == rep["received_bytes"]
             assert rep["group_read_bytes"] == rep["read_bytes"]
             assert rep["group_bytes"] == sum(t.numel() * t.element_size() for t in tensors.values())
+        part = pinio.load(path, split=rules_of(dims), process_group=dist.group.WORLD,
+                          filter="model.layers.1")
+        assert list(part) == ["model.layers.1.weight"]
+        assert raw(part["model.layers.1.weight"]) == raw(tensors["model.layers.1.weight"])
+        with pytest.raises(pinio.Error, match="no tensor matches filter"):
+            pinio.load(path, split=rules_of(dims), process_group=dist.group.WORLD, filter="nope")
         with pytest.raises(ValueError, match="differ from the process group's"):
             pinio.load(path, split=rules_of(dims), rank=1, process_group=dist.group.WORLD)
     finally:
