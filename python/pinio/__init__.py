@@ -514,9 +514,9 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
         if cuda_index(device) is not None:
             raise ValueError(f"split=/process_group= load to the CPU: device={device!r} is not "
                              "supported with them (move the slices with .to(device))")
-        if arena is not None or verify or expected_sha256 is not None:
-            raise ValueError("split=/process_group= do not take arena=, verify= or "
-                             "expected_sha256=")
+        if process_group is not None and (arena is not None or verify or
+                                          expected_sha256 is not None):
+            raise ValueError("process_group= does not take arena=, verify= or expected_sha256=")
     if (round_bytes is not None or exchange != "auto") and process_group is None:
         raise ValueError("round_bytes= and exchange= shape the exchange of a process_group= load")
     if process_group is not None:

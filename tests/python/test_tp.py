@@ -101,6 +101,22 @@ def test_first_rule_wins_and_whole(tmp):
     assert torch.equal(got["b.weight"], (w + 1)[32:])
 
 
+def test_split_with_verify_and_arena(tmp):
+    import hashlib
+
+    path = os.path.join(tmp, "m.safetensors")
+    w = torch.randn(64, 96)
+    save_file({"w": w}, path)
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    with pinio.open(path, split={"w": 1}, rank=2, world=3, verify=True) as ck:
+        assert ck.report()["sha256"] == [digest]  # the whole file's, from a slice's load
+        assert torch.equal(ck["w"], w[:, 64:])
+    arena = pinio.Arena()
+    got = pinio.load(path, split={"w": 0}, rank=0, world=2, arena=arena)
+    assert torch.equal(got["w"], w[:32])
+
+
 def test_dim0_split_reads_about_its_slice(tmp):
     """A first-dimension split reads its slice, counted by the report and
     by the kernel, within alignment (one 4 KiB block at each end). Pinned
@@ -128,6 +144,7 @@ def test_dim0_split_reads_about_its_slice(tmp):
     (dict(split=["w"], rank=0, world=2), "PATTERN=DIM"),
     (dict(split={"w": 0}, rank=0, world=2, device="cuda"), "load to the CPU"),
     (dict(round_bytes=1 << 20), "process_group"),
+    (dict(process_group=object(), verify=True), "does not take"),
     (dict(exchange="shm"), "process_group"),
 ])
 def test_bad_split_arguments(tmp, kw, err):
