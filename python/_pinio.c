@@ -22,48 +22,6 @@
 
 /* ------------------------------------------------------------ helpers */
 
-/* A list of str/PathLike -> NULL-terminated array of encoded C strings;
- * `*keep` holds the bytes objects they point into. */
-static const char **str_array(PyObject *seq, size_t *n, PyObject **keep, int fs)
-{
-    PyObject *fast = PySequence_Fast(seq, "expected a sequence of strings");
-    if (!fast)
-        return NULL;
-    Py_ssize_t k = PySequence_Fast_GET_SIZE(fast);
-    const char **arr = calloc((size_t)k + 1, sizeof(*arr));
-    PyObject *list = PyList_New(k);
-    if (!arr || !list) {
-        free(arr);
-        Py_XDECREF(list);
-        Py_DECREF(fast);
-        PyErr_NoMemory();
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < k; i++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(fast, i), *enc = NULL;
-        if (fs) {
-            if (!PyUnicode_FSConverter(item, &enc))
-                enc = NULL;
-        } else if (PyUnicode_Check(item)) {
-            enc = PyUnicode_AsUTF8String(item);
-        } else {
-            PyErr_SetString(PyExc_TypeError, "expected a string");
-        }
-        if (!enc) {
-            free(arr);
-            Py_DECREF(list);
-            Py_DECREF(fast);
-            return NULL;
-        }
-        PyList_SET_ITEM(list, i, enc);
-        arr[i] = PyBytes_AS_STRING(enc);
-    }
-    Py_DECREF(fast);
-    *n = (size_t)k;
-    *keep = list;
-    return arr;
-}
-
 static int parse_backend(const char *s, pinio_backend *out)
 {
     static const struct { const char *name; pinio_backend b; } t[] = {
@@ -195,14 +153,20 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     static char *kwlist[] = {(char *)"paths", (char *)"filters", (char *)"backend",
                              (char *)"cache", (char *)"direct", (char *)"verify",
                              (char *)"memory", (char *)"map_private", (char *)"arena",
-                             (char *)"expected_sha256", (char *)"fill", NULL};
+                             (char *)"expected_sha256", (char *)"fill", (char *)"split",
+                             (char *)"rank", (char *)"world", (char *)"slices",
+                             (char *)"max_overread", NULL};
     PyObject *paths, *filters = Py_None, *arena_o = Py_None, *expected = Py_None;
+    PyObject *split = Py_None, *slices = Py_None;
     const char *backend = "auto", *cache = "auto", *direct = "auto", *memory = "auto";
     const char *fill = "auto";
     int verify = 0, map_private = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$spOOs", kwlist, &paths, &filters,
+    unsigned int rank = 0, world = 1;
+    double max_overread = 0.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$spOOsOIIOd", kwlist, &paths, &filters,
                                      &backend, &cache, &direct, &verify, &memory, &map_private,
-                                     &arena_o, &expected, &fill))
+                                     &arena_o, &expected, &fill, &split, &rank, &world, &slices,
+                                     &max_overread))
         return NULL;
     static const char *const memories[3] = {"auto", "pinned", "mapped"};
     /* the order of pinio_mapped_fill */
@@ -213,8 +177,13 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
         arena_arg(arena_o, &arena))
         return NULL;
     io_args a;
-    if (io_args_parse(&a, paths, filters, expected, backend, cache, direct))
+    slice_args sa;
+    if (slice_args_parse(&sa, split, slices))
         return NULL;
+    if (io_args_parse(&a, paths, filters, expected, backend, cache, direct)) {
+        slice_args_free(&sa);
+        return NULL;
+    }
     pinio_load_opts o;
     pinio_load_opts_default(&o);
     o.backend = a.backend;
@@ -229,6 +198,13 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     o.expected_sha256 = a.sha;
     o.nexpected = a.nsha;
     o.arena = arena ? arena->a : NULL;
+    o.split = sa.split;
+    o.nsplit = sa.nsplit;
+    o.slices = sa.slices;
+    o.nslices = sa.nslices;
+    o.rank = rank;
+    o.world = world;
+    o.max_overread = max_overread;
     pinio_checkpoint *cp = NULL;
     pinio_diag diag;
     int r;
@@ -247,6 +223,7 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
                        "close()) first, or load into another arena",
                        a.npaths ? a.paths[0] : "", a.npaths > 1 ? " (and more)" : "");
     io_args_free(&a);
+    slice_args_free(&sa);
     if (r)
         return raise_pinio(r, &diag, "load failed");
     CheckpointObject *co = PyObject_New(CheckpointObject, &CheckpointType);
@@ -698,8 +675,15 @@ static PyObject *py_read(PyObject *mod, PyObject *args)
 static PyMethodDef methods[] = {
     {"load", (PyCFunction)(void (*)(void))py_load, METH_VARARGS | METH_KEYWORDS,
      "load(paths, filters=None, backend='auto', cache='auto', direct='auto', verify=False, *, "
-     "memory='auto', map_private=True, arena=None, expected_sha256=None, fill='auto')"
-     " -> Checkpoint (GIL released during the load)"},
+     "memory='auto', map_private=True, arena=None, expected_sha256=None, fill='auto', "
+     "split=None, rank=0, world=1, slices=None, max_overread=0.0)"
+     " -> Checkpoint (GIL released during the load); split: [(pattern, dim or None)], "
+     "slices: [(name, starts, stops)]"},
+    {"plan", (PyCFunction)(void (*)(void))py_plan, METH_VARARGS | METH_KEYWORDS,
+     "plan(paths, filters=None, split=None, rank=0, world=1, slices=None, max_overread=0.0)"
+     " -> ([(path, size, metadata|None)], [(name, dtype, shape, nbytes, file, file_offset, full_shape, "
+     "full_offset, full_nbytes, start|None, runs)], {bytes, read_bytes, reads, skipped}): "
+     "what a load would read, no tensor data read"},
     {"stream_gpu", (PyCFunction)(void (*)(void))py_stream_gpu, METH_VARARGS | METH_KEYWORDS,
      "stream_gpu(paths, place, api='cuda', device=0, filters=None, backend='auto', "
      "cache='auto', direct='auto', slot_size=0, slots=0, verify=False, expected_sha256=None, "
