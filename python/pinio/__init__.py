@@ -459,9 +459,8 @@ def load_to_device(paths, filter=None, device="cuda", *, allocator=None, verify=
     never copied). report["split"] says what was sliced and over-read;
     verify still hashes each whole file (the other ranks' bytes read
     again)."""
+    split = _split_rules(split)
     if split is not None:
-        split = [(p, None if d == "whole" else d) for p, d in
-                 (split.items() if hasattr(split, "items") else split)]
         if isinstance(rank, bool) or isinstance(world, bool) or not isinstance(rank, int) \
                 or not isinstance(world, int) or world < 1 or not 0 <= rank < world:
             raise ValueError(f"split= needs rank= and world=, ints with 0 <= rank < world: "
@@ -535,12 +534,12 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     send buffers.
     Raises pinio.Error (an OSError naming the file, offset or tensor)."""
     rules = _split_rules(split)
-    if process_group is not None or rules is not None or rank is not None or world is not None:
+    if process_group is not None:
         if cuda_index(device) is not None:
-            raise ValueError(f"split=/process_group= load to the CPU: device={device!r} is not "
-                             "supported with them (move the slices with .to(device))")
-        if process_group is not None and (arena is not None or verify or
-                                          expected_sha256 is not None):
+            raise ValueError(f"process_group= loads to the CPU: device={device!r} is not "
+                             "supported with it (move the slices with .to(device), or stream "
+                             "each rank's slices with split=, rank=, world=)")
+        if arena is not None or verify or expected_sha256 is not None:
             raise ValueError("process_group= does not take arena=, verify= or expected_sha256=")
     if (round_bytes is not None or exchange != "auto") and process_group is None:
         raise ValueError("round_bytes= and exchange= shape the exchange of a process_group= load")
@@ -573,7 +572,7 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
                              f"device={device!r} streams through a staging ring")
         tensors, infos, report = _stream(paths, filter, device, allocator, verify,
                                          expected_sha256, backend, cache, direct, slot_size,
-                                         slots)
+                                         slots, rules, rank, world, max_overread)
         return DeviceCheckpoint(tensors, infos, report)
     if allocator is not None:
         raise ValueError("allocator= places tensors on a GPU device only")

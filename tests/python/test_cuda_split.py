@@ -113,7 +113,34 @@ def test_bad_split_arguments(gpu, tmp):
     with pytest.raises(pinio.Error, match="tensor 'a.weight'.*dimension 2"):
         pinio.load_to_device(path, device="cuda:0", allocator=gpu.alloc, split={"*": 2},
                              rank=0, world=2)
-    with pytest.raises(TypeError, match="split rule 0"):
+    with pytest.raises(ValueError, match="split rule '\\*': dim 'x' is not an int or 'whole'"):
         pinio.load_to_device(path, device="cuda:0", allocator=gpu.alloc, split=[("*", "x")],
                              rank=0, world=2)
     assert gpu.stats()["allocs_live"] == 0
+
+
+def test_open_and_load_stream_the_slices(gpu, tmp):
+    """pinio.open()/load() with device="cuda:N" and split= take the same
+    path as load_to_device: a DeviceCheckpoint of the rank's slices, rules
+    in any form split= takes (a mapping, "P=D" strings)."""
+    path = os.path.join(tmp, "m.safetensors")
+    tensors = {"a.norm": value(torch.float32, (6,), 1), "a.o_proj": value(torch.bfloat16, (5, 7), 2),
+               "a.up": value(torch.int32, (9, 3), 3)}
+    stpt.save_file(tensors, path)
+    for rules in ({"*norm*": None, "*o_proj*": 1, "*": 0}, ["*norm*=whole", "*o_proj*=1", "*=0"]):
+        for rank in range(3):
+            ck = pinio.open(path, device="cuda:0", allocator=gpu.alloc, split=rules, rank=rank,
+                            world=3)
+            got = {n: ck[n] for n in ck.keys()}
+            assert ck.report()["split"], ck.report().keys()
+            want = {"a.norm": tensors["a.norm"], "a.o_proj": chunk(tensors["a.o_proj"], 1, rank, 3),
+                    "a.up": chunk(tensors["a.up"], 0, rank, 3)}
+            assert sorted(got) == sorted(want)
+            for n, w in want.items():
+                assert tuple(got[n].shape) == tuple(w.shape), (n, rank)
+                assert raw(got[n]) == raw(w), (n, rank)
+            del got, ck
+            flat = pinio.load(path, device="cuda:0", allocator=gpu.alloc, split=rules, rank=rank,
+                              world=3)
+            assert raw(flat["a.up"]) == raw(want["a.up"])
+            del flat

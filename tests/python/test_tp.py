@@ -142,7 +142,7 @@ def test_dim0_split_reads_about_its_slice(tmp):
     (dict(rank=0, world=2), "need split="),
     (dict(split={"w": "two"}, rank=0, world=2), "not an int or 'whole'"),
     (dict(split=["w"], rank=0, world=2), "PATTERN=DIM"),
-    (dict(split={"w": 0}, rank=0, world=2, device="cuda"), "load to the CPU"),
+    (dict(split={"w": 0}, process_group=object(), device="cuda"), "loads to the CPU"),
     (dict(round_bytes=1 << 20), "process_group"),
     (dict(process_group=object(), verify=True), "does not take"),
     (dict(exchange="shm"), "process_group"),
