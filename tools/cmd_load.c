@@ -134,19 +134,7 @@ static void print_json_split(jw *w, const pinio_load_opts *opts, pinio_checkpoin
     jw_obj(w);
     jw_ku64(w, "rank", opts->rank);
     jw_ku64(w, "world", opts->world);
-    jw_key(w, "rules");
-    jw_arr(w);
-    for (size_t i = 0; i < opts->nsplit; i++) {
-        jw_obj(w);
-        jw_kstr(w, "pattern", opts->split[i].pattern);
-        jw_key(w, "dim");
-        if (opts->split[i].dim == PINIO_SPLIT_WHOLE)
-            jw_null(w);
-        else
-            jw_i64(w, opts->split[i].dim);
-        jw_obj_end(w);
-    }
-    jw_arr_end(w);
+    cli_load_json_rules(w, opts->split, opts->nsplit);
     jw_ku64(w, "sliced_tensor_count", r->sliced);
     jw_ku64(w, "strided_tensor_count", r->strided);
     jw_ku64(w, "full_bytes", r->full_bytes);
