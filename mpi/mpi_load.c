@@ -120,7 +120,7 @@ static void unmap(void *cookie, void *ptr, size_t len)
     munmap(ptr, len);
 }
 
-static int map_dest(job *j, uint64_t bytes, pinio_view *out)
+static int map_dest(job *j, uint64_t bytes, bool huge, pinio_view *out)
 {
     if (bytes == 0) {
         *out = pinio_view_static(NULL, 0);
@@ -133,6 +133,10 @@ static int map_dest(job *j, uint64_t bytes, pinio_view *out)
                        (unsigned long long)bytes, pinio_strerror(rc));
         return rc;
     }
+    /* tp: memory the exchange writes first (mpi_tp.c says why huge pages);
+     * a hint the kernel may refuse. */
+    if (huge)
+        madvise(m, (size_t)bytes, MADV_HUGEPAGE);
     int rc = pinio_view_wrap(out, m, (size_t)bytes, unmap, NULL, 0);
     if (rc < 0)
         munmap(m, (size_t)bytes);
@@ -717,9 +721,9 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
     int leader_fd = -1;
     if (rc == 0)
         rc = by_node ? node_map(j, &nd, end, &cp->mem, &leader_fd)
-                     : map_dest(j, end, tp ? &stage : &cp->mem);
+                     : map_dest(j, end, tp, tp ? &stage : &cp->mem);
     if (rc == 0 && tp)
-        rc = map_dest(j, tpl.dest_bytes, &cp->mem);
+        rc = map_dest(j, tpl.dest_bytes, true, &cp->mem);
     rc = pinio__mpi_agree(j, rc);
     uint8_t *base = tp ? pinio_view_data_mut(&stage) : pinio_view_data_mut(&cp->mem);
     if (leader_fd >= 0) /* every local rank has mapped the node's copy (or failed) */

@@ -102,7 +102,7 @@ void pinio_cli_load_mpi_usage(FILE *out)
             "  --exchange auto|allgatherv|bcast  replicate: how stripes are shared (auto:\n"
             "                          allgatherv)\n"
             "  --piece SIZE            bcast: bytes per broadcast piece (default 16M); tp:\n"
-            "                          bytes of the layout per exchange round (default 64M)\n"
+            "                          bytes of the layout per exchange round (default 16M)\n"
             "  --split PATTERN=DIM     tp: the first rule matching a tensor (exact name,\n"
             "                          dotted prefix or glob) chunks it along DIM (negative\n"
             "                          from the end; DIM 'whole' keeps it whole); unmatched\n"

@@ -150,8 +150,8 @@ typedef struct pinio_mpi_opts {
     size_t request_size;         /**< 0 = the engine's default */
     /** #PINIO_MPI_EXCHANGE_BCAST: bytes per broadcast piece; 0 = 16 MiB.
      *  #PINIO_MPI_TP: bytes of the plan's layout per exchange round (capped
-     *  so that a round's counts stay below INT_MAX); 0 = 64 MiB, less with
-     *  more than 4 ranks (a round's send buffer is up to n - 1 times it). */
+     *  so that a round's counts stay below INT_MAX); 0 = 16 MiB, less past
+     *  17 ranks (a round's send buffer is up to n - 1 times it). */
     uint64_t bcast_piece;
     /** #PINIO_MPI_NODE: what a node is. 0: the ranks that share memory
      *  (MPI_Comm_split_type MPI_COMM_TYPE_SHARED). k > 0: each run of k
