@@ -186,11 +186,12 @@ typedef struct pinio_mpi_opts {
      *  step 0); read during the call only. */
     const char *const *expected_sha256;
     size_t nexpected;
-    /** #PINIO_MPI_TP (required there, refused elsewhere): the split rules
+    /** #PINIO_MPI_TP only (-EINVAL under another policy): the split rules
      *  (pinio_plan_opts::split: the first match wins, unmatched tensors are
-     *  held whole by every rank). Same on every rank (agreed in step 0);
-     *  read during the call only. Each rank's slice is chunk `rank` of
-     *  `world` of the communicator. */
+     *  held whole by every rank; no rules: every tensor whole on every
+     *  rank). Same on every rank (agreed in step 0); read during the call
+     *  only. A rank's slice of a matched tensor is chunk `rank` of `world`
+     *  of the communicator. */
     const pinio_split_rule *split;
     size_t nsplit;
     /** #PINIO_MPI_TP: the number of chunks, which must be the communicator's
