@@ -106,7 +106,7 @@ static void load_usage(FILE *out)
             "  --max-overread F   with --split: holes between the wanted ranges are read\n"
             "                     through, smallest first, only within F of the slices' bytes\n"
             "                     (a fraction or a percentage: 0.05, 5%%; default 1/32; 0: none)\n"
-            "  --mpi replicate|shard  one load per MPI job, under mpiexec (see\n"
+            "  --mpi replicate|shard|node|tp  one load per MPI job, under mpiexec (see\n"
             "                     pinio load --mpi replicate --help; needs a pinio built with MPI)\n"
             "  -h, --help         this help\n"
             "\n"

@@ -121,6 +121,15 @@ void cli_split_json(jw *w, const pinio_split_rule *rules, size_t n, uint32_t ran
 {
     jw_ku64(w, "rank", rank);
     jw_ku64(w, "world", world);
+    cli_split_rules_json(w, rules, n);
+    jw_ku64(w, "sliced_tensor_count", sliced);
+    jw_ku64(w, "strided_tensor_count", strided);
+    jw_ku64(w, "full_bytes", full_bytes);
+    jw_ku64(w, "hole_bytes", hole_bytes);
+}
+
+void cli_split_rules_json(jw *w, const pinio_split_rule *rules, size_t n)
+{
     jw_key(w, "rules");
     jw_arr(w);
     for (size_t i = 0; i < n; i++) {
@@ -134,10 +143,6 @@ void cli_split_json(jw *w, const pinio_split_rule *rules, size_t n, uint32_t ran
         jw_obj_end(w);
     }
     jw_arr_end(w);
-    jw_ku64(w, "sliced_tensor_count", sliced);
-    jw_ku64(w, "strided_tensor_count", strided);
-    jw_ku64(w, "full_bytes", full_bytes);
-    jw_ku64(w, "hole_bytes", hole_bytes);
 }
 
 void cli_load_json_begin(jw *w, const char *kind, const char *const *paths, size_t n)

@@ -77,6 +77,8 @@ if "$PINIO" load --mpi replicate --help >/dev/null 2>&1; then
     valid 0 load --mpi shard "$ODD" --verify
     valid 1 load --mpi replicate "$ODD" --sha256 0000000000000000000000000000000000000000000000000000000000000000
     valid 1 load --mpi replicate "$DIR/none.safetensors"
+    valid 0 load --mpi tp "$ODD" --split "*=0" --verify
+    valid 1 load --mpi tp "$ODD" --split "*=9"
 fi
 
 valid 0 stage "$ODD" "$DIR/st" --verify
