@@ -257,6 +257,60 @@ def _host():
         return (socket.gethostname(), os.getpid())  # unknown: never equal to another rank's
 
 
+# A file of the exchange a killed rank left (SIGKILL, OOM) holds tmpfs
+# memory until reboot. Its name carries its writer's pid namespace and pid,
+# so the next group load on the host removes it once provably abandoned:
+# same pid namespace, that pid dead, untouched for a minute (the rule of
+# every temporary pinio makes, src/base/stale.c).
+STALE_AFTER_S = 60
+
+
+def _ident():
+    """(pid namespace, pid): who writes this rank's exchange file."""
+    try:
+        ns = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        ns = 0
+    return ns, os.getpid()
+
+
+def _sweep_stale(now=None):
+    """Removes exchange files of dead writers of this pid namespace;
+    returns how many."""
+    ns, _ = _ident()
+    if not ns:
+        return 0
+    prefix = f"pinio-tp-{ns}-"
+    now = time.time() if now is None else now
+    gone = 0
+    try:
+        names = os.listdir("/dev/shm")
+    except OSError:
+        return 0
+    for name in names:
+        if not name.startswith(prefix):
+            continue
+        pid = name[len(prefix):].partition("-")[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # alive (or alive as someone else's: left alone)
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError):
+            continue
+        path = os.path.join("/dev/shm", name)
+        try:
+            if now - os.lstat(path).st_mtime < STALE_AFTER_S:
+                continue
+            os.unlink(path)
+            gone += 1
+        except OSError:
+            pass
+    return gone
+
+
 class _Board:
     """The exchange of a group on one host: each owner writes every other
     rank's pieces of its tensors into a file of its own under /dev/shm (one
@@ -265,8 +319,8 @@ class _Board:
     copy, nothing through the process group); once every rank has mapped
     them, each owner removes its file (the mappings stay)."""
 
-    def __init__(self, np, ex, me, n, token):
-        self.me, self.n, self.token = me, n, token
+    def __init__(self, np, ex, me, n, token, idents):
+        self.me, self.n, self.token, self.idents = me, n, token, idents
         self.owned = [t for t in ex if t.owner == me]
         self.layout = {}  # owner -> [(tensor, dest, offset, nbytes)]
         self.size = [0] * n
@@ -283,11 +337,13 @@ class _Board:
         self.created = False
 
     def _path(self, owner):
-        return f"/dev/shm/pinio-tp-{self.token}-{owner}"
+        ns, pid = self.idents[owner]
+        return f"/dev/shm/pinio-tp-{ns}-{pid}-{self.token}-{owner}"
 
     def write(self, np, ck, index):
         if not self.size[self.me]:
             return
+        _sweep_stale()
         fd = os.open(self._path(self.me), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         self.created = True
         try:
@@ -455,8 +511,8 @@ def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=Non
         files, tensors, digest = _plan(paths, filters, rules, n, max_overread)
     except (OSError, ValueError, TypeError) as e:
         code, err = _failure(e, errno.EINVAL)
-    got = _agree(pg, n, (digest, err, code, _host(), os.urandom(8).hex()))
-    for k, (_, e, c, _, _) in enumerate(got):
+    got = _agree(pg, n, (digest, err, code, _host(), os.urandom(8).hex(), _ident()))
+    for k, (_, e, c, _, _, _) in enumerate(got):
         if e is not None:
             raise Error(c, f"process group load: rank {k} of {n} could not plan its load: {e}")
     differ = [k for k, g in enumerate(got) if g[0] != got[0][0]]
@@ -482,7 +538,7 @@ def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=Non
     keep, out_raw, failure = [], {}, None
     read_bytes, io_seconds = 0, 0.0
     pending = []
-    board = _Board(np, ex, me, n, got[0][4]) if shm else None
+    board = _Board(np, ex, me, n, got[0][4], [tuple(g[5]) for g in got]) if shm else None
 
     def read_owned(owned, sink):
         """Reads this rank's `owned` tensors whole and hands them to `sink`
@@ -588,7 +644,7 @@ def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=Non
         "group_bytes": sum(t.full_nbytes for t in tensors),
         "sent_bytes": sent, "received_bytes": received, "rounds": len(rounds),
         "rank": me, "world": n, "exchange": "shm" if shm else "group",
-        "shm_prefix": board._path("") if board else None,  # its files, removed by now
+        "shm_files": [board._path(k) for k in range(n)] if board else None,  # removed by now
         "exchanged_tensors": len(ex), "direct_tensors": len(tensors) - len(ex),
     }
     return GroupCheckpoint(out, infos, [f[0] for f in files], report, [f[2] for f in files], fw)

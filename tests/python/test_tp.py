@@ -16,6 +16,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -229,11 +230,42 @@ def test_group_gets_torch_chunk_and_reads_once(tmp, world):
     assert min(rounds) > 1  # the pipelined path ran
     assert [res[r][i]["report"]["exchange"] for i in range(4) for r in range(world)] == \
         ["shm"] * world + ["group"] * world + ["shm"] * world + ["group"] * world
-    prefixes = {res[r][i]["report"]["shm_prefix"] for i in (0, 2) for r in range(world)}
-    assert len(prefixes) == 2 and None not in prefixes  # one board per load, agreed
-    leftovers = [f for f in os.listdir("/dev/shm")
-                 if any(os.path.join("/dev/shm", f).startswith(p) for p in prefixes)]
+    boards = {tuple(res[r][i]["report"]["shm_files"]) for i in (0, 2) for r in range(world)}
+    assert len(boards) == 2 and all(len(b) == world for b in boards)  # one per load, agreed
+    leftovers = [f for b in boards for f in b if os.path.exists(f)]
     assert not leftovers  # every owner removed its file
+
+
+def test_exchange_files_of_dead_ranks_are_swept(tmp):
+    """A rank killed mid-exchange leaves its /dev/shm file: the next load
+    on the host removes it once its writer is dead and it is a minute old,
+    and never a live writer's or a fresh one."""
+    from pinio import _dist
+    ns, _ = _dist._ident()
+    if not ns:
+        pytest.skip("no /proc/self/ns/pid: pid namespaces unknown here")
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid that was, and is no more
+    tag = os.environ.get("PINIO_TEST_RUN", f"p{os.getpid()}")
+    made = {
+        "dead_old": (f"/dev/shm/pinio-tp-{ns}-{dead.pid}-{tag}a-0", 3600, True),
+        "dead_new": (f"/dev/shm/pinio-tp-{ns}-{dead.pid}-{tag}b-0", 0, False),
+        "alive_old": (f"/dev/shm/pinio-tp-{ns}-{os.getpid()}-{tag}c-0", 3600, False),
+        "other_ns": (f"/dev/shm/pinio-tp-{ns + 1}-{dead.pid}-{tag}d-0", 3600, False),
+    }
+    try:
+        for path, age, _ in made.values():
+            with open(path, "wb") as f:
+                f.write(b"x" * 4096)
+            t = time.time() - age
+            os.utime(path, (t, t))
+        _dist._sweep_stale()
+        for what, (path, _, goes) in made.items():
+            assert os.path.exists(path) != goes, what
+    finally:
+        for path, _, _ in made.values():
+            if os.path.exists(path):
+                os.unlink(path)
 
 
 def test_group_disagreement_is_one_error_on_every_rank(tmp):
