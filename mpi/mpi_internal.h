@@ -34,8 +34,41 @@ int pinio__mpi_fail(job *j, int err, const char *call);
 int pinio__mpi_agree(job *j, int rc);
 
 /* Phase 1: the arguments agreed; each rank its own headers and plan, with
- * rank 0's alignment; the files and the plans agreed. */
+ * rank 0's alignment; the files and the plans agreed. `slices` (TP only,
+ * else NULL): also this rank's plan with the split rules, from the same
+ * headers. */
 int pinio__mpi_plan_phase(job *j, const char *const *paths, size_t npaths, pinio_plan **plan,
-                          uint64_t *header_bytes);
+                          pinio_plan **slices, uint64_t *header_bytes);
+
+/* #PINIO_MPI_TP (mpi_tp.c). Where rank q's slice of a tensor lies in the
+ * tensor's bytes: `runs` runs of `len` bytes, run o at o * stride + off
+ * (a whole tensor: one run of all its bytes; an empty slice: len 0). */
+typedef struct tp_geom {
+    uint64_t runs, stride, off, len;
+} tp_geom;
+
+typedef struct tp_plan {
+    size_t tensors;          /* the plans' tensors (the same in both) */
+    tp_geom *g;              /* tensors x ranks: g[t * n + q] */
+    pinio_plan_tensor *held; /* this rank's slices, dest_offset in its own memory */
+    uint64_t dest_bytes;     /* this rank's memory: its slices packed, 64-byte aligned */
+    size_t sliced;           /* of them, held as a slice */
+    uint64_t full_bytes;     /* the tensors whole */
+} tp_plan;
+
+/* Collective: each rank's geometry from its plan with the split rules
+ * (`mine`) against the whole plan (`full`), shared with every rank; this
+ * rank's layout. Agreed; on failure `tp` holds nothing. */
+int pinio__mpi_tp_layout(job *j, const pinio_plan *full, const pinio_plan *mine, tp_plan *tp);
+
+/* Collective: the staging area (laid out as `full`, this rank's stripe
+ * [start[rank], start[rank + 1]) read) into each rank's slices at `dest`.
+ * Returns this rank's code (the caller agrees); every rank enters the
+ * same rounds. */
+int pinio__mpi_tp_exchange(job *j, const pinio_plan *full, const tp_plan *tp,
+                           const uint8_t *stage, const uint64_t *start, uint8_t *dest,
+                           pinio_mpi_report *rep);
+
+void pinio__mpi_tp_free(tp_plan *tp);
 
 #endif

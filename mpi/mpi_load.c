@@ -9,6 +9,9 @@
  *   all:    execute own stripe (engine, O_DIRECT)  -> agree
  *   verify: SHA-256 chain over the bytes as read, verdict -> agree
  *   all:    exchange stripes in place (replicate)  -> agree
+ *   tp:     each rank also its plan with the split rules; the stripes
+ *           read into a staging area laid out as the whole plan, then
+ *           each rank's slices sent to it (mpi_tp.c)  -> agree
  *   node:   the same, with one stripe per node cut into one per local rank,
  *           read into the node's shared copy; the exchange runs between
  *           the node leaders only, on that copy
@@ -51,6 +54,8 @@
 
 struct pinio_mpi_checkpoint {
     pinio_plan *plan;
+    pinio_plan *rplan;       /* tp, during the call: the whole plan, whose reads run */
+    pinio_plan_tensor *tp;   /* tp: this rank's slices, placed in `mem` */
     pinio_view mem;          /* the destination (a view: tensor views keep it alive) */
     size_t *held;            /* plan tensor indices this rank holds */
     size_t nheld;
@@ -90,6 +95,7 @@ const char *pinio_mpi_policy_name(pinio_mpi_policy p)
     case PINIO_MPI_REPLICATE: return "replicate";
     case PINIO_MPI_SHARD: return "shard";
     case PINIO_MPI_NODE: return "node";
+    case PINIO_MPI_TP: return "tp";
     }
     return NULL;
 }
@@ -100,6 +106,7 @@ const char *pinio_mpi_exchange_name(pinio_mpi_exchange x)
     case PINIO_MPI_EXCHANGE_AUTO: return "auto";
     case PINIO_MPI_EXCHANGE_ALLGATHERV: return "allgatherv";
     case PINIO_MPI_EXCHANGE_BCAST: return "bcast";
+    case PINIO_MPI_EXCHANGE_ALLTOALLV: return "alltoallv";
     }
     return NULL;
 }
@@ -113,7 +120,7 @@ static void unmap(void *cookie, void *ptr, size_t len)
     munmap(ptr, len);
 }
 
-static int map_dest(job *j, uint64_t bytes, pinio_view *out)
+static int map_dest(job *j, uint64_t bytes, bool huge, pinio_view *out)
 {
     if (bytes == 0) {
         *out = pinio_view_static(NULL, 0);
@@ -126,6 +133,10 @@ static int map_dest(job *j, uint64_t bytes, pinio_view *out)
                        (unsigned long long)bytes, pinio_strerror(rc));
         return rc;
     }
+    /* tp: memory the exchange writes first (mpi_tp.c says why huge pages);
+     * a hint the kernel may refuse. */
+    if (huge)
+        madvise(m, (size_t)bytes, MADV_HUGEPAGE);
     int rc = pinio_view_wrap(out, m, (size_t)bytes, unmap, NULL, 0);
     if (rc < 0)
         munmap(m, (size_t)bytes);
@@ -578,16 +589,17 @@ static int exchange(job *j, MPI_Comm comm, int rank, int n, uint8_t *base,
  * is every rank's, without a rank prefix: the mismatch is the file's, not
  * a rank's.
  */
-static int verify_agreed(job *j, pinio_mpi_checkpoint *cp, const uint8_t *base, size_t first,
-                         size_t nreads, size_t t0, size_t t1, pinio_mpi_report *rep)
+static int verify_agreed(job *j, pinio_mpi_checkpoint *cp, const pinio_plan *plan,
+                         const uint8_t *base, size_t first, size_t nreads, size_t t0, size_t t1,
+                         pinio_mpi_report *rep)
 {
     pinio_plan_info pi;
-    pinio_plan_get_info(cp->plan, &pi);
+    pinio_plan_get_info(plan, &pi);
     uint8_t *dg = calloc(pi.files, PINIO_MPI_SHA_LEN);
     cp->hex = calloc(pi.files, sizeof(*cp->hex));
     int rc = pinio__mpi_agree(j, dg && cp->hex ? 0 : -ENOMEM);
     if (rc == 0)
-        rc = pinio__mpi_agree(j, pinio__mpi_hash_files(j->comm, j->rank, j->n, cp->plan, base,
+        rc = pinio__mpi_agree(j, pinio__mpi_hash_files(j->comm, j->rank, j->n, plan, base,
                                                        first, nreads, t0, t1, dg,
                                                        &rep->verify_landed_bytes,
                                                        &rep->verify_reread_bytes, &j->local));
@@ -608,7 +620,7 @@ static int verify_agreed(job *j, pinio_mpi_checkpoint *cp, const uint8_t *base, 
         const char *want = j->o.expected_sha256[i];
         if (!want || strcasecmp(want, cp->hex[i]) == 0)
             continue;
-        pinio_diag_set_at(&v.d, v.rc = PINIO_EFORMAT, pinio_plan_file_at(cp->plan, i)->path,
+        pinio_diag_set_at(&v.d, v.rc = PINIO_EFORMAT, pinio_plan_file_at(plan, i)->path,
                           PINIO_DIAG_NO_OFFSET, "sha256 mismatch: expected %s, got %s", want,
                           cp->hex[i]);
         pinio_diag_set_index(&v.d, i);
@@ -638,12 +650,17 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
                 pinio_mpi_report *rep)
 {
     double t0 = now_s();
-    int rc = pinio__mpi_plan_phase(j, paths, npaths, &cp->plan, &rep->header_bytes);
+    /* tp: the whole plan's reads run (rp), the rank's own plan describes
+     * what it holds (cp->plan); elsewhere they are one plan. */
+    bool tp = j->o.policy == PINIO_MPI_TP;
+    int rc = pinio__mpi_plan_phase(j, paths, npaths, tp ? &cp->rplan : &cp->plan,
+                                   tp ? &cp->plan : NULL, &rep->header_bytes);
     rep->plan_seconds = now_s() - t0;
     if (rc < 0)
         return rc;
+    pinio_plan *rp = tp ? cp->rplan : cp->plan;
     pinio_plan_info pi;
-    pinio_plan_get_info(cp->plan, &pi);
+    pinio_plan_get_info(rp, &pi);
     uint64_t unit = pi.align ? pi.align : 4096;
     uint64_t end = (pi.dest_bytes + unit - 1) / unit * unit;
     rep->plan_read_bytes = pi.read_bytes;
@@ -670,15 +687,15 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
     uint64_t lo = 0, hi = end;
     rc = first && lfirst && start ? 0 : -ENOMEM;
     if (rc == 0 && j->o.policy != PINIO_MPI_SHARD) {
-        cut_stripes(cp->plan, 0, pi.reads, nd.count, first);
+        cut_stripes(rp, 0, pi.reads, nd.count, first);
         for (int r = 0; r <= nd.count; r++)
-            start[r] = r == 0 ? 0 : dest_at(cp->plan, first[r], end);
+            start[r] = r == 0 ? 0 : dest_at(rp, first[r], end);
         start[nd.count] = end;
-        cut_stripes(cp->plan, first[nd.index], first[nd.index + 1], nd.lsize, lfirst);
+        cut_stripes(rp, first[nd.index], first[nd.index + 1], nd.lsize, lfirst);
         my_first = lfirst[nd.lrank];
         my_n = lfirst[nd.lrank + 1] - lfirst[nd.lrank];
-        lo = nd.lrank == 0 ? start[nd.index] : dest_at(cp->plan, my_first, end);
-        hi = nd.lrank + 1 == nd.lsize ? start[nd.index + 1] : dest_at(cp->plan, my_first + my_n, end);
+        lo = nd.lrank == 0 ? start[nd.index] : dest_at(rp, my_first, end);
+        hi = nd.lrank + 1 == nd.lsize ? start[nd.index + 1] : dest_at(rp, my_first + my_n, end);
         if (end / unit > INT_MAX) {
             pinio_diag_set(&j->local, -EOVERFLOW,
                            "a %llu-byte plan is past what MPI-3.1 counts of %llu-byte units reach",
@@ -694,10 +711,21 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
     }
     rep->first_read = my_first;
     rep->nreads = my_n;
+    /* tp: the reads land in a staging area laid out as the whole plan (only
+     * this rank's stripe of it is touched), the slices in their own. */
+    tp_plan tpl;
+    memset(&tpl, 0, sizeof(tpl));
+    pinio_view stage = pinio_view_static(NULL, 0);
+    if (tp && (rc = pinio__mpi_agree(j, rc)) == 0)
+        rc = pinio__mpi_tp_layout(j, rp, cp->plan, &tpl);
     int leader_fd = -1;
     if (rc == 0)
-        rc = by_node ? node_map(j, &nd, end, &cp->mem, &leader_fd) : map_dest(j, end, &cp->mem);
+        rc = by_node ? node_map(j, &nd, end, &cp->mem, &leader_fd)
+                     : map_dest(j, end, tp, tp ? &stage : &cp->mem);
+    if (rc == 0 && tp)
+        rc = map_dest(j, tpl.dest_bytes, true, &cp->mem);
     rc = pinio__mpi_agree(j, rc);
+    uint8_t *base = tp ? pinio_view_data_mut(&stage) : pinio_view_data_mut(&cp->mem);
     if (leader_fd >= 0) /* every local rank has mapped the node's copy (or failed) */
         close(leader_fd);
 
@@ -705,10 +733,9 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
         double t = now_s();
         jprog g;
         bool follow = j->job_progress;
-        rc = follow ? jprog_start(&g, j, cp->plan, my_first, my_n) : 0; /* agreed */
+        rc = follow ? jprog_start(&g, j, rp, my_first, my_n) : 0; /* agreed */
         if (rc == 0) {
-            rc = read_stripe(j, cp->plan, pinio_view_data_mut(&cp->mem), my_first, my_n, lo, hi,
-                             rep, follow ? &g : NULL);
+            rc = read_stripe(j, rp, base, my_first, my_n, lo, hi, rep, follow ? &g : NULL);
             if (follow)
                 rc = jprog_end(&g, rc);
             rc = pinio__mpi_agree(j, rc);
@@ -718,13 +745,18 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
     /* Before the exchange: each rank hashes the bytes it read itself. */
     if (rc == 0 && j->o.verify) {
         double t = now_s();
-        rc = verify_agreed(j, cp, pinio_view_data_mut(&cp->mem), my_first, my_n, tfirst, tend, rep);
+        rc = verify_agreed(j, cp, rp, base, my_first, my_n, tfirst, tend, rep);
         rep->verify_seconds = now_s() - t;
         rep->verified = rc == 0;
     }
     /* The exchange: between all ranks (replicate) or the node leaders
      * (node: the others' copy is the leader's). */
-    if (rc == 0 && j->o.policy != PINIO_MPI_SHARD && nd.count > 1 && end > 0) {
+    if (rc == 0 && tp) {
+        double t = now_s();
+        rc = pinio__mpi_tp_exchange(j, rp, &tpl, base, start, pinio_view_data_mut(&cp->mem), rep);
+        rep->exchange_seconds = now_s() - t;
+        rc = pinio__mpi_agree(j, rc);
+    } else if (rc == 0 && j->o.policy != PINIO_MPI_SHARD && nd.count > 1 && end > 0) {
         double t = now_s();
         if (nd.lrank == 0)
             rc = exchange(j, by_node ? nd.leaders : j->comm, nd.index, nd.count,
@@ -733,6 +765,7 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
         rep->exchange_seconds = now_s() - t;
         rc = pinio__mpi_agree(j, rc);
     }
+    pinio_view_release(&stage);
     if (rc == 0 && by_node)
         rep->locked = node_lock(&nd, &cp->mem);
     if (rc == 0) {
@@ -748,6 +781,16 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
     }
     if (rc == 0)
         rc = pinio__mpi_agree(j, hold(cp, tfirst, tend));
+    if (rc == 0 && tp) {
+        cp->tp = tpl.held; /* the rank's slices, placed in its memory */
+        tpl.held = NULL;
+        rep->world = (uint32_t)j->n;
+        rep->sliced = tpl.sliced;
+        rep->full_bytes = tpl.full_bytes;
+        pinio_plan_free(cp->rplan);
+        cp->rplan = NULL;
+    }
+    pinio__mpi_tp_free(&tpl);
     rep->node = nd.index;
     rep->nodes = nd.count;
     rep->local_rank = nd.lrank;
@@ -763,7 +806,7 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
         rep->job_read_bytes += cp->rank_read[r];
     rep->tensors = cp->nheld;
     for (size_t i = 0; i < cp->nheld; i++)
-        rep->bytes += pinio_plan_tensor_at(cp->plan, cp->held[i])->nbytes;
+        rep->bytes += pinio_mpi_tensor(cp, i)->nbytes;
     rep->seconds = now_s() - t0;
     MPI_Allreduce(&rep->seconds, &rep->max_seconds, 1, MPI_DOUBLE, MPI_MAX, j->comm);
     return 0;
@@ -798,6 +841,9 @@ int pinio_mpi_load(MPI_Comm comm, const char *const *paths, size_t npaths,
               !pinio_mpi_policy_name(j.o.policy) || !pinio_mpi_exchange_name(j.o.exchange) ||
               (j.o.verify && j.o.nexpected && !j.o.expected_sha256);
     bool both = j.o.policy == PINIO_MPI_SHARD && j.o.nfilters && j.o.nshard_filters;
+    bool tp = j.o.policy == PINIO_MPI_TP;
+    bad = bad || (j.o.nsplit && !j.o.split) ||
+          (j.o.exchange == PINIO_MPI_EXCHANGE_ALLTOALLV) != (tp && j.o.exchange != 0);
     j.own_filters = j.o.policy == PINIO_MPI_SHARD && j.o.nshard_filters;
     int e = MPI_Comm_dup(comm, &j.comm);
     if (e != MPI_SUCCESS) {
@@ -818,9 +864,20 @@ int pinio_mpi_load(MPI_Comm comm, const char *const *paths, size_t npaths,
     r.rank = j.rank;
     r.nranks = j.n;
     r.policy = j.o.policy;
-    r.exchange = j.o.exchange == PINIO_MPI_EXCHANGE_AUTO ? PINIO_MPI_EXCHANGE_ALLGATHERV
-                                                          : j.o.exchange;
-    if (bad)
+    r.exchange = j.o.exchange != PINIO_MPI_EXCHANGE_AUTO ? j.o.exchange
+                 : tp                                    ? PINIO_MPI_EXCHANGE_ALLTOALLV
+                                                         : PINIO_MPI_EXCHANGE_ALLGATHERV;
+    /* A rank whose own world differs is named here; a rule that differs,
+     * by the agreement on the arguments. */
+    if (!bad && !tp && j.o.nsplit) {
+        pinio_diag_set(&j.local, -EINVAL, "pinio_mpi_load: split rules go with the tp policy");
+        bad = 1;
+    } else if (!bad && tp && j.o.world && j.o.world != (uint32_t)j.n) {
+        pinio_diag_set(&j.local, -EINVAL,
+                       "pinio_mpi_load: world %u is not the communicator's %d ranks", j.o.world,
+                       j.n);
+        bad = 1;
+    } else if (bad)
         pinio_diag_set(&j.local, -EINVAL, "pinio_mpi_load: invalid arguments");
     else if (both)
         pinio_diag_set(&j.local, -EINVAL,
@@ -849,6 +906,8 @@ void pinio_mpi_release(pinio_mpi_checkpoint *cp)
         return;
     pinio_view_release(&cp->mem);
     pinio_plan_free(cp->plan);
+    pinio_plan_free(cp->rplan);
+    free(cp->tp);
     free(cp->held);
     free(cp->rank_read);
     free(cp->hex);
@@ -862,7 +921,9 @@ size_t pinio_mpi_count(const pinio_mpi_checkpoint *cp)
 
 const pinio_plan_tensor *pinio_mpi_tensor(const pinio_mpi_checkpoint *cp, size_t i)
 {
-    return cp && i < cp->nheld ? pinio_plan_tensor_at(cp->plan, cp->held[i]) : NULL;
+    if (!cp || i >= cp->nheld)
+        return NULL;
+    return cp->tp ? &cp->tp[cp->held[i]] : pinio_plan_tensor_at(cp->plan, cp->held[i]);
 }
 
 int pinio_mpi_tensor_view(const pinio_mpi_checkpoint *cp, size_t i, pinio_view *out)

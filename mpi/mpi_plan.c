@@ -165,9 +165,10 @@ static const void *cur_bytes(cursor *c, uint64_t *len)
     return b;
 }
 
-/* Every rank: the plan from its image. */
+/* Every rank: the plan from its image; `split`: with the TP split rules
+ * (this rank's slices). */
 static int plan_from_image(job *j, const blob *x, const char *const *shard_filters,
-                           size_t nshard, pinio_plan **out)
+                           size_t nshard, bool split, pinio_plan **out)
 {
     cursor c = { x->b, x->b + x->len };
     uint64_t align = 0, seg = 0, nfiles = 0, ilen = 0;
@@ -201,6 +202,15 @@ static int plan_from_image(job *j, const blob *x, const char *const *shard_filte
     po.direct = j->o.direct;
     po.align = align; /* rank 0's: the same layout on every rank whatever its cache */
     po.segment = seg;
+    if (split) {
+        /* Its reads never run (the whole plan's stripes are read): only
+         * its slices' shapes and places count, so no hole is read through. */
+        po.split = j->o.split;
+        po.nsplit = j->o.nsplit;
+        po.rank = (uint32_t)j->rank;
+        po.world = (uint32_t)j->n;
+        po.max_overread = -1;
+    }
     int rc = pinio_plan_create_from_headers(out, h, (size_t)nfiles, index, (size_t)ilen,
                                             *ipath ? ipath : NULL, &po, &j->local);
     free(h);
@@ -222,7 +232,7 @@ static int bcast_agreed(job *j, void *buf, int len, const char *what)
  * (a rank may read a node-local copy: its files' identity is checked
  * instead), the shard filters themselves, the engine's settings.
  */
-enum { ARG_POLICY, ARG_FILTERS, ARG_SHARD, ARG_VERIFY, ARG_N };
+enum { ARG_POLICY, ARG_FILTERS, ARG_SHARD, ARG_SPLIT, ARG_VERIFY, ARG_N };
 
 static int args_agreed(job *j)
 {
@@ -230,6 +240,7 @@ static int args_agreed(job *j)
         "policy and its options (--mpi, --exchange, --piece, --node-ranks)",
         "filters (--filter)",
         "use of shard filters (--shard-filter on some ranks only)",
+        "split rules or world (--split, --world)",
         "verify options (--verify, --sha256)",
     };
     uint8_t mine[ARG_N][PINIO_MPI_SHA_LEN], theirs[ARG_N][PINIO_MPI_SHA_LEN];
@@ -242,6 +253,14 @@ static int args_agreed(job *j)
     for (size_t i = 0; i < j->o.nfilters; i++)
         rc |= blob_str(&x[ARG_FILTERS], j->o.filters[i] ? j->o.filters[i] : "");
     rc |= blob_u64(&x[ARG_SHARD], j->o.nshard_filters > 0);
+    /* The world as given (0: the communicator's), so that a rank counting
+     * other ranks is named here rather than by its plan. */
+    rc |= blob_u64(&x[ARG_SPLIT], j->o.world ? j->o.world : (uint32_t)j->n);
+    rc |= blob_u64(&x[ARG_SPLIT], j->o.nsplit);
+    for (size_t i = 0; i < j->o.nsplit; i++) {
+        rc |= blob_str(&x[ARG_SPLIT], j->o.split[i].pattern ? j->o.split[i].pattern : "");
+        rc |= blob_u64(&x[ARG_SPLIT], (uint64_t)(int64_t)j->o.split[i].dim);
+    }
     rc |= blob_u64(&x[ARG_VERIFY], j->o.verify);
     rc |= blob_u64(&x[ARG_VERIFY], j->o.verify ? j->o.nexpected : 0);
     for (size_t i = 0; j->o.verify && i < j->o.nexpected; i++) {
@@ -384,7 +403,7 @@ static int plan_agreed(job *j, const pinio_plan *p)
 /* Phase 1: the arguments agreed; each rank its own headers and plan, with
  * rank 0's alignment; the files and the plans agreed. */
 int pinio__mpi_plan_phase(job *j, const char *const *paths, size_t npaths, pinio_plan **plan,
-                          uint64_t *header_bytes)
+                          pinio_plan **slices, uint64_t *header_bytes)
 {
     blob x = { 0 };
     int rc = args_agreed(j);
@@ -404,7 +423,7 @@ int pinio__mpi_plan_phase(job *j, const char *const *paths, size_t npaths, pinio
     if (rc == 0) {
         const char *const *sf = j->own_filters ? j->o.shard_filters : NULL;
         size_t ns = j->own_filters ? j->o.nshard_filters : 0;
-        rc = pinio__mpi_agree(j, plan_from_image(j, &x, sf, ns, plan));
+        rc = pinio__mpi_agree(j, plan_from_image(j, &x, sf, ns, false, plan));
     }
     if (rc == 0)
         rc = idents_agreed(j, *plan, paths[0]);
@@ -420,6 +439,10 @@ int pinio__mpi_plan_phase(job *j, const char *const *paths, size_t npaths, pinio
                            pi.files);
         rc = pinio__mpi_agree(j, local);
     }
+    /* A split rule's dimension out of range is the same error on every
+     * rank (the rules and the files agreed): rank 0 names it. */
+    if (rc == 0 && slices)
+        rc = pinio__mpi_agree(j, plan_from_image(j, &x, NULL, 0, true, slices));
     if (rc < 0) {
         pinio_plan_free(*plan);
         *plan = NULL;

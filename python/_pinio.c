@@ -22,48 +22,6 @@
 
 /* ------------------------------------------------------------ helpers */
 
-/* A list of str/PathLike -> NULL-terminated array of encoded C strings;
- * `*keep` holds the bytes objects they point into. */
-static const char **str_array(PyObject *seq, size_t *n, PyObject **keep, int fs)
-{
-    PyObject *fast = PySequence_Fast(seq, "expected a sequence of strings");
-    if (!fast)
-        return NULL;
-    Py_ssize_t k = PySequence_Fast_GET_SIZE(fast);
-    const char **arr = calloc((size_t)k + 1, sizeof(*arr));
-    PyObject *list = PyList_New(k);
-    if (!arr || !list) {
-        free(arr);
-        Py_XDECREF(list);
-        Py_DECREF(fast);
-        PyErr_NoMemory();
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < k; i++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(fast, i), *enc = NULL;
-        if (fs) {
-            if (!PyUnicode_FSConverter(item, &enc))
-                enc = NULL;
-        } else if (PyUnicode_Check(item)) {
-            enc = PyUnicode_AsUTF8String(item);
-        } else {
-            PyErr_SetString(PyExc_TypeError, "expected a string");
-        }
-        if (!enc) {
-            free(arr);
-            Py_DECREF(list);
-            Py_DECREF(fast);
-            return NULL;
-        }
-        PyList_SET_ITEM(list, i, enc);
-        arr[i] = PyBytes_AS_STRING(enc);
-    }
-    Py_DECREF(fast);
-    *n = (size_t)k;
-    *keep = list;
-    return arr;
-}
-
 static int parse_backend(const char *s, pinio_backend *out)
 {
     static const struct { const char *name; pinio_backend b; } t[] = {
@@ -195,14 +153,20 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     static char *kwlist[] = {(char *)"paths", (char *)"filters", (char *)"backend",
                              (char *)"cache", (char *)"direct", (char *)"verify",
                              (char *)"memory", (char *)"map_private", (char *)"arena",
-                             (char *)"expected_sha256", (char *)"fill", NULL};
+                             (char *)"expected_sha256", (char *)"fill", (char *)"split",
+                             (char *)"rank", (char *)"world", (char *)"slices",
+                             (char *)"max_overread", NULL};
     PyObject *paths, *filters = Py_None, *arena_o = Py_None, *expected = Py_None;
+    PyObject *split = Py_None, *slices = Py_None;
     const char *backend = "auto", *cache = "auto", *direct = "auto", *memory = "auto";
     const char *fill = "auto";
     int verify = 0, map_private = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$spOOs", kwlist, &paths, &filters,
+    unsigned int rank = 0, world = 1;
+    double max_overread = 0.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$spOOsOIIOd", kwlist, &paths, &filters,
                                      &backend, &cache, &direct, &verify, &memory, &map_private,
-                                     &arena_o, &expected, &fill))
+                                     &arena_o, &expected, &fill, &split, &rank, &world, &slices,
+                                     &max_overread))
         return NULL;
     static const char *const memories[3] = {"auto", "pinned", "mapped"};
     /* the order of pinio_mapped_fill */
@@ -213,8 +177,13 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
         arena_arg(arena_o, &arena))
         return NULL;
     io_args a;
-    if (io_args_parse(&a, paths, filters, expected, backend, cache, direct))
+    slice_args sa;
+    if (slice_args_parse(&sa, split, slices))
         return NULL;
+    if (io_args_parse(&a, paths, filters, expected, backend, cache, direct)) {
+        slice_args_free(&sa);
+        return NULL;
+    }
     pinio_load_opts o;
     pinio_load_opts_default(&o);
     o.backend = a.backend;
@@ -229,6 +198,13 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     o.expected_sha256 = a.sha;
     o.nexpected = a.nsha;
     o.arena = arena ? arena->a : NULL;
+    o.split = sa.split;
+    o.nsplit = sa.nsplit;
+    o.slices = sa.slices;
+    o.nslices = sa.nslices;
+    o.rank = rank;
+    o.world = world;
+    o.max_overread = max_overread;
     pinio_checkpoint *cp = NULL;
     pinio_diag diag;
     int r;
@@ -247,6 +223,7 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
                        "close()) first, or load into another arena",
                        a.npaths ? a.paths[0] : "", a.npaths > 1 ? " (and more)" : "");
     io_args_free(&a);
+    slice_args_free(&sa);
     if (r)
         return raise_pinio(r, &diag, "load failed");
     CheckpointObject *co = PyObject_New(CheckpointObject, &CheckpointType);
@@ -401,13 +378,72 @@ static PyObject *gpu_report(const pinio_stream_report *r, const pinio_gpu_info *
         }
         PyList_SET_ITEM(sha, (Py_ssize_t)i, h);
     }
-    if (!d || !paths || !mds || !sha || PyDict_SetItemString(d, "paths", paths) ||
-        PyDict_SetItemString(d, "metadata", mds) || PyDict_SetItemString(d, "sha256", sha))
+    /* What a split cost: slices, over-read (read, never copied to the device). */
+    const pinio_plan_slice_info *si = &r->slices;
+    PyObject *sl = Py_BuildValue("{s:n,s:n,s:K,s:K,s:K}", "sliced", (Py_ssize_t)si->sliced,
+                                 "strided", (Py_ssize_t)si->strided, "full_bytes",
+                                 (unsigned long long)si->full_bytes, "overread_bytes",
+                                 (unsigned long long)si->overread_bytes, "hole_bytes",
+                                 (unsigned long long)si->hole_bytes);
+    if (!d || !paths || !mds || !sha || !sl || PyDict_SetItemString(d, "paths", paths) ||
+        PyDict_SetItemString(d, "metadata", mds) || PyDict_SetItemString(d, "sha256", sha) ||
+        PyDict_SetItemString(d, "split", sl))
         Py_CLEAR(d);
+    Py_XDECREF(sl);
     Py_XDECREF(paths);
     Py_XDECREF(mds);
     Py_XDECREF(sha);
     return d;
+}
+
+/* stream_gpu's split=[(pattern, dim or None)] as split rules (None: read
+ * whole), into a malloc'd `*out`; `*keep` holds the sequence whose str
+ * items the patterns point into. 0, or -1 with an exception set. */
+static int split_rules(PyObject *split, pinio_split_rule **out, size_t *n, PyObject **keep)
+{
+    *out = NULL;
+    *n = 0;
+    *keep = NULL;
+    if (split == Py_None)
+        return 0;
+    PyObject *fast = PySequence_Fast(split, "split: a sequence of (pattern, dim or None)");
+    if (!fast)
+        return -1;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(fast);
+    pinio_split_rule *r = calloc(k ? (size_t)k : 1, sizeof(*r));
+    if (!r) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, i), *pat, *dim;
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
+            !PyUnicode_Check(pat = PyTuple_GET_ITEM(item, 0)) ||
+            ((dim = PyTuple_GET_ITEM(item, 1)) != Py_None && !PyLong_Check(dim))) {
+            PyErr_Format(PyExc_TypeError, "split rule %zd: not a (str, int or None) pair", i);
+            break;
+        }
+        r[i].pattern = PyUnicode_AsUTF8(pat);
+        long d = dim == Py_None ? 0 : PyLong_AsLong(dim);
+        if (!r[i].pattern || PyErr_Occurred())
+            break;
+        if (dim != Py_None && (d < -1024 || d > 1024)) {
+            PyErr_Format(PyExc_ValueError, "split rule '%s': dim %ld is out of range",
+                         r[i].pattern, d);
+            break;
+        }
+        r[i].dim = dim == Py_None ? PINIO_SPLIT_WHOLE : (int)d;
+    }
+    if (PyErr_Occurred()) {
+        free(r);
+        Py_DECREF(fast);
+        return -1;
+    }
+    *out = r;
+    *n = (size_t)k;
+    *keep = fast;
+    return 0;
 }
 
 /* stream_gpu(paths, place, api, device, filters, ...) -> report: the
@@ -421,24 +457,35 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
     static char *kwlist[] = {(char *)"paths", (char *)"place", (char *)"api", (char *)"device",
                              (char *)"filters", (char *)"backend", (char *)"cache",
                              (char *)"direct", (char *)"slot_size", (char *)"slots",
-                             (char *)"verify", (char *)"expected_sha256", NULL};
-    PyObject *paths, *place, *filters = Py_None, *expected = Py_None;
+                             (char *)"verify", (char *)"expected_sha256", (char *)"split",
+                             (char *)"rank", (char *)"world", (char *)"max_overread", NULL};
+    PyObject *paths, *place, *filters = Py_None, *expected = Py_None, *split = Py_None;
     const char *api = "cuda", *backend = "auto", *cache = "auto", *direct = "auto";
     int device = 0, verify = 0;
     Py_ssize_t slot_size = 0;
-    unsigned int slots = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|siOsssnIpO", kwlist, &paths, &place, &api,
-                                     &device, &filters, &backend, &cache, &direct, &slot_size,
-                                     &slots, &verify, &expected))
+    unsigned int slots = 0, rank = 0, world = 1;
+    double max_overread = 0.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|siOsssnIpO$OIId", kwlist, &paths, &place,
+                                     &api, &device, &filters, &backend, &cache, &direct,
+                                     &slot_size, &slots, &verify, &expected, &split, &rank,
+                                     &world, &max_overread))
         return NULL;
     const pinio_sink *sink = pinio_sink_find(api);
     if (!PyCallable_Check(place) || !sink || (strcmp(api, "cuda") && strcmp(api, "hip"))) {
         PyErr_SetString(PyExc_ValueError, "stream_gpu: place must be callable, api cuda or hip");
         return NULL;
     }
-    io_args a;
-    if (io_args_parse(&a, paths, filters, expected, backend, cache, direct))
+    pinio_split_rule *rules;
+    size_t nrules;
+    PyObject *keep_rules;
+    if (split_rules(split, &rules, &nrules, &keep_rules))
         return NULL;
+    io_args a;
+    if (io_args_parse(&a, paths, filters, expected, backend, cache, direct)) {
+        free(rules);
+        Py_XDECREF(keep_rules);
+        return NULL;
+    }
     place_call pc = {.fn = place};
     pinio_stream_opts o;
     pinio_stream_opts_default(&o);
@@ -456,6 +503,11 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
     o.nexpected = a.nsha;
     o.sha256_fn = sha_from_stream;
     o.sha256_ctx = &pc;
+    o.split = rules;
+    o.nsplit = nrules;
+    o.rank = rank;
+    o.world = world;
+    o.max_overread = max_overread;
     pinio_gpu_arena *arena = NULL;
     pinio_sink_gpu_cfg cfg = {.device = device, .place = place_with_python, .place_ctx = &pc,
                               .out = &arena};
@@ -466,6 +518,8 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
     r = pinio_stream(a.paths, a.npaths, &o, sink, &cfg, &rep, &diag);
     Py_END_ALLOW_THREADS
     io_args_free(&a);
+    free(rules);
+    Py_XDECREF(keep_rules);
     PyObject *res = NULL;
     if (r && pc.type) { /* the allocator's own exception, as it raised it */
         PyErr_Restore(pc.type, pc.value, pc.tb);
@@ -621,13 +675,22 @@ static PyObject *py_read(PyObject *mod, PyObject *args)
 static PyMethodDef methods[] = {
     {"load", (PyCFunction)(void (*)(void))py_load, METH_VARARGS | METH_KEYWORDS,
      "load(paths, filters=None, backend='auto', cache='auto', direct='auto', verify=False, *, "
-     "memory='auto', map_private=True, arena=None, expected_sha256=None, fill='auto')"
-     " -> Checkpoint (GIL released during the load)"},
+     "memory='auto', map_private=True, arena=None, expected_sha256=None, fill='auto', "
+     "split=None, rank=0, world=1, slices=None, max_overread=0.0)"
+     " -> Checkpoint (GIL released during the load); split: [(pattern, dim or None)], "
+     "slices: [(name, starts, stops)]"},
+    {"plan", (PyCFunction)(void (*)(void))py_plan, METH_VARARGS | METH_KEYWORDS,
+     "plan(paths, filters=None, split=None, rank=0, world=1, slices=None, max_overread=0.0)"
+     " -> ([(path, size, metadata|None)], [(name, dtype, shape, nbytes, file, file_offset, full_shape, "
+     "full_offset, full_nbytes, start|None, runs)], {bytes, read_bytes, reads, skipped}): "
+     "what a load would read, no tensor data read"},
     {"stream_gpu", (PyCFunction)(void (*)(void))py_stream_gpu, METH_VARARGS | METH_KEYWORDS,
      "stream_gpu(paths, place, api='cuda', device=0, filters=None, backend='auto', "
-     "cache='auto', direct='auto', slot_size=0, slots=0, verify=False, expected_sha256=None)"
+     "cache='auto', direct='auto', slot_size=0, slots=0, verify=False, expected_sha256=None, "
+     "*, split=None, rank=0, world=1, max_overread=0.0)"
      " -> report: place([(name, dtype, shape, nbytes, file, file_offset)]) returns each "
-     "tensor's device address; synchronised on return"},
+     "tensor's device address (a slice's shape and bytes under split=[(pattern, dim or "
+     "None)]); synchronised on return"},
     {"header", py_header, METH_VARARGS,
      "header(path) or header(fd, name) -> ([(name, dtype, shape, begin, end)] in file order, "
      "metadata|None, data_offset, file_size)"},

@@ -49,6 +49,23 @@ PyObject *shape_tuple(const uint64_t *shape, unsigned rank);
 PyObject *metadata_dict(const pinio_st *st);
 /* The arena argument of a load: NULL for None; -1 with an exception. */
 int arena_arg(PyObject *o, ArenaObject **out);
+/* A list of str/PathLike -> NULL-terminated array of encoded C strings;
+ * `*keep` holds the bytes objects they point into (fs: file names). */
+const char **str_array(PyObject *seq, size_t *n, PyObject **keep, int fs);
+/* load()'s and plan()'s split= and slices= (_pinio_split.c): the plan's split
+ * rules and box slices; `keep` holds what their strings point into. */
+typedef struct slice_args {
+    pinio_split_rule *split;
+    size_t nsplit;
+    pinio_slice *slices;
+    size_t nslices;
+    uint64_t *bounds;
+    PyObject *keep;
+} slice_args;
+/* 0, or -1 with an exception set and nothing held. None: none. */
+int slice_args_parse(slice_args *a, PyObject *split, PyObject *slices);
+void slice_args_free(slice_args *a);
+PyObject *py_plan(PyObject *mod, PyObject *args, PyObject *kw);
 /* The writer's module functions (_pinio_save.c). */
 PyObject *py_save(PyObject *mod, PyObject *args, PyObject *kw);
 PyObject *py_serialize(PyObject *mod, PyObject *args);

@@ -187,6 +187,48 @@ static int index_arg(CheckpointObject *self, PyObject *arg, size_t *i)
     return 0;
 }
 
+/* A list of str/PathLike -> NULL-terminated array of encoded C strings;
+ * `*keep` holds the bytes objects they point into. */
+const char **str_array(PyObject *seq, size_t *n, PyObject **keep, int fs)
+{
+    PyObject *fast = PySequence_Fast(seq, "expected a sequence of strings");
+    if (!fast)
+        return NULL;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(fast);
+    const char **arr = calloc((size_t)k + 1, sizeof(*arr));
+    PyObject *list = PyList_New(k);
+    if (!arr || !list) {
+        free(arr);
+        Py_XDECREF(list);
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, i), *enc = NULL;
+        if (fs) {
+            if (!PyUnicode_FSConverter(item, &enc))
+                enc = NULL;
+        } else if (PyUnicode_Check(item)) {
+            enc = PyUnicode_AsUTF8String(item);
+        } else {
+            PyErr_SetString(PyExc_TypeError, "expected a string");
+        }
+        if (!enc) {
+            free(arr);
+            Py_DECREF(list);
+            Py_DECREF(fast);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, enc);
+        arr[i] = PyBytes_AS_STRING(enc);
+    }
+    Py_DECREF(fast);
+    *n = (size_t)k;
+    *keep = list;
+    return arr;
+}
+
 PyObject *shape_tuple(const uint64_t *shape, unsigned rank)
 {
     PyObject *t = PyTuple_New(rank);

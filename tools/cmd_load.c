@@ -101,13 +101,15 @@ static void load_usage(FILE *out)
             "                     chunk gets an empty slice. Dimension 0 (or leading\n"
             "                     dimensions of extent 1) reads one range per tensor; other\n"
             "                     dimensions read rows apart and pack them in the arena\n"
-            "                     (such files are loaded pinned)\n"
+            "                     (such files are loaded pinned). With --device each slice\n"
+            "                     streams to the device, packed by its offsets as it lands;\n"
+            "                     --verify still hashes whole files (the rest read again)\n"
             "  --rank R           with --split: this process's rank (default 0)\n"
             "  --world N          with --split: the number of ranks (default 1)\n"
             "  --max-overread F   with --split: holes between the wanted ranges are read\n"
             "                     through, smallest first, only within F of the slices' bytes\n"
             "                     (a fraction or a percentage: 0.05, 5%%; default 1/32; 0: none)\n"
-            "  --mpi replicate|shard  one load per MPI job, under mpiexec (see\n"
+            "  --mpi replicate|shard|node|tp  one load per MPI job, under mpiexec (see\n"
             "                     pinio load --mpi replicate --help; needs a pinio built with MPI)\n"
             "  -h, --help         this help\n"
             "\n"
@@ -136,25 +138,8 @@ static void print_json_split(jw *w, const pinio_load_opts *opts, pinio_checkpoin
         return;
     }
     jw_obj(w);
-    jw_ku64(w, "rank", opts->rank);
-    jw_ku64(w, "world", opts->world);
-    jw_key(w, "rules");
-    jw_arr(w);
-    for (size_t i = 0; i < opts->nsplit; i++) {
-        jw_obj(w);
-        jw_kstr(w, "pattern", opts->split[i].pattern);
-        jw_key(w, "dim");
-        if (opts->split[i].dim == PINIO_SPLIT_WHOLE)
-            jw_null(w);
-        else
-            jw_i64(w, opts->split[i].dim);
-        jw_obj_end(w);
-    }
-    jw_arr_end(w);
-    jw_ku64(w, "sliced_tensor_count", r->sliced);
-    jw_ku64(w, "strided_tensor_count", r->strided);
-    jw_ku64(w, "full_bytes", r->full_bytes);
-    jw_ku64(w, "hole_bytes", r->hole_bytes);
+    cli_split_json(w, opts->split, opts->nsplit, opts->rank, opts->world, r->sliced, r->strided,
+                   r->full_bytes, r->hole_bytes);
     jw_key(w, "tensors");
     jw_arr(w);
     for (size_t i = 0; i < pinio_checkpoint_count(cp); i++) {
@@ -423,6 +408,11 @@ static int run_load(int argc, char **argv)
         so.verify = a.load.verify;
         so.expected_sha256 = a.shas;
         so.nexpected = a.nshas;
+        so.split = a.split;
+        so.nsplit = a.nsplit;
+        so.rank = a.load.rank;
+        so.world = a.load.world;
+        so.max_overread = a.load.max_overread;
         rc = cli_stream_load((const char *const *)argv + a.first_path,
                              (size_t)(argc - a.first_path), &so, &a.dev, a.json, a.quiet,
                              a.progress ? CLI_PROGRESS_FORCE : 0);

@@ -71,6 +71,7 @@ void pinio_cli_load_mpi_usage(FILE *out)
         return; /* one help under mpiexec: rank 0's */
     fprintf(out,
             "usage: mpiexec -n N pinio load --mpi replicate|shard|node PATH... [options]\n"
+            "       mpiexec -n N pinio load --mpi tp --split PATTERN=DIM... PATH... [options]\n"
             "\n"
             "Loads a safetensors checkpoint once per MPI job. Every rank reads the headers\n"
             "of its own PATHs (which may name a node-local copy) and builds the plan; each\n"
@@ -86,6 +87,11 @@ void pinio_cli_load_mpi_usage(FILE *out)
             "             ranks read disjoint stripes into one shared-memory copy (memfd,\n"
             "             locked when RLIMIT_MEMLOCK allows) whose views they all hold; only\n"
             "             the node leaders exchange, over the network\n"
+            "  tp         tensor parallelism: each rank ends with its chunk of every tensor a\n"
+            "             --split rule matches (torch.chunk(t, N, DIM)[rank]) and every other\n"
+            "             tensor whole; the stripes are read into a staging area, then each\n"
+            "             rank's bytes are sent to the ranks that hold them (MPI_Ialltoallv\n"
+            "             rounds), so the job reads the selected tensors once\n"
             "Rank 0 prints one report: per-rank bytes read from storage and times.\n"
             "\n"
             "options:\n"
@@ -95,7 +101,15 @@ void pinio_cli_load_mpi_usage(FILE *out)
             "                          --filter (a rank's tensors are its patterns alone)\n"
             "  --exchange auto|allgatherv|bcast  replicate: how stripes are shared (auto:\n"
             "                          allgatherv)\n"
-            "  --piece SIZE            bcast: bytes per broadcast piece (default 16M)\n"
+            "  --piece SIZE            bcast: bytes per broadcast piece (default 16M); tp:\n"
+            "                          bytes of the layout per exchange round (default 16M)\n"
+            "  --split PATTERN=DIM     tp: the first rule matching a tensor (exact name,\n"
+            "                          dotted prefix or glob) chunks it along DIM (negative\n"
+            "                          from the end; DIM 'whole' keeps it whole); unmatched\n"
+            "                          tensors are held whole by every rank (repeatable;\n"
+            "                          same on every rank)\n"
+            "  --world N               tp: the chunk count, which must be the job's rank\n"
+            "                          count (a check; default: the rank count)\n"
             "  --node-ranks K          node: count each K consecutive ranks of a machine as\n"
             "                          a node of its own (a multi-node job simulated on one\n"
             "                          machine); default: the machine's ranks are one node\n"
@@ -152,7 +166,24 @@ static void verify_totals(const pinio_mpi_report *all, int n, double *s, uint64_
     }
 }
 
-static void print_json(const pinio_mpi_report *all, int n, const pinio_mpi_checkpoint *cp)
+/* "split": tp's world, rules and what the job read once; null elsewhere. */
+static void print_json_split(jw *w, const pinio_mpi_report *r0, const cli_load_args *a)
+{
+    jw_key(w, "split");
+    if (r0->policy != PINIO_MPI_TP) {
+        jw_null(w);
+        return;
+    }
+    jw_obj(w);
+    jw_ku64(w, "world", r0->world);
+    cli_split_rules_json(w, a->split, a->nsplit);
+    jw_ku64(w, "full_bytes", r0->full_bytes);
+    jw_ku64(w, "round_count", r0->rounds);
+    jw_obj_end(w);
+}
+
+static void print_json(const pinio_mpi_report *all, int n, const pinio_mpi_checkpoint *cp,
+                       const cli_load_args *a)
 {
     const pinio_mpi_report *r0 = &all[0];
     double vs;
@@ -178,6 +209,7 @@ static void print_json(const pinio_mpi_report *all, int n, const pinio_mpi_check
     jw_kf64(&w, "verify_s", vs);
     jw_ku64(&w, "verify_landed_bytes", landed);
     jw_ku64(&w, "verify_reread_bytes", reread);
+    print_json_split(&w, r0, a);
     const pinio_plan *plan = pinio_mpi_plan(cp);
     jw_key(&w, "files");
     jw_arr(&w);
@@ -199,6 +231,8 @@ static void print_json(const pinio_mpi_report *all, int n, const pinio_mpi_check
         jw_ku64(&w, "bytes", all[r].bytes);
         jw_ku64(&w, "read_bytes", all[r].read_bytes);
         jw_ku64(&w, "received_bytes", all[r].received_bytes);
+        jw_ku64(&w, "sent_bytes", all[r].sent_bytes);
+        jw_ku64(&w, "sliced_tensor_count", all[r].sliced);
         jw_kf64(&w, "plan_s", all[r].plan_seconds);
         jw_kf64(&w, "io_s", all[r].io_seconds);
         jw_kf64(&w, "exchange_s", all[r].exchange_seconds);
@@ -214,12 +248,12 @@ static void print_json(const pinio_mpi_report *all, int n, const pinio_mpi_check
 }
 
 static void print_report(const pinio_mpi_report *all, int n, bool json,
-                         const pinio_mpi_checkpoint *cp)
+                         const pinio_mpi_checkpoint *cp, const cli_load_args *a)
 {
     const pinio_mpi_report *r0 = &all[0];
     uint64_t job = r0->job_read_bytes;
     if (json) {
-        print_json(all, n, cp);
+        print_json(all, n, cp, a);
         return;
     }
     char b1[32], b2[32];
@@ -233,9 +267,19 @@ static void print_report(const pinio_mpi_report *all, int n, bool json,
         printf("  memory: %d node(s), one %s copy each in shared memory (%s)\n", r0->nodes,
                cli_human_bytes(b1, sizeof(b1), r0->node_bytes),
                r0->locked ? "locked" : "not locked: RLIMIT_MEMLOCK or mlock refused");
-    if (r0->policy != PINIO_MPI_SHARD && r0->nodes > 1)
+    if (r0->policy == PINIO_MPI_TP) {
+        uint64_t sent = 0;
+        for (int r = 0; r < n; r++)
+            sent += all[r].sent_bytes;
+        printf("  split: %zu rule(s), world %u; each rank holds its slices of %s whole; %s "
+               "exchanged by %s in %zu round(s)\n",
+               a->nsplit, r0->world, cli_human_bytes(b1, sizeof(b1), r0->full_bytes),
+               cli_human_bytes(b2, sizeof(b2), sent), pinio_mpi_exchange_name(r0->exchange),
+               r0->rounds);
+    } else if (r0->policy != PINIO_MPI_SHARD && r0->nodes > 1) {
         printf("  exchange: %s%s\n", pinio_mpi_exchange_name(r0->exchange),
                r0->policy == PINIO_MPI_NODE ? " between node leaders" : "");
+    }
     printf("  rank  tensors        held   read (storage)   received   plan s    io s  xchg s\n");
     for (int r = 0; r < n; r++) {
         char h[32], rd[32], rc[32];
@@ -303,14 +347,14 @@ static int sums_agreed(cli_load_args *a, char **argv, int argc, int rank)
 
 int pinio_cli_load_mpi(int argc, char **argv, cli_load_args *a)
 {
-    static const char *const policies[] = { "replicate", "shard", "node" };
+    static const char *const policies[] = { "replicate", "shard", "node", "tp" };
     static const char *const exchanges[] = { "auto", "allgatherv", "bcast" };
     pinio_mpi_opts o;
     pinio_mpi_opts_default(&o);
-    for (int i = 0; i < 3; i++) { /* names checked by cli_load_parse() */
+    for (int i = 0; i < 4; i++) { /* names checked by cli_load_parse() */
         if (!strcmp(a->policy, policies[i]))
             o.policy = (pinio_mpi_policy)i;
-        if (a->exchange && !strcmp(a->exchange, exchanges[i]))
+        if (i < 3 && a->exchange && !strcmp(a->exchange, exchanges[i]))
             o.exchange = (pinio_mpi_exchange)i;
     }
     o.cache = a->load.cache;
@@ -321,6 +365,9 @@ int pinio_cli_load_mpi(int argc, char **argv, cli_load_args *a)
     o.bcast_piece = a->piece;
     o.node_ranks = a->node_ranks;
     o.verify = a->load.verify;
+    o.split = a->split;
+    o.nsplit = a->nsplit;
+    o.world = a->world_set ? a->load.world : 0;
     const char **shard = calloc(a->nshard + 1, sizeof(*shard));
     if (!shard)
         return cli_failf("load", a->json, -ENOMEM, NULL, "out of memory");
@@ -369,7 +416,7 @@ int pinio_cli_load_mpi(int argc, char **argv, cli_load_args *a)
         MPI_Gather(&rep, (int)sizeof(rep), MPI_BYTE, all, (int)sizeof(rep), MPI_BYTE, 0,
                    MPI_COMM_WORLD);
         if (rank == 0 && all && !quiet)
-            print_report(all, n, json, cp);
+            print_report(all, n, json, cp, a);
         free(all);
     }
     pinio_mpi_release(cp);

@@ -200,8 +200,8 @@ static int one(cli_load_args *a, int c, const char *arg)
         a->staging = true;
         return 0;
     case O_MPI: {
-        static const char *const names[] = { "replicate", "shard", "node" };
-        int k = pick("--mpi", arg, names, 3, "replicate, shard or node");
+        static const char *const names[] = { "replicate", "shard", "node", "tp" };
+        int k = pick("--mpi", arg, names, 4, "replicate, shard, node or tp");
         if (k < 0)
             return -k;
         a->mpi = true;
@@ -283,8 +283,11 @@ int cli_load_parse(int argc, char **argv, cli_load_args *a)
     a->first_path = optind;
     if (optind >= argc)
         return cli_usage("load", "no checkpoint given");
+    /* --mpi tp takes --split and --world (the rank is the MPI rank). */
+    bool tp = a->mpi && !strcmp(a->policy, "tp");
+    unsigned long long tp_takes = tp ? BIT(O_SPLIT) | BIT(O_WORLD) : 0;
     for (int o = O_FILTER; o < O_END; o++) {
-        if (a->mpi && (seen & BIT(o) & not_mpi))
+        if (a->mpi && (seen & BIT(o) & not_mpi & ~tp_takes))
             return cli_usage("load", "--%s is not supported with --mpi", opt_name(o));
         if (!a->mpi && (seen & BIT(o) & mpi_only))
             return cli_usage("load", "--%s goes with --mpi", opt_name(o));
@@ -305,8 +308,6 @@ int cli_load_parse(int argc, char **argv, cli_load_args *a)
         if (a->load.rank >= a->load.world)
             return cli_usage("load", "--rank %u is not below --world %u", a->load.rank,
                              a->load.world);
-        if (a->dev.set)
-            return cli_usage("load", "--split is not supported with --device yet");
     }
     if (a->staging && !a->dev.set)
         return cli_usage("load", "--staging goes with --device");
@@ -322,7 +323,9 @@ int cli_load_parse(int argc, char **argv, cli_load_args *a)
     if (a->nshard && a->nfilters)
         return cli_usage("load", "--filter with --shard-filter: under --mpi shard a rank's "
                                  "tensors are its --shard-filter patterns alone");
-    if (a->exchange && !strcmp(a->policy, "shard"))
+    if (tp && !a->nsplit)
+        return cli_usage("load", "--mpi tp wants at least one --split PATTERN=DIM");
+    if (a->exchange && (!strcmp(a->policy, "shard") || tp))
         return cli_usage("load", "--exchange goes with --mpi replicate or node");
     return 0;
 }
@@ -336,3 +339,4 @@ void cli_load_args_free(cli_load_args *a)
     free(a->split);
     memset(a, 0, sizeof(*a));
 }
+

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "pinio/pinio.h"
+#include "jw.h"
 #include "stream_cli.h"
 
 typedef struct cli_load_args {
@@ -27,7 +28,7 @@ typedef struct cli_load_args {
     bool staging;
     /* --mpi: the policy and its own options */
     bool mpi;
-    const char *policy;      /**< replicate|shard|node, checked by the MPI side */
+    const char *policy;      /**< replicate|shard|node|tp, checked by the MPI side */
     const char **shard;      /**< --shard-filter */
     size_t nshard;
     const char *exchange;    /**< --exchange auto|allgatherv|bcast */
@@ -61,5 +62,6 @@ int cli_load_parse(int argc, char **argv, cli_load_args *a);
 int cli_load_sums(cli_load_args *a, const char *const *inputs, size_t n);
 
 void cli_load_args_free(cli_load_args *a);
+
 
 #endif

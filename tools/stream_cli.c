@@ -116,6 +116,35 @@ void cli_shas_json(jw *w, const cli_shas *s, const pinio_stream_report *r)
     jw_arr_end(w);
 }
 
+void cli_split_json(jw *w, const pinio_split_rule *rules, size_t n, uint32_t rank, uint32_t world,
+                    size_t sliced, size_t strided, uint64_t full_bytes, uint64_t hole_bytes)
+{
+    jw_ku64(w, "rank", rank);
+    jw_ku64(w, "world", world);
+    cli_split_rules_json(w, rules, n);
+    jw_ku64(w, "sliced_tensor_count", sliced);
+    jw_ku64(w, "strided_tensor_count", strided);
+    jw_ku64(w, "full_bytes", full_bytes);
+    jw_ku64(w, "hole_bytes", hole_bytes);
+}
+
+void cli_split_rules_json(jw *w, const pinio_split_rule *rules, size_t n)
+{
+    jw_key(w, "rules");
+    jw_arr(w);
+    for (size_t i = 0; i < n; i++) {
+        jw_obj(w);
+        jw_kstr(w, "pattern", rules[i].pattern);
+        jw_key(w, "dim");
+        if (rules[i].dim == PINIO_SPLIT_WHOLE)
+            jw_null(w);
+        else
+            jw_i64(w, rules[i].dim);
+        jw_obj_end(w);
+    }
+    jw_arr_end(w);
+}
+
 void cli_load_json_begin(jw *w, const char *kind, const char *const *paths, size_t n)
 {
     jw_init(w, stdout);
@@ -223,6 +252,16 @@ int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts 
         jw_kf64(&w, "h2d_s", ci.h2d_seconds);
         jw_ku64(&w, "h2d_copy_count", ci.copies);
         jw_ku64(&w, "peak_rss_bytes", (uint64_t)ru.ru_maxrss * 1024);
+        jw_ku64(&w, "overread_bytes", r.slices.overread_bytes);
+        jw_key(&w, "split");
+        if (o->nsplit) {
+            jw_obj(&w);
+            cli_split_json(&w, o->split, o->nsplit, o->rank, o->world, r.slices.sliced,
+                           r.slices.strided, r.slices.full_bytes, r.slices.hole_bytes);
+            jw_obj_end(&w);
+        } else {
+            jw_null(&w);
+        }
         cli_shas_json(&w, &shas, &r);
         jw_obj_end(&w);
         jw_finish(&w);
@@ -231,6 +270,13 @@ int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts 
         printf("streamed  %zu tensors, %.3f GB from %zu file%s in %.3f s: %.2f GB/s\n",
                r.tensors, (double)r.bytes / 1e9, r.files, r.files == 1 ? "" : "s", r.seconds,
                gbs);
+        if (o->nsplit)
+            printf("split     rank %u of %u: %zu tensors sliced (%zu handed over run by run, "
+                   "packed by their offsets), %.3f of %.3f GB; reads cover %.3f GB more "
+                   "(%.3f GB of holes read through), never handed to the sink\n",
+                   o->rank, o->world, r.slices.sliced, r.slices.strided, (double)r.bytes / 1e9,
+                   (double)r.slices.full_bytes / 1e9, (double)r.slices.overread_bytes / 1e9,
+                   (double)r.slices.hole_bytes / 1e9);
         printf("storage   %.2f GB/s (reads, sink waits included)\n", io_gbs);
         if (arena)
             printf("device    %s:%d (%s, driver %d.%d): H2D %.2f GB/s, %llu copies\n",

@@ -58,4 +58,14 @@ bool cli_is_sha256(const char *s);
 int cli_stream_load(const char *const *paths, size_t n, const pinio_stream_opts *o,
                     const cli_device *d, bool json, bool quiet, unsigned progress_flags);
 
+/** The keys of a split load's "split" object (doc/json/SCHEMA.md) that the
+ *  resident and the streamed load share: rank, world, rules[], the counts. */
+void cli_split_json(jw *w, const pinio_split_rule *rules, size_t n, uint32_t rank, uint32_t world,
+                    size_t sliced, size_t strided, uint64_t full_bytes, uint64_t hole_bytes);
+
+/** The JSON "rules" key of a --split load (resident, streamed or --mpi tp):
+ *  one `{pattern, dim}` per rule, `dim` null for a rule that keeps its
+ *  tensors whole. */
+void cli_split_rules_json(jw *w, const pinio_split_rule *rules, size_t n);
+
 #endif

@@ -9,8 +9,9 @@
  * One call, pinio_mpi_load(), collective over a communicator:
  *
  *   0. the ranks agree on the arguments that shape the job (policy and its
- *      options, `filters`, whether each rank has `shard_filters`, verify and
- *      the expected digests): a rank whose differ fails the job, before any
+ *      options, `filters`, whether each rank has `shard_filters`, the split
+ *      rules and the world of #PINIO_MPI_TP, verify and the expected
+ *      digests): a rank whose differ fails the job, before any
  *      file is read, naming that rank and the argument;
  *   1. every rank resolves its own `paths` (which may name a node-local
  *      copy), reads its headers and builds its plan from them, with rank
@@ -47,6 +48,22 @@
  *      sequential, so a file costs one core hashing it, spread over its
  *      readers; files proceed in parallel. Every rank learns every digest
  *      and the same verdict;
+ *   5. #PINIO_MPI_TP: the stripes are cut from the plan of the selected
+ *      tensors whole (one copy, as under replicate) and read into a
+ *      staging area laid out as that plan (only the rank's own stripe is
+ *      touched); each rank also builds its own plan with the split rules
+ *      (its slices: shapes, offsets), and the ranks share each slice's
+ *      place in its tensor (a few numbers per tensor and rank). The
+ *      staging area is then exchanged in rounds of the layout
+ *      (`bcast_piece`), each one MPI_Ialltoallv packed while the previous
+ *      one travels: rank r sends rank q exactly the bytes of q's slices
+ *      (and of the tensors held whole) that lie in r's stripe, and q
+ *      unpacks them into its slices, packed contiguous as
+ *      pinio_plan_gather() would; a rank's own bytes are copied locally.
+ *      The staging area is released before the call returns. With
+ *      `verify` the files are hashed from the staging area as under
+ *      replicate. pinio_mpi_plan() is the rank's own plan (its tensors
+ *      describe its slices);
  *   4. after each phase the ranks agree on one status (an Allreduce): a rank
  *      that fails never leaves another waiting in the next collective, and
  *      every rank returns the same code and the same diagnostic, naming the
@@ -84,6 +101,12 @@ typedef enum pinio_mpi_policy {
      *  tensors of every local rank are views of the same pages; each byte
      *  read once per job, exchanged between node leaders only */
     PINIO_MPI_NODE,
+    /** Tensor parallelism: each rank ends with its own slice of every
+     *  tensor the split rules match (torch.chunk(t, world, dim)[rank], as
+     *  pinio_plan_opts::split) and every other selected tensor whole; the
+     *  job reads each selected byte once and moves each byte only to the
+     *  ranks that hold it (see step 5 of pinio_mpi_load()). */
+    PINIO_MPI_TP,
 } pinio_mpi_policy;
 
 /** How #PINIO_MPI_REPLICATE exchanges the stripes. */
@@ -98,6 +121,9 @@ typedef enum pinio_mpi_exchange {
     /** Each stripe broadcast by its reader in pieces (MPI_Ibcast, a few in
      *  flight), which lets large stripes pipeline across the ranks. */
     PINIO_MPI_EXCHANGE_BCAST,
+    /** #PINIO_MPI_TP's exchange (and only its: AUTO picks it there): rounds
+     *  of MPI_Ialltoallv, each rank's bytes to the ranks that hold them. */
+    PINIO_MPI_EXCHANGE_ALLTOALLV,
 } pinio_mpi_exchange;
 
 /** Options of pinio_mpi_load(). Start from pinio_mpi_opts_default(). */
@@ -122,7 +148,10 @@ typedef struct pinio_mpi_opts {
     pinio_backend backend;       /**< AUTO */
     unsigned queue_depth;        /**< 0 = the engine's default */
     size_t request_size;         /**< 0 = the engine's default */
-    /** #PINIO_MPI_EXCHANGE_BCAST: bytes per broadcast piece; 0 = 16 MiB. */
+    /** #PINIO_MPI_EXCHANGE_BCAST: bytes per broadcast piece; 0 = 16 MiB.
+     *  #PINIO_MPI_TP: bytes of the plan's layout per exchange round (capped
+     *  so that a round's counts stay below INT_MAX); 0 = 16 MiB, less past
+     *  17 ranks (a round's send buffer is up to n - 1 times it). */
     uint64_t bcast_piece;
     /** #PINIO_MPI_NODE: what a node is. 0: the ranks that share memory
      *  (MPI_Comm_split_type MPI_COMM_TYPE_SHARED). k > 0: each run of k
@@ -157,6 +186,18 @@ typedef struct pinio_mpi_opts {
      *  step 0); read during the call only. */
     const char *const *expected_sha256;
     size_t nexpected;
+    /** #PINIO_MPI_TP only (-EINVAL under another policy): the split rules
+     *  (pinio_plan_opts::split: the first match wins, unmatched tensors are
+     *  held whole by every rank; no rules: every tensor whole on every
+     *  rank). Same on every rank (agreed in step 0); read during the call
+     *  only. A rank's slice of a matched tensor is chunk `rank` of `world`
+     *  of the communicator. */
+    const pinio_split_rule *split;
+    size_t nsplit;
+    /** #PINIO_MPI_TP: the number of chunks, which must be the communicator's
+     *  size (a check on the caller's own count; -EINVAL otherwise); 0 = the
+     *  communicator's size. Same on every rank. */
+    uint32_t world;
 } pinio_mpi_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */
@@ -203,6 +244,13 @@ typedef struct pinio_mpi_report {
     double verify_seconds;        /**< the hash chain and the verdict, on this rank */
     uint64_t verify_landed_bytes; /**< bytes this rank hashed where its reads landed */
     uint64_t verify_reread_bytes; /**< bytes this rank read again to hash (header, gaps) */
+    /* #PINIO_MPI_TP (else 0): */
+    uint32_t world;               /**< the chunks per split tensor (the ranks) */
+    size_t sliced;                /**< tensors this rank holds as a slice (not whole) */
+    uint64_t full_bytes;          /**< the selected tensors' bytes whole (what every rank
+                                       holds under replicate) */
+    uint64_t sent_bytes;          /**< bytes this rank sent to other ranks in the exchange */
+    size_t rounds;                /**< exchange rounds */
 } pinio_mpi_report;
 
 /** A rank's loaded tensors. Opaque; local to the rank. */
@@ -226,7 +274,10 @@ typedef struct pinio_mpi_checkpoint pinio_mpi_checkpoint;
  *         (the lowest code, then the lowest rank, when several fail):
  *         -EINVAL (MPI not initialised, bad options, arguments or a plan
  *         that differ from rank 0's, `filters` and `shard_filters` both
- *         given under #PINIO_MPI_SHARD), #PINIO_ECHANGED (a rank's file is
+ *         given under #PINIO_MPI_SHARD, split rules outside #PINIO_MPI_TP,
+ *         a `world` that is not the communicator's size, a split rule's
+ *         dimension out of range for a tensor it matches: the plan's
+ *         message naming the tensor), #PINIO_ECHANGED (a rank's file is
  *         not rank 0's: size, header or sampled data), #PINIO_EDIGESTS,
  *         #PINIO_EFORMAT (a sha256 mismatch), a plan's or the
  *         engine's errors, -ENOMEM, -EOVERFLOW (a plan past 8 TiB at 4 KiB
@@ -249,7 +300,10 @@ PINIO_API void pinio_mpi_release(pinio_mpi_checkpoint *cp);
 /** Tensors this rank holds. */
 PINIO_API size_t pinio_mpi_count(const pinio_mpi_checkpoint *cp);
 
-/** Held tensor `i` (plan order); NULL when out of range. Valid while `cp` lives. */
+/** Held tensor `i` (plan order); NULL when out of range. Valid while `cp` lives.
+ *  #PINIO_MPI_TP: this rank's slice of plan tensor `i` (pinio_plan_tensor's
+ *  slice fields), its `dest_offset` the slice's place in this rank's memory
+ *  (slices packed back to back, each 64-byte aligned). */
 PINIO_API const pinio_plan_tensor *pinio_mpi_tensor(const pinio_mpi_checkpoint *cp, size_t i);
 
 /**
@@ -269,10 +323,10 @@ PINIO_API const char *pinio_mpi_sha256(const pinio_mpi_checkpoint *cp, size_t i)
 /** Storage bytes read by rank `r` (every rank knows every rank's); 0 when out of range. */
 PINIO_API uint64_t pinio_mpi_rank_read_bytes(const pinio_mpi_checkpoint *cp, int r);
 
-/** "replicate", "shard", "node"; NULL for an unknown value. */
+/** "replicate", "shard", "node", "tp"; NULL for an unknown value. */
 PINIO_API const char *pinio_mpi_policy_name(pinio_mpi_policy p);
 
-/** "auto", "allgatherv", "bcast"; NULL for an unknown value. */
+/** "auto", "allgatherv", "bcast", "alltoallv"; NULL for an unknown value. */
 PINIO_API const char *pinio_mpi_exchange_name(pinio_mpi_exchange x);
 
 #ifdef __cplusplus

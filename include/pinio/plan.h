@@ -375,6 +375,17 @@ static inline void pinio_plan_get_slice_info(const pinio_plan *p, pinio_plan_sli
  */
 PINIO_API int pinio_plan_gather(const pinio_plan *p, size_t i, void *mem);
 
+/**
+ * File offset of run `k` of tensor `i`: its bytes are
+ * [offset, offset + run_bytes) of the tensor's file (pinio_plan_tensor::runs,
+ * pinio_plan_tensor::run_bytes). Runs lie in increasing file order, run `k` of a slice
+ * holding its bytes [k * run_bytes, (k + 1) * run_bytes). For a tensor of
+ * one run it is `file_offset`. For a consumer that takes the file's bytes
+ * as they land (a stream's sink) and places each run itself.
+ * @return the offset; UINT64_MAX when `i` or `k` is out of range.
+ */
+PINIO_API uint64_t pinio_plan_run_offset(const pinio_plan *p, size_t i, uint64_t k);
+
 /** Closes the plan's descriptors and frees it. NULL is a no-op. */
 PINIO_API void pinio_plan_free(pinio_plan *p);
 

@@ -13,7 +13,7 @@
  *   - #pinio_sink_host: a callback per tensor fragment (tensor, offset in
  *     the tensor, bytes), for callers that place tensors themselves;
  *   - #pinio_sink_file: writes every input file, whole, under a target
- *     directory (what `pinio stage` does);
+ *     directory (what `pinio stage` does); a sliced plan is refused;
  *   - #pinio_sink_cuda, #pinio_sink_hip: every tensor to a GPU, at its own
  *     256-byte aligned address, the driver loaded at run time.
  * A caller may write its own sink against this header: the table is the
@@ -58,11 +58,15 @@ typedef struct pinio_sink_chunk {
     unsigned slot;
 } pinio_sink_chunk;
 
-/** The part of one tensor that a chunk holds. */
+/** The part of one tensor that a chunk holds. For a sliced tensor (plan.h,
+ *  pinio_plan_opts::split), a part of its slice: `offset` counts in the
+ *  slice packed contiguous, shaped like the slice (t->shape), so a sink
+ *  that puts each fragment at its tensor's place + `offset` lands the slice
+ *  as pinio_plan_gather() would pack it. */
 typedef struct pinio_sink_fragment {
     size_t tensor;             /**< plan tensor index (pinio_plan_tensor_at()) */
     const pinio_plan_tensor *t;
-    uint64_t offset;           /**< offset of `data[0]` in the tensor */
+    uint64_t offset;           /**< offset of `data[0]` in the tensor (its slice, packed) */
     const uint8_t *data;
     size_t len;
 } pinio_sink_fragment;
@@ -72,7 +76,11 @@ typedef struct pinio_sink_fragment {
  * Start with `*cursor` = 0; each call fills `*f` and returns true, or
  * returns false when the chunk holds no further fragment. Bytes of a chunk
  * that belong to no selected tensor (alignment, merged holes, headers) are
- * not visited.
+ * not visited; nor are the bytes of a sliced tensor outside its slice (the
+ * holes between a strided slice's runs that the plan read through, within
+ * pinio_plan_opts::max_overread). A strided slice gives one fragment per
+ * run, or per part of a run when a run spans several reads (a slot's end
+ * cuts it): every byte of the slice is visited once over the chunks.
  */
 PINIO_API bool pinio_sink_next_fragment(const pinio_plan *p, const pinio_sink_chunk *c,
                                         size_t *cursor, pinio_sink_fragment *f);
@@ -126,7 +134,11 @@ typedef struct pinio_sink_host_cfg {
  *  to its target, and only once all are complete, durable and (with
  *  `verify`) read back are they renamed into place, the index last. A
  *  rename that fails puts every replaced file back. On failure nothing is
- *  left: no temporary, no folder the sink made, no target replaced. */
+ *  left: no temporary, no folder the sink made, no target replaced. The
+ *  sink copies files, not tensors: a plan that slices a tensor
+ *  (pinio_stream_opts::split, pinio_stream_opts::slices) is refused at
+ *  open with -EINVAL naming it, since a rank's slices are no copy of the
+ *  checkpoint. */
 typedef struct pinio_sink_file_cfg {
     /** Existing directory receiving each input file under its base name
      *  (the real name for a /proc/self/fd/N path), a shard under its path

@@ -79,6 +79,26 @@ typedef struct pinio_stream_opts {
     /** Optional, with verify: receives each file's digest. */
     pinio_stream_sha256_fn sha256_fn;
     void *sha256_ctx;
+    /** Tensor parallelism: slices and split rules, as pinio_plan_opts'
+     *  fields of these names (plan.h): each sliced tensor reaches the sink
+     *  as its slice, and only it. Its fragments (sink.h) count their offsets
+     *  in the slice packed contiguous, shaped like the slice, so the GPU
+     *  sinks land it contiguous at the tensor's address and the host sink's
+     *  callback sees where each byte goes; a strided slice (any dimension
+     *  but the first) arrives run by run, each run in as many fragments as
+     *  reads hold it. The bytes read beyond the slices (alignment, holes
+     *  read through within `max_overread`) are reported, never handed to
+     *  the sink. The file sink, which copies files, refuses a sliced plan.
+     *  With `verify`, each file's digest is still the whole file's: the
+     *  bytes of the other ranks' slices, which no read brought, are read
+     *  again from the file to hash them (verify_reread_bytes). */
+    const pinio_slice *slices;
+    size_t nslices;
+    const pinio_split_rule *split;
+    size_t nsplit;
+    uint32_t rank;               /**< with `split`: this process's rank, below `world` */
+    uint32_t world;              /**< with `split`: the number of ranks, at least 1 */
+    double max_overread;         /**< as pinio_plan_opts::max_overread; 0 = 1/32 */
 } pinio_stream_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */
@@ -117,6 +137,12 @@ typedef struct pinio_stream_report {
     double verify_seconds;     /**< time spent hashing and re-reading (part of `seconds`) */
     uint64_t verify_landed_bytes; /**< bytes hashed in the staging slots, as they landed */
     uint64_t verify_reread_bytes; /**< bytes no read brought, read again from the files */
+    /** What the slices cost (plan.h; all zero but the byte counts without
+     *  split or slices): `strided` slices were handed to the sink run by
+     *  run; `overread_bytes` (alignment and holes read through) were read
+     *  and never handed to the sink: `bytes` + `overread_bytes` =
+     *  `read_bytes`. */
+    pinio_plan_slice_info slices;
 } pinio_stream_report;
 
 /**
@@ -126,7 +152,9 @@ typedef struct pinio_stream_report {
  * @param sink  the sink table (e.g. &pinio_sink_host); `cfg` its config.
  * @param rep   optional, filled on success.
  * @param diag  optional; names the file and offset, or the sink's failure.
- * @return 0; -EINVAL (bad options or arguments), PINIO_EDIGESTS (with verify,
+ * @return 0; -EINVAL (bad options or arguments, a bad slice or split rule
+ *         naming the tensor, a sliced plan to the file sink), -ENOENT (a
+ *         slice naming no selected tensor), PINIO_EDIGESTS (with verify,
  *         expected digests not one per file), -ENOMEM (the ring), the
  *         plan's and the engine's errors, or the sink's code. After a
  *         failure the sink has been closed with `ok` false; nothing is left

@@ -7,6 +7,9 @@
         w = ck["lm_head.weight"]
     with pinio.open("model/", device="cuda:0") as ck:            # through the CUDA sink
         w = ck["lm_head.weight"]
+    split = {"*.o_proj.weight": 1, "*norm*": None, "*": 0}        # tensor parallel: rank 1
+    part = pinio.load("model/", split=split, rank=1, world=4)     # of 4 reads its slices
+    part = pinio.load("model/", split=split, process_group=pg)    # or the group reads once
     arena = pinio.Arena()                                         # pinned memory kept
     a = pinio.load("a.safetensors", arena=arena); del a           # across loads
     b = pinio.load("b.safetensors", arena=arena)                  # (no page faults)
@@ -131,6 +134,43 @@ def _check_selected(filters, selected, files, paths):
         raise Error(errno.ENOENT,
                     f"no tensor matches filter {filters!r} in {', '.join(map(str, paths))} "
                     f"({files} file{'' if files == 1 else 's'})")
+
+
+def _split_rules(split):
+    """split= as [(pattern, dim or None)]: a mapping {pattern: dim} (in its
+    order: the first matching rule wins), pairs, or "PATTERN=DIM" strings as
+    `pinio load --split` takes them. dim: an int (negative counts from the
+    end), or None / "whole" for tensors read whole (replicated)."""
+    if split is None:
+        return None
+    if isinstance(split, str):
+        split = [split]
+    items = split.items() if hasattr(split, "items") else split
+    rules = []
+    for item in items:
+        if isinstance(item, str):
+            pat, eq, dim = item.rpartition("=")
+            if not eq or not pat:
+                raise ValueError(f"split rule {item!r}: PATTERN=DIM (DIM an int or 'whole')")
+        else:
+            try:
+                pat, dim = item
+            except (TypeError, ValueError):
+                raise TypeError(f"split: {item!r} is not a (pattern, dim) pair") from None
+        if not isinstance(pat, str):
+            raise TypeError(f"split: the pattern {pat!r} is not a str")
+        if dim is None or dim == "whole":
+            dim = None
+        elif isinstance(dim, str):
+            try:
+                dim = int(dim)
+            except ValueError:
+                raise ValueError(f"split rule {pat!r}: dim {dim!r} is not an int or "
+                                 "'whole'") from None
+        elif isinstance(dim, bool) or not isinstance(dim, int):
+            raise TypeError(f"split rule {pat!r}: dim {dim!r} is not an int or None")
+        rules.append((pat, dim))
+    return rules
 
 
 def _as_paths(paths):
@@ -363,9 +403,11 @@ def _placer(device, allocator, tensors, infos):
 
 
 def _stream(paths, filter, device, allocator, verify=False, expected_sha256=None,
-            backend="auto", cache="auto", direct="auto", slot_size=0, slots=0):
+            backend="auto", cache="auto", direct="auto", slot_size=0, slots=0, split=None,
+            rank=None, world=None, max_overread=0.0):
     """({name: tensor} in file order, {name: info}, report) of one stream to
-    a CUDA device (see load_to_device)."""
+    a CUDA device (see load_to_device); `split` as [(pattern, dim or None)]
+    with `rank` and `world` streams the rank's slices."""
     n = cuda_index(device)
     if n is None:
         raise ValueError("load_to_device: device must be a CUDA device")
@@ -374,9 +416,11 @@ def _stream(paths, filter, device, allocator, verify=False, expected_sha256=None
     place = _placer(device, allocator, tensors, infos)
     filters = _filters(filter)
     paths = _as_paths(paths)
+    sliced = {} if split is None else dict(split=split, rank=rank, world=world,
+                                            max_overread=max_overread)
     report = _pinio.stream_gpu(paths, place, "cuda", n, filters=filters, backend=backend,
                                cache=cache, direct=direct, slot_size=slot_size, slots=slots,
-                               verify=verify, expected_sha256=expected_sha256)
+                               verify=verify, expected_sha256=expected_sha256, **sliced)
     report["device_name"] = device
     _check_selected(filters, len(tensors), report["files"], paths)
     return tensors, infos, report
@@ -384,7 +428,7 @@ def _stream(paths, filter, device, allocator, verify=False, expected_sha256=None
 
 def load_to_device(paths, filter=None, device="cuda", *, allocator=None, verify=False,
                    expected_sha256=None, backend="auto", cache="auto", direct="auto",
-                   slot_size=0, slots=0):
+                   slot_size=0, slots=0, split=None, rank=None, world=None, max_overread=0.0):
     """Streams the selected tensors of `paths` to a CUDA device through
     pinio's CUDA sink: torch allocates each tensor, pinio copies into it
     from pinned staging slots, and every copy has completed when this
@@ -403,15 +447,37 @@ def load_to_device(paths, filter=None, device="cuda", *, allocator=None, verify=
     what no read brought (headers, unselected tensors) is read again from
     the file. report["sha256"] lists them (file order, report["paths"]).
     expected_sha256=[hex or None per file]: checked too (verify implied); a
-    mismatch raises pinio.Error naming the file, and no tensor is returned."""
+    mismatch raises pinio.Error naming the file, and no tensor is returned.
+
+    split=[(pattern, dim or None)] (first match wins; None or no rule: the
+    tensor whole) with rank= and world=: each matched tensor arrives as
+    torch.chunk(tensor, world, dim)[rank] (the empty slice at the end of
+    the dimension for a rank past the last chunk), contiguous and shaped
+    like the slice: only its bytes are read and copied, a slice along
+    another dimension than the first run by run (holes between the runs
+    read through within max_overread of the slices' bytes, 0 = 1/32, and
+    never copied). report["split"] says what was sliced and over-read;
+    verify still hashes each whole file (the other ranks' bytes read
+    again)."""
+    split = _split_rules(split)
+    if split is not None:
+        if isinstance(rank, bool) or isinstance(world, bool) or not isinstance(rank, int) \
+                or not isinstance(world, int) or world < 1 or not 0 <= rank < world:
+            raise ValueError(f"split= needs rank= and world=, ints with 0 <= rank < world: "
+                             f"rank={rank!r} world={world!r}")
+    elif rank is not None or world is not None:
+        raise ValueError("rank=/world= need split= (the rules that slice the tensors)")
     tensors, _, report = _stream(paths, filter, device, allocator, verify, expected_sha256,
-                                 backend, cache, direct, slot_size, slots)
+                                 backend, cache, direct, slot_size, slots, split, rank, world,
+                                 max_overread)
     return tensors, report
 
 
 def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, backend="auto",
          cache="auto", direct="auto", verify=False, expected_sha256=None, memory="auto",
-         map_private=True, arena=None, slot_size=0, slots=0, fill="auto"):
+         map_private=True, arena=None, slot_size=0, slots=0, fill="auto", split=None,
+         rank=None, world=None, process_group=None, max_overread=0.0, round_bytes=None,
+         exchange="auto"):
     """Loads `paths` (files, shard folders, index files) and returns a Checkpoint.
 
     filter: a name, dotted prefix or glob, or a list of them (None: all); a
@@ -443,7 +509,55 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     device by default; see load_to_device()), staged through `slots`
     pinned slots of `slot_size` bytes; returns a DeviceCheckpoint. memory,
     map_private and arena are host-memory options and are refused there.
+    split={pattern: dim} with rank= and world= (tensor parallelism): each
+    tensor a rule matches (the first rule, in the mapping's order) is read
+    as torch.chunk(tensor, world, dim)[rank] (past torch.chunk's last chunk:
+    the empty slice at the end of the dimension); dim None or "whole" reads
+    the matched tensors whole, as every tensor no rule matches. Only the
+    slice's bytes are read (a slice along another dimension than the first
+    is read in runs, holes up to max_overread of the slices' bytes read
+    through, 0 = 1/32); each tensor is a zero-copy view shaped like its
+    slice; report()["read_bytes"] is what this process read.
+    process_group=pg (torch.distributed; rank and world are the group's):
+    the group reads the checkpoint once, each tensor's bytes read by one
+    rank, and exchanges the slices over the group so that every rank ends
+    with exactly its own (pinio._dist). Every rank of the group must call
+    it, with the same paths, filter and split; a rank whose plan differs
+    makes every rank raise the same pinio.Error before any byte moves.
+    exchange (process_group): how the slices travel: "shm" through shared
+    memory (/dev/shm: every rank on one host; the owner writes each piece
+    once, the others map it), "group" through the process group
+    (all_to_all_single), "auto" (default) shm when the group shares a host.
+    round_bytes (exchange through the group): the tensors exchanged are read
+    and sent in rounds of about this many bytes (None: 256 MiB), each
+    round's exchange running while the next round is read; it bounds the
+    send buffers.
     Raises pinio.Error (an OSError naming the file, offset or tensor)."""
+    rules = _split_rules(split)
+    if process_group is not None:
+        if cuda_index(device) is not None:
+            raise ValueError(f"process_group= loads to the CPU: device={device!r} is not "
+                             "supported with it (move the slices with .to(device), or stream "
+                             "each rank's slices with split=, rank=, world=)")
+        if arena is not None or verify or expected_sha256 is not None:
+            raise ValueError("process_group= does not take arena=, verify= or expected_sha256=")
+    if (round_bytes is not None or exchange != "auto") and process_group is None:
+        raise ValueError("round_bytes= and exchange= shape the exchange of a process_group= load")
+    if process_group is not None:
+        from . import _dist
+
+        return _dist.open_group(paths, framework, rules, process_group, rank=rank, world=world,
+                                filter=filter, backend=backend, cache=cache, direct=direct,
+                                memory=memory, max_overread=max_overread,
+                                round_bytes=round_bytes, exchange=exchange)
+    if rules is not None or rank is not None or world is not None:
+        if rules is None:
+            raise ValueError("rank=/world= need split= (the rules that slice the tensors)")
+        if rank is None or world is None:
+            raise ValueError("split= needs rank= and world= (or process_group=)")
+        if isinstance(rank, bool) or isinstance(world, bool) or not isinstance(rank, int) \
+                or not isinstance(world, int) or world < 1 or not 0 <= rank < world:
+            raise ValueError(f"rank={rank!r} world={world!r}: ints with 0 <= rank < world")
     if cuda_index(device) is not None:
         if FRAMEWORKS.get(framework) != "pt":
             raise ValueError(f"device {device!r} needs framework='pt'")
@@ -458,7 +572,7 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
                              f"device={device!r} streams through a staging ring")
         tensors, infos, report = _stream(paths, filter, device, allocator, verify,
                                          expected_sha256, backend, cache, direct, slot_size,
-                                         slots)
+                                         slots, rules, rank, world, max_overread)
         return DeviceCheckpoint(tensors, infos, report)
     if allocator is not None:
         raise ValueError("allocator= places tensors on a GPU device only")
@@ -466,9 +580,11 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
         raise ValueError("slot_size=/slots= size the staging ring of a GPU device load only")
     filters = _filters(filter)
     paths = _as_paths(paths)
+    sliced = {} if rules is None else dict(split=rules, rank=rank, world=world,
+                                            max_overread=max_overread)
     raw = _pinio.load(paths, filters=filters, backend=backend, cache=cache, direct=direct,
                       verify=verify, memory=memory, map_private=map_private, arena=arena,
-                      expected_sha256=expected_sha256, fill=fill)
+                      expected_sha256=expected_sha256, fill=fill, **sliced)
     try:
         rep = raw.report()
         _check_selected(filters, rep["tensors"], rep["files"], paths)
@@ -483,6 +599,8 @@ def load(paths, filter=None, device="cpu", framework="pt", *, allocator=None, **
 
     Takes open()'s keywords. device="cuda" or "cuda:N": through pinio's CUDA
     sink into tensors torch allocates (or `allocator`: see load_to_device()).
+    split=, rank=, world=: this rank's slices; with process_group= the group
+    reads the checkpoint once and exchanges them (see open()).
     arena=pinio.Arena(): pinned memory kept across loads (see open())."""
     ck = open(paths, framework, filter=filter, device=device, allocator=allocator, **kw)
     try:

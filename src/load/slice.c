@@ -297,6 +297,14 @@ int pinio_plan_gather(const pinio_plan *p, size_t i, void *mem)
     return 0;
 }
 
+uint64_t pinio_plan_run_offset(const pinio_plan *p, size_t i, uint64_t k)
+{
+    if (!p || i >= p->ntensors || k >= p->tensors[i].runs)
+        return UINT64_MAX;
+    const pinio_plan_tensor *t = &p->tensors[i];
+    return t->runs == 1 ? t->file_offset : run_offset(t, k);
+}
+
 void pinio_plan_get_slice_info_sized(const pinio_plan *p, pinio_plan_slice_info *out,
                                      size_t size)
 {

@@ -307,6 +307,16 @@ static bool valid_region(const char *r)
     return true;
 }
 
+/* Whether a value can go into an HTTP header or URL as is: no control
+ * character (a line break would inject a header), and no blank unless allowed. */
+static bool printable(const char *s, bool blanks)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f || (*p == ' ' && !blanks))
+            return false;
+    return true;
+}
+
 /* scheme://host[:port][/path] into the cfg; `what` names the source in a
  * message that never echoes the value (an endpoint may carry user:password). */
 static int set_endpoint(pinio__s3_cfg *c, const char *url, const char *what, pinio_diag *diag)
@@ -331,8 +341,9 @@ static int set_endpoint(pinio__s3_cfg *c, const char *url, const char *what, pin
                        "as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or in a profile", what);
         return -EINVAL;
     }
-    if (strpbrk(path, "?#") || strpbrk(url, " \t\r\n")) {
-        pinio_diag_set(diag, -EINVAL, "%s: the S3 endpoint has a query, a fragment or a blank", what);
+    if (strpbrk(path, "?#") || !printable(url, false)) {
+        pinio_diag_set(diag, -EINVAL, "%s: the S3 endpoint has a query, a fragment, a blank or a "
+                       "control character", what);
         return -EINVAL;
     }
     /* host, [v6] or host:port; the port, when present, all digits and <= 65535. */
@@ -380,10 +391,9 @@ static int set_endpoint(pinio__s3_cfg *c, const char *url, const char *what, pin
         return -ENOMEM;
     }
     const char *suffixes[] = {".amazonaws.com", ".amazonaws.com.cn"};
-    size_t hn = port < 0 ? hlen : (size_t)(strchr(host, ':') - host);
     for (size_t i = 0; i < 2; i++) {
         size_t k = strlen(suffixes[i]);
-        if (hn > k && strncmp(host + hn - k, suffixes[i], k) == 0)
+        if (hlen > k && strncmp(host + hlen - k, suffixes[i], k) == 0)
             c->aws_host = true;
     }
     return 0;
@@ -472,13 +482,28 @@ static int set_addressing(loader *L)
     return 0;
 }
 
-static int set_keys(pinio__s3_cfg *c, const char *ak, const char *sk, const char *tok)
+/* The key id and the token go into header lines: refuse what would break
+ * or inject one (the key id is also the Credential's first field: no '/' or
+ * ','), naming where they came from but never echoing them. The secret only
+ * keys the HMAC: any bytes do. */
+static int set_keys(pinio__s3_cfg *c, const char *ak, const char *sk, const char *tok,
+                    const char *from, pinio_diag *diag)
 {
+    const char *bad = !printable(ak, false) || strpbrk(ak, "/,;=") ? "access key id"
+                      : tok && !printable(tok, false)              ? "session token"
+                                                                    : NULL;
+    if (bad) {
+        pinio_diag_set(diag, -EINVAL, "%s: the %s has a character no AWS key has (a blank, a "
+                       "control character%s)", from, bad, bad[0] == 'a' ? " or one of / , ; =" : "");
+        return -EINVAL;
+    }
     c->access_key = strdup(ak);
     c->secret_key = strdup(sk);
     c->session_token = tok && *tok ? strdup(tok) : NULL;
-    if (!c->access_key || !c->secret_key || (tok && *tok && !c->session_token))
+    if (!c->access_key || !c->secret_key || (tok && *tok && !c->session_token)) {
+        pinio_diag_set(diag, -ENOMEM, "reading the S3 configuration: out of memory");
         return -ENOMEM;
+    }
     return 0;
 }
 
@@ -498,8 +523,11 @@ static int keys_from(loader *L, const ini *f, const char *sect)
     const char *tok = ini_get(f, sect, "aws_session_token");
     if (!tok || !*tok)
         tok = ini_get(f, sect, "aws_security_token");
-    if (set_keys(L->c, ak, sk, tok) < 0)
-        return -ENOMEM;
+    char from[PINIO_DIAG_PATH_MAX + 64];
+    snprintf(from, sizeof(from), "%s [%s]", f->path, sect);
+    int rc = set_keys(L->c, ak, sk, tok, from, L->diag);
+    if (rc < 0)
+        return rc;
     if (asprintf(&L->c->source, "%s [%s]", f->path, sect) < 0) {
         L->c->source = NULL;
         return -ENOMEM;
@@ -528,8 +556,9 @@ static int set_credentials(loader *L)
         const char *tok = env("AWS_SESSION_TOKEN");
         if (!tok)
             tok = env("AWS_SECURITY_TOKEN");
-        if (set_keys(c, ak, sk, tok) < 0)
-            return -ENOMEM;
+        int rc = set_keys(c, ak, sk, tok, "the AWS_* environment variables", L->diag);
+        if (rc < 0)
+            return rc;
         return (c->source = strdup("environment")) ? 0 : -ENOMEM;
     }
     int rc = L->csect ? keys_from(L, &L->cred, L->csect) : 1;

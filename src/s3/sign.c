@@ -573,7 +573,7 @@ int pinio__s3_sign(const pinio__s3_cfg *cfg, const char *method, const char *buc
             rc = push_header(out, "Authorization", sig.authorization);
             pinio__sigv4_out_free(&sig);
         } else if (rc == -EINVAL) {
-            why = "the access key id has a '/'";
+            why = "the credentials cannot go into a header";
         }
     }
     for (size_t i = 0; names && i < nextra; i++)

@@ -54,7 +54,8 @@ typedef struct pinio__s3_param {
  * DNS label is -EINVAL.
  *
  * @param method "GET", "HEAD", ... (upper case letters only).
- * @param bucket the bucket name (1-255 bytes, no '/').
+ * @param bucket the bucket name: 1-255 of A-Z a-z 0-9 . - _ (what S3, legacy
+ *        us-east-1 names included, allows).
  * @param key the object key, raw (any bytes but NUL; "" for a bucket-level
  *        request such as ListObjectsV2).
  * @param query parameters in the order they go in the URL (the canonical
@@ -66,8 +67,9 @@ typedef struct pinio__s3_param {
  * @param now the signing time.
  * @param out filled on success (free with pinio__s3_req_free()); zeroed on
  *        failure, when it owns nothing.
- * @return 0; -EINVAL (bad bucket, method, header, parameter) or -ENOMEM,
- *         with `diag` naming the bucket and key.
+ * @return 0; -EINVAL (bad bucket, method, header, parameter, a time before
+ *         1970 or after 9999) or -ENOMEM, with `diag` ("s3://BUCKET/KEY: why")
+ *         naming the bucket and key, never a credential.
  */
 int pinio__s3_sign(const pinio__s3_cfg *cfg, const char *method, const char *bucket,
                    const char *key, const pinio__s3_param *query, size_t nquery,

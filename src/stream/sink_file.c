@@ -429,6 +429,18 @@ static int file_open(void *priv, const void *cfg, const pinio_sink_setup *su, pi
         int rc = stat(c->dir, &st) != 0 ? -errno : -ENOTDIR;
         return fail(diag, rc, c->dir, PINIO_DIAG_NO_OFFSET, "target directory");
     }
+    pinio_plan_slice_info si;
+    pinio_plan_get_slice_info(su->plan, &si);
+    for (size_t i = 0; si.sliced && pinio_plan_tensor_at(su->plan, i); i++) {
+        const pinio_plan_tensor *t = pinio_plan_tensor_at(su->plan, i);
+        if (t->sliced) {
+            pinio_diag_set_at(diag, -EINVAL, pinio_plan_file_at(su->plan, t->file)->path,
+                              PINIO_DIAG_NO_OFFSET,
+                              "file sink: tensor '%s' is sliced (split), and the file sink "
+                              "copies whole files", t->name);
+            return -EINVAL;
+        }
+    }
     s->cfg = *c;
     s->plan = su->plan;
     int rc = pinio__faults_parse(getenv("PINIO_FAULTS"), &s->faults, diag);

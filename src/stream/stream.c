@@ -338,8 +338,8 @@ int pinio_stream(const char *const *paths, size_t npaths, const pinio_stream_opt
     int rc = pinio__opts_copy(&o, sizeof(o), opts, "pinio_stream options", diag);
     if (rc < 0)
         return rc;
-    if (!paths || !npaths || (o.nfilters && !o.filters) ||
-        (o.verify && o.nexpected && !o.expected_sha256)) {
+    if (!paths || !npaths || (o.nfilters && !o.filters) || (o.nslices && !o.slices) ||
+        (o.nsplit && !o.split) || (o.verify && o.nexpected && !o.expected_sha256)) {
         pinio_diag_set(diag, -EINVAL, "pinio_stream: %s",
                        !npaths ? "no input paths" : "invalid arguments");
         return -EINVAL;
@@ -363,6 +363,13 @@ int pinio_stream(const char *const *paths, size_t npaths, const pinio_stream_opt
     po.cache = o.cache;
     po.direct = o.direct;
     po.segment = o.slot_size;
+    po.slices = o.slices;
+    po.nslices = o.nslices;
+    po.split = o.split;
+    po.nsplit = o.nsplit;
+    po.rank = o.rank;
+    po.world = o.world;
+    po.max_overread = o.max_overread;
     pinio_plan *plan = NULL;
     rc = pinio_plan_create(&plan, paths, npaths, &po, diag);
     if (rc < 0)
@@ -381,6 +388,7 @@ int pinio_stream(const char *const *paths, size_t npaths, const pinio_stream_opt
     rep->tensors = pi.tensors;
     rep->bytes = pi.bytes;
     rep->reads = pi.reads;
+    pinio_plan_get_slice_info(plan, &rep->slices);
     if (o.cache == PINIO_CACHE_COLD)
         rc = pinio_plan_drop_cache(plan, NULL, diag);
 

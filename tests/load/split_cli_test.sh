@@ -88,8 +88,9 @@ check 2 "empty pattern" "$PINIO" load "$M" --split '=0'
 check 2 "bad rank" "$PINIO" load "$M" --split '*=0' --rank -1 --world 2
 check 2 "bad overread" "$PINIO" load "$M" --split '*=0' --max-overread much
 has "$DIR/err" "--max-overread wants a fraction" "the usage error explains"
-check 2 "--split --device" "$PINIO" load "$M" --split '*=0' --device host
-has "$DIR/err" "--split is not supported with --device yet" "streaming refuses --split clearly"
+# Streaming takes --split (tests/stream/load_device_split_test.sh checks the bytes).
+check 0 "--split --device" "$PINIO" load "$M" --split '*=0' --device host --world 2
+has "$DIR/out" "^split     rank 0 of 2: 9 tensors sliced" "the stream reports the split"
 
 [ $fails -eq 0 ] && echo "split_cli: all checks passed"
 [ $fails -eq 0 ]

@@ -22,7 +22,11 @@
  * returns at once and lets the device finish the work later, so a sink that
  * destroyed its stream without synchronizing would hand out tensors whose
  * bytes land some time after; dropping them is that race at its worst,
- * every time, where completing them at destroy would hide it. Built with -DFAKE_HIP it is libamdhip64.so
+ * every time, where completing them at destroy would hide it.
+ * FAKE_CUDA_DUMP=PATH (read at cuInit) writes each device allocation's
+ * bytes to PATH when it is freed (the last one freed wins), so a test of a
+ * program that frees its arena before it exits (pinio load --device) can
+ * read what landed. Built with -DFAKE_HIP it is libamdhip64.so
  * instead: the same driver under HIP's names (the subset mirrors CUDA's
  * name for name), except the context: HIP selects a thread's device with
  * hipSetDevice (its context calls are deprecated, gpu-python-peers.md
@@ -163,6 +167,7 @@ static range *host_regs, *dev_allocs;
 static int inited, ndev = 1, fail_alloc, fail_register, fail_event, drop_at_destroy;
 static long fail_copy_at;
 static long delay_us = 300;
+static const char *dump_path;
 static ctx ctxs[8];
 static __thread ctx *cur_stack[16];
 static __thread int cur_depth;
@@ -228,6 +233,7 @@ API CUresult cuInit(unsigned flags)
         delay_us = atol(d);
     const char *dp = getenv("FAKE_CUDA_DROP_PENDING_AT_DESTROY");
     drop_at_destroy = dp && strcmp(dp, "1") == 0;
+    dump_path = getenv("FAKE_CUDA_DUMP");
     if (f && strcmp(f, "stub") == 0)
         return STUB;
     if (f && strcmp(f, "nodevice") == 0)
@@ -431,6 +437,15 @@ API CUresult cuMemFree_v2(CUdeviceptr d)
     pthread_mutex_lock(&mu);
     for (range *x = dev_allocs; x; x = x->next)
         if (x->lo == (uintptr_t)d) {
+            if (dump_path) { /* what a program left on the device, for a test to read */
+                FILE *f = fopen(dump_path, "wb");
+                size_t n = x->hi - x->lo;
+                int ok = f && fwrite((void *)x->lo, 1, n, f) == n;
+                if (f && fclose(f) != 0)
+                    ok = 0;
+                if (!ok)
+                    fprintf(stderr, "fake cuda: cannot write FAKE_CUDA_DUMP %s\n", dump_path);
+            }
             unlink_range(&dev_allocs, x);
             st.allocs_live--;
             pthread_mutex_unlock(&mu);

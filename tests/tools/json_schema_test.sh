@@ -62,6 +62,7 @@ valid 0 load "$ODD" --verify --cache cold
 valid 0 load "$DIR/sh" --memory mapped
 valid 0 load "$M" --device host --verify
 valid 0 load "$M" --split '*norm*=whole' --split '*=-1' --rank 1 --world 3
+valid 0 load "$M" --device host --split '*norm*=whole' --split '*=-1' --rank 1 --world 3
 valid 1 load "$M" --split '*=5' --world 2
 valid 1 load "$M" --filter no.such.tensor
 valid 1 load "$DIR/none.safetensors"
@@ -76,6 +77,8 @@ if "$PINIO" load --mpi replicate --help >/dev/null 2>&1; then
     valid 0 load --mpi shard "$ODD" --verify
     valid 1 load --mpi replicate "$ODD" --sha256 0000000000000000000000000000000000000000000000000000000000000000
     valid 1 load --mpi replicate "$DIR/none.safetensors"
+    valid 0 load --mpi tp "$ODD" --split "*=0" --verify
+    valid 1 load --mpi tp "$ODD" --split "*=9"
 fi
 
 valid 0 stage "$ODD" "$DIR/st" --verify

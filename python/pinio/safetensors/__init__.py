@@ -25,6 +25,9 @@ What differs from upstream, and why:
 - get_slice on the numpy (and pread) path honours slice steps; upstream
   silently ignores them.
 - Metadata keys are written in the dict's order (upstream's is a hash map's).
+- prefetch(plan) (0.9) works on every device and backend (upstream's needs
+  backend="pread", framework pt and CUDA) and hands a prefetched tensor out
+  as often as it is asked for (a zero-copy view each time).
 """
 import bisect as _bisect
 import errno as _errno
@@ -36,7 +39,9 @@ import threading as _threading
 import pinio as _pinio_pkg
 from pinio import _pinio
 
-__version__ = "0.8.0"  # the upstream API level this module follows
+from . import _prefetch
+
+__version__ = "0.9.0"  # the upstream API level this module follows (0.9: prefetch(plan))
 
 __all__ = [
     "SafetensorError", "TensorSpec", "safe_open", "serialize", "serialize_file", "deserialize",
@@ -145,10 +150,16 @@ class safe_open:
     arena (pinio's own keyword, device cpu): a pinio.Arena whose pinned
     memory the load reuses: the whole file is then read at the first
     get_tensor(), into it; a load while tensors of the arena's previous
-    load are alive raises SafetensorError (nothing is overwritten)."""
+    load are alive raises SafetensorError (nothing is overwritten).
+
+    prefetch(plan) (upstream 0.9): declares the tensors and slices the
+    handle will be asked for and reads them in one engine run; get_slice
+    with the plan's index, and get_tensor of a tensor prefetched whole,
+    then read nothing (see pinio.safetensors._prefetch). prefetch=True
+    prefetches every tensor at open (0.9's first form of the API)."""
 
     def __init__(self, filename, framework, device="cpu", *, backend="mmap", allocator=None,
-                 arena=None):
+                 arena=None, prefetch=False):
         self._closed = True
         self._fd = -1
         self._fw = _framework(framework)
@@ -191,6 +202,9 @@ class safe_open:
         #: engine runs that read them: what tests count
         self.pinio_bytes_read = 0
         self.pinio_loads = 0
+        self._prefetched = _prefetch.Prefetched()
+        if prefetch:
+            self.prefetch()
 
     # -- context manager
     def __enter__(self):
@@ -211,6 +225,7 @@ class safe_open:
             if ck is not None:
                 ck.close()  # tensors handed out keep their own references
         self._ckpt = self._window = None
+        self._prefetched.close()
         self._closed = True
 
     def __del__(self):
@@ -345,8 +360,23 @@ class safe_open:
         self.pinio_bytes_read += rep["read_bytes"]
         return tensors
 
+    def prefetch(self, plan=None):
+        """Reads, in one engine run, what `plan` declares (None: every tensor
+        whole; {name: index}: the slice get_slice(name)[index] selects;
+        names: those tensors whole); see pinio.safetensors._prefetch."""
+        _prefetch.prefetch(self, plan)
+
+    def tensor_stream(self):
+        """(name, tensor) of every prefetched tensor, in file order
+        (prefetching every tensor first when nothing was)."""
+        return _prefetch.tensor_stream(self)
+
     def get_tensor(self, name):
         self._entry(name)
+        if self._prefetched.tensors:
+            t = self._prefetched.whole(name, self._info[name][2])
+            if t is not None:
+                return t
         if self._device != "cpu":
             t = self._to_device([name]).get(name)
             if t is None:
@@ -452,6 +482,10 @@ class _Slice:
         """A tensor of rows [lo, hi) of the first dimension, read alone."""
         shape = [hi - lo] + self._shape[1:]
         nbytes = self._end - self._begin
+        if self._f._prefetched.tensors:  # rows of a tensor prefetched whole: no read
+            w = self._f._prefetched.whole(self._name, self._shape)
+            if w is not None:
+                return w[lo:hi] if self._shape else w
         if not self._shape or self._shape[0] == 0:
             lo, hi, row = 0, 0, 0
         else:
@@ -472,6 +506,10 @@ class _Slice:
 
     def __getitem__(self, index):
         self._f._check()
+        if self._f._prefetched.tensors:  # the plan's slice: no read
+            t = self._f._prefetched.lookup(self._name, index, self._shape)
+            if t is not None:
+                return t
         if self._f._fw == "pt" and self._f._backend == "mmap":
             return self._torch_getitem(index)
         return self._narrow_getitem(index)
@@ -506,6 +544,10 @@ class _Slice:
         return self._rows(0, self._shape[0]) if self._shape else self._scalar()
 
     def _scalar(self):
+        if self._f._prefetched.tensors:
+            w = self._f._prefetched.whole(self._name, self._shape)
+            if w is not None:
+                return w
         if self._f._device != "cpu":
             return self._on_device()
         buf = self._f._read(self._begin, self._end - self._begin)

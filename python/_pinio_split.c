@@ -1,0 +1,266 @@
+/* pinio._pinio's slice arguments and plan(): what the Python side of a
+ * tensor-parallel load (issue 26) needs from the library.
+ *
+ * split= and slices= of load() and plan() become the plan's split rules and
+ * box slices (plan.h). plan() builds a plan without reading any tensor data
+ * and returns what it would read: the torch.distributed exchange
+ * (pinio/_dist.py) builds one per rank to learn every rank's slice of every
+ * tensor exactly as the library cuts it, so the Python side never
+ * re-implements the rule matching or torch.chunk's sizes.
+ */
+#include "_pinio.h"
+
+void slice_args_free(slice_args *a)
+{
+    free(a->split);
+    free(a->slices);
+    free(a->bounds);
+    Py_XDECREF(a->keep);
+    memset(a, 0, sizeof(*a));
+}
+
+/* split: [(pattern, dim or None)], None meaning whole (replicated). */
+static int parse_split(slice_args *a, PyObject *split)
+{
+    PyObject *fast = PySequence_Fast(split, "split: a sequence of (pattern, dim) pairs");
+    if (!fast)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    a->split = calloc((size_t)n + 1, sizeof(*a->split));
+    if (!a->split) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, i), *pat, *dim;
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_Format(PyExc_TypeError, "split[%zd]: a (pattern, dim) pair", i);
+            goto fail;
+        }
+        pat = PyTuple_GET_ITEM(item, 0);
+        dim = PyTuple_GET_ITEM(item, 1);
+        const char *s = PyUnicode_Check(pat) ? PyUnicode_AsUTF8(pat) : NULL;
+        if (!s) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "split[%zd]: the pattern is a str", i);
+            goto fail;
+        }
+        int d = PINIO_SPLIT_WHOLE;
+        if (dim != Py_None) {
+            long v = PyLong_Check(dim) && !PyBool_Check(dim) ? PyLong_AsLong(dim) : LONG_MIN;
+            if (v == -1 && PyErr_Occurred())
+                goto fail;
+            if (v < -64 || v > 64) {
+                PyErr_Format(PyExc_ValueError, "split rule '%s': the dimension is an int "
+                             "(negative counts from the end) or None for whole", s);
+                goto fail;
+            }
+            d = (int)v;
+        }
+        if (PyList_Append(a->keep, item)) /* keeps `s` alive */
+            goto fail;
+        a->split[i].pattern = s;
+        a->split[i].dim = d;
+    }
+    a->nsplit = (size_t)n;
+    Py_DECREF(fast);
+    return 0;
+fail:
+    Py_DECREF(fast);
+    return -1;
+}
+
+/* One sequence of ints into `out[0, n)`; -1 with an exception otherwise. */
+static int uint_list(PyObject *seq, uint64_t *out, Py_ssize_t n, const char *what, Py_ssize_t i)
+{
+    for (Py_ssize_t d = 0; d < n; d++) {
+        PyObject *v = PySequence_Fast_GET_ITEM(seq, d);
+        unsigned long long x = PyLong_Check(v) ? PyLong_AsUnsignedLongLong(v) : (unsigned long long)-1;
+        if (PyErr_Occurred() || !PyLong_Check(v)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "slices[%zd]: %s are ints >= 0", i, what);
+            return -1;
+        }
+        out[d] = x;
+    }
+    return 0;
+}
+
+/* slices: [(name, starts, stops)], one box per tensor. */
+static int parse_slices(slice_args *a, PyObject *slices)
+{
+    PyObject *fast = PySequence_Fast(slices, "slices: a sequence of (name, starts, stops)");
+    if (!fast)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast), total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
+        PyObject *st = PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 3
+                           ? PyTuple_GET_ITEM(item, 1) : NULL;
+        Py_ssize_t k = st ? PySequence_Size(st) : -1;
+        if (k < 0 || k > 64) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "slices[%zd]: a (name, starts, stops) triple of at "
+                         "most 64 dimensions", i);
+            Py_DECREF(fast);
+            return -1;
+        }
+        total += k;
+    }
+    a->slices = calloc((size_t)n + 1, sizeof(*a->slices));
+    a->bounds = calloc(2 * (size_t)total + 1, sizeof(*a->bounds));
+    if (!a->slices || !a->bounds) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return -1;
+    }
+    uint64_t *b = a->bounds;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
+        PyObject *name = PyTuple_GET_ITEM(item, 0);
+        const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+        PyObject *st = PySequence_Fast(PyTuple_GET_ITEM(item, 1), "slices: starts");
+        PyObject *sp = st ? PySequence_Fast(PyTuple_GET_ITEM(item, 2), "slices: stops") : NULL;
+        Py_ssize_t k = st ? PySequence_Fast_GET_SIZE(st) : 0;
+        int bad = !s || !sp || PySequence_Fast_GET_SIZE(sp) != k ||
+                  uint_list(st, b, k, "starts", i) || uint_list(sp, b + k, k, "stops", i) ||
+                  PyList_Append(a->keep, item);
+        Py_XDECREF(st);
+        Py_XDECREF(sp);
+        if (bad) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "slices[%zd]: a str name and as many stops as "
+                             "starts", i);
+            Py_DECREF(fast);
+            return -1;
+        }
+        a->slices[i] = (pinio_slice){.name = s, .kind = PINIO_SLICE_BOX, .ndim = (unsigned)k,
+                                     .start = b, .stop = b + k};
+        b += 2 * k;
+    }
+    a->nslices = (size_t)n;
+    Py_DECREF(fast);
+    return 0;
+}
+
+int slice_args_parse(slice_args *a, PyObject *split, PyObject *slices)
+{
+    memset(a, 0, sizeof(*a));
+    if (split == Py_None && slices == Py_None)
+        return 0;
+    a->keep = PyList_New(0);
+    if (!a->keep || (split != Py_None && parse_split(a, split)) ||
+        (slices != Py_None && parse_slices(a, slices))) {
+        slice_args_free(a);
+        return -1;
+    }
+    return 0;
+}
+
+/* (name, dtype, shape, nbytes, file, file_offset, full_shape, full_offset,
+ * full_nbytes, start or None, runs) of tensor `i` of a plan. */
+static PyObject *sliced_tensor_item(const pinio_plan *plan, size_t i)
+{
+    const pinio_plan_tensor *t = pinio_plan_tensor_at(plan, i);
+    PyObject *shape = shape_tuple(t->shape, t->rank);
+    PyObject *full = shape ? shape_tuple(t->full_shape, t->rank) : NULL;
+    PyObject *start = !full ? NULL : t->start ? shape_tuple(t->start, t->rank)
+                                              : Py_NewRef(Py_None);
+    if (!start) {
+        Py_XDECREF(shape);
+        Py_XDECREF(full);
+        return NULL;
+    }
+    return Py_BuildValue("(s#sNKIKNKKNK)", t->name, (Py_ssize_t)t->name_len,
+                         pinio_dtype_name(t->dtype), shape, (unsigned long long)t->nbytes,
+                         t->file, (unsigned long long)t->file_offset, full,
+                         (unsigned long long)t->full_offset, (unsigned long long)t->full_nbytes,
+                         start, (unsigned long long)t->runs);
+}
+
+/* plan(paths, filters=None, split=None, rank=0, world=1, slices=None,
+ *      max_overread=0.0) -> ([(path, size, metadata)], [tensor], {numbers}) */
+PyObject *py_plan(PyObject *mod, PyObject *args, PyObject *kw)
+{
+    (void)mod;
+    static char *kwlist[] = {(char *)"paths", (char *)"filters", (char *)"split",
+                             (char *)"rank", (char *)"world", (char *)"slices",
+                             (char *)"max_overread", NULL};
+    PyObject *paths, *filters = Py_None, *split = Py_None, *slices = Py_None;
+    unsigned int rank = 0, world = 1;
+    double max_overread = 0.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOIIOd", kwlist, &paths, &filters, &split,
+                                     &rank, &world, &slices, &max_overread))
+        return NULL;
+    const char **p = NULL, **f = NULL;
+    size_t np = 0, nf = 0;
+    PyObject *keep_p = NULL, *keep_f = NULL;
+    slice_args sa;
+    if (slice_args_parse(&sa, split, slices))
+        return NULL;
+    p = str_array(paths, &np, &keep_p, 1);
+    if (p && filters != Py_None)
+        f = str_array(filters, &nf, &keep_f, 0);
+    PyObject *res = NULL;
+    if (p && (filters == Py_None || f)) {
+        pinio_plan_opts o;
+        pinio_plan_opts_default(&o);
+        o.filters = f;
+        o.nfilters = nf;
+        o.split = sa.split;
+        o.nsplit = sa.nsplit;
+        o.slices = sa.slices;
+        o.nslices = sa.nslices;
+        o.rank = rank;
+        o.world = world;
+        o.max_overread = max_overread;
+        pinio_plan *plan = NULL;
+        pinio_diag diag;
+        int r;
+        Py_BEGIN_ALLOW_THREADS
+        r = pinio_plan_create(&plan, p, np, &o, &diag);
+        Py_END_ALLOW_THREADS
+        if (r) {
+            raise_pinio(r, &diag, "plan failed");
+        } else {
+            pinio_plan_info pi;
+            pinio_plan_get_info(plan, &pi);
+            PyObject *files = PyList_New((Py_ssize_t)pi.files);
+            for (size_t i = 0; files && i < pi.files; i++) {
+                const pinio_plan_file *pf = pinio_plan_file_at(plan, i);
+                PyObject *item = Py_BuildValue("(NKN)", PyUnicode_DecodeFSDefault(pf->path),
+                                               (unsigned long long)pf->size,
+                                               metadata_dict(pf->header));
+                if (!item) {
+                    Py_CLEAR(files);
+                    break;
+                }
+                PyList_SET_ITEM(files, (Py_ssize_t)i, item);
+            }
+            PyObject *tensors = files ? PyList_New((Py_ssize_t)pi.tensors) : NULL;
+            for (size_t i = 0; tensors && i < pi.tensors; i++) {
+                PyObject *item = sliced_tensor_item(plan, i);
+                if (!item) {
+                    Py_CLEAR(tensors);
+                    break;
+                }
+                PyList_SET_ITEM(tensors, (Py_ssize_t)i, item);
+            }
+            if (tensors)
+                res = Py_BuildValue("(NN{s:K,s:K,s:n,s:n})", files, tensors, "bytes",
+                                    (unsigned long long)pi.bytes, "read_bytes",
+                                    (unsigned long long)pi.read_bytes, "reads",
+                                    (Py_ssize_t)pi.reads, "skipped", (Py_ssize_t)pi.skipped);
+            else
+                Py_XDECREF(files);
+            pinio_plan_free(plan);
+        }
+    }
+    free(p);
+    free(f);
+    Py_XDECREF(keep_p);
+    Py_XDECREF(keep_f);
+    slice_args_free(&sa);
+    return res;
+}

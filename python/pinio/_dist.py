@@ -1,0 +1,651 @@
+"""Tensor-parallel loads over torch.distributed: the group reads the checkpoint once.
+
+pinio.open(paths, split=rules, process_group=pg) / pinio.load(...) on every
+rank of `pg`. What each rank ends with is exactly what
+pinio.open(paths, split=rules, rank=r, world=n) gives it alone (each
+tensor a rule matches is torch.chunk(t, n, dim)[r], the others whole), but
+the group reads every selected byte once instead of once per rank:
+
+- slices that are one contiguous byte range (a chunk along the first
+  dimension, or along a later one when the leading dimensions have extent
+  1), or runs of at least DIRECT_RUN_BYTES, are read by their own rank
+  straight into its arena, as a single-process split load reads them: no
+  exchange;
+- the other tensors (replicated ones, and strided slices of shorter runs,
+  which would make every rank read nearly every block) are read whole by one rank, the
+  owner: contiguous stripes of them in plan order, balanced by bytes. The
+  owner cuts each rank's slice (a replicated tensor: all of it) and the
+  ranks exchange them with all_to_all_single over the group.
+
+How the pieces travel (exchange=): when every rank is on one host (one
+/dev/shm), through shared memory (_Board: the owner writes them once, the
+others map them; "auto" chooses it, "shm" insists); across hosts, or with
+exchange="group", through the process group: the owned tensors are read in
+rounds of about `round_bytes`; each round's all_to_all_single is posted
+asynchronously and runs while the next round is read (at most two in
+flight, bounding the send buffers).
+
+Agreement before any byte moves: every rank builds the plan (pinio's plan,
+one per rank of the group, through _pinio.plan: the library cuts the
+slices, not this module) and hashes what shapes it (the split rules, the
+filter, the world size, each file's size and every tensor's dtype, shape,
+offset and slices); the ranks all_gather (digest, error). A rank that
+failed to plan, or whose digest differs from rank 0's, makes every rank
+raise the same pinio.Error: nobody is left waiting in a collective. A
+rank whose read fails later still takes part in every exchange (sending
+zeros of the agreed sizes), and the status gathered at the end makes
+every rank raise the same error.
+
+gloo (torch 1.13) has all_to_all_single (also asynchronous) and
+all_gather, but not all_to_all over tensor lists: only the former is used.
+"""
+import errno
+import hashlib
+import mmap
+import os
+import socket
+import time
+
+from . import _pinio
+from ._pinio import Error
+
+_ALIGN = 64  # each piece's offset in the exchange buffers: any dtype's view is aligned
+ROUND_BYTES = 256 << 20
+# a strided slice whose runs are at least this long is read by its own rank
+# (its over-read: at most two alignment blocks a run, under 4 %)
+DIRECT_RUN_BYTES = 256 << 10
+
+
+def _group_rank_world(pg, rank, world):
+    import torch.distributed as dist
+
+    r, n = dist.get_rank(pg), dist.get_world_size(pg)
+    if (rank is not None and rank != r) or (world is not None and world != n):
+        raise ValueError(f"rank={rank!r} world={world!r} differ from the process group's "
+                         f"rank {r} of {n}")
+    return r, n
+
+
+class _Tensor:
+    """One selected tensor of the group's plan, with every rank's slice."""
+
+    __slots__ = ("name", "dtype", "full_shape", "full_nbytes", "file", "offset", "boxes",
+                 "nbytes", "contiguous", "sliced", "owner")
+
+    def __init__(self, rows):
+        # rows: this tensor's row of each rank's plan (_pinio.plan)
+        name, dtype, _, _, file, _, full_shape, full_offset, full_nbytes, _, _ = rows[0]
+        self.name, self.dtype, self.file, self.offset = name, dtype, file, full_offset
+        self.full_shape, self.full_nbytes = tuple(full_shape), full_nbytes
+        # a rank whose chunk is the whole tensor has no slice in its plan,
+        # the others do (a dimension of 1 in 2: rank 1's chunk is empty)
+        self.sliced = any(r[9] is not None for r in rows)
+        # per rank: (start, stop) per dimension
+        self.boxes = [tuple((s, s + e) for s, e in zip(r[9] or (0,) * len(r[2]), r[2]))
+                      for r in rows]
+        self.nbytes = [r[3] for r in rows]
+        # read by its own rank: one range, or runs long enough that the
+        # alignment at their ends is a small share (row-parallel slices of
+        # wide tensors); shorter runs would have each rank read nearly
+        # every block of the tensor
+        self.contiguous = self.sliced and all(
+            r[10] <= 1 or r[3] // r[10] >= DIRECT_RUN_BYTES for r in rows)
+        self.owner = None
+
+    def key(self):
+        return (self.name, self.dtype, self.full_shape, self.full_nbytes, self.file, self.offset,
+                self.sliced, tuple(self.boxes))
+
+
+def _plan(paths, filters, rules, world, max_overread):
+    """(files [(path, size, metadata)], [_Tensor] in plan order, digest) of the group."""
+    plans = [_pinio.plan(paths, filters, rules, k, world, None, max_overread)
+             for k in range(world)]
+    files = plans[0][0]
+    tensors = [_Tensor(rows) for rows in zip(*(p[1] for p in plans))]
+    h = hashlib.sha256()
+    h.update(repr((rules, filters, world, max_overread, [f[1] for f in files],
+                   [t.key() for t in tensors])).encode())
+    return files, tensors, h.hexdigest()
+
+
+def _assign_owners(tensors, world):
+    """Owners of the exchanged tensors: contiguous stripes in plan order,
+    balanced by bytes (a tensor goes to the rank whose share holds its middle)."""
+    ex = [t for t in tensors if not t.contiguous]
+    total = sum(t.full_nbytes for t in ex) or 1
+    done = 0
+    for t in ex:
+        mid = done + t.full_nbytes / 2
+        t.owner = min(world - 1, int(mid * world // total))
+        done += t.full_nbytes
+    return ex
+
+
+def _rounds(ex, round_bytes):
+    """The exchanged tensors cut into rounds of about `round_bytes` (plan order)."""
+    out, cur, size = [], [], 0
+    for t in ex:
+        cur.append(t)
+        size += t.full_nbytes
+        if size >= round_bytes:
+            out.append(cur)
+            cur, size = [], 0
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _failure(e, default):
+    """(errno, message) of an exception, as the other ranks are told it."""
+    if isinstance(e, OSError) and e.strerror:  # pinio.Error: the library's diagnostic
+        return e.errno or default, e.strerror
+    return default, f"{type(e).__name__}: {e}"
+
+
+def _agree(pg, world, payload):
+    import torch.distributed as dist
+
+    got = [None] * world
+    dist.all_gather_object(got, payload, group=pg)
+    return got
+
+
+def _pad(n):
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def _elem(np, t):
+    """A numpy type as wide as one element of `t` (its bytes, whatever its
+    dtype: copies then move whole elements, never byte by byte), or None
+    for a tensor without elements or read whole."""
+    numel = 1
+    for d in t.full_shape:
+        numel *= d
+    if not t.sliced or numel == 0:
+        return None
+    size = t.full_nbytes // numel
+    return {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}.get(size) or np.dtype(f"V{size}")
+
+
+def _byte_view(np, buf, t):
+    """The whole tensor `t` in `buf`: shaped full_shape in elements of its
+    width when sliced, else flat bytes."""
+    el = _elem(np, t)
+    if el is None:
+        return np.frombuffer(buf, dtype=np.uint8)
+    return np.frombuffer(buf, dtype=el).reshape(t.full_shape)
+
+
+def _piece(t, whole, k):
+    """Rank k's slice of `t` from `whole` (its byte view): an array, maybe a view."""
+    if not t.sliced:
+        return whole
+    return whole[tuple(slice(a, b) for a, b in t.boxes[k])]
+
+
+def _exact(names):
+    """Filters selecting `names`: plain names (the library looks them up; a
+    dotted child of one, if the file has such, is read too and ignored)."""
+    return list(names)
+
+
+class _Round:
+    """One round's exchange: what this rank sends and receives."""
+
+    def __init__(self, np, tensors, me, world):
+        self.tensors = tensors
+        self.send_sizes = [0] * world
+        self.recv_sizes = [0] * world
+        self.recv_at = {}      # name -> (offset, nbytes) in the receive buffer
+        send_at = []           # (tensor, k, offset)
+        soff = roff = 0
+        for k in range(world):  # the buffers are laid out by peer, tensors in plan order
+            s0, r0 = soff, roff
+            if k != me:
+                for t in tensors:
+                    if t.owner == me:
+                        send_at.append((t, k, soff))
+                        soff += _pad(t.nbytes[k] if t.sliced else t.full_nbytes)
+                    elif t.owner == k:
+                        nb = t.nbytes[me] if t.sliced else t.full_nbytes
+                        self.recv_at[t.name] = (roff, nb)
+                        roff += _pad(nb)
+            self.send_sizes[k] = soff - s0
+            self.recv_sizes[k] = roff - r0
+        self.send_at = send_at
+        self.send = np.zeros(soff, dtype=np.uint8)
+        self.recv = np.empty(roff, dtype=np.uint8)
+        self.work = None
+
+    def fill(self, np, ck, index):
+        """Copies this rank's owned tensors' pieces from checkpoint `ck`."""
+        views = {}
+        for t, k, off in self.send_at:
+            whole = views.get(t.name)
+            if whole is None:
+                whole = views[t.name] = _byte_view(np, ck.buffer(index[t.name]), t)
+            p = _piece(t, whole, k)
+            if p.size:
+                dst = self.send[off:off + p.nbytes].view(p.dtype)
+                dst.reshape(p.shape)[...] = p
+
+    def post(self, pg):
+        import torch
+        import torch.distributed as dist
+
+        self.work = dist.all_to_all_single(torch.from_numpy(self.recv), torch.from_numpy(self.send),
+                                           self.recv_sizes, self.send_sizes, group=pg,
+                                           async_op=True)
+
+    def wait(self):
+        if self.work is not None:
+            self.work.wait()
+            self.work = None
+        self.send = None
+
+
+def _host():
+    """What ranks share when they share /dev/shm: the host (boot) and the
+    very tmpfs (containers of one host may each have their own)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+        st = os.stat("/dev/shm")
+        return (socket.gethostname(), boot, st.st_dev, st.st_ino)
+    except OSError:
+        return (socket.gethostname(), os.getpid())  # unknown: never equal to another rank's
+
+
+# A file of the exchange a killed rank left (SIGKILL, OOM) holds tmpfs
+# memory until reboot. Its name carries its writer's pid namespace and pid,
+# so the next group load on the host removes it once provably abandoned:
+# same pid namespace, that pid dead, untouched for a minute (the rule of
+# every temporary pinio makes, src/base/stale.c).
+STALE_AFTER_S = 60
+
+
+def _ident():
+    """(pid namespace, pid): who writes this rank's exchange file."""
+    try:
+        ns = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        ns = 0
+    return ns, os.getpid()
+
+
+def _sweep_stale(now=None):
+    """Removes exchange files of dead writers of this pid namespace;
+    returns how many."""
+    ns, _ = _ident()
+    if not ns:
+        return 0
+    prefix = f"pinio-tp-{ns}-"
+    now = time.time() if now is None else now
+    gone = 0
+    try:
+        names = os.listdir("/dev/shm")
+    except OSError:
+        return 0
+    for name in names:
+        if not name.startswith(prefix):
+            continue
+        pid = name[len(prefix):].partition("-")[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # alive (or alive as someone else's: left alone)
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError):
+            continue
+        path = os.path.join("/dev/shm", name)
+        try:
+            if now - os.lstat(path).st_mtime < STALE_AFTER_S:
+                continue
+            os.unlink(path)
+            gone += 1
+        except OSError:
+            pass
+    return gone
+
+
+class _Board:
+    """The exchange of a group on one host: each owner writes every other
+    rank's pieces of its tensors into a file of its own under /dev/shm (one
+    copy); once every rank is past the outcome's agreement, each maps the
+    owners' files private and its tensors are views of them (no second
+    copy, nothing through the process group); once every rank has mapped
+    them, each owner removes its file (the mappings stay)."""
+
+    def __init__(self, np, ex, me, n, token, idents):
+        self.me, self.n, self.token, self.idents = me, n, token, idents
+        self.owned = [t for t in ex if t.owner == me]
+        self.layout = {}  # owner -> [(tensor, dest, offset, nbytes)]
+        self.size = [0] * n
+        for t in ex:
+            at = self.layout.setdefault(t.owner, [])
+            for k in range(n):
+                if k != t.owner:
+                    nb = t.nbytes[k] if t.sliced else t.full_nbytes
+                    at.append((t, k, self.size[t.owner], nb))
+                    self.size[t.owner] += _pad(nb)
+        self.sent = sum(nb for _, _, _, nb in self.layout.get(me, []))
+        self.received = sum(nb for s, at in self.layout.items() if s != me
+                            for _, k, _, nb in at if k == me)
+        self.created = False
+
+    def _path(self, owner):
+        ns, pid = self.idents[owner]
+        return f"/dev/shm/pinio-tp-{ns}-{pid}-{self.token}-{owner}"
+
+    def write(self, np, ck, index):
+        if not self.size[self.me]:
+            return
+        _sweep_stale()
+        fd = os.open(self._path(self.me), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        self.created = True
+        try:
+            os.ftruncate(fd, self.size[self.me])
+            mm = mmap.mmap(fd, self.size[self.me])
+        finally:
+            os.close(fd)
+        try:
+            dst = np.frombuffer(mm, dtype=np.uint8)
+            views = {}
+            for t, k, off, nb in self.layout[self.me]:
+                whole = views.get(t.name)
+                if whole is None:
+                    whole = views[t.name] = _byte_view(np, ck.buffer(index[t.name]), t)
+                p = _piece(t, whole, k)
+                if nb:
+                    dst[off:off + nb].view(p.dtype).reshape(p.shape)[...] = p
+            del dst, views  # the mapping closes only once no view of it is left
+        finally:
+            mm.close()
+
+    def read(self, np):
+        """{name: this rank's bytes of it} from the owners' files."""
+        out = {}
+        for s, at in self.layout.items():
+            mine = [(t, off, nb) for t, k, off, nb in at if k == self.me and nb]
+            if s == self.me or not mine:
+                continue
+            fd = os.open(self._path(s), os.O_RDONLY | os.O_CLOEXEC)
+            try:  # private: the tensors are writable, as every pinio tensor, never shared
+                mm = mmap.mmap(fd, self.size[s], access=mmap.ACCESS_COPY)
+            finally:
+                os.close(fd)
+            a = np.frombuffer(mm, dtype=np.uint8)
+            for t, off, nb in mine:
+                out[t.name] = a[off:off + nb]
+        return out
+
+    def remove(self):
+        if self.created:
+            self.created = False
+            try:
+                os.unlink(self._path(self.me))
+            except FileNotFoundError:
+                pass
+
+
+def _load(paths, filters, slices, opts):
+    """A raw checkpoint of `filters` (slices: [(name, starts, stops)]), or None."""
+    if not filters:
+        return None
+    return _pinio.load(paths, filters=filters, slices=slices or None, **opts)
+
+
+class GroupCheckpoint:
+    """What pinio.open(..., process_group=pg) returns: this rank's tensors
+    (zero-copy views of the arena or of the exchange's receive buffers),
+    the same face as pinio.Checkpoint."""
+
+    device = "cpu"
+
+    def __init__(self, tensors, infos, files, report, metadata, framework):
+        self._tensors = tensors  # name -> the buffer of its bytes (None: no bytes)
+        self._framework = framework
+        self._infos = infos
+        self._files = files
+        self._report = report
+        self._metadata = metadata
+        self._order = list(tensors)
+
+    def _open(self):
+        if self._tensors is None:
+            raise ValueError("the checkpoint is closed")
+        return self._tensors
+
+    def keys(self):
+        return sorted(self._open())
+
+    def offset_keys(self):
+        return list(self._order)
+
+    def __len__(self):
+        return len(self._order) if self._tensors is not None else 0
+
+    def __contains__(self, name):
+        return name in self._open()
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def __getitem__(self, name):
+        """The tensor, made on access as pinio.Checkpoint makes it (a dtype
+        the framework lacks raises here, not at the load)."""
+        from . import tensor_from_buffer
+
+        buf = self._open()[name]
+        dt, shape, _, _, _ = self._infos[name]
+        return tensor_from_buffer(buf, dt, shape, self._framework, name)
+
+    def tensors(self):
+        self._open()
+        return {n: self[n] for n in self._order}
+
+    def info(self, name):
+        """(dtype, shape, nbytes, file, file_offset of the whole tensor) of this rank's slice."""
+        self._open()
+        dt, shape, nbytes, f, off = self._infos[name]
+        return dt, list(shape), nbytes, f, off
+
+    def buffer(self, name):
+        raise TypeError(f"tensor {name!r}: a process-group load's tensors have no exporter "
+                        "of their own (use the tensor)")
+
+    def metadata(self, file=0):
+        if not 0 <= file < len(self._metadata):
+            raise IndexError("file index out of range")
+        md = self._metadata[file]
+        return None if md is None else dict(md)
+
+    def files(self):
+        return list(self._files)
+
+    def report(self):
+        """What this rank did: read_bytes (this rank's reads), bytes (its
+        slices), group_read_bytes and group_bytes (the whole group's reads,
+        and the selected tensors' bytes: one copy of the data), sent_bytes,
+        received_bytes, rounds, seconds."""
+        return dict(self._report)
+
+    def close(self):
+        self._tensors = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=None,
+               backend="auto", cache="auto", direct="auto", memory="auto", max_overread=0.0,
+               round_bytes=None, exchange="auto"):
+    """pinio.open(..., process_group=pg): see the module's text."""
+    if exchange not in ("auto", "shm", "group"):
+        raise ValueError(f"exchange={exchange!r} is invalid (auto, shm or group)")
+    import numpy as np
+
+    from . import FRAMEWORKS, _as_paths, _filters
+
+    fw = FRAMEWORKS.get(framework)
+    if fw is None:
+        raise ValueError(f"framework {framework} is invalid (pt or np)")
+    if rules is None:
+        rules = []  # every tensor whole: replicated, still read once by the group
+    me, n = _group_rank_world(pg, rank, world)
+    round_bytes = ROUND_BYTES if round_bytes is None else max(1, int(round_bytes))
+    t0 = time.monotonic()
+    paths = _as_paths(paths)
+    filters = _filters(filter)
+
+    # 1. the plan, agreed by every rank before any byte moves
+    err = digest = code = None
+    try:
+        files, tensors, digest = _plan(paths, filters, rules, n, max_overread)
+    except (OSError, ValueError, TypeError) as e:
+        code, err = _failure(e, errno.EINVAL)
+    got = _agree(pg, n, (digest, err, code, _host(), os.urandom(8).hex(), _ident()))
+    for k, (_, e, c, _, _, _) in enumerate(got):
+        if e is not None:
+            raise Error(c, f"process group load: rank {k} of {n} could not plan its load: {e}")
+    differ = [k for k, g in enumerate(got) if g[0] != got[0][0]]
+    if differ:
+        raise Error(errno.EINVAL,
+                    f"process group load: the plan of rank{'s' if len(differ) > 1 else ''} "
+                    f"{', '.join(map(str, differ))} differs from rank 0's (split rules, filter, "
+                    f"the group's size or the checkpoint's files are not the same on every "
+                    f"rank); no rank read anything")
+    if filters and not tensors:
+        raise Error(errno.ENOENT, f"no tensor matches filter {filters!r} in {', '.join(paths)}")
+    one_host = all(g[3] == got[0][3] for g in got)
+    if exchange == "shm" and not one_host:
+        raise Error(errno.EINVAL, "process group load: exchange='shm' needs every rank on one "
+                    "host (one /dev/shm); the group spans several")
+    shm = exchange == "shm" or (exchange == "auto" and one_host and n > 1)
+
+    # 2. reads and exchanges, pipelined
+    ex = _assign_owners(tensors, n)
+    rounds = [] if shm else _rounds(ex, round_bytes)
+    opts = dict(backend=backend, cache=cache, direct=direct, memory=memory,
+                max_overread=max_overread)
+    keep, out_raw, failure = [], {}, None
+    read_bytes, io_seconds = 0, 0.0
+    pending = []
+    board = _Board(np, ex, me, n, got[0][4], [tuple(g[5]) for g in got]) if shm else None
+
+    def read_owned(owned, sink):
+        """Reads this rank's `owned` tensors whole and hands them to `sink`
+        (the board's or a round's copy); (errno, message) when it failed."""
+        nonlocal read_bytes, io_seconds
+        try:
+            raw = _load(paths, _exact(t.name for t in owned), None, opts)
+            rep = raw.report()
+            read_bytes += rep["read_bytes"]
+            io_seconds += rep["io_seconds"]
+            index = {raw.info(i)[0]: i for i in range(len(raw))}
+            sink(np, raw, index)
+            keep.append(raw)
+            for t in owned:
+                out_raw[t.name] = (raw, index[t.name])
+        except (OSError, ValueError, TypeError, KeyError) as e:
+            return _failure(e, errno.EIO)
+        return None
+
+    if shm and board.owned:
+        failure = read_owned(board.owned, board.write)
+    for group in rounds:
+        rd = _Round(np, group, me, n)
+        owned = [t for t in group if t.owner == me]
+        if failure is None and owned:
+            failure = read_owned(owned, rd.fill)
+        rd.post(pg)  # a failed rank sends its zeros: nobody waits for it
+        pending.append(rd)
+        if len(pending) > 2:
+            pending[-3].wait()
+    direct_ts = [t for t in tensors if t.contiguous]
+    raw_direct = None
+    if failure is None and direct_ts:
+        try:
+            slices = [(t.name, [a for a, _ in t.boxes[me]], [b for _, b in t.boxes[me]])
+                      for t in direct_ts]
+            raw_direct = _load(paths, _exact(t.name for t in direct_ts), slices, opts)
+            rep = raw_direct.report()
+            read_bytes += rep["read_bytes"]
+            io_seconds += rep["io_seconds"]
+        except (OSError, ValueError, TypeError) as e:
+            failure = _failure(e, errno.EIO)
+    for rd in pending:
+        rd.wait()
+
+    # 3. the outcome, agreed (the boards are complete once every rank is past it)
+    try:
+        got = _agree(pg, n, (failure, read_bytes))
+        for k, (f, _) in enumerate(got):
+            if f is not None:
+                raise Error(f[0], f"process group load: rank {k} of {n} failed to read: {f[1]}")
+        group_read = sum(rb for _, rb in got)
+        recv_of = {}
+        if board is not None:
+            try:
+                recv_of, failure = board.read(np), None
+            except OSError as e:
+                failure = _failure(e, errno.EIO)
+            for k, f in enumerate(_agree(pg, n, failure)):  # every rank has mapped the boards
+                if f is not None:
+                    raise Error(f[0], f"process group load: rank {k} of {n} could not map the "
+                                f"shared memory of the exchange: {f[1]}")
+    finally:
+        if board is not None:
+            board.remove()
+    sent = sum(sum(rd.send_sizes) for rd in pending) + (board.sent if board else 0)
+    received = sum(sum(rd.recv_sizes) for rd in pending) + (board.received if board else 0)
+
+    # 4. this rank's tensors, in plan order
+    out, infos = {}, {}
+    direct_index = {} if raw_direct is None else {raw_direct.info(i)[0]: i
+                                                 for i in range(len(raw_direct))}
+    for rd in pending:
+        for name, (off, length) in rd.recv_at.items():
+            recv_of[name] = rd.recv[off:off + length]
+    mine = 0
+    for t in tensors:
+        b = t.boxes[me]
+        shape = [hi - lo for lo, hi in b] if t.sliced else list(t.full_shape)
+        nb = t.nbytes[me] if t.sliced else t.full_nbytes
+        mine += nb
+        infos[t.name] = (t.dtype, shape, nb, t.file, t.offset)
+        if t.contiguous:
+            i = direct_index[t.name]
+            buf = raw_direct.buffer(i) if nb else None
+        elif t.owner == me:
+            raw, i = out_raw[t.name]
+            if t.sliced:
+                whole = _byte_view(np, raw.buffer(i), t)
+                buf = np.ascontiguousarray(_piece(t, whole, me)).reshape(-1).view(np.uint8) \
+                    if nb else None
+            else:
+                buf = raw.buffer(i) if nb else None
+        else:
+            buf = recv_of[t.name] if nb else None
+        out[t.name] = buf
+    for raw in keep + ([raw_direct] if raw_direct is not None else []):
+        raw.close()  # the tensors hold their own references
+    report = {
+        "files": len(files), "tensors": len(out), "bytes": mine, "read_bytes": read_bytes,
+        "io_seconds": io_seconds, "seconds": time.monotonic() - t0,
+        "group_read_bytes": group_read,
+        "group_bytes": sum(t.full_nbytes for t in tensors),
+        "sent_bytes": sent, "received_bytes": received, "rounds": len(rounds),
+        "rank": me, "world": n, "exchange": "shm" if shm else "group",
+        "shm_files": [board._path(k) for k in range(n)] if board else None,  # removed by now
+        "exchanged_tensors": len(ex), "direct_tensors": len(tensors) - len(ex),
+    }
+    return GroupCheckpoint(out, infos, [f[0] for f in files], report, [f[2] for f in files], fw)
+

@@ -1,0 +1,163 @@
+"""safe_open.prefetch(plan): upstream safetensors' prefetch API (0.9, PR #848
+on the prefetch engine of #827/#828) over pinio's slice plans.
+
+prefetch(plan=None) declares once, ahead of time, what the handle will be
+asked for, and reads it in one engine run: plan None prefetches every
+tensor whole; a mapping {name: index} prefetches, per tensor, the slice
+`index` selects, `index` being what get_slice(name)[index] takes (an int,
+a slice, a tuple of them, Ellipsis; None or ... for the whole tensor); an
+iterable of names prefetches them whole. After it:
+
+- get_slice(name)[index] with the plan's index returns the prefetched slice
+  (a zero-copy view of the engine's memory), reading nothing;
+- any index into a tensor prefetched whole reads nothing either (the rows
+  come from the prefetched tensor), nor does get_tensor(name);
+- other slices, and tensors not in the plan, are read as without a plan.
+
+A slice is read as a box: one byte range for a first-dimension slice,
+strided runs otherwise (holes read through within 1/32 of the slices'
+bytes). An index that is not a box (steps, lists, None) prefetches that
+tensor whole. tensor_stream() yields (name, tensor) of the prefetched
+tensors, in file order (prefetching everything first when nothing was).
+device cuda: the prefetched tensors are read into pinned host memory and
+copied to the device once.
+"""
+import operator as _operator
+
+
+def box(index, shape):
+    """(starts, stops, squeeze) of `index` on a tensor of `shape` when it
+    selects a box (ints, slices of step 1, a trailing Ellipsis), else None.
+    squeeze: the dimensions an int index removes."""
+    from . import _as_int  # get_slice's own notion of an integer index
+
+    if index is None or index is Ellipsis:
+        return (0,) * len(shape), tuple(shape), ()
+    items = index if isinstance(index, tuple) else (index,)
+    if items and items[-1] is Ellipsis:
+        items = items[:-1]
+    if len(items) > len(shape):
+        return None
+    starts, stops, squeeze = [], [], []
+    for d, it in enumerate(items):
+        n = shape[d]
+        if isinstance(it, slice):
+            if it.step not in (None, 1):
+                return None
+            try:
+                bounds = [None if v is None else _operator.index(v) for v in (it.start, it.stop)]
+            except TypeError:
+                return None
+            if any(v is not None and not -n <= v <= n for v in bounds):
+                return None  # clamped by torch, refused by upstream's narrowing: not a box
+            a, b, _ = slice(*bounds).indices(n)
+            starts.append(a)
+            stops.append(max(a, b))
+        elif _as_int(it) is not None:
+            i = _as_int(it)
+            i = i + n if i < 0 else i
+            if not 0 <= i < n:
+                return None
+            starts.append(i)
+            stops.append(i + 1)
+            squeeze.append(d)
+        else:
+            return None
+    starts += [0] * (len(shape) - len(items))
+    stops += list(shape[len(items):])
+    return tuple(starts), tuple(stops), tuple(squeeze)
+
+
+def _whole_box(shape):
+    return (0,) * len(shape), tuple(shape), ()
+
+
+class Prefetched:
+    """What one handle prefetched: name -> (box, tensor shaped like the box)."""
+
+    def __init__(self):
+        self.tensors = {}
+        self.checkpoints = []
+
+    def close(self):
+        for ck in self.checkpoints:
+            ck.close()  # tensors handed out keep their own references
+        self.checkpoints = []
+        self.tensors = {}
+
+    def whole(self, name, shape):
+        got = self.tensors.get(name)
+        return got[1] if got is not None and got[0] == _whole_box(shape) else None
+
+    def lookup(self, name, index, shape):
+        """The prefetched tensor `index` selects, or None."""
+        got = self.tensors.get(name)
+        if got is None:
+            return None
+        try:
+            b = box(index, shape)
+        except (TypeError, ValueError):
+            return None
+        if b is None or b[:2] != got[0][:2]:
+            return None
+        t = got[1]
+        if b[2]:  # int indices drop their dimension, as indexing does
+            t = t[tuple(0 if d in b[2] else slice(None) for d in range(len(shape)))]
+        return t
+
+
+def prefetch(f, plan):
+    """safe_open.prefetch's body: one engine run of the plan's slices."""
+    import pinio as pinio_pkg
+    from pinio import _pinio
+
+    from . import _BACKENDS
+
+    f._check()
+    if plan is None:
+        wanted = {n: None for n in f._order}
+    elif hasattr(plan, "items"):
+        wanted = dict(plan.items())
+    elif isinstance(plan, str):
+        wanted = {plan: None}
+    else:
+        wanted = {n: None for n in plan}
+    boxes, slices = {}, []
+    for name, index in wanted.items():
+        _, dtype, shape, _, _ = f._entry(name)  # SafetensorError for a name not in the file
+        b = box(index, list(shape))
+        if b is None or dtype in ("F4", "F6_E2M3", "F6_E3M2"):
+            b = _whole_box(shape)  # not a box, or elements below a byte: the whole tensor
+        boxes[name] = b
+        if b[:2] != _whole_box(shape)[:2]:
+            slices.append((name, list(b[0]), list(b[1])))
+    if not boxes:
+        return
+    names = [n for n in f._order if n in boxes]  # file order
+    try:
+        raw = _pinio.load([f._fdpath], filters=[f._filter_for(n) for n in names],
+                          slices=slices or None, backend=_BACKENDS[f._backend],
+                          memory="pinned" if f._device != "cpu" else "auto")
+    except _pinio.Error as e:
+        raise f._error(e) from None
+    f.pinio_bytes_read += raw.report()["read_bytes"]
+    f.pinio_loads += 1
+    ck = pinio_pkg.Checkpoint(raw, f._fw)
+    pf = f._prefetched
+    pf.checkpoints.append(ck)
+    for n in names:
+        t = ck[n]
+        if f._device != "cpu":
+            t = t.to(f._device)
+        pf.tensors[n] = (boxes[n], t)
+
+
+def tensor_stream(f):
+    """safe_open.tensor_stream's body."""
+    f._check()
+    if not f._prefetched.tensors:
+        prefetch(f, None)
+    for n in list(f._order):
+        got = f._prefetched.tensors.get(n)
+        if got is not None:
+            yield n, got[1]

@@ -1,0 +1,327 @@
+"""Tensor-parallel loads from Python (issue 26).
+
+One process: pinio.open/load(paths, split=, rank=, world=) give each rank
+torch.chunk(full, world, dim)[rank] byte for byte, as zero-copy views of the
+arena, and read about the slice's bytes (the report and /proc/self/io).
+
+A torch.distributed group (gloo on the CPU, 2-4 processes of tp_worker.py,
+file:// rendezvous in the test's folder, every wait bounded): with
+process_group= every rank ends with exactly its slices (random shapes,
+dtypes and split rules, several exchange rounds), the group's reads sum to
+at most 1.1x the selected data, and a rank whose split or files differ
+makes every rank raise the same error, before anything is read.
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+import pinio
+from conftest import rchar
+from pinio.safetensors.torch import save_file
+from test_split import DTYPES, expected, random_tensor, raw
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GROUP_TIMEOUT = 240  # seconds for a whole group of processes, on a loaded machine
+
+
+def checkpoint(tmp, seed, n=6, big=False):
+    """A file of random tensors and random per-tensor dims (None: whole)."""
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    tensors, dims = {}, {}
+    for i in range(n):
+        name = f"model.layers.{i}.weight"
+        if big:  # large enough that alignment is a small share of the reads
+            rows, cols = rng.randint(300, 700), rng.randint(200, 600)
+            tensors[name] = torch.randn(rows, cols).to(rng.choice([torch.float32, torch.bfloat16]))
+        else:
+            tensors[name] = random_tensor(rng, rng.choice(DTYPES))
+        r = tensors[name].dim()
+        dims[name] = rng.choice([None] + list(range(-r, r)))
+    tensors["model.norm.weight"] = torch.randn(33)
+    dims["model.norm.weight"] = None
+    if big:  # a row-parallel slice of long runs (>= 256 KiB at world <= 4): read by its rank
+        tensors["model.wide.weight"] = torch.randn(3, 1 << 18)
+        dims["model.wide.weight"] = 1
+    path = os.path.join(tmp, f"ckpt-{seed}.safetensors")
+    save_file(tensors, path)
+    return path, tensors, dims
+
+
+def rules_of(dims):
+    return [(n, d) for n, d in dims.items() if d is not None]
+
+
+# ---------------------------------------------------------------- one process
+
+@pytest.mark.parametrize("seed", range(6))
+def test_each_rank_alone_is_torch_chunk(tmp, seed):
+    path, tensors, dims = checkpoint(tmp, seed)
+    world = random.Random(seed).randint(1, 8)
+    for rank in range(world):
+        with pinio.open(path, split=dict(rules_of(dims)), rank=rank, world=world) as ck:
+            assert set(ck.keys()) == set(tensors)
+            for name, full in tensors.items():
+                d = dims[name]
+                want = full if d is None else expected(full, world, rank, d)
+                got = ck[name]
+                assert got.dtype == full.dtype
+                assert tuple(got.shape) == tuple(want.shape), (name, world, rank, d)
+                assert raw(got) == raw(want), (name, world, rank, d)
+                if got.numel():  # a view of the arena, not a copy
+                    assert got.data_ptr() == ck.buffer(name).address
+
+
+def test_split_forms_and_numpy(tmp):
+    path, tensors, dims = checkpoint(tmp, 3, big=True)
+    rules = rules_of(dims)
+    as_str = [f"{n}={'whole' if d is None else d}" for n, d in rules]
+    a = pinio.load(path, split=rules, rank=1, world=3)
+    b = pinio.load(path, split=as_str, rank=1, world=3)
+    with pinio.open(path, framework="np", split=dict(rules), rank=1, world=3) as c:
+        for name in tensors:
+            assert raw(a[name]) == raw(b[name])
+            if a[name].dtype != torch.bfloat16:  # numpy has no bfloat16
+                assert raw(a[name]) == c[name].tobytes()
+                assert c[name].shape == tuple(a[name].shape)
+
+
+def test_first_rule_wins_and_whole(tmp):
+    path = os.path.join(tmp, "m.safetensors")
+    w = torch.arange(64 * 8, dtype=torch.float32).reshape(64, 8)
+    save_file({"a.weight": w, "a.norm": torch.ones(64), "b.weight": w + 1}, path)
+    got = pinio.load(path, split={"*.norm": "whole", "a.*": 1, "*": 0}, rank=1, world=2)
+    assert torch.equal(got["a.norm"], torch.ones(64))
+    assert torch.equal(got["a.weight"], w[:, 4:])
+    assert torch.equal(got["b.weight"], (w + 1)[32:])
+
+
+def test_split_with_verify_and_arena(tmp):
+    import hashlib
+
+    path = os.path.join(tmp, "m.safetensors")
+    w = torch.randn(64, 96)
+    save_file({"w": w}, path)
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    with pinio.open(path, split={"w": 1}, rank=2, world=3, verify=True) as ck:
+        assert ck.report()["sha256"] == [digest]  # the whole file's, from a slice's load
+        assert torch.equal(ck["w"], w[:, 64:])
+    arena = pinio.Arena()
+    got = pinio.load(path, split={"w": 0}, rank=0, world=2, arena=arena)
+    assert torch.equal(got["w"], w[:32])
+
+
+def test_dim0_split_reads_about_its_slice(tmp):
+    """A first-dimension split reads its slice, counted by the report and
+    by the kernel, within alignment (one 4 KiB block at each end). Pinned
+    and through the engine's pread rung, so that rchar counts the reads
+    (a mapped hot file reads nothing; io_uring's reads are not in rchar)."""
+    path = os.path.join(tmp, "rows.safetensors")
+    w = torch.randn(4096, 512)  # 8 MiB
+    save_file({"w": w}, path)
+    for rank in range(4):
+        k0 = rchar()
+        with pinio.open(path, split={"w": 0}, rank=rank, world=4, memory="pinned",
+                        backend="pread") as ck:
+            read = ck.report()["read_bytes"]
+            assert torch.equal(ck["w"], w[rank * 1024:(rank + 1) * 1024])
+        want = w.numel() * 4 // 4
+        assert want <= read <= want * 1.02 + 2 * 4096, read
+        assert rchar() - k0 <= want * 1.02 + 3 * 4096 + (1 << 16)  # headers too
+
+
+@pytest.mark.parametrize("kw,err", [
+    (dict(split={"w": 0}), "rank= and world="),
+    (dict(split={"w": 0}, rank=2, world=2), "0 <= rank < world"),
+    (dict(rank=0, world=2), "need split="),
+    (dict(split={"w": "two"}, rank=0, world=2), "not an int or 'whole'"),
+    (dict(split=["w"], rank=0, world=2), "PATTERN=DIM"),
+    (dict(split={"w": 0}, process_group=object(), device="cuda"), "loads to the CPU"),
+    (dict(round_bytes=1 << 20), "process_group"),
+    (dict(process_group=object(), verify=True), "does not take"),
+    (dict(exchange="shm"), "process_group"),
+])
+def test_bad_split_arguments(tmp, kw, err):
+    path = os.path.join(tmp, "m.safetensors")
+    save_file({"w": torch.zeros(4, 4)}, path)
+    with pytest.raises(ValueError, match=err):
+        pinio.load(path, **kw)
+
+
+def test_dimension_out_of_range_names_the_tensor(tmp):
+    path = os.path.join(tmp, "m.safetensors")
+    save_file({"a.weight": torch.zeros(4, 4), "b.bias": torch.zeros(4)}, path)
+    with pytest.raises(pinio.Error, match=r"tensor 'b.bias'.*dimension 1"):
+        pinio.load(path, split={"*": 1}, rank=0, world=2)
+
+
+# ------------------------------------------------------- torch.distributed
+
+def run_group(tmp, world, scenarios, tag):
+    """Runs tp_worker.py as ranks 0..world-1; returns each rank's results."""
+    scen = os.path.join(tmp, f"{tag}.json")
+    with open(scen, "w") as f:
+        json.dump(scenarios, f)
+    init = os.path.join(tmp, f"{tag}.init")
+    outs = [os.path.join(tmp, f"{tag}.{r}.out") for r in range(world)]
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "tp_worker.py"), scen, str(r),
+                               str(world), init, outs[r]], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for r in range(world)]
+    logs = []
+    try:
+        for p in procs:
+            logs.append(p.communicate(timeout=GROUP_TIMEOUT)[0])
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.communicate()
+        pytest.fail(f"the group of {world} did not finish in {GROUP_TIMEOUT} s (a hang)")
+    for r, p in enumerate(procs):
+        assert p.returncode == 0, f"rank {r} exited {p.returncode}:\n{logs[r]}"
+    res = []
+    for o in outs:
+        with open(o) as f:
+            res.append(json.load(f))
+    return res
+
+
+def scenario(path, dims, **kw):
+    return dict(paths=[path], split=rules_of(dims), dims=dims, **kw)
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_group_gets_torch_chunk_and_reads_once(tmp, world):
+    small_path, small, small_dims = checkpoint(tmp, 100 + world, n=8)
+    big_path, big, big_dims = checkpoint(tmp, 200 + world, n=8, big=True)
+    big_dims["model.layers.0.weight"] = 1  # a strided slice and a dim-0 one, at least
+    big_dims["model.layers.1.weight"] = 0
+    scenarios = [  # shared memory (one host), then through the process group
+        scenario(small_path, small_dims),
+        scenario(small_path, small_dims, exchange="group", round_bytes=1 << 10),  # many rounds
+        scenario(big_path, big_dims),
+        scenario(big_path, big_dims, exchange="group", round_bytes=1 << 20),
+    ]
+    res = run_group(tmp, world, scenarios, f"g{world}")
+    for i, sc in enumerate(scenarios):
+        for r in range(world):
+            got = res[r][i]
+            assert "error" not in got, (i, r, got)
+            assert got["bad"] == [] and got["missing"] == [], (i, r, got)
+            assert got["names"] == sorted(sc["dims"])
+        reps = [res[r][i]["report"] for r in range(world)]
+        group_read = sum(rep["read_bytes"] for rep in reps)
+        assert all(rep["group_read_bytes"] == group_read for rep in reps)
+        if sc["paths"][0] == big_path:
+            data = sum(t.numel() * t.element_size() for t in big.values())
+            assert reps[0]["group_bytes"] == data
+            assert group_read <= 1.1 * data, (world, group_read, data)
+            # the wide tensor's runs and the dim-0 slices are read by their ranks
+            assert reps[0]["direct_tensors"] >= 2 and reps[0]["exchanged_tensors"] >= 1
+    rounds = [res[r][1]["report"]["rounds"] for r in range(world)]
+    assert min(rounds) > 1  # the pipelined path ran
+    assert [res[r][i]["report"]["exchange"] for i in range(4) for r in range(world)] == \
+        ["shm"] * world + ["group"] * world + ["shm"] * world + ["group"] * world
+    boards = {tuple(res[r][i]["report"]["shm_files"]) for i in (0, 2) for r in range(world)}
+    assert len(boards) == 2 and all(len(b) == world for b in boards)  # one per load, agreed
+    leftovers = [f for b in boards for f in b if os.path.exists(f)]
+    assert not leftovers  # every owner removed its file
+
+
+def test_exchange_files_of_dead_ranks_are_swept(tmp):
+    """A rank killed mid-exchange leaves its /dev/shm file: the next load
+    on the host removes it once its writer is dead and it is a minute old,
+    and never a live writer's or a fresh one."""
+    from pinio import _dist
+    ns, _ = _dist._ident()
+    if not ns:
+        pytest.skip("no /proc/self/ns/pid: pid namespaces unknown here")
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid that was, and is no more
+    tag = os.environ.get("PINIO_TEST_RUN", f"p{os.getpid()}")
+    made = {
+        "dead_old": (f"/dev/shm/pinio-tp-{ns}-{dead.pid}-{tag}a-0", 3600, True),
+        "dead_new": (f"/dev/shm/pinio-tp-{ns}-{dead.pid}-{tag}b-0", 0, False),
+        "alive_old": (f"/dev/shm/pinio-tp-{ns}-{os.getpid()}-{tag}c-0", 3600, False),
+        "other_ns": (f"/dev/shm/pinio-tp-{ns + 1}-{dead.pid}-{tag}d-0", 3600, False),
+    }
+    try:
+        for path, age, _ in made.values():
+            with open(path, "wb") as f:
+                f.write(b"x" * 4096)
+            t = time.time() - age
+            os.utime(path, (t, t))
+        _dist._sweep_stale()
+        for what, (path, _, goes) in made.items():
+            assert os.path.exists(path) != goes, what
+    finally:
+        for path, _, _ in made.values():
+            if os.path.exists(path):
+                os.unlink(path)
+
+
+def test_group_disagreement_is_one_error_on_every_rank(tmp):
+    path, _, dims = checkpoint(tmp, 7, n=4, big=True)
+    rules = rules_of(dims) or [("model.layers.0.weight", 0)]
+    other = [(n, None) for n, _ in rules]  # rank 1 wants them whole
+    scenarios = [
+        dict(paths=[path], split=rules, dims=dims, split_of={1: other}),
+        dict(paths=[path], split=rules, dims=dims,
+             paths_of={1: [os.path.join(tmp, "missing.safetensors")]}),
+        scenario(path, dims, fail_read_of=[1]),  # a read failing after the agreement,
+        scenario(path, dims, fail_read_of=[1], exchange="group"),  # either exchange
+        scenario(path, dims),  # and the group still works after them
+    ]
+    res = run_group(tmp, 2, scenarios, "disagree")
+    e0, e1 = res[0][0], res[1][0]
+    assert "error" in e0 and e0 == e1, (e0, e1)
+    assert "plan of rank 1 differs from rank 0's" in e0["error"]
+    m0, m1 = res[0][1], res[1][1]
+    assert "error" in m0 and m0 == m1
+    assert "rank 1 of 2 could not plan" in m0["error"] and "missing.safetensors" in m0["error"]
+    for i in (2, 3):
+        f0, f1 = res[0][i], res[1][i]
+        assert "error" in f0 and f0 == f1, (f0, f1)
+        assert "rank 1 of 2 failed to read: rank 1: an injected read failure" in f0["error"]
+    for r in range(2):
+        assert res[r][4].get("bad") == [], res[r][4]
+
+
+def test_group_of_one_in_process(tmp):
+    """A group of one (this process): the exchange's degenerate case, with
+    numpy tensors and the report's numbers."""
+    import datetime
+
+    import torch.distributed as dist
+
+    path, tensors, dims = checkpoint(tmp, 11, big=True)
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(tmp, "init1"), rank=0,
+                            world_size=1, timeout=datetime.timedelta(seconds=60))
+    try:
+        with pinio.open(path, "np", split=rules_of(dims), process_group=dist.group.WORLD,
+                        round_bytes=1 << 16) as ck:
+            rep = ck.report()
+            for name, full in tensors.items():
+                if full.dtype != torch.bfloat16:
+                    assert ck[name].tobytes() == raw(full)
+            assert rep["world"] == 1 and rep["sent_bytes"] == 0 == rep["received_bytes"]
+            assert rep["group_read_bytes"] == rep["read_bytes"]
+            assert rep["group_bytes"] == sum(t.numel() * t.element_size() for t in tensors.values())
+        part = pinio.load(path, split=rules_of(dims), process_group=dist.group.WORLD,
+                          filter="model.layers.1")
+        assert list(part) == ["model.layers.1.weight"]
+        assert raw(part["model.layers.1.weight"]) == raw(tensors["model.layers.1.weight"])
+        with pytest.raises(pinio.Error, match="no tensor matches filter"):
+            pinio.load(path, split=rules_of(dims), process_group=dist.group.WORLD, filter="nope")
+        with pytest.raises(ValueError, match="differ from the process group's"):
+            pinio.load(path, split=rules_of(dims), rank=1, process_group=dist.group.WORLD)
+    finally:
+        dist.destroy_process_group()
