@@ -61,6 +61,16 @@ has "$DIR/err" "pinio stage: .*--sha256-file .*SHORT has no line for it" "the er
 check 2 "--sha256 with --sha256-file" "$PINIO" stage "$DIR/sh" "$DIR/f4" --sha256-file "$DIR/SUMS" --sha256 "$SUM"
 check 1 "a missing --sha256-file" "$PINIO" stage "$DIR/sh" "$DIR/f5" --sha256-file "$DIR/NOPE"
 has "$DIR/err" "NOPE" "the error names the list"
+# The list is a small text file or a pipe: a FIFO nobody writes to is an
+# empty list (not a hang), a device is refused (not read without end), a
+# pipe (sha256sum ... | pinio stage ... --sha256-file /dev/stdin) is read.
+mkfifo "$DIR/FIFO"
+check 1 "a FIFO nobody writes as --sha256-file" timeout 10 "$PINIO" stage "$DIR/sh" "$DIR/f6" --sha256-file "$DIR/FIFO"
+has "$DIR/err" "FIFO: empty" "the error says the list is empty"
+check 1 "a device as --sha256-file" timeout 10 "$PINIO" stage "$DIR/sh" "$DIR/f7" --sha256-file /dev/zero
+has "$DIR/err" "/dev/zero: not a regular file or a pipe" "the error says what it is"
+check 0 "a pipe as --sha256-file" sh -c 'cat "$1" | "$2" stage "$3" "$4" --sha256-file /dev/stdin' \
+    _ "$DIR/SUMS" "$PINIO" "$DIR/sh" "$DIR/f8"
 
 echo "keep" >"$DIR/c.txt"
 mkdir "$DIR/c" && cp "$DIR/c.txt" "$DIR/c/m.safetensors"
