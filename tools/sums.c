@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "textfile.h"
 #include "util.h"
@@ -57,9 +58,24 @@ static const char *last_part(const char *p)
 static const char *sums_find(const cli_sums *s, const char *const *hex,
                              const char *const *name, size_t n, const char *path)
 {
+    /* Every line naming the path must agree: two digests for one file
+     * (lists concatenated, one stale) would otherwise pass on the first. */
+    const char *exact = NULL;
+    size_t differ = 0;
     for (size_t i = 0; i < n; i++)
-        if (!strcmp(name[i], path) || (!strncmp(name[i], "./", 2) && !strcmp(name[i] + 2, path)))
-            return hex[i];
+        if (!strcmp(name[i], path) || (!strncmp(name[i], "./", 2) && !strcmp(name[i] + 2, path))) {
+            if (!exact)
+                exact = hex[i], differ = 1;
+            else if (strcasecmp(exact, hex[i]))
+                differ++;
+        }
+    if (differ > 1) {
+        cli_failf(s->cmd, s->json, -EINVAL, path,
+                  "%s: --sha256-file %s gives it %zu different digests", path, s->path, differ);
+        return NULL;
+    }
+    if (exact)
+        return exact;
     const char *found = NULL;
     size_t hits = 0;
     for (size_t i = 0; i < n; i++)
