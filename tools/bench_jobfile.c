@@ -6,6 +6,7 @@
  * keys, [global]'s inherited, into pinio bench's argument vector. Unknown
  * keys fail at reading, bad values at translating, both as FILE:LINE. */
 #include "bench_jobfile.h"
+#include "textfile.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -16,6 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+/* A fio job file is a few kilobytes; anything this large is not one. */
+#define JOBFILE_MAX (16u << 20)
+#define JOBFILE_MAX_TEXT "16 MiB"
 
 /* ---- small containers ---------------------------------------------------- */
 
@@ -1140,27 +1145,40 @@ int bench_jobfile_parse(const char *path, bench_jobfile *out, char *err, size_t 
     memset(out, 0, sizeof *out);
     if (errlen)
         err[0] = 0;
-    FILE *f = fopen(path, "re");
-    if (!f) {
-        int rc = -errno;
-        return fail(&c, rc, 0, "%s", strerror(-rc));
+    /* Read whole first: a job file is small, and getline() straight from
+     * /dev/zero (or a FIFO nobody writes) would grow or wait forever. */
+    char *text;
+    size_t tlen;
+    int e = cli_text_read(path, JOBFILE_MAX, &text, &tlen);
+    if (e < 0)
+        return fail(&c, e, 0, "%s",
+                    e == -EFBIG    ? "over " JOBFILE_MAX_TEXT ": not a job file"
+                    : e == -EINVAL ? "not a regular file or a pipe"
+                                   : strerror(-e));
+    FILE *f = tlen ? fmemopen(text, tlen, "r") : NULL;
+    if (tlen && !f) {
+        e = -errno;
+        free(text);
+        return fail(&c, e, 0, "%s", strerror(-e));
     }
     char *buf = NULL;
     size_t cap = 0;
     unsigned line = 0;
     int rc = 0;
     ssize_t n;
-    while (!rc && (n = getline(&buf, &cap, f)) >= 0) {
+    while (!rc && f && (n = getline(&buf, &cap, f)) >= 0) {
         line++;
         if (memchr(buf, 0, (size_t)n))
             rc = fail(&c, -EINVAL, line, "a NUL byte: not a job file");
         else
             rc = read_line(&c, buf, line);
     }
-    if (!rc && ferror(f))
+    if (!rc && f && ferror(f))
         rc = fail(&c, -EIO, 0, "read error");
     free(buf);
-    fclose(f);
+    if (f)
+        fclose(f);
+    free(text);
     if (!rc)
         rc = finish_job(&c);
     if (!rc && !out->njobs)

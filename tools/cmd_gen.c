@@ -2,8 +2,11 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "pinio/pinio.h"
 #include "cli.h"
@@ -16,7 +19,7 @@ static void gen_usage(FILE *out)
 {
     fprintf(out,
             "usage: pinio gen OUT --size BYTES [--hidden H] [--layers L] [--intermediate I]\n"
-            "                 [--vocab V] [--dtypes LIST] [--shards K] [--seed S] [--json]\n"
+            "                 [--vocab V] [--dtypes LIST] [--shards K] [--seed S] [--force] [--json]\n"
             "       pinio gen OUT --size BYTES --tensors N [--dtypes LIST] [--shards K] ...\n"
             "\n"
             "Writes a synthetic safetensors checkpoint whose every byte is derived from the\n"
@@ -45,14 +48,64 @@ static void gen_usage(FILE *out)
             "                 (default BF16)\n"
             "  --shards K     split the tensors over K files (default 1)\n"
             "  --seed S       generator seed (default 0)\n"
+            "  --force        replace files at OUT that gen did not write\n"
             "  --json         the summary as one JSON object (doc/json/gen.schema.json)\n"
             "  -q, --quiet    no progress and no summary\n"
             "  -h, --help     this help\n"
             "\n"
             "Each file is written under a temporary name (OUT.tmpPID), fsync'ed and renamed\n"
-            "when complete; Ctrl-C or SIGTERM removes the file being written, then ends pinio\n"
+            "when complete. A file already at an output name is replaced only when gen\n"
+            "wrote it (its pinio_gen_seed; an index beside gen's first shard), else with\n"
+            "--force; a symlink there is never followed. Ctrl-C or SIGTERM removes the file being written, then ends pinio\n"
             "by that signal.\n"
             "Exit status: 0 written, 1 I/O error (the message names the file), 2 usage error.\n");
+}
+
+/* Whether gen may replace what is at `path` without --force: nothing, or a
+ * regular file (never a symlink: rename would replace the link, not what it
+ * names) that gen wrote, known by its header's seed. A synthetic file
+ * written over a real checkpoint by a mistyped OUT is a checkpoint lost. */
+static bool gen_output_or_absent(const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) < 0)
+        return errno == ENOENT;
+    if (!S_ISREG(sb.st_mode))
+        return false;
+    pinio_st *st = NULL;
+    pinio_diag d;
+    bool ours = pinio_st_open(&st, path, 0, &d) == 0 &&
+                pinio_st_metadata_get(st, PINIO_GEN_SEED_KEY) != NULL;
+    pinio_st_free(st);
+    return ours;
+}
+
+/* The first output name (in `bad`, PATH_MAX) gen must not replace, or 0
+ * when there is none. With K >= 2 shards the index carries no seed: it is
+ * gen's when it sits beside gen's first shard. */
+static int gen_refused_name(const char *out, unsigned shards, char *bad, size_t cap)
+{
+    if (shards < 2) {
+        snprintf(bad, cap, "%s", out);
+        return !gen_output_or_absent(out);
+    }
+    char name[64];
+    for (unsigned i = 1; i <= shards; i++) {
+        pinio_gen_shard_name(name, sizeof name, i, shards);
+        snprintf(bad, cap, "%s/%s", out, name);
+        if (!gen_output_or_absent(bad))
+            return 1;
+    }
+    snprintf(bad, cap, "%s/%s", out, PINIO_GEN_INDEX_NAME);
+    struct stat sb;
+    if (lstat(bad, &sb) < 0)
+        return errno != ENOENT;
+    if (!S_ISREG(sb.st_mode))
+        return 1;
+    pinio_gen_shard_name(name, sizeof name, 1, shards);
+    char first[PATH_MAX];
+    snprintf(first, sizeof first, "%s/%s", out, name);
+    return lstat(first, &sb) < 0 || !gen_output_or_absent(first);
 }
 
 static int parse_dtypes(char *list, pinio_dtype *out, size_t cap, size_t *n)
@@ -138,12 +191,13 @@ static int run_gen(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},         {"json", no_argument, NULL, 'j'},
         {"hidden", required_argument, NULL, 'H'}, {"layers", required_argument, NULL, 'L'},
         {"intermediate", required_argument, NULL, 'I'},
-        {"vocab", required_argument, NULL, 'V'},  {NULL, 0, NULL, 0},
+        {"vocab", required_argument, NULL, 'V'},  {"force", no_argument, NULL, 'f'},
+        {NULL, 0, NULL, 0},
     };
     pinio_gen_opts o;
     pinio_gen_opts_default(&o);
     pinio_dtype dts[64];
-    bool have_size = false, quiet = false, json = false, have_dims = false;
+    bool have_size = false, quiet = false, json = false, have_dims = false, force = false;
     uint64_t v;
     int c;
     opterr = 0;
@@ -187,6 +241,9 @@ static int run_gen(int argc, char **argv)
         case 'j':
             json = true;
             break;
+        case 'f':
+            force = true;
+            break;
         case 'H':
         case 'L':
         case 'I':
@@ -226,6 +283,16 @@ static int run_gen(int argc, char **argv)
     pinio_diag d;
     if (!o.tensors && pinio_gen_model_of(&o, &model, &d) < 0)
         return cli_usage("gen", "%s", d.msg);
+    char bad[PATH_MAX];
+    if (!force && gen_refused_name(out, o.shards, bad, sizeof bad)) {
+        char msg[PATH_MAX + 128];
+        snprintf(msg, sizeof msg, "%s: exists and gen did not write it: refused (--force replaces it)",
+                 bad);
+        if (json)
+            jw_error("gen", -EEXIST, msg, bad, -1);
+        fprintf(stderr, "pinio gen: %s\n", msg);
+        return 1;
+    }
     cli_progress pg;
     cli_progress_start(&pg, "gen", 0, quiet || json);
     o.progress = progress;

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "textfile.h"
 #include "util.h"
 
 /* One line of sha256sum's output: "HEX  NAME", "HEX *NAME" (binary
@@ -56,9 +58,24 @@ static const char *last_part(const char *p)
 static const char *sums_find(const cli_sums *s, const char *const *hex,
                              const char *const *name, size_t n, const char *path)
 {
+    /* Every line naming the path must agree: two digests for one file
+     * (lists concatenated, one stale) would otherwise pass on the first. */
+    const char *exact = NULL;
+    size_t differ = 0;
     for (size_t i = 0; i < n; i++)
-        if (!strcmp(name[i], path) || (!strncmp(name[i], "./", 2) && !strcmp(name[i] + 2, path)))
-            return hex[i];
+        if (!strcmp(name[i], path) || (!strncmp(name[i], "./", 2) && !strcmp(name[i] + 2, path))) {
+            if (!exact)
+                exact = hex[i], differ = 1;
+            else if (strcasecmp(exact, hex[i]))
+                differ++;
+        }
+    if (differ > 1) {
+        cli_failf(s->cmd, s->json, -EINVAL, path,
+                  "%s: --sha256-file %s gives it %zu different digests", path, s->path, differ);
+        return NULL;
+    }
+    if (exact)
+        return exact;
     const char *found = NULL;
     size_t hits = 0;
     for (size_t i = 0; i < n; i++)
@@ -80,32 +97,20 @@ static const char *sums_find(const cli_sums *s, const char *const *hex,
 
 int cli_sums_read(cli_sums *s, const char *const *inputs, size_t ninputs)
 {
-    FILE *f = fopen(s->path, "re");
-    if (!f)
-        return cli_failf(s->cmd, s->json, -errno, s->path, "--sha256-file %s: %s", s->path,
-                         strerror(errno));
-    size_t cap = 0, len = 0;
-    char buf[65536];
-    for (size_t k; (k = fread(buf, 1, sizeof(buf), f)) > 0;) {
-        if (len + k + 1 > cap) {
-            cap = (len + k + 1) * 2;
-            char *nb = cap <= (64u << 20) ? realloc(s->buf, cap) : NULL;
-            if (!nb) {
-                fclose(f);
-                return cli_failf(s->cmd, s->json, -EFBIG, s->path,
-                                 "--sha256-file %s: too large for a list of digests", s->path);
-            }
-            s->buf = nb;
-        }
-        memcpy(s->buf + len, buf, k);
-        len += k;
-    }
-    bool rerr = ferror(f);
-    fclose(f);
-    if (rerr || !s->buf)
-        return cli_failf(s->cmd, s->json, rerr ? -EIO : -ENOENT, s->path,
-                         "--sha256-file %s: %s", s->path, rerr ? "read error" : "empty");
-    s->buf[len] = '\0';
+    size_t len = 0;
+    free(s->buf);
+    int e = cli_text_read(s->path, 64u << 20, &s->buf, &len);
+    if (e < 0)
+        return cli_failf(s->cmd, s->json, e, s->path, "--sha256-file %s: %s", s->path,
+                         e == -EFBIG    ? "too large for a list of digests"
+                         : e == -EINVAL ? "not a regular file or a pipe"
+                                        : strerror(-e));
+    if (!len)
+        return cli_failf(s->cmd, s->json, -ENOENT, s->path, "--sha256-file %s: empty", s->path);
+    if (memchr(s->buf, '\0', len)) /* the lines after it would go unseen */
+        return cli_failf(s->cmd, s->json, PINIO_EFORMAT, s->path,
+                         "--sha256-file %s: a NUL byte at offset %zu: not a list of digests",
+                         s->path, (size_t)((char *)memchr(s->buf, '\0', len) - s->buf));
     size_t lines = 1;
     for (size_t i = 0; i < len; i++)
         lines += s->buf[i] == '\n';

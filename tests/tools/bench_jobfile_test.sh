@@ -117,4 +117,14 @@ printf '[z]\nfilename=%s/c:%s/d\nfile_service_type=zipf:1.1\n' "$dir" "$dir" >"$
 rc=$?
 [ $rc = 2 ] && grep -q "z.fio:3: file_service_type=zipf:1.1 is not supported" "$dir/err" ||
     { echo "FAIL: file_service_type=zipf exit $rc"; cat "$dir/err"; fail=1; }
+# A job file is read whole and bounded: a FIFO nobody writes is an empty
+# job file and a device is refused, both at once (no hang, no endless read).
+mkfifo "$dir/fifo.fio"
+ln -s /dev/zero "$dir/zero.fio"
+for f in fifo.fio zero.fio; do
+    timeout 20 "$pinio" bench "$dir/$f" >/dev/null 2>"$dir/err"
+    rc=$?
+    [ $rc = 2 ] && grep -q "$f: \(no job section\|not a regular file or a pipe\)" "$dir/err" ||
+        { echo "FAIL: $f exit $rc"; cat "$dir/err"; fail=1; }
+done
 exit $fail

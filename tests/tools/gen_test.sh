@@ -65,14 +65,14 @@ assert m["hidden"] == 512 and m["layers"] >= 4 and m["vocab"] == 16384, m' "$dir
     { FAIL "derived model"; cat "$dir/j"; }
 
 # Shards: the index is sorted by name and names every tensor once.
-"$pinio" gen "$dir/sh" --size 2M --shards 3 -q || FAIL "gen --shards"
+"$pinio" gen "$dir/own" --size 2M --shards 3 -q || FAIL "gen --shards"
 python3 -c '
 import json, sys
 idx = json.load(open(sys.argv[1] + "/model.safetensors.index.json"), object_pairs_hook=list)
 wm = dict(idx)["weight_map"]
 names = [k for k, _ in wm]
 assert names == sorted(names, key=str.encode) and "lm_head.weight" in names, names[:4]
-assert {v for _, v in wm} == {f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)}' "$dir/sh" ||
+assert {v for _, v in wm} == {f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)}' "$dir/own" ||
     FAIL "sharded index"
 
 # fsync before rename, for the file and the index.
@@ -112,6 +112,24 @@ usage "over the size" "$dir/x" --hidden 4096 --layers 32 --size 1M
 python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["error"]; assert e["code"] == -22, e' "$dir/o" ||
     FAIL "--json usage error object"
 [ ! -e "$dir/x" ] || FAIL "a refused shape wrote something"
+
+# OUT names a file gen did not write (a real checkpoint, a note), a symlink or
+# a folder's index beside shards gen did not write: refused, untouched, unless
+# --force; a gen output is regenerated in place.
+echo precious >"$dir/keep"
+"$pinio" gen "$dir/keep" --size 64K -q 2>"$dir/err"; rc=$?
+[ $rc = 1 ] && [ "$(cat "$dir/keep")" = precious ] && grep -q -- "--force" "$dir/err" &&
+    [ "$(wc -l <"$dir/err")" = 1 ] || { FAIL "gen over a file it did not write: exit $rc"; cat "$dir/err"; }
+ln -s keep "$dir/link"
+"$pinio" gen "$dir/link" --size 64K -q 2>/dev/null && FAIL "gen replaced a symlink"
+[ -L "$dir/link" ] && [ "$(cat "$dir/keep")" = precious ] || FAIL "the symlink or its target changed"
+"$pinio" gen "$dir/keep" --size 64K -q --force || FAIL "gen --force over a file"
+"$pinio" gen "$dir/keep" --size 64K --seed 3 -q || FAIL "gen over its own output"
+mkdir "$dir/own2"; echo '{"weight_map":{}}' >"$dir/own2/model.safetensors.index.json"
+"$pinio" gen "$dir/own2" --size 64K --shards 2 -q 2>/dev/null && FAIL "gen replaced an index it did not write"
+[ "$(cat "$dir/own2/model.safetensors.index.json")" = '{"weight_map":{}}' ] || FAIL "the index changed"
+"$pinio" gen "$dir/own2" --size 64K --shards 2 -q --force && "$pinio" gen "$dir/own2" --size 64K --shards 2 -q ||
+    FAIL "gen --shards over its own output"
 
 [ $fail = 0 ] && echo "gen: ok"
 exit $fail
