@@ -335,13 +335,16 @@ static PyObject *Checkpoint_report(CheckpointObject *self, PyObject *unused)
         r.cache, "memory", r.memory, "fixed_ops", (unsigned long long)r.fixed_ops, "plain_ops",
         (unsigned long long)r.plain_ops, "modes", r.modes, "files_pinned",
         (Py_ssize_t)r.files_pinned, "files_mapped", (Py_ssize_t)r.files_mapped);
-    /* Each file's SHA-256 (None unless verified), and whether a kept arena
-     * served the load (and had to grow for it). */
+    /* Each file's SHA-256 (None unless verified), whether a kept arena
+     * served the load (and had to grow for it), and the time to ready. */
     PyObject *sha = d ? sha_list(self->cp, r.files) : NULL;
-    if (!sha || PyDict_SetItemString(d, "sha256", sha) ||
+    PyObject *ready = sha ? PyFloat_FromDouble(r.ready_seconds) : NULL;
+    if (!ready || PyDict_SetItemString(d, "ready_seconds", ready) ||
+        PyDict_SetItemString(d, "sha256", sha) ||
         PyDict_SetItemString(d, "arena_kept", r.arena_kept ? Py_True : Py_False) ||
         PyDict_SetItemString(d, "arena_grown", r.arena_grown ? Py_True : Py_False))
         Py_CLEAR(d);
+    Py_XDECREF(ready);
     Py_XDECREF(sha);
     return d;
 }

@@ -386,6 +386,15 @@ typedef struct pinio_load_report {
                                     alignment and holes read through (`read_bytes` - `bytes`
                                     when every file is pinned) */
     uint64_t hole_bytes;       /**< of those, holes read through (within max_overread) */
+    /** Time to ready: wall time from the pinio_load() call until it returned
+     *  the checkpoint, when every tensor is usable in place (pinned bytes
+     *  read and settled, mapped pages populated and checked) and what only
+     *  the load needed is released; PINIO_CACHE_COLD's page dropping
+     *  excluded. `seconds` ends when the checkpoint is built, so this is
+     *  the figure to compare with a loader whose tensors are usable on
+     *  return. A binding that makes an object per tensor adds that time on
+     *  top (Python's report()["ready_seconds"]). */
+    double ready_seconds;
 } pinio_load_report;
 
 /**
