@@ -22,6 +22,7 @@ program that imports it instead of `safetensors` behaves the same.
 """
 import errno
 import os as _os
+import time as _time
 
 from . import _pinio
 from ._pinio import Arena, Error
@@ -109,6 +110,17 @@ def tensor_from_buffer(buf, st_dtype, shape, framework, name=""):
     return torch.frombuffer(buf, dtype=dt).reshape(shape)
 
 
+# safetensors dtype -> torch dtype, for the per-tensor paths, filled as they
+# make tensors (None: torch.frombuffer); torch is imported only when used.
+_PT_DTYPES = {}
+
+
+def _torch_frombuffer():
+    import torch
+
+    return torch.frombuffer
+
+
 def _filters(filter):
     """The filter argument as a list of patterns (None: all tensors). A str
     is one pattern, not one per letter."""
@@ -147,8 +159,11 @@ class Checkpoint:
 
     device = "cpu"
 
-    def __init__(self, raw, framework="pt"):
+    def __init__(self, raw, framework="pt", t_call=None):
         self._raw = raw
+        # time to ready: the caller's clock at its call (perf_counter), and
+        # when every tensor object was made (tensors())
+        self._t_call, self._t_ready = t_call, None
         self._framework = FRAMEWORKS.get(framework)
         if self._framework is None:
             raise ValueError(f"framework {framework} is invalid (pt or np)")
@@ -159,6 +174,7 @@ class Checkpoint:
         for i, t in enumerate(self._rows):
             self._index[t[0]] = i
             self._order.append(t[0])
+        self._t_built = _time.perf_counter()
 
     def keys(self):
         """Tensor names, sorted."""
@@ -187,15 +203,33 @@ class Checkpoint:
         return self._raw.buffer(self._index[name])
 
     def __getitem__(self, name):
-        i = self._index[name]
-        _, dt, shape, nbytes, _, _ = self._raw.info(i)
-        buf = self._raw.buffer(i) if nbytes else None
-        return tensor_from_buffer(buf, dt, shape, self._framework, name)
+        return self._tensor(self._index[name])
+
+    def _tensor(self, i):
+        """Tensor `i` (file order): safe_open's per-key path. From the rows
+        kept at construction and torch dtypes already looked up: at 20,000
+        tensors, a second info() per tensor and the imports and lookups of
+        tensor_from_buffer cost about as much as the tensor itself."""
+        name, dt, shape, nbytes, _, _ = self._rows[i]
+        raw = self._raw
+        if nbytes and self._framework == "pt":
+            tdt = _PT_DTYPES.get(dt)
+            if tdt is not None:
+                return _PT_DTYPES[None](raw.buffer(i), dtype=tdt).reshape(shape)
+        elif not len(raw):
+            raw.info(i)  # closed: raises, as for a tensor with bytes
+        t = tensor_from_buffer(raw.buffer(i) if nbytes else None, dt, shape, self._framework, name)
+        if self._framework == "pt" and dt != "F4":  # F4 halves the last dim: never cached
+            _PT_DTYPES[dt] = t.dtype
+            _PT_DTYPES[None] = _torch_frombuffer()
+        return t
 
     def tensors(self):
         """Every tensor, in file order."""
         if self._framework != "pt":
-            return {n: self[n] for n in self._order}
+            out = {n: self[n] for n in self._order}
+            self._t_ready = _time.perf_counter()
+            return out
         # self[n] per tensor, unrolled: at 20,000 tensors the name lookup,
         # the dtype lookup and the import in each call cost about as much
         # as torch.frombuffer itself (callgrind: see the commit)
@@ -213,6 +247,7 @@ class Checkpoint:
                     dtypes[dt] = torch_dtype(dt, name)
                 continue
             out[name] = frombuffer(raw.buffer(i), dtype=tdt).reshape(shape)
+        self._t_ready = _time.perf_counter()
         return out
 
     def metadata(self, file=0):
@@ -223,8 +258,16 @@ class Checkpoint:
         return self._raw.files()
 
     def report(self):
-        """What the load did (bytes, seconds, I/O path and why, memory)."""
-        return self._raw.report()
+        """What the load did (bytes, seconds, I/O path and why, memory).
+        ready_seconds: the time to ready, from the call of pinio.open()
+        (or load()) until every tensor was usable: the library's load and,
+        once tensors() has run, the tensor objects it made (the library's
+        own figure when the checkpoint did not come from pinio.open())."""
+        rep = self._raw.report()
+        if self._t_call is not None:
+            end = self._t_ready if self._t_ready is not None else self._t_built
+            rep["ready_seconds"] = end - self._t_call
+        return rep
 
     def close(self):
         """Drops the checkpoint's reference; tensors keep theirs."""
@@ -460,6 +503,7 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
                                          expected_sha256, backend, cache, direct, slot_size,
                                          slots)
         return DeviceCheckpoint(tensors, infos, report)
+    t_call = _time.perf_counter()
     if allocator is not None:
         raise ValueError("allocator= places tensors on a GPU device only")
     if slot_size or slots:
@@ -475,7 +519,7 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     except Error:
         raw.close()
         raise
-    return Checkpoint(raw, framework)
+    return Checkpoint(raw, framework, t_call)
 
 
 def load(paths, filter=None, device="cpu", framework="pt", *, allocator=None, **kw):
