@@ -93,6 +93,18 @@ static int parse_policy(const char *what, const char *s, const char *const names
     return -1;
 }
 
+/* consumer: who uses the tensors (pinio_consumer: "dma", a GPU upload,
+ * makes memory "auto" choose pinned memory). */
+static int parse_consumer(const char *s, int *out)
+{
+    if (!strcmp(s, "host") || !strcmp(s, "dma")) {
+        *out = !strcmp(s, "dma") ? PINIO_CONSUMER_DMA : PINIO_CONSUMER_HOST;
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError, "consumer %s is invalid (host, dma)", s);
+    return -1;
+}
+
 /* expected_sha256: None, or a sequence of 64-hex-digit str or None (that
  * file unchecked) -> an array the library reads; `*keep` holds the strings. */
 static int sha_array(PyObject *seq, const char ***out, size_t *n, PyObject **keep)
@@ -195,22 +207,23 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     static char *kwlist[] = {(char *)"paths", (char *)"filters", (char *)"backend",
                              (char *)"cache", (char *)"direct", (char *)"verify",
                              (char *)"memory", (char *)"map_private", (char *)"arena",
-                             (char *)"expected_sha256", (char *)"fill", NULL};
+                             (char *)"expected_sha256", (char *)"fill", (char *)"consumer",
+                             NULL};
     PyObject *paths, *filters = Py_None, *arena_o = Py_None, *expected = Py_None;
     const char *backend = "auto", *cache = "auto", *direct = "auto", *memory = "auto";
-    const char *fill = "auto";
+    const char *fill = "auto", *consumer = "host";
     int verify = 0, map_private = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$spOOs", kwlist, &paths, &filters,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$spOOss", kwlist, &paths, &filters,
                                      &backend, &cache, &direct, &verify, &memory, &map_private,
-                                     &arena_o, &expected, &fill))
+                                     &arena_o, &expected, &fill, &consumer))
         return NULL;
     static const char *const memories[3] = {"auto", "pinned", "mapped"};
     /* the order of pinio_mapped_fill */
     static const char *const fills[3] = {"auto", "ahead", "fault"};
-    int m, f;
+    int m, f, c;
     ArenaObject *arena;
     if (parse_policy("memory", memory, memories, &m) || parse_policy("fill", fill, fills, &f) ||
-        arena_arg(arena_o, &arena))
+        parse_consumer(consumer, &c) || arena_arg(arena_o, &arena))
         return NULL;
     io_args a;
     if (io_args_parse(&a, paths, filters, expected, backend, cache, direct))
@@ -225,6 +238,7 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     o.memory = (pinio_memory_mode)m;
     o.map_private = map_private;
     o.mapped_fill = (uint8_t)f;
+    o.consumer = (pinio_consumer)c;
     o.verify = verify || a.sha;
     o.expected_sha256 = a.sha;
     o.nexpected = a.nsha;
@@ -621,7 +635,8 @@ static PyObject *py_read(PyObject *mod, PyObject *args)
 static PyMethodDef methods[] = {
     {"load", (PyCFunction)(void (*)(void))py_load, METH_VARARGS | METH_KEYWORDS,
      "load(paths, filters=None, backend='auto', cache='auto', direct='auto', verify=False, *, "
-     "memory='auto', map_private=True, arena=None, expected_sha256=None, fill='auto')"
+     "memory='auto', map_private=True, arena=None, expected_sha256=None, fill='auto', "
+     "consumer='host')"
      " -> Checkpoint (GIL released during the load)"},
     {"stream_gpu", (PyCFunction)(void (*)(void))py_stream_gpu, METH_VARARGS | METH_KEYWORDS,
      "stream_gpu(paths, place, api='cuda', device=0, filters=None, backend='auto', "

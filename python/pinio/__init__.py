@@ -454,7 +454,7 @@ def load_to_device(paths, filter=None, device="cuda", *, allocator=None, verify=
 
 def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, backend="auto",
          cache="auto", direct="auto", verify=False, expected_sha256=None, memory="auto",
-         map_private=True, arena=None, slot_size=0, slots=0, fill="auto"):
+         map_private=True, arena=None, slot_size=0, slots=0, fill="auto", consumer="host"):
     """Loads `paths` (files, shard folders, index files) and returns a Checkpoint.
 
     filter: a name, dotted prefix or glob, or a list of them (None: all); a
@@ -476,6 +476,9 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     verify=True: each file's SHA-256, report()["sha256"]; expected_sha256=
     [hex or None per input file, as resolved]: checked too, a mismatch
     raises pinio.Error naming the file.
+    consumer: "host" (default: CPU code reads the tensors) or "dma" (a
+    device copies them, as a GPU upload does: memory "auto" then reads
+    every file into pinned memory, which the driver can DMA from).
     arena: a pinio.Arena whose pinned memory this load reuses (every file
     is then read pinned). The previous load's tensors through the same
     arena must all be gone (and its checkpoint closed): otherwise this
@@ -496,6 +499,9 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
         if memory != "auto":
             raise ValueError(f"memory={memory!r} chooses host memory: device={device!r} streams "
                              "through a staging ring")
+        if consumer != "host":
+            raise ValueError(f"consumer={consumer!r} chooses host memory: device={device!r} "
+                             "streams through a staging ring")
         if fill != "auto":
             raise ValueError(f"fill={fill!r} fills the page cache for mapped host memory: "
                              f"device={device!r} streams through a staging ring")
@@ -512,7 +518,7 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     paths = _as_paths(paths)
     raw = _pinio.load(paths, filters=filters, backend=backend, cache=cache, direct=direct,
                       verify=verify, memory=memory, map_private=map_private, arena=arena,
-                      expected_sha256=expected_sha256, fill=fill)
+                      expected_sha256=expected_sha256, fill=fill, consumer=consumer)
     try:
         rep = raw.report()
         _check_selected(filters, rep["tensors"], rep["files"], paths)

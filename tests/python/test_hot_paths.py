@@ -167,3 +167,19 @@ def test_report_says_the_time_to_ready(anydir):
             ck.tensors()
             after = ck.report()["ready_seconds"]  # ... and every tensor object
             assert after >= before
+
+
+def test_consumer_dma_reads_a_cached_file_pinned(shm):
+    """consumer="dma" (what a GPU upload needs): memory "auto" pins every
+    file, even one in the page cache that "host" maps."""
+    path = os.path.join(shm, "m.safetensors")
+    stpt.save_file(mixed(), path)
+    want = stpt.load_file(path)
+    for consumer, pinned in (("host", 0), ("dma", 1)):
+        with pinio.open(path, consumer=consumer) as ck:
+            assert ck.report()["files_pinned"] == pinned, consumer
+            same(ck.tensors(), want)
+    got = pinio.load(path, consumer="dma")
+    assert got["layer.2.w"].tolist() == want["layer.2.w"].tolist()
+    with pytest.raises(ValueError, match="consumer nope is invalid"):
+        pinio.load(path, consumer="nope")
