@@ -305,12 +305,8 @@ static PyObject *list_of(size_t n, PyObject *(*make)(const void *ctx, size_t i),
 static PyObject *plan_tensor_item(const void *plan, size_t i)
 {
     const pinio_plan_tensor *t = pinio_plan_tensor_at(plan, i);
-    PyObject *shape = shape_tuple(t->shape, t->rank);
-    return shape ? Py_BuildValue("(s#sNKIK)", t->name, (Py_ssize_t)t->name_len,
-                                 pinio_dtype_name(t->dtype), shape,
-                                 (unsigned long long)t->nbytes, t->file,
-                                 (unsigned long long)t->file_offset)
-                 : NULL;
+    const unsigned long long ints[3] = {t->nbytes, t->file, t->file_offset};
+    return tensor_row(t->name, t->name_len, t->dtype, t->shape, t->rank, ints, 3);
 }
 
 /* (path, metadata or None) of file `i` of a plan: what a device checkpoint
@@ -507,12 +503,8 @@ static PyObject *header_tuple(pinio_st *st)
     PyObject *list = PyList_New((Py_ssize_t)n), *res = NULL;
     for (size_t i = 0; list && i < n; i++) {
         const pinio_st_tensor *t = pinio_st_at(st, i);
-        PyObject *shape = shape_tuple(t->shape, t->rank);
-        PyObject *item = shape ? Py_BuildValue("(s#sNKK)", t->name, (Py_ssize_t)t->name_len,
-                                               pinio_dtype_name(t->dtype), shape,
-                                               (unsigned long long)t->begin,
-                                               (unsigned long long)t->end)
-                               : NULL;
+        const unsigned long long ints[2] = {t->begin, t->end};
+        PyObject *item = tensor_row(t->name, t->name_len, t->dtype, t->shape, t->rank, ints, 2);
         if (!item) {
             Py_CLEAR(list);
             break;
