@@ -51,6 +51,18 @@ static int parse_policy(const char *what, const char *s, const char *const names
     return -1;
 }
 
+/* consumer: who uses the tensors (pinio_consumer: "dma", a GPU upload,
+ * makes memory "auto" choose pinned memory). */
+static int parse_consumer(const char *s, int *out)
+{
+    if (!strcmp(s, "host") || !strcmp(s, "dma")) {
+        *out = !strcmp(s, "dma") ? PINIO_CONSUMER_DMA : PINIO_CONSUMER_HOST;
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError, "consumer %s is invalid (host, dma)", s);
+    return -1;
+}
+
 /* expected_sha256: None, or a sequence of 64-hex-digit str or None (that
  * file unchecked) -> an array the library reads; `*keep` holds the strings. */
 static int sha_array(PyObject *seq, const char ***out, size_t *n, PyObject **keep)
@@ -153,28 +165,28 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     static char *kwlist[] = {(char *)"paths", (char *)"filters", (char *)"backend",
                              (char *)"cache", (char *)"direct", (char *)"verify",
                              (char *)"memory", (char *)"map_private", (char *)"arena",
-                             (char *)"expected_sha256", (char *)"fill", (char *)"split",
-                             (char *)"rank", (char *)"world", (char *)"slices",
-                             (char *)"max_overread", NULL};
+                              (char *)"expected_sha256", (char *)"fill", (char *)"split",
+                              (char *)"rank", (char *)"world", (char *)"slices",
+                              (char *)"max_overread", (char *)"consumer", NULL};
     PyObject *paths, *filters = Py_None, *arena_o = Py_None, *expected = Py_None;
     PyObject *split = Py_None, *slices = Py_None;
     const char *backend = "auto", *cache = "auto", *direct = "auto", *memory = "auto";
-    const char *fill = "auto";
+    const char *fill = "auto", *consumer = "host";
     int verify = 0, map_private = 1;
     unsigned int rank = 0, world = 1;
     double max_overread = 0.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$spOOsOIIOd", kwlist, &paths, &filters,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$spOOsOIIOds", kwlist, &paths, &filters,
                                      &backend, &cache, &direct, &verify, &memory, &map_private,
                                      &arena_o, &expected, &fill, &split, &rank, &world, &slices,
-                                     &max_overread))
+                                     &max_overread, &consumer))
         return NULL;
     static const char *const memories[3] = {"auto", "pinned", "mapped"};
     /* the order of pinio_mapped_fill */
     static const char *const fills[3] = {"auto", "ahead", "fault"};
-    int m, f;
+    int m, f, c;
     ArenaObject *arena;
     if (parse_policy("memory", memory, memories, &m) || parse_policy("fill", fill, fills, &f) ||
-        arena_arg(arena_o, &arena))
+        parse_consumer(consumer, &c) || arena_arg(arena_o, &arena))
         return NULL;
     io_args a;
     slice_args sa;
@@ -194,6 +206,7 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     o.memory = (pinio_memory_mode)m;
     o.map_private = map_private;
     o.mapped_fill = (uint8_t)f;
+    o.consumer = (pinio_consumer)c;
     o.verify = verify || a.sha;
     o.expected_sha256 = a.sha;
     o.nexpected = a.nsha;
@@ -268,12 +281,8 @@ static PyObject *list_of(size_t n, PyObject *(*make)(const void *ctx, size_t i),
 static PyObject *plan_tensor_item(const void *plan, size_t i)
 {
     const pinio_plan_tensor *t = pinio_plan_tensor_at(plan, i);
-    PyObject *shape = shape_tuple(t->shape, t->rank);
-    return shape ? Py_BuildValue("(s#sNKIK)", t->name, (Py_ssize_t)t->name_len,
-                                 pinio_dtype_name(t->dtype), shape,
-                                 (unsigned long long)t->nbytes, t->file,
-                                 (unsigned long long)t->file_offset)
-                 : NULL;
+    const unsigned long long ints[3] = {t->nbytes, t->file, t->file_offset};
+    return tensor_row(t->name, t->name_len, t->dtype, t->shape, t->rank, ints, 3);
 }
 
 /* (path, metadata or None) of file `i` of a plan: what a device checkpoint
@@ -547,12 +556,8 @@ static PyObject *header_tuple(pinio_st *st)
     PyObject *list = PyList_New((Py_ssize_t)n), *res = NULL;
     for (size_t i = 0; list && i < n; i++) {
         const pinio_st_tensor *t = pinio_st_at(st, i);
-        PyObject *shape = shape_tuple(t->shape, t->rank);
-        PyObject *item = shape ? Py_BuildValue("(s#sNKK)", t->name, (Py_ssize_t)t->name_len,
-                                               pinio_dtype_name(t->dtype), shape,
-                                               (unsigned long long)t->begin,
-                                               (unsigned long long)t->end)
-                               : NULL;
+        const unsigned long long ints[2] = {t->begin, t->end};
+        PyObject *item = tensor_row(t->name, t->name_len, t->dtype, t->shape, t->rank, ints, 2);
         if (!item) {
             Py_CLEAR(list);
             break;
@@ -676,7 +681,7 @@ static PyMethodDef methods[] = {
     {"load", (PyCFunction)(void (*)(void))py_load, METH_VARARGS | METH_KEYWORDS,
      "load(paths, filters=None, backend='auto', cache='auto', direct='auto', verify=False, *, "
      "memory='auto', map_private=True, arena=None, expected_sha256=None, fill='auto', "
-     "split=None, rank=0, world=1, slices=None, max_overread=0.0)"
+     "split=None, rank=0, world=1, slices=None, max_overread=0.0, consumer='host')"
      " -> Checkpoint (GIL released during the load); split: [(pattern, dim or None)], "
      "slices: [(name, starts, stops)]"},
     {"plan", (PyCFunction)(void (*)(void))py_plan, METH_VARARGS | METH_KEYWORDS,

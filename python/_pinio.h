@@ -45,6 +45,10 @@ extern PyTypeObject BufferType, CheckpointType, ArenaType;
 PyObject *raise_pinio(int code, const pinio_diag *d, const char *fallback);
 /* A tuple of `rank` ints. */
 PyObject *shape_tuple(const uint64_t *shape, unsigned rank);
+/* (name, dtype, shape, ints[0], ..., ints[n - 1]): a tensor's row, as
+ * header(), Checkpoint.info() and the GPU placement list give it. */
+PyObject *tensor_row(const char *name, size_t name_len, pinio_dtype dt, const uint64_t *shape,
+                     unsigned rank, const unsigned long long *ints, size_t n);
 /* The __metadata__ of a header as a dict (None when it has none). */
 PyObject *metadata_dict(const pinio_st *st);
 /* The arena argument of a load: NULL for None; -1 with an exception. */

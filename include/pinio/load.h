@@ -393,6 +393,15 @@ typedef struct pinio_load_report {
     uint64_t object_requests;  /**< their HTTP requests (headers and data), retries included */
     uint64_t object_retries;   /**< of those, retries (5xx, 429/SlowDown, resets, timeouts,
                                     short or mismatched responses), each after a backoff */
+    /** Time to ready: wall time from the pinio_load() call until it returned
+     *  the checkpoint, when every tensor is usable in place (pinned bytes
+     *  read and settled, mapped pages populated and checked) and what only
+     *  the load needed is released; PINIO_CACHE_COLD's page dropping
+     *  excluded. `seconds` ends when the checkpoint is built, so this is
+     *  the figure to compare with a loader whose tensors are usable on
+     *  return. A binding that makes an object per tensor adds that time on
+     *  top (Python's report()["ready_seconds"]). */
+    double ready_seconds;
 } pinio_load_report;
 
 /**

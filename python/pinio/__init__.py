@@ -25,6 +25,7 @@ program that imports it instead of `safetensors` behaves the same.
 """
 import errno
 import os as _os
+import time as _time
 
 from . import _pinio
 from ._pinio import Arena, Error
@@ -112,6 +113,17 @@ def tensor_from_buffer(buf, st_dtype, shape, framework, name=""):
     return torch.frombuffer(buf, dtype=dt).reshape(shape)
 
 
+# safetensors dtype -> torch dtype, for the per-tensor paths, filled as they
+# make tensors (None: torch.frombuffer); torch is imported only when used.
+_PT_DTYPES = {}
+
+
+def _torch_frombuffer():
+    import torch
+
+    return torch.frombuffer
+
+
 def _filters(filter):
     """The filter argument as a list of patterns (None: all tensors). A str
     is one pattern, not one per letter."""
@@ -187,8 +199,11 @@ class Checkpoint:
 
     device = "cpu"
 
-    def __init__(self, raw, framework="pt"):
+    def __init__(self, raw, framework="pt", t_call=None):
         self._raw = raw
+        # time to ready: the caller's clock at its call (perf_counter), and
+        # when every tensor object was made (tensors())
+        self._t_call, self._t_ready = t_call, None
         self._framework = FRAMEWORKS.get(framework)
         if self._framework is None:
             raise ValueError(f"framework {framework} is invalid (pt or np)")
@@ -199,6 +214,7 @@ class Checkpoint:
         for i, t in enumerate(self._rows):
             self._index[t[0]] = i
             self._order.append(t[0])
+        self._t_built = _time.perf_counter()
 
     def keys(self):
         """Tensor names, sorted."""
@@ -227,15 +243,33 @@ class Checkpoint:
         return self._raw.buffer(self._index[name])
 
     def __getitem__(self, name):
-        i = self._index[name]
-        _, dt, shape, nbytes, _, _ = self._raw.info(i)
-        buf = self._raw.buffer(i) if nbytes else None
-        return tensor_from_buffer(buf, dt, shape, self._framework, name)
+        return self._tensor(self._index[name])
+
+    def _tensor(self, i):
+        """Tensor `i` (file order): safe_open's per-key path. From the rows
+        kept at construction and torch dtypes already looked up: at 20,000
+        tensors, a second info() per tensor and the imports and lookups of
+        tensor_from_buffer cost about as much as the tensor itself."""
+        name, dt, shape, nbytes, _, _ = self._rows[i]
+        raw = self._raw
+        if nbytes and self._framework == "pt":
+            tdt = _PT_DTYPES.get(dt)
+            if tdt is not None:
+                return _PT_DTYPES[None](raw.buffer(i), dtype=tdt).reshape(shape)
+        elif not len(raw):
+            raw.info(i)  # closed: raises, as for a tensor with bytes
+        t = tensor_from_buffer(raw.buffer(i) if nbytes else None, dt, shape, self._framework, name)
+        if self._framework == "pt" and dt != "F4":  # F4 halves the last dim: never cached
+            _PT_DTYPES[dt] = t.dtype
+            _PT_DTYPES[None] = _torch_frombuffer()
+        return t
 
     def tensors(self):
         """Every tensor, in file order."""
         if self._framework != "pt":
-            return {n: self[n] for n in self._order}
+            out = {n: self[n] for n in self._order}
+            self._t_ready = _time.perf_counter()
+            return out
         # self[n] per tensor, unrolled: at 20,000 tensors the name lookup,
         # the dtype lookup and the import in each call cost about as much
         # as torch.frombuffer itself (callgrind: see the commit)
@@ -253,6 +287,7 @@ class Checkpoint:
                     dtypes[dt] = torch_dtype(dt, name)
                 continue
             out[name] = frombuffer(raw.buffer(i), dtype=tdt).reshape(shape)
+        self._t_ready = _time.perf_counter()
         return out
 
     def metadata(self, file=0):
@@ -263,8 +298,16 @@ class Checkpoint:
         return self._raw.files()
 
     def report(self):
-        """What the load did (bytes, seconds, I/O path and why, memory)."""
-        return self._raw.report()
+        """What the load did (bytes, seconds, I/O path and why, memory).
+        ready_seconds: the time to ready, from the call of pinio.open()
+        (or load()) until every tensor was usable: the library's load and,
+        once tensors() has run, the tensor objects it made (the library's
+        own figure when the checkpoint did not come from pinio.open())."""
+        rep = self._raw.report()
+        if self._t_call is not None:
+            end = self._t_ready if self._t_ready is not None else self._t_built
+            rep["ready_seconds"] = end - self._t_call
+        return rep
 
     def close(self):
         """Drops the checkpoint's reference; tensors keep theirs."""
@@ -475,9 +518,9 @@ def load_to_device(paths, filter=None, device="cuda", *, allocator=None, verify=
 
 def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, backend="auto",
          cache="auto", direct="auto", verify=False, expected_sha256=None, memory="auto",
-         map_private=True, arena=None, slot_size=0, slots=0, fill="auto", split=None,
-         rank=None, world=None, process_group=None, max_overread=0.0, round_bytes=None,
-         exchange="auto"):
+         map_private=True, arena=None, slot_size=0, slots=0, fill="auto", consumer="host",
+         split=None, rank=None, world=None, process_group=None, max_overread=0.0,
+         round_bytes=None, exchange="auto"):
     """Loads `paths` (files, shard folders, index files) and returns a Checkpoint.
 
     filter: a name, dotted prefix or glob, or a list of them (None: all); a
@@ -499,6 +542,9 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     verify=True: each file's SHA-256, report()["sha256"]; expected_sha256=
     [hex or None per input file, as resolved]: checked too, a mismatch
     raises pinio.Error naming the file.
+    consumer: "host" (default: CPU code reads the tensors) or "dma" (a
+    device copies them, as a GPU upload does: memory "auto" then reads
+    every file into pinned memory, which the driver can DMA from).
     arena: a pinio.Arena whose pinned memory this load reuses (every file
     is then read pinned). The previous load's tensors through the same
     arena must all be gone (and its checkpoint closed): otherwise this
@@ -567,6 +613,9 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
         if memory != "auto":
             raise ValueError(f"memory={memory!r} chooses host memory: device={device!r} streams "
                              "through a staging ring")
+        if consumer != "host":
+            raise ValueError(f"consumer={consumer!r} chooses host memory: device={device!r} "
+                             "streams through a staging ring")
         if fill != "auto":
             raise ValueError(f"fill={fill!r} fills the page cache for mapped host memory: "
                              f"device={device!r} streams through a staging ring")
@@ -574,6 +623,7 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
                                          expected_sha256, backend, cache, direct, slot_size,
                                          slots, rules, rank, world, max_overread)
         return DeviceCheckpoint(tensors, infos, report)
+    t_call = _time.perf_counter()
     if allocator is not None:
         raise ValueError("allocator= places tensors on a GPU device only")
     if slot_size or slots:
@@ -584,14 +634,15 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
                                             max_overread=max_overread)
     raw = _pinio.load(paths, filters=filters, backend=backend, cache=cache, direct=direct,
                       verify=verify, memory=memory, map_private=map_private, arena=arena,
-                      expected_sha256=expected_sha256, fill=fill, **sliced)
+                      expected_sha256=expected_sha256, fill=fill, consumer=consumer,
+                      **sliced)
     try:
         rep = raw.report()
         _check_selected(filters, rep["tensors"], rep["files"], paths)
     except Error:
         raw.close()
         raise
-    return Checkpoint(raw, framework)
+    return Checkpoint(raw, framework, t_call)
 
 
 def load(paths, filter=None, device="cpu", framework="pt", *, allocator=None, **kw):

@@ -181,6 +181,11 @@ const char *pinio_checkpoint_metadata(const pinio_checkpoint *cp, const char *ke
     return NULL;
 }
 
+void pinio__checkpoint_ready(pinio_checkpoint *cp, double seconds)
+{
+    cp->report.ready_seconds = seconds;
+}
+
 /* The options' growth rule, for an output: an older caller's smaller
  * struct gets its prefix, a newer caller's larger one zeros past ours. */
 void pinio_checkpoint_report_sized(const pinio_checkpoint *cp, pinio_load_report *out,

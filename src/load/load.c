@@ -69,6 +69,7 @@ static void tensor_addresses(const pinio_plan *plan, const pinio__arena *arena,
 int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *opts,
                pinio_checkpoint **out, pinio_diag *diag)
 {
+    double t_call = pinio__now_s();
     if (out)
         *out = NULL;
     load_run L = { 0 };
@@ -85,6 +86,7 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
             pinio_diag_set(diag, rc, "load failed: %s", pinio_strerror(rc));
         return rc;
     }
+    pinio__checkpoint_ready(L.cp, pinio__now_s() - t_call - L.rep.drop_seconds);
     *out = L.cp;
     return 0;
 }

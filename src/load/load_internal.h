@@ -115,6 +115,10 @@ void pinio__verify_abort(pinio__verify *v);
 int pinio__checkpoint_build(pinio_checkpoint **out, pinio_plan *plan, const pinio_view *arena,
                             pinio__fmem *fm, const uint8_t *const *tensor_data,
                             char (*sha_hex)[65], pinio_load_report *rep);
+/* Records the load's time to ready (pinio_load_report::ready_seconds) in
+ * the checkpoint's report: known only once pinio_load() has released what
+ * the checkpoint does not keep, after the checkpoint is built. */
+void pinio__checkpoint_ready(pinio_checkpoint *cp, double seconds);
 
 /* ---- report.c --------------------------------------------------------- */
 

@@ -198,6 +198,30 @@ Test(load, an_older_smaller_report_struct_is_never_written_past, .init = disk_se
     pinio_checkpoint_release(cp);
 }
 
+/* Time to ready covers the whole call: never less than `seconds` (which
+ * ends when the checkpoint is built), in every memory mode, and without
+ * the page dropping of --cache cold (as `seconds`). No bound on either. */
+Test(load, ready_seconds_spans_the_call, .init = disk_setup, .fini = teardown)
+{
+    char *f = path_in("m.safetensors");
+    gen(f, 2u << 20, 3, 1);
+    static const pinio_memory_mode modes[] = { PINIO_MEMORY_AUTO, PINIO_MEMORY_PINNED,
+                                               PINIO_MEMORY_MAPPED };
+    for (size_t m = 0; m < 3; m++)
+        for (int cold = 0; cold < 2; cold++) {
+            pinio_load_opts o;
+            pinio_load_opts_default(&o);
+            o.memory = modes[m];
+            o.cache = cold ? PINIO_CACHE_COLD : PINIO_CACHE_AUTO;
+            pinio_load_report r;
+            pinio_checkpoint *cp = load_ok(f, &o, &r);
+            cr_assert_gt(r.ready_seconds, 0.0, "mode %zu cold %d", m, cold);
+            cr_assert_geq(r.ready_seconds, r.seconds, "mode %zu cold %d: ready %.9f < %.9f", m,
+                          cold, r.ready_seconds, r.seconds);
+            pinio_checkpoint_release(cp);
+        }
+}
+
 Test(load, sharded_directory_index_and_file_list, .init = disk_setup, .fini = teardown)
 {
     char *dir = path_in("sharded");

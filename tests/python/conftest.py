@@ -29,6 +29,14 @@ def tmp():
     yield from _tmp("/var/tmp")
 
 
+@pytest.fixture
+def shm():
+    """A folder on tmpfs: its files are always in the page cache (hot)."""
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("/dev/shm missing")
+    yield from _tmp("/dev/shm")
+
+
 @pytest.fixture(params=["/var/tmp", "/dev/shm"])
 def anydir(request):
     """Each test body once on /var/tmp and once on tmpfs."""

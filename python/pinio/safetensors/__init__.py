@@ -104,6 +104,12 @@ def _pinio_message(e):
 # sequential read, and the most one window covers (bytes).
 _AHEAD_MIN = 16 << 20
 _AHEAD_MAX = 256 << 20
+# ... and when the last window was mapped (the file is in the page cache):
+# the next one covers this much at once. A window costs a header parse and
+# a selection over every tensor of the file, whatever its size (at 20,000
+# tensors, 9 windows were half of a per-key read of every tensor); a
+# mapping reads nothing and pins nothing, and upstream maps the whole file.
+_AHEAD_MAPPED = 8 << 30
 
 
 def _open_regular(path):
@@ -188,6 +194,7 @@ class safe_open:
             self._close_fd()
             raise SafetensorError(f"Error while deserializing header: {_pinio_message(e)}") from None
         self._info = {t[0]: t for t in tensors}  # name -> (name, dtype, shape, begin, end)
+        self._data_bytes = max((t[4] for t in tensors), default=0)
         self._order = [t[0] for t in tensors]
         self._sorted = sorted(self._info)
         self._at = {"key": {n: i for i, n in enumerate(self._sorted)},
@@ -196,6 +203,7 @@ class safe_open:
         self._window = None      # the read-ahead window's checkpoint
         self._last = None        # the name get_tensor() read last
         self._ahead = 0          # the next window's size (bytes)
+        self._mapped = False     # the last window was mapped, not read
         self._lock = _threading.Lock()  # threads share a handle: one window at a time
         self._closed = False
         #: bytes this object read from the file (headers excepted), and the
@@ -281,7 +289,9 @@ class safe_open:
                               arena=self._arena)
         except _pinio.Error as e:
             raise self._error(e) from None
-        self.pinio_bytes_read += raw.report()["read_bytes"]
+        rep = raw.report()
+        self.pinio_bytes_read += rep["read_bytes"]
+        self._mapped = rep["files_mapped"] > 0
         self.pinio_loads += 1
         return _pinio_pkg.Checkpoint(raw, self._fw)
 
@@ -290,12 +300,12 @@ class safe_open:
             self._ckpt = self._load()
         return self._ckpt
 
-    def _successor(self, name):
-        """The order ("key" or "offset") in which `name` follows the tensor
-        read last, or None (a random access)."""
-        if self._last is not None:
+    def _successor(self, name, last):
+        """The order ("key" or "offset") in which `name` follows `last`, the
+        tensor read before it, or None (a random access)."""
+        if last is not None:
             for order, at in self._at.items():
-                if at[name] == at[self._last] + 1:
+                if at[name] == at[last] + 1:
                     return order
         return None
 
@@ -306,23 +316,23 @@ class safe_open:
             return self._from_window_locked(name)
 
     def _from_window_locked(self, name):
-        order = self._successor(name)
-        self._last = name
+        last, self._last = self._last, name
         ck = self._window
-        if ck is not None and name in ck:
-            return ck[name]
+        if ck is not None:
+            i = ck._index.get(name)
+            if i is not None:  # the hot path: one lookup, then the tensor
+                return ck._tensor(i)
+        order = self._successor(name, last)
         if order is None:
             self._ahead, order = 0, "key"
+        elif self._mapped:
+            self._ahead = max(2 * self._ahead, _AHEAD_MAPPED)
         else:
             self._ahead = min(max(2 * self._ahead, _AHEAD_MIN), _AHEAD_MAX)
-        names = self._sorted if order == "key" else self._order
-        i = self._at[order][name]
-        want, size = [name], self._nbytes(name)
-        for n in names[i + 1:]:
-            size += self._nbytes(n)
-            if size > self._ahead:
-                break
-            want.append(n)
+        if self._mapped and self._data_bytes <= self._ahead:
+            want = None  # the whole file: no filter to build, none to match
+        else:
+            want = self._window_names(name, order)
         if self._window is not None:
             self._window.close()  # its tensors keep their own references
             self._window = None
@@ -331,6 +341,18 @@ class safe_open:
             raise SafetensorError(f"File does not contain tensor {name}")
         self._window = ck
         return ck[name]
+
+    def _window_names(self, name, order):
+        """`name` and the names after it in `order`, up to the window's size."""
+        names = self._sorted if order == "key" else self._order
+        i = self._at[order][name]
+        want, size = [name], self._nbytes(name)
+        for n in names[i + 1:]:
+            size += self._nbytes(n)
+            if size > self._ahead:
+                break
+            want.append(n)
+        return want
 
     def _filter_for(self, name):
         """The filter selecting `name` alone. A name no other name extends
@@ -409,6 +431,40 @@ class safe_open:
         buf = _pinio.read(self._fd, self._data_offset + offset, length)
         self.pinio_bytes_read += length
         return buf
+
+
+def _load_whole(filename, framework, *, backend="mmap", arena=None):
+    """load_file's CPU path: {name: tensor} of the whole file, in file order,
+    as safe_open(...).get_tensors() returns it, from one engine run whose
+    plan parses the header once (safe_open's own parse then the load's was
+    a third of load_file's instructions at 20,000 tensors). The errors are
+    safe_open's: the same checks first, and a failed load names the header
+    when the header is what failed."""
+    fw = _framework(framework)
+    if backend not in _BACKENDS:
+        raise SafetensorError(f"backend {backend} is invalid (mmap or pread)")
+    path = _os.fspath(filename)
+    fd = _open_regular(path)
+    try:
+        fdpath = f"/proc/self/fd/{fd}"
+        if not _os.path.exists(fdpath):
+            fdpath = path
+        try:
+            raw = _pinio.load([fdpath], backend=_BACKENDS[backend], arena=arena)
+        except _pinio.Error as e:
+            try:  # the header alone: upstream's message when it is at fault
+                _pinio.header(fd, path)
+            except _pinio.Error as he:
+                raise SafetensorError("Error while deserializing header: "
+                                      f"{_pinio_message(he)}") from None
+            raise SafetensorError(_pinio_message(e).replace(fdpath, path)) from None
+    finally:
+        _os.close(fd)
+    ck = _pinio_pkg.Checkpoint(raw, fw)
+    try:
+        return ck.tensors()
+    finally:
+        ck.close()
 
 
 def _safe_open_handle(f, framework, device="cpu", *, backend="mmap", allocator=None):

@@ -8,7 +8,8 @@ import sys
 import numpy as np
 
 import pinio as _pinio_pkg
-from . import TensorSpec, deserialize, safe_open, serialize, serialize_file
+from . import TensorSpec, _load_whole, deserialize, serialize, serialize_file
+from . import safe_open  # noqa: F401 (upstream's safetensors.numpy has it too)
 
 __all__ = ["save", "save_file", "load", "load_file"]
 
@@ -57,5 +58,4 @@ def load(data):
 
 def load_file(filename, *, backend="mmap"):
     """{name: np.ndarray} of a safetensors file, zero-copy."""
-    with safe_open(filename, framework="np", backend=backend) as f:
-        return f.get_tensors()
+    return _load_whole(filename, "np", backend=backend)

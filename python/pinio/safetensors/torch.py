@@ -14,7 +14,7 @@ from collections import defaultdict
 import torch
 
 import pinio as _pinio_pkg
-from . import TensorSpec, deserialize, safe_open, serialize, serialize_file
+from . import TensorSpec, _load_whole, deserialize, safe_open, serialize, serialize_file
 
 __all__ = ["save", "save_file", "load", "load_file", "save_model", "load_model"]
 
@@ -168,6 +168,8 @@ def load_file(filename, device="cpu", *, backend="mmap", allocator=None, arena=N
     memory; on device="cuda[:N]" one stream through pinio's CUDA sink
     (`allocator`: see safe_open). arena=pinio.Arena(): pinned memory kept
     across loads (pinio's own keyword; see safe_open)."""
+    if device == "cpu" and allocator is None:
+        return _load_whole(filename, "pt", backend=backend, arena=arena)
     with safe_open(filename, framework="pt", device=device, backend=backend,
                    allocator=allocator, arena=arena) as f:
         return f.get_tensors()

@@ -1,0 +1,185 @@
+"""The hot paths of issue 27, held to what they must not lose: load_file in
+one engine run with one header parse (and safe_open's errors), a per-key
+read of a cached file in two engine runs with the same tensors as a whole
+load, and the report's time to ready. No timing is asserted: the counts are
+of calls and engine runs."""
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import pinio
+import pinio.safetensors as st
+import pinio.safetensors.numpy as stnp
+import pinio.safetensors.torch as stpt
+from pinio import _pinio
+from pinio.safetensors import SafetensorError, safe_open
+
+
+def mixed(n=12):
+    """Tensors of several dtypes and ranks, an empty one among them."""
+    g = torch.Generator().manual_seed(3)
+    out = {}
+    for i in range(n):
+        dt = (torch.float32, torch.bfloat16, torch.int64, torch.uint8)[i % 4]
+        out[f"layer.{i}.w"] = (torch.randn(3, 5, generator=g) * 100).to(dt)
+    out["empty"] = torch.zeros(0, 4)
+    out["flag"] = torch.tensor([True, False, True])
+    return out
+
+
+def raw_bytes(t):
+    return t.contiguous().view(-1).view(torch.uint8).tolist() if t.numel() else []
+
+
+def same(a, b):
+    assert list(a) == list(b)  # file order, both
+    for k in a:
+        assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k
+        assert raw_bytes(a[k]) == raw_bytes(b[k]), k
+
+
+@pytest.fixture
+def header_calls(monkeypatch):
+    """Counts the header reads of pinio.safetensors (its own parse)."""
+    calls = []
+    real = _pinio.header
+
+    def counting(*a):
+        calls.append(a)
+        return real(*a)
+
+    monkeypatch.setattr(_pinio, "header", counting)
+    return calls
+
+
+def test_load_file_reads_the_header_once(anydir, header_calls):
+    path = os.path.join(anydir, "m.safetensors")
+    stpt.save_file(mixed(), path)
+    with safe_open(path, "pt") as f:
+        want = f.get_tensors()
+    header_calls.clear()
+    same(stpt.load_file(path), want)
+    same(stpt.load_file(path, backend="pread"), want)
+    with pinio.Arena() as arena:
+        got = stpt.load_file(path, arena=arena)
+        same(got, want)
+        del got
+    # the plan's parse is the only one: no header() of safe_open's before it
+    assert header_calls == []
+    np_path = os.path.join(anydir, "np.safetensors")
+    stnp.save_file({"b": np.arange(6, dtype=np.int64).reshape(2, 3), "a": np.ones(3, np.uint8)},
+                   np_path)
+    header_calls.clear()
+    np_got = stnp.load_file(np_path)
+    assert header_calls == []
+    assert list(np_got) == ["b", "a"] and np_got["b"].tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_load_file_errors_are_safe_open_s(tmp, header_calls):
+    """A bad header or a file shorter than its header: load_file raises what
+    safe_open raises (its header read then runs, on the failure path only)."""
+    good = os.path.join(tmp, "good.safetensors")
+    stnp.save_file({"a": np.arange(4096, dtype=np.int64)}, good)
+    with open(good, "rb") as f:
+        data = f.read()
+    cases = {"short.safetensors": data[:-100], "garbage.safetensors": b"\x10" + b"\0" * 7 + b"x" * 16,
+             "tiny.safetensors": b"abc"}
+    for name, body in cases.items():
+        p = os.path.join(tmp, name)
+        with open(p, "wb") as f:
+            f.write(body)
+        with pytest.raises(SafetensorError) as want:
+            safe_open(p, "pt")
+        for load in (stpt.load_file, stnp.load_file):
+            with pytest.raises(SafetensorError) as got:
+                load(p)
+            assert str(got.value) == str(want.value), name
+            assert str(got.value).startswith("Error while deserializing header: "), name
+    with pytest.raises(FileNotFoundError):
+        stpt.load_file(os.path.join(tmp, "missing.safetensors"))
+    with pytest.raises(SafetensorError, match="backend nope is invalid"):
+        stpt.load_file(good, backend="nope")
+    with pytest.raises(SafetensorError, match="framework"):
+        st._load_whole(good, "tf")
+
+
+def test_every_key_of_a_cached_file_in_two_engine_runs(shm, header_calls):
+    """Reading each key in order of a file in the page cache (tmpfs: always
+    there): the first key alone, then the rest of the file in one mapped
+    window. Windows of 16 MiB doubling (what a pinned, cold file gets)
+    took four runs here."""
+    path = os.path.join(shm, "m.safetensors")
+    tensors = {f"t{i:02d}": np.full(1 << 20, i, np.uint8) for i in range(40)}
+    tensors["z.empty"] = np.zeros(0, np.float32)
+    stnp.save_file(tensors, path)
+    whole = pinio.load(path, framework="np")
+    for fw in ("np", "pt"):
+        with safe_open(path, fw) as f:
+            got = {k: f.get_tensor(k) for k in f.keys()}
+            assert f.pinio_loads == 2, f.pinio_loads
+            assert f.pinio_bytes_read == 0  # mapped: nothing read by the engine
+        assert sorted(got) == sorted(whole)
+        for k, v in whole.items():
+            g = got[k] if fw == "np" else got[k].numpy()
+            assert g.dtype == v.dtype and g.shape == v.shape and (g == v).all(), k
+    # in file order too, and a random access after: still the tensor asked for
+    with safe_open(path, "pt") as f:
+        for k in f.offset_keys():
+            assert f.get_tensor(k).shape == whole[k].shape
+        assert f.pinio_loads <= 2
+        assert int(f.get_tensor("t05")[0]) == 5
+    assert len(header_calls) == 3  # one per safe_open, none per window
+
+
+def test_per_key_tensors_match_the_whole_load(anydir):
+    path = os.path.join(anydir, "m.safetensors")
+    stpt.save_file(mixed(40), path)
+    whole = stpt.load_file(path)
+    with safe_open(path, "pt") as f:
+        got = {k: f.get_tensor(k) for k in f.offset_keys()}
+    same(got, whole)
+    assert got["layer.0.w"].tolist() == whole["layer.0.w"].tolist()  # valid after close
+
+
+def test_a_checkpoint_item_after_close_raises(tmp):
+    path = os.path.join(tmp, "m.safetensors")
+    stpt.save_file(mixed(4), path)
+    ck = pinio.open(path)
+    t = ck["layer.0.w"]
+    ck.close()
+    for name in ("layer.0.w", "empty"):
+        with pytest.raises(ValueError, match="closed"):
+            ck[name]
+    assert t.shape == (3, 5)
+
+
+def test_report_says_the_time_to_ready(anydir):
+    path = os.path.join(anydir, "m.safetensors")
+    stpt.save_file(mixed(), path)
+    for memory in ("auto", "pinned", "mapped"):
+        with pinio.open(path, memory=memory) as ck:
+            lib = ck._raw.report()["ready_seconds"]
+            assert lib > 0 and lib >= ck._raw.report()["seconds"]
+            before = ck.report()["ready_seconds"]  # the load and the checkpoint object
+            assert before >= lib
+            ck.tensors()
+            after = ck.report()["ready_seconds"]  # ... and every tensor object
+            assert after >= before
+
+
+def test_consumer_dma_reads_a_cached_file_pinned(shm):
+    """consumer="dma" (what a GPU upload needs): memory "auto" pins every
+    file, even one in the page cache that "host" maps."""
+    path = os.path.join(shm, "m.safetensors")
+    stpt.save_file(mixed(), path)
+    want = stpt.load_file(path)
+    for consumer, pinned in (("host", 0), ("dma", 1)):
+        with pinio.open(path, consumer=consumer) as ck:
+            assert ck.report()["files_pinned"] == pinned, consumer
+            same(ck.tensors(), want)
+    got = pinio.load(path, consumer="dma")
+    assert got["layer.2.w"].tolist() == want["layer.2.w"].tolist()
+    with pytest.raises(ValueError, match="consumer nope is invalid"):
+        pinio.load(path, consumer="nope")
