@@ -133,6 +133,31 @@ def test_every_key_of_a_cached_file_in_two_engine_runs(shm, header_calls):
     assert len(header_calls) == 3  # one per safe_open, none per window
 
 
+def test_a_file_evicted_between_windows_is_mapped_not_pinned(tmp):
+    """The big window that follows a mapped one is loaded mapped even when
+    the file left the page cache in between: read pinned, a handle asked
+    for one tensor at a time would pin up to 8 GiB at once."""
+    path = os.path.join(tmp, "m.safetensors")  # /var/tmp: the cache can be dropped
+    tensors = {f"t{i:02d}": np.full(1 << 20, i, np.uint8) for i in range(24)}
+    stnp.save_file(tensors, path)
+    with open(path, "rb") as fh:
+        fh.read()  # in the page cache: the first window is mapped
+    with safe_open(path, "np") as f:
+        keys = f.keys()
+        assert (f.get_tensor(keys[0]) == 0).all()
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+        for i, k in enumerate(keys[1:], 1):
+            assert (f.get_tensor(k) == i).all(), k
+        rep = f._window.report()
+        assert rep["files_mapped"] == 1, rep["io_path"]
+        assert f.pinio_loads == 2
+
+
 def test_per_key_tensors_match_the_whole_load(anydir):
     path = os.path.join(anydir, "m.safetensors")
     stpt.save_file(mixed(40), path)

@@ -109,6 +109,10 @@ _AHEAD_MAX = 256 << 20
 # a selection over every tensor of the file, whatever its size (at 20,000
 # tensors, 9 windows were half of a per-key read of every tensor); a
 # mapping reads nothing and pins nothing, and upstream maps the whole file.
+# Such a window is loaded mapped whatever the page cache holds by then: a
+# file evicted between two windows would otherwise be read into up to
+# 8 GiB of pinned memory by a handle whose user asked for one tensor at a
+# time (mapped, its pages are the page cache's, reclaimable).
 _AHEAD_MAPPED = 8 << 30
 
 
@@ -279,14 +283,16 @@ class safe_open:
         header = json.loads(bytes(_pinio.read(self._fd, 8, n)))
         return header.get("__metadata__") == {}
 
-    def _load(self, names=None):
+    def _load(self, names=None, memory="auto"):
         """A Checkpoint of `names` (None: all), read in one engine run."""
         filters = None if names is None else [self._filter_for(n) for n in names]
+        if self._arena is not None:
+            memory = "auto"  # an arena is pinned memory: every file read into it
         try:
             # hot files mapped private, as upstream maps them (writable,
             # copy-on-write), cold ones read pinned with O_DIRECT
             raw = _pinio.load([self._fdpath], filters=filters, backend=_BACKENDS[self._backend],
-                              arena=self._arena)
+                              arena=self._arena, memory=memory)
         except _pinio.Error as e:
             raise self._error(e) from None
         rep = raw.report()
@@ -336,7 +342,7 @@ class safe_open:
         if self._window is not None:
             self._window.close()  # its tensors keep their own references
             self._window = None
-        ck = self._load(want)
+        ck = self._load(want, "mapped" if self._ahead > _AHEAD_MAX else "auto")
         if name not in ck:  # cannot happen to a validated descriptor; never a wrong tensor
             raise SafetensorError(f"File does not contain tensor {name}")
         self._window = ck
