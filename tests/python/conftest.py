@@ -52,3 +52,13 @@ def rchar():
             if line.startswith("rchar:"):
                 return int(line.split()[1])
     raise RuntimeError("no rchar in /proc/self/io")
+
+
+def drop_cache(path):
+    """Drops `path`'s pages from the page cache (its next read is cold)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)

@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 import pytest
+from conftest import drop_cache
 import torch
 
 import pinio
@@ -145,12 +146,7 @@ def test_a_file_evicted_between_windows_is_mapped_not_pinned(tmp):
     with safe_open(path, "np") as f:
         keys = f.keys()
         assert (f.get_tensor(keys[0]) == 0).all()
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        drop_cache(path)
         for i, k in enumerate(keys[1:], 1):
             assert (f.get_tensor(k) == i).all(), k
         rep = f._window.report()

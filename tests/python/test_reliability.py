@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import drop_cache
 import torch
 
 import pinio
@@ -207,12 +208,7 @@ def test_a_killed_save_leaves_a_temporary_a_later_save_removes(tmp):
 def cold_file(path, tensors):
     """Saves `tensors` and drops the file from the page cache."""
     stnp.save_file(tensors, path)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+    drop_cache(path)
 
 
 def test_safe_open_reads_about_the_tensors_it_is_asked_for(tmp):
