@@ -13,6 +13,7 @@
 
 #include "pinio/safetensors.h"
 #include "json_internal.h"
+#include "src/st/clone.h"
 
 /* ------------------------------------------------------------------ dtypes */
 
@@ -730,6 +731,50 @@ out:
         fail(diag, r, path, "out of memory while parsing the header");
     pinio_st_free(st);
     return r;
+}
+
+/* The copy owns arrays of its own (exact sizes): the tensor records, name
+ * index and metadata move as they are, and the pointers into the strings
+ * and dims are set anew, as after a parse. */
+int pinio__st_clone(pinio_st **out, const pinio_st *st)
+{
+    *out = NULL;
+    pinio_st *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    *c = *st;
+    c->tensors = NULL;
+    c->by_name = NULL;
+    c->dims = NULL;
+    c->strings = NULL;
+    c->meta = NULL;
+    size_t n = st->ntensors ? st->ntensors : 1;
+    c->tensors = malloc(n * sizeof(*c->tensors));
+    c->by_name = malloc(n * sizeof(*c->by_name));
+    c->dims = malloc((st->ndims ? st->ndims : 1) * sizeof(*c->dims));
+    c->strings = malloc(st->nstrings ? st->nstrings : 1);
+    c->meta = malloc((st->nmeta ? st->nmeta : 1) * sizeof(*c->meta));
+    if (!c->tensors || !c->by_name || !c->dims || !c->strings || !c->meta) {
+        pinio_st_free(c);
+        return -ENOMEM;
+    }
+    if (st->ntensors) {
+        memcpy(c->tensors, st->tensors, st->ntensors * sizeof(*c->tensors));
+        memcpy(c->by_name, st->by_name, st->ntensors * sizeof(*c->by_name));
+    }
+    if (st->ndims)
+        memcpy(c->dims, st->dims, st->ndims * sizeof(*c->dims));
+    if (st->nstrings)
+        memcpy(c->strings, st->strings, st->nstrings);
+    if (st->nmeta)
+        memcpy(c->meta, st->meta, st->nmeta * sizeof(*c->meta));
+    c->cap_tensors = st->ntensors;
+    c->cap_dims = st->ndims;
+    c->cap_strings = st->nstrings;
+    c->cap_meta = st->nmeta;
+    fix_pointers(c);
+    *out = c;
+    return 0;
 }
 
 /* ------------------------------------------------------------- file I/O */
