@@ -184,7 +184,9 @@ int pinio__select(pinio_plan *p, const char *const *filters, size_t nfilters, pi
             rc = -ENOENT;
         }
     free(found);
-    if (rc < 0 || n < 2)
+    /* One file's names are distinct already: its parser refuses a name
+     * twice (DuplicateKey). The sort below is for names across files. */
+    if (rc < 0 || n < 2 || p->nfiles < 2)
         return rc;
     size_t *order = malloc(n * sizeof(*order));
     if (!order)
