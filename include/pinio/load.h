@@ -426,6 +426,21 @@ typedef struct pinio_load_report {
 PINIO_API int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *opts,
                          pinio_checkpoint **out, pinio_diag *diag);
 
+/**
+ * pinio_load() of files already opened and validated: the load's plan is
+ * pinio_plan_derive(`base`, the selection, slices and cache policy of
+ * `opts`), so no path is opened and no header read or parsed again; the
+ * rest is pinio_load(). A reader that validated a file once (a safe_open
+ * handle) loads each part of it this way.
+ *
+ * @param base  read during the call only (see pinio_plan_derive()).
+ * @param opts, out, diag  as pinio_load().
+ * @return as pinio_load(), and pinio_plan_derive()'s errors (-ENOTSUP,
+ *         #PINIO_ECHANGED for a file rewritten since `base` validated it).
+ */
+PINIO_API int pinio_load_derived(const pinio_plan *base, const pinio_load_opts *opts,
+                                 pinio_checkpoint **out, pinio_diag *diag);
+
 /** Releases the caller's reference; the arena lives on while tensor bytes hold it. NULL is a no-op. */
 PINIO_API void pinio_checkpoint_release(pinio_checkpoint *cp);
 

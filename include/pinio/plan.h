@@ -331,6 +331,38 @@ PINIO_API int pinio_plan_create_from_headers(pinio_plan **out, const pinio_plan_
                                              const char *index_path, const pinio_plan_opts *opts,
                                              pinio_diag *diag);
 
+/**
+ * Builds a plan over the files `base` opened and validated, with another
+ * selection: each file's descriptor is duplicated and its validated header
+ * copied, so no path is opened and no header read or parsed again (a
+ * safe_open handle plans each lazy read of its file this way, for the cost
+ * of the selection). Then, as pinio_plan_create(): the selection, slices
+ * and split rules of `opts`, the cache policy (residency measured now) and
+ * the layout.
+ *
+ * The files are the ones `base` validated, whatever their paths name now.
+ * Each one's identity is taken again: its size and modification time must
+ * still be the ones `base` validated (#PINIO_ECHANGED otherwise: rewritten,
+ * its header may no longer describe it). Its status change time may have
+ * moved (renamed over or unlinked: its bytes are the same); the new plan's
+ * execution checks against the identity taken now.
+ *
+ * @param out   on success the caller owns the plan (pinio_plan_free()): it
+ *              holds descriptors and headers of its own, so `base` may be
+ *              freed first. On failure `*out` is NULL and nothing is left
+ *              allocated or open.
+ * @param base  read during the call only, never changed: any thread may
+ *              derive from it.
+ * @param opts  NULL = defaults; read during the call only.
+ * @return 0; -ENOTSUP for a `base` with an index (its allowlist is not
+ *         carried over) or with objects (s3://: no descriptor to share);
+ *         #PINIO_ECHANGED; -EMFILE; -ENOMEM; otherwise as pinio_plan_create()
+ *         after its headers are read (-ENOENT, -EINVAL for the selection,
+ *         slices and split rules).
+ */
+PINIO_API int pinio_plan_derive(pinio_plan **out, const pinio_plan *base,
+                                const pinio_plan_opts *opts, pinio_diag *diag);
+
 /** What the slices of a plan cost (pinio_plan_get_slice_info()). Grows like
  *  the options structs: fields are only added at the end. */
 typedef struct pinio_plan_slice_info {

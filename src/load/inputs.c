@@ -382,10 +382,15 @@ int pinio__pfile_open(pinio__pfile *f, const char *shard_of, const void *header,
                 : pinio_st_read_fd(&f->st, f->fd, f->path, 0, diag);
     if (rc < 0)
         return rc;
+    pinio__pfile_publish(f);
+    return 0;
+}
+
+void pinio__pfile_publish(pinio__pfile *f)
+{
     f->pub.path = f->path;
     f->pub.fd = f->fd;
     f->pub.size = pinio_st_file_size(f->st);
     f->pub.header = f->st;
     f->pub.cache_why = f->why;
-    return 0;
 }

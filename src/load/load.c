@@ -49,9 +49,10 @@ typedef struct load_run {
     pinio_checkpoint *cp;
 } load_run;
 
-static int check_opts(load_run *L, const char *const *paths, size_t npaths,
-                      const pinio_load_opts *opts, pinio_checkpoint **out, pinio_diag *diag);
-static int make_plan(load_run *L, const char *const *paths, size_t npaths, pinio_diag *diag);
+static int check_opts(load_run *L, bool have_paths, size_t ninputs, const pinio_load_opts *opts,
+                      pinio_checkpoint **out, pinio_diag *diag);
+static int make_plan(load_run *L, const char *const *paths, size_t npaths,
+                     const pinio_plan *base, pinio_diag *diag);
 static int run_stages(load_run *L, pinio_diag *diag);
 static int alloc_tables(load_run *L);
 static int decide_memory(load_run *L, pinio_diag *diag);
@@ -66,18 +67,19 @@ static void plan_opts_of(const pinio_load_opts *o, pinio_plan_opts *po);
 static void tensor_addresses(const pinio_plan *plan, const pinio__arena *arena,
                              const pinio__fmem *fm, const uint8_t **data);
 
-int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *opts,
-               pinio_checkpoint **out, pinio_diag *diag)
+/* Both entry points: from paths, or over the files of a `base` plan. */
+static int load(const char *const *paths, size_t npaths, const pinio_plan *base,
+                const pinio_load_opts *opts, pinio_checkpoint **out, pinio_diag *diag)
 {
     double t_call = pinio__now_s();
     if (out)
         *out = NULL;
     load_run L = { 0 };
-    int rc = check_opts(&L, paths, npaths, opts, out, diag);
+    int rc = check_opts(&L, base || paths, base ? 1 : npaths, opts, out, diag);
     if (rc < 0)
         return rc;
     L.t0 = pinio__now_s();
-    if ((rc = make_plan(&L, paths, npaths, diag)) < 0)
+    if ((rc = make_plan(&L, paths, npaths, base, diag)) < 0)
         return rc;
     rc = run_stages(&L, diag);
     release(&L);
@@ -91,21 +93,34 @@ int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *o
     return 0;
 }
 
+int pinio_load(const char *const *paths, size_t npaths, const pinio_load_opts *opts,
+               pinio_checkpoint **out, pinio_diag *diag)
+{
+    return load(paths, npaths, NULL, opts, out, diag);
+}
+
+int pinio_load_derived(const pinio_plan *base, const pinio_load_opts *opts,
+                       pinio_checkpoint **out, pinio_diag *diag)
+{
+    return load(NULL, 0, base, opts, out, diag);
+}
+
 /* The caller's options, copied (size-prefixed) and checked. */
-static int check_opts(load_run *L, const char *const *paths, size_t npaths,
-                      const pinio_load_opts *opts, pinio_checkpoint **out, pinio_diag *diag)
+/* `have_paths`: an array of inputs (or a base plan), `ninputs` of them. */
+static int check_opts(load_run *L, bool have_paths, size_t ninputs, const pinio_load_opts *opts,
+                      pinio_checkpoint **out, pinio_diag *diag)
 {
     pinio_load_opts_default(&L->o);
     int rc = pinio__opts_copy(&L->o, sizeof(L->o), opts, "pinio_load options", diag);
     if (rc < 0)
         return rc;
     const pinio_load_opts o = L->o;
-    if (!out || !paths || npaths == 0 || (o.nfilters && !o.filters) ||
+    if (!out || !have_paths || ninputs == 0 || (o.nfilters && !o.filters) ||
         o.memory > PINIO_MEMORY_MAPPED || (unsigned)o.consumer > PINIO_CONSUMER_DMA ||
         o.mapped_fill > PINIO_FILL_FAULT || o.tensor_align > 4096 ||
         (o.tensor_align & (o.tensor_align - 1))) {
         pinio_diag_set(diag, -EINVAL, "pinio_load: %s",
-                       !npaths                        ? "no input paths"
+                       !ninputs                       ? "no input paths"
                        : o.memory > PINIO_MEMORY_MAPPED ? "invalid memory mode"
                        : (unsigned)o.consumer > PINIO_CONSUMER_DMA ? "consumer must be HOST or DMA"
                        : o.mapped_fill > PINIO_FILL_FAULT ? "mapped_fill must be AUTO, AHEAD or FAULT"
@@ -120,11 +135,13 @@ static int check_opts(load_run *L, const char *const *paths, size_t npaths,
 /* The plan (inputs, headers, selection, layout) and its part of the
  * report; the expected digests' count checked against its files. On
  * failure nothing is left to release. */
-static int make_plan(load_run *L, const char *const *paths, size_t npaths, pinio_diag *diag)
+static int make_plan(load_run *L, const char *const *paths, size_t npaths,
+                     const pinio_plan *base, pinio_diag *diag)
 {
     pinio_plan_opts po;
     plan_opts_of(&L->o, &po);
-    int rc = pinio_plan_create(&L->plan, paths, npaths, &po, diag);
+    int rc = base ? pinio_plan_derive(&L->plan, base, &po, diag)
+                  : pinio_plan_create(&L->plan, paths, npaths, &po, diag);
     if (rc < 0)
         return rc;
     pinio__report_plan(L->plan, &L->rep);

@@ -6,12 +6,14 @@
  * read here; execution is exec.c.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "src/base/opts.h"
 #include "src/load/plan_internal.h"
+#include "src/st/clone.h"
 
 /* Holes up to this size between wanted ranges are read through rather than
  * skipped: one request costs more than reading 256 KiB, and the bound keeps
@@ -170,6 +172,41 @@ static int opts_take(pinio_plan_opts *o, const pinio_plan_opts *opts, const char
     return slicing_take(o, fn, diag);
 }
 
+/* The plan's copy of the options: the selection, slices and split rules
+ * are read during the call only. */
+static void keep_opts(pinio_plan *p, const pinio_plan_opts *o)
+{
+    p->opts = *o;
+    p->opts.filters = NULL;
+    p->opts.nfilters = 0;
+    p->opts.slices = NULL;
+    p->opts.nslices = 0;
+    p->opts.split = NULL;
+    p->opts.nsplit = 0;
+}
+
+/* What follows the files' validation, for every constructor: select, slice,
+ * decide the cache policy, lay out. Takes `p` whatever happens. */
+static int finish(pinio_plan **out, pinio_plan *p, const pinio_plan_opts *o, pinio_diag *diag)
+{
+    int rc = pinio__select(p, o->filters, o->nfilters, diag);
+    if (rc == 0)
+        rc = pinio__slice_resolve(p, o, diag);
+    if (rc == 0) {
+        pinio__cache_decide(p);
+        rc = lay_out(p, diag);
+    }
+    if (rc < 0) {
+        pinio_plan_free(p);
+        return rc;
+    }
+    p->info.files = p->nfiles;
+    p->info.tensors = p->ntensors;
+    p->info.index_path = p->index ? pinio_st_index_path(p->index) : NULL;
+    *out = p;
+    return 0;
+}
+
 /* Everything after the inputs are known: open and validate each file (its
  * header read through the descriptor, or parsed from `hdrs[i]`; an object's
  * through `s3`, opened here when NULL), select, decide the cache policy, lay
@@ -188,13 +225,7 @@ static int build(pinio_plan **out, const pinio_plan_opts *o, pinio_st_index *ind
             free(paths[i]);
         return -ENOMEM;
     }
-    p->opts = *o;
-    p->opts.filters = NULL; /* borrowed for the call only */
-    p->opts.nfilters = 0;
-    p->opts.slices = NULL;
-    p->opts.nslices = 0;
-    p->opts.split = NULL;
-    p->opts.nsplit = 0;
+    keep_opts(p, o);
     p->index = index;
     p->s3 = s3;
     const char *shard_of = index ? pinio_st_index_path(index) : NULL;
@@ -219,23 +250,11 @@ static int build(pinio_plan **out, const pinio_plan_opts *o, pinio_st_index *ind
                 pinio_diag_set_index(diag, i);
         }
     }
-    if (rc == 0)
-        rc = pinio__select(p, o->filters, o->nfilters, diag);
-    if (rc == 0)
-        rc = pinio__slice_resolve(p, o, diag);
-    if (rc == 0) {
-        pinio__cache_decide(p);
-        rc = lay_out(p, diag);
-    }
     if (rc < 0) {
         pinio_plan_free(p);
         return rc;
     }
-    p->info.files = p->nfiles;
-    p->info.tensors = p->ntensors;
-    p->info.index_path = shard_of;
-    *out = p;
-    return 0;
+    return finish(out, p, o, diag);
 }
 
 int pinio_plan_create(pinio_plan **out, const char *const *paths, size_t npaths,
@@ -325,6 +344,84 @@ int pinio_plan_create_from_headers(pinio_plan **out, const pinio_plan_header *fi
     rc = build(out, &o, ix, NULL, paths, files, nfiles, diag);
     free(paths);
     return rc;
+}
+
+/* File `b` of a base plan, again: its descriptor duplicated (the same open
+ * file, whatever the path names now), its header copied, its identity
+ * taken now. Its content must be what `b` validated: a size or a
+ * modification time that moved means the header no longer describes it.
+ * The status change time alone may move: unlinking the file (a rename
+ * over its path) does that and leaves its bytes as they were. */
+static int derive_file(pinio__pfile *f, const pinio__pfile *b, pinio_diag *diag)
+{
+    f->path = strdup(b->path);
+    if (!f->path)
+        return -ENOMEM;
+    f->fd = fcntl(b->fd, F_DUPFD_CLOEXEC, 0);
+    int rc = f->fd < 0 ? -errno : 0;
+    if (rc < 0) {
+        pinio_diag_set_at(diag, rc, b->path, PINIO_DIAG_NO_OFFSET,
+                          "cannot duplicate the validated descriptor: %s", pinio_strerror(rc));
+        return rc;
+    }
+    if ((rc = pinio__st_clone(&f->st, b->st)) < 0)
+        return rc;
+    if ((rc = pinio__file_id_get(f->fd, &f->id)) < 0) {
+        pinio_diag_set_at(diag, rc, b->path, PINIO_DIAG_NO_OFFSET, "statx: %s",
+                          pinio_strerror(rc));
+        return rc;
+    }
+    if (f->id.size != b->id.size || f->id.mtime_s != b->id.mtime_s ||
+        f->id.mtime_ns != b->id.mtime_ns) {
+        pinio_diag_set_at(diag, PINIO_ECHANGED, b->path, PINIO_DIAG_NO_OFFSET,
+                          "file changed since its header was validated: %s moved (rewritten "
+                          "in place?)",
+                          f->id.size != b->id.size ? "its size" : "its modification time");
+        return PINIO_ECHANGED;
+    }
+    f->dio_align = b->dio_align;
+    pinio__pfile_publish(f);
+    return 0;
+}
+
+int pinio_plan_derive(pinio_plan **out, const pinio_plan *base, const pinio_plan_opts *opts,
+                      pinio_diag *diag)
+{
+    if (out)
+        *out = NULL;
+    pinio_plan_opts o;
+    int rc = opts_take(&o, opts, "pinio_plan_derive", diag);
+    if (rc < 0)
+        return rc;
+    if (!out || !base) {
+        pinio_diag_set(diag, -EINVAL, "pinio_plan_derive: invalid arguments");
+        return -EINVAL;
+    }
+    if (base->index || base->s3) {
+        pinio_diag_set(diag, -ENOTSUP, "pinio_plan_derive: the base plan %s: build the plan "
+                       "with pinio_plan_create() instead",
+                       base->index ? "has an index (its allowlist is not carried over)"
+                                   : "reads objects (s3://), which have no descriptor");
+        return -ENOTSUP;
+    }
+    pinio_plan *p = calloc(1, sizeof(*p));
+    if (!p || !(p->files = calloc(base->nfiles ? base->nfiles : 1, sizeof(*p->files)))) {
+        free(p);
+        return -ENOMEM;
+    }
+    keep_opts(p, &o);
+    for (size_t i = 0; i < base->nfiles && rc == 0; i++) {
+        pinio__pfile *f = &p->files[p->nfiles++];
+        f->fd = -1;
+        rc = derive_file(f, &base->files[i], diag);
+        if (rc < 0)
+            pinio_diag_set_index(diag, i);
+    }
+    if (rc < 0) {
+        pinio_plan_free(p);
+        return rc;
+    }
+    return finish(out, p, &o, diag);
 }
 
 void pinio_plan_get_info(const pinio_plan *p, pinio_plan_info *out)

@@ -94,6 +94,9 @@ bool pinio__hub_model_root(const char *dir, char *root, size_t n, char *prefix, 
 int pinio__pfile_open(pinio__pfile *f, const char *shard_of, const void *header, size_t header_len,
                       pinio_diag *diag);
 
+/* inputs.c: fills `f->pub` from a file (not an object) opened and validated. */
+void pinio__pfile_publish(pinio__pfile *f);
+
 /* inputs.c: the file's identity now, through its descriptor. */
 int pinio__file_id_get(int fd, pinio__file_id *id);
 /* ... and of whatever `path` names now (symlinks followed). */

@@ -5,6 +5,7 @@
  * segment (a staging slot). Every byte is checked against the generator. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "pinio/gen.h"
+#include "pinio/load.h"
 #include "pinio/plan.h"
 #include "tests/common/helpers.h"
 
@@ -341,4 +343,162 @@ Test(plan, each_file_keeps_its_validated_descriptor, .init = setup_file, .fini =
     cr_assert_eq(now.st_ino, before.st_ino);
     cr_assert_eq((uint64_t)now.st_size, f->size);
     pinio_plan_free(p);
+}
+
+/* pinio_plan_derive(): another selection over the files a plan validated. */
+
+/* Overwrites the first `n` bytes of `fd`'s file with spaces, then puts its
+ * modification time back: the header bytes are garbage now, the size and
+ * modification time what the plan validated (only the status change time
+ * moves). */
+static void clobber_header_keep_mtime(int fd, size_t n)
+{
+    struct stat st;
+    cr_assert_eq(fstat(fd, &st), 0);
+    char *junk = malloc(n);
+    cr_assert_not_null(junk);
+    memset(junk, ' ', n);
+    cr_assert_eq(pwrite(fd, junk, n, 0), (ssize_t)n);
+    free(junk);
+    struct timespec ts[2] = { st.st_atim, st.st_mtim };
+    cr_assert_eq(futimens(fd, ts), 0);
+}
+
+Test(plan, a_derived_plan_selects_again_without_reading_the_header, .init = setup_file,
+     .fini = teardown)
+{
+    pinio_plan *base = make_plan(NULL);
+    const pinio_plan_tensor *t0 = pinio_plan_tensor_at(base, 0);
+    const pinio_plan_tensor *t5 = pinio_plan_tensor_at(base, 5);
+    char keep0[128], keep5[128];
+    snprintf(keep0, sizeof(keep0), "%s", t0->name);
+    snprintf(keep5, sizeof(keep5), "%s", t5->name);
+    /* The header read again now would fail to parse: the plans below have
+     * the base's, copied. */
+    int fd = open(path, O_WRONLY);
+    cr_assert_geq(fd, 0);
+    clobber_header_keep_mtime(fd, 16);
+    close(fd);
+    pinio_plan_opts po;
+    pinio_plan_opts_default(&po);
+    const char *filters[] = { keep5, keep0 };
+    po.filters = filters;
+    po.nfilters = 2;
+    pinio_plan *p = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(pinio_plan_derive(&p, base, &po, &d), 0, "%s", d.msg);
+    pinio_plan *all = NULL;
+    cr_assert_eq(pinio_plan_derive(&all, base, NULL, &d), 0, "%s", d.msg);
+    pinio_plan_free(base); /* the derived plans hold descriptors and headers of their own */
+    pinio_plan_info pi;
+    pinio_plan_get_info(p, &pi);
+    cr_assert_eq(pi.tensors, 2);
+    cr_assert_eq(pi.skipped, 10);
+    cr_assert_str_eq(pinio_plan_tensor_at(p, 0)->name, keep0, "file order");
+    cr_assert_str_eq(pinio_plan_tensor_at(p, 1)->name, keep5);
+    cr_assert_str_eq(pinio_plan_file_at(p, 0)->path, path);
+    cr_assert_eq(pinio_st_count(pinio_plan_file_at(p, 0)->header), 12);
+    pinio_plan_get_info(all, &pi);
+    cr_assert_eq(pi.tensors, 12);
+    pinio_plan *plans[] = { p, all };
+    for (size_t k = 0; k < 2; k++) {
+        heap h = heap_for(plans[k]);
+        cr_assert_eq(pinio_plan_execute(plans[k], &heap_ops, &h, NULL, NULL, &d), 0, "%s",
+                     d.msg);
+        check_tensors(plans[k], h.mem);
+        free(h.mem);
+        pinio_plan_free(plans[k]);
+    }
+}
+
+Test(plan, a_derived_plan_reads_the_validated_file_whatever_the_path_names,
+     .init = setup_file, .fini = teardown)
+{
+    pinio_plan *base = make_plan(NULL);
+    char other[300];
+    cr_assert_eq(t_tmpfile(dir, "other", "x", 1, 0, other, sizeof(other)), 0);
+    cr_assert_eq(rename(other, path), 0); /* its status change time moves, nothing else */
+    pinio_plan *p = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(pinio_plan_derive(&p, base, NULL, &d), 0, "%s", d.msg);
+    heap h = heap_for(p);
+    cr_assert_eq(pinio_plan_execute(p, &heap_ops, &h, NULL, NULL, &d), 0, "%s", d.msg);
+    check_tensors(p, h.mem);
+    free(h.mem);
+    pinio_plan_free(p);
+    pinio_plan_free(base);
+}
+
+Test(plan, a_derived_plan_refuses_a_file_rewritten_since_it_was_validated,
+     .init = setup_file, .fini = teardown)
+{
+    pinio_plan *base = make_plan(NULL);
+    int fd = open(path, O_WRONLY);
+    cr_assert_geq(fd, 0);
+    struct stat st;
+    cr_assert_eq(fstat(fd, &st), 0);
+    /* the same size, a new modification time */
+    struct timespec ts[2] = { st.st_atim, { st.st_mtim.tv_sec - 100, 0 } };
+    cr_assert_eq(futimens(fd, ts), 0);
+    pinio_plan *p = (pinio_plan *)1;
+    pinio_diag d = { 0 };
+    cr_assert_eq(pinio_plan_derive(&p, base, NULL, &d), PINIO_ECHANGED);
+    cr_assert_null(p);
+    cr_assert_not_null(strstr(d.msg, path), "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, "modification time"), "%s", d.msg);
+    /* another size */
+    cr_assert_eq(ftruncate(fd, st.st_size + 4096), 0);
+    cr_assert_eq(pinio_plan_derive(&p, base, NULL, &d), PINIO_ECHANGED);
+    cr_assert_not_null(strstr(d.msg, "size"), "%s", d.msg);
+    close(fd);
+    pinio_plan_free(base);
+}
+
+Test(plan, derive_refuses_a_plan_with_an_index_and_bad_arguments, .init = setup_shards,
+     .fini = teardown)
+{
+    pinio_plan *base = make_plan(NULL);
+    pinio_plan *p = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(pinio_plan_derive(&p, base, NULL, &d), -ENOTSUP);
+    cr_assert_null(p);
+    cr_assert_not_null(strstr(d.msg, "index"), "%s", d.msg);
+    cr_assert_eq(pinio_plan_derive(&p, NULL, NULL, &d), -EINVAL);
+    cr_assert_eq(pinio_plan_derive(NULL, base, NULL, &d), -EINVAL);
+    pinio_plan_free(base);
+}
+
+Test(plan, load_derived_loads_the_selection_of_the_validated_file, .init = setup_file,
+     .fini = teardown)
+{
+    pinio_plan *base = make_plan(NULL);
+    char name[128];
+    snprintf(name, sizeof(name), "%s", pinio_plan_tensor_at(base, 3)->name);
+    int fd = open(path, O_WRONLY);
+    cr_assert_geq(fd, 0);
+    clobber_header_keep_mtime(fd, 16);
+    close(fd);
+    for (int m = 0; m < 2; m++) {
+        pinio_load_opts o;
+        pinio_load_opts_default(&o);
+        const char *filters[] = { name };
+        o.filters = filters;
+        o.nfilters = 1;
+        o.memory = m ? PINIO_MEMORY_MAPPED : PINIO_MEMORY_PINNED;
+        pinio_checkpoint *cp = NULL;
+        pinio_diag d = { 0 };
+        cr_assert_eq(pinio_load_derived(base, &o, &cp, &d), 0, "%s", d.msg);
+        cr_assert_eq(pinio_checkpoint_count(cp), 1);
+        const pinio_tensor *t = pinio_checkpoint_tensor(cp, 0);
+        cr_assert_str_eq(t->name, name);
+        uint64_t bad = 0;
+        cr_assert(pinio_gen_verify(SEED, t->name, 0, t->data, t->nbytes, &bad), "byte %llu",
+                  (unsigned long long)bad);
+        cr_assert_str_eq(pinio_checkpoint_file(cp, 0), path);
+        pinio_checkpoint_release(cp);
+    }
+    pinio_checkpoint *cp = (pinio_checkpoint *)1;
+    cr_assert_eq(pinio_load_derived(NULL, NULL, &cp, NULL), -EINVAL);
+    cr_assert_null(cp);
+    pinio_plan_free(base);
 }
