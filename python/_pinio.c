@@ -167,32 +167,44 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
                              (char *)"memory", (char *)"map_private", (char *)"arena",
                               (char *)"expected_sha256", (char *)"fill", (char *)"split",
                               (char *)"rank", (char *)"world", (char *)"slices",
-                              (char *)"max_overread", (char *)"consumer", NULL};
+                              (char *)"max_overread", (char *)"consumer", (char *)"source",
+                              NULL};
     PyObject *paths, *filters = Py_None, *arena_o = Py_None, *expected = Py_None;
-    PyObject *split = Py_None, *slices = Py_None;
+    PyObject *split = Py_None, *slices = Py_None, *source_o = Py_None;
     const char *backend = "auto", *cache = "auto", *direct = "auto", *memory = "auto";
     const char *fill = "auto", *consumer = "host";
     int verify = 0, map_private = 1;
     unsigned int rank = 0, world = 1;
     double max_overread = 0.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$spOOsOIIOds", kwlist, &paths, &filters,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$spOOsOIIOdsO", kwlist, &paths, &filters,
                                      &backend, &cache, &direct, &verify, &memory, &map_private,
                                      &arena_o, &expected, &fill, &split, &rank, &world, &slices,
-                                     &max_overread, &consumer))
+                                     &max_overread, &consumer, &source_o))
         return NULL;
     static const char *const memories[3] = {"auto", "pinned", "mapped"};
     /* the order of pinio_mapped_fill */
     static const char *const fills[3] = {"auto", "ahead", "fault"};
     int m, f, c;
     ArenaObject *arena;
+    SourceObject *src;
     if (parse_policy("memory", memory, memories, &m) || parse_policy("fill", fill, fills, &f) ||
-        parse_consumer(consumer, &c) || arena_arg(arena_o, &arena))
+        parse_consumer(consumer, &c) || arena_arg(arena_o, &arena) || source_arg(source_o, &src))
         return NULL;
+    if (src && paths != Py_None) {
+        PyErr_SetString(PyExc_TypeError, "load: paths or source, not both (paths=None)");
+        return NULL;
+    }
     io_args a;
     slice_args sa;
     if (slice_args_parse(&sa, split, slices))
         return NULL;
-    if (io_args_parse(&a, paths, filters, expected, backend, cache, direct)) {
+    /* source: the file it validated, no paths (an empty list of them) */
+    PyObject *no_paths = src ? PyTuple_New(0) : NULL;
+    int bad = src && !no_paths;
+    if (!bad)
+        bad = io_args_parse(&a, src ? no_paths : paths, filters, expected, backend, cache, direct);
+    Py_XDECREF(no_paths);
+    if (bad) {
         slice_args_free(&sa);
         return NULL;
     }
@@ -223,9 +235,14 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     int r;
     if (arena)
         arena->busy = 1; /* the Python object is ours for the call: the argument holds it */
+    if (src)
+        source_hold(src);
     Py_BEGIN_ALLOW_THREADS
-    r = pinio_load(a.paths, a.npaths, &o, &cp, &diag);
+    r = src ? pinio_load_derived(src->plan, &o, &cp, &diag)
+            : pinio_load(a.paths, a.npaths, &o, &cp, &diag);
     Py_END_ALLOW_THREADS
+    const char *first = src ? pinio_plan_file_at(src->plan, 0)->path
+                            : a.npaths ? a.paths[0] : "";
     if (arena)
         arena->busy = 0;
     if (r == -EBUSY && arena)
@@ -234,7 +251,9 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
                        "of the previous load through this arena are still alive, and this "
                        "load would overwrite their memory: drop every one of them (del, "
                        "close()) first, or load into another arena",
-                       a.npaths ? a.paths[0] : "", a.npaths > 1 ? " (and more)" : "");
+                       first, a.npaths > 1 ? " (and more)" : "");
+    if (src)
+        source_release(src);
     io_args_free(&a);
     slice_args_free(&sa);
     if (r)
@@ -548,9 +567,7 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
 
 /* ------------------------------------------------------ header, read */
 
-/* (tensors in file order [(name, dtype, shape, begin, end)], metadata or
- * None, data_offset, file_size) of a parsed header; frees `st`. */
-static PyObject *header_tuple(pinio_st *st)
+PyObject *header_tuple(const pinio_st *st)
 {
     size_t n = pinio_st_count(st);
     PyObject *list = PyList_New((Py_ssize_t)n), *res = NULL;
@@ -570,6 +587,13 @@ static PyObject *header_tuple(pinio_st *st)
                             (unsigned long long)pinio_st_file_size(st));
     else
         Py_XDECREF(list);
+    return res;
+}
+
+/* header_tuple() of `st`, which it frees. */
+static PyObject *header_tuple_free(pinio_st *st)
+{
+    PyObject *res = header_tuple(st);
     pinio_st_free(st);
     return res;
 }
@@ -609,7 +633,7 @@ static PyObject *py_header(PyObject *mod, PyObject *args)
     Py_DECREF(enc);
     if (r)
         return raise_pinio(r, &diag, "header read failed");
-    return header_tuple(st);
+    return header_tuple_free(st);
 }
 
 /* parse(bytes): the header of a whole file image in memory (deserialize). */
@@ -625,7 +649,7 @@ static PyObject *py_parse(PyObject *mod, PyObject *arg)
     PyBuffer_Release(&view);
     if (r)
         return raise_pinio(r, &diag, "invalid header");
-    return header_tuple(st);
+    return header_tuple_free(st);
 }
 
 /* read(fd, offset, length) -> Buffer of exactly those bytes (pread, GIL
@@ -681,9 +705,10 @@ static PyMethodDef methods[] = {
     {"load", (PyCFunction)(void (*)(void))py_load, METH_VARARGS | METH_KEYWORDS,
      "load(paths, filters=None, backend='auto', cache='auto', direct='auto', verify=False, *, "
      "memory='auto', map_private=True, arena=None, expected_sha256=None, fill='auto', "
-     "split=None, rank=0, world=1, slices=None, max_overread=0.0, consumer='host')"
-     " -> Checkpoint (GIL released during the load); split: [(pattern, dim or None)], "
-     "slices: [(name, starts, stops)]"},
+     "split=None, rank=0, world=1, slices=None, max_overread=0.0, consumer='host', "
+     "source=None) -> Checkpoint (GIL released during the load); split: [(pattern, dim or "
+     "None)], slices: [(name, starts, stops)]; source: a Source (paths None), whose file is "
+     "loaded without reading its header again"},
     {"plan", (PyCFunction)(void (*)(void))py_plan, METH_VARARGS | METH_KEYWORDS,
      "plan(paths, filters=None, split=None, rank=0, world=1, slices=None, max_overread=0.0)"
      " -> ([(path, size, metadata|None)], [(name, dtype, shape, nbytes, file, file_offset, full_shape, "
@@ -718,7 +743,7 @@ PyMODINIT_FUNC PyInit__pinio(void);
 PyMODINIT_FUNC PyInit__pinio(void)
 {
     if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&CheckpointType) < 0 ||
-        PyType_Ready(&ArenaType) < 0)
+        PyType_Ready(&ArenaType) < 0 || PyType_Ready(&SourceType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m)
@@ -732,6 +757,7 @@ PyMODINIT_FUNC PyInit__pinio(void)
         PyModule_AddObjectRef(m, "Buffer", (PyObject *)&BufferType) ||
         PyModule_AddObjectRef(m, "Checkpoint", (PyObject *)&CheckpointType) ||
         PyModule_AddObjectRef(m, "Arena", (PyObject *)&ArenaType) ||
+        PyModule_AddObjectRef(m, "Source", (PyObject *)&SourceType) ||
         PyModule_AddStringConstant(m, "version", pinio_version())) {
         Py_DECREF(m);
         return NULL;

@@ -37,8 +37,16 @@ typedef struct {
     int busy;
 } ArenaObject;
 
+/* A file opened and validated once, loaded in parts (_pinio_source.c). */
+typedef struct {
+    PyObject_HEAD
+    pinio_plan *plan;   /* every tensor selected; NULL once closed and idle */
+    int busy;           /* loads through it running without the GIL */
+    int closed;         /* close() was called: freed when the last load ends */
+} SourceObject;
+
 extern PyObject *Error; /* pinio._pinio.Error, an OSError */
-extern PyTypeObject BufferType, CheckpointType, ArenaType;
+extern PyTypeObject BufferType, CheckpointType, ArenaType, SourceType;
 
 /* Raises pinio._pinio.Error for a library failure `code` (the diagnostic's
  * message, else `fallback`); returns NULL. */
@@ -53,6 +61,15 @@ PyObject *tensor_row(const char *name, size_t name_len, pinio_dtype dt, const ui
 PyObject *metadata_dict(const pinio_st *st);
 /* The arena argument of a load: NULL for None; -1 with an exception. */
 int arena_arg(PyObject *o, ArenaObject **out);
+/* The source argument of a load: NULL for None; -1 with an exception (not
+ * a Source, or closed). A load holds it (hold) while the GIL is released,
+ * then lets it go (release, with the GIL). */
+int source_arg(PyObject *o, SourceObject **out);
+void source_hold(SourceObject *s);
+void source_release(SourceObject *s);
+/* (tensors in file order [(name, dtype, shape, begin, end)], metadata or
+ * None, data_offset, file_size) of a parsed header (_pinio.header()). */
+PyObject *header_tuple(const pinio_st *st);
 /* A list of str/PathLike -> NULL-terminated array of encoded C strings;
  * `*keep` holds the bytes objects they point into (fs: file names). */
 const char **str_array(PyObject *seq, size_t *n, PyObject **keep, int fs);

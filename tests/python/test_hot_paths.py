@@ -55,6 +55,34 @@ def header_calls(monkeypatch):
     return calls
 
 
+@pytest.fixture
+def header_parses(monkeypatch):
+    """Counts what parses a header in pinio.safetensors: _pinio.header(),
+    a _pinio.Source (a handle's file, validated once) and a _pinio.load()
+    by path (its plan reads the header); a load through a Source parses
+    none."""
+    calls = []
+    real_header, real_source, real_load = _pinio.header, _pinio.Source, _pinio.load
+
+    def header(*a):
+        calls.append(("header", a))
+        return real_header(*a)
+
+    def source(*a):
+        calls.append(("Source", a))
+        return real_source(*a)
+
+    def load(paths, *a, **kw):
+        if paths is not None:
+            calls.append(("load", paths))
+        return real_load(paths, *a, **kw)
+
+    monkeypatch.setattr(_pinio, "header", header)
+    monkeypatch.setattr(_pinio, "Source", source)
+    monkeypatch.setattr(_pinio, "load", load)
+    return calls
+
+
 def test_load_file_reads_the_header_once(anydir, header_calls):
     path = os.path.join(anydir, "m.safetensors")
     stpt.save_file(mixed(), path)
@@ -106,7 +134,7 @@ def test_load_file_errors_are_safe_open_s(tmp, header_calls):
         st._load_whole(good, "tf")
 
 
-def test_every_key_of_a_cached_file_in_two_engine_runs(shm, header_calls):
+def test_every_key_of_a_cached_file_in_two_engine_runs(shm, header_parses):
     """Reading each key in order of a file in the page cache (tmpfs: always
     there): the first key alone, then the rest of the file in one mapped
     window. Windows of 16 MiB doubling (what a pinned, cold file gets)
@@ -116,6 +144,7 @@ def test_every_key_of_a_cached_file_in_two_engine_runs(shm, header_calls):
     tensors["z.empty"] = np.zeros(0, np.float32)
     stnp.save_file(tensors, path)
     whole = pinio.load(path, framework="np")
+    header_parses.clear()
     for fw in ("np", "pt"):
         with safe_open(path, fw) as f:
             got = {k: f.get_tensor(k) for k in f.keys()}
@@ -131,7 +160,52 @@ def test_every_key_of_a_cached_file_in_two_engine_runs(shm, header_calls):
             assert f.get_tensor(k).shape == whole[k].shape
         assert f.pinio_loads <= 2
         assert int(f.get_tensor("t05")[0]) == 5
-    assert len(header_calls) == 3  # one per safe_open, none per window
+    # one per safe_open, none per window (each window parsed it again)
+    assert [c[0] for c in header_parses] == ["Source"] * 3, header_parses
+
+
+def test_a_handle_parses_the_header_once_whatever_it_reads(anydir, header_parses):
+    """Random accesses (a window each), slices, every tensor, a prefetch,
+    on a cold and a cached file: the header parsed at safe_open only."""
+    path = os.path.join(anydir, "m.safetensors")
+    tensors = mixed(24)
+    stpt.save_file(tensors, path)
+    keys = sorted(tensors)
+    order = keys[::-1] + keys[::3]  # backwards: no read-ahead, a window per key
+    for fw in ("pt", "np"):
+        header_parses.clear()
+        with safe_open(path, fw) as f:
+            for k in order:
+                if fw == "np" and tensors[k].dtype == torch.bfloat16:
+                    continue
+                got = f.get_tensor(k)
+                want = tensors[k] if fw == "pt" else tensors[k].numpy()
+                assert raw_bytes(torch.as_tensor(got)) == raw_bytes(torch.as_tensor(want)), k
+            assert f.pinio_loads >= 3  # windows, each once a header parse
+            assert f.get_slice("layer.4.w")[1:3].tolist() == tensors["layer.4.w"][1:3].tolist()
+            if fw == "pt":
+                every = f.get_tensors()
+                assert sorted(every) == keys
+                for k in keys:
+                    assert raw_bytes(every[k]) == raw_bytes(tensors[k]), k
+                f.prefetch({"layer.1.w": slice(0, 2)})
+                assert f.get_slice("layer.1.w")[0:2].tolist() == tensors["layer.1.w"][:2].tolist()
+        assert [c[0] for c in header_parses] == ["Source"], header_parses
+
+
+def test_a_handle_refuses_its_file_rewritten_in_place(tmp):
+    """The header a handle validated no longer describes a file rewritten
+    in place (another size): a later read raises, naming the path, where a
+    window used to read the new file's bytes under the old header's names."""
+    path = os.path.join(tmp, "m.safetensors")
+    stnp.save_file({"a": np.ones(1024, np.float32), "b": np.ones(8, np.float32)}, path)
+    newer = stnp.save({"a": np.zeros(4096, np.float32), "b": np.zeros(8, np.float32)})
+    with safe_open(path, "np") as f:
+        with open(path, "r+b") as fh:  # the same file (inode), new bytes
+            fh.write(newer)
+        with pytest.raises(SafetensorError, match="changed") as e:
+            f.get_tensor("a")
+        assert path in str(e.value) and "/proc/self/fd" not in str(e.value)
 
 
 def test_a_file_evicted_between_windows_is_mapped_not_pinned(tmp):

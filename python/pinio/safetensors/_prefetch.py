@@ -135,7 +135,7 @@ def prefetch(f, plan):
         return
     names = [n for n in f._order if n in boxes]  # file order
     try:
-        raw = _pinio.load([f._fdpath], filters=[f._filter_for(n) for n in names],
+        raw = f._load_raw(filters=[f._filter_for(n) for n in names],
                           slices=slices or None, backend=_BACKENDS[f._backend],
                           memory="pinned" if f._device != "cpu" else "auto")
     except _pinio.Error as e:
