@@ -301,7 +301,7 @@ static PyObject *plan_tensor_item(const void *plan, size_t i)
 {
     const pinio_plan_tensor *t = pinio_plan_tensor_at(plan, i);
     const unsigned long long ints[3] = {t->nbytes, t->file, t->file_offset};
-    return tensor_row(t->name, t->name_len, t->dtype, t->shape, t->rank, ints, 3);
+    return tensor_row(t->name, t->name_len, t->dtype, t->shape, t->rank, ints, 3, NULL);
 }
 
 /* (path, metadata or None) of file `i` of a plan: what a device checkpoint
@@ -571,16 +571,19 @@ PyObject *header_tuple(const pinio_st *st)
 {
     size_t n = pinio_st_count(st);
     PyObject *list = PyList_New((Py_ssize_t)n), *res = NULL;
+    shape_cache sc = {0};
     for (size_t i = 0; list && i < n; i++) {
         const pinio_st_tensor *t = pinio_st_at(st, i);
         const unsigned long long ints[2] = {t->begin, t->end};
-        PyObject *item = tensor_row(t->name, t->name_len, t->dtype, t->shape, t->rank, ints, 2);
+        PyObject *item =
+            tensor_row(t->name, t->name_len, t->dtype, t->shape, t->rank, ints, 2, &sc);
         if (!item) {
             Py_CLEAR(list);
             break;
         }
         PyList_SET_ITEM(list, (Py_ssize_t)i, item);
     }
+    shape_cache_clear(&sc);
     PyObject *md = list ? metadata_dict(st) : NULL;
     if (md)
         res = Py_BuildValue("(NNKK)", list, md, (unsigned long long)pinio_st_data_offset(st),

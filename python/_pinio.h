@@ -53,10 +53,24 @@ extern PyTypeObject BufferType, CheckpointType, ArenaType, SourceType;
 PyObject *raise_pinio(int code, const pinio_diag *d, const char *fallback);
 /* A tuple of `rank` ints. */
 PyObject *shape_tuple(const uint64_t *shape, unsigned rank);
+/* The shape tuples of the last few rows of a list, for the next rows of
+ * the same shapes; zero it first, clear it (shape_cache_clear) after. */
+#define SHAPE_CACHE 8
+#define SHAPE_CACHE_RANK 8
+typedef struct shape_cache {
+    struct shape_entry {
+        PyObject *tuple;
+        unsigned rank;
+        uint64_t dims[SHAPE_CACHE_RANK];
+    } e[SHAPE_CACHE];
+    unsigned next;
+} shape_cache;
+void shape_cache_clear(shape_cache *sc);
 /* (name, dtype, shape, ints[0], ..., ints[n - 1]): a tensor's row, as
- * header(), Checkpoint.info() and the GPU placement list give it. */
+ * header(), Checkpoint.info() and the GPU placement list give it; `sc`
+ * (optional) reuses the shape tuples of the rows before it. */
 PyObject *tensor_row(const char *name, size_t name_len, pinio_dtype dt, const uint64_t *shape,
-                     unsigned rank, const unsigned long long *ints, size_t n);
+                     unsigned rank, const unsigned long long *ints, size_t n, shape_cache *sc);
 /* The __metadata__ of a header as a dict (None when it has none). */
 PyObject *metadata_dict(const pinio_st *st);
 /* The arena argument of a load: NULL for None; -1 with an exception. */

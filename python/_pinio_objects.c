@@ -256,17 +256,45 @@ static PyObject *dtype_str(pinio_dtype dt)
     return Py_XNewRef(dtype_names[dt]);
 }
 
+/* A shape seen among the last few rows is that row's tuple again (tuples
+ * are immutable): a checkpoint repeats a few shapes thousands of times, and
+ * a new tuple and its ints were a third of a row's cost (callgrind). */
+static PyObject *cached_shape(shape_cache *sc, const uint64_t *shape, unsigned rank)
+{
+    if (!sc || rank > SHAPE_CACHE_RANK)
+        return shape_tuple(shape, rank);
+    for (unsigned k = 0; k < SHAPE_CACHE; k++) {
+        const struct shape_entry *e = &sc->e[k];
+        if (e->tuple && e->rank == rank && !memcmp(e->dims, shape, rank * sizeof(*shape)))
+            return Py_NewRef(e->tuple);
+    }
+    PyObject *t = shape_tuple(shape, rank);
+    if (t) {
+        struct shape_entry *e = &sc->e[sc->next++ % SHAPE_CACHE];
+        Py_XSETREF(e->tuple, Py_NewRef(t));
+        e->rank = rank;
+        memcpy(e->dims, shape, rank * sizeof(*shape));
+    }
+    return t;
+}
+
+void shape_cache_clear(shape_cache *sc)
+{
+    for (unsigned k = 0; k < SHAPE_CACHE; k++)
+        Py_CLEAR(sc->e[k].tuple);
+}
+
 /* Built item by item: Py_BuildValue parses its format string for every
  * row, which at 20,000 tensors cost as much as the rows themselves
  * (callgrind, issue 27). */
 PyObject *tensor_row(const char *name, size_t name_len, pinio_dtype dt, const uint64_t *shape,
-                     unsigned rank, const unsigned long long *ints, size_t n)
+                     unsigned rank, const unsigned long long *ints, size_t n, shape_cache *sc)
 {
     PyObject *row = PyTuple_New((Py_ssize_t)(3 + n));
     if (!row)
         return NULL;
     PyObject *items[3] = {PyUnicode_DecodeUTF8(name, (Py_ssize_t)name_len, "strict"),
-                          dtype_str(dt), shape_tuple(shape, rank)};
+                          dtype_str(dt), cached_shape(sc, shape, rank)};
     int bad = 0;
     for (size_t k = 0; k < 3; k++) {
         bad |= items[k] == NULL;
@@ -284,6 +312,13 @@ PyObject *tensor_row(const char *name, size_t name_len, pinio_dtype dt, const ui
     return row;
 }
 
+/* info(i)'s row of tensor `t`. */
+static PyObject *info_row(const pinio_tensor *t, shape_cache *sc)
+{
+    const unsigned long long ints[3] = {t->nbytes, t->file, t->file_offset};
+    return tensor_row(t->name, strlen(t->name), t->dtype, t->shape, t->rank, ints, 3, sc);
+}
+
 static PyObject *Checkpoint_info(CheckpointObject *self, PyObject *arg)
 {
     size_t i;
@@ -294,8 +329,49 @@ static PyObject *Checkpoint_info(CheckpointObject *self, PyObject *arg)
         PyErr_SetString(PyExc_IndexError, "tensor index out of range");
         return NULL;
     }
-    const unsigned long long ints[3] = {t->nbytes, t->file, t->file_offset};
-    return tensor_row(t->name, strlen(t->name), t->dtype, t->shape, t->rank, ints, 3);
+    return info_row(t, NULL);
+}
+
+/* rows(): [info(i) for every i], made in one call (a Python call per row
+ * cost about as much as the row). */
+static PyObject *Checkpoint_rows(CheckpointObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (check_open(self))
+        return NULL;
+    size_t n = pinio_checkpoint_count(self->cp);
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    shape_cache sc = {0};
+    for (size_t i = 0; list && i < n; i++) {
+        PyObject *row = info_row(pinio_checkpoint_tensor(self->cp, i), &sc);
+        if (!row)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, row);
+    }
+    shape_cache_clear(&sc);
+    return list;
+}
+
+/* index(): {name: i} of every tensor, what a reader that knows the shapes
+ * already (safe_open's header) needs to find one. */
+static PyObject *Checkpoint_index(CheckpointObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (check_open(self))
+        return NULL;
+    size_t n = pinio_checkpoint_count(self->cp);
+    PyObject *d = PyDict_New();
+    for (size_t i = 0; d && i < n; i++) {
+        const char *name = pinio_checkpoint_tensor(self->cp, i)->name;
+        PyObject *k = PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name), "strict");
+        PyObject *v = k ? PyLong_FromSize_t(i) : NULL;
+        if (!v || PyDict_SetItem(d, k, v))
+            Py_CLEAR(d);
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+    }
+    return d;
 }
 
 static PyObject *Checkpoint_buffer(CheckpointObject *self, PyObject *arg)
@@ -448,6 +524,8 @@ static PySequenceMethods Checkpoint_as_sequence = {
 static PyMethodDef Checkpoint_methods[] = {
     {"info", (PyCFunction)Checkpoint_info, METH_O,
      "info(i) -> (name, dtype, shape, nbytes, file, file_offset)"},
+    {"rows", (PyCFunction)Checkpoint_rows, METH_NOARGS, "rows() -> [info(i) for every i]"},
+    {"index", (PyCFunction)Checkpoint_index, METH_NOARGS, "index() -> {name: i}"},
     {"buffer", (PyCFunction)Checkpoint_buffer, METH_O,
      "buffer(i) -> Buffer holding its own reference on tensor i's bytes"},
     {"metadata", (PyCFunction)Checkpoint_metadata, METH_O,
