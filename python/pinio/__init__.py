@@ -124,6 +124,24 @@ def _torch_frombuffer():
     return torch.frombuffer
 
 
+def _tensor_of(raw, i, name, dt, shape, nbytes, framework):
+    """Tensor `i` of the raw checkpoint `raw` (its name, dtype, shape and
+    bytes given): the per-key path of Checkpoint and safe_open. At 20,000
+    tensors, the imports and lookups of tensor_from_buffer cost about as
+    much as the tensor itself: torch dtypes are looked up once."""
+    if nbytes and framework == "pt":
+        tdt = _PT_DTYPES.get(dt)
+        if tdt is not None:
+            return _PT_DTYPES[None](raw.buffer(i), dtype=tdt).reshape(shape)
+    elif not len(raw):
+        raw.info(i)  # closed: raises, as for a tensor with bytes
+    t = tensor_from_buffer(raw.buffer(i) if nbytes else None, dt, shape, framework, name)
+    if framework == "pt" and dt != "F4":  # F4 halves the last dim: never cached
+        _PT_DTYPES[dt] = t.dtype
+        _PT_DTYPES[None] = _torch_frombuffer()
+    return t
+
+
 def _filters(filter):
     """The filter argument as a list of patterns (None: all tensors). A str
     is one pattern, not one per letter."""
@@ -207,13 +225,11 @@ class Checkpoint:
         self._framework = FRAMEWORKS.get(framework)
         if self._framework is None:
             raise ValueError(f"framework {framework} is invalid (pt or np)")
-        self._index = {}
-        self._order = []
-        # kept for tensors(), which would otherwise ask raw.info() again
-        self._rows = [raw.info(i) for i in range(len(raw))]
-        for i, t in enumerate(self._rows):
-            self._index[t[0]] = i
-            self._order.append(t[0])
+        # kept for tensors(), which would otherwise ask raw.info() again;
+        # made in one call (one per row cost about as much as the row)
+        self._rows = raw.rows() if len(raw) else []
+        self._order = [t[0] for t in self._rows]
+        self._index = {n: i for i, n in enumerate(self._order)}
         self._t_built = _time.perf_counter()
 
     def keys(self):
@@ -246,23 +262,10 @@ class Checkpoint:
         return self._tensor(self._index[name])
 
     def _tensor(self, i):
-        """Tensor `i` (file order): safe_open's per-key path. From the rows
-        kept at construction and torch dtypes already looked up: at 20,000
-        tensors, a second info() per tensor and the imports and lookups of
-        tensor_from_buffer cost about as much as the tensor itself."""
+        """Tensor `i` (file order), from the rows kept at construction (a
+        second info() per tensor cost about as much as the tensor)."""
         name, dt, shape, nbytes, _, _ = self._rows[i]
-        raw = self._raw
-        if nbytes and self._framework == "pt":
-            tdt = _PT_DTYPES.get(dt)
-            if tdt is not None:
-                return _PT_DTYPES[None](raw.buffer(i), dtype=tdt).reshape(shape)
-        elif not len(raw):
-            raw.info(i)  # closed: raises, as for a tensor with bytes
-        t = tensor_from_buffer(raw.buffer(i) if nbytes else None, dt, shape, self._framework, name)
-        if self._framework == "pt" and dt != "F4":  # F4 halves the last dim: never cached
-            _PT_DTYPES[dt] = t.dtype
-            _PT_DTYPES[None] = _torch_frombuffer()
-        return t
+        return _tensor_of(self._raw, i, name, dt, shape, nbytes, self._framework)
 
     def tensors(self):
         """Every tensor, in file order."""
