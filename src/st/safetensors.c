@@ -886,6 +886,11 @@ const pinio_st_tensor *pinio_st_find(const pinio_st *st, const char *name, size_
     return NULL;
 }
 
+size_t pinio__st_by_name(const pinio_st *st, size_t k)
+{
+    return st->by_name[k];
+}
+
 size_t pinio_st_position(const pinio_st *st, const pinio_st_tensor *t)
 {
     return (size_t)((const struct st_tensor *)(const void *)t - st->tensors);

@@ -502,3 +502,37 @@ Test(plan, load_derived_loads_the_selection_of_the_validated_file, .init = setup
     cr_assert_null(cp);
     pinio_plan_free(base);
 }
+
+/* A checkpoint of one file finds each tensor by name (its name index is
+ * taken from the header's order, not sorted again), whole or filtered. */
+Test(plan, a_loaded_file_finds_every_tensor_by_name, .init = setup_file, .fini = teardown)
+{
+    pinio_plan *base = make_plan(NULL);
+    const char *some[6];
+    char names[12][128];
+    for (size_t i = 0; i < 12; i++)
+        snprintf(names[i], sizeof(names[i]), "%s", pinio_plan_tensor_at(base, i)->name);
+    for (size_t i = 0; i < 6; i++)
+        some[i] = names[11 - 2 * i]; /* every other one, backwards */
+    for (int filtered = 0; filtered < 2; filtered++) {
+        pinio_load_opts o;
+        pinio_load_opts_default(&o);
+        o.filters = filtered ? some : NULL;
+        o.nfilters = filtered ? 6 : 0;
+        pinio_checkpoint *cp = NULL;
+        pinio_diag d = { 0 };
+        cr_assert_eq(pinio_load_derived(base, &o, &cp, &d), 0, "%s", d.msg);
+        size_t n = pinio_checkpoint_count(cp);
+        cr_assert_eq(n, filtered ? 6 : 12);
+        for (size_t i = 0; i < n; i++) {
+            const pinio_tensor *t = pinio_checkpoint_tensor(cp, i);
+            cr_assert_eq(pinio_checkpoint_find(cp, t->name), t, "%s", t->name);
+        }
+        for (size_t i = 0; i < 12; i++)
+            cr_assert_eq(pinio_checkpoint_find(cp, names[i]) != NULL, !filtered || i % 2 == 1,
+                         "%s", names[i]);
+        cr_assert_null(pinio_checkpoint_find(cp, "no.such.tensor"));
+        pinio_checkpoint_release(cp);
+    }
+    pinio_plan_free(base);
+}
