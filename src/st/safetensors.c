@@ -57,8 +57,10 @@ unsigned pinio_dtype_bits(pinio_dtype dt)
 
 int pinio_dtype_from_name(const char *name, size_t len, pinio_dtype *out)
 {
+    /* The first byte first: called once per tensor of every header. */
     for (unsigned i = 0; i < PINIO_DTYPE_COUNT; i++) {
-        if (strlen(dtypes[i].name) == len && memcmp(dtypes[i].name, name, len) == 0) {
+        if (len && dtypes[i].name[0] == name[0] && strlen(dtypes[i].name) == len &&
+            memcmp(dtypes[i].name, name, len) == 0) {
             *out = (pinio_dtype)i;
             return 0;
         }
@@ -700,8 +702,13 @@ int pinio_st_parse(pinio_st **out, const void *buf, size_t len, uint64_t file_si
     fix_pointers(st);
     if ((r = check_meta_duplicates(&c)))
         goto out;
-    /* Sort first so the name index refers to final positions. */
-    if (st->ntensors) /* qsort's pointer must not be NULL, even for 0 elements */
+    /* Sort first so the name index refers to final positions. A header
+     * whose entries are in data order already (pinio's writer, many
+     * others) is checked in one pass instead of sorted. */
+    bool in_order = true;
+    for (size_t i = 1; i < st->ntensors && in_order; i++)
+        in_order = cmp_offsets(&st->tensors[i - 1], &st->tensors[i]) <= 0;
+    if (!in_order)
         qsort(st->tensors, st->ntensors, sizeof(*st->tensors), cmp_offsets);
     if ((r = build_name_index(&c)) || (r = check_tiling(&c)))
         goto out;
