@@ -341,6 +341,9 @@ class safe_open:
             if w is not None:
                 i = w.index.get(name)
                 if i is not None:  # one lookup, then the tensor
+                    tdt = _PT_DTYPES.get(entry[1]) if self._fw == "pt" else None
+                    if tdt is not None and entry[4] > entry[3]:  # _tensor_of's first case
+                        return _PT_DTYPES[None](w.raw.buffer(i), dtype=tdt).reshape(entry[2])
                     return _tensor_of(w.raw, i, name, entry[1], entry[2], entry[4] - entry[3],
                                       self._fw)
             return self._new_window(name, entry, last)
@@ -424,7 +427,9 @@ class safe_open:
         return _prefetch.tensor_stream(self)
 
     def get_tensor(self, name):
-        entry = self._entry(name)
+        entry = None if self._closed else self._info.get(name)
+        if entry is None:
+            entry = self._entry(name)  # raises: closed, or no such tensor
         if self._prefetched.tensors:
             t = self._prefetched.whole(name, self._info[name][2])
             if t is not None:
@@ -464,6 +469,7 @@ class safe_open:
 
 
 _tensor_of = _pinio_pkg._tensor_of
+_PT_DTYPES = _pinio_pkg._PT_DTYPES  # the same dict: torch dtypes, and frombuffer at None
 
 
 class _Window:
