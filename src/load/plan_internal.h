@@ -110,6 +110,8 @@ bool pinio__filter_match(const char *const *filters, size_t n, const char *name,
 typedef struct pinio__filters {
     const char **lit, **glob;
     size_t nlit, nglob, n;
+    uint64_t lens[4];       /* bit L: a literal filter of L bytes (L < 256) */
+    bool long_lit;          /* a literal filter of 256 bytes or more */
 } pinio__filters;
 int pinio__filters_prepare(pinio__filters *fs, const char *const *filters, size_t n);
 bool pinio__filters_match(const pinio__filters *fs, const char *name, size_t len);

@@ -67,8 +67,14 @@ int pinio__filters_prepare(pinio__filters *fs, const char *const *filters, size_
     for (size_t i = 0; i < n; i++) {
         if (strpbrk(filters[i], "*?["))
             fs->glob[fs->nglob++] = filters[i];
-        else
+        else {
+            size_t len = strlen(filters[i]);
+            if (len < 256)
+                fs->lens[len / 64] |= (uint64_t)1 << (len % 64);
+            else
+                fs->long_lit = true;
             fs->lit[fs->nlit++] = filters[i];
+        }
     }
     qsort(fs->lit, fs->nlit, sizeof(*fs->lit), cmp_str);
     return 0;
@@ -81,9 +87,14 @@ void pinio__filters_free(pinio__filters *fs)
     *fs = (pinio__filters){ 0 };
 }
 
-/* Is the first `len` bytes of `name` one of the literal filters? */
+/* Is the first `len` bytes of `name` one of the literal filters? A length
+ * no literal filter has is answered without a search: a name's dotted
+ * prefixes are looked up for every name of a file, and a window's exact
+ * names (safe_open) are rarely the length of a prefix. */
 static bool lit_has(const pinio__filters *fs, const char *name, size_t len)
 {
+    if (len < 256 ? !(fs->lens[len / 64] & ((uint64_t)1 << (len % 64))) : !fs->long_lit)
+        return false;
     size_t lo = 0, hi = fs->nlit;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;

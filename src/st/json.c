@@ -378,9 +378,10 @@ int pinio__json_u64(pinio__json *j, uint64_t *out)
     if (neg || !integral)
         return pinio__json_fail(j, s, "expected a non-negative integer");
     uint64_t v = 0;
+    bool small = e - s < 20; /* 19 digits at most: below 10^19 < 2^64, no division per digit */
     for (size_t i = s; i < e; i++) {
         unsigned d = (unsigned)(j->buf[i] - '0');
-        if (v > (UINT64_MAX - d) / 10)
+        if (!small && v > (UINT64_MAX - d) / 10)
             return pinio__json_fail(j, s, "integer does not fit in 64 bits");
         v = v * 10 + d;
     }
