@@ -168,6 +168,13 @@ class safe_open:
     then read nothing (see pinio.safetensors._prefetch). prefetch=True
     prefetches every tensor at open (0.9's first form of the API)."""
 
+    def __new__(cls, filename, *args, **kwargs):
+        from . import _object
+
+        if _object.is_url(filename):  # an s3:// object: the subclass that reads one
+            cls = _object.ObjectOpen
+        return super().__new__(cls)
+
     def __init__(self, filename, framework, device="cpu", *, backend="mmap", allocator=None,
                  arena=None, prefetch=False):
         self._closed = True
@@ -449,6 +456,10 @@ def _load_whole(filename, framework, *, backend="mmap", arena=None):
     fw = _framework(framework)
     if backend not in _BACKENDS:
         raise SafetensorError(f"backend {backend} is invalid (mmap or pread)")
+    from . import _object
+
+    if _object.is_url(filename):  # an s3:// object: one engine run of its own
+        return _object.load_whole(filename, fw, backend=backend, arena=arena)
     path = _os.fspath(filename)
     fd = _open_regular(path)
     try:
