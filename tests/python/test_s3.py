@@ -1,5 +1,5 @@
 """pinio.load() of s3:// inputs against s3rver on loopback (tests/s3/s3env.sh's
-server, started here): an object, a prefix with an index, an index URL, a
+server, started by conftest's s3 fixture): an object, a prefix with an index, an index URL, a
 filter; bytes equal to the local file's; a missing key raises naming it.
 Skipped only where node or s3rver is not installed."""
 import numpy as np
