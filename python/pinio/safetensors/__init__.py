@@ -28,6 +28,8 @@ What differs from upstream, and why:
 - prefetch(plan) (0.9) works on every device and backend (upstream's needs
   backend="pread", framework pt and CUDA) and hands a prefetched tensor out
   as often as it is asked for (a zero-copy view each time).
+- safe_open and load_file take an s3:// object, s3://BUCKET/KEY.safetensors
+  (upstream: local files only); see pinio.safetensors._object.
 """
 import bisect as _bisect
 import errno as _errno
