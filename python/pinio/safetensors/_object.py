@@ -32,6 +32,7 @@ load_file(url, arena=...)) and allocator= (device="cuda" copies each host
 tensor to the device with .to()).
 """
 import bisect as _bisect
+import contextlib as _contextlib
 import errno as _errno
 import threading as _threading
 
@@ -152,10 +153,11 @@ class ObjectOpen(safe_open):
             self.prefetch()
 
     def close(self):
-        if not self._closed:
-            self._obj.close()  # the plan and its connections; tensors keep the image
-            self._image = None
-        self._closed = True
+        with self._lock:  # after a read another thread runs
+            if not self._closed:
+                self._obj.close()  # the plan and its connections; tensors keep the image
+                self._image = None
+            self._closed = True
 
     def _has_empty_metadata(self):
         """metadata()'s question (an empty __metadata__, or none?), from the
@@ -167,7 +169,7 @@ class ObjectOpen(safe_open):
 
     def get_tensor(self, name):
         t = self._entry(name)
-        with self._lock:
+        with self._locked():
             last, self._last = self._last, name
             if self._follows(name, last):
                 self._ahead = min(max(2 * self._ahead, _AHEAD_MIN), _AHEAD_MAX)
@@ -177,7 +179,7 @@ class ObjectOpen(safe_open):
 
     def get_tensors(self):
         self._check()
-        with self._lock:
+        with self._locked():
             self._fetch(0, len(self._done))
             return {n: self._place(self._host(self._info[n]), n) for n in self._order}
 
@@ -190,7 +192,7 @@ class ObjectOpen(safe_open):
         self._check()
         wanted = _prefetch.wanted_of(plan, self._order)
         spans = [self._span(self._entry(n), index) for n, index in wanted.items()]
-        with self._lock:
+        with self._locked():
             need = bytearray(len(self._done))
             for a, z in spans:
                 if z > a:
@@ -213,12 +215,20 @@ class ObjectOpen(safe_open):
         """Bytes [offset, offset + length) of the data section, a view of the image."""
         self._check()
         a = self._data_offset + offset
-        with self._lock:
+        with self._locked():
             if length:
                 self._fetch(*self._reads_of(a, a + length))
             return self._image[a:a + length]
 
     # -- the image
+    @_contextlib.contextmanager
+    def _locked(self):
+        """The handle's lock, the handle still open (another thread may
+        have closed it while this one waited)."""
+        with self._lock:
+            self._check()
+            yield
+
     def _follows(self, name, last):
         """`name` comes right after `last` in file or in key order."""
         return last is not None and any(at[name] == at[last] + 1 for at in self._at)
