@@ -154,10 +154,11 @@ def test_prefetch_then_reads_nothing(ck):
         assert size - 4096 < f.pinio_bytes_read <= size + 4096
 
 
-def test_load_file_torch_and_numpy(ck):
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+def test_load_file_torch_and_numpy(ck, backend):
     fw, path, _ = ck
     lf = st_pt.load_file if fw == "pt" else st_np.load_file
-    got, want = lf(URL), lf(path)
+    got, want = lf(URL, backend=backend), lf(path, backend=backend)
     assert list(got) == list(want)
     for k in want:
         assert _equal(got[k], want[k]), k
