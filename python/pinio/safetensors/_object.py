@@ -44,8 +44,8 @@ from . import (_BACKENDS, SafetensorError, _device, _framework, _pinio_message, 
 
 # Read-ahead of a handle read in order (bytes): the first window after a
 # sequential read, and the most one window covers. The numbers of a file's
-# handle: at 16 in flight and 8 MiB a request, 16 MiB is two requests and
-# 256 MiB one round of 32.
+# handle: at 8 MiB a request and 16 in flight, 16 MiB is two requests and
+# 256 MiB two rounds of 16.
 _AHEAD_MIN = 16 << 20
 _AHEAD_MAX = 256 << 20
 
