@@ -549,8 +549,8 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
 /* ------------------------------------------------------ header, read */
 
 /* (tensors in file order [(name, dtype, shape, begin, end)], metadata or
- * None, data_offset, file_size) of a parsed header; frees `st`. */
-static PyObject *header_tuple(pinio_st *st)
+ * None, data_offset, file_size) of a parsed header, which stays the caller's. */
+PyObject *header_rows(const pinio_st *st)
 {
     size_t n = pinio_st_count(st);
     PyObject *list = PyList_New((Py_ssize_t)n), *res = NULL;
@@ -570,6 +570,13 @@ static PyObject *header_tuple(pinio_st *st)
                             (unsigned long long)pinio_st_file_size(st));
     else
         Py_XDECREF(list);
+    return res;
+}
+
+/* header_rows(st); frees `st`. */
+static PyObject *header_tuple(pinio_st *st)
+{
+    PyObject *res = header_rows(st);
     pinio_st_free(st);
     return res;
 }
@@ -718,7 +725,7 @@ PyMODINIT_FUNC PyInit__pinio(void);
 PyMODINIT_FUNC PyInit__pinio(void)
 {
     if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&CheckpointType) < 0 ||
-        PyType_Ready(&ArenaType) < 0)
+        PyType_Ready(&ArenaType) < 0 || PyType_Ready(&ObjectFileType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m)
@@ -732,6 +739,7 @@ PyMODINIT_FUNC PyInit__pinio(void)
         PyModule_AddObjectRef(m, "Buffer", (PyObject *)&BufferType) ||
         PyModule_AddObjectRef(m, "Checkpoint", (PyObject *)&CheckpointType) ||
         PyModule_AddObjectRef(m, "Arena", (PyObject *)&ArenaType) ||
+        PyModule_AddObjectRef(m, "ObjectFile", (PyObject *)&ObjectFileType) ||
         PyModule_AddStringConstant(m, "version", pinio_version())) {
         Py_DECREF(m);
         return NULL;
