@@ -248,6 +248,7 @@ typedef struct job_tr {
     const kvset *k;
     strvec *argv;
     unsigned kb_base;
+    bool s3; /* ioengine=s3|http or an s3:// filename: HTTP range GETs */
 } job_tr;
 
 static int bad(job_tr *t, const kv *e, const char *why)
@@ -354,6 +355,9 @@ static int tr_engine(job_tr *t, bool *sync)
     int rc = need_val(t, e);
     if (rc)
         return rc;
+    /* fio's http engine fetches whole objects; pinio's reads ranges */
+    if (!strcmp(e->val, "s3") || !strcmp(e->val, "http"))
+        return (t->s3 = true), push_opt(t->argv, "--engine", "%s", "s3");
     for (size_t i = 0; i < sizeof synchronous / sizeof *synchronous; i++)
         if (!strcmp(e->val, synchronous[i])) {
             *sync = true;
@@ -526,6 +530,10 @@ static int tr_files(job_tr *t, const char *name)
         char cur[1024];
         size_t cl = 0;
         for (const char *p = fn->val;; p++) {
+            if (!cl && !strncmp(p, "s3://", 5)) { /* an object's URL: its ':' is no list's */
+                memcpy(cur, "s3:", 3), cl = 3, p += 2, t->s3 = true;
+                continue;
+            }
             if (*p == '\\' && p[1] == ':')
                 p++;
             else if (*p == ':' || !*p) {
@@ -836,7 +844,7 @@ static int tr_direct(job_tr *t)
     if (rc || (rc = push_opt(t->argv, "--direct", "%s", direct ? "on" : "off")) ||
         (rc = get_bool(t, "invalidate", true, &inval, NULL)))
         return rc;
-    return inval ? push_opt(t->argv, "--cache", "%s", "cold") : 0;
+    return inval && !t->s3 ? push_opt(t->argv, "--cache", "%s", "cold") : 0; /* no pages */
 }
 
 static int tr_engine_flags(job_tr *t)
