@@ -213,6 +213,13 @@ int pinio__bench_s3_pass(job *j, uint64_t limit, uint64_t deadline)
             atomic_store_explicit(&j->live_bytes, j->bytes[0], memory_order_relaxed);
             atomic_store_explicit(&j->live_ios, j->ios[0], memory_order_relaxed);
         }
+        /* A stop asked by the caller (Ctrl-C) does not wait for the
+         * requests in flight, as the deadline does: one of them may be
+         * spending its retry budget (minutes) in backoff. */
+        if (stop && inflight && atomic_load_explicit(&j->gate->cancel, memory_order_relaxed)) {
+            pinio__s3_drop(j->s3);
+            inflight = 0;
+        }
     }
     if (rc) {
         pinio__s3_drop(j->s3);
