@@ -496,7 +496,9 @@ typedef struct pinio_bench_result {
 /**
  * Checks options without touching the file system: bs, qd, jobs, size and
  * time ranges and combinations (iopoll without direct, verify of a read
- * workload, a size that is not a multiple of bs x jobs, ...).
+ * workload, a size that is not a multiple of bs x jobs, ...); for an
+ * "s3://" target also what an object refuses (writes, trims, verify, the
+ * io_uring options: see the file comment), before any request is sent.
  * @return 0, or -EINVAL with `diag` naming the option.
  */
 PINIO_API int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag);
