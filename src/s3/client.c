@@ -864,9 +864,11 @@ int pinio__s3_poll(pinio__s3 *c, double timeout_s, pinio__s3_done *out, size_t m
             break;
     }
     size_t k = c->nfin < max ? c->nfin : max;
-    memcpy(out, c->fin, k * sizeof(*out));
-    memmove(c->fin, c->fin + k, (c->nfin - k) * sizeof(*c->fin));
-    c->nfin -= k;
+    if (k) { /* none yet: c->fin may still be NULL */
+        memcpy(out, c->fin, k * sizeof(*out));
+        memmove(c->fin, c->fin + k, (c->nfin - k) * sizeof(*c->fin));
+        c->nfin -= k;
+    }
     *n = k;
     return 0;
 }
