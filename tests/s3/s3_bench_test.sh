@@ -127,6 +127,9 @@ has "$DIR/err" "names a prefix, not an object" "a prefix refused"
 
 # --- missing object or bucket, named ---------------------------------------
 check 1 "a missing object" "$PINIO" bench s3://bench/nothing --json
+valid "a missing object's error object"
+json "a missing object: ENOENT naming it" "j['error']['name'] == 'ENOENT' and \
+'no such object' in j['error']['message'] and j['error']['file'] == 's3://bench/nothing'"
 has "$DIR/err" "s3://bench/nothing: no such object: bucket 'bench' has no key 'nothing'" "the key named"
 check 1 "a missing bucket" "$PINIO" bench s3://nobucket/obj
 has "$DIR/err" "s3://nobucket/obj: no such bucket 'nobucket'" "the bucket named"
