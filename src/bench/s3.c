@@ -203,7 +203,6 @@ int pinio__bench_s3_pass(job *j, uint64_t limit, uint64_t deadline)
             slot *sl = &j->slots[s];
             if (rec)
                 pinio__bench_record(j, sl, t);
-            j->retries += j->s3done[k].attempts - 1;
             if (!rc && !stop && (limit || t < deadline) && pinio__bench_next_io(j, sl, limit))
                 rc = issue(j, s, t);
             else
