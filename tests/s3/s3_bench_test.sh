@@ -3,10 +3,10 @@
 # read and randread at two depths, one job and two, and from a job file:
 # the JSON matches doc/json/bench.schema.json, moves exactly the object's
 # bytes in size/bs requests, with ordered percentiles; through the fault
-# proxy, 503 SlowDown is retried, counted, and the run succeeds; an object
-# replaced mid-run fails with the ETag error; writes and trims are refused
-# before anything is sent; a missing object or bucket is named; no
-# credential appears in any output.
+# proxy, 503 SlowDown, resets, short bodies and wrong ranges are retried,
+# counted, and the run succeeds; an object replaced mid-run fails with the
+# ETag error; writes and trims are refused before anything is sent; a
+# missing object or bucket is named; no credential appears in any output.
 # usage: s3_bench_test.sh PINIO SRC_ROOT
 [ "${1:-}" = --help ] && { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 PINIO=$1
@@ -101,6 +101,12 @@ valid "503 SlowDown x3"
 json "503 SlowDown x3: retried, counted, every byte" "j['bytes'] == $SIZE and \
 j['ios'] == $SIZE // $BS and j['s3']['retries'] == 3 and \
 j['s3']['requests'] == $SIZE // $BS + 3 and j['s3']['retry_wait_s'] >= 3"
+for f in reset short badrange; do
+    proxy --fault $f --count 2
+    check 0 "$f x2" "$PINIO" bench "$URL" --rw read --bs 1M --qd 4 --json
+    json "$f x2: retried, counted, every byte" "j['bytes'] == $SIZE and \
+j['ios'] == $SIZE // $BS and j['s3']['retries'] == 2"
+done
 proxy --fault replace --replace-with "$DIR/other"
 check 1 "the object replaced mid-run" "$PINIO" bench "$URL" --bs 1M --qd 1
 has "$DIR/err" "s3://bench/obj.*object changed" "a replaced object fails the run"
