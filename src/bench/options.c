@@ -105,6 +105,9 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
         for (unsigned i = 0; i < o->npaths; i++)
             if (!o->paths[i] || !*o->paths[i])
                 BAD("bench: file %u of %u has no name", i + 1, o->npaths);
+            else if (o->npaths > 1 && pinio__s3_is_url(o->paths[i]))
+                BAD("bench: %s: an object is benchmarked alone, not in a list of files",
+                    o->paths[i]);
         if (o->path && strcmp(o->path, o->paths[0]))
             BAD("bench: path %s and paths[0] %s: set one of them", o->path, o->paths[0]);
     } else if (!o->path || !*o->path) {
@@ -251,6 +254,8 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
         BAD("bench: --node %d: must be a node number", o->node);
     if (o->node >= 0 && !pinio__prim_node_exists(o->node))
         BAD("bench: --node %d: no such NUMA node on this machine", o->node);
+    if (pinio__bench_is_s3(o))
+        return pinio__bench_s3_check(o, diag);
     return 0;
 #undef BAD
 }
