@@ -300,12 +300,15 @@ void pinio__bench_ramp_over(job *j, uint64_t t);
 bool pinio__bench_wake(job *j, uint64_t t, uint64_t deadline, bool record);
 void pinio__bench_record(job *j, const slot *sl, uint64_t t);
 
-/* ---- s3.c ---------------------------------------------------------------- */
+/* ---- options.c (an object's) ------------------------------------------- */
 
 /* Whether the run's target is an object ("s3://"). */
 bool pinio__bench_is_s3(const pinio_bench_opts *o);
 /* The options an object run refuses, before anything is sent. */
 int pinio__bench_s3_check(const pinio_bench_opts *o, pinio_diag *diag);
+
+/* ---- s3.c ---------------------------------------------------------------- */
+
 /* The object's HEAD: its size and ETag, and the bytes the run uses
  * (`*size`, settled as a file's), into `obj` (freed by _obj_free). */
 int pinio__bench_s3_prepare(const pinio_bench_opts *o, pinio__bench_obj *obj, uint64_t *size,
