@@ -119,7 +119,7 @@ static int job_setup(job *j)
      * pattern has to follow the offset (verify). */
     pinio__bench_pattern_fill(j->area, j->area_len, (uint64_t)j->idx << 40, o->seed + 7);
     if (j->obj) /* HTTP: a client instead of a ring, nothing to register */
-        return pinio__bench_s3_setup(j);
+        return j->obj->setup(j);
 
     rc = job_ring(j);
     if (rc)
@@ -699,7 +699,7 @@ static void job_body(job *j)
     if (j->multi && !o->time_s && !o->io_size) /* a pass is every file's share */
         limit *= j->nfiles;
     if (j->obj)
-        pinio__bench_s3_pass(j, limit, deadline);
+        (void)j->obj->pass(j, limit, deadline);
     else
         job_pass(j, o->verify_only, true, limit, deadline);
     uint64_t t1 = now_ns();
@@ -756,7 +756,8 @@ void pinio__bench_job_teardown(job *j)
 {
     if (j->have_ring)
         io_uring_queue_exit(&j->ring);
-    pinio__bench_s3_teardown(j);
+    if (j->obj)
+        j->obj->teardown(j);
     pinio__prim_unmap(j->area, j->area_len);
     free(j->slots);
     free(j->idle);

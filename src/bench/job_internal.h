@@ -158,12 +158,21 @@ typedef struct fstate {
     uint64_t quota;     /* the read-back pass: blocks to read back from it */
 } fstate;
 
-/* An object target (s3.c): what its HEAD said, shared by the jobs. */
+struct job;
+
+/* An object target (s3.c): what its HEAD said, shared by the jobs, and the
+ * engine that reads it. The job loop reaches the engine through these
+ * hooks, not by name: s3.c drives its requests with the loop's own
+ * next_io()/record()/wake(), and two files calling each other would be one
+ * module in two pieces. */
 typedef struct pinio__bench_obj {
     char *bucket, *key;
     char etag[128];        /* pinned: If-Match on every range */
     uint64_t size;
     char endpoint[256];
+    int (*setup)(struct job *j);    /* the job's client (job_setup()) */
+    int (*pass)(struct job *j, uint64_t limit, uint64_t deadline);
+    void (*teardown)(struct job *j); /* also after a failed or no setup */
 } pinio__bench_obj;
 
 typedef struct job {
@@ -310,14 +319,11 @@ int pinio__bench_s3_check(const pinio_bench_opts *o, pinio_diag *diag);
 /* ---- s3.c ---------------------------------------------------------------- */
 
 /* The object's HEAD: its size and ETag, and the bytes the run uses
- * (`*size`, settled as a file's), into `obj` (freed by _obj_free). */
+ * (`*size`, settled as a file's), into `obj` with its engine's hooks
+ * (freed by _obj_free). */
 int pinio__bench_s3_prepare(const pinio_bench_opts *o, pinio__bench_obj *obj, uint64_t *size,
                             pinio_bench_file *file, pinio_diag *diag);
 void pinio__bench_s3_obj_free(pinio__bench_obj *obj);
-/* The job's client and completion list (job_setup()); the pass; teardown. */
-int pinio__bench_s3_setup(job *j);
-int pinio__bench_s3_pass(job *j, uint64_t limit, uint64_t deadline);
-void pinio__bench_s3_teardown(job *j);
 
 /* ---- interval.c -------------------------------------------------------- */
 

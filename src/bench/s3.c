@@ -24,6 +24,10 @@
 #include "src/bench/job_internal.h"
 #include "src/s3/sign.h"
 
+static int s3_setup(job *j);
+static int s3_pass(job *j, uint64_t limit, uint64_t deadline);
+static void s3_teardown(job *j);
+
 void pinio__bench_s3_obj_free(pinio__bench_obj *obj)
 {
     free(obj->bucket);
@@ -55,6 +59,9 @@ static int which_missing(pinio__s3 *c, const char *url, const pinio__bench_obj *
 int pinio__bench_s3_prepare(const pinio_bench_opts *o, pinio__bench_obj *obj, uint64_t *size,
                             pinio_bench_file *file, pinio_diag *diag)
 {
+    obj->setup = s3_setup;
+    obj->pass = s3_pass;
+    obj->teardown = s3_teardown;
     int rc = pinio__s3_url_split(o->path, &obj->bucket, &obj->key, diag);
     if (rc)
         return rc;
@@ -96,7 +103,7 @@ int pinio__bench_s3_prepare(const pinio_bench_opts *o, pinio__bench_obj *obj, ui
     return 0;
 }
 
-int pinio__bench_s3_setup(job *j)
+static int s3_setup(job *j)
 {
     pinio__s3_opts so = {.concurrency = j->o->qd};
     j->s3done = calloc(j->o->qd, sizeof *j->s3done);
@@ -112,7 +119,7 @@ int pinio__bench_s3_setup(job *j)
     return rc;
 }
 
-void pinio__bench_s3_teardown(job *j)
+static void s3_teardown(job *j)
 {
     pinio__s3_close(j->s3);
     j->s3 = NULL;
@@ -138,7 +145,7 @@ static int issue(job *j, unsigned s, uint64_t t)
 /* The pass over the object: as job_pass() for a file, with the client's
  * stream for the ring. A failure (the client's diag names the object and
  * the range's offset) ends it and drops what is in flight. */
-int pinio__bench_s3_pass(job *j, uint64_t limit, uint64_t deadline)
+static int s3_pass(job *j, uint64_t limit, uint64_t deadline)
 {
     const pinio_bench_opts *o = j->o;
     unsigned inflight = 0;
