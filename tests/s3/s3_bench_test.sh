@@ -13,13 +13,8 @@ PINIO=$1
 SRC=$2
 . "$SRC/tests/s3/s3env.sh"
 s3_scratch s3bench || exit 1
-PROXY_PID=""
-stop_proxy() {
-    [ -n "$PROXY_PID" ] && { kill "$PROXY_PID" 2>/dev/null; wait "$PROXY_PID" 2>/dev/null; }
-    PROXY_PID=""
-}
 s3_start || { s3_cleanup; exit 1; }
-trap 'stop_proxy; s3_cleanup' EXIT
+trap 's3_proxy_stop; s3_cleanup' EXIT
 s3_bucket bench || exit 1
 UPSTREAM=$AWS_ENDPOINT_URL
 SIZE=$((16 << 20))
@@ -83,17 +78,8 @@ json "the job file's depth" "j['qd'] == 4 and j['job_name'] == 'ranged'"
 # --- faults through the proxy ---------------------------------------------
 # proxy ARGS...: (re)starts the proxy in front of s3rver; pinio talks to it.
 proxy() {
-    stop_proxy
     s3_put bench obj "$DIR/obj" || exit 1 # the original, again
-    /usr/bin/python3 "$SRC/tests/s3/faultproxy.py" "$UPSTREAM" "$@" >"$DIR/proxy.port" 2>"$DIR/proxy.err" &
-    PROXY_PID=$!
-    i=0 port=""
-    while [ $i -lt 300 ] && [ -z "$port" ] && kill -0 "$PROXY_PID" 2>/dev/null; do
-        sleep 0.1; i=$((i + 1))
-        port=$(sed -n 's/^port \([0-9][0-9]*\)$/\1/p' "$DIR/proxy.port")
-    done
-    [ -n "$port" ] || { echo "FAIL: the proxy did not start ($*):"; cat "$DIR/proxy.err"; exit 1; }
-    export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
+    s3_proxy_start "$@"
 }
 proxy --fault 503 --count 3
 check 0 "503 SlowDown x3" "$PINIO" bench "$URL" --rw randread --bs 1M --qd 4 --json
@@ -111,7 +97,7 @@ proxy --fault replace --replace-with "$DIR/other"
 check 1 "the object replaced mid-run" "$PINIO" bench "$URL" --bs 1M --qd 1
 has "$DIR/err" "s3://bench/obj.*object changed" "a replaced object fails the run"
 [ "$(wc -l <"$DIR/err")" -eq 1 ] || { echo "FAIL: not one line:"; cat "$DIR/err"; fails=$((fails + 1)); }
-stop_proxy
+s3_proxy_stop
 export AWS_ENDPOINT_URL="$UPSTREAM"
 s3_put bench obj "$DIR/obj" || exit 1
 
@@ -152,7 +138,7 @@ if grep -q "pinio-test-secret-K9\|pinio-test-token-T7\|$AWS_SECRET_ACCESS_KEY" "
     echo "FAIL: a credential was printed:"; cat "$DIR/all"; fails=$((fails + 1))
 fi
 
-stop_proxy
+s3_proxy_stop
 s3_cleanup
 [ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "ok"
