@@ -567,7 +567,9 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
 
 /* ------------------------------------------------------ header, read */
 
-PyObject *header_tuple(const pinio_st *st)
+/* (tensors in file order [(name, dtype, shape, begin, end)], metadata or
+ * None, data_offset, file_size) of a parsed header, which stays the caller's. */
+PyObject *header_rows(const pinio_st *st)
 {
     size_t n = pinio_st_count(st);
     PyObject *list = PyList_New((Py_ssize_t)n), *res = NULL;
@@ -593,10 +595,10 @@ PyObject *header_tuple(const pinio_st *st)
     return res;
 }
 
-/* header_tuple() of `st`, which it frees. */
-static PyObject *header_tuple_free(pinio_st *st)
+/* header_rows(st); frees `st`. */
+static PyObject *header_tuple(pinio_st *st)
 {
-    PyObject *res = header_tuple(st);
+    PyObject *res = header_rows(st);
     pinio_st_free(st);
     return res;
 }
@@ -636,7 +638,7 @@ static PyObject *py_header(PyObject *mod, PyObject *args)
     Py_DECREF(enc);
     if (r)
         return raise_pinio(r, &diag, "header read failed");
-    return header_tuple_free(st);
+    return header_tuple(st);
 }
 
 /* parse(bytes): the header of a whole file image in memory (deserialize). */
@@ -652,7 +654,7 @@ static PyObject *py_parse(PyObject *mod, PyObject *arg)
     PyBuffer_Release(&view);
     if (r)
         return raise_pinio(r, &diag, "invalid header");
-    return header_tuple_free(st);
+    return header_tuple(st);
 }
 
 /* read(fd, offset, length) -> Buffer of exactly those bytes (pread, GIL
@@ -746,7 +748,8 @@ PyMODINIT_FUNC PyInit__pinio(void);
 PyMODINIT_FUNC PyInit__pinio(void)
 {
     if (PyType_Ready(&BufferType) < 0 || PyType_Ready(&CheckpointType) < 0 ||
-        PyType_Ready(&ArenaType) < 0 || PyType_Ready(&SourceType) < 0)
+        PyType_Ready(&ArenaType) < 0 || PyType_Ready(&ObjectFileType) < 0 ||
+        PyType_Ready(&SourceType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m)
@@ -761,6 +764,7 @@ PyMODINIT_FUNC PyInit__pinio(void)
         PyModule_AddObjectRef(m, "Checkpoint", (PyObject *)&CheckpointType) ||
         PyModule_AddObjectRef(m, "Arena", (PyObject *)&ArenaType) ||
         PyModule_AddObjectRef(m, "Source", (PyObject *)&SourceType) ||
+        PyModule_AddObjectRef(m, "ObjectFile", (PyObject *)&ObjectFileType) ||
         PyModule_AddStringConstant(m, "version", pinio_version())) {
         Py_DECREF(m);
         return NULL;

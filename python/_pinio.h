@@ -81,9 +81,6 @@ int arena_arg(PyObject *o, ArenaObject **out);
 int source_arg(PyObject *o, SourceObject **out);
 void source_hold(SourceObject *s);
 void source_release(SourceObject *s);
-/* (tensors in file order [(name, dtype, shape, begin, end)], metadata or
- * None, data_offset, file_size) of a parsed header (_pinio.header()). */
-PyObject *header_tuple(const pinio_st *st);
 /* A list of str/PathLike -> NULL-terminated array of encoded C strings;
  * `*keep` holds the bytes objects they point into (fs: file names). */
 const char **str_array(PyObject *seq, size_t *n, PyObject **keep, int fs);
@@ -101,6 +98,10 @@ typedef struct slice_args {
 int slice_args_parse(slice_args *a, PyObject *split, PyObject *slices);
 void slice_args_free(slice_args *a);
 PyObject *py_plan(PyObject *mod, PyObject *args, PyObject *kw);
+/* header()'s tuple of a parsed header, which stays the caller's (_pinio.c). */
+PyObject *header_rows(const pinio_st *st);
+/* One s3:// object held open by safe_open (_pinio_object.c). */
+extern PyTypeObject ObjectFileType;
 /* The writer's module functions (_pinio_save.c). */
 PyObject *py_save(PyObject *mod, PyObject *args, PyObject *kw);
 PyObject *py_serialize(PyObject *mod, PyObject *args);

@@ -67,7 +67,7 @@ static PyObject *Source_header(SourceObject *self, PyObject *unused)
     (void)unused;
     if (source_open(self))
         return NULL;
-    return header_tuple(pinio_plan_file_at(self->plan, 0)->header);
+    return header_rows(pinio_plan_file_at(self->plan, 0)->header);
 }
 
 static PyObject *Source_close(SourceObject *self, PyObject *unused)

@@ -19,6 +19,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: pinio bench --file PATH [options]     (or: pinio bench PATH [options])\n"
+            "       pinio bench s3://BUCKET/KEY [options] (an object: HTTP range GETs)\n"
             "       pinio bench JOB.fio [options]         (or: --job-file F: any name)\n"
             "workload\n"
             "  --rw read|randread|write|randwrite|rw|randrw   (default read)\n"
@@ -62,6 +63,12 @@ static void usage(FILE *out)
             "  --thinktime USEC per job: issue nothing for USEC after each completion\n"
             "  --thinktime-blocks N   ... after every N completions instead (default 1)\n"
             "engine\n"
+            "  --engine uring|s3   io_uring on a file or device (default), or HTTP range\n"
+            "                   GETs on an s3://BUCKET/KEY object (the default for such a\n"
+            "                   target): --qd ranged GETs in flight per job, each checked\n"
+            "                   (206, Content-Range, length) and pinned to the object's\n"
+            "                   ETag; retries counted. Reads only (read, randread); the\n"
+            "                   object must exist. AWS_* variables and ~/.aws as for load\n"
             "  --direct auto|on|off  O_DIRECT (default on; auto is on; 0|1 as before)\n"
             "  --fixed[=0|1]    registered buffers (default 1)\n"
             "  --regfiles       registered file table\n"
@@ -256,6 +263,7 @@ enum {
 
 /* Several files: their own range, so that the list above grows apart. */
 enum { O_DIRECTORY = 512, O_NRFILES, O_FSERVICE, O_FILESIZE };
+enum { O_ENGINE = 768 };
 
 static const struct option longopts[] = {
     {"file", required_argument, NULL, O_FILE},
@@ -312,6 +320,7 @@ static const struct option longopts[] = {
     {"thinktime-blocks", required_argument, NULL, O_THINKBLK},
     {"bsrange", required_argument, NULL, O_BSRANGE},
     {"jobs-share", required_argument, NULL, O_SHARE},
+    {"engine", required_argument, NULL, O_ENGINE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -463,6 +472,14 @@ static int parse_opt(struct cli *c, int opt, const char *v)
         else
             rc = -EINVAL;
         break;
+    case O_ENGINE:
+        if (!strcmp(v, "uring") || !strcmp(v, "io_uring"))
+            c->engine = ENGINE_URING;
+        else if (!strcmp(v, "s3"))
+            c->engine = ENGINE_S3;
+        else
+            rc = -EINVAL;
+        break;
     case O_JOBFILE:
         if (c->where) /* the reader never writes it; said for completeness */
             return bench_usage(c, "--job-file inside a job file");
@@ -586,6 +603,14 @@ int bench_parse_args(struct cli *c, int argc, char **argv)
         rc = settle_files(c);
     if (rc)
         return rc;
+    /* The engine follows the target; one named must match it. */
+    bool s3 = c->o.path && !strncmp(c->o.path, "s3://", 5);
+    if (c->engine == ENGINE_S3 && c->o.path && !s3)
+        return bench_usage(c, "--engine s3 reads an object: the target must be s3://BUCKET/KEY, "
+                           "not %s", c->o.path);
+    if (c->engine == ENGINE_URING && s3)
+        return bench_usage(c, "--engine uring reads files and devices: %s is an object "
+                           "(--engine s3)", c->o.path);
     if (c->o.verify_only && c->verify_named)
         c->o.verify = false;
     if (c->sweep && !c->nbs && !c->nqd)

@@ -33,6 +33,9 @@ struct run_ctx {
 
 enum fmt { FMT_NORMAL, FMT_JSON, FMT_TERSE };
 
+/* --engine: unset (the target's), io_uring, or HTTP range GETs (s3://). */
+enum engine { ENGINE_AUTO, ENGINE_URING, ENGINE_S3 };
+
 /* What a command line asks for beyond pinio_bench_opts, and the storage
  * the options borrow. */
 struct cli {
@@ -44,6 +47,7 @@ struct cli {
     const char *job_name; /* the section's name in the results, or NULL */
     unsigned group;
     enum fmt fmt;
+    enum engine engine;
     const char *output;
     bool sweep;
     bool verify_named; /* --verify=MODE: with --verify-only, the mode only */

@@ -152,8 +152,9 @@ static void print_json(FILE *out, const pinio_bench_opts *o, const pinio_bench_r
     jw_ku64(&w, "bs_bytes", o->bs);
     jw_ku64(&w, "qd", o->qd);
     jw_ku64(&w, "jobs", o->jobs);
-    jw_kbool(&w, "direct", o->direct);
-    jw_kbool(&w, "fixed", o->fixed);
+    /* an object's requests are HTTP: neither option applies */
+    jw_kbool(&w, "direct", o->direct && !r->s3_endpoint[0]);
+    jw_kbool(&w, "fixed", o->fixed && !r->s3_endpoint[0]);
     jw_kbool(&w, "regfiles", o->regfiles);
     jw_kbool(&w, "sqpoll", o->sqpoll);
     jw_kbool(&w, "iopoll", o->iopoll);
@@ -184,6 +185,17 @@ static void print_json(FILE *out, const pinio_bench_opts *o, const pinio_bench_r
     }
     jw_ku64(&w, "file_size_bytes", r->file_size);
     jw_kbool(&w, "created", r->created);
+    if (r->s3_endpoint[0]) { /* an object's run */
+        jw_key(&w, "s3");
+        jw_obj(&w);
+        jw_kstr(&w, "endpoint", r->s3_endpoint);
+        jw_kstr(&w, "etag", r->s3_etag);
+        jw_ku64(&w, "object_size_bytes", r->file_size);
+        jw_ku64(&w, "requests", r->s3_requests);
+        jw_ku64(&w, "retries", r->s3_retries);
+        jw_kf64(&w, "retry_wait_s", r->s3_retry_wait_s);
+        jw_obj_end(&w);
+    }
     jw_key(&w, "features");
     jw_arr(&w);
     char f[sizeof r->features];
@@ -287,6 +299,11 @@ static void print_text(FILE *out, const pinio_bench_opts *o, const pinio_bench_r
             o->jobs, o->npaths > 1 ? nf : o->path, r->features, r->created ? " (created)" : "",
             r->partial ? " (stopped: partial result)" : "");
     text_files(out, o);
+    if (r->s3_endpoint[0])
+        fprintf(out, "  object: %s from %s, ETag %s; %llu HTTP requests, %llu retries "
+                "(%.1f s waited)\n", cli_human_bytes(b2, sizeof b2, r->file_size),
+                r->s3_endpoint, r->s3_etag, (unsigned long long)r->s3_requests,
+                (unsigned long long)r->s3_retries, r->s3_retry_wait_s);
     for (unsigned i = 0; per_job && i < o->jobs; i++) {
         fprintf(out, "job %u:\n", i);
         text_figures(out, o, &per_job[i]);

@@ -43,6 +43,24 @@
  * buffer of the N-th completion of a read (a verify pass then fails with
  * -EBADMSG).
  *
+ * Objects: a target "s3://BUCKET/KEY" (pinio_bench_opts::path) is an
+ * object in S3 or an S3-compatible store, read with HTTP range GETs (the
+ * loader's client: AWS configuration from the environment and ~/.aws, SigV4,
+ * retries with backoff): each job keeps `qd` ranged GETs in flight on its
+ * own connections, each request timed from its issue (signing included, the
+ * slat) to the last byte of its body (retries included), into the same
+ * histograms, intervals and result. Reads only: a write or trim workload is
+ * refused (-EINVAL) before anything is sent, and bench never creates or
+ * fills an object: it must exist, and its size (a HEAD) is the target's
+ * size. Every response is checked (206, Content-Range, length) and the
+ * object's ETag is pinned with If-Match: an object replaced during the run
+ * fails it with PINIO_ECHANGED; a missing bucket or key is -ENOENT naming
+ * both. Options with no meaning for HTTP are refused: verify, verify_only,
+ * several paths, sqpoll, iopoll, regfiles, cache_cold, rate, thinktime,
+ * batch, PINIO_FAULTS (the network's faults are the real ones); direct and
+ * fixed are ignored. The result's s3_* fields count the HTTP requests and
+ * their retries.
+ *
  * Errors: negative errno codes; the optional `pinio_diag` names the file,
  * option or offset.
  */
@@ -467,12 +485,20 @@ typedef struct pinio_bench_result {
      *  in the totals above, as fio counts trim bytes); bw and IOPS as for
      *  the other directions. Zero for other workloads. */
     pinio_bench_dir trim;
+    /* Added with object targets ("s3://BUCKET/KEY"); zero for files. */
+    uint64_t s3_requests;    /**< HTTP requests sent, retries included (all jobs, ramp included) */
+    uint64_t s3_retries;     /**< of those, retries (5xx, 429/SlowDown, resets, short bodies) */
+    double s3_retry_wait_s;  /**< seconds the jobs waited before their retries, summed */
+    char s3_endpoint[256];   /**< where the requests went (scheme://host[:port]); never a secret */
+    char s3_etag[128];       /**< the object's ETag, as pinned (quotes kept) */
 } pinio_bench_result;
 
 /**
  * Checks options without touching the file system: bs, qd, jobs, size and
  * time ranges and combinations (iopoll without direct, verify of a read
- * workload, a size that is not a multiple of bs x jobs, ...).
+ * workload, a size that is not a multiple of bs x jobs, ...); for an
+ * "s3://" target also what an object refuses (writes, trims, verify, the
+ * io_uring options: see the file comment), before any request is sent.
  * @return 0, or -EINVAL with `diag` naming the option.
  */
 PINIO_API int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag);

@@ -524,7 +524,8 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
          map_private=True, arena=None, slot_size=0, slots=0, fill="auto", consumer="host",
          split=None, rank=None, world=None, process_group=None, max_overread=0.0,
          round_bytes=None, exchange="auto"):
-    """Loads `paths` (files, shard folders, index files) and returns a Checkpoint.
+    """Loads `paths` (files, shard folders, index files; s3:// URLs of an
+    object, a prefix or an index: README's Object storage) and returns a Checkpoint.
 
     filter: a name, dotted prefix or glob, or a list of them (None: all); a
     filter that selects no tensor raises pinio.Error (ENOENT). backend: auto,

@@ -118,6 +118,8 @@ static int job_setup(job *j)
     /* Touch everything now, off the clock; write data is fixed unless the
      * pattern has to follow the offset (verify). */
     pinio__bench_pattern_fill(j->area, j->area_len, (uint64_t)j->idx << 40, o->seed + 7);
+    if (j->obj) /* HTTP: a client instead of a ring, nothing to register */
+        return j->obj->setup(j);
 
     rc = job_ring(j);
     if (rc)
@@ -290,6 +292,12 @@ static inline bool next_io(job *j, slot *sl, uint64_t limit)
     return true;
 }
 
+/* next_io() for the object pass (s3.c), which has no ring to keep hot. */
+bool pinio__bench_next_io(job *j, slot *sl, uint64_t limit)
+{
+    return next_io(j, sl, limit);
+}
+
 /* ---- several files ------------------------------------------------------ */
 
 /* Whether file f still has part of its share of the current pass: every
@@ -400,7 +408,7 @@ static uint64_t due_ns(const job *j)
 
 /* The ramp is over: what it measured is dropped, and the clock and the CPU
  * counters start now. */
-static void ramp_over(job *j, uint64_t t)
+void pinio__bench_ramp_over(job *j, uint64_t t)
 {
     for (int d = 0; d < NDIR; d++) {
         pinio__hist_reset(&j->hist[d]);
@@ -415,6 +423,36 @@ static void ramp_over(job *j, uint64_t t)
     j->t_start_ns = t;
     thread_cpu(&j->cpu_u0, &j->cpu_s0);
     j->ramp_end = 0;
+}
+
+/* What each wake of a pass does first, at `t`: the ramp's end and the
+ * interval's (when the pass records); true when the pass must stop issuing
+ * (the deadline passed, or the progress callback asked to stop). */
+bool pinio__bench_wake(job *j, uint64_t t, uint64_t deadline, bool record)
+{
+    bool stop = (deadline && t >= deadline) ||
+                atomic_load_explicit(&j->gate->cancel, memory_order_relaxed);
+    if (j->ramp_end && t >= j->ramp_end)
+        pinio__bench_ramp_over(j, t);
+    if (record && t >= j->iv_next)
+        pinio__bench_iv_tick(j, t);
+    return stop;
+}
+
+/* Times the request of `sl`, complete at `t`, and counts it. */
+void pinio__bench_record(job *j, const slot *sl, uint64_t t)
+{
+    /* t0 <= ts <= t: ts was taken between the prepare and this wake; a zero
+     * ts (never submitted?) cannot happen, but would only show as a zero
+     * clat, never as a wrap. */
+    uint64_t ts = sl->ts >= sl->t0 && sl->ts <= t ? sl->ts : sl->t0;
+    pinio__hist_record(&j->hist[sl->wr], t - sl->t0);
+    pinio__hist_record(&j->slat[sl->wr], ts - sl->t0);
+    pinio__hist_record(&j->clat[sl->wr], t - ts);
+    if (j->ihist)
+        pinio__hist_record(&j->ihist[sl->wr], t - sl->t0);
+    j->ios[sl->wr]++;
+    j->bytes[sl->wr] += sl->len;
 }
 
 /* Submits the refills gathered so far once `batch` of them wait and more
@@ -515,13 +553,7 @@ static int job_pass(job *j, bool check, bool record, uint64_t limit, uint64_t de
             break; /* the ring is torn down with the requests in it */
         }
         t = now_ns();
-        if ((deadline && t >= deadline) ||
-            atomic_load_explicit(&j->gate->cancel, memory_order_relaxed))
-            stop = true;
-        if (j->ramp_end && t >= j->ramp_end)
-            ramp_over(j, t);
-        if (record && t >= j->iv_next)
-            pinio__bench_iv_tick(j, t);
+        stop |= pinio__bench_wake(j, t, deadline, record);
         bool rec = record && !j->ramp_end;
         struct io_uring_cqe *cqe;
         unsigned head, seen = 0, avail = io_uring_cq_ready(&j->ring);
@@ -579,19 +611,8 @@ static int job_pass(job *j, bool check, bool record, uint64_t limit, uint64_t de
                 job_kick(j, seen < avail);
                 continue;
             }
-            if (rec) {
-                /* t0 <= ts <= t: ts was taken between the prepare and this
-                 * wake; a zero ts (never submitted?) cannot happen, but
-                 * would only show as a zero clat, never as a wrap. */
-                uint64_t ts = sl->ts >= sl->t0 && sl->ts <= t ? sl->ts : sl->t0;
-                pinio__hist_record(&j->hist[sl->wr], t - sl->t0);
-                pinio__hist_record(&j->slat[sl->wr], ts - sl->t0);
-                pinio__hist_record(&j->clat[sl->wr], t - ts);
-                if (j->ihist)
-                    pinio__hist_record(&j->ihist[sl->wr], t - sl->t0);
-                j->ios[sl->wr]++;
-                j->bytes[sl->wr] += sl->len;
-            }
+            if (rec)
+                pinio__bench_record(j, sl, t);
             if (check) {
                 pinio__block_found f;
                 /* After a write pass, the generation of the last write of
@@ -677,7 +698,10 @@ static void job_body(job *j)
     j->trace_file = o->trace_file;
     if (j->multi && !o->time_s && !o->io_size) /* a pass is every file's share */
         limit *= j->nfiles;
-    job_pass(j, o->verify_only, true, limit, deadline);
+    if (j->obj)
+        (void)j->obj->pass(j, limit, deadline);
+    else
+        job_pass(j, o->verify_only, true, limit, deadline);
     uint64_t t1 = now_ns();
     double u1, s1;
     thread_cpu(&u1, &s1);
@@ -732,6 +756,8 @@ void pinio__bench_job_teardown(job *j)
 {
     if (j->have_ring)
         io_uring_queue_exit(&j->ring);
+    if (j->obj)
+        j->obj->teardown(j);
     pinio__prim_unmap(j->area, j->area_len);
     free(j->slots);
     free(j->idle);

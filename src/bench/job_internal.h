@@ -7,6 +7,7 @@
  *   interval.c  the time series and the interval samples
  *   stats.c     the summary: what the jobs measured, summed into the result
  *   verify.c    verify blocks (pattern, header, sums) and the mismatch report
+ *   s3.c        an object target: its HEAD, and the pass of HTTP range GETs
  *   run.c       pinio_bench_run(): prepare, start the jobs, watch, sum up
  *
  * Not installed; tests use bench_internal.h only. */
@@ -23,6 +24,7 @@
 #include "pinio/bench.h"
 #include "src/bench/bench_internal.h"
 #include "numa/prim.h"
+#include "src/s3/client.h"
 #include "uring/faults.h"
 
 
@@ -156,6 +158,23 @@ typedef struct fstate {
     uint64_t quota;     /* the read-back pass: blocks to read back from it */
 } fstate;
 
+struct job;
+
+/* An object target (s3.c): what its HEAD said, shared by the jobs, and the
+ * engine that reads it. The job loop reaches the engine through these
+ * hooks, not by name: s3.c drives its requests with the loop's own
+ * next_io()/record()/wake(), and two files calling each other would be one
+ * module in two pieces. */
+typedef struct pinio__bench_obj {
+    char *bucket, *key;
+    char etag[128];        /* pinned: If-Match on every range */
+    uint64_t size;
+    char endpoint[256];
+    int (*setup)(struct job *j);    /* the job's client (job_setup()) */
+    int (*pass)(struct job *j, uint64_t limit, uint64_t deadline);
+    void (*teardown)(struct job *j); /* also after a failed or no setup */
+} pinio__bench_obj;
+
 typedef struct job {
     const pinio_bench_opts *o;
     unsigned idx;
@@ -228,6 +247,12 @@ typedef struct job {
     int err;
     pinio_diag diag;
     _Atomic uint64_t live_ios; /* requests, published with live_bytes (done_ops) */
+    /* An object target: the object, this job's client (its own connections,
+     * qd of them) and its completions; the client's counters at the end. */
+    const pinio__bench_obj *obj;
+    pinio__s3 *s3;
+    pinio__s3_done *s3done;
+    pinio__s3_stats s3st;
 } job;
 
 static inline uint64_t now_ns(void)
@@ -278,6 +303,27 @@ int pinio__bench_open_file(const pinio_bench_opts *o, const char *p, int flags, 
 
 void *pinio__bench_job_main(void *arg);
 void pinio__bench_job_teardown(job *j);
+
+bool pinio__bench_next_io(job *j, slot *sl, uint64_t limit);
+void pinio__bench_ramp_over(job *j, uint64_t t);
+bool pinio__bench_wake(job *j, uint64_t t, uint64_t deadline, bool record);
+void pinio__bench_record(job *j, const slot *sl, uint64_t t);
+
+/* ---- options.c (an object's) ------------------------------------------- */
+
+/* Whether the run's target is an object ("s3://"). */
+bool pinio__bench_is_s3(const pinio_bench_opts *o);
+/* The options an object run refuses, before anything is sent. */
+int pinio__bench_s3_check(const pinio_bench_opts *o, pinio_diag *diag);
+
+/* ---- s3.c ---------------------------------------------------------------- */
+
+/* The object's HEAD: its size and ETag, and the bytes the run uses
+ * (`*size`, settled as a file's), into `obj` with its engine's hooks
+ * (freed by _obj_free). */
+int pinio__bench_s3_prepare(const pinio_bench_opts *o, pinio__bench_obj *obj, uint64_t *size,
+                            pinio_bench_file *file, pinio_diag *diag);
+void pinio__bench_s3_obj_free(pinio__bench_obj *obj);
 
 /* ---- interval.c -------------------------------------------------------- */
 

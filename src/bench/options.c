@@ -105,6 +105,9 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
         for (unsigned i = 0; i < o->npaths; i++)
             if (!o->paths[i] || !*o->paths[i])
                 BAD("bench: file %u of %u has no name", i + 1, o->npaths);
+            else if (o->npaths > 1 && pinio__s3_is_url(o->paths[i]))
+                BAD("bench: %s: an object is benchmarked alone, not in a list of files",
+                    o->paths[i]);
         if (o->path && strcmp(o->path, o->paths[0]))
             BAD("bench: path %s and paths[0] %s: set one of them", o->path, o->paths[0]);
     } else if (!o->path || !*o->path) {
@@ -251,6 +254,44 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
         BAD("bench: --node %d: must be a node number", o->node);
     if (o->node >= 0 && !pinio__prim_node_exists(o->node))
         BAD("bench: --node %d: no such NUMA node on this machine", o->node);
+    if (pinio__bench_is_s3(o))
+        return pinio__bench_s3_check(o, diag);
     return 0;
 #undef BAD
+}
+
+bool pinio__bench_is_s3(const pinio_bench_opts *o)
+{
+    return o->path && pinio__s3_is_url(o->path);
+}
+
+int pinio__bench_s3_check(const pinio_bench_opts *o, pinio_diag *diag)
+{
+#define NO(cond, ...)                                                                              \
+    do {                                                                                           \
+        if (cond)                                                                                  \
+            return pinio_diag_set(diag, -EINVAL, __VA_ARGS__), -EINVAL;                            \
+    } while (0)
+    const char *p = o->path;
+    NO(is_write(o->rw) || is_trim(o->rw),
+       "bench: %s: an object is only read (--rw read or randread): %s would change it, and "
+       "bench never writes to a store", p, pinio_bench_rw_name(o->rw));
+    NO(o->npaths > 1, "bench: %s: one object per run, not a list of targets", p);
+    NO(o->verify || o->verify_only,
+       "bench: %s: --verify and --verify-only check blocks a --verify write run left, which "
+       "an object never holds (every range is checked by its Content-Range and length, and "
+       "the object pinned by its ETag)", p);
+    NO(o->sqpoll || o->iopoll || o->regfiles,
+       "bench: %s: --sqpoll, --iopoll and --regfiles are io_uring's: an object is read over "
+       "HTTP", p);
+    NO(o->cache_cold, "bench: %s: --cache cold drops a local file's pages: not an object's", p);
+    NO(o->batch, "bench: %s: --batch gathers io_uring submissions: each HTTP request leaves on "
+       "its own", p);
+    NO(o->rate_bytes_per_s || o->rate_iops || o->thinktime_us,
+       "bench: %s: --rate, --rate-iops and --thinktime are not supported for objects", p);
+    const char *spec = o->faults ? o->faults : getenv("PINIO_FAULTS");
+    NO(spec && *spec, "bench: %s: PINIO_FAULTS injects io_uring completion faults: an object "
+       "run has none (a fault proxy in front of the store gives the network's)", p);
+    return 0;
+#undef NO
 }

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -68,8 +69,8 @@ static bool watch(const pinio_bench_opts *o, job *jobs, unsigned n, uint64_t tot
 /* Starts the jobs, opens the gate once all are set up, and sums what they
  * measured. */
 static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
-                    const char *const *paths, unsigned nfiles, pinio_bench_result *res,
-                    pinio_diag *diag)
+                    const char *const *paths, unsigned nfiles, const pinio__bench_obj *obj,
+                    pinio_bench_result *res, pinio_diag *diag)
 {
     int rc = 0;
     bool wr = is_write(o->rw) || is_trim(o->rw);
@@ -99,6 +100,7 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
         j->gate = &gate;
         j->fd = -1;
         j->fds = &j->fd;
+        j->obj = obj;
         j->nfiles = nfiles;
         j->paths = paths;
         j->multi = nfiles > 1 || o->trace_file;
@@ -116,7 +118,8 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
         j->base = o->offset + (o->jobs_whole ? 0 : per_job * i);
         j->region = per_job;
         j->maxbs = unit_bs(o);
-        j->batch = o->batch ? (o->batch < o->qd ? o->batch : o->qd) : is_rand(o->rw) ? 1 : o->qd;
+        j->batch = obj ? 1 /* each HTTP request leaves on its own */
+                   : o->batch ? (o->batch < o->qd ? o->batch : o->qd) : is_rand(o->rw) ? 1 : o->qd;
         j->nblocks = per_job / o->bs;
         if (!j->nblocks) /* bssplit: sizes apart from bs, which only names the order */
             j->nblocks = 1;
@@ -149,7 +152,7 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
     }
     for (unsigned i = 0; i < o->jobs && !rc; i++) {
         job *j = &jobs[i];
-        for (unsigned f = 0; f < nfiles && !rc; f++)
+        for (unsigned f = 0; f < nfiles && !rc && !obj; f++)
             rc = pinio__bench_open_file(o, paths[f], flags, i == 0, &j->fds[f], diag);
         if (rc)
             break;
@@ -254,6 +257,7 @@ int pinio_bench_run(const pinio_bench_opts *uo, pinio_bench_result *res, pinio_d
     rc = pinio_bench_check(o, diag);
     if (rc)
         return rc;
+    bool s3 = pinio__bench_is_s3(o); /* its refusals are pinio_bench_check()'s */
     /* Several files: `path` names the first, for the messages that name
      * the run's target; with filesize, a size set is the bytes to move
      * (fio: "size becomes merely the default for io_size"). */
@@ -272,7 +276,7 @@ int pinio_bench_run(const pinio_bench_opts *uo, pinio_bench_result *res, pinio_d
     free(probe);
     if (rc)
         return rc;
-    if ((rc = pinio__bench_check_memlock(o, diag)))
+    if (!s3 && (rc = pinio__bench_check_memlock(o, diag)))
         return rc;
     uint64_t size = 0;
     /* One file is the list of one: `path`. */
@@ -289,12 +293,21 @@ int pinio_bench_run(const pinio_bench_opts *uo, pinio_bench_result *res, pinio_d
     }
     for (unsigned i = 0; i < n; i++)
         hold[i] = -1;
-    rc = pinio__bench_prepare_files(o, paths, n, &size, files, hold, own, diag);
+    /* An object: its HEAD settles the size, and nothing is made. */
+    pinio__bench_obj obj = {0};
+    size = s3 ? o->size : 0;
+    rc = s3 ? pinio__bench_s3_prepare(o, &obj, &size, files, diag)
+            : pinio__bench_prepare_files(o, paths, n, &size, files, hold, own, diag);
     for (unsigned i = 0; i < n; i++)
         res->created |= files[i].created;
     res->file_size = files[0].size;
     if (!rc)
-        rc = run_jobs(o, spec, size, paths, n, res, diag);
+        rc = run_jobs(o, spec, size, paths, n, s3 ? &obj : NULL, res, diag);
+    if (s3 && (!rc || res->partial)) {
+        snprintf(res->s3_endpoint, sizeof res->s3_endpoint, "%s", obj.endpoint);
+        snprintf(res->s3_etag, sizeof res->s3_etag, "%s", obj.etag);
+    }
+    pinio__bench_s3_obj_free(&obj);
     /* The files bench wrote are still bench's: what it wrote is what their
      * state now says (also after a failed or stopped run). */
     if (is_write(o->rw) || is_trim(o->rw))

@@ -24,6 +24,11 @@ static void features(const pinio_bench_opts *o, const job *j, char *out, size_t 
     size_t n = 0;
     out[0] = 0;
 #define ADD(s) n += (size_t)snprintf(out + n, n < cap ? cap - n : 0, "%s%s", n ? "," : "", s)
+    if (j->obj) { /* no ring, no file: what every request of an object run is */
+        ADD("s3_range_get");
+        ADD("if_match");
+        return;
+    }
     if (flags[0])
         ADD(flags);
     if (j->fixed)
@@ -99,6 +104,9 @@ void pinio__bench_summarize(const pinio_bench_opts *o, job *jobs, unsigned n,
         res->verified_bytes += j->verified;
         submits += j->submits;
         res->verify_submits += j->verify_submits;
+        res->s3_requests += j->s3st.requests;
+        res->s3_retries += j->s3st.retries;
+        res->s3_retry_wait_s += j->s3st.retry_wait_s;
         user += j->cpu_user;
         sys += j->cpu_sys;
         t0 = j->t_start < t0 ? j->t_start : t0;

@@ -8,6 +8,11 @@
  *       time), its response checked header by header as it arrives and as
  *       a whole when done, then accepted, retried later, or the end of the
  *       call.
+ *   pinio__s3_submit() / pinio__s3_poll()  the same transfers one at a
+ *       time, each reported as it completes (the benchmark keeps a steady
+ *       number in flight and times each one). Both run on one queue and
+ *       one turn of the loop (turn()): the checks, retries and connection
+ *       reuse are the same code for either.
  *
  * Why every response is checked: a proxy or a store that answers a range
  * with another range, the whole object (200) or fewer bytes than it
@@ -51,6 +56,13 @@ struct pinio__s3 {
     size_t nidle;
     pinio__s3_stats st;
     uint64_t rng;              /* the jitter's xorshift state */
+    /* The transfers submitted and not finished, oldest first: waiting (to
+     * start, or to retry) or in flight; `active` of them in flight. */
+    struct xfer **q;
+    size_t nq, qcap, active;
+    /* A stream's accepted requests, not yet polled. */
+    pinio__s3_done *fin;
+    size_t nfin, fincap;
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -128,10 +140,16 @@ int pinio__s3_open(pinio__s3 **out, const pinio__s3_opts *opts, pinio_diag *diag
     return 0;
 }
 
+static void queue_drop(pinio__s3 *c);
+
 void pinio__s3_close(pinio__s3 *c)
 {
     if (!c)
         return;
+    if (c->multi)
+        queue_drop(c);
+    free(c->q);
+    free(c->fin);
     for (size_t i = 0; i < c->nidle; i++)
         curl_easy_cleanup(c->idle[i]);
     free(c->idle);
@@ -234,6 +252,7 @@ typedef struct xfer {
     uint8_t *dst;               /* ranged: len bytes */
     size_t max;                 /* whole body: at most this many bytes */
     size_t tag;
+    bool owned;                 /* a stream's: the client frees it */
     /* the whole body (not ranged), malloc'ed */
     char *body;
     size_t blen, bcap;
@@ -613,80 +632,172 @@ static int retry_or_fail(pinio__s3 *c, xfer *x, const char *why, pinio_diag *dia
     return 0;
 }
 
-/* Runs the transfers to the end of all of them, or of the first failure. */
-static int run(pinio__s3 *c, xfer *x, size_t n, pinio_diag *diag)
+/* ---- the queue: every transfer submitted and not finished ------------- */
+
+static int queue_push(pinio__s3 *c, xfer *x, pinio_diag *diag)
 {
-    size_t done = 0, active = 0, first = 0;
-    int rc = 0;
-    while (done < n && rc == 0) {
-        double now = pinio__now_s(), wake = HUGE_VAL;
-        while (first < n && x[first].state == X_DONE)
-            first++;
-        for (size_t i = first; i < n && active < c->o.concurrency && rc == 0; i++) {
-            if (x[i].state != X_WAIT)
-                continue;
-            if (x[i].not_before <= now) {
-                rc = start(c, &x[i], diag);
-                if (rc < 0)
-                    pinio_diag_set_index(diag, x[i].tag);
-                else
-                    active++;
-            } else if (x[i].not_before < wake) {
-                wake = x[i].not_before;
+    if (c->nq == c->qcap) {
+        size_t cap = c->qcap ? c->qcap * 2 : 64;
+        xfer **nq = realloc(c->q, cap * sizeof(*nq));
+        if (!nq) {
+            pinio_diag_set(diag, -ENOMEM, "s3: no memory for %zu requests", cap);
+            return -ENOMEM;
+        }
+        c->q = nq;
+        c->qcap = cap;
+    }
+    x->state = X_WAIT;
+    c->q[c->nq++] = x;
+    return 0;
+}
+
+/* Ends every transfer of the queue (the ones in flight are cut off) and
+ * forgets the completions not yet polled: after a failure, nothing of the
+ * queue is reported. */
+static void queue_drop(pinio__s3 *c)
+{
+    for (size_t i = 0; i < c->nq; i++) {
+        xfer *x = c->q[i];
+        if (x->state == X_ACTIVE || x->h)
+            attempt_end(c, x);
+        x->state = X_DONE;
+        if (x->owned)
+            free(x);
+    }
+    c->nq = 0;
+    c->active = 0;
+    c->nfin = 0;
+}
+
+/* An accepted transfer is done: one of the stream's is recorded for
+ * pinio__s3_poll() (and freed as it leaves the queue); a batch's stays
+ * with its caller. */
+static int accept_xfer(pinio__s3 *c, xfer *x, pinio_diag *diag)
+{
+    x->state = X_DONE;
+    if (x->ranged)
+        c->st.bytes += x->got;
+    if (!x->owned)
+        return 0;
+    if (c->nfin == c->fincap) {
+        size_t cap = c->fincap ? c->fincap * 2 : 64;
+        pinio__s3_done *nf = realloc(c->fin, cap * sizeof(*nf));
+        if (!nf) {
+            pinio_diag_set(diag, -ENOMEM, "s3: no memory for %zu completions", cap);
+            return -ENOMEM;
+        }
+        c->fin = nf;
+        c->fincap = cap;
+    }
+    c->fin[c->nfin++] = (pinio__s3_done){ .tag = x->tag, .attempts = x->attempts };
+    return 0;
+}
+
+/* One turn of the transfer loop: starts the waiting transfers whose time
+ * has come (oldest first, up to the concurrency), lets curl move, and
+ * judges every attempt that ended: accepted, retried later, or the failure
+ * returned (diag filled, its index the transfer's tag). When none was
+ * accepted it then waits, at most `wait_ms`, for the network or the next
+ * retry's time. Returns the transfers accepted, or the failure. */
+static int turn(pinio__s3 *c, double wait_ms, pinio_diag *diag)
+{
+    double now = pinio__now_s(), wake = HUGE_VAL;
+    for (size_t i = 0; i < c->nq && c->active < c->o.concurrency; i++) {
+        xfer *x = c->q[i];
+        if (x->state != X_WAIT)
+            continue;
+        if (x->not_before <= now) {
+            int rc = start(c, x, diag);
+            if (rc < 0) {
+                pinio_diag_set_index(diag, x->tag);
+                return rc;
             }
-        }
-        if (rc < 0)
-            break;
-        int running = 0;
-        if (curl_multi_perform(c->multi, &running) != CURLM_OK) {
-            pinio_diag_set(diag, -EIO, "libcurl's multi interface failed");
-            rc = -EIO;
-            break;
-        }
-        CURLMsg *m;
-        int left;
-        while (rc == 0 && (m = curl_multi_info_read(c->multi, &left))) {
-            if (m->msg != CURLMSG_DONE)
-                continue;
-            xfer *t = NULL;
-            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&t);
-            CURLcode cc = m->data.result;
-            attempt_end(c, t);
-            active--;
-            char why[256] = "";
-            int v = judge(t, cc, why, sizeof(why), diag);
-            if (v == 0) {
-                t->state = X_DONE;
-                if (t->ranged)
-                    c->st.bytes += t->got;
-                done++;
-            } else if (v == 1) {
-                v = retry_or_fail(c, t, why, diag);
-            }
-            if (v < 0) {
-                t->state = X_DONE;
-                pinio_diag_set_index(diag, t->tag);
-                rc = v;
-            }
-        }
-        if (rc < 0 || done == n)
-            break;
-        double ms = 500;
-        if (wake != HUGE_VAL) {
-            double d = (wake - pinio__now_s()) * 1000;
-            ms = d < 0 ? 0 : d < ms ? d : ms;
-        }
-        if (active)
-            curl_multi_poll(c->multi, NULL, 0, (int)ms, NULL);
-        else if (ms > 0) {
-            struct timespec ts = { .tv_sec = (time_t)(ms / 1000),
-                                   .tv_nsec = (long)fmod(ms, 1000) * 1000000L };
-            nanosleep(&ts, NULL);
+            c->active++;
+        } else if (x->not_before < wake) {
+            wake = x->not_before;
         }
     }
-    for (size_t i = 0; i < n; i++)
-        if (x[i].state == X_ACTIVE || x[i].h)
-            attempt_end(c, &x[i]);
+    int running = 0;
+    if (curl_multi_perform(c->multi, &running) != CURLM_OK) {
+        pinio_diag_set(diag, -EIO, "libcurl's multi interface failed");
+        return -EIO;
+    }
+    int accepted = 0, rc = 0;
+    bool ended = false;
+    CURLMsg *m;
+    int left;
+    while (rc == 0 && (m = curl_multi_info_read(c->multi, &left))) {
+        if (m->msg != CURLMSG_DONE)
+            continue;
+        xfer *t = NULL;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&t);
+        CURLcode cc = m->data.result;
+        attempt_end(c, t);
+        c->active--;
+        char why[256] = "";
+        int v = judge(t, cc, why, sizeof(why), diag);
+        if (v == 1)
+            v = retry_or_fail(c, t, why, diag);
+        if (v == 0 && t->state == X_ACTIVE) {
+            ended = true;
+            v = accept_xfer(c, t, diag);
+            accepted++;
+        }
+        if (v < 0) {
+            pinio_diag_set_index(diag, t->tag);
+            rc = v;
+        }
+    }
+    if (rc < 0)
+        return rc;
+    if (ended) { /* the accepted ones leave the queue, in order */
+        size_t k = 0;
+        for (size_t i = 0; i < c->nq; i++) {
+            xfer *x = c->q[i];
+            if (x->state != X_DONE)
+                c->q[k++] = x;
+            else if (x->owned)
+                free(x);
+        }
+        c->nq = k;
+    }
+    if (accepted || !(wait_ms > 0) || !c->nq)
+        return accepted;
+    double ms = wait_ms;
+    if (wake != HUGE_VAL) {
+        double d = (wake - pinio__now_s()) * 1000;
+        ms = d < 0 ? 0 : d < ms ? d : ms;
+    }
+    if (c->active)
+        curl_multi_poll(c->multi, NULL, 0, (int)ms, NULL);
+    else if (ms > 0) {
+        struct timespec ts = { .tv_sec = (time_t)(ms / 1000),
+                               .tv_nsec = (long)fmod(ms, 1000) * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+/* Runs the transfers x[0 .. n) (the caller's) to the end of all of them,
+ * or of the first failure. A stream's requests must not be pending: the
+ * two would share the concurrency and the failure. */
+static int run(pinio__s3 *c, xfer *x, size_t n, pinio_diag *diag)
+{
+    if (c->nq) {
+        pinio_diag_set(diag, -EBUSY, "s3: %zu streamed requests still pending", c->nq);
+        return -EBUSY;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++)
+        rc = queue_push(c, &x[i], diag);
+    for (size_t done = 0; !rc && done < n;) {
+        int k = turn(c, 500, diag);
+        if (k < 0)
+            rc = k;
+        else
+            done += (size_t)k;
+    }
+    queue_drop(c);
     return rc;
 }
 
@@ -704,6 +815,72 @@ int pinio__s3_get_ranges(pinio__s3 *c, pinio__s3_range *r, size_t n, pinio_diag 
     int rc = run(c, x, n, diag);
     free(x);
     return rc;
+}
+
+/* ---- a stream of ranged GETs ------------------------------------------ */
+
+int pinio__s3_submit(pinio__s3 *c, const pinio__s3_range *r, pinio_diag *diag)
+{
+    xfer *x = calloc(1, sizeof(*x));
+    if (!x) {
+        pinio_diag_set(diag, -ENOMEM, "s3: no memory for a request");
+        return -ENOMEM;
+    }
+    *x = (xfer){ .method = "GET", .bucket = r->bucket, .key = r->key, .etag = r->etag,
+                 .ranged = true, .off = r->off, .len = r->len, .size = r->size, .dst = r->dst,
+                 .tag = r->tag, .owned = true };
+    int rc = queue_push(c, x, diag);
+    if (rc < 0) {
+        free(x);
+        return rc;
+    }
+    /* Started now when a slot is free, so that the request leaves with
+     * the submission the caller times (curl sends it at the next poll). */
+    if (c->active < c->o.concurrency) {
+        rc = start(c, x, diag);
+        if (rc < 0) {
+            pinio_diag_set_index(diag, x->tag);
+            queue_drop(c);
+            return rc;
+        }
+        c->active++;
+    }
+    return 0;
+}
+
+int pinio__s3_poll(pinio__s3 *c, double timeout_s, pinio__s3_done *out, size_t max, size_t *n,
+                   pinio_diag *diag)
+{
+    *n = 0;
+    double end = pinio__now_s() + (timeout_s > 0 ? timeout_s : 0);
+    while (!c->nfin && c->nq) {
+        double left = (end - pinio__now_s()) * 1000;
+        int rc = turn(c, left > 0 ? left : 0, diag);
+        if (rc < 0) {
+            queue_drop(c);
+            return rc;
+        }
+        if (!rc && !(left > 0))
+            break;
+    }
+    size_t k = c->nfin < max ? c->nfin : max;
+    if (k) { /* none yet: c->fin may still be NULL */
+        memcpy(out, c->fin, k * sizeof(*out));
+        memmove(c->fin, c->fin + k, (c->nfin - k) * sizeof(*c->fin));
+        c->nfin -= k;
+    }
+    *n = k;
+    return 0;
+}
+
+size_t pinio__s3_pending(const pinio__s3 *c)
+{
+    return c->nq + c->nfin;
+}
+
+void pinio__s3_drop(pinio__s3 *c)
+{
+    queue_drop(c);
 }
 
 int pinio__s3_head(pinio__s3 *c, const char *bucket, const char *key, uint64_t *size,

@@ -87,6 +87,38 @@ typedef struct pinio__s3_range {
  * tag. */
 int pinio__s3_get_ranges(pinio__s3 *c, pinio__s3_range *r, size_t n, pinio_diag *diag);
 
+/* A stream of ranged GETs, for a steady state of requests in flight (the
+ * benchmark's): each range is submitted on its own and reported as it
+ * completes, with the same checks, If-Match and retries as
+ * pinio__s3_get_ranges() (a retried range is fetched again from its start,
+ * its latency running on). The batch calls above and a stream do not mix:
+ * with a stream's requests pending they fail with -EBUSY. */
+typedef struct pinio__s3_done {
+    size_t tag;                /* the range's */
+    unsigned attempts;         /* 1 + its retries */
+} pinio__s3_done;
+
+/* Queues one range (copied; its bucket, key, etag and dst must stay valid
+ * until it is reported or the stream dropped) and starts it at once when
+ * fewer than the concurrency are in flight, else as soon as one ends.
+ * -ENOMEM, or a failure to sign (the stream is then dropped). */
+int pinio__s3_submit(pinio__s3 *c, const pinio__s3_range *r, pinio_diag *diag);
+
+/* Waits up to `timeout_s` for completed ranges (none pending: returns at
+ * once) and moves up to `max` of them into `out`, oldest first; `*n` says
+ * how many (0: the time ran out). On the first failure of any range of the
+ * stream (diag->index its tag) every pending range is dropped, none is
+ * reported, and the failure is returned. */
+int pinio__s3_poll(pinio__s3 *c, double timeout_s, pinio__s3_done *out, size_t max, size_t *n,
+                   pinio_diag *diag);
+
+/* Ranges submitted and not yet reported by pinio__s3_poll(). */
+size_t pinio__s3_pending(const pinio__s3 *c);
+
+/* Ends every range of the stream (those in flight are cut off), reporting
+ * none of them. */
+void pinio__s3_drop(pinio__s3 *c);
+
 /* GET of a whole object of at most `max` bytes into a malloc'ed buffer
  * (NUL-terminated beyond *len). With `etag` non-NULL it receives the ETag. */
 int pinio__s3_get_object(pinio__s3 *c, const char *bucket, const char *key, size_t max,

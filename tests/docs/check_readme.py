@@ -8,6 +8,8 @@ Each ```python block runs as printed, with this interpreter, in a folder
 holding the files it names (model.safetensors and a sharded model/, both
 `pinio gen` checkpoints with lm_head.weight and model.norm.weight), the
 package imported from BUILD_DIR/python; on a machine without CUDA too.
+A ```py block is shown, not run (it needs what the test cannot start:
+an object store at the README's endpoint).
 Skipped, said so, when the build has no Python package.
 
 Installs the library, headers and pinio.pc (meson install --tags

@@ -11,13 +11,8 @@ PINIO=$1
 SRC=$2
 . "$SRC/tests/s3/s3env.sh"
 s3_scratch s3faults || exit 1
-PROXY_PID=""
-stop_proxy() {
-    [ -n "$PROXY_PID" ] && { kill "$PROXY_PID" 2>/dev/null; wait "$PROXY_PID" 2>/dev/null; }
-    PROXY_PID=""
-}
 s3_start || { s3_cleanup; exit 1; }
-trap 'stop_proxy; s3_cleanup' EXIT
+trap 's3_proxy_stop; s3_cleanup' EXIT
 s3_bucket models || exit 1
 UPSTREAM=$AWS_ENDPOINT_URL
 
@@ -31,21 +26,8 @@ URL=s3://models/m.safetensors
 
 # proxy ARGS...: (re)starts the proxy in front of s3rver; pinio talks to it.
 proxy() {
-    stop_proxy
     s3_put models m.safetensors "$DIR/m.safetensors" || exit 1 # the original, again
-    /usr/bin/python3 "$SRC/tests/s3/faultproxy.py" "$UPSTREAM" "$@" >"$DIR/proxy.port" 2>"$DIR/proxy.err" &
-    PROXY_PID=$!
-    i=0 port=""
-    while [ $i -lt 300 ] && [ -z "$port" ] && kill -0 "$PROXY_PID" 2>/dev/null; do
-        sleep 0.1; i=$((i + 1))
-        port=$(sed -n 's/^port \([0-9][0-9]*\)$/\1/p' "$DIR/proxy.port")
-    done
-    if [ -z "$port" ]; then
-        kill -0 "$PROXY_PID" 2>/dev/null && alive="still running" || alive="exited"
-        echo "FAIL: the proxy did not say its port in $((i / 10)) s ($*; $alive):"
-        cat "$DIR/proxy.err" "$DIR/proxy.port"; exit 1
-    fi
-    export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
+    s3_proxy_start "$@"
 }
 
 # ok_with_retries WHAT MIN: the load gave the right bytes after >= MIN retries.
@@ -97,7 +79,7 @@ proxy --fault reset --count 1
 check 0 "stage through a reset" "$PINIO" stage "$URL" "$DIR/staged2" --verify
 cmp -s "$DIR/m.safetensors" "$DIR/staged2/m.safetensors" || { echo "FAIL: staged file differs"; fails=$((fails + 1)); }
 
-stop_proxy
+s3_proxy_stop
 s3_cleanup
 [ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "ok"

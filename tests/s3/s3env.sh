@@ -105,3 +105,28 @@ s3_put() {
 s3_rm() {
     curl -s -o /dev/null -X DELETE "$S3_URL/$1/$2"
 }
+
+# The tests' fault proxy (faultproxy.py) in front of s3rver. s3_proxy_start
+# ARGS... (re)starts it with ARGS and points pinio at it (AWS_ENDPOINT_URL);
+# UPSTREAM is s3rver's endpoint. s3_proxy_stop stops it (callers trap it).
+PROXY_PID=""
+s3_proxy_stop() {
+    [ -n "$PROXY_PID" ] && { kill "$PROXY_PID" 2>/dev/null; wait "$PROXY_PID" 2>/dev/null; }
+    PROXY_PID=""
+}
+s3_proxy_start() {
+    s3_proxy_stop
+    /usr/bin/python3 "$SRC/tests/s3/faultproxy.py" "$UPSTREAM" "$@" >"$DIR/proxy.port" 2>"$DIR/proxy.err" &
+    PROXY_PID=$!
+    i=0 port=""
+    while [ $i -lt 300 ] && [ -z "$port" ] && kill -0 "$PROXY_PID" 2>/dev/null; do
+        sleep 0.1; i=$((i + 1))
+        port=$(sed -n 's/^port \([0-9][0-9]*\)$/\1/p' "$DIR/proxy.port")
+    done
+    if [ -z "$port" ]; then
+        kill -0 "$PROXY_PID" 2>/dev/null && alive="still running" || alive="exited"
+        echo "FAIL: the proxy did not say its port in $((i / 10)) s ($*; $alive):"
+        cat "$DIR/proxy.err" "$DIR/proxy.port"; exit 1
+    fi
+    export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
+}

@@ -1,7 +1,9 @@
 /* The S3 client's pure parts (src/s3/): s3:// URLs, Content-Range, the
  * backoff's bounds, and ListObjectsV2 pages (entities, continuation,
  * malformed answers). The requests themselves are tested against a real
- * server (s3_cli_test.sh) and through a fault proxy (s3_faults_test.sh). */
+ * server (s3_cli_test.sh, s3_bench_test.sh) and through a fault proxy
+ * (s3_faults_test.sh); the stream of ranged GETs is checked here for what
+ * it does when a request fails. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -109,4 +111,46 @@ Test(s3_list, refuses_what_is_no_listing)
         pinio__s3_entries_free(e, n);
         free(next);
     }
+}
+
+/* The stream's bookkeeping, with nothing listening (port 1 refuses at once)
+ * and one attempt per request: a failure ends the whole stream, names the
+ * range, leaves nothing pending, and the batch calls, refused while the
+ * stream was pending, work again after. */
+Test(s3_stream, a_failure_drops_the_stream_and_names_the_range)
+{
+    setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1", 1);
+    setenv("AWS_MAX_ATTEMPTS", "1", 1);
+    setenv("AWS_REGION", "us-east-1", 1);
+    setenv("AWS_CONFIG_FILE", "/dev/null", 1);
+    setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null", 1);
+    unsetenv("AWS_ENDPOINT_URL_S3");
+    unsetenv("AWS_PROFILE");
+    pinio__s3 *c = NULL;
+    pinio_diag d = {0};
+    pinio__s3_opts so = {.concurrency = 2};
+    cr_assert_eq(pinio__s3_open(&c, &so, &d), 0, "%s", d.msg);
+    static uint8_t buf[3][16];
+    for (size_t i = 0; i < 3; i++) {
+        pinio__s3_range r = {.bucket = "bkt", .key = "obj", .etag = "\"e\"", .size = 48,
+                             .off = 16 * i, .len = 16, .dst = buf[i], .tag = 10 + i};
+        cr_assert_eq(pinio__s3_submit(c, &r, &d), 0, "%s", d.msg);
+    }
+    cr_assert_eq(pinio__s3_pending(c), 3);
+    pinio__s3_range one = {.bucket = "bkt", .key = "obj", .etag = "\"e\"", .size = 48,
+                           .len = 16, .dst = buf[0]};
+    cr_assert_eq(pinio__s3_get_ranges(c, &one, 1, &d), -EBUSY);
+    pinio__s3_done out[3];
+    size_t n = 99;
+    int rc = pinio__s3_poll(c, 60, out, 3, &n, &d);
+    cr_assert_eq(rc, -EIO, "%d: %s", rc, d.msg);
+    cr_assert_eq(n, 0);
+    cr_assert(d.index >= 10 && d.index <= 12, "index %zu", d.index);
+    cr_assert(strstr(d.msg, "s3://bkt/obj") && strstr(d.msg, "after 1 attempts"), "%s", d.msg);
+    cr_assert_eq(pinio__s3_pending(c), 0);
+    n = 99;
+    cr_assert_eq(pinio__s3_poll(c, 60, out, 3, &n, &d), 0);
+    cr_assert_eq(n, 0);
+    cr_assert_eq(pinio__s3_get_ranges(c, &one, 1, &d), -EIO, "%s", d.msg);
+    pinio__s3_close(c);
 }

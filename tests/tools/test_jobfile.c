@@ -209,6 +209,25 @@ Test(jobfile, several_files_and_their_service)
               where());
 }
 
+/* An object: filename=s3://B/K is one name (its ':' no list's, a later
+ * ':' still one), ioengine=s3 or http the object engine; an object has no
+ * pages to drop, so fio's invalidate default adds no --cache cold. */
+Test(jobfile, an_object_target)
+{
+    cr_assert_eq(parse_text("[j]\nfilename=s3://bkt/dir/m.safetensors\nbs=4m\n"), 0, "%s", err);
+    cr_assert_str_eq(line(0), "bench --file s3://bkt/dir/m.safetensors --rw read --bs 4194304 "
+                              "--qd 1 --direct off");
+    teardown();
+    cr_assert_eq(parse_text("[j]\nioengine=http\nfilename=s3://b/k:/x/f\niodepth=8\n"), 0,
+                 "%s", err);
+    cr_assert_str_eq(line(0), "bench --engine s3 --file s3://b/k,/x/f --rw read --bs 4096 "
+                              "--qd 8 --direct off");
+    teardown();
+    cr_assert_eq(parse_text("[j]\nioengine=s3\nfilename=f\n"), 0, "%s", err);
+    cr_assert_str_eq(line(0), "bench --engine s3 --file f --rw read --bs 4096 --qd 1 "
+                              "--direct off");
+}
+
 Test(jobfile, bssplit_blanks_filled_as_fio_does)
 {
     cr_assert_eq(parse_text("[j]\nfilename=f\nbssplit=4k/50:1k/:32k/\nbs=1m\n"), 0, "%s", err);

@@ -28,6 +28,8 @@ What differs from upstream, and why:
 - prefetch(plan) (0.9) works on every device and backend (upstream's needs
   backend="pread", framework pt and CUDA) and hands a prefetched tensor out
   as often as it is asked for (a zero-copy view each time).
+- safe_open and load_file take an s3:// object, s3://BUCKET/KEY.safetensors
+  (upstream: local files only); see pinio.safetensors._object.
 """
 import bisect as _bisect
 import errno as _errno
@@ -167,6 +169,13 @@ class safe_open:
     with the plan's index, and get_tensor of a tensor prefetched whole,
     then read nothing (see pinio.safetensors._prefetch). prefetch=True
     prefetches every tensor at open (0.9's first form of the API)."""
+
+    def __new__(cls, filename, *args, **kwargs):
+        from . import _object
+
+        if _object.is_url(filename):  # an s3:// object: the subclass that reads one
+            cls = _object.ObjectOpen
+        return super().__new__(cls)
 
     def __init__(self, filename, framework, device="cpu", *, backend="mmap", allocator=None,
                  arena=None, prefetch=False):
@@ -502,6 +511,10 @@ def _load_whole(filename, framework, *, backend="mmap", arena=None):
     fw = _framework(framework)
     if backend not in _BACKENDS:
         raise SafetensorError(f"backend {backend} is invalid (mmap or pread)")
+    from . import _object
+
+    if _object.is_url(filename):  # an s3:// object: one engine run of its own
+        return _object.load_whole(filename, fw, backend=backend, arena=arena)
     path = _os.fspath(filename)
     fd = _open_regular(path)
     try:

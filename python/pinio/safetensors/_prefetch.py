@@ -106,6 +106,17 @@ class Prefetched:
         return t
 
 
+def wanted_of(plan, order):
+    """{name: index or None} of a prefetch plan (None: every name of `order`)."""
+    if plan is None:
+        return {n: None for n in order}
+    if hasattr(plan, "items"):
+        return dict(plan.items())
+    if isinstance(plan, str):
+        return {plan: None}
+    return {n: None for n in plan}
+
+
 def prefetch(f, plan):
     """safe_open.prefetch's body: one engine run of the plan's slices."""
     import pinio as pinio_pkg
@@ -114,14 +125,7 @@ def prefetch(f, plan):
     from . import _BACKENDS
 
     f._check()
-    if plan is None:
-        wanted = {n: None for n in f._order}
-    elif hasattr(plan, "items"):
-        wanted = dict(plan.items())
-    elif isinstance(plan, str):
-        wanted = {plan: None}
-    else:
-        wanted = {n: None for n in plan}
+    wanted = wanted_of(plan, f._order)
     boxes, slices = {}, []
     for name, index in wanted.items():
         _, dtype, shape, _, _ = f._entry(name)  # SafetensorError for a name not in the file

@@ -57,5 +57,5 @@ def load(data):
 
 
 def load_file(filename, *, backend="mmap"):
-    """{name: np.ndarray} of a safetensors file, zero-copy."""
+    """{name: np.ndarray} of a safetensors file (or an s3:// object), zero-copy."""
     return _load_whole(filename, "np", backend=backend)

@@ -164,8 +164,8 @@ def save_file(tensors, filename, metadata=None):
 
 
 def load_file(filename, device="cpu", *, backend="mmap", allocator=None, arena=None):
-    """{name: torch.Tensor} of a safetensors file, zero-copy views of pinned
-    memory; on device="cuda[:N]" one stream through pinio's CUDA sink
+    """{name: torch.Tensor} of a safetensors file (or an s3:// object),
+    zero-copy views of pinned memory; on device="cuda[:N]" one stream through pinio's CUDA sink
     (`allocator`: see safe_open). arena=pinio.Arena(): pinned memory kept
     across loads (pinio's own keyword; see safe_open)."""
     if device == "cpu" and allocator is None:
