@@ -411,6 +411,34 @@ PyObject *metadata_dict(const pinio_st *st)
     return d;
 }
 
+/* (tensors in file order [(name, dtype, shape, begin, end)], metadata or
+ * None, data_offset, file_size) of a parsed header, which stays the caller's. */
+PyObject *header_rows(const pinio_st *st)
+{
+    size_t n = pinio_st_count(st);
+    PyObject *list = PyList_New((Py_ssize_t)n), *res = NULL;
+    shape_cache sc = {0};
+    for (size_t i = 0; list && i < n; i++) {
+        const pinio_st_tensor *t = pinio_st_at(st, i);
+        const unsigned long long ints[2] = {t->begin, t->end};
+        PyObject *item =
+            tensor_row(t->name, t->name_len, t->dtype, t->shape, t->rank, ints, 2, &sc);
+        if (!item) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+    }
+    shape_cache_clear(&sc);
+    PyObject *md = list ? metadata_dict(st) : NULL;
+    if (md)
+        res = Py_BuildValue("(NNKK)", list, md, (unsigned long long)pinio_st_data_offset(st),
+                            (unsigned long long)pinio_st_file_size(st));
+    else
+        Py_XDECREF(list);
+    return res;
+}
+
 static PyObject *Checkpoint_metadata(CheckpointObject *self, PyObject *arg)
 {
     size_t i;
