@@ -1,4 +1,4 @@
-/* What the st layer gives the layers below it beyond the public header: a
+/* What the st layer gives the layers above it beyond the public header: a
  * copy of a parsed header (a plan derived from another, src/load/plan.c,
  * gets headers of its own without reading or parsing them again), and the
  * order of its names (a checkpoint's name index, src/load/checkpoint.c,
