@@ -231,9 +231,11 @@ static int priv_map(job *j, int fd, uint64_t bytes, uint64_t len, pinio_view *ou
  * agreement after this), the mappings keep the memory afterwards.
  */
 static int node_map(job *j, const node *nd, uint64_t bytes, pinio_view *out, int *leader_fd,
-                    uint64_t priv_len, pinio_view *priv)
+                    uint64_t priv_len, pinio_view *priv, int *priv_fd)
 {
     *leader_fd = -1;
+    if (priv_fd)
+        *priv_fd = -1;
     if (bytes == 0) {
         *out = pinio_view_static(NULL, 0);
         return priv ? map_dest(j, priv_len, true, priv) : 0;
@@ -270,7 +272,11 @@ static int node_map(job *j, const node *nd, uint64_t bytes, pinio_view *out, int
     int rc = m == MAP_FAILED ? -errno : 0;
     if (rc == 0 && priv)
         rc = priv_map(j, fd, bytes, priv_len, priv);
-    if (nd->lrank != 0)
+    /* priv: the caller copies out of the memfd (mpi_tp.c says why); without
+     * a descriptor of its own it copies from the mapping. */
+    if (rc == 0 && priv_fd)
+        *priv_fd = nd->lrank != 0 ? fd : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    else if (nd->lrank != 0)
         close(fd);
     if (rc < 0) {
         if (m != MAP_FAILED)
@@ -285,6 +291,10 @@ static int node_map(job *j, const node *nd, uint64_t bytes, pinio_view *out, int
         munmap(m, (size_t)bytes);
         if (priv)
             pinio_view_release(priv);
+        if (priv_fd && *priv_fd >= 0) {
+            close(*priv_fd);
+            *priv_fd = -1;
+        }
     }
     return rc;
 }
@@ -766,10 +776,11 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
         if (shared)
             pinio__mpi_tp_place(rp, &tpl, j->rank, j->n, tail);
     }
-    int leader_fd = -1;
+    int leader_fd = -1, stage_fd = -1;
     if (rc == 0)
-        rc = by_node  ? node_map(j, &nd, end, &cp->mem, &leader_fd, 0, NULL)
-             : shared ? node_map(j, &tn, end, &stage, &leader_fd, tpl.dest_bytes, &cp->mem)
+        rc = by_node  ? node_map(j, &nd, end, &cp->mem, &leader_fd, 0, NULL, NULL)
+             : shared ? node_map(j, &tn, end, &stage, &leader_fd, tpl.dest_bytes, &cp->mem,
+                                 &stage_fd)
                       : map_dest(j, end, tp, tp ? &stage : &cp->mem);
     if (rc == 0 && tp && !shared)
         rc = map_dest(j, tpl.dest_bytes, true, &cp->mem);
@@ -803,8 +814,8 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
     if (rc == 0 && tp) {
         double t = now_s();
         if (shared) /* the reads' agreement: every stripe is in the node's copy */
-            pinio__mpi_tp_shared(j, rp, &tpl, base, start, pinio_view_data_mut(&cp->mem), tail,
-                                 rep);
+            pinio__mpi_tp_shared(j, rp, &tpl, base, stage_fd, start,
+                                 pinio_view_data_mut(&cp->mem), tail, rep);
         else
             rc = pinio__mpi_tp_exchange(j, rp, &tpl, base, start, pinio_view_data_mut(&cp->mem),
                                         rep);
@@ -820,6 +831,8 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
         rc = pinio__mpi_agree(j, rc);
     }
     pinio_view_release(&stage);
+    if (stage_fd >= 0)
+        close(stage_fd);
     if (rc == 0 && by_node)
         rep->locked = node_lock(&nd, &cp->mem);
     if (rc == 0) {
