@@ -69,6 +69,22 @@ int pinio__mpi_tp_exchange(job *j, const pinio_plan *full, const tp_plan *tp,
                            const uint8_t *stage, const uint64_t *start, uint8_t *dest,
                            pinio_mpi_report *rep);
 
+/* #PINIO_MPI_EXCHANGE_SHARED: this rank's slices placed in a memory that
+ * maps the staging area (laid out as `full`) at 0 and has room from
+ * `tail` on: a slice that is one aligned run of the staging area stays
+ * where it is, the others are packed from `tail`. Returns the memory's
+ * size (also tp->dest_bytes). Rank-local. */
+uint64_t pinio__mpi_tp_place(const pinio_plan *full, tp_plan *tp, int me, int n, uint64_t tail);
+
+/* #PINIO_MPI_EXCHANGE_SHARED, after every rank's stripe is in the node's
+ * staging area (`stage`, shared; `fd` its memfd, or -1): the slices placed
+ * from `tail` copied into `mem` (the private mapping of the same area),
+ * the others' pages mapped; the bytes the rounds would have moved counted
+ * in `rep`. Rank-local: no MPI call, nothing that fails. */
+void pinio__mpi_tp_shared(job *j, const pinio_plan *full, const tp_plan *tp, const uint8_t *stage,
+                          int fd, const uint64_t *start, uint8_t *mem, uint64_t tail,
+                          pinio_mpi_report *rep);
+
 void pinio__mpi_tp_free(tp_plan *tp);
 
 #endif

@@ -107,6 +107,7 @@ const char *pinio_mpi_exchange_name(pinio_mpi_exchange x)
     case PINIO_MPI_EXCHANGE_ALLGATHERV: return "allgatherv";
     case PINIO_MPI_EXCHANGE_BCAST: return "bcast";
     case PINIO_MPI_EXCHANGE_ALLTOALLV: return "alltoallv";
+    case PINIO_MPI_EXCHANGE_SHARED: return "shared";
     }
     return NULL;
 }
@@ -199,6 +200,25 @@ static void node_free(node *nd)
         MPI_Comm_free(&nd->leaders);
 }
 
+/* #PINIO_MPI_EXCHANGE_SHARED: `len` bytes of this rank's own, the node's
+ * copy (`fd`, `bytes`) mapped privately at their start: its pages are the
+ * node's until this rank writes one (then its own copy), the rest
+ * anonymous, for the slices copied (mpi_tp.c). */
+static int priv_map(job *j, int fd, uint64_t bytes, uint64_t len, pinio_view *out)
+{
+    int rc = map_dest(j, len, true, out);
+    if (rc < 0)
+        return rc;
+    if (mmap(pinio_view_data_mut(out), (size_t)bytes, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_FIXED, fd, 0) == MAP_FAILED) {
+        rc = -errno;
+        pinio_diag_set(&j->local, rc, "mapping the node's %llu-byte staging area privately: %s",
+                       (unsigned long long)bytes, pinio_strerror(rc));
+        pinio_view_release(out);
+    }
+    return rc;
+}
+
 /*
  * The node's copy: the leader creates a memfd of `bytes` and maps it; the
  * other local ranks map the same file through the leader's descriptor in
@@ -210,12 +230,15 @@ static void node_free(node *nd)
  * keeps its descriptor open until every local rank has mapped (the caller's
  * agreement after this), the mappings keep the memory afterwards.
  */
-static int node_map(job *j, const node *nd, uint64_t bytes, pinio_view *out, int *leader_fd)
+static int node_map(job *j, const node *nd, uint64_t bytes, pinio_view *out, int *leader_fd,
+                    uint64_t priv_len, pinio_view *priv, int *priv_fd)
 {
     *leader_fd = -1;
+    if (priv_fd)
+        *priv_fd = -1;
     if (bytes == 0) {
         *out = pinio_view_static(NULL, 0);
-        return 0;
+        return priv ? map_dest(j, priv_len, true, priv) : 0;
     }
     int who[3] = { 0, -1, 0 }; /* the leader's pid, fd, and code */
     if (nd->lrank == 0) {
@@ -247,16 +270,32 @@ static int node_map(job *j, const node *nd, uint64_t bytes, pinio_view *out, int
     }
     void *m = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     int rc = m == MAP_FAILED ? -errno : 0;
-    if (nd->lrank != 0)
+    if (rc == 0 && priv)
+        rc = priv_map(j, fd, bytes, priv_len, priv);
+    /* priv: the caller copies out of the memfd (mpi_tp.c says why); without
+     * a descriptor of its own it copies from the mapping. */
+    if (rc == 0 && priv_fd)
+        *priv_fd = nd->lrank != 0 ? fd : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    else if (nd->lrank != 0)
         close(fd);
     if (rc < 0) {
-        pinio_diag_set(&j->local, rc, "mapping the node's %llu-byte shared copy: %s",
-                       (unsigned long long)bytes, pinio_strerror(rc));
+        if (m != MAP_FAILED)
+            munmap(m, (size_t)bytes);
+        else
+            pinio_diag_set(&j->local, rc, "mapping the node's %llu-byte shared copy: %s",
+                           (unsigned long long)bytes, pinio_strerror(rc));
         return rc;
     }
     rc = pinio_view_wrap(out, m, (size_t)bytes, unmap, NULL, 0);
-    if (rc < 0)
+    if (rc < 0) {
         munmap(m, (size_t)bytes);
+        if (priv)
+            pinio_view_release(priv);
+        if (priv_fd && *priv_fd >= 0) {
+            close(*priv_fd);
+            *priv_fd = -1;
+        }
+    }
     return rc;
 }
 
@@ -718,11 +757,32 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
     pinio_view stage = pinio_view_static(NULL, 0);
     if (tp && (rc = pinio__mpi_agree(j, rc)) == 0)
         rc = pinio__mpi_tp_layout(j, rp, cp->plan, &tpl);
-    int leader_fd = -1;
+    /* tp on one node (auto or shared): the staging area is the node's
+     * (mpi_tp.c says why); a job over several nodes exchanges in rounds. */
+    node tn = { MPI_COMM_NULL, MPI_COMM_NULL, 0, 1, j->rank, j->n };
+    bool shared = false;
+    uint64_t tail = 0;
+    if (tp && rc == 0 && j->o.exchange != PINIO_MPI_EXCHANGE_ALLTOALLV) {
+        rc = pinio__mpi_agree(j, node_split(j, &tn));
+        shared = rc == 0 && tn.count == 1;
+        if (rc == 0 && !shared && j->o.exchange == PINIO_MPI_EXCHANGE_SHARED) {
+            pinio_diag_set(&j->local, -EINVAL, "pinio_mpi_load: the shared exchange needs every "
+                           "rank on one node (%d nodes)", tn.count);
+            rc = -EINVAL;
+        }
+        rep->exchange = shared ? PINIO_MPI_EXCHANGE_SHARED : PINIO_MPI_EXCHANGE_ALLTOALLV;
+        long pg = sysconf(_SC_PAGESIZE);
+        tail = (end + (uint64_t)pg - 1) / (uint64_t)pg * (uint64_t)pg;
+        if (shared)
+            pinio__mpi_tp_place(rp, &tpl, j->rank, j->n, tail);
+    }
+    int leader_fd = -1, stage_fd = -1;
     if (rc == 0)
-        rc = by_node ? node_map(j, &nd, end, &cp->mem, &leader_fd)
-                     : map_dest(j, end, tp, tp ? &stage : &cp->mem);
-    if (rc == 0 && tp)
+        rc = by_node  ? node_map(j, &nd, end, &cp->mem, &leader_fd, 0, NULL, NULL)
+             : shared ? node_map(j, &tn, end, &stage, &leader_fd, tpl.dest_bytes, &cp->mem,
+                                 &stage_fd)
+                      : map_dest(j, end, tp, tp ? &stage : &cp->mem);
+    if (rc == 0 && tp && !shared)
         rc = map_dest(j, tpl.dest_bytes, true, &cp->mem);
     rc = pinio__mpi_agree(j, rc);
     uint8_t *base = tp ? pinio_view_data_mut(&stage) : pinio_view_data_mut(&cp->mem);
@@ -753,7 +813,12 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
      * (node: the others' copy is the leader's). */
     if (rc == 0 && tp) {
         double t = now_s();
-        rc = pinio__mpi_tp_exchange(j, rp, &tpl, base, start, pinio_view_data_mut(&cp->mem), rep);
+        if (shared) /* the reads' agreement: every stripe is in the node's copy */
+            pinio__mpi_tp_shared(j, rp, &tpl, base, stage_fd, start,
+                                 pinio_view_data_mut(&cp->mem), tail, rep);
+        else
+            rc = pinio__mpi_tp_exchange(j, rp, &tpl, base, start, pinio_view_data_mut(&cp->mem),
+                                        rep);
         rep->exchange_seconds = now_s() - t;
         rc = pinio__mpi_agree(j, rc);
     } else if (rc == 0 && j->o.policy != PINIO_MPI_SHARD && nd.count > 1 && end > 0) {
@@ -766,6 +831,8 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
         rc = pinio__mpi_agree(j, rc);
     }
     pinio_view_release(&stage);
+    if (stage_fd >= 0)
+        close(stage_fd);
     if (rc == 0 && by_node)
         rep->locked = node_lock(&nd, &cp->mem);
     if (rc == 0) {
@@ -797,6 +864,7 @@ static int load(job *j, const char *const *paths, size_t npaths, pinio_mpi_check
     rep->local_ranks = nd.lsize;
     rep->node_bytes = by_node ? cp->mem.len : 0;
     node_free(&nd);
+    node_free(&tn);
     free(first);
     free(lfirst);
     free(start);
@@ -842,8 +910,10 @@ int pinio_mpi_load(MPI_Comm comm, const char *const *paths, size_t npaths,
               (j.o.verify && j.o.nexpected && !j.o.expected_sha256);
     bool both = j.o.policy == PINIO_MPI_SHARD && j.o.nfilters && j.o.nshard_filters;
     bool tp = j.o.policy == PINIO_MPI_TP;
+    bool tp_x = j.o.exchange == PINIO_MPI_EXCHANGE_ALLTOALLV ||
+                j.o.exchange == PINIO_MPI_EXCHANGE_SHARED;
     bad = bad || (j.o.nsplit && !j.o.split) ||
-          (j.o.exchange == PINIO_MPI_EXCHANGE_ALLTOALLV) != (tp && j.o.exchange != 0);
+          (tp ? j.o.exchange != PINIO_MPI_EXCHANGE_AUTO && !tp_x : tp_x);
     j.own_filters = j.o.policy == PINIO_MPI_SHARD && j.o.nshard_filters;
     int e = MPI_Comm_dup(comm, &j.comm);
     if (e != MPI_SUCCESS) {

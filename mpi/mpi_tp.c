@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "pinio/mpi.h"
 #include "mpi_internal.h"
@@ -485,4 +486,127 @@ int pinio__mpi_tp_exchange(job *j, const pinio_plan *full, const tp_plan *tp,
     }
     rep->rounds = rounds;
     return rc;
+}
+
+/*
+ * #PINIO_MPI_EXCHANGE_SHARED: every rank on one node. The staging area is
+ * one memfd of the node (mpi_load.c's node_map), each rank reading its
+ * stripe into it through a shared mapping; each rank also maps it
+ * privately, with room after it for the slices that need a copy. Why:
+ * on a machine where a first touch of memory costs more than the copy
+ * (bench/tp_load's VM: 0.02 to 0.05 GB/s busy), every byte the rounds
+ * touched fresh (the send and receive buffers, the slices) was slower
+ * than reading the whole file on every rank. Here a rank's fresh memory is
+ * its stripe and the slices it copies; a tensor held whole or a chunk
+ * along its first dimension is one run of the staging area, and its view
+ * is that run of the private mapping: the page cache's pages, mapped, not
+ * copied, and copied on write (a rank's write never shows on another).
+ *
+ * Why the other slices are copied by pread() from the memfd and not by
+ * memcpy() from the mapping: on that VM a process's first user-space
+ * access to each page is what costs (perf: the time in memmove, not in
+ * page faults; mapping the pages beforehand changed nothing), and the
+ * kernel's copy out of the memfd's pages skips the source half of it:
+ * bench/tp_load with row-parallel rules went from 0.70-1.08 s to 0.10-0.38
+ * s in the exchange at world 2. Where pread fails, memcpy.
+ */
+
+/* The lowest set bit of x: the alignment of an offset (0: any). */
+static uint64_t align_of(uint64_t x)
+{
+    return x ? x & (~x + 1) : UINT64_MAX;
+}
+
+uint64_t pinio__mpi_tp_place(const pinio_plan *full, tp_plan *tp, int me, int n, uint64_t tail)
+{
+    uint64_t at = tail;
+    for (size_t t = 0; t < tp->tensors; t++) {
+        const pinio_plan_tensor *w = pinio_plan_tensor_at(full, t);
+        const tp_geom *g = &tp->g[t * (size_t)n + (size_t)me];
+        uint64_t src = w->dest_offset + g->off, want = align_of(w->dest_offset);
+        want = want < SLICE_ALIGN ? want : SLICE_ALIGN;
+        /* In place when one run, aligned at least as its tensor is (up to
+         * SLICE_ALIGN): a chunk no worse placed than a whole tensor. */
+        if (g->runs <= 1 && align_of(src) >= want) {
+            tp->held[t].dest_offset = src;
+            continue;
+        }
+        at = (at + SLICE_ALIGN - 1) / SLICE_ALIGN * SLICE_ALIGN;
+        tp->held[t].dest_offset = at;
+        at += tp->held[t].nbytes;
+    }
+    tp->dest_bytes = at;
+    return at;
+}
+
+static void count64_send(void *ctx, int peer, uint64_t stage, uint64_t dest, uint64_t len)
+{
+    (void)peer, (void)stage, (void)dest;
+    ((uint64_t *)ctx)[0] += len;
+}
+
+static void count64_recv(void *ctx, int peer, uint64_t stage, uint64_t dest, uint64_t len)
+{
+    uint64_t *c = ctx;
+    (void)stage, (void)dest;
+    if (peer != (int)c[2])
+        c[1] += len;
+}
+
+/* Map [lo, hi) of `m` now (page-aligned outward), not at first use: the
+ * load's time holds every page its views need, as a resident load's. */
+static void populate(uint8_t *m, uint64_t lo, uint64_t hi)
+{
+    uint64_t pg = 4096;
+    lo = lo / pg * pg;
+    hi = (hi + pg - 1) / pg * pg;
+    if (lo >= hi)
+        return;
+#ifdef MADV_POPULATE_READ
+    if (madvise(m + lo, (size_t)(hi - lo), MADV_POPULATE_READ) == 0)
+        return;
+#endif
+    /* Older kernels: one read per page. */
+    volatile const uint8_t *p = m + lo;
+    uint8_t sink = 0;
+    for (uint64_t o = 0; o < hi - lo; o += pg)
+        sink ^= p[o];
+    (void)sink;
+}
+
+void pinio__mpi_tp_shared(job *j, const pinio_plan *full, const tp_plan *tp, const uint8_t *stage,
+                          int fd, const uint64_t *start, uint8_t *mem, uint64_t tail,
+                          pinio_mpi_report *rep)
+{
+    int n = j->n;
+    /* The pieces the rounds would have moved, for the report. */
+    uint64_t c[3] = { 0, 0, (uint64_t)j->rank };
+    walk w = { full, tp, start, n, j->rank, 0, start[n], 0 };
+    walk_send(&w, count64_send, c);
+    walk_recv(&w, count64_recv, c);
+    rep->sent_bytes += c[0];
+    rep->received_bytes += c[1];
+    uint64_t lo = 0, hi = 0; /* a run of in-place slices not yet populated */
+    for (size_t t = 0; t < tp->tensors; t++) {
+        const pinio_plan_tensor *pt = pinio_plan_tensor_at(full, t);
+        const pinio_plan_tensor *h = &tp->held[t];
+        const tp_geom *g = &tp->g[t * (size_t)n + (size_t)j->rank];
+        if (h->nbytes == 0)
+            continue;
+        if (h->dest_offset < tail) {
+            if (h->dest_offset > hi + 4096) {
+                populate(mem, lo, hi);
+                lo = h->dest_offset;
+            }
+            hi = h->dest_offset + h->nbytes;
+            continue;
+        }
+        for (uint64_t o = 0; o < g->runs; o++) {
+            uint8_t *to = mem + h->dest_offset + o * g->len;
+            uint64_t from = pt->dest_offset + o * g->stride + g->off;
+            if (fd < 0 || pread(fd, to, (size_t)g->len, (off_t)from) != (ssize_t)g->len)
+                memcpy(to, stage + from, (size_t)g->len);
+        }
+    }
+    populate(mem, lo, hi);
 }

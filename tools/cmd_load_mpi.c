@@ -90,8 +90,11 @@ void pinio_cli_load_mpi_usage(FILE *out)
             "  tp         tensor parallelism: each rank ends with its chunk of every tensor a\n"
             "             --split rule matches (torch.chunk(t, N, DIM)[rank]) and every other\n"
             "             tensor whole; the stripes are read into a staging area, then each\n"
-            "             rank's bytes are sent to the ranks that hold them (MPI_Ialltoallv\n"
-            "             rounds), so the job reads the selected tensors once\n"
+            "             rank takes its bytes: on one node the area is the node's shared\n"
+            "             memory, a slice that is one run of it a view (copy on write),\n"
+            "             the others copied; across nodes the bytes are sent to the ranks\n"
+            "             that hold them (MPI_Ialltoallv rounds). The job reads the\n"
+            "             selected tensors once\n"
             "Rank 0 prints one report: per-rank bytes read from storage and times.\n"
             "\n"
             "options:\n"
@@ -101,6 +104,8 @@ void pinio_cli_load_mpi_usage(FILE *out)
             "                          --filter (a rank's tensors are its patterns alone)\n"
             "  --exchange auto|allgatherv|bcast  replicate: how stripes are shared (auto:\n"
             "                          allgatherv)\n"
+            "  --exchange auto|shared|alltoallv  tp: the node's shared memory or MPI\n"
+            "                          rounds (auto: shared when every rank is on one node)\n"
             "  --piece SIZE            bcast: bytes per broadcast piece (default 16M); tp:\n"
             "                          bytes of the layout per exchange round (default 16M)\n"
             "  --split PATTERN=DIM     tp: the first rule matching a tensor (exact name,\n"
@@ -271,11 +276,17 @@ static void print_report(const pinio_mpi_report *all, int n, bool json,
         uint64_t sent = 0;
         for (int r = 0; r < n; r++)
             sent += all[r].sent_bytes;
-        printf("  split: %zu rule(s), world %u; each rank holds its slices of %s whole; %s "
-               "exchanged by %s in %zu round(s)\n",
-               a->nsplit, r0->world, cli_human_bytes(b1, sizeof(b1), r0->full_bytes),
-               cli_human_bytes(b2, sizeof(b2), sent), pinio_mpi_exchange_name(r0->exchange),
-               r0->rounds);
+        if (r0->exchange == PINIO_MPI_EXCHANGE_SHARED)
+            printf("  split: %zu rule(s), world %u; each rank holds its slices of %s whole; %s "
+                   "taken from the node's shared memory\n",
+                   a->nsplit, r0->world, cli_human_bytes(b1, sizeof(b1), r0->full_bytes),
+                   cli_human_bytes(b2, sizeof(b2), sent));
+        else
+            printf("  split: %zu rule(s), world %u; each rank holds its slices of %s whole; %s "
+                   "exchanged by %s in %zu round(s)\n",
+                   a->nsplit, r0->world, cli_human_bytes(b1, sizeof(b1), r0->full_bytes),
+                   cli_human_bytes(b2, sizeof(b2), sent), pinio_mpi_exchange_name(r0->exchange),
+                   r0->rounds);
     } else if (r0->policy != PINIO_MPI_SHARD && r0->nodes > 1) {
         printf("  exchange: %s%s\n", pinio_mpi_exchange_name(r0->exchange),
                r0->policy == PINIO_MPI_NODE ? " between node leaders" : "");
@@ -348,13 +359,14 @@ static int sums_agreed(cli_load_args *a, char **argv, int argc, int rank)
 int pinio_cli_load_mpi(int argc, char **argv, cli_load_args *a)
 {
     static const char *const policies[] = { "replicate", "shard", "node", "tp" };
-    static const char *const exchanges[] = { "auto", "allgatherv", "bcast" };
+    static const char *const exchanges[] = { "auto", "allgatherv", "bcast", "alltoallv",
+                                             "shared" };
     pinio_mpi_opts o;
     pinio_mpi_opts_default(&o);
-    for (int i = 0; i < 4; i++) { /* names checked by cli_load_parse() */
-        if (!strcmp(a->policy, policies[i]))
+    for (int i = 0; i < 5; i++) { /* names checked by cli_load_parse() */
+        if (i < 4 && !strcmp(a->policy, policies[i]))
             o.policy = (pinio_mpi_policy)i;
-        if (i < 3 && a->exchange && !strcmp(a->exchange, exchanges[i]))
+        if (a->exchange && !strcmp(a->exchange, exchanges[i]))
             o.exchange = (pinio_mpi_exchange)i;
     }
     o.cache = a->load.cache;

@@ -227,8 +227,9 @@ static int one(cli_load_args *a, int c, const char *arg)
         return 0;
     }
     case O_XCHG: {
-        static const char *const names[] = { "auto", "allgatherv", "bcast" };
-        int k = pick("--exchange", arg, names, 3, "auto, allgatherv or bcast");
+        static const char *const names[] = { "auto", "allgatherv", "bcast", "alltoallv",
+                                             "shared" };
+        int k = pick("--exchange", arg, names, 5, "auto, allgatherv, bcast, alltoallv or shared");
         if (k < 0)
             return -k;
         a->exchange = arg;
@@ -325,8 +326,14 @@ int cli_load_parse(int argc, char **argv, cli_load_args *a)
                                  "tensors are its --shard-filter patterns alone");
     if (tp && !a->nsplit)
         return cli_usage("load", "--mpi tp wants at least one --split PATTERN=DIM");
-    if (a->exchange && (!strcmp(a->policy, "shard") || tp))
-        return cli_usage("load", "--exchange goes with --mpi replicate or node");
+    bool tp_x = a->exchange && (!strcmp(a->exchange, "alltoallv") ||
+                                !strcmp(a->exchange, "shared"));
+    if (a->exchange && !strcmp(a->policy, "shard"))
+        return cli_usage("load", "--exchange goes with --mpi replicate, node or tp");
+    if (a->exchange && tp && strcmp(a->exchange, "auto") && !tp_x)
+        return cli_usage("load", "--exchange with --mpi tp is auto, shared or alltoallv");
+    if (tp_x && !tp)
+        return cli_usage("load", "--exchange %s goes with --mpi tp", a->exchange);
     return 0;
 }
 

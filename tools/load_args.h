@@ -31,7 +31,7 @@ typedef struct cli_load_args {
     const char *policy;      /**< replicate|shard|node|tp, checked by the MPI side */
     const char **shard;      /**< --shard-filter */
     size_t nshard;
-    const char *exchange;    /**< --exchange auto|allgatherv|bcast */
+    const char *exchange;    /**< --exchange auto|allgatherv|bcast|alltoallv|shared */
     uint64_t piece;          /**< --piece, 0 = default */
     int node_ranks;          /**< --node-ranks, 0 = default */
     /* --split PATTERN=DIM (repeatable), --rank, --world, --max-overread */

@@ -54,13 +54,17 @@
  *      touched); each rank also builds its own plan with the split rules
  *      (its slices: shapes, offsets), and the ranks share each slice's
  *      place in its tensor (a few numbers per tensor and rank). The
- *      staging area is then exchanged in rounds of the layout
+ *      staging area is then exchanged: on one node
+ *      (#PINIO_MPI_EXCHANGE_SHARED) the staging area is the node's shared
+ *      memory and each rank takes its slices from it; across nodes
+ *      (#PINIO_MPI_EXCHANGE_ALLTOALLV) in rounds of the layout
  *      (`bcast_piece`), each one MPI_Ialltoallv packed while the previous
  *      one travels: rank r sends rank q exactly the bytes of q's slices
  *      (and of the tensors held whole) that lie in r's stripe, and q
  *      unpacks them into its slices, packed contiguous as
  *      pinio_plan_gather() would; a rank's own bytes are copied locally.
- *      The staging area is released before the call returns. With
+ *      The staging area is released before the call returns (shared: it
+ *      stays mapped where slices are views of it). With
  *      `verify` the files are hashed from the staging area as under
  *      replicate. pinio_mpi_plan() is the rank's own plan (its tensors
  *      describe its slices);
@@ -121,9 +125,21 @@ typedef enum pinio_mpi_exchange {
     /** Each stripe broadcast by its reader in pieces (MPI_Ibcast, a few in
      *  flight), which lets large stripes pipeline across the ranks. */
     PINIO_MPI_EXCHANGE_BCAST,
-    /** #PINIO_MPI_TP's exchange (and only its: AUTO picks it there): rounds
-     *  of MPI_Ialltoallv, each rank's bytes to the ranks that hold them. */
+    /** #PINIO_MPI_TP's exchange across nodes (and only TP's: AUTO picks it
+     *  there when the ranks span several nodes): rounds of MPI_Ialltoallv,
+     *  each rank's bytes to the ranks that hold them. */
     PINIO_MPI_EXCHANGE_ALLTOALLV,
+    /** #PINIO_MPI_TP with every rank on one node (AUTO picks it there): the
+     *  staging area is one shared memory of the node (a memfd, as
+     *  #PINIO_MPI_NODE's copy), each rank reading its stripe into it; then
+     *  each rank maps it privately and its slices that are one run of it
+     *  (tensors held whole, chunks along the first dimension, when aligned
+     *  as their tensor) are views of those pages, the others copied out of
+     *  it. No bytes travel through MPI. A rank's memory then maps the node's
+     *  copy, freed when the last rank's last view is released; writes are
+     *  private to the rank (copy on write). Given for a job over several
+     *  nodes: -EINVAL. */
+    PINIO_MPI_EXCHANGE_SHARED,
 } pinio_mpi_exchange;
 
 /** Options of pinio_mpi_load(). Start from pinio_mpi_opts_default(). */
@@ -326,7 +342,7 @@ PINIO_API uint64_t pinio_mpi_rank_read_bytes(const pinio_mpi_checkpoint *cp, int
 /** "replicate", "shard", "node", "tp"; NULL for an unknown value. */
 PINIO_API const char *pinio_mpi_policy_name(pinio_mpi_policy p);
 
-/** "auto", "allgatherv", "bcast", "alltoallv"; NULL for an unknown value. */
+/** "auto", "allgatherv", "bcast", "alltoallv", "shared"; NULL for an unknown value. */
 PINIO_API const char *pinio_mpi_exchange_name(pinio_mpi_exchange x);
 
 #ifdef __cplusplus

@@ -48,10 +48,13 @@ M="$DIR/m.safetensors"
 
 "$pinio" load --mpi tp --help | grep -q -- '--split PATTERN=DIM' || { echo "FAIL: --mpi tp --help lacks --split"; fails=$((fails + 1)); }
 
+# auto (one machine: the node's shared memory), then the MPI rounds
+for x in auto alltoallv; do
+named=$x; [ "$x" = auto ] && named=shared
 for rule in '*=0' '*=-1' '*proj.weight=1'; do
     export A0="$rule"
-    run 0 "--mpi tp --split $rule --json" --mpi tp --split @A@ --cache cold --json "$M"
-    json "--mpi tp --split $rule: the report" "j['policy'] == 'tp' and j['exchange'] == 'alltoallv' \
+    run 0 "--mpi tp --split $rule --exchange $x --json" --mpi tp --split @A@ --exchange $x --cache cold --json "$M"
+    json "--mpi tp --split $rule --exchange $x: the report" "j['policy'] == 'tp' and j['exchange'] == '$named' \
 and j['rank_count'] == $n and j['split']['world'] == $n \
 and j['split']['rules'][0]['pattern'] == '$rule'.rsplit('=', 1)[0] \
 and j['job_read_bytes'] == sum(r['read_bytes'] for r in j['ranks']) == j['plan_read_bytes'] \
@@ -59,6 +62,10 @@ and j['job_read_bytes'] * 10 <= j['split']['full_bytes'] * 11 \
 and j['job_read_bytes'] >= j['split']['full_bytes'] \
 and sum(r['received_bytes'] for r in j['ranks']) == sum(r['sent_bytes'] for r in j['ranks'])"
 done
+done
+export A0='*=0'
+run 0 "--mpi tp --exchange shared" --mpi tp --split @A@ --exchange shared "$M"
+has "$DIR/out" "taken from the node's shared memory" "--exchange shared says where the slices came from"
 # every tensor chunked: the ranks' slices add up to the tensors once
 export A0='*=0'
 run 0 "--mpi tp --split '*=0' --json" --mpi tp --split @A@ --json "$M"
@@ -105,7 +112,10 @@ one_line "--mpi tp without --split"
 run 2 "--mpi tp --rank" --mpi tp --split '*=0' --rank 0 "$M"
 has "$DIR/err" "--rank is not supported with --mpi" "--rank is refused with --mpi tp"
 run 2 "--mpi tp --exchange" --mpi tp --split '*=0' --exchange bcast "$M"
+has "$DIR/err" "--exchange with --mpi tp is auto, shared or alltoallv" "--mpi tp --exchange bcast is refused"
 one_line "--mpi tp --exchange"
+run 2 "--exchange shared with --mpi replicate" --mpi replicate --exchange shared "$M"
+has "$DIR/err" "--exchange shared goes with --mpi tp" "--exchange shared is refused with --mpi replicate"
 run 2 "--split with --mpi replicate" --mpi replicate --split '*=0' "$M"
 has "$DIR/err" "--split is not supported with --mpi" "--split is refused with --mpi replicate"
 

@@ -5,13 +5,16 @@
  *   random checkpoints (shapes of rank 1-4, dims 1-9 so that some are
  *     shorter than the world, dtypes of 1, 2, 4 and 8 bytes, rules that
  *     chunk along dim 0, 1, the last, keep whole or match nothing), loaded
- *     with the default round and with 4 KiB rounds (a round cuts runs):
+ *     through the node's shared memory (auto), and with rounds of the
+ *     default size and of 4 KiB (a round cuts runs):
  *     every rank's tensors are its chunks, computed here from the tensors'
  *     bytes as torch.chunk cuts them (ceil chunks, the last smaller, empty
  *     past the end), byte for byte, with their shapes and starts;
  *   a larger checkpoint split on dim 0 and on dim 1: the group's storage
  *     reads (the report's and /proc/self/io's, cold, O_DIRECT) add up to
  *     one copy of the selected tensors, at most 1.1 times their bytes;
+ *   the shared exchange: a rank's writes to its slices (views of the
+ *     node's staging area where they are one run of it) stay its own;
  *   a selection (--filter): only the selected tensors, their chunks;
  *   verify: each file's digest is OpenSSL's over the file;
  *   the last rank with other split rules, or another world: one agreed
@@ -286,9 +289,13 @@ static void case_random(void)
         char name[32];
         snprintf(name, sizeof(name), "r%d.safetensors", iter);
         save(name, ts, n);
-        for (int small = 0; small < 2; small++) {
+        /* the node's shared memory (auto, every rank here is on one
+         * node), then the rounds at the default size and at 4 KiB */
+        for (int way = 0; way < 3; way++) {
+            int small = way == 2;
             pinio_mpi_opts o;
             pinio_mpi_opts_default(&o);
+            o.exchange = way ? PINIO_MPI_EXCHANGE_ALLTOALLV : PINIO_MPI_EXCHANGE_AUTO;
             o.bcast_piece = small ? 4096 : 0;
             o.cache = iter % 2 ? PINIO_CACHE_COLD : PINIO_CACHE_HOT;
             pinio_mpi_checkpoint *cp = NULL;
@@ -298,7 +305,9 @@ static void case_random(void)
             CHECK(rc == 0, "iteration %d: %s", iter, d.msg);
             if (rc == 0) {
                 check_all(cp, ts, n);
-                CHECK(rep.policy == PINIO_MPI_TP && rep.exchange == PINIO_MPI_EXCHANGE_ALLTOALLV &&
+                CHECK(rep.policy == PINIO_MPI_TP &&
+                          rep.exchange == (way ? PINIO_MPI_EXCHANGE_ALLTOALLV
+                                               : PINIO_MPI_EXCHANGE_SHARED) &&
                           rep.world == (uint32_t)nranks,
                       "report: policy %d exchange %d world %u", rep.policy, rep.exchange,
                       rep.world);
@@ -307,12 +316,14 @@ static void case_random(void)
                       rep.plan_read_bytes);
                 CHECK(!small || rep.rounds > 1 || rep.plan_read_bytes <= 4096,
                       "%zu rounds of 4 KiB", rep.rounds);
+                CHECK(way || rep.rounds == 0, "shared memory: %zu rounds", rep.rounds);
             }
             pinio_mpi_release(cp);
         }
         free_tensors(ts, n);
     }
-    done("random shapes, dtypes and rules: every rank's chunks byte for byte");
+    done("random shapes, dtypes and rules, shared memory and rounds: every rank's chunks byte "
+         "for byte");
 }
 
 /* A larger checkpoint: 2-D matrices of 256 KiB to 1 MiB and norms. */
@@ -392,6 +403,65 @@ static void case_read_once(int dim)
     snprintf(what, sizeof(what), "a checkpoint split on dim %d: read once by the group, chunks "
              "right", dim);
     done(what);
+}
+
+/* The shared exchange: slices that are views of the node's staging area
+ * (the norms, held whole by every rank; the dim-0 chunks) are each rank's
+ * own. Rank 0 overwrites every tensor it holds; the others still hold the
+ * file's bytes, and so do rank 0's views after a second load. */
+static void case_shared_private(void)
+{
+    tt ts[8];
+    size_t n = big_case(ts);
+    for (size_t i = 0; i < n; i++)
+        if (ts[i].rank == 2)
+            ts[i].dim = 0;
+    save("priv.safetensors", ts, n);
+    pinio_split_rule rules[] = { { "*.norm.weight", PINIO_SPLIT_WHOLE }, { "*.weight", 0 } };
+    pinio_mpi_opts o;
+    pinio_mpi_opts_default(&o);
+    o.exchange = PINIO_MPI_EXCHANGE_SHARED;
+    pinio_mpi_checkpoint *cp = NULL, *again = NULL;
+    pinio_mpi_report rep;
+    pinio_diag d;
+    int rc = tp_load(&o, rules, 2, &cp, &rep, &d);
+    CHECK(rc == 0 && rep.exchange == PINIO_MPI_EXCHANGE_SHARED, "%d %s", rc, d.msg);
+    if (rc == 0)
+        check_all(cp, ts, n);
+    /* a second job while the first one's memory is still mapped */
+    int rc2 = tp_load(&o, rules, 2, &again, &rep, &d);
+    CHECK(rc2 == 0, "second load: %s", d.msg);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (size_t i = 0; rc == 0 && rank == 0 && i < pinio_mpi_count(cp); i++) {
+        pinio_view v;
+        if (pinio_mpi_tensor_view(cp, i, &v) == 0) {
+            /* as torch does with the buffer (views are not unique, so
+             * pinio_view_data_mut() declines): through the pointer */
+            memset((void *)(uintptr_t)v.ptr, 0xa5, v.len);
+            pinio_view_release(&v);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rc == 0 && rank != 0)
+        check_all(cp, ts, n);
+    if (rc2 == 0)
+        check_all(again, ts, n);
+    for (size_t i = 0; rc == 0 && rank == 0 && i < pinio_mpi_count(cp); i++) {
+        pinio_view v;
+        if (pinio_mpi_tensor_view(cp, i, &v) == 0) {
+            const uint8_t *b = v.ptr;
+            size_t k = 0;
+            while (k < v.len && b[k] == 0xa5)
+                k++;
+            CHECK(k == v.len, "tensor %zu: its own write is lost at byte %zu", i, k);
+            pinio_view_release(&v);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    pinio_mpi_release(cp);
+    pinio_mpi_release(again);
+    free_tensors(ts, n);
+    done("shared memory: a rank's writes to its slices and whole tensors stay its own");
 }
 
 static void case_filters(void)
@@ -554,6 +624,7 @@ int main(int argc, char **argv)
     case_random();
     case_read_once(0);
     case_read_once(1);
+    case_shared_private();
     case_filters();
     case_verify();
     case_disagree();
