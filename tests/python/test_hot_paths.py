@@ -278,3 +278,30 @@ def test_consumer_dma_reads_a_cached_file_pinned(shm):
     assert got["layer.2.w"].tolist() == want["layer.2.w"].tolist()
     with pytest.raises(ValueError, match="consumer nope is invalid"):
         pinio.load(path, consumer="nope")
+
+
+def test_a_cold_handle_read_in_scattered_key_order_reads_the_file_once(tmp):
+    """Names whose key order is not their file order (the writer puts the
+    F32 tensors before the U8 ones, as upstream's does: key order goes back
+    and forth between the halves): a cold handle read key by key reads the
+    file in two engine runs (the first tensor, then the whole file), every
+    byte once, instead of windows of one small read per tensor."""
+    path = os.path.join(tmp, "m.safetensors")
+    n = 200
+    tensors = {f"t{i}": np.full(64 << 10, i % 251, np.float32) if i % 2 else
+               np.full(256 << 10, i % 251, np.uint8) for i in range(n)}
+    data = sum(v.nbytes for v in tensors.values())
+    stnp.save_file(tensors, path)
+    names = list(_pinio.header(path)[0])
+    assert [t[0] for t in names] != sorted(tensors)  # file order is not key order
+    for order in ("key", "file"):
+        drop_cache(path)
+        with safe_open(path, "np") as f:
+            keys = f.keys() if order == "key" else f.offset_keys()
+            for k in keys:
+                assert (f.get_tensor(k) == int(k[1:]) % 251).all(), k
+            if order == "key":
+                assert f.pinio_loads == 2, f.pinio_loads
+                assert f.pinio_bytes_read <= data + (1 << 20), f.pinio_bytes_read
+            else:  # file order: windows that are one run of the file each
+                assert f.pinio_loads >= 3, f.pinio_loads
