@@ -378,6 +378,9 @@ static int run_load(int argc, char **argv)
     int rc = cli_load_parse(argc, argv, &a);
 #if PINIO_HAVE_MPI
     pinio_cli_load_mpi_unhush(hushed);
+    bool mpi_up = false;
+    if (rc != 0 || (a.mpi && !a.help))
+        rc = pinio_cli_load_mpi_agree(argc, argv, rc, &mpi_up);
 #endif
     if (rc == 0 && a.help) {
 #if PINIO_HAVE_MPI
@@ -389,7 +392,7 @@ static int run_load(int argc, char **argv)
     } else if (rc == 0 && a.mpi) {
 #if PINIO_HAVE_MPI
         /* --mpi is a different program shape (collective, rank 0 reports) */
-        rc = pinio_cli_load_mpi(argc, argv, &a);
+        rc = pinio_cli_load_mpi(argc, argv, &a, mpi_up);
 #endif
     } else if (rc == 0 && (rc = cli_load_sums(&a, (const char *const *)argv + a.first_path,
                                               (size_t)(argc - a.first_path))) != 0) {

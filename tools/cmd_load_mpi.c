@@ -33,13 +33,18 @@ static int launcher_rank(void)
     return -1;
 }
 
+static bool has_mpi_flag(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--mpi") || !strncmp(argv[i], "--mpi=", 6))
+            return true;
+    return false;
+}
+
 void pinio_cli_load_mpi_hush(int argc, char **argv, int saved[2])
 {
     saved[0] = saved[1] = -1;
-    bool mpi = false;
-    for (int i = 1; i < argc && !mpi; i++)
-        mpi = !strcmp(argv[i], "--mpi") || !strncmp(argv[i], "--mpi=", 6);
-    if (!mpi || launcher_rank() <= 0)
+    if (!has_mpi_flag(argc, argv) || launcher_rank() <= 0)
         return;
     int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (null < 0)
@@ -63,6 +68,41 @@ void pinio_cli_load_mpi_unhush(const int saved[2])
             dup2(saved[k], k + 1);
             close(saved[k]);
         }
+}
+
+/*
+ * Why every rank meets here before any of them exits: a launcher ends the
+ * whole job as soon as one rank exits with an error, so a rank that
+ * returned 2 at once could have rank 0 killed before its usage line was
+ * written (seen on a busy machine: exit 2, no line). One collective that
+ * every rank reaches, whatever its parse said, lets rank 0 speak first; and
+ * a usage error on a rank other than 0 alone (its own arguments, through a
+ * wrapper) is named by rank 0 instead of leaving rank 0 waiting in a load.
+ */
+int pinio_cli_load_mpi_agree(int argc, char **argv, int rc, bool *own)
+{
+    *own = false;
+    if (!has_mpi_flag(argc, argv) || launcher_rank() < 0)
+        return rc;
+    int inited = 0, provided = 0, rank = 0, n = 1;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+        *own = true;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    int mine = rc != 0 ? rank : n, first = n;
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (first == n)
+        return 0;
+    if (rank == 0 && rc == 0)
+        cli_usage("load", "rank %d of %d: its command line is a usage error (rank 0's is "
+                  "not): every rank takes the same options", first, n);
+    if (*own)
+        MPI_Finalize();
+    *own = false;
+    return 2;
 }
 
 void pinio_cli_load_mpi_usage(FILE *out)
@@ -356,7 +396,7 @@ static int sums_agreed(cli_load_args *a, char **argv, int argc, int rank)
     return 0;
 }
 
-int pinio_cli_load_mpi(int argc, char **argv, cli_load_args *a)
+int pinio_cli_load_mpi(int argc, char **argv, cli_load_args *a, bool finalize)
 {
     static const char *const policies[] = { "replicate", "shard", "node", "tp" };
     static const char *const exchanges[] = { "auto", "allgatherv", "bcast", "alltoallv",
@@ -435,7 +475,7 @@ int pinio_cli_load_mpi(int argc, char **argv, cli_load_args *a)
 out:
     for (size_t i = 0; i < nshard; i++)
         free((char *)shard[i]);
-    if (!inited)
+    if (!inited || finalize)
         MPI_Finalize();
     free(shard);
     return rc;

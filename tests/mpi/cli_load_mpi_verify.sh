@@ -5,7 +5,8 @@
 # (PINIO_FAULTS corrupt@ on the last rank) are one "sha256 mismatch" line
 # from rank 0 and exit 1; a rank given a stale copy (same size, other data)
 # or a missing file, or other --filter than the others, is one line naming
-# that rank; a usage error is one line and exit 2; --progress draws the
+# that rank; a usage error is one line and exit 2 (one on another rank
+# alone too: rank 0 names it); --progress draws the
 # job's progress to 100 %. The hang guard is timeout(1), never a timing.
 # usage: cli_load_mpi_verify.sh PINIO N MPIEXEC [MPIEXEC ARGS...]
 set -u
@@ -135,6 +136,17 @@ one_line "a usage error"
 run 2 "--filter with --shard-filter" $(mpi) --mpi shard --filter a --shard-filter b @P@
 has "$DIR/err" "--filter with --shard-filter" "--filter with --shard-filter is refused"
 one_line "--filter with --shard-filter"
+if [ "$n" -gt 1 ]; then
+    # a usage error on the last rank alone (its own --qd, through the
+    # wrapper): every rank exits 2 and rank 0 names that rank
+    export P0=4 VPATH=0
+    run 2 "--qd 0 on rank $last alone" $(mpi) --mpi replicate --qd @P@ "$DIR/m.safetensors"
+    has "$DIR/err" "rank $last of $n: its command line is a usage error" \
+        "a usage error on rank $last alone is named by rank 0"
+    one_line "a usage error on rank $last alone"
+    export P0="$DIR/m.safetensors"
+    unset VPATH
+fi
 
 # --progress: rank 0 draws the job's reads to 100 %, one line
 run 0 "--progress" $(mpi) --mpi replicate --cache cold --progress @P@
