@@ -11,6 +11,12 @@ What differs from upstream, and why:
   mmap touches only those pages; its pread backend reads the whole tensor).
 - A FIFO, device or folder is refused at safe_open (upstream's open of a
   FIFO waits for a writer forever).
+- A handle reads the file it opened and validated, through its descriptor:
+  a file renamed over or unlinked after safe_open is still read as it was,
+  and one rewritten in place (another size or modification time) makes the
+  next read raise SafetensorError "file changed since its header was
+  validated" (upstream's mapping shows the new bytes under the old header,
+  or dies of SIGBUS when the file shrank).
 - numpy tensors are zero-copy views too (upstream copies them into a
   bytearray); they are writable, as upstream's are.
 - frameworks: pt and np only (tf, flax, mlx, paddle raise SafetensorError);
