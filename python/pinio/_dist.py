@@ -62,6 +62,8 @@ ROUND_BYTES = 256 << 20
 # a strided slice whose runs are at least this long is read by its own rank
 # (its over-read: at most two alignment blocks a run, under 4 %)
 DIRECT_RUN_BYTES = 256 << 10
+# the staging slots of a device load's copies from host memory (slot_size=0)
+COPY_SLOT_MIN, COPY_SLOT_MAX = 64 << 10, 8 << 20
 
 
 def _group_rank_world(pg, rank, world):
@@ -780,10 +782,14 @@ def open_group_device(paths, rules, pg, device, *, allocator=None, rank=None, wo
                     .view(np.uint8)
             else:
                 sources[t.name] = raw.buffer(i)
+        size, total = slot_size, sum(memoryview(b).nbytes for b in sources.values())
+        if not size:  # the sink registers each slot it uses: no larger than the bytes need
+            size = COPY_SLOT_MIN
+            while size < min(total, COPY_SLOT_MAX):
+                size <<= 1
         crep.update(_pinio.copy_gpu(paths, _placer(dev, allocator, placed, infos), sources,
                                     "cuda", ordinal, filters=_exact(t.name for t in ex),
-                                    slot_size=slot_size, slots=slots, split=rules, rank=me,
-                                    world=n))
+                                    slot_size=size, slots=slots, split=rules, rank=me, world=n))
 
     try:
         _, group_read = g.finish(np, to_device, f"failed to copy the exchanged tensors to {dev}")
