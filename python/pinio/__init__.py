@@ -580,8 +580,9 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     the exchanged tensors (those every rank holds whole, slices of short
     runs) are read once by their owner, exchanged, and copied from host
     memory to each rank's device through the same sink;
-    report()["read_bytes"] is what this rank read. A failure on any rank after the agreement (a read, the CUDA
-    driver, the allocator) makes every rank raise the same pinio.Error.
+    report()["read_bytes"] is what this rank read. A failure on any rank
+    after the agreement (a read, the CUDA driver, the allocator) makes every
+    rank raise the same pinio.Error.
     exchange (process_group): how the slices travel: "shm" through shared
     memory (/dev/shm: every rank on one host; the owner writes each piece
     once, the others map it), "group" through the process group
