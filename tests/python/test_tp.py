@@ -475,3 +475,53 @@ def test_group_of_one_to_device_in_process(tmp, monkeypatch):
     finally:
         dist.destroy_process_group()
         g.close()
+
+
+@needs_driver
+def test_copy_gpu_lands_host_bytes_as_the_stream_would(tmp, monkeypatch):
+    """_pinio.copy_gpu, what a device group load copies exchanged tensors
+    with: over two shards, each rank's slices (strided ones of short runs,
+    runs across 64 KiB slots) given packed in host memory land on the
+    device shaped and ordered as a stream lands them; a tensor given no
+    bytes is zeros; a source of the wrong size is refused before any copy."""
+    from test_cuda import FakeGpu, expect_clean_copies, value
+    from test_cuda import raw as draw
+
+    monkeypatch.setenv("FAKE_CUDA_DELAY_US", "20")
+    rng = random.Random(26)
+    a = {f"model.layers.{i}.mlp.weight": value(rng.choice([torch.float32, torch.bfloat16,
+                                                            torch.int8]),
+                                               (rng.randint(1, 40), rng.randint(1, 3000)), i)
+         for i in range(4)}
+    b = {"model.norm.weight": value(torch.float32, (77,), 9),
+         "model.layers.4.o_proj.weight": value(torch.float16, (300, 70), 10)}
+    save_file(a, os.path.join(tmp, "model-00001-of-00002.safetensors"))
+    save_file(b, os.path.join(tmp, "model-00002-of-00002.safetensors"))
+    full = {**a, **b}
+    rules = [("*norm*", None), ("*o_proj*", 1), ("*", -1)]
+    dims = {n: None if "norm" in n else 1 if "o_proj" in n else -1 for n in full}
+    g = FakeGpu(LIB)
+    try:
+        for world in (1, 2, 3, 4):
+            for rank in {rng.randrange(world), world - 1}:
+                want = {n: full[n] if dims[n] is None else expected(full[n], world, rank, dims[n])
+                        for n in full}
+                sources = {n: draw(w) for n, w in want.items() if w.numel()}
+                del sources["model.layers.1.mlp.weight"]  # zeros
+                before = g.stats()
+                placed, infos = {}, {}
+                rep = pinio._pinio.copy_gpu([tmp], pinio._placer("cuda:0", g.alloc, placed, infos),
+                                            sources, "cuda", 0, slot_size=64 << 10, slots=2,
+                                            split=rules, rank=rank, world=world)
+                assert sorted(placed) == sorted(full) and rep["tensors"] == len(full)
+                for n, w in want.items():
+                    assert tuple(placed[n].shape) == tuple(w.shape), (n, world, rank)
+                    ok = draw(w) if n in sources else bytes(len(draw(w)))
+                    assert draw(placed[n]) == ok, (n, world, rank)
+                expect_clean_copies(g, before)
+        with pytest.raises(ValueError, match="tensor 'model.norm.weight': 4 bytes given, it "
+                           "has 308"):
+            pinio._pinio.copy_gpu([tmp], pinio._placer("cuda:0", g.alloc, {}, {}),
+                                  {"model.norm.weight": b"1234"}, "cuda", 0)
+    finally:
+        g.close()
