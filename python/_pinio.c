@@ -474,6 +474,18 @@ static int split_rules(PyObject *split, pinio_split_rule **out, size_t *n, PyObj
     return 0;
 }
 
+/* The GPU sink of `api` for `fn`, which places through the callable
+ * `place`; NULL with ValueError. */
+static const pinio_sink *gpu_sink_arg(const char *fn, PyObject *place, const char *api)
+{
+    const pinio_sink *sink = pinio_sink_find(api);
+    if (!PyCallable_Check(place) || !sink || (strcmp(api, "cuda") && strcmp(api, "hip"))) {
+        PyErr_Format(PyExc_ValueError, "%s: place must be callable, api cuda or hip", fn);
+        return NULL;
+    }
+    return sink;
+}
+
 /* stream_gpu(paths, place, api, device, filters, ...) -> report: the
  * selected tensors through the CUDA (or HIP) sink to device addresses the
  * Python `place` chooses, every copy complete when this returns. With
@@ -498,11 +510,9 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
                                      &slot_size, &slots, &verify, &expected, &split, &rank,
                                      &world, &max_overread))
         return NULL;
-    const pinio_sink *sink = pinio_sink_find(api);
-    if (!PyCallable_Check(place) || !sink || (strcmp(api, "cuda") && strcmp(api, "hip"))) {
-        PyErr_SetString(PyExc_ValueError, "stream_gpu: place must be callable, api cuda or hip");
+    const pinio_sink *sink = gpu_sink_arg("stream_gpu", place, api);
+    if (!sink)
         return NULL;
-    }
     pinio_split_rule *rules;
     size_t nrules;
     PyObject *keep_rules;
@@ -562,6 +572,302 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
     }
     Py_XDECREF(pc.files);
     free(pc.sha);
+    return res;
+}
+
+/* ------------------------------------------------------------ copy_gpu */
+
+/* copy_gpu's host bytes: per plan tensor, the caller's buffer (buf NULL:
+ * none given; a slice packed contiguous, as the sink lands it), and the
+ * plan's tensors in (file, offset) order, the order of the plan's reads,
+ * so that one pass fills each read's slot. `end`: past a tensor's last
+ * byte in the file (its last run's, for a slice). */
+typedef struct host_src {
+    const pinio_plan *plan;
+    Py_buffer *bufs;
+    struct at { uint64_t file, offset, end; size_t i; } *order;
+    size_t n;
+} host_src;
+
+static int at_cmp(const void *a, const void *b)
+{
+    const struct at *x = a, *y = b;
+    if (x->file != y->file)
+        return x->file < y->file ? -1 : 1;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Copies the part of [from, from + len) (file offsets; its bytes at
+ * `src`) that falls in [a, b) to `slot` (file offset `a`). */
+static void put_range(uint8_t *slot, uint64_t a, uint64_t b, uint64_t from, uint64_t len,
+                      const uint8_t *src)
+{
+    uint64_t s = from > a ? from : a, e = from + len < b ? from + len : b;
+    if (s < e)
+        memcpy(slot + (s - a), src + (s - from), (size_t)(e - s));
+}
+
+/* Lays file bytes [r->offset, r->offset + r->need) out in `slot` as a read
+ * would have brought them, from the host copies of the tensors there: a
+ * slice's runs back at their file offsets (zeros for a tensor given none
+ * and for the holes, which no fragment visits). `*lo`: the first tensor
+ * (in order) not wholly before the previous read, `*prev` that read (a
+ * read before it restarts the scan). */
+static void fill_slot(const host_src *h, const pinio_plan_read *r, const pinio_plan_read **prev,
+                      uint8_t *slot, size_t *lo)
+{
+    uint64_t a = r->offset, b = r->offset + r->need;
+    if (*prev && ((*prev)->file > r->file || ((*prev)->file == r->file && (*prev)->offset > a)))
+        *lo = 0;
+    *prev = r;
+    memset(slot, 0, (size_t)r->need);
+    for (; *lo < h->n; ++*lo) {
+        const struct at *t = &h->order[*lo];
+        if (t->file > r->file || (t->file == r->file && t->end > a))
+            break;
+    }
+    for (size_t k = *lo; k < h->n && h->order[k].file == r->file && h->order[k].offset < b; k++) {
+        size_t i = h->order[k].i;
+        const pinio_plan_tensor *t = pinio_plan_tensor_at(h->plan, i);
+        const uint8_t *src = h->bufs[i].buf;
+        if (!src)
+            continue;
+        if (t->runs <= 1) {
+            put_range(slot, a, b, t->file_offset, t->nbytes, src);
+            continue;
+        }
+        /* the first run that ends past `a` (runs lie in increasing order) */
+        uint64_t lo_k = 0, hi_k = t->runs;
+        while (lo_k < hi_k) {
+            uint64_t mid = lo_k + (hi_k - lo_k) / 2;
+            if (pinio_plan_run_offset(h->plan, i, mid) + t->run_bytes <= a)
+                lo_k = mid + 1;
+            else
+                hi_k = mid;
+        }
+        for (uint64_t q = lo_k; q < t->runs; q++) {
+            uint64_t off = pinio_plan_run_offset(h->plan, i, q);
+            if (off >= b)
+                break;
+            put_range(slot, a, b, off, t->run_bytes, src + q * t->run_bytes);
+        }
+    }
+}
+
+/* The GPU sink fed from host memory instead of reads: opened on the plan
+ * (`place` chooses the device addresses), then each plan read laid out in
+ * a slot of a ring of its own from the host copies and handed over as the
+ * chunk a stream would hand (the sink registers the slots, copies
+ * asynchronously, and is waited on before a slot is filled again),
+ * finished (synchronised) and closed. 0 with the arena in cfg->out, or the
+ * failure in `diag`. Runs without the GIL (place takes it back). */
+static int sink_from_host(const pinio_sink *sink, const pinio_sink_gpu_cfg *cfg, const host_src *h,
+                          size_t slot_size, unsigned nslots, pinio_diag *diag)
+{
+    pinio_plan_info pi;
+    pinio_plan_get_info(h->plan, &pi);
+    void *priv = calloc(1, sink->priv_size ? sink->priv_size : 1);
+    uint8_t **slots = calloc(nslots, sizeof(*slots));
+    int rc = priv && slots ? 0 : -ENOMEM;
+    for (unsigned i = 0; rc == 0 && i < nslots; i++) {
+        void *m = NULL;
+        rc = posix_memalign(&m, 2u << 20, slot_size) ? -ENOMEM : 0;
+        slots[i] = m;
+    }
+    if (rc < 0)
+        pinio_diag_set(diag, rc, "copy to the GPU: no memory for %u slots of %zu bytes", nslots,
+                       slot_size);
+    pinio_sink_setup su = {.plan = h->plan, .slots = slots, .nslots = nslots,
+                           .slot_size = slot_size, .node = -1};
+    bool opened = false;
+    if (rc == 0) {
+        rc = sink->open(priv, cfg, &su, diag);
+        opened = rc == 0;
+    }
+    size_t lo = 0, used = 0;
+    const pinio_plan_read *prev = NULL;
+    for (size_t i = 0; opened && rc == 0 && i < pi.reads; i++) {
+        unsigned s = (unsigned)(i % nslots);
+        if (i >= nslots && sink->slot_wait && (rc = sink->slot_wait(priv, s, diag)) < 0)
+            break;
+        const pinio_plan_read *r = pinio_plan_read_at(h->plan, i);
+        fill_slot(h, r, &prev, slots[s], &lo);
+        pinio_sink_chunk c = {.read = i, .r = r, .file = r->file, .file_offset = r->offset,
+                              .data = slots[s], .len = (size_t)r->need, .slot = s};
+        used = i + 1 < nslots ? i + 1 : nslots;
+        rc = sink->chunk(priv, &c, diag);
+    }
+    /* Whatever happened: no copy may still read a slot once it is freed. */
+    for (size_t s = 0; sink->slot_wait && s < used; s++) {
+        int w = sink->slot_wait(priv, (unsigned)s, diag);
+        rc = rc ? rc : w;
+    }
+    if (opened && rc == 0 && sink->finish)
+        rc = sink->finish(priv, diag);
+    if (opened && sink->close)
+        sink->close(priv, rc == 0);
+    for (unsigned i = 0; slots && i < nslots; i++)
+        free(slots[i]);
+    free(slots);
+    free(priv);
+    return rc;
+}
+
+/* The caller's buffer of each plan tensor named in `sources`, which must
+ * hold exactly its bytes; 0, or -1 with an exception set. */
+static int host_src_take(host_src *h, PyObject *sources)
+{
+    h->bufs = calloc(h->n ? h->n : 1, sizeof(*h->bufs));
+    h->order = calloc(h->n ? h->n : 1, sizeof(*h->order));
+    if (!h->bufs || !h->order) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < h->n; i++) {
+        const pinio_plan_tensor *t = pinio_plan_tensor_at(h->plan, i);
+        uint64_t end = t->runs > 1 ? pinio_plan_run_offset(h->plan, i, t->runs - 1) + t->run_bytes
+                                   : t->file_offset + t->nbytes;
+        h->order[i] = (struct at){.file = t->file, .offset = t->file_offset, .end = end, .i = i};
+        PyObject *key = PyUnicode_DecodeUTF8(t->name, (Py_ssize_t)t->name_len, "strict");
+        PyObject *obj = key ? PyDict_GetItemWithError(sources, key) : NULL;
+        Py_XDECREF(key);
+        if (!obj && PyErr_Occurred())
+            return -1;
+        if (!obj)
+            continue;
+        if (PyObject_GetBuffer(obj, &h->bufs[i], PyBUF_SIMPLE))
+            return -1;
+        if ((uint64_t)h->bufs[i].len != t->nbytes) {
+            PyErr_Format(PyExc_ValueError, "copy_gpu: tensor '%s': %zd bytes given, it has %llu",
+                         t->name, h->bufs[i].len, (unsigned long long)t->nbytes);
+            return -1;
+        }
+    }
+    qsort(h->order, h->n, sizeof(*h->order), at_cmp);
+    return 0;
+}
+
+static void host_src_free(host_src *h)
+{
+    for (size_t i = 0; h->bufs && i < h->n; i++)
+        if (h->bufs[i].buf)
+            PyBuffer_Release(&h->bufs[i]);
+    free(h->bufs);
+    free(h->order);
+}
+
+/* copy_gpu(paths, place, sources, api, device, filters, slot_size, slots,
+ * split, rank, world) -> report: the tensors of `paths` that `filters`
+ * selects (each rank's slice under `split`), placed on the device by
+ * `place` as stream_gpu places them, filled from the host bytes `sources`
+ * ({name: buffer} of each tensor, a slice packed contiguous; a selected
+ * tensor it lacks is zeros) through the GPU sink, every copy complete when
+ * this returns.
+ * What a process group's rank does with tensors another rank read: the
+ * files' headers are read, their data never. */
+static PyObject *py_copy_gpu(PyObject *mod, PyObject *args, PyObject *kw)
+{
+    (void)mod;
+    static char *kwlist[] = {(char *)"paths", (char *)"place", (char *)"sources", (char *)"api",
+                             (char *)"device", (char *)"filters", (char *)"slot_size",
+                             (char *)"slots", (char *)"split", (char *)"rank", (char *)"world",
+                             NULL};
+    PyObject *paths, *place, *sources, *filters = Py_None, *split = Py_None;
+    const char *api = "cuda";
+    int device = 0;
+    Py_ssize_t slot_size = 0;
+    unsigned int nslots = 0, rank = 0, world = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO!|siOnI$OII", kwlist, &paths, &place,
+                                     &PyDict_Type, &sources, &api, &device, &filters, &slot_size,
+                                     &nslots, &split, &rank, &world))
+        return NULL;
+    const pinio_sink *sink = gpu_sink_arg("copy_gpu", place, api);
+    if (!sink)
+        return NULL;
+    if (!slot_size)
+        slot_size = 8 << 20;
+    if (!nslots)
+        nslots = 4;
+    if (slot_size < (64 << 10) || slot_size > (1 << 30) || (slot_size & (slot_size - 1)) ||
+        nslots < 2 || nslots > 1024) {
+        PyErr_Format(PyExc_ValueError, "copy_gpu: %u slots of %zd bytes (2 to 1024 slots, a "
+                     "power of two from 64 KiB to 1 GiB)", nslots, slot_size);
+        return NULL;
+    }
+    pinio_split_rule *rules;
+    size_t nrules;
+    PyObject *keep_rules;
+    if (split_rules(split, &rules, &nrules, &keep_rules))
+        return NULL;
+    size_t npaths, nfilters = 0;
+    PyObject *keep_p = NULL, *keep_f = NULL;
+    const char **cpaths = str_array(paths, &npaths, &keep_p, 1), **cfilters = NULL;
+    if (cpaths && filters != Py_None)
+        cfilters = str_array(filters, &nfilters, &keep_f, 0);
+    if (!cpaths || (filters != Py_None && !cfilters)) {
+        free(cpaths);
+        Py_XDECREF(keep_p);
+        free(rules);
+        Py_XDECREF(keep_rules);
+        return NULL;
+    }
+    pinio_plan_opts po;
+    pinio_plan_opts_default(&po);
+    po.filters = cfilters;
+    po.nfilters = nfilters;
+    po.cache = PINIO_CACHE_HOT; /* never executed: no residency to measure */
+    po.segment = (uint64_t)slot_size;
+    po.split = rules;
+    po.nsplit = nrules;
+    po.rank = rank;
+    po.world = world;
+    pinio_plan *plan = NULL;
+    pinio_diag diag;
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = pinio_plan_create(&plan, cpaths, npaths, &po, &diag);
+    Py_END_ALLOW_THREADS
+    free(cpaths);
+    free(cfilters);
+    Py_XDECREF(keep_p);
+    Py_XDECREF(keep_f);
+    free(rules);
+    Py_XDECREF(keep_rules);
+    if (r)
+        return raise_pinio(r, &diag, "copy to the GPU: the plan failed");
+    pinio_plan_info pi;
+    pinio_plan_get_info(plan, &pi);
+    host_src h = {.plan = plan, .n = pi.tensors};
+    PyObject *res = NULL;
+    if (host_src_take(&h, sources) == 0) {
+        place_call pc = {.fn = place};
+        pinio_gpu_arena *arena = NULL;
+        pinio_sink_gpu_cfg cfg = {.device = device, .place = place_with_python, .place_ctx = &pc,
+                                  .out = &arena};
+        Py_BEGIN_ALLOW_THREADS
+        r = sink_from_host(sink, &cfg, &h, (size_t)slot_size, nslots, &diag);
+        Py_END_ALLOW_THREADS
+        if (r && pc.type) {
+            PyErr_Restore(pc.type, pc.value, pc.tb);
+        } else if (r) {
+            raise_pinio(r, &diag, "copy to the GPU failed");
+        } else {
+            pinio_gpu_info gi;
+            pinio_gpu_arena_get_info(arena, &gi);
+            pinio_gpu_arena_free(arena); /* the memory is place's; the arena held the context */
+            res = Py_BuildValue("{s:n,s:K,s:K,s:d,s:i,s:s,s:i,s:I,s:I,s:n}", "tensors",
+                                (Py_ssize_t)gi.tensors, "bytes", (unsigned long long)gi.bytes,
+                                "copies", (unsigned long long)gi.copies, "h2d_seconds",
+                                gi.h2d_seconds, "device", gi.device, "pci_bus_id", gi.pci_bus_id,
+                                "driver_version", gi.driver_version, "slots_registered",
+                                gi.slots_registered, "slots_preregistered",
+                                gi.slots_preregistered, "reads", (Py_ssize_t)pi.reads);
+        }
+        Py_XDECREF(pc.files);
+        free(pc.sha);
+    }
+    host_src_free(&h);
+    pinio_plan_free(plan);
     return res;
 }
 
@@ -698,6 +1004,12 @@ static PyMethodDef methods[] = {
      " -> report: place([(name, dtype, shape, nbytes, file, file_offset)]) returns each "
      "tensor's device address (a slice's shape and bytes under split=[(pattern, dim or "
      "None)]); synchronised on return"},
+    {"copy_gpu", (PyCFunction)(void (*)(void))py_copy_gpu, METH_VARARGS | METH_KEYWORDS,
+     "copy_gpu(paths, place, sources, api='cuda', device=0, filters=None, slot_size=0, "
+     "slots=0, *, split=None, rank=0, world=1) -> report: the selected tensors (slices under "
+     "split) placed as stream_gpu places them and filled from sources ({name: buffer of the "
+     "tensor, a slice packed}; zeros where it has none) through the GPU sink, nothing read "
+     "but the headers; synchronised on return"},
     {"header", py_header, METH_VARARGS,
      "header(path) or header(fd, name) -> ([(name, dtype, shape, begin, end)] in file order, "
      "metadata|None, data_offset, file_size)"},

@@ -574,6 +574,15 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     with exactly its own (pinio._dist). Every rank of the group must call
     it, with the same paths, filter and split; a rank whose plan differs
     makes every rank raise the same pinio.Error before any byte moves.
+    With device="cuda[:N]" (framework pt; allocator=, slot_size=, slots= as
+    above) each rank gets a DeviceCheckpoint on its device: the slices it
+    reads itself (as above) stream from the file through the CUDA sink, and
+    the exchanged tensors (those every rank holds whole, slices of short
+    runs) are read once by their owner, exchanged, and copied from host
+    memory to each rank's device through the same sink;
+    report()["read_bytes"] is what this rank read. A failure on any rank
+    after the agreement (a read, the CUDA driver, the allocator) makes every
+    rank raise the same pinio.Error.
     exchange (process_group): how the slices travel: "shm" through shared
     memory (/dev/shm: every rank on one host; the owner writes each piece
     once, the others map it), "group" through the process group
@@ -584,31 +593,13 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     send buffers.
     Raises pinio.Error (an OSError naming the file, offset or tensor)."""
     rules = _split_rules(split)
-    if process_group is not None:
-        if cuda_index(device) is not None:
-            raise ValueError(f"process_group= loads to the CPU: device={device!r} is not "
-                             "supported with it (move the slices with .to(device), or stream "
-                             "each rank's slices with split=, rank=, world=)")
-        if arena is not None or verify or expected_sha256 is not None:
-            raise ValueError("process_group= does not take arena=, verify= or expected_sha256=")
+    on_device = cuda_index(device) is not None
+    if process_group is not None and (arena is not None or verify or
+                                      expected_sha256 is not None):
+        raise ValueError("process_group= does not take arena=, verify= or expected_sha256=")
     if (round_bytes is not None or exchange != "auto") and process_group is None:
         raise ValueError("round_bytes= and exchange= shape the exchange of a process_group= load")
-    if process_group is not None:
-        from . import _dist
-
-        return _dist.open_group(paths, framework, rules, process_group, rank=rank, world=world,
-                                filter=filter, backend=backend, cache=cache, direct=direct,
-                                memory=memory, max_overread=max_overread,
-                                round_bytes=round_bytes, exchange=exchange)
-    if rules is not None or rank is not None or world is not None:
-        if rules is None:
-            raise ValueError("rank=/world= need split= (the rules that slice the tensors)")
-        if rank is None or world is None:
-            raise ValueError("split= needs rank= and world= (or process_group=)")
-        if isinstance(rank, bool) or isinstance(world, bool) or not isinstance(rank, int) \
-                or not isinstance(world, int) or world < 1 or not 0 <= rank < world:
-            raise ValueError(f"rank={rank!r} world={world!r}: ints with 0 <= rank < world")
-    if cuda_index(device) is not None:
+    if on_device:
         if FRAMEWORKS.get(framework) != "pt":
             raise ValueError(f"device {device!r} needs framework='pt'")
         if arena is not None:
@@ -623,15 +614,38 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
         if fill != "auto":
             raise ValueError(f"fill={fill!r} fills the page cache for mapped host memory: "
                              f"device={device!r} streams through a staging ring")
+    elif allocator is not None:
+        raise ValueError("allocator= places tensors on a GPU device only")
+    elif slot_size or slots:
+        raise ValueError("slot_size=/slots= size the staging ring of a GPU device load only")
+    if process_group is not None:
+        from . import _dist
+
+        if on_device:
+            return _dist.open_group_device(paths, rules, process_group, device,
+                                           allocator=allocator, rank=rank, world=world,
+                                           filter=filter, backend=backend, cache=cache,
+                                           direct=direct, max_overread=max_overread,
+                                           round_bytes=round_bytes, exchange=exchange,
+                                           slot_size=slot_size, slots=slots)
+        return _dist.open_group(paths, framework, rules, process_group, rank=rank, world=world,
+                                filter=filter, backend=backend, cache=cache, direct=direct,
+                                memory=memory, max_overread=max_overread,
+                                round_bytes=round_bytes, exchange=exchange)
+    if rules is not None or rank is not None or world is not None:
+        if rules is None:
+            raise ValueError("rank=/world= need split= (the rules that slice the tensors)")
+        if rank is None or world is None:
+            raise ValueError("split= needs rank= and world= (or process_group=)")
+        if isinstance(rank, bool) or isinstance(world, bool) or not isinstance(rank, int) \
+                or not isinstance(world, int) or world < 1 or not 0 <= rank < world:
+            raise ValueError(f"rank={rank!r} world={world!r}: ints with 0 <= rank < world")
+    if on_device:
         tensors, infos, report = _stream(paths, filter, device, allocator, verify,
                                          expected_sha256, backend, cache, direct, slot_size,
                                          slots, rules, rank, world, max_overread)
         return DeviceCheckpoint(tensors, infos, report)
     t_call = _time.perf_counter()
-    if allocator is not None:
-        raise ValueError("allocator= places tensors on a GPU device only")
-    if slot_size or slots:
-        raise ValueError("slot_size=/slots= size the staging ring of a GPU device load only")
     filters = _filters(filter)
     paths = _as_paths(paths)
     sliced = {} if rules is None else dict(split=rules, rank=rank, world=world,
@@ -655,7 +669,8 @@ def load(paths, filter=None, device="cpu", framework="pt", *, allocator=None, **
     Takes open()'s keywords. device="cuda" or "cuda:N": through pinio's CUDA
     sink into tensors torch allocates (or `allocator`: see load_to_device()).
     split=, rank=, world=: this rank's slices; with process_group= the group
-    reads the checkpoint once and exchanges them (see open()).
+    reads the checkpoint once and exchanges them, to the CPU or to each
+    rank's device="cuda:N" (see open()).
     arena=pinio.Arena(): pinned memory kept across loads (see open())."""
     ck = open(paths, framework, filter=filter, device=device, allocator=allocator, **kw)
     try:

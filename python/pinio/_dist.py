@@ -36,6 +36,14 @@ rank whose read fails later still takes part in every exchange (sending
 zeros of the agreed sizes), and the status gathered at the end makes
 every rank raise the same error.
 
+To a device (device="cuda:N", open_group_device): the slices a rank reads
+itself stream from the file to its device through the CUDA sink (as a
+single-process device load streams them); the exchanged tensors are read by
+their owners and exchanged as above (board or rounds), then each rank's
+pieces are copied from host memory to its device through the same sink
+(_pinio.copy_gpu: the sink fed from memory instead of reads), before the
+outcome is agreed.
+
 gloo (torch 1.13) has all_to_all_single (also asynchronous) and
 all_gather, but not all_to_all over tensor lists: only the former is used.
 """
@@ -54,6 +62,8 @@ ROUND_BYTES = 256 << 20
 # a strided slice whose runs are at least this long is read by its own rank
 # (its over-read: at most two alignment blocks a run, under 4 %)
 DIRECT_RUN_BYTES = 256 << 10
+# the staging slots of a device load's copies from host memory (slot_size=0)
+COPY_SLOT_MIN, COPY_SLOT_MAX = 64 << 10, 8 << 20
 
 
 def _group_rank_world(pg, rank, world):
@@ -97,22 +107,23 @@ class _Tensor:
                 self.sliced, tuple(self.boxes))
 
 
-def _plan(paths, filters, rules, world, max_overread):
-    """(files [(path, size, metadata)], [_Tensor] in plan order, digest) of the group."""
+def _plan(paths, filters, rules, world, max_overread, how=()):
+    """(files [(path, size, metadata)], [_Tensor] in plan order, digest) of
+    the group; `how` is hashed too."""
     plans = [_pinio.plan(paths, filters, rules, k, world, None, max_overread)
              for k in range(world)]
     files = plans[0][0]
     tensors = [_Tensor(rows) for rows in zip(*(p[1] for p in plans))]
     h = hashlib.sha256()
-    h.update(repr((rules, filters, world, max_overread, [f[1] for f in files],
+    h.update(repr((rules, filters, world, max_overread, tuple(how), [f[1] for f in files],
                    [t.key() for t in tensors])).encode())
     return files, tensors, h.hexdigest()
 
 
-def _assign_owners(tensors, world):
-    """Owners of the exchanged tensors: contiguous stripes in plan order,
-    balanced by bytes (a tensor goes to the rank whose share holds its middle)."""
-    ex = [t for t in tensors if not t.contiguous]
+def _assign_owners(ex, world):
+    """Owners of the exchanged tensors `ex` (returned): contiguous stripes in
+    plan order, balanced by bytes (a tensor goes to the rank whose share
+    holds its middle)."""
     total = sum(t.full_nbytes for t in ex) or 1
     done = 0
     for t in ex:
@@ -484,136 +495,202 @@ class GroupCheckpoint:
         return False
 
 
+class _Group:
+    """The steps every process-group load shares, whatever the destination:
+    the plan agreed by every rank, this rank's reads of the tensors it owns
+    for the group and their exchange (through /dev/shm or the group), and
+    the outcome agreed at the end. `dest` ("cpu", "cuda"): hashed with the
+    plan, as the exchange's options, since ranks that differ in them would
+    take different steps. After it: `ex`, the exchanged tensors (owners
+    assigned), and `direct`, the slices each rank reads itself."""
+
+    def __init__(self, pg, paths, filter, rules, rank, world, max_overread, exchange,
+                 round_bytes, dest):
+        from . import _as_paths, _filters
+
+        if exchange not in ("auto", "shm", "group"):
+            raise ValueError(f"exchange={exchange!r} is invalid (auto, shm or group)")
+        self.pg = pg
+        self.me, self.n = me, n = _group_rank_world(pg, rank, world)
+        self.t0 = time.monotonic()
+        self.paths = paths = _as_paths(paths)
+        filters = _filters(filter)
+        self.rules = rules = [] if rules is None else rules  # none: every tensor replicated
+        self.round_bytes = ROUND_BYTES if round_bytes is None else max(1, int(round_bytes))
+        err = digest = code = None
+        try:
+            self.files, self.tensors, digest = _plan(paths, filters, rules, n, max_overread,
+                                                     (exchange, self.round_bytes, dest))
+        except (OSError, ValueError, TypeError) as e:
+            code, err = _failure(e, errno.EINVAL)
+        got = _agree(pg, n, (digest, err, code, _host(), os.urandom(8).hex(), _ident()))
+        for k, (_, e, c, _, _, _) in enumerate(got):
+            if e is not None:
+                raise Error(c, f"process group load: rank {k} of {n} could not plan its load: {e}")
+        differ = [k for k, g in enumerate(got) if g[0] != got[0][0]]
+        if differ:
+            raise Error(errno.EINVAL,
+                        f"process group load: the plan of rank{'s' if len(differ) > 1 else ''} "
+                        f"{', '.join(map(str, differ))} differs from rank 0's (split rules, "
+                        f"filter, the group's size, the checkpoint's files, the destination or "
+                        f"the exchange's options are not the same on every rank); no rank read "
+                        f"anything")
+        if filters and not self.tensors:
+            raise Error(errno.ENOENT, f"no tensor matches filter {filters!r} in {', '.join(paths)}")
+        one_host = all(g[3] == got[0][3] for g in got)
+        if exchange == "shm" and not one_host:
+            raise Error(errno.EINVAL, "process group load: exchange='shm' needs every rank on "
+                        "one host (one /dev/shm); the group spans several")
+        self.shm = exchange == "shm" or (exchange == "auto" and one_host and n > 1)
+        self.token, self.idents = got[0][4], [tuple(g[5]) for g in got]
+        self.failure = None    # (errno, "failed to ...: why") of this rank
+        self.read_bytes, self.io_seconds = 0, 0.0
+        self.keep, self.out_raw, self.pending = [], {}, []
+        self.board = self.rounds = None
+        self.ex = _assign_owners([t for t in self.tensors if not t.contiguous], n)
+        self.direct = [t for t in self.tensors if t.contiguous]
+
+    def add_reads(self, raw_report):
+        self.read_bytes += raw_report["read_bytes"]
+        self.io_seconds += raw_report["io_seconds"]
+
+    def fail(self, e, what):
+        code, msg = _failure(e, errno.EIO)
+        self.failure = (code, f"{what}: {msg}")
+
+    def start_exchange(self, np, opts):
+        """Reads this rank's exchanged tensors whole and starts the exchange
+        of every rank's pieces of them."""
+        me, n, ex, paths = self.me, self.n, self.ex, self.paths
+        self.rounds = [] if self.shm else _rounds(ex, self.round_bytes)
+        if self.shm:
+            self.board = _Board(np, ex, me, n, self.token, self.idents)
+
+        def read_owned(owned, sink):
+            try:
+                raw = _load(paths, _exact(t.name for t in owned), None, opts)
+                self.add_reads(raw.report())
+                index = {raw.info(i)[0]: i for i in range(len(raw))}
+                sink(np, raw, index)
+                self.keep.append(raw)
+                for t in owned:
+                    self.out_raw[t.name] = (raw, index[t.name])
+            except (OSError, ValueError, TypeError, KeyError) as e:
+                self.fail(e, "failed to read")
+
+        if self.board is not None and self.board.owned:
+            read_owned(self.board.owned, self.board.write)
+        for group in self.rounds:
+            rd = _Round(np, group, me, n)
+            owned = [t for t in group if t.owner == me]
+            if self.failure is None and owned:
+                read_owned(owned, rd.fill)
+            rd.post(self.pg)  # a failed rank sends its zeros: nobody waits for it
+            self.pending.append(rd)
+            if len(self.pending) > 2:
+                self.pending[-3].wait()
+
+    def finish(self, np, after=None, what="failed"):
+        """Waits for the exchange and agrees on the outcome; returns
+        ({name: this rank's bytes of it received}, the group's read bytes).
+        `after(received)`: this rank's last step, run once the boards are
+        complete; whatever it raises is agreed on too ("rank k of n
+        {what}: ..."), so that every rank raises the same error."""
+        pg, n = self.pg, self.n
+        for rd in self.pending:
+            rd.wait()
+        try:
+            got = _agree(pg, n, (self.failure, self.read_bytes))
+            for k, (f, _) in enumerate(got):
+                if f is not None:
+                    raise Error(f[0], f"process group load: rank {k} of {n} {f[1]}")
+            group_read = sum(rb for _, rb in got)
+            recv_of = {}
+            for rd in self.pending:
+                for name, (off, length) in rd.recv_at.items():
+                    recv_of[name] = rd.recv[off:off + length]
+            if self.board is not None or after is not None:
+                failure = None
+                try:
+                    if self.board is not None:
+                        recv_of.update(self.board.read(np))
+                except OSError as e:
+                    code, msg = _failure(e, errno.EIO)
+                    failure = (code, f"could not map the shared memory of the exchange: {msg}")
+                if failure is None and after is not None:
+                    try:
+                        after(recv_of)
+                    except Exception as e:  # noqa: BLE001 (any: the others must hear of it)
+                        code, msg = _failure(e, errno.EIO)
+                        failure = (code, f"{what}: {msg}")
+                # every rank has mapped the boards
+                for k, f in enumerate(_agree(pg, n, failure)):
+                    if f is not None:
+                        raise Error(f[0], f"process group load: rank {k} of {n} {f[1]}")
+        finally:
+            if self.board is not None:
+                self.board.remove()
+        return recv_of, group_read
+
+    def report(self, tensors, mine, group_read):
+        board = self.board
+        return {
+            "files": len(self.files), "tensors": len(tensors), "bytes": mine,
+            "read_bytes": self.read_bytes, "io_seconds": self.io_seconds,
+            "seconds": time.monotonic() - self.t0, "group_read_bytes": group_read,
+            "group_bytes": sum(t.full_nbytes for t in self.tensors),
+            "sent_bytes": sum(sum(rd.send_sizes) for rd in self.pending)
+            + (board.sent if board else 0),
+            "received_bytes": sum(sum(rd.recv_sizes) for rd in self.pending)
+            + (board.received if board else 0),
+            "rounds": len(self.rounds), "rank": self.me, "world": self.n,
+            "exchange": "shm" if self.shm else "group",
+            "shm_files": [board._path(k) for k in range(self.n)] if board else None,  # removed
+            "exchanged_tensors": len(self.ex), "direct_tensors": len(self.direct),
+        }
+
+    def close(self):
+        for raw in self.keep:
+            raw.close()  # the tensors hold their own references
+
+
 def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=None,
                backend="auto", cache="auto", direct="auto", memory="auto", max_overread=0.0,
                round_bytes=None, exchange="auto"):
     """pinio.open(..., process_group=pg): see the module's text."""
-    if exchange not in ("auto", "shm", "group"):
-        raise ValueError(f"exchange={exchange!r} is invalid (auto, shm or group)")
     import numpy as np
 
-    from . import FRAMEWORKS, _as_paths, _filters
+    from . import FRAMEWORKS
 
     fw = FRAMEWORKS.get(framework)
     if fw is None:
         raise ValueError(f"framework {framework} is invalid (pt or np)")
-    if rules is None:
-        rules = []  # every tensor whole: replicated, still read once by the group
-    me, n = _group_rank_world(pg, rank, world)
-    round_bytes = ROUND_BYTES if round_bytes is None else max(1, int(round_bytes))
-    t0 = time.monotonic()
-    paths = _as_paths(paths)
-    filters = _filters(filter)
 
     # 1. the plan, agreed by every rank before any byte moves
-    err = digest = code = None
-    try:
-        files, tensors, digest = _plan(paths, filters, rules, n, max_overread)
-    except (OSError, ValueError, TypeError) as e:
-        code, err = _failure(e, errno.EINVAL)
-    got = _agree(pg, n, (digest, err, code, _host(), os.urandom(8).hex(), _ident()))
-    for k, (_, e, c, _, _, _) in enumerate(got):
-        if e is not None:
-            raise Error(c, f"process group load: rank {k} of {n} could not plan its load: {e}")
-    differ = [k for k, g in enumerate(got) if g[0] != got[0][0]]
-    if differ:
-        raise Error(errno.EINVAL,
-                    f"process group load: the plan of rank{'s' if len(differ) > 1 else ''} "
-                    f"{', '.join(map(str, differ))} differs from rank 0's (split rules, filter, "
-                    f"the group's size or the checkpoint's files are not the same on every "
-                    f"rank); no rank read anything")
-    if filters and not tensors:
-        raise Error(errno.ENOENT, f"no tensor matches filter {filters!r} in {', '.join(paths)}")
-    one_host = all(g[3] == got[0][3] for g in got)
-    if exchange == "shm" and not one_host:
-        raise Error(errno.EINVAL, "process group load: exchange='shm' needs every rank on one "
-                    "host (one /dev/shm); the group spans several")
-    shm = exchange == "shm" or (exchange == "auto" and one_host and n > 1)
+    g = _Group(pg, paths, filter, rules, rank, world, max_overread, exchange, round_bytes, "cpu")
+    me, tensors, direct_ts = g.me, g.tensors, g.direct
 
     # 2. reads and exchanges, pipelined
-    ex = _assign_owners(tensors, n)
-    rounds = [] if shm else _rounds(ex, round_bytes)
     opts = dict(backend=backend, cache=cache, direct=direct, memory=memory,
                 max_overread=max_overread)
-    keep, out_raw, failure = [], {}, None
-    read_bytes, io_seconds = 0, 0.0
-    pending = []
-    board = _Board(np, ex, me, n, got[0][4], [tuple(g[5]) for g in got]) if shm else None
-
-    def read_owned(owned, sink):
-        """Reads this rank's `owned` tensors whole and hands them to `sink`
-        (the board's or a round's copy); (errno, message) when it failed."""
-        nonlocal read_bytes, io_seconds
-        try:
-            raw = _load(paths, _exact(t.name for t in owned), None, opts)
-            rep = raw.report()
-            read_bytes += rep["read_bytes"]
-            io_seconds += rep["io_seconds"]
-            index = {raw.info(i)[0]: i for i in range(len(raw))}
-            sink(np, raw, index)
-            keep.append(raw)
-            for t in owned:
-                out_raw[t.name] = (raw, index[t.name])
-        except (OSError, ValueError, TypeError, KeyError) as e:
-            return _failure(e, errno.EIO)
-        return None
-
-    if shm and board.owned:
-        failure = read_owned(board.owned, board.write)
-    for group in rounds:
-        rd = _Round(np, group, me, n)
-        owned = [t for t in group if t.owner == me]
-        if failure is None and owned:
-            failure = read_owned(owned, rd.fill)
-        rd.post(pg)  # a failed rank sends its zeros: nobody waits for it
-        pending.append(rd)
-        if len(pending) > 2:
-            pending[-3].wait()
-    direct_ts = [t for t in tensors if t.contiguous]
+    g.start_exchange(np, opts)
     raw_direct = None
-    if failure is None and direct_ts:
+    if g.failure is None and direct_ts:
         try:
             slices = [(t.name, [a for a, _ in t.boxes[me]], [b for _, b in t.boxes[me]])
                       for t in direct_ts]
-            raw_direct = _load(paths, _exact(t.name for t in direct_ts), slices, opts)
-            rep = raw_direct.report()
-            read_bytes += rep["read_bytes"]
-            io_seconds += rep["io_seconds"]
+            raw_direct = _load(g.paths, _exact(t.name for t in direct_ts), slices, opts)
+            g.add_reads(raw_direct.report())
         except (OSError, ValueError, TypeError) as e:
-            failure = _failure(e, errno.EIO)
-    for rd in pending:
-        rd.wait()
+            g.fail(e, "failed to read")
 
     # 3. the outcome, agreed (the boards are complete once every rank is past it)
-    try:
-        got = _agree(pg, n, (failure, read_bytes))
-        for k, (f, _) in enumerate(got):
-            if f is not None:
-                raise Error(f[0], f"process group load: rank {k} of {n} failed to read: {f[1]}")
-        group_read = sum(rb for _, rb in got)
-        recv_of = {}
-        if board is not None:
-            try:
-                recv_of, failure = board.read(np), None
-            except OSError as e:
-                failure = _failure(e, errno.EIO)
-            for k, f in enumerate(_agree(pg, n, failure)):  # every rank has mapped the boards
-                if f is not None:
-                    raise Error(f[0], f"process group load: rank {k} of {n} could not map the "
-                                f"shared memory of the exchange: {f[1]}")
-    finally:
-        if board is not None:
-            board.remove()
-    sent = sum(sum(rd.send_sizes) for rd in pending) + (board.sent if board else 0)
-    received = sum(sum(rd.recv_sizes) for rd in pending) + (board.received if board else 0)
+    recv_of, group_read = g.finish(np)
 
     # 4. this rank's tensors, in plan order
     out, infos = {}, {}
     direct_index = {} if raw_direct is None else {raw_direct.info(i)[0]: i
                                                  for i in range(len(raw_direct))}
-    for rd in pending:
-        for name, (off, length) in rd.recv_at.items():
-            recv_of[name] = rd.recv[off:off + length]
     mine = 0
     for t in tensors:
         b = t.boxes[me]
@@ -625,7 +702,7 @@ def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=Non
             i = direct_index[t.name]
             buf = raw_direct.buffer(i) if nb else None
         elif t.owner == me:
-            raw, i = out_raw[t.name]
+            raw, i = g.out_raw[t.name]
             if t.sliced:
                 whole = _byte_view(np, raw.buffer(i), t)
                 buf = np.ascontiguousarray(_piece(t, whole, me)).reshape(-1).view(np.uint8) \
@@ -635,17 +712,99 @@ def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=Non
         else:
             buf = recv_of[t.name] if nb else None
         out[t.name] = buf
-    for raw in keep + ([raw_direct] if raw_direct is not None else []):
-        raw.close()  # the tensors hold their own references
-    report = {
-        "files": len(files), "tensors": len(out), "bytes": mine, "read_bytes": read_bytes,
-        "io_seconds": io_seconds, "seconds": time.monotonic() - t0,
-        "group_read_bytes": group_read,
-        "group_bytes": sum(t.full_nbytes for t in tensors),
-        "sent_bytes": sent, "received_bytes": received, "rounds": len(rounds),
-        "rank": me, "world": n, "exchange": "shm" if shm else "group",
-        "shm_files": [board._path(k) for k in range(n)] if board else None,  # removed by now
-        "exchanged_tensors": len(ex), "direct_tensors": len(tensors) - len(ex),
-    }
+    g.close()
+    if raw_direct is not None:
+        raw_direct.close()
+    report = g.report(out, mine, group_read)
+    files = g.files
     return GroupCheckpoint(out, infos, [f[0] for f in files], report, [f[2] for f in files], fw)
 
+
+def open_group_device(paths, rules, pg, device, *, allocator=None, rank=None, world=None,
+                      filter=None, backend="auto", cache="auto", direct="auto",
+                      max_overread=0.0, round_bytes=None, exchange="auto", slot_size=0, slots=0):
+    """pinio.open(..., process_group=pg, device="cuda:N"): a DeviceCheckpoint
+    of this rank's tensors on its device. The tensors a host group load has
+    each rank read itself (slices of one range, or of long runs) stream
+    from the file to the device through pinio's CUDA sink, as
+    pinio.open(..., split=, rank=, world=, device=) streams them; the others
+    (read whole by every rank, and slices of short runs) are read once, by
+    one owner each, exchanged as a host load exchanges them, and copied
+    from host memory to every rank's device through the same sink
+    (_pinio.copy_gpu)."""
+    import numpy as np
+
+    from . import DeviceCheckpoint, _placer, _stream, cuda_index
+
+    ordinal = cuda_index(device)
+    dev = f"cuda:{ordinal}"
+
+    # 1. the plan, agreed (the destination kind too: a rank loading to its
+    # CPU takes other steps than one loading to its GPU)
+    g = _Group(pg, paths, filter, rules, rank, world, max_overread, exchange, round_bytes, "cuda")
+    me, n, tensors, ex, direct_ts = g.me, g.n, g.tensors, g.ex, g.direct
+    paths, rules = g.paths, g.rules
+
+    # 2. the exchanged tensors read by their owners and sent; meanwhile
+    # this rank's own slices stream from the file to its device
+    opts = dict(backend=backend, cache=cache, direct=direct, memory="auto",
+                max_overread=max_overread)
+    g.start_exchange(np, opts)
+    placed, infos, srep = {}, {}, {}
+    if g.failure is None and direct_ts:
+        try:
+            placed, infos, srep = _stream(paths, _exact(t.name for t in direct_ts), dev,
+                                          allocator, backend=backend, cache=cache, direct=direct,
+                                          slot_size=slot_size, slots=slots, split=rules, rank=me,
+                                          world=n, max_overread=max_overread)
+            g.add_reads(srep)
+        except Exception as e:  # noqa: BLE001 (any: the others must hear of it)
+            g.fail(e, f"failed to stream its slices to {dev}")
+
+    # 3. the exchanged tensors copied from host memory to the device, and
+    # the outcome agreed
+    crep = {}
+
+    def to_device(received):
+        if not ex:
+            return
+        sources = {}
+        for t in ex:
+            if not (t.nbytes[me] if t.sliced else t.full_nbytes):
+                continue
+            if t.owner != me:
+                sources[t.name] = received[t.name]
+                continue
+            raw, i = g.out_raw[t.name]
+            if t.sliced:  # its piece, packed as the sink lands a slice
+                whole = _byte_view(np, raw.buffer(i), t)
+                sources[t.name] = np.ascontiguousarray(_piece(t, whole, me)).reshape(-1) \
+                    .view(np.uint8)
+            else:
+                sources[t.name] = raw.buffer(i)
+        size, total = slot_size, sum(memoryview(b).nbytes for b in sources.values())
+        if not size:  # the sink registers each slot it uses: no larger than the bytes need
+            size = COPY_SLOT_MIN
+            while size < min(total, COPY_SLOT_MAX):
+                size <<= 1
+        crep.update(_pinio.copy_gpu(paths, _placer(dev, allocator, placed, infos), sources,
+                                    "cuda", ordinal, filters=_exact(t.name for t in ex),
+                                    slot_size=size, slots=slots, split=rules, rank=me, world=n))
+
+    try:
+        _, group_read = g.finish(np, to_device, f"failed to copy the exchanged tensors to {dev}")
+    finally:
+        g.close()
+
+    # 4. this rank's tensors, in plan order (the filters' dotted children
+    # that the placements made too are left out)
+    out = {t.name: placed[t.name] for t in tensors}
+    rep = g.report(out, sum(infos[t.name][2] for t in tensors), group_read)
+    files = g.files
+    rep.update(device_name=dev, paths=[f[0] for f in files], metadata=[f[2] for f in files],
+               copies=srep.get("copies", 0) + crep.get("copies", 0),
+               h2d_seconds=srep.get("h2d_seconds", 0.0) + crep.get("h2d_seconds", 0.0),
+               split=srep.get("split"), io_path=srep.get("io_path"),
+               stream_read_bytes=srep.get("read_bytes", 0), sha256=[None] * len(files),
+               verified=False)
+    return DeviceCheckpoint(out, {t.name: infos[t.name] for t in tensors}, rep)

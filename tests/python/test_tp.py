@@ -10,6 +10,14 @@ process_group= every rank ends with exactly its slices (random shapes,
 dtypes and split rules, several exchange rounds), the group's reads sum to
 at most 1.1x the selected data, and a rank whose split or files differ
 makes every rank raise the same error, before anything is read.
+
+The same group to each rank's device (device="cuda:0", through the test
+driver of PINIO_CUDA_LIB, in each process its own, with an allocator over
+its memory): every rank's device bytes, read back by the driver, are
+torch.chunk(full, world, dim)[rank]; the tensors every rank holds whole are
+read once by the group (its reads sum to at most 1.1x the selected data,
+also when nothing is split); a rank with another split, another destination
+or no driver makes every rank raise the same error.
 """
 import json
 import os
@@ -27,6 +35,8 @@ from pinio.safetensors.torch import save_file
 from test_split import DTYPES, expected, random_tensor, raw
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+LIB = os.environ.get("PINIO_CUDA_LIB")
+needs_driver = pytest.mark.skipif(not LIB, reason="PINIO_CUDA_LIB (the test driver) is not set")
 GROUP_TIMEOUT = 240  # seconds for a whole group of processes, on a loaded machine
 
 
@@ -143,7 +153,12 @@ def test_dim0_split_reads_about_its_slice(tmp):
     (dict(rank=0, world=2), "need split="),
     (dict(split={"w": "two"}, rank=0, world=2), "not an int or 'whole'"),
     (dict(split=["w"], rank=0, world=2), "PATTERN=DIM"),
-    (dict(split={"w": 0}, process_group=object(), device="cuda"), "loads to the CPU"),
+    (dict(split={"w": 0}, process_group=object(), device="cuda", framework="np"),
+     "needs framework='pt'"),
+    (dict(process_group=object(), device="cuda:0", memory="pinned"), "chooses host memory"),
+    (dict(process_group=object(), device="cuda:0", arena=object()), "does not take"),
+    (dict(process_group=object(), allocator=lambda *a: None), "GPU device only"),
+    (dict(process_group=object(), slot_size=1 << 20), "GPU device load only"),
     (dict(round_bytes=1 << 20), "process_group"),
     (dict(process_group=object(), verify=True), "does not take"),
     (dict(exchange="shm"), "process_group"),
@@ -164,14 +179,14 @@ def test_dimension_out_of_range_names_the_tensor(tmp):
 
 # ------------------------------------------------------- torch.distributed
 
-def run_group(tmp, world, scenarios, tag):
+def run_group(tmp, world, scenarios, tag, env=None):
     """Runs tp_worker.py as ranks 0..world-1; returns each rank's results."""
     scen = os.path.join(tmp, f"{tag}.json")
     with open(scen, "w") as f:
         json.dump(scenarios, f)
     init = os.path.join(tmp, f"{tag}.init")
     outs = [os.path.join(tmp, f"{tag}.{r}.out") for r in range(world)]
-    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", **(env or {}))
     procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "tp_worker.py"), scen, str(r),
                                str(world), init, outs[r]], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for r in range(world)]
@@ -325,3 +340,188 @@ def test_group_of_one_in_process(tmp):
             pinio.load(path, split=rules_of(dims), rank=1, process_group=dist.group.WORLD)
     finally:
         dist.destroy_process_group()
+
+
+# ------------------------------------------------- torch.distributed to devices
+
+def expect_clean_driver(res, world, scenarios):
+    """The test driver saw every copy from registered memory, inside an
+    allocation, with a context, and nothing was left behind."""
+    for r in range(world):
+        for i in range(len(scenarios)):
+            d = res[r][i].get("driver")
+            if d is None:
+                continue
+            assert all(d[k] == 0 for k in ("unregistered", "overwritten", "out_of_bounds",
+                                           "no_context")), (r, i, d)
+            assert d["registered_live"] == 0 and d["streams_live"] == 0, (r, i, d)
+        end = res[r][-1]["driver_end"]
+        assert end == dict(allocs_live=0, registered_live=0, streams_live=0, ctx_retained=0), end
+
+
+@needs_driver
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_group_to_device_gets_torch_chunk_and_reads_once(tmp, world):
+    small_path, small, small_dims = checkpoint(tmp, 300 + world, n=8)
+    big_path, big, big_dims = checkpoint(tmp, 400 + world, n=8, big=True)
+    big_dims["model.layers.0.weight"] = 1  # a strided slice, a dim-0 one, one read whole
+    big_dims["model.layers.1.weight"] = 0
+    big_dims["model.layers.2.weight"] = None  # two exchanged tensors over 64 KiB at least
+    big_dims["model.layers.3.weight"] = None
+    whole_dims = {n: None for n in big_dims}  # nothing split: every rank holds all of it
+    dev = dict(device="cuda:0", slot_size=64 << 10, slots=2)  # tensors cross slots
+    scenarios = [
+        scenario(small_path, small_dims, **dev),
+        scenario(small_path, small_dims, exchange="group", round_bytes=1 << 10, **dev),
+        scenario(big_path, big_dims, **dev),
+        scenario(big_path, big_dims, exchange="group", round_bytes=1 << 16, **dev),
+        scenario(big_path, whole_dims, **dev),
+        scenario(big_path, big_dims, filter=["model.layers.2", "model.norm"], **dev),
+    ]
+    res = run_group(tmp, world, scenarios, f"d{world}", env={"FAKE_CUDA_DELAY_US": "50"})
+    data = sum(t.numel() * t.element_size() for t in big.values())
+    for i, sc in enumerate(scenarios):
+        want = sorted(n for n in sc["dims"] if i != 5 or n in ("model.layers.2.weight",
+                                                                 "model.norm.weight"))
+        for r in range(world):
+            got = res[r][i]
+            assert "error" not in got, (i, r, got)
+            assert got["bad"] == [], (i, r, got["bad"])
+            assert got["names"] == want, (i, r)
+            assert got["driver"]["device"] == "cuda:0" and got["report"]["device_name"] == "cuda:0"
+            assert got["driver"]["d2h_copies"] >= 1  # the bytes compared came from the driver
+        reps = [res[r][i]["report"] for r in range(world)]
+        group_read = sum(rep["read_bytes"] for rep in reps)
+        assert all(rep["group_read_bytes"] == group_read for rep in reps)
+        if i in (2, 3, 4):  # one copy of the data, whoever holds what
+            assert reps[0]["group_bytes"] == data
+            assert group_read <= 1.1 * data, (i, world, group_read, data)
+        if i == 4:  # all of it on every rank: each rank read about its share only
+            assert all(rep["bytes"] == data for rep in reps)
+            assert max(rep["read_bytes"] for rep in reps) < 0.9 * data, reps
+    assert [res[r][i]["report"]["exchange"] for i in (0, 1) for r in range(world)] == \
+        ["shm"] * world + ["group"] * world
+    assert min(res[r][3]["report"]["rounds"] for r in range(world)) > 1  # pipelined
+    expect_clean_driver(res, world, scenarios)
+
+
+@needs_driver
+def test_group_to_device_disagreement_is_one_error_on_every_rank(tmp):
+    path, _, dims = checkpoint(tmp, 17, n=4, big=True)
+    dims.update({"model.layers.0.weight": 0, "model.layers.1.weight": None,  # rank 0 owns
+                 "model.layers.2.weight": None, "model.layers.3.weight": 1})  # layers.1
+    rules = rules_of(dims)
+    other = [(n, None) for n, _ in rules]  # rank 1 wants them whole
+    dev = dict(device="cuda:0")
+    scenarios = [
+        scenario(path, dims, split_of={1: other}, **dev),
+        scenario(path, dims, device_of={1: None}, **dev),  # rank 1 to its CPU
+        scenario(path, dims, no_driver_of=[1], **dev),  # rank 1's driver does not load
+        scenario(path, {n: None for n in dims}, no_driver_of=[1], **dev),  # nothing streamed
+        scenario(path, dims, fail_read_of=[0], **dev),  # an owner's read fails
+        scenario(path, dims, **dev),  # and the group still works after them
+    ]
+    res = run_group(tmp, 2, scenarios, "ddisagree")
+    for i in range(5):
+        e0, e1 = res[0][i], res[1][i]
+        assert "error" in e0 and e0 == e1, (i, e0, e1)
+    for i in (0, 1):
+        assert "plan of rank 1 differs from rank 0's" in res[0][i]["error"]
+    assert "rank 1 of 2 failed to stream its slices to cuda:0: no CUDA driver" in \
+        res[0][2]["error"] and "no-libcuda.so.1" in res[0][2]["error"]
+    assert "rank 1 of 2 failed to copy the exchanged tensors to cuda:0: no CUDA driver" in \
+        res[0][3]["error"]
+    assert "rank 0 of 2 failed to read: rank 0: an injected read failure" in res[0][4]["error"]
+    for r in range(2):
+        assert res[r][5].get("bad") == [], res[r][5]
+    expect_clean_driver(res, 2, scenarios)
+
+
+@needs_driver
+def test_group_of_one_to_device_in_process(tmp, monkeypatch):
+    """A group of one (this process) to the test driver: the tensors held
+    whole come through the host copy, the slices through the stream; the
+    allocator's failure is the load's error."""
+    import datetime
+
+    import torch.distributed as dist
+    from test_cuda import FakeGpu, expect_clean_copies, raw as draw
+
+    monkeypatch.setenv("FAKE_CUDA_DELAY_US", "200")
+    path, tensors, dims = checkpoint(tmp, 13, big=True)
+    g = FakeGpu(LIB)
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(tmp, "init1"), rank=0,
+                            world_size=1, timeout=datetime.timedelta(seconds=60))
+    try:
+        before = g.stats()
+        with pinio.open(path, split=rules_of(dims), process_group=dist.group.WORLD,
+                        device="cuda:0", allocator=g.alloc, slot_size=64 << 10) as ck:
+            assert isinstance(ck, pinio.DeviceCheckpoint) and ck.device == "cuda:0"
+            assert sorted(ck.offset_keys()) == sorted(tensors)
+            for name, full in tensors.items():
+                assert draw(ck[name]) == draw(full), name
+            rep = ck.report()
+            assert rep["world"] == 1 and rep["bytes"] == rep["group_bytes"]
+            assert rep["copies"] >= len(tensors) - 1
+        expect_clean_copies(g, before)
+
+        def refuse(shape, dtype, device):
+            raise MemoryError("no room on the device")
+
+        with pytest.raises(pinio.Error, match="rank 0 of 1 failed to copy the exchanged "
+                           "tensors to cuda:0: MemoryError: no room on the device"):
+            pinio.load(path, split=[], process_group=dist.group.WORLD, device="cuda:0",
+                       allocator=refuse)
+    finally:
+        dist.destroy_process_group()
+        g.close()
+
+
+@needs_driver
+def test_copy_gpu_lands_host_bytes_as_the_stream_would(tmp, monkeypatch):
+    """_pinio.copy_gpu, what a device group load copies exchanged tensors
+    with: over two shards, each rank's slices (strided ones of short runs,
+    runs across 64 KiB slots) given packed in host memory land on the
+    device shaped and ordered as a stream lands them; a tensor given no
+    bytes is zeros; a source of the wrong size is refused before any copy."""
+    from test_cuda import FakeGpu, expect_clean_copies, value
+    from test_cuda import raw as draw
+
+    monkeypatch.setenv("FAKE_CUDA_DELAY_US", "20")
+    rng = random.Random(26)
+    a = {f"model.layers.{i}.mlp.weight": value(rng.choice([torch.float32, torch.bfloat16,
+                                                            torch.int8]),
+                                               (rng.randint(1, 40), rng.randint(1, 3000)), i)
+         for i in range(4)}
+    b = {"model.norm.weight": value(torch.float32, (77,), 9),
+         "model.layers.4.o_proj.weight": value(torch.float16, (300, 70), 10)}
+    save_file(a, os.path.join(tmp, "model-00001-of-00002.safetensors"))
+    save_file(b, os.path.join(tmp, "model-00002-of-00002.safetensors"))
+    full = {**a, **b}
+    rules = [("*norm*", None), ("*o_proj*", 1), ("*", -1)]
+    dims = {n: None if "norm" in n else 1 if "o_proj" in n else -1 for n in full}
+    g = FakeGpu(LIB)
+    try:
+        for world in (1, 2, 3, 4):
+            for rank in {rng.randrange(world), world - 1}:
+                want = {n: full[n] if dims[n] is None else expected(full[n], world, rank, dims[n])
+                        for n in full}
+                sources = {n: draw(w) for n, w in want.items() if w.numel()}
+                del sources["model.layers.1.mlp.weight"]  # zeros
+                before = g.stats()
+                placed, infos = {}, {}
+                rep = pinio._pinio.copy_gpu([tmp], pinio._placer("cuda:0", g.alloc, placed, infos),
+                                            sources, "cuda", 0, slot_size=64 << 10, slots=2,
+                                            split=rules, rank=rank, world=world)
+                assert sorted(placed) == sorted(full) and rep["tensors"] == len(full)
+                for n, w in want.items():
+                    assert tuple(placed[n].shape) == tuple(w.shape), (n, world, rank)
+                    ok = draw(w) if n in sources else bytes(len(draw(w)))
+                    assert draw(placed[n]) == ok, (n, world, rank)
+                expect_clean_copies(g, before)
+        with pytest.raises(ValueError, match="tensor 'model.norm.weight': 4 bytes given, it "
+                           "has 308"):
+            pinio._pinio.copy_gpu([tmp], pinio._placer("cuda:0", g.alloc, {}, {}),
+                                  {"model.norm.weight": b"1234"}, "cuda", 0)
+    finally:
+        g.close()

@@ -9,9 +9,18 @@ through pinio.load(..., process_group=pg), and writes OUT (json): per
 scenario, either the error pinio raised or, per tensor, whether this rank's
 slice equals torch.chunk(full, world, dim)[rank] byte for byte (the whole
 tensor for a tensor read whole), with the load's report.
+
+A scenario with "device": loads to cuda:0 through the test driver
+(PINIO_CUDA_LIB, tests/stream/fake_cuda.c: this process's own instance),
+into an allocator over the driver's memory (test_cuda.py's FakeGpu), and
+compares what cuMemcpyDtoH reads back from each tensor's device memory;
+the driver's counters (copies from unregistered memory, out of bounds,
+without a context, registrations or streams left) come back too.
 """
+import ctypes
 import datetime
 import json
+import os
 import sys
 
 import torch
@@ -39,6 +48,32 @@ def expected(full, world, rank, dim):
     return full.narrow(d, full.shape[d], 0)
 
 
+_GPU = []  # the test driver and its allocator, made at the first device scenario
+
+
+def gpu():
+    if not _GPU:
+        from test_cuda import FakeGpu
+
+        _GPU.append(FakeGpu(os.environ["PINIO_CUDA_LIB"]))
+    return _GPU[0]
+
+
+def read_back(g, t):
+    """A device tensor's bytes as the driver reads them back (cuMemcpyDtoH),
+    as a CPU tensor of its dtype and shape."""
+    out = torch.empty(t.shape, dtype=t.dtype)
+    n = t.numel() * t.element_size()
+    if n:
+        assert t.data_ptr() in g.ptrs, "a tensor outside the allocator's device memory"
+        assert g.lib.cuMemcpyDtoH_v2(ctypes.c_void_p(out.data_ptr()),
+                                     ctypes.c_ulonglong(t.data_ptr()), ctypes.c_size_t(n)) == 0
+    return out
+
+
+CLEAN = ("unregistered", "overwritten", "out_of_bounds", "no_context")
+
+
 def run(sc, rank, world, pg):
     split = [tuple(r) for r in sc.get("split_of", {}).get(rank, sc["split"])]
     paths = sc.get("paths_of", {}).get(rank, sc["paths"])
@@ -47,15 +82,36 @@ def run(sc, rank, world, pg):
         def failing(*a, **k):
             raise pinio.Error(5, f"rank {rank}: an injected read failure")
         _dist._load = failing
+    kw, before = {}, None
+    device = sc.get("device_of", {}).get(rank, sc.get("device"))
+    if device:  # the test driver's allocator, also where pinio's driver fails to load
+        g = gpu()
+        kw = dict(device=device, allocator=g.alloc, slot_size=sc.get("slot_size", 0),
+                  slots=sc.get("slots", 0))
+        before = g.stats()
+    real_lib = os.environ.get("PINIO_CUDA_LIB")
+    if rank in sc.get("no_driver_of", []):
+        os.environ["PINIO_CUDA_LIB"] = os.path.join(os.path.dirname(paths[0]),
+                                                    "no-libcuda.so.1")
     try:
         ck = pinio.open(paths, sc.get("framework", "pt"), split=split, process_group=pg,
                         filter=sc.get("filter"), round_bytes=sc.get("round_bytes"),
-                        exchange=sc.get("exchange", "auto"))
+                        exchange=sc.get("exchange", "auto"), **kw)
     except pinio.Error as e:
         return {"error": e.strerror, "errno": e.errno}
     finally:
         _dist._load = real_load
+        if real_lib is not None:
+            os.environ["PINIO_CUDA_LIB"] = real_lib
     got = ck.tensors()
+    driver = None
+    if device:
+        g = gpu()
+        got = {n: read_back(g, t) for n, t in got.items()}
+        s = g.stats()
+        driver = {k: s[k] - before[k] for k in CLEAN + ("copies", "d2h_copies")}
+        driver.update(registered_live=s["registered_live"], streams_live=s["streams_live"],
+                      device=ck.device)
     full = {}
     for p in sc["paths"]:
         full.update(load_file(p))
@@ -69,7 +125,7 @@ def run(sc, rank, world, pg):
     missing = sorted(set(sc["dims"]) - set(got))
     rep = ck.report()
     ck.close()
-    return {"bad": bad, "missing": missing, "report": rep, "names": sorted(got)}
+    return {"bad": bad, "missing": missing, "report": rep, "names": sorted(got), "driver": driver}
 
 
 def main():
@@ -78,7 +134,7 @@ def main():
     with open(scen) as f:
         scenarios = json.load(f)
     for sc in scenarios:  # json keys are strings
-        for key in ("split_of", "paths_of"):
+        for key in ("split_of", "paths_of", "device_of"):
             sc[key] = {int(k): v for k, v in sc.get(key, {}).items()}
     dist.init_process_group("gloo", init_method="file://" + init, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=90))
@@ -86,6 +142,11 @@ def main():
     res = [run(sc, rank, world, pg) for sc in scenarios]
     dist.barrier()
     dist.destroy_process_group()
+    if _GPU:  # every device tensor is gone: nothing may be left behind
+        _GPU[0].close()
+        s = _GPU[0].stats()
+        res.append({"driver_end": {k: s[k] for k in ("allocs_live", "registered_live",
+                                                       "streams_live", "ctx_retained")}})
     with open(out, "w") as f:
         json.dump(res, f)
 
