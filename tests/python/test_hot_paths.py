@@ -305,3 +305,13 @@ def test_a_cold_handle_read_in_scattered_key_order_reads_the_file_once(tmp):
                 assert f.pinio_bytes_read <= data + (1 << 20), f.pinio_bytes_read
             else:  # file order: windows that are one run of the file each
                 assert f.pinio_loads >= 3, f.pinio_loads
+    # two neighbouring keys of a file 16 times their window: that window, not the file
+    big = {f"t{i}": np.full(64 << 10, i % 251, np.float32) if i % 2 else
+           np.full(256 << 10, i % 251, np.uint8) for i in range(16 * 64 * 2)}
+    stnp.save_file(big, path)
+    drop_cache(path)
+    with safe_open(path, "np") as f:
+        keys = f.keys()
+        for k in keys[:2]:
+            assert (f.get_tensor(k) == int(k[1:]) % 251).all(), k
+        assert f.pinio_bytes_read <= (17 << 20), f.pinio_bytes_read

@@ -165,12 +165,12 @@ class safe_open:
     (and, when the keys are read in order, a read-ahead window of the next
     ones in that order, 16 MiB doubling to 256 MiB, each window one engine
     run), so a few tensors of a file larger than memory cost about their
-    own bytes. A window in key order whose tensors lie spread over the
-    file (names that sort apart from their places) reads the whole file
-    in one run instead, when it fits in half the free memory: one small
-    read per tensor is what such a window would cost, and key order
-    reaches every byte anyway. get_tensors() reads the whole file in one
-    engine run.
+    own bytes. Once a handle read in key order has read an eighth of the
+    file, a window whose tensors lie spread over the file (names that
+    sort apart from their places) reads the whole file in one run
+    instead, when it fits in half the free memory: one small read per
+    tensor is what such a window would cost, and key order reaches every
+    byte anyway. get_tensors() reads the whole file in one engine run.
 
     device="cuda[:N]" (framework pt): tensors stream through pinio's CUDA
     sink into tensors torch allocates, synchronised before they are
@@ -388,8 +388,8 @@ class safe_open:
             want = None  # the whole file: no filter to build, none to match
         else:
             want = self._window_names(name, order)
-            if not self._mapped and order == "key" and self._scattered(want) and \
-                    self._data_bytes <= _free_memory() // 2:
+            if not self._mapped and order == "key" and self._scanning() and \
+                    self._scattered(want) and self._data_bytes <= _free_memory() // 2:
                 want = None  # read once, in one run, what key order reaches anyway
         if self._window is not None:
             self._window.close()  # its tensors keep their own references
@@ -417,6 +417,13 @@ class safe_open:
                 break
             want.append(n)
         return want
+
+    def _scanning(self):
+        """The handle is reading its file through, not a few tensors: what it
+        read and the next window reach an eighth of the file's data (a
+        handle asked for two neighbouring keys of a large file reads their
+        window, not the file)."""
+        return 8 * (self.pinio_bytes_read + self._ahead) >= self._data_bytes
 
     def _scattered(self, names):
         """The window `names` (key order) lies spread over the file: their
