@@ -102,7 +102,7 @@ static int sha_array(PyObject *seq, const char ***out, size_t *n, PyObject **kee
     return 0;
 }
 
-/* What load and stream_gpu both take: the inputs, the selection and the
+/* What load, stream_gpu and copy_gpu take: the inputs, the selection and the
  * I/O policies, parsed; `keep` holds the encoded strings they point into. */
 typedef struct io_args {
     const char **paths, **filters;
@@ -799,22 +799,16 @@ static PyObject *py_copy_gpu(PyObject *mod, PyObject *args, PyObject *kw)
     PyObject *keep_rules;
     if (split_rules(split, &rules, &nrules, &keep_rules))
         return NULL;
-    size_t npaths, nfilters = 0;
-    PyObject *keep_p = NULL, *keep_f = NULL;
-    const char **cpaths = str_array(paths, &npaths, &keep_p, 1), **cfilters = NULL;
-    if (cpaths && filters != Py_None)
-        cfilters = str_array(filters, &nfilters, &keep_f, 0);
-    if (!cpaths || (filters != Py_None && !cfilters)) {
-        free(cpaths);
-        Py_XDECREF(keep_p);
+    io_args a; /* the paths and the selection, as load and stream_gpu take them */
+    if (io_args_parse(&a, paths, filters, Py_None, "auto", "auto", "auto")) {
         free(rules);
         Py_XDECREF(keep_rules);
         return NULL;
     }
     pinio_plan_opts po;
     pinio_plan_opts_default(&po);
-    po.filters = cfilters;
-    po.nfilters = nfilters;
+    po.filters = a.filters;
+    po.nfilters = a.nfilters;
     po.cache = PINIO_CACHE_HOT; /* never executed: no residency to measure */
     po.segment = (uint64_t)slot_size;
     po.split = rules;
@@ -825,12 +819,9 @@ static PyObject *py_copy_gpu(PyObject *mod, PyObject *args, PyObject *kw)
     pinio_diag diag;
     int r;
     Py_BEGIN_ALLOW_THREADS
-    r = pinio_plan_create(&plan, cpaths, npaths, &po, &diag);
+    r = pinio_plan_create(&plan, a.paths, a.npaths, &po, &diag);
     Py_END_ALLOW_THREADS
-    free(cpaths);
-    free(cfilters);
-    Py_XDECREF(keep_p);
-    Py_XDECREF(keep_f);
+    io_args_free(&a);
     free(rules);
     Py_XDECREF(keep_rules);
     if (r)
