@@ -310,10 +310,18 @@ static int open_shard(const char *index, const char *path, int flags, char *root
         return -errno;
     struct { uint64_t flags, mode, resolve; } how = {
         .flags = (uint64_t)flags, .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS };
-    int fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
-    int rc = fd >= 0 ? fd : -errno;
-    if (rc == -ENOSYS || rc == -EPERM) { /* no openat2, or a seccomp filter refusing it */
-        fd = openat(dirfd, rel, flags);
+    /* EAGAIN: a rename or mount anywhere on the system raced the walk of a
+     * "..", so the kernel could not prove it stayed beneath (every hub link
+     * is ../../blobs/SHA; a busy machine renames all the time). openat2(2)
+     * says to retry; past a few tries the check below stands in. */
+    int rc = -EAGAIN;
+    for (int tries = 0; rc == -EAGAIN && tries < 16; tries++) {
+        int fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
+        rc = fd >= 0 ? fd : -errno;
+    }
+    if (rc == -ENOSYS || rc == -EPERM || rc == -EAGAIN) {
+        /* no openat2, a seccomp filter refusing it, or renames without end */
+        int fd = openat(dirfd, rel, flags);
         rc = fd < 0 ? -errno : beneath(dirfd, fd) ? fd : -EXDEV;
         if (rc == -EXDEV)
             close(fd);

@@ -4,6 +4,7 @@
  * raise it). */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -352,4 +353,46 @@ Test(inputs, a_hub_link_out_of_the_model_folder_is_refused, .init = setup, .fini
     cr_assert_eq(unlink(shard), 0);
     cr_assert_eq(symlink("/etc/passwd", shard), 0);
     cr_assert_eq(load_path(snap, &d), -EXDEV, "%s", d.msg);
+}
+
+/* openat2(RESOLVE_BENEATH) answers EAGAIN when any rename or mount on the
+ * system raced the walk of a ".." (the kernel cannot then prove the walk
+ * stayed beneath), and every hub snapshot link is ../../blobs/SHA. A CI
+ * machine running other tests renames all the time: a load must retry,
+ * not fail "cannot open: resource temporarily unavailable". A child
+ * renames a file to and fro in another folder while we load. */
+Test(inputs, a_hub_load_survives_renames_elsewhere_on_the_system, .init = setup,
+     .fini = teardown, .timeout = 100)
+{
+    char cache[300], snap[400], a[300], b[300];
+    snprintf(cache, sizeof(cache), "%s/hub", dir);
+    hub_tree(cache, snap, sizeof(snap));
+    snprintf(a, sizeof(a), "%s/ping", dir);
+    snprintf(b, sizeof(b), "%s/pong", dir);
+    FILE *f = fopen(a, "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        for (;;)
+            if (rename(a, b) != 0 || rename(b, a) != 0)
+                _exit(1);
+    }
+    int fails = 0, rc = 0;
+    char msg[sizeof(((pinio_diag *)0)->msg)] = "";
+    for (int i = 0; i < 400; i++) {
+        pinio_diag d = { 0 };
+        int r = load_path(snap, &d);
+        if (r != 0) {
+            fails++;
+            rc = r;
+            snprintf(msg, sizeof(msg), "%s", d.msg);
+        }
+    }
+    kill(child, SIGKILL);
+    int st;
+    cr_assert_eq(waitpid(child, &st, 0), child);
+    cr_assert(WIFSIGNALED(st), "the renaming child stopped on its own");
+    cr_assert_eq(fails, 0, "%d of 400 loads failed, the last %d: %s", fails, rc, msg);
 }
