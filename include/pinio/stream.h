@@ -164,6 +164,46 @@ PINIO_API int pinio_stream(const char *const *paths, size_t npaths, const pinio_
                            const pinio_sink *sink, const void *cfg, pinio_stream_report *rep,
                            pinio_diag *diag);
 
+/**
+ * A sink fed from host memory instead of reads: what a stream would hand
+ * `sink` for `plan`, with each read's bytes taken from `src` rather than
+ * the files. For bytes already in memory that should reach a device
+ * through the same sink: a tensor-parallel rank's slices after an MPI or
+ * process-group exchange (pinio_mpi_load() with #PINIO_MPI_TP), copied to
+ * its GPU with #pinio_sink_cuda.
+ *
+ * The sink is opened on `plan`, then each plan read, in plan order, is laid
+ * out in a slot of a ring of `nslots` slots of `slot_size` bytes (2 MiB
+ * aligned host memory of the call's own) as the read would have landed it:
+ * each tensor's bytes at their file offsets, a slice's runs where they lie
+ * in the file, zeros in between; handed over as the chunk of that read
+ * (sink.h; a slot is filled again only after the sink's slot_wait), then
+ * finished and closed as pinio_stream() does. The files are never read:
+ * the plan's headers are all it needs.
+ *
+ * @param plan   the tensors and reads; every read at most `slot_size`
+ *               bytes (a plan built with pinio_plan_opts::segment <=
+ *               `slot_size`). Read during the call only.
+ * @param src    `nsrc` pointers, one per plan tensor (pinio_plan_tensor_at()
+ *               order): its bytes, pinio_plan_tensor::nbytes of them, a
+ *               slice packed contiguous as pinio_plan_gather() packs it; a
+ *               NULL entry sends zeros. Read during the call only.
+ * @param nsrc   must be the plan's tensor count.
+ * @param slot_size  a power of two, 64 KiB to 1 GiB.
+ * @param nslots 2 to 1024.
+ * @param sink   the sink table; `cfg` its config (e.g. a
+ *               #pinio_sink_gpu_cfg, whose arena goes to its `out`).
+ * @param diag   optional; names the failure.
+ * @return 0, with the sink finished and closed; -EINVAL (bad arguments, a
+ *         read larger than a slot, naming it), -ENOMEM (the ring), or the
+ *         sink's code. After a failure the sink has been closed with `ok`
+ *         false (when it had opened) and nothing is left allocated.
+ */
+PINIO_API int pinio_stream_from_memory(const pinio_plan *plan, const void *const *src,
+                                       size_t nsrc, size_t slot_size, unsigned nslots,
+                                       const pinio_sink *sink, const void *cfg,
+                                       pinio_diag *diag);
+
 #ifdef __cplusplus
 }
 #endif

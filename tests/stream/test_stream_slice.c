@@ -408,13 +408,27 @@ Test(stream_slice, runs_across_slots_and_tiny_runs, .init = setup, .fini = teard
 
 /* ---- the GPU sinks through the test drivers ------------------------- */
 
+/* What the test driver saw since `before`: no copy out of bounds, none
+ * from unregistered memory, no slot overwritten in flight, no device memory
+ * left. */
+static void driver_clean(fake_stats_fn stats, const fake_stats *before, const char *what)
+{
+    fake_stats after;
+    stats(&after);
+    cr_expect_eq(after.out_of_bounds, before->out_of_bounds, "%s: copies out of bounds", what);
+    cr_expect_eq(after.unregistered, before->unregistered, "%s: copies from unregistered memory",
+                 what);
+    cr_expect_eq(after.overwritten, before->overwritten, "%s: slots overwritten in flight", what);
+    cr_expect_eq(after.allocs_live, 0, "%s: device memory left", what);
+}
+
 static void gpu_rank(const ckpt *c, const pinio_sink *sink, fake_stats_fn stats, uint32_t rank,
                      uint32_t world, size_t slot, unsigned slots)
 {
     char what[128];
     snprintf(what, sizeof(what), "%s, rank %u of %u, %zu KiB x %u", sink->name, rank, world,
              slot >> 10, slots);
-    fake_stats before, after;
+    fake_stats before;
     stats(&before);
     pinio_stream_opts o;
     stream_opts(&o, c, rank, world, slot, slots, 1e6);
@@ -443,12 +457,7 @@ static void gpu_rank(const ckpt *c, const pinio_sink *sink, fake_stats_fn stats,
     }
     check_report(&r, c, rank, world, what);
     pinio_gpu_arena_free(a);
-    stats(&after);
-    cr_expect_eq(after.out_of_bounds, before.out_of_bounds, "%s: copies out of bounds", what);
-    cr_expect_eq(after.unregistered, before.unregistered, "%s: copies from unregistered memory",
-                 what);
-    cr_expect_eq(after.overwritten, before.overwritten, "%s: slots overwritten in flight", what);
-    cr_expect_eq(after.allocs_live, 0, "%s: device memory left", what);
+    driver_clean(stats, &before, what);
 }
 
 static void gpu_rounds(const pinio_sink *sink, const char *env)
@@ -480,6 +489,212 @@ Test(stream_slice, hip_sink_lands_each_slice_contiguous, .init = setup, .fini = 
      .timeout = 300)
 {
     gpu_rounds(&pinio_sink_hip, "PINIO_HIP_LIB");
+}
+
+/* ---- a sink fed from memory (pinio_stream_from_memory) -------------- */
+
+/* The rank's plan, reads cut at the slot as a stream's; holes read through
+ * or not, so that slots hold holes between a slice's runs or not. */
+static pinio_plan *rank_plan(const ckpt *c, uint32_t rank, uint32_t world, size_t slot,
+                             double overread)
+{
+    pinio_plan_opts po;
+    pinio_plan_opts_default(&po);
+    po.segment = slot;
+    po.split = c->rules;
+    po.nsplit = c->nrules;
+    po.rank = rank;
+    po.world = world;
+    po.max_overread = overread;
+    pinio_plan *p = NULL;
+    pinio_diag d = { 0 };
+    const char *in[] = { path, path2 };
+    cr_assert_eq(pinio_plan_create(&p, in, c->nfiles, &po, &d), 0, "%s", d.msg);
+    return p;
+}
+
+/* Each plan tensor's slice, its bytes changed (xor with a value of the
+ * tensor) so that bytes read from the file instead would show; one
+ * tensor given none (NULL: zeros). */
+static uint8_t **memory_sources(const ckpt *c, const pinio_plan *p, uint32_t rank,
+                                uint32_t world, size_t *n, size_t *none)
+{
+    pinio_plan_info pi;
+    pinio_plan_get_info(p, &pi);
+    *n = pi.tensors;
+    *none = pi.tensors > 2 ? 1 : SIZE_MAX;
+    uint8_t **src = calloc(pi.tensors, sizeof(*src));
+    cr_assert_not_null(src);
+    for (size_t i = 0; i < pi.tensors; i++) {
+        const pinio_plan_tensor *t = pinio_plan_tensor_at(p, i);
+        uint64_t nb;
+        src[i] = expect(&c->t[find(c, t->name)], rank, world, &nb);
+        cr_assert_eq(nb, t->nbytes, "%s", t->name);
+        for (uint64_t b = 0; b < nb; b++)
+            src[i][b] ^= (uint8_t)(0xA5 + i);
+        if (i == *none) {
+            free(src[i]);
+            src[i] = NULL;
+        }
+    }
+    return src;
+}
+
+static void memory_rank(const ckpt *c, const pinio_sink *sink, fake_stats_fn stats,
+                        uint32_t rank, uint32_t world, size_t slot, unsigned slots,
+                        double overread)
+{
+    char what[160];
+    snprintf(what, sizeof(what), "%s from memory, rank %u of %u, %zu KiB x %u, overread %g",
+             sink->name, rank, world, slot >> 10, slots, overread);
+    fake_stats before;
+    stats(&before);
+    pinio_plan *p = rank_plan(c, rank, world, slot, overread);
+    size_t n, none;
+    uint8_t **src = memory_sources(c, p, rank, world, &n, &none);
+    pinio_gpu_arena *a = NULL;
+    pinio_sink_gpu_cfg cfg = { .device = 0, .out = &a };
+    pinio_diag d = { 0 };
+    cr_assert_eq(pinio_stream_from_memory(p, (const void *const *)src, n, slot, slots, sink,
+                                          &cfg, &d),
+                 0, "%s: %s", what, d.msg);
+    cr_assert_eq(pinio_gpu_arena_tensors(a), n, "%s", what);
+    for (size_t k = 0; k < n; k++) {
+        pinio_gpu_tensor gt;
+        cr_assert_eq(pinio_gpu_arena_tensor(a, k, &gt), 0);
+        cr_assert_str_eq(gt.name, pinio_plan_tensor_at(p, k)->name, "%s", what);
+        uint64_t nb = pinio_plan_tensor_at(p, k)->nbytes;
+        cr_assert_eq(gt.nbytes, nb, "%s: %s", what, gt.name);
+        uint8_t *got = malloc(nb ? nb : 1), *zero = calloc(1, nb ? nb : 1);
+        cr_assert_eq(pinio_gpu_arena_read(a, k, 0, got, (size_t)nb, &d), 0, "%s", d.msg);
+        cr_assert(memcmp(got, src[k] ? src[k] : zero, nb) == 0,
+                  "%s: %s (dim %d) on the device is not the bytes given%s", what, gt.name,
+                  c->t[find(c, gt.name)].dim, src[k] ? "" : " (none: zeros)");
+        free(got);
+        free(zero);
+    }
+    pinio_gpu_arena_free(a);
+    for (size_t i = 0; i < n; i++)
+        free(src[i]);
+    free(src);
+    pinio_plan_free(p);
+    driver_clean(stats, &before, what);
+}
+
+/* What a tensor-parallel rank does with the slices it received: they reach
+ * the device through the sink, each at its tensor's address, packed as a
+ * stream from the file would land them, on every ring and world size. */
+Test(stream_slice, from_memory_lands_the_bytes_given, .init = setup, .fini = teardown,
+     .timeout = 300)
+{
+    void *h = NULL;
+    fake_stats_fn stats = fake_gpu_load("PINIO_CUDA_LIB", &h);
+    cr_assert_not_null(stats, "PINIO_CUDA_LIB names the test driver");
+    uint64_t rng = 77;
+    for (int round = 0; round < 3; round++) {
+        ckpt c;
+        make(&c, &rng, round == 1 ? 2 : 1);
+        for (uint32_t world = 1; world <= 8; world += 1 + (uint32_t)(t_rand(&rng) % 2)) {
+            size_t ri = t_rand(&rng) % (sizeof(rings) / sizeof(rings[0]));
+            memory_rank(&c, &pinio_sink_cuda, stats, (uint32_t)(t_rand(&rng) % world), world,
+                        rings[ri].slot, rings[ri].slots, round == 2 ? -1 : 1e6);
+        }
+        unmake(&c);
+    }
+    dlclose(h);
+}
+
+/* The host sink sees each slice's bytes once, at their offsets. */
+Test(stream_slice, from_memory_hands_the_host_sink_every_byte_once, .init = setup,
+     .fini = teardown)
+{
+    uint64_t rng = 78;
+    ckpt c;
+    make(&c, &rng, 2);
+    for (uint32_t world = 1; world <= 4; world++) {
+        uint32_t rank = world - 1;
+        pinio_plan *p = rank_plan(&c, rank, world, 64u << 10, 1e6);
+        size_t n, none;
+        uint8_t **src = memory_sources(&c, p, rank, world, &n, &none);
+        host_got g = { .c = &c };
+        pinio_sink_host_cfg cfg = { .fn = on_fragment, .ctx = &g };
+        pinio_diag d = { 0 };
+        cr_assert_eq(pinio_stream_from_memory(p, (const void *const *)src, n, 64u << 10, 2,
+                                              &pinio_sink_host, &cfg, &d),
+                     0, "%s", d.msg);
+        cr_expect_eq(g.outside, 0);
+        for (size_t k = 0; k < n; k++) {
+            const pinio_plan_tensor *t = pinio_plan_tensor_at(p, k);
+            size_t i = find(&c, t->name);
+            if (!t->nbytes)
+                continue;
+            cr_assert_not_null(g.buf[i], "%s never handed over", t->name);
+            for (uint64_t b = 0; b < t->nbytes; b++)
+                cr_assert_eq(g.seen[i][b], 1, "%s byte %llu handed over %u times", t->name,
+                             (unsigned long long)b, g.seen[i][b]);
+            for (uint64_t b = 0; b < t->nbytes; b++)
+                cr_assert_eq(g.buf[i][b], src[k] ? src[k][b] : 0, "%s byte %llu", t->name,
+                             (unsigned long long)b);
+        }
+        host_free(&g);
+        for (size_t k = 0; k < n; k++)
+            free(src[k]);
+        free(src);
+        pinio_plan_free(p);
+    }
+    unmake(&c);
+}
+
+static int refuse_fragment(void *ctx, const pinio_sink_fragment *f)
+{
+    (void)f;
+    ++*(int *)ctx;
+    return -EIO;
+}
+
+/* Bad arguments are named before the sink opens; a read larger than a
+ * slot is refused naming it; the sink's failure is the call's, and the
+ * call frees what it took (ASan and valgrind run this). */
+Test(stream_slice, from_memory_refuses_what_it_cannot_send, .init = setup, .fini = teardown)
+{
+    uint64_t rng = 79;
+    ckpt c = { .n = 0 };
+    bool big = false;
+    while (!big) { /* a tensor over 64 KiB: its read does not fit a 64 KiB slot */
+        unmake(&c);
+        make(&c, &rng, 1);
+        for (size_t i = 0; i < c.n; i++)
+            big = big || c.t[i].nbytes > (64u << 10);
+    }
+    c.nrules = 0;
+    for (size_t i = 0; i < c.n; i++)
+        c.t[i].dim = PINIO_SPLIT_WHOLE;
+    pinio_plan *p = rank_plan(&c, 0, 1, 1u << 20, 1e6);
+    size_t n, none;
+    uint8_t **src = memory_sources(&c, p, 0, 1, &n, &none);
+    const void *const *s = (const void *const *)src;
+    int calls = 0;
+    pinio_sink_host_cfg cfg = { .fn = refuse_fragment, .ctx = &calls };
+    pinio_diag d = { 0 };
+    cr_expect_eq(pinio_stream_from_memory(p, s, n, 64u << 10, 2, &pinio_sink_host, &cfg, &d),
+                 -EINVAL);
+    cr_expect(strstr(d.msg, "more than a slot") != NULL, "%s", d.msg);
+    cr_expect_eq(pinio_stream_from_memory(p, s, n - 1, 1u << 20, 2, &pinio_sink_host, &cfg, &d),
+                 -EINVAL);
+    cr_expect(strstr(d.msg, "sources for a plan of") != NULL, "%s", d.msg);
+    cr_expect_eq(pinio_stream_from_memory(p, s, n, 1u << 20, 1, &pinio_sink_host, &cfg, &d),
+                 -EINVAL);
+    cr_expect_eq(pinio_stream_from_memory(p, s, n, 3u << 20, 2, &pinio_sink_host, &cfg, &d),
+                 -EINVAL);
+    cr_expect_eq(calls, 0, "nothing handed over before the arguments are checked");
+    cr_expect_eq(pinio_stream_from_memory(p, s, n, 1u << 20, 2, &pinio_sink_host, &cfg, &d),
+                 -EIO, "the sink's own code");
+    cr_expect_eq(calls, 1, "the stream stops at the sink's first failure");
+    for (size_t k = 0; k < n; k++)
+        free(src[k]);
+    free(src);
+    pinio_plan_free(p);
+    unmake(&c);
 }
 
 /* ---- verify, the file sink, bad input ------------------------------- */
