@@ -578,156 +578,27 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
 /* ------------------------------------------------------------ copy_gpu */
 
 /* copy_gpu's host bytes: per plan tensor, the caller's buffer (buf NULL:
- * none given; a slice packed contiguous, as the sink lands it), and the
- * plan's tensors in (file, offset) order, the order of the plan's reads,
- * so that one pass fills each read's slot. `end`: past a tensor's last
- * byte in the file (its last run's, for a slice). */
+ * none given; a slice packed contiguous, as the sink lands it) and its
+ * address for pinio_stream_from_memory(). */
 typedef struct host_src {
     const pinio_plan *plan;
     Py_buffer *bufs;
-    struct at { uint64_t file, offset, end; size_t i; } *order;
+    const void **ptrs;
     size_t n;
 } host_src;
-
-static int at_cmp(const void *a, const void *b)
-{
-    const struct at *x = a, *y = b;
-    if (x->file != y->file)
-        return x->file < y->file ? -1 : 1;
-    return x->offset < y->offset ? -1 : x->offset > y->offset;
-}
-
-/* Copies the part of [from, from + len) (file offsets; its bytes at
- * `src`) that falls in [a, b) to `slot` (file offset `a`). */
-static void put_range(uint8_t *slot, uint64_t a, uint64_t b, uint64_t from, uint64_t len,
-                      const uint8_t *src)
-{
-    uint64_t s = from > a ? from : a, e = from + len < b ? from + len : b;
-    if (s < e)
-        memcpy(slot + (s - a), src + (s - from), (size_t)(e - s));
-}
-
-/* Lays file bytes [r->offset, r->offset + r->need) out in `slot` as a read
- * would have brought them, from the host copies of the tensors there: a
- * slice's runs back at their file offsets (zeros for a tensor given none
- * and for the holes, which no fragment visits). `*lo`: the first tensor
- * (in order) not wholly before the previous read, `*prev` that read (a
- * read before it restarts the scan). */
-static void fill_slot(const host_src *h, const pinio_plan_read *r, const pinio_plan_read **prev,
-                      uint8_t *slot, size_t *lo)
-{
-    uint64_t a = r->offset, b = r->offset + r->need;
-    if (*prev && ((*prev)->file > r->file || ((*prev)->file == r->file && (*prev)->offset > a)))
-        *lo = 0;
-    *prev = r;
-    memset(slot, 0, (size_t)r->need);
-    for (; *lo < h->n; ++*lo) {
-        const struct at *t = &h->order[*lo];
-        if (t->file > r->file || (t->file == r->file && t->end > a))
-            break;
-    }
-    for (size_t k = *lo; k < h->n && h->order[k].file == r->file && h->order[k].offset < b; k++) {
-        size_t i = h->order[k].i;
-        const pinio_plan_tensor *t = pinio_plan_tensor_at(h->plan, i);
-        const uint8_t *src = h->bufs[i].buf;
-        if (!src)
-            continue;
-        if (t->runs <= 1) {
-            put_range(slot, a, b, t->file_offset, t->nbytes, src);
-            continue;
-        }
-        /* the first run that ends past `a` (runs lie in increasing order) */
-        uint64_t lo_k = 0, hi_k = t->runs;
-        while (lo_k < hi_k) {
-            uint64_t mid = lo_k + (hi_k - lo_k) / 2;
-            if (pinio_plan_run_offset(h->plan, i, mid) + t->run_bytes <= a)
-                lo_k = mid + 1;
-            else
-                hi_k = mid;
-        }
-        for (uint64_t q = lo_k; q < t->runs; q++) {
-            uint64_t off = pinio_plan_run_offset(h->plan, i, q);
-            if (off >= b)
-                break;
-            put_range(slot, a, b, off, t->run_bytes, src + q * t->run_bytes);
-        }
-    }
-}
-
-/* The GPU sink fed from host memory instead of reads: opened on the plan
- * (`place` chooses the device addresses), then each plan read laid out in
- * a slot of a ring of its own from the host copies and handed over as the
- * chunk a stream would hand (the sink registers the slots, copies
- * asynchronously, and is waited on before a slot is filled again),
- * finished (synchronised) and closed. 0 with the arena in cfg->out, or the
- * failure in `diag`. Runs without the GIL (place takes it back). */
-static int sink_from_host(const pinio_sink *sink, const pinio_sink_gpu_cfg *cfg, const host_src *h,
-                          size_t slot_size, unsigned nslots, pinio_diag *diag)
-{
-    pinio_plan_info pi;
-    pinio_plan_get_info(h->plan, &pi);
-    void *priv = calloc(1, sink->priv_size ? sink->priv_size : 1);
-    uint8_t **slots = calloc(nslots, sizeof(*slots));
-    int rc = priv && slots ? 0 : -ENOMEM;
-    for (unsigned i = 0; rc == 0 && i < nslots; i++) {
-        void *m = NULL;
-        rc = posix_memalign(&m, 2u << 20, slot_size) ? -ENOMEM : 0;
-        slots[i] = m;
-    }
-    if (rc < 0)
-        pinio_diag_set(diag, rc, "copy to the GPU: no memory for %u slots of %zu bytes", nslots,
-                       slot_size);
-    pinio_sink_setup su = {.plan = h->plan, .slots = slots, .nslots = nslots,
-                           .slot_size = slot_size, .node = -1};
-    bool opened = false;
-    if (rc == 0) {
-        rc = sink->open(priv, cfg, &su, diag);
-        opened = rc == 0;
-    }
-    size_t lo = 0, used = 0;
-    const pinio_plan_read *prev = NULL;
-    for (size_t i = 0; opened && rc == 0 && i < pi.reads; i++) {
-        unsigned s = (unsigned)(i % nslots);
-        if (i >= nslots && sink->slot_wait && (rc = sink->slot_wait(priv, s, diag)) < 0)
-            break;
-        const pinio_plan_read *r = pinio_plan_read_at(h->plan, i);
-        fill_slot(h, r, &prev, slots[s], &lo);
-        pinio_sink_chunk c = {.read = i, .r = r, .file = r->file, .file_offset = r->offset,
-                              .data = slots[s], .len = (size_t)r->need, .slot = s};
-        used = i + 1 < nslots ? i + 1 : nslots;
-        rc = sink->chunk(priv, &c, diag);
-    }
-    /* Whatever happened: no copy may still read a slot once it is freed. */
-    for (size_t s = 0; sink->slot_wait && s < used; s++) {
-        int w = sink->slot_wait(priv, (unsigned)s, diag);
-        rc = rc ? rc : w;
-    }
-    if (opened && rc == 0 && sink->finish)
-        rc = sink->finish(priv, diag);
-    if (opened && sink->close)
-        sink->close(priv, rc == 0);
-    for (unsigned i = 0; slots && i < nslots; i++)
-        free(slots[i]);
-    free(slots);
-    free(priv);
-    return rc;
-}
 
 /* The caller's buffer of each plan tensor named in `sources`, which must
  * hold exactly its bytes; 0, or -1 with an exception set. */
 static int host_src_take(host_src *h, PyObject *sources)
 {
     h->bufs = calloc(h->n ? h->n : 1, sizeof(*h->bufs));
-    h->order = calloc(h->n ? h->n : 1, sizeof(*h->order));
-    if (!h->bufs || !h->order) {
+    h->ptrs = calloc(h->n ? h->n : 1, sizeof(*h->ptrs));
+    if (!h->bufs || !h->ptrs) {
         PyErr_NoMemory();
         return -1;
     }
     for (size_t i = 0; i < h->n; i++) {
         const pinio_plan_tensor *t = pinio_plan_tensor_at(h->plan, i);
-        uint64_t end = t->runs > 1 ? pinio_plan_run_offset(h->plan, i, t->runs - 1) + t->run_bytes
-                                   : t->file_offset + t->nbytes;
-        h->order[i] = (struct at){.file = t->file, .offset = t->file_offset, .end = end, .i = i};
         PyObject *key = PyUnicode_DecodeUTF8(t->name, (Py_ssize_t)t->name_len, "strict");
         PyObject *obj = key ? PyDict_GetItemWithError(sources, key) : NULL;
         Py_XDECREF(key);
@@ -742,8 +613,8 @@ static int host_src_take(host_src *h, PyObject *sources)
                          t->name, h->bufs[i].len, (unsigned long long)t->nbytes);
             return -1;
         }
+        h->ptrs[i] = h->bufs[i].buf;
     }
-    qsort(h->order, h->n, sizeof(*h->order), at_cmp);
     return 0;
 }
 
@@ -753,7 +624,7 @@ static void host_src_free(host_src *h)
         if (h->bufs[i].buf)
             PyBuffer_Release(&h->bufs[i]);
     free(h->bufs);
-    free(h->order);
+    free(h->ptrs);
 }
 
 /* copy_gpu(paths, place, sources, api, device, filters, slot_size, slots,
@@ -836,7 +707,8 @@ static PyObject *py_copy_gpu(PyObject *mod, PyObject *args, PyObject *kw)
         pinio_sink_gpu_cfg cfg = {.device = device, .place = place_with_python, .place_ctx = &pc,
                                   .out = &arena};
         Py_BEGIN_ALLOW_THREADS
-        r = sink_from_host(sink, &cfg, &h, (size_t)slot_size, nslots, &diag);
+        r = pinio_stream_from_memory(plan, h.ptrs, h.n, (size_t)slot_size, nslots, sink, &cfg,
+                                     &diag);
         Py_END_ALLOW_THREADS
         if (r && pc.type) {
             PyErr_Restore(pc.type, pc.value, pc.tb);
