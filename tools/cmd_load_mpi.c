@@ -14,6 +14,7 @@
 #include "pinio/pinio.h"
 #include "jw.h"
 #include "load_mpi.h"
+#include "load_mpi_device.h"
 #include "progress.h"
 #include "util.h"
 
@@ -155,6 +156,14 @@ void pinio_cli_load_mpi_usage(FILE *out)
             "                          same on every rank)\n"
             "  --world N               tp: the chunk count, which must be the job's rank\n"
             "                          count (a check; default: the rank count)\n"
+            "  --device DEV            tp: then each rank copies what it holds to its GPU,\n"
+            "                          from its memory through registered staging slots\n"
+            "                          (the job still reads each byte once): cuda:N or\n"
+            "                          hip:N (the same device on every rank), cuda:BUSID,\n"
+            "                          or cuda:local / hip:local (the rank's index among\n"
+            "                          its machine's ranks, modulo its devices); the\n"
+            "                          device memory is freed when the copy is measured\n"
+            "  --staging SIZE[xK]      with --device: K slots of SIZE bytes (default 32Mx4)\n"
             "  --node-ranks K          node: count each K consecutive ranks of a machine as\n"
             "                          a node of its own (a multi-node job simulated on one\n"
             "                          machine); default: the machine's ranks are one node\n"
@@ -177,8 +186,8 @@ void pinio_cli_load_mpi_usage(FILE *out)
             "                          although mpiexec hands it a pipe, not a terminal\n"
             "  -h, --help              this help\n"
             "\n"
-            "pinio load's options that place a resident copy (--node, --memory, --align,\n"
-            "--device, --staging) are refused with --mpi.\n"
+            "pinio load's options that place a resident copy (--node, --memory, --align)\n"
+            "are refused with --mpi, and --device, --staging but with --mpi tp.\n"
             "exit status, the same on every rank: 0 loaded on every rank; 1 failed (the\n"
             "same message on every rank, naming the failing rank, file and offset, or the\n"
             "file whose SHA-256 differs; rank 0 prints it); 2 usage (rank 0 prints it)\n");
@@ -227,8 +236,29 @@ static void print_json_split(jw *w, const pinio_mpi_report *r0, const cli_load_a
     jw_obj_end(w);
 }
 
+/* A rank's device copy in the JSON report; null without --device. */
+static void print_json_gpu(jw *w, const cli_mpi_gpu *g)
+{
+    jw_key(w, "device");
+    if (!g) {
+        jw_null(w);
+        return;
+    }
+    jw_obj(w);
+    jw_ki64(w, "index", g->device);
+    jw_kstr(w, "pci_bus_id", g->pci_bus_id);
+    jw_ki64(w, "driver_version", g->driver_version);
+    jw_ku64(w, "tensor_count", g->tensors);
+    jw_ku64(w, "bytes", g->bytes);
+    jw_ku64(w, "h2d_copy_count", g->copies);
+    jw_kf64(w, "h2d_s", g->h2d_seconds);
+    jw_kf64(w, "h2d_gb_per_s", g->h2d_seconds > 0 ? (double)g->bytes / g->h2d_seconds / 1e9 : 0);
+    jw_kf64(w, "elapsed_s", g->seconds);
+    jw_obj_end(w);
+}
+
 static void print_json(const pinio_mpi_report *all, int n, const pinio_mpi_checkpoint *cp,
-                       const cli_load_args *a)
+                       const cli_load_args *a, const cli_mpi_gpu *gpus)
 {
     const pinio_mpi_report *r0 = &all[0];
     double vs;
@@ -255,6 +285,7 @@ static void print_json(const pinio_mpi_report *all, int n, const pinio_mpi_check
     jw_ku64(&w, "verify_landed_bytes", landed);
     jw_ku64(&w, "verify_reread_bytes", reread);
     print_json_split(&w, r0, a);
+    jw_kstr(&w, "device", gpus ? (a->dev.hip ? "hip" : "cuda") : NULL);
     const pinio_plan *plan = pinio_mpi_plan(cp);
     jw_key(&w, "files");
     jw_arr(&w);
@@ -285,6 +316,7 @@ static void print_json(const pinio_mpi_report *all, int n, const pinio_mpi_check
         jw_ku64(&w, "verify_landed_bytes", all[r].verify_landed_bytes);
         jw_ku64(&w, "verify_reread_bytes", all[r].verify_reread_bytes);
         jw_kf64(&w, "elapsed_s", all[r].seconds);
+        print_json_gpu(&w, gpus ? &gpus[r] : NULL);
         jw_obj_end(&w);
     }
     jw_arr_end(&w);
@@ -292,13 +324,33 @@ static void print_json(const pinio_mpi_report *all, int n, const pinio_mpi_check
     jw_finish(&w); /* a failed write is main.c's to report */
 }
 
+/* One line per rank's device copy. */
+static void print_gpus(const cli_mpi_gpu *g, int n, const cli_load_args *a)
+{
+    const char *api = a->dev.hip ? "hip" : "cuda";
+    char b[32];
+    printf("  device: each rank's tensors from its memory to its GPU through %u x %s "
+           "registered slots\n",
+           a->so.slots ? a->so.slots : PINIO_STREAM_SLOTS_DEFAULT,
+           cli_human_bytes(b, sizeof(b),
+                           a->so.slot_size ? a->so.slot_size : PINIO_STREAM_SLOT_DEFAULT));
+    for (int r = 0; r < n; r++)
+        printf("  %4d  %s:%d (%s, driver %d.%d): %s in %.3f s, H2D %.2f GB/s, %llu copies\n", r,
+               api, g[r].device, g[r].pci_bus_id, g[r].driver_version / 1000,
+               g[r].driver_version % 1000 / 10, cli_human_bytes(b, sizeof(b), g[r].bytes),
+               g[r].seconds,
+               g[r].h2d_seconds > 0 ? (double)g[r].bytes / g[r].h2d_seconds / 1e9 : 0,
+               (unsigned long long)g[r].copies);
+}
+
 static void print_report(const pinio_mpi_report *all, int n, bool json,
-                         const pinio_mpi_checkpoint *cp, const cli_load_args *a)
+                         const pinio_mpi_checkpoint *cp, const cli_load_args *a,
+                         const cli_mpi_gpu *gpus)
 {
     const pinio_mpi_report *r0 = &all[0];
     uint64_t job = r0->job_read_bytes;
     if (json) {
-        print_json(all, n, cp, a);
+        print_json(all, n, cp, a, gpus);
         return;
     }
     char b1[32], b2[32];
@@ -351,6 +403,8 @@ static void print_report(const pinio_mpi_report *all, int n, bool json,
                "gaps), %.3f s on the slowest rank, before the exchange\n",
                (double)landed / 1e9, (double)reread / 1e9, vs);
     }
+    if (gpus)
+        print_gpus(gpus, n, a);
 }
 
 /* --sha256-file under mpiexec: rank 0 reads the list and matches it to the
@@ -458,6 +512,12 @@ int pinio_cli_load_mpi(int argc, char **argv, cli_load_args *a, bool finalize)
     int lrc = pinio_mpi_load(MPI_COMM_WORLD, (const char *const *)argv + a->first_path,
                              (size_t)(argc - a->first_path), &o, &cp, &rep, &d);
     cli_progress_end(&pg);
+    /* --mpi tp --device: the slices to each rank's GPU (every rank agrees
+     * on the outcome before anyone reports). */
+    cli_mpi_gpu gpu;
+    if (lrc == 0 && a->dev.set)
+        lrc = cli_mpi_to_device(MPI_COMM_WORLD, a, (const char *const *)argv + a->first_path,
+                                (size_t)(argc - a->first_path), cp, &gpu, &d);
     /* The same status on every rank (a digest count is a usage error). */
     rc = lrc == PINIO_EDIGESTS ? 2 : lrc < 0 ? 1 : 0;
     if (lrc < 0) {
@@ -465,10 +525,15 @@ int pinio_cli_load_mpi(int argc, char **argv, cli_load_args *a, bool finalize)
             cli_fail("load", json, lrc, &d);
     } else {
         pinio_mpi_report *all = rank == 0 ? calloc((size_t)n, sizeof(*all)) : NULL;
+        cli_mpi_gpu *gpus = rank == 0 && a->dev.set ? calloc((size_t)n, sizeof(*gpus)) : NULL;
         MPI_Gather(&rep, (int)sizeof(rep), MPI_BYTE, all, (int)sizeof(rep), MPI_BYTE, 0,
                    MPI_COMM_WORLD);
-        if (rank == 0 && all && !quiet)
-            print_report(all, n, json, cp, a);
+        if (a->dev.set)
+            MPI_Gather(&gpu, (int)sizeof(gpu), MPI_BYTE, gpus, (int)sizeof(gpu), MPI_BYTE, 0,
+                       MPI_COMM_WORLD);
+        if (rank == 0 && all && (gpus || !a->dev.set) && !quiet)
+            print_report(all, n, json, cp, a, gpus);
+        free(gpus);
         free(all);
     }
     pinio_mpi_release(cp);

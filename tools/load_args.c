@@ -190,8 +190,8 @@ static int one(cli_load_args *a, int c, const char *arg)
     case O_PROGRESS: a->progress = true; return 0;
     case O_DEVICE:
         if (cli_parse_device(arg, &a->dev) < 0)
-            return cli_usage("load", "--device wants host, cuda:N, cuda:BUSID, hip:N or hip:BUSID, "
-                                     "not '%s'", arg);
+            return cli_usage("load", "--device wants host, cuda:N, cuda:BUSID, hip:N or hip:BUSID "
+                                     "(with --mpi tp also cuda:local, hip:local), not '%s'", arg);
         return 0;
     case O_STAGING:
         if (cli_parse_staging(arg, &a->so) < 0)
@@ -286,7 +286,18 @@ int cli_load_parse(int argc, char **argv, cli_load_args *a)
         return cli_usage("load", "no checkpoint given");
     /* --mpi tp takes --split and --world (the rank is the MPI rank). */
     bool tp = a->mpi && !strcmp(a->policy, "tp");
-    unsigned long long tp_takes = tp ? BIT(O_SPLIT) | BIT(O_WORLD) : 0;
+    unsigned long long tp_takes =
+        tp ? BIT(O_SPLIT) | BIT(O_WORLD) | BIT(O_DEVICE) | BIT(O_STAGING) : 0;
+    if (a->mpi && !tp && (seen & BIT(O_DEVICE)))
+        return cli_usage("load", "--device with --mpi goes with --mpi tp (each rank's slices "
+                                 "to its GPU)");
+    if (tp && a->dev.host)
+        return cli_usage("load", "--device host with --mpi tp: the slices are in host memory "
+                                 "already; a GPU is cuda:N, cuda:local, hip:N or hip:local");
+    if (!a->mpi && a->dev.local)
+        return cli_usage("load", "--device %s goes with --mpi tp (a rank's index on its "
+                                 "machine); one process names its device, %s",
+                         a->dev.hip ? "hip:local" : "cuda:local", a->dev.hip ? "hip:N" : "cuda:N");
     for (int o = O_FILTER; o < O_END; o++) {
         if (a->mpi && (seen & BIT(o) & not_mpi & ~tp_takes))
             return cli_usage("load", "--%s is not supported with --mpi", opt_name(o));
@@ -312,7 +323,7 @@ int cli_load_parse(int argc, char **argv, cli_load_args *a)
     }
     if (a->staging && !a->dev.set)
         return cli_usage("load", "--staging goes with --device");
-    if (a->dev.set && a->load.request_size)
+    if (a->dev.set && a->load.request_size && !a->mpi) /* --mpi: --bs shapes the reads */
         return cli_usage("load", "--bs is not supported with --device yet");
     if (a->dev.set && (seen & (BIT(O_MEMORY) | BIT(O_ALIGN))))
         return cli_usage("load", "--%s is not supported with --device",

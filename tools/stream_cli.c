@@ -42,6 +42,10 @@ int cli_parse_device(const char *s, cli_device *d)
     if (!k || !s[k])
         return -EINVAL;
     d->hip = k == 4;
+    if (strcmp(s + k, "local") == 0) {
+        d->local = true;
+        return 0;
+    }
     if (strchr(s + k, ':')) { /* a PCI bus id: 0000:65:00.0 */
         d->pci = s + k;
         return 0;

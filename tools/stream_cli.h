@@ -19,9 +19,12 @@ typedef struct cli_device {
     bool hip;                /**< "hip:...": AMD through HIP, else CUDA */
     int index;               /**< "cuda:N", "hip:N": ordinal */
     const char *pci;         /**< "cuda:0000:65:00.0": by PCI bus id */
+    bool local;              /**< "cuda:local", "hip:local" (--mpi tp): the rank's index on
+                                  its machine, modulo the machine's devices */
 } cli_device;
 
-/** Parses host, cuda:N, cuda:BUSID, hip:N or hip:BUSID. @return 0 or -EINVAL. */
+/** Parses host, cuda:N, cuda:BUSID, cuda:local, hip:N, hip:BUSID or hip:local.
+ *  @return 0 or -EINVAL. */
 int cli_parse_device(const char *s, cli_device *d);
 
 /** The digests a verified stream hands out (pinio_stream_opts.sha256_fn),

@@ -19,11 +19,16 @@ MPIEXEC="$*"
 
 # The last rank's arguments: each @A@ becomes $VARG there (when set), $A0
 # elsewhere. The launcher's rank: Open MPI's variable, else Hydra's.
+# Each rank's device arena is written to dump.RANK by the CUDA test driver
+# (FAKE_CUDA_DUMP); FAIL_LAST makes the driver fail that way on the last
+# rank alone.
 cat >"$DIR/wrap.sh" <<'EOF'
 #!/bin/sh
 r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}
 v=$A0
 [ "$r" = "$LAST" ] && v=${VARG:-$A0}
+export FAKE_CUDA_DUMP="$DUMPS.$r"
+[ "$r" = "$LAST" ] && [ -n "${FAIL_LAST:-}" ] && export FAKE_CUDA_FAIL="$FAIL_LAST"
 cmd=$1; shift
 for a; do
     shift
@@ -32,7 +37,7 @@ done
 exec "$cmd" "$@"
 EOF
 chmod +x "$DIR/wrap.sh"
-export LAST=$last A0=
+export LAST=$last A0= DUMPS="$DIR/dump"
 
 run() {
     want=$1; what=$2; shift 2
@@ -105,6 +110,54 @@ if [ "$n" -gt 1 ]; then
 fi
 
 unset VARG
+# --device: each rank's slices and whole tensors on its GPU (the CUDA test
+# driver), packed as split_expect.py computes them from the file; the job
+# still reads one copy; cuda:local spreads the ranks over the devices; a
+# rank whose driver fails fails the job, named, on every rank.
+if [ -n "${PINIO_CUDA_LIB:-}" ] && /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+    EXP="$(dirname "$0")/../stream/split_expect.py"
+    /usr/bin/python3 "$EXP" gen "$DIR/r.safetensors" 3 || exit 1
+    R="$DIR/r.safetensors"
+    for x in shared alltoallv; do
+        set -- '*norm*=whole' '*o_proj*=1' '*=0'
+        [ $x = alltoallv ] && set -- '*up_proj*=1' '*embed*=1' '*=-1'
+        export A0=$1
+        rm -f "$DIR"/dump.*
+        run 0 "--mpi tp --device cuda:0 --exchange $x" --mpi tp --split @A@ --split "$2" \
+            --split "$3" --exchange $x --device cuda:0 --staging 64Kx2 --json "$R"
+        json "--device cuda:0 --exchange $x: the report" "j['device'] == 'cuda' \
+and all(r['device']['index'] == 0 and r['device']['bytes'] == r['bytes'] \
+and r['device']['tensor_count'] == r['tensor_count'] for r in j['ranks']) \
+and j['job_read_bytes'] == j['plan_read_bytes']"
+        r=0
+        while [ $r -lt "$n" ]; do
+            /usr/bin/python3 "$EXP" arena "$R" "$DIR/dump.$r" $r "$n" "$@" >"$DIR/why" ||
+                { echo "FAIL: --device cuda:0 --exchange $x, rank $r: $(cat "$DIR/why")"; fails=$((fails + 1)); }
+            r=$((r + 1))
+        done
+    done
+    export A0='*=0' FAKE_CUDA_DEVICES=2
+    run 0 "--mpi tp --device cuda:local" --mpi tp --split @A@ --device cuda:local --json "$R"
+    json "--device cuda:local: rank r on device r % 2" "j['device'] == 'cuda' and \
+[r['device']['index'] for r in j['ranks']] == [k % 2 for k in range($n)]"
+    run 0 "--mpi tp --device cuda:local (text)" --mpi tp --split @A@ --device cuda:local "$R"
+    has "$DIR/out" "^  device: each rank's tensors from its memory to its GPU" "the text report's device lines"
+    has "$DIR/out" "^     $last  cuda:$((last % 2)) (" "the last rank's device line"
+    unset FAKE_CUDA_DEVICES
+    export FAIL_LAST=alloc
+    run 1 "--device with the last rank's allocation failing" --mpi tp --split @A@ --device cuda:0 "$R"
+    has "$DIR/err" "rank $last of $n: to the device: " "a failed device copy names its rank"
+    one_line "a failed device copy"
+    unset FAIL_LAST
+    run 2 "--mpi tp --device host" --mpi tp --split '*=0' --device host "$R"
+    has "$DIR/err" "--device host with --mpi tp: the slices are in host memory already" "--device host is refused"
+    one_line "--mpi tp --device host"
+    run 2 "--mpi replicate --device cuda:0" --mpi replicate --device cuda:0 "$R"
+    has "$DIR/err" "--device with --mpi goes with --mpi tp" "--device with another policy is refused"
+else
+    echo "note: no PINIO_CUDA_LIB or numpy: --mpi tp --device not checked here"
+fi
+
 # usage errors: one line (rank 0's), exit 2
 run 2 "--mpi tp without --split" --mpi tp "$M"
 has "$DIR/err" "--mpi tp wants at least one --split" "--mpi tp without --split is refused"

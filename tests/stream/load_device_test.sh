@@ -60,6 +60,8 @@ has "$DIR/out" "^cuda  *no: no CUDA driver: " "doctor says why it finds no GPU"
 check 2 "bad --device" "$PINIO" load --device gpu0 "$CK"
 check 2 "bad --staging" "$PINIO" load --device host --staging 100Kx4 "$CK"
 check 2 "--staging without --device" "$PINIO" load --staging 1Mx4 "$CK"
+check 2 "cuda:local without --mpi" "$PINIO" load --device cuda:local "$CK"
+has "$DIR/err" "cuda:local goes with --mpi tp" "cuda:local names what it goes with"
 # --verify with every device: the SHA-256 of the file, hashed in the
 # staging slots; a byte flipped in flight fails the expected digest.
 SUM=$(sha256sum "$CK" | cut -d' ' -f1)

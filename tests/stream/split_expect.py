@@ -15,7 +15,10 @@ the file's bytes alone (numpy), not by pinio:
       torch.chunk(tensor, WORLD, DIM)[RANK] (the empty slice at the end of
       the dimension for a rank past the last chunk); and JSON, the load's
       --json: the slices' bytes, the split, the over-read adding up. Prints
-      the slices' bytes; exit 1 naming the first thing that differs."""
+      the slices' bytes; exit 1 naming the first thing that differs.
+  split_expect.py arena FILE DUMP RANK WORLD RULE...
+      the same check of DUMP alone (an MPI rank's arena, whose report is
+      the job's)."""
 import fnmatch
 import json
 import struct
@@ -102,6 +105,9 @@ def main(argv):
     if argv[1] == "bytes":
         print(sum(len(b) for _, b in slices(argv[2], int(argv[3]), int(argv[4]), argv[5:])))
         return 0
+    if argv[1] == "arena":  # arena CKPT DUMP RANK WORLD RULES...: the dump alone
+        rank, world = int(argv[4]), int(argv[5])
+        return check_arena(argv[3], slices(argv[2], rank, world, argv[6:]), rank, world)
     path, dump, rank, world, rules = argv[2], argv[3], int(argv[5]), int(argv[6]), argv[7:]
     want = slices(path, rank, world, rules)
     total = sum(len(b) for _, b in want)
@@ -114,6 +120,14 @@ def main(argv):
             or s["strided_tensor_count"] > s["sliced_tensor_count"]):
         print(f"--json does not add up (the slices hold {total} bytes): {j}")
         return 1
+    return check_arena(dump, want, rank, world)
+
+
+def check_arena(dump, want, rank, world):
+    """The arena the test driver wrote out holds each slice, in order, each
+    at a 256-byte aligned offset, and nothing past them; prints their
+    bytes."""
+    total = sum(len(b) for _, b in want)
     try:
         with open(dump, "rb") as f:
             arena = f.read()

@@ -52,7 +52,11 @@ if [ $mpi = 1 ]; then
     check 2 "--node with --mpi" "$PINIO" load --mpi replicate "$M" --node 0
     has "$DIR/err" "pinio load: --node is not supported with --mpi" "refused by name"
     check 2 "--device with --mpi" "$PINIO" load --mpi shard "$M" --device host
-    has "$DIR/err" "pinio load: --device is not supported with --mpi" "refused by name"
+    has "$DIR/err" "pinio load: --device with --mpi goes with --mpi tp" "refused by name"
+    check 2 "--staging with --mpi shard" "$PINIO" load --mpi shard "$M" --staging 1Mx4
+    has "$DIR/err" "pinio load: --staging is not supported with --mpi" "refused by name"
+    check 2 "--staging with --mpi tp, no --device" "$PINIO" load --mpi tp --split '*=0' "$M" --staging 1Mx4
+    has "$DIR/err" "pinio load: --staging goes with --device" "refused by name"
 fi
 [ -e "$DIR/st" ] && { echo "FAIL: a usage error of stage created DST"; fails=$((fails + 1)); }
 

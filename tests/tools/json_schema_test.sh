@@ -79,6 +79,12 @@ if "$PINIO" load --mpi replicate --help >/dev/null 2>&1; then
     valid 1 load --mpi replicate "$DIR/none.safetensors"
     valid 0 load --mpi tp "$ODD" --split "*=0" --verify
     valid 1 load --mpi tp "$ODD" --split "*=9"
+    if [ -n "${PINIO_CUDA_LIB:-}" ]; then # the CUDA test driver
+        valid 0 load --mpi tp "$ODD" --split "*=0" --device cuda:0
+        export FAKE_CUDA_FAIL=alloc
+        valid 1 load --mpi tp "$ODD" --split "*=0" --device cuda:local
+        unset FAKE_CUDA_FAIL
+    fi
 fi
 
 valid 0 stage "$ODD" "$DIR/st" --verify
