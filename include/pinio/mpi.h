@@ -67,7 +67,12 @@
  *      stays mapped where slices are views of it). With
  *      `verify` the files are hashed from the staging area as under
  *      replicate. pinio_mpi_plan() is the rank's own plan (its tensors
- *      describe its slices);
+ *      describe its slices). To put them on the rank's GPU, build the plan
+ *      again with the same filters, rules, rank and world and its segment
+ *      at most a staging slot, and hand pinio_stream_from_memory()
+ *      (stream.h) each tensor's bytes (pinio_mpi_tensor_view(), matched by
+ *      name) with #pinio_sink_cuda: what `pinio load --mpi tp --device`
+ *      does (tools/load_mpi_device.c);
  *   4. after each phase the ranks agree on one status (an Allreduce): a rank
  *      that fails never leaves another waiting in the next collective, and
  *      every rank returns the same code and the same diagnostic, naming the
