@@ -450,6 +450,26 @@ static int sums_agreed(cli_load_args *a, char **argv, int argc, int rank)
     return 0;
 }
 
+/* --device makes the end of the job collective (cli_mpi_to_device()), so
+ * a rank given it where rank 0 is not (or the other way round) would wait
+ * in another collective than the rest: it is found before anything is
+ * read, and named, with the same status on every rank. The device itself
+ * may differ per rank. */
+static int device_agreed(const cli_load_args *a, int rank, int n)
+{
+    int zero = a->dev.set;
+    MPI_Bcast(&zero, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    int mine = a->dev.set != zero ? rank : n, first = n;
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (first == n)
+        return 0;
+    if (rank == 0)
+        cli_failf("load", a->json, -EINVAL, NULL,
+                  "rank %d of %d: %s --device where rank 0 %s: every rank takes the same options",
+                  first, n, zero ? "has no" : "has", zero ? "has one" : "has none");
+    return 1;
+}
+
 int pinio_cli_load_mpi(int argc, char **argv, cli_load_args *a, bool finalize)
 {
     static const char *const policies[] = { "replicate", "shard", "node", "tp" };
@@ -489,7 +509,7 @@ int pinio_cli_load_mpi(int argc, char **argv, cli_load_args *a, bool finalize)
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     for (size_t i = 0; i < nshard; i++)
         shard[i] = with_rank(a->shard[i], rank); /* freed below */
-    if ((rc = sums_agreed(a, argv, argc, rank)) != 0)
+    if ((rc = device_agreed(a, rank, n)) != 0 || (rc = sums_agreed(a, argv, argc, rank)) != 0)
         goto out;
     o.expected_sha256 = a->shas;
     o.nexpected = a->nshas;

@@ -107,6 +107,12 @@ if [ "$n" -gt 1 ]; then
     has "$DIR/err" "rank $last of $n: pinio_mpi_load: world $((n + 1)) is not the communicator's $n ranks" \
         "another --world is named with its rank"
     one_line "another --world"
+    # --device on one rank alone: found before anything is read, never a
+    # rank waiting in another collective
+    export A0=--cache=auto VARG=--device=cuda:0
+    run 1 "--device on rank $last alone" --mpi tp --split '*=0' @A@ "$M"
+    has "$DIR/err" "rank $last of $n: has --device where rank 0 has none" "--device on one rank is named"
+    one_line "--device on one rank"
 fi
 
 unset VARG
