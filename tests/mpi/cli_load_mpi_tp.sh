@@ -150,6 +150,11 @@ and j['job_read_bytes'] == j['plan_read_bytes']"
     has "$DIR/out" "^  device: each rank's tensors from its memory to its GPU" "the text report's device lines"
     has "$DIR/out" "^     $last  cuda:$((last % 2)) (" "the last rank's device line"
     unset FAKE_CUDA_DEVICES
+    if [ -n "${PINIO_HIP_LIB:-}" ]; then # the same test driver under HIP's names
+        run 0 "--mpi tp --device hip:0" --mpi tp --split @A@ --device hip:0 --json "$R"
+        json "--device hip:0: the report" "j['device'] == 'hip' and \
+all(r['device']['index'] == 0 and r['device']['bytes'] == r['bytes'] for r in j['ranks'])"
+    fi
     export FAIL_LAST=alloc
     run 1 "--device with the last rank's allocation failing" --mpi tp --split @A@ --device cuda:0 "$R"
     has "$DIR/err" "rank $last of $n: to the device: " "a failed device copy names its rank"
