@@ -173,8 +173,10 @@ PINIO_API int pinio_stream(const char *const *paths, size_t npaths, const pinio_
  * its GPU with #pinio_sink_cuda.
  *
  * The sink is opened on `plan`, then each plan read, in plan order, is laid
- * out in a slot of a ring of `nslots` slots of `slot_size` bytes (2 MiB
- * aligned host memory of the call's own) as the read would have landed it:
+ * out in a slot of a ring of `nslots` slots of `slot_size` bytes (the
+ * call's own, from the pinned pool as a stream's ring: on the node the
+ * sink's prefer_node asks for, a GPU's, each slot aligned to its size up
+ * to 2 MiB) as the read would have landed it:
  * each tensor's bytes at their file offsets, a slice's runs where they lie
  * in the file, zeros in between; handed over as the chunk of that read
  * (sink.h; a slot is filled again only after the sink's slot_wait), then
@@ -195,7 +197,8 @@ PINIO_API int pinio_stream(const char *const *paths, size_t npaths, const pinio_
  *               #pinio_sink_gpu_cfg, whose arena goes to its `out`).
  * @param diag   optional; names the failure.
  * @return 0, with the sink finished and closed; -EINVAL (bad arguments, a
- *         read larger than a slot, naming it), -ENOMEM (the ring), or the
+ *         read larger than a slot, naming it), -ENOMEM (the ring, or a ring
+ *         larger than the memory left, as pinio_stream() refuses it), or the
  *         sink's code. After a failure the sink has been closed with `ok`
  *         false (when it had opened) and nothing is left allocated.
  */

@@ -13,10 +13,13 @@
  * keeps one code path in every sink, strided slices included.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pinio/pool.h"
 #include "pinio/stream.h"
+#include "src/base/mem.h"
 
 /* A plan tensor by where its bytes lie in the files: the order of the
  * plan's reads, so that one pass over the reads visits each tensor once.
@@ -130,6 +133,47 @@ static int check(const pinio_plan *plan, size_t nsrc, size_t slot_size, unsigned
     return 0;
 }
 
+/* The ring, as a stream's (stream.c): one pinned pool, on the node the
+ * sink asks for (a GPU's: its DMA reads the slots) where it asks, a region
+ * per slot, aligned as far as the slot size allows (2 MiB at most). Refused
+ * as a stream's ring is when it would not fit the memory left. */
+static int ring(pinio_pool **pool, pinio_view *views, uint8_t **slots, size_t slot_size,
+                unsigned nslots, const pinio_sink *sink, const void *cfg, int *node,
+                pinio_diag *diag)
+{
+    size_t total = (size_t)nslots * slot_size;
+    char what[96];
+    snprintf(what, sizeof(what), "the staging ring (%u slots of %zu bytes)", nslots, slot_size);
+    int rc = pinio__mem_check(total, what, "choose fewer or smaller slots", diag);
+    if (rc < 0)
+        return rc;
+    pinio_pool_opts po;
+    pinio_pool_opts_default(&po);
+    po.slab_size = total < PINIO_POOL_SLAB_MAX ? total : PINIO_POOL_SLAB_MAX;
+    int want = sink->prefer_node ? sink->prefer_node(cfg) : -1;
+    if (want >= 0) {
+        po.placement = PINIO_POOL_NODE;
+        po.node = want;
+    }
+    if ((rc = pinio_pool_create(pool, &po, diag)) < 0)
+        return rc;
+    size_t align = slot_size < PINIO_POOL_ALIGN_MAX ? slot_size : PINIO_POOL_ALIGN_MAX;
+    for (unsigned i = 0; i < nslots; i++) {
+        pinio_pool_region_info info;
+        rc = pinio_pool_alloc(*pool, slot_size, align, &views[i], &info);
+        if (rc < 0) {
+            pinio_diag_set(diag, rc, "stream from memory: cannot allocate staging slot %u of "
+                           "%zu bytes: %s", i, slot_size, pinio_strerror(rc));
+            return rc;
+        }
+        slots[i] = info.data;
+    }
+    pinio_pool_stats st;
+    pinio_pool_get_stats(*pool, &st);
+    *node = st.node;
+    return 0;
+}
+
 int pinio_stream_from_memory(const pinio_plan *plan, const void *const *src, size_t nsrc,
                              size_t slot_size, unsigned nslots, const pinio_sink *sink,
                              const void *cfg, pinio_diag *diag)
@@ -147,17 +191,14 @@ int pinio_stream_from_memory(const pinio_plan *plan, const void *const *src, siz
     f.order = calloc(f.n ? f.n : 1, sizeof(*f.order));
     void *priv = calloc(1, sink->priv_size ? sink->priv_size : 1);
     uint8_t **slots = calloc(nslots, sizeof(*slots));
-    rc = f.order && priv && slots ? 0 : -ENOMEM;
-    /* 2 MiB aligned, as the stream's ring: a GPU sink registers each slot
-     * with its driver, which pins whole pages. */
-    for (unsigned i = 0; rc == 0 && i < nslots; i++) {
-        void *m = NULL;
-        rc = posix_memalign(&m, 2u << 20, slot_size) ? -ENOMEM : 0;
-        slots[i] = m;
-    }
+    pinio_view *views = calloc(nslots, sizeof(*views));
+    pinio_pool *pool = NULL;
+    int node = -1;
+    rc = f.order && priv && slots && views ? 0 : -ENOMEM;
     if (rc < 0)
-        pinio_diag_set(diag, rc, "stream from memory: no memory for %u slots of %zu bytes",
-                       nslots, slot_size);
+        pinio_diag_set(diag, rc, "stream from memory: out of memory");
+    if (rc == 0)
+        rc = ring(&pool, views, slots, slot_size, nslots, sink, cfg, &node, diag);
     for (size_t i = 0; rc == 0 && i < f.n; i++) {
         const pinio_plan_tensor *t = pinio_plan_tensor_at(plan, i);
         uint64_t end = t->runs > 1 ? pinio_plan_run_offset(plan, i, t->runs - 1) + t->run_bytes
@@ -167,7 +208,7 @@ int pinio_stream_from_memory(const pinio_plan *plan, const void *const *src, siz
     if (rc == 0)
         qsort(f.order, f.n, sizeof(*f.order), at_cmp);
     pinio_sink_setup su = {.plan = plan, .slots = slots, .nslots = nslots,
-                           .slot_size = slot_size, .node = -1};
+                           .slot_size = slot_size, .node = node};
     bool opened = false;
     if (rc == 0) {
         rc = sink->open(priv, cfg, &su, diag);
@@ -194,8 +235,10 @@ int pinio_stream_from_memory(const pinio_plan *plan, const void *const *src, siz
         rc = sink->finish(priv, diag);
     if (opened && sink->close)
         sink->close(priv, rc == 0);
-    for (unsigned i = 0; slots && i < nslots; i++)
-        free(slots[i]);
+    for (unsigned i = 0; views && i < nslots; i++)
+        pinio_view_release(&views[i]);
+    pinio_pool_destroy(pool);
+    free(views);
     free(slots);
     free(priv);
     free(f.order);

@@ -686,6 +686,10 @@ Test(stream_slice, from_memory_refuses_what_it_cannot_send, .init = setup, .fini
                  -EINVAL);
     cr_expect_eq(pinio_stream_from_memory(p, s, n, 3u << 20, 2, &pinio_sink_host, &cfg, &d),
                  -EINVAL);
+    /* 1 TiB of staging: refused as a stream's ring is, before any is faulted in. */
+    cr_expect_eq(pinio_stream_from_memory(p, s, n, 1u << 30, 1024, &pinio_sink_host, &cfg, &d),
+                 -ENOMEM);
+    cr_expect(strstr(d.msg, "the staging ring (1024 slots of") != NULL, "%s", d.msg);
     cr_expect_eq(calls, 0, "nothing handed over before the arguments are checked");
     cr_expect_eq(pinio_stream_from_memory(p, s, n, 1u << 20, 2, &pinio_sink_host, &cfg, &d),
                  -EIO, "the sink's own code");
