@@ -11,7 +11,11 @@
  *      file, so the copy is what differs), when there are two nodes;
  *   4. the driver's own pinned cuMemcpyHtoD bandwidth on a buffer of the
  *      ring's size, the reference: end to end should reach 0.9x
- *      min(storage, pinned H2D) (issue 11).
+ *      min(storage, pinned H2D) (issue 11);
+ *   5. the copy from host memory (pinio_stream_from_memory(): what a
+ *      tensor-parallel rank does with the slices it received, `pinio load
+ *      --mpi tp --device`) of the first tensors up to 1 GiB, the
+ *      generator's bytes in, every byte read back and checked.
  * One line per result; exit 0 when every byte verified, else 1. */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -136,6 +140,76 @@ out:
     return best;
 }
 
+/* Step 5: the generator's bytes of the first tensors (up to 1 GiB) from
+ * host memory to the device through the sink, then verified there. */
+static int from_memory(const char *path, uint64_t seed, int dev, const pinio_stream_opts *o)
+{
+    size_t slot = o->slot_size ? o->slot_size : PINIO_STREAM_SLOT_DEFAULT;
+    unsigned slots = o->slots ? o->slots : PINIO_STREAM_SLOTS_DEFAULT;
+    pinio_plan_opts po;
+    pinio_plan_opts_default(&po);
+    po.cache = PINIO_CACHE_HOT; /* never executed: the headers are all it needs */
+    po.segment = slot;
+    pinio_plan *all = NULL, *p = NULL;
+    pinio_diag d = { 0 };
+    if (pinio_plan_create(&all, &path, 1, &po, &d) < 0) {
+        fprintf(stderr, "gpucheck: %s\n", d.msg);
+        return -1;
+    }
+    pinio_plan_info ai;
+    pinio_plan_get_info(all, &ai);
+    const char **names = calloc(ai.tensors ? ai.tensors : 1, sizeof(*names));
+    size_t k = 0;
+    uint64_t bytes = 0;
+    for (; names && k < ai.tensors && bytes < ((uint64_t)1 << 30); k++) {
+        names[k] = pinio_plan_tensor_at(all, k)->name;
+        bytes += pinio_plan_tensor_at(all, k)->nbytes;
+    }
+    po.filters = names;
+    po.nfilters = k;
+    int rc = names ? pinio_plan_create(&p, &path, 1, &po, &d) : -1;
+    size_t n = 0;
+    void **src = NULL;
+    if (rc == 0) {
+        pinio_plan_info pi;
+        pinio_plan_get_info(p, &pi);
+        n = pi.tensors;
+        src = calloc(n ? n : 1, sizeof(*src));
+        bytes = pi.bytes;
+        for (size_t i = 0; src && i < n; i++) {
+            const pinio_plan_tensor *t = pinio_plan_tensor_at(p, i);
+            if (!(src[i] = malloc(t->nbytes ? t->nbytes : 1)))
+                break;
+            pinio_gen_fill(seed, t->name, 0, src[i], t->nbytes);
+        }
+        for (size_t i = 0; src && i < n; i++)
+            rc = src[i] ? rc : -1;
+        rc = src ? rc : -1;
+    }
+    pinio_gpu_arena *a = NULL;
+    pinio_sink_gpu_cfg cc = { .device = dev, .out = &a };
+    double t0 = bench_now();
+    if (rc == 0 && (rc = pinio_stream_from_memory(p, (const void *const *)src, n, slot, slots,
+                                                  &pinio_sink_cuda, &cc, &d)) < 0)
+        fprintf(stderr, "gpucheck: from memory: %s\n", d.msg);
+    double s = bench_now() - t0;
+    if (rc == 0) {
+        printf("from host memory: %.3f GB of %zu tensors in %.3f s; H2D %.2f GB/s\n",
+               (double)bytes / 1e9, n, s, h2d_gbs(a));
+        rc = verify(a, seed);
+    } else if (!d.msg[0]) {
+        fprintf(stderr, "gpucheck: from memory: %s\n", names ? "out of memory" : "no plan");
+    }
+    pinio_gpu_arena_free(a);
+    for (size_t i = 0; src && i < n; i++)
+        free(src[i]);
+    free(src);
+    free(names);
+    pinio_plan_free(p);
+    pinio_plan_free(all);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -191,5 +265,6 @@ int main(int argc, char **argv)
     if (limit > 0)
         printf("end to end / min(storage, pinned H2D) = %.2f / %.2f = %.3f (target >= 0.9)\n", e2e,
                limit, e2e / limit);
+    bad |= from_memory(path, seed, dev, &o) < 0;
     return bad ? 1 : 0;
 }
