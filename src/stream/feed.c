@@ -13,13 +13,11 @@
  * keeps one code path in every sink, strided slices included.
  */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "pinio/pool.h"
 #include "pinio/stream.h"
-#include "src/base/mem.h"
+#include "src/stream/ring_internal.h"
 
 /* A plan tensor by where its bytes lie in the files: the order of the
  * plan's reads, so that one pass over the reads visits each tensor once.
@@ -106,14 +104,9 @@ static int check(const pinio_plan *plan, size_t nsrc, size_t slot_size, unsigned
         pinio_diag_set(diag, -EINVAL, "stream from memory: no sink");
         return -EINVAL;
     }
-    if (slot_size < (64u << 10) || slot_size > (1u << 30) || (slot_size & (slot_size - 1)) ||
-        nslots < 2 || nslots > 1024) {
-        pinio_diag_set(diag, -EINVAL,
-                       "stream from memory: %u slots of %zu bytes (2 to 1024 slots, a power "
-                       "of two from 64 KiB to 1 GiB)",
-                       nslots, slot_size);
-        return -EINVAL;
-    }
+    int rc = pinio__ring_check(slot_size, nslots, "stream from memory", diag);
+    if (rc < 0)
+        return rc;
     if (nsrc != pi->tensors) {
         pinio_diag_set(diag, -EINVAL,
                        "stream from memory: %zu sources for a plan of %zu tensors", nsrc,
@@ -130,47 +123,6 @@ static int check(const pinio_plan *plan, size_t nsrc, size_t slot_size, unsigned
             return -EINVAL;
         }
     }
-    return 0;
-}
-
-/* The ring, as a stream's (stream.c): one pinned pool, on the node the
- * sink asks for (a GPU's: its DMA reads the slots) where it asks, a region
- * per slot, aligned as far as the slot size allows (2 MiB at most). Refused
- * as a stream's ring is when it would not fit the memory left. */
-static int ring(pinio_pool **pool, pinio_view *views, uint8_t **slots, size_t slot_size,
-                unsigned nslots, const pinio_sink *sink, const void *cfg, int *node,
-                pinio_diag *diag)
-{
-    size_t total = (size_t)nslots * slot_size;
-    char what[96];
-    snprintf(what, sizeof(what), "the staging ring (%u slots of %zu bytes)", nslots, slot_size);
-    int rc = pinio__mem_check(total, what, "choose fewer or smaller slots", diag);
-    if (rc < 0)
-        return rc;
-    pinio_pool_opts po;
-    pinio_pool_opts_default(&po);
-    po.slab_size = total < PINIO_POOL_SLAB_MAX ? total : PINIO_POOL_SLAB_MAX;
-    int want = sink->prefer_node ? sink->prefer_node(cfg) : -1;
-    if (want >= 0) {
-        po.placement = PINIO_POOL_NODE;
-        po.node = want;
-    }
-    if ((rc = pinio_pool_create(pool, &po, diag)) < 0)
-        return rc;
-    size_t align = slot_size < PINIO_POOL_ALIGN_MAX ? slot_size : PINIO_POOL_ALIGN_MAX;
-    for (unsigned i = 0; i < nslots; i++) {
-        pinio_pool_region_info info;
-        rc = pinio_pool_alloc(*pool, slot_size, align, &views[i], &info);
-        if (rc < 0) {
-            pinio_diag_set(diag, rc, "stream from memory: cannot allocate staging slot %u of "
-                           "%zu bytes: %s", i, slot_size, pinio_strerror(rc));
-            return rc;
-        }
-        slots[i] = info.data;
-    }
-    pinio_pool_stats st;
-    pinio_pool_get_stats(*pool, &st);
-    *node = st.node;
     return 0;
 }
 
@@ -197,8 +149,21 @@ int pinio_stream_from_memory(const pinio_plan *plan, const void *const *src, siz
     rc = f.order && priv && slots && views ? 0 : -ENOMEM;
     if (rc < 0)
         pinio_diag_set(diag, rc, "stream from memory: out of memory");
+    /* The ring as a stream's (ring.c), on the node the sink asks for (a
+     * GPU's: its DMA reads the slots), each slot aligned as far as its size
+     * allows (2 MiB at most). */
+    pinio_pool_opts po;
+    pinio_pool_opts_default(&po);
+    int want = sink->prefer_node ? sink->prefer_node(cfg) : -1;
+    if (want >= 0) {
+        po.placement = PINIO_POOL_NODE;
+        po.node = want;
+    }
+    size_t align = slot_size < PINIO_POOL_ALIGN_MAX ? slot_size : PINIO_POOL_ALIGN_MAX;
     if (rc == 0)
-        rc = ring(&pool, views, slots, slot_size, nslots, sink, cfg, &node, diag);
+        rc = pinio__ring_create(&pool, views, slots, slot_size, nslots, align, &po,
+                                "stream from memory", "choose fewer or smaller slots", &node,
+                                diag);
     for (size_t i = 0; rc == 0 && i < f.n; i++) {
         const pinio_plan_tensor *t = pinio_plan_tensor_at(plan, i);
         uint64_t end = t->runs > 1 ? pinio_plan_run_offset(plan, i, t->runs - 1) + t->run_bytes
@@ -235,9 +200,7 @@ int pinio_stream_from_memory(const pinio_plan *plan, const void *const *src, siz
         rc = sink->finish(priv, diag);
     if (opened && sink->close)
         sink->close(priv, rc == 0);
-    for (unsigned i = 0; views && i < nslots; i++)
-        pinio_view_release(&views[i]);
-    pinio_pool_destroy(pool);
+    pinio__ring_free(pool, views, views ? nslots : 0);
     free(views);
     free(slots);
     free(priv);

@@ -36,13 +36,10 @@
 #include "pinio/pool.h"
 #include "pinio/stream.h"
 #include "src/base/clock.h"
-#include "src/base/mem.h"
 #include "src/base/opts.h"
+#include "src/stream/ring_internal.h"
 #include "src/stream/verify_internal.h"
 
-#define SLOT_MIN ((size_t)64 << 10)
-#define SLOT_MAX PINIO_POOL_SLAB_MAX
-#define SLOTS_MAX 1024u
 #define NO_WINDOW UINT64_MAX
 
 typedef struct slot {
@@ -171,18 +168,9 @@ static const pinio_dest_ops stream_dest = {
 
 static int check_opts(const pinio_stream_opts *o, const pinio_sink *sink, pinio_diag *diag)
 {
-    if (o->slot_size < SLOT_MIN || o->slot_size > SLOT_MAX ||
-        (o->slot_size & (o->slot_size - 1))) {
-        pinio_diag_set(diag, -EINVAL,
-                       "stream: slot size %zu is not a power of two from 64 KiB to 1 GiB",
-                       o->slot_size);
-        return -EINVAL;
-    }
-    if (o->slots < 2 || o->slots > SLOTS_MAX) {
-        pinio_diag_set(diag, -EINVAL, "stream: %u slots; the ring takes 2 to %u", o->slots,
-                       SLOTS_MAX);
-        return -EINVAL;
-    }
+    int rc = pinio__ring_check(o->slot_size, o->slots, "stream", diag);
+    if (rc < 0)
+        return rc;
     if (!sink || !sink->open || !sink->chunk || !sink->name) {
         pinio_diag_set(diag, -EINVAL, "stream: a sink needs a name, open and chunk");
         return -EINVAL;
@@ -190,16 +178,14 @@ static int check_opts(const pinio_stream_opts *o, const pinio_sink *sink, pinio_
     return 0;
 }
 
-/* The ring: one pool on the files' node, a region per slot. Registration
- * with io_uring is left to the execution (its `regions`), which owns the
- * ring the reads go through. */
+/* The ring: one pool on the files' node (or the sink's device's), a
+ * region per slot (ring.c). Registration with io_uring is left to the
+ * execution (its `regions`), which owns the ring the reads go through. */
 static int ring_create(stream *s, pinio_pool **pool, pinio_view *views, const pinio_plan *plan,
                        const pinio_stream_opts *o, pinio_diag *diag)
 {
     pinio_pool_opts po;
     pinio_pool_opts_default(&po);
-    size_t ring = (size_t)o->slots * o->slot_size;
-    po.slab_size = ring < SLOT_MAX ? ring : SLOT_MAX;
     /* A sink that feeds a device wants the staging on the device's node
      * (its DMA reads the slots), before the storage's. */
     int want = o->node == PINIO_NODE_AUTO && s->sink->prefer_node ? s->sink->prefer_node(s->cfg)
@@ -212,41 +198,20 @@ static int ring_create(stream *s, pinio_pool **pool, pinio_view *views, const pi
         po.placement = PINIO_POOL_FILE_NODE;
         po.file = pinio_plan_file_at(plan, 0)->path;
     }
-    /* The slots are pinned and faulted in: a ring larger than the memory
-     * left is refused as the resident load's arena is, not OOM-killed. */
-    char what[96];
-    snprintf(what, sizeof(what), "the staging ring (%u slots of %zu bytes)", o->slots,
-             o->slot_size);
-    int rc = pinio__mem_check(ring, what, "choose fewer or smaller slots (--staging SIZExK)",
-                              diag);
-    if (rc < 0)
-        return rc;
-    rc = pinio_pool_create(pool, &po, diag);
+    uint8_t **bases = calloc(o->slots, sizeof(*bases));
+    if (!bases)
+        return -ENOMEM;
+    int rc = pinio__ring_create(pool, views, bases, o->slot_size, o->slots, 0, &po, "stream",
+                                "choose fewer or smaller slots (--staging SIZExK)",
+                                &s->rep->node, diag);
     for (unsigned i = 0; rc == 0 && i < o->slots; i++) {
-        pinio_pool_region_info info;
-        rc = pinio_pool_alloc(*pool, o->slot_size, 0, &views[i], &info);
-        if (rc < 0) {
-            pinio_diag_set(diag, rc, "stream: cannot allocate staging slot %u of %zu bytes: %s",
-                           i, o->slot_size, pinio_strerror(rc));
-            break;
-        }
-        s->slots[i].base = info.data;
+        s->slots[i].base = bases[i];
         s->slots[i].window = NO_WINDOW;
     }
-    if (rc == 0) {
-        pinio_pool_stats st;
-        pinio_pool_get_stats(*pool, &st);
-        s->rep->node = st.node;
-    }
+    free(bases);
     return rc;
 }
 
-static void ring_free(pinio_pool *pool, pinio_view *views, unsigned k)
-{
-    for (unsigned i = 0; i < k; i++)
-        pinio_view_release(&views[i]);
-    pinio_pool_destroy(pool);
-}
 
 static void exec_opts_of(const pinio_stream_opts *o, const stream *s,
                          const pinio_mem_region *regions, pinio_exec_opts *eo)
@@ -408,8 +373,7 @@ int pinio_stream(const char *const *paths, size_t npaths, const pinio_stream_opt
         rc = run_sink(&s, plan, cfg, &o, diag);
     pinio__sverify_free(s.verify); /* its thread is done with the slots */
     s.verify = NULL;
-    if (pool || views)
-        ring_free(pool, views, views ? o.slots : 0);
+    pinio__ring_free(pool, views, views ? o.slots : 0);
     free(views);
     free(s.slots);
     free(s.priv);
