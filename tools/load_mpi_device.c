@@ -13,17 +13,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "pinio/pinio.h"
 #include "load_mpi_device.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "util.h"
 
 /* This rank's index among the ranks of its machine. */
 static int local_rank(MPI_Comm comm)
@@ -154,10 +147,10 @@ int cli_mpi_to_device(MPI_Comm comm, const cli_load_args *a, const char *const *
 {
     memset(out, 0, sizeof(*out));
     out->device = -1;
-    double t0 = now();
+    double t0 = cli_now_s();
     pinio_diag mine = {.offset = PINIO_DIAG_NO_OFFSET};
     int rc = copy_rank(comm, a, paths, npaths, cp, out, &mine);
-    out->seconds = now() - t0;
+    out->seconds = cli_now_s() - t0;
     /* One verdict for the job: the lowest code, among equal codes the
      * lowest rank, and that rank's words for every rank (as the library's
      * own phases agree), so no rank reports success beside one that failed. */

@@ -1,17 +1,10 @@
 /* The progress line (progress.h). */
 #include "progress.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 void cli_progress_start(cli_progress *p, const char *label, unsigned flags, bool off)
 {
@@ -21,7 +14,7 @@ void cli_progress_start(cli_progress *p, const char *label, unsigned flags, bool
     /* A pipe or a log file would collect every redraw, carriage returns
      * and all: only a person at a terminal is shown the line. */
     p->on = !off && (isatty(STDERR_FILENO) || (flags & CLI_PROGRESS_FORCE));
-    p->t0 = now_s();
+    p->t0 = cli_now_s();
 }
 
 bool cli_progress_active(const cli_progress *p)
@@ -139,7 +132,7 @@ void cli_progress_update(cli_progress *p, const pinio_progress *pg)
 {
     if (!p->on)
         return;
-    double t = now_s();
+    double t = cli_now_s();
     bool last = pg->total_bytes && pg->done_bytes >= pg->total_bytes;
     if (p->drawn && !last && t - p->last < 0.1)
         return;

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "pinio/plan.h"
 #include "jw.h"
@@ -93,6 +94,15 @@ void cli_jw_limit(jw *w, const char *key, unsigned long long v);
 
 /** Formats a byte count as "1.50 GiB" into `buf`; returns `buf`. */
 const char *cli_human_bytes(char *buf, unsigned long cap, uint64_t bytes);
+
+/** Seconds on the monotonic clock (for durations). Inline: progress.c is
+ *  also built alone into its test. */
+static inline double cli_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 
 /* Raises the soft open-file limit to the hard one (a load holds one
