@@ -176,15 +176,14 @@ static int from_memory(const char *path, uint64_t seed, int dev, const pinio_str
         n = pi.tensors;
         src = calloc(n ? n : 1, sizeof(*src));
         bytes = pi.bytes;
-        for (size_t i = 0; src && i < n; i++) {
+        rc = src ? 0 : -1;
+        for (size_t i = 0; rc == 0 && i < n; i++) {
             const pinio_plan_tensor *t = pinio_plan_tensor_at(p, i);
             if (!(src[i] = malloc(t->nbytes ? t->nbytes : 1)))
-                break;
-            pinio_gen_fill(seed, t->name, 0, src[i], t->nbytes);
+                rc = -1;
+            else
+                pinio_gen_fill(seed, t->name, 0, src[i], t->nbytes);
         }
-        for (size_t i = 0; src && i < n; i++)
-            rc = src[i] ? rc : -1;
-        rc = src ? rc : -1;
     }
     pinio_gpu_arena *a = NULL;
     pinio_sink_gpu_cfg cc = { .device = dev, .out = &a };
