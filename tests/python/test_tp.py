@@ -9,7 +9,8 @@ file:// rendezvous in the test's folder, every wait bounded): with
 process_group= every rank ends with exactly its slices (random shapes,
 dtypes and split rules, several exchange rounds), the group's reads sum to
 at most 1.1x the selected data, and a rank whose split or files differ
-makes every rank raise the same error, before anything is read.
+makes every rank raise the same error, before anything is read, as does
+a bad argument on one rank.
 
 The same group to each rank's device (device="cuda:0", through the test
 driver of PINIO_CUDA_LIB, in each process its own, with an allocator over
@@ -308,6 +309,43 @@ def test_group_disagreement_is_one_error_on_every_rank(tmp):
         assert "rank 1 of 2 failed to read: rank 1: an injected read failure" in f0["error"]
     for r in range(2):
         assert res[r][4].get("bad") == [], res[r][4]
+
+
+BAD_ARGS = [  # (one rank's own argument, the error every rank raises)
+    ({"exchange": "bogus"}, "ValueError", "exchange='bogus' is invalid"),
+    ({"rank": 2 ** 32}, "ValueError", "rank=4294967296 world=None differ"),
+    ({"world": 2 ** 32 + 2}, "ValueError", "world=4294967298 differ"),
+    ({"rank": -1}, "ValueError", "rank=-1 world=None differ"),
+    ({"split": "no-equals-sign"}, "ValueError", "split rule 'no-equals-sign': PATTERN=DIM"),
+    ({"split": [["w", "x"]]}, "ValueError", "dim 'x' is not an int"),
+    ({"device": "tpu:0"}, "ValueError", "device 'tpu:0' is invalid"),
+    ({"filter": 5}, "TypeError", "not iterable"),
+    ({"filter": [5]}, "TypeError", "each pattern is a str, not int"),
+    ({"verify": True}, "ValueError", "does not take arena=, verify="),
+    ({"framework": "jax"}, "ValueError", "framework 'jax' is invalid"),
+    ({"round_bytes": "many"}, "ValueError", "invalid literal"),
+]
+
+
+def test_group_bad_argument_on_one_rank_is_one_error_on_every_rank(tmp):
+    """An argument only the last rank gets wrong is found before the plan's
+    agreement: every rank reaches it and raises the same error (issue 37
+    item 9), of the class a single process raises. A short group timeout:
+    a rank left waiting fails the test (a timeout error, not the same
+    error on both ranks) instead of hanging."""
+    path, _, dims = checkpoint(tmp, 9, n=3)
+    scenarios = [scenario(path, dims, args_of={1: bad}) for bad, _, _ in BAD_ARGS]
+    scenarios.append(scenario(path, dims))  # and the group still works after them
+    res = run_group(tmp, 2, scenarios, "badarg", env={"TP_GROUP_TIMEOUT": "60"})
+    for i, (bad, kind, what) in enumerate(BAD_ARGS):
+        e0, e1 = res[0][i], res[1][i]
+        assert "error" in e0 and e0 == e1, (bad, e0, e1)
+        assert e0.get("type") == kind, (bad, e0)
+        assert e0["error"].startswith("process group load: rank 1 of 2 refused its arguments: "), \
+            (bad, e0)
+        assert what in e0["error"], (bad, e0)
+    for r in range(2):
+        assert res[r][-1].get("bad") == [], res[r][-1]
 
 
 def test_group_of_one_in_process(tmp):
