@@ -20,9 +20,11 @@ read once by the group (its reads sum to at most 1.1x the selected data,
 also when nothing is split); a rank with another split, another destination
 or no driver makes every rank raise the same error.
 """
+import builtins
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -169,6 +171,46 @@ def test_bad_split_arguments(tmp, kw, err):
     save_file({"w": torch.zeros(4, 4)}, path)
     with pytest.raises(ValueError, match=err):
         pinio.load(path, **kw)
+
+
+def test_ints_into_c_are_never_cut(tmp):
+    """Every int that crosses into C is range-checked, never cut to its C
+    type (issue 37 item 7a): world=2**32 + 1 was world 1 (each rank read
+    every tensor whole), rank=2**32 rank 0, a negative offset a huge one."""
+    from pinio import _pinio
+
+    path = os.path.join(tmp, "m.safetensors")
+    save_file({"w": torch.arange(16.0).reshape(4, 4)}, path)
+    out = "is out of range: an int from 0 to"
+    calls = [
+        (lambda: pinio.load(path, split={"w": 0}, rank=0, world=2 ** 32 + 1),
+         f"world=4294967297 {out} 4294967295"),
+        (lambda: pinio.load(path, split={"w": 0}, rank=2 ** 32, world=2 ** 32 + 1),
+         "rank=4294967296"),
+        (lambda: _pinio.load([path], split=[("w", 0)], rank=0, world=2 ** 64), "world="),
+        (lambda: _pinio.load([path], split=[("w", 0)], rank=-1, world=2), f"rank=-1 {out}"),
+        (lambda: _pinio.plan([path], None, [("w", 0)], 0, 2 ** 32 + 2), "world=4294967298"),
+        (lambda: _pinio.plan([path], None, [("w", 0)], 2 ** 40, 2), "rank=1099511627776"),
+        (lambda: _pinio.stream_gpu([path], lambda s: [], slots=2 ** 32 + 2), "slots="),
+        (lambda: _pinio.stream_gpu([path], lambda s: [], slot_size=-1), "slot_size=-1"),
+        (lambda: _pinio.stream_gpu([path], lambda s: [], split=[("w", 0)], rank=0,
+                                   world=2 ** 32 + 1), "world="),
+        (lambda: _pinio.copy_gpu([path], lambda s: [], {}, split=[("w", 0)], rank=0,
+                                 world=2 ** 32 + 1), "world="),
+        (lambda: _pinio.copy_gpu([path], lambda s: [], {}, slots=-2), "slots=-2"),
+    ]
+    for call, err in calls:
+        with pytest.raises(ValueError, match=re.escape(err)):
+            call()
+    with builtins.open(path, "rb") as f:
+        fd = f.fileno()
+        assert bytes(_pinio.read(fd, 0, 8)) == f.read(8)
+        for off, length, err in [(-1, 8, "offset=-1"), (2 ** 63, 8, "offset="),
+                                 (0, -1, "length=-1"), (0, 2 ** 64, "length=")]:
+            with pytest.raises(ValueError, match=re.escape(err)):
+                _pinio.read(fd, off, length)
+    with pytest.raises(TypeError, match="rank=1.0: an int"):
+        _pinio.plan([path], None, [("w", 0)], 1.0, 2)
 
 
 def test_dimension_out_of_range_names_the_tensor(tmp):
