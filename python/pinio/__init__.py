@@ -621,7 +621,8 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     rank raise the same pinio.Error.
     exchange (process_group): how the slices travel: "shm" through shared
     memory (/dev/shm: every rank on one host; the owner writes each piece
-    once, the others map it), "group" through the process group
+    once, the others map it; a /dev/shm without room for it makes every
+    rank raise the same pinio.Error, ENOSPC), "group" through the process group
     (all_to_all_single), "auto" (default) shm when the group shares a host.
     round_bytes (exchange through the group): the tensors exchanged are read
     and sent in rounds of about this many bytes (None: 256 MiB), each

@@ -406,11 +406,20 @@ class _Board:
         if not self.size[self.me]:
             return
         _sweep_stale()
-        fd = os.open(self._path(self.me), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        path, size = self._path(self.me), self.size[self.me]
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         self.created = True
         try:
-            os.ftruncate(fd, self.size[self.me])
-            mm = mmap.mmap(fd, self.size[self.me])
+            # the pages reserved before a byte is written: a store through
+            # the mapping past what the tmpfs has left (Docker's /dev/shm is
+            # 64 MiB) is SIGBUS, which kills the owner and leaves the others
+            # waiting; a reservation that fails is an error the group agrees on
+            try:
+                os.posix_fallocate(fd, 0, size)
+            except OSError as e:
+                self.remove()
+                raise Error(e.errno, self._no_room(e, size)) from None
+            mm = mmap.mmap(fd, size)
         finally:
             os.close(fd)
         try:
@@ -426,6 +435,16 @@ class _Board:
             del dst, views  # the mapping closes only once no view of it is left
         finally:
             mm.close()
+
+    def _no_room(self, e, size):
+        try:
+            st = os.statvfs(os.path.dirname(self._path(self.me)))
+            free = f"{st.f_bavail * st.f_frsize} free"
+        except OSError:
+            free = "free space unknown"
+        return (f"{self._path(self.me)}: cannot reserve the shared-memory exchange's {size} bytes "
+                f"({free}): {os.strerror(e.errno) if e.errno else e}; a larger /dev/shm "
+                f"(docker run --shm-size) or exchange='group' avoids it")
 
     def read(self, np):
         """{name: this rank's bytes of it} from the owners' files."""
@@ -618,16 +637,18 @@ class _Group:
             self.board = _Board(np, ex, me, n, self.token, self.idents)
 
         def read_owned(owned, sink):
+            what = "failed to read"
             try:
                 raw = _load(paths, _exact(t.name for t in owned), None, opts)
+                self.keep.append(raw)
                 self.add_reads(raw.report())
                 index = {raw.info(i)[0]: i for i in range(len(raw))}
+                what = "failed to fill the exchange"
                 sink(np, raw, index)
-                self.keep.append(raw)
                 for t in owned:
                     self.out_raw[t.name] = (raw, index[t.name])
             except (OSError, ValueError, TypeError, KeyError) as e:
-                self.fail(e, "failed to read")
+                self.fail(e, what)
 
         if self.board is not None and self.board.owned:
             read_owned(self.board.owned, self.board.write)

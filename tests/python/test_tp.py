@@ -21,6 +21,7 @@ also when nothing is split); a rank with another split, another destination
 or no driver makes every rank raise the same error.
 """
 import builtins
+import errno
 import json
 import os
 import random
@@ -324,6 +325,66 @@ def test_exchange_files_of_dead_ranks_are_swept(tmp):
         for path, _, _ in made.values():
             if os.path.exists(path):
                 os.unlink(path)
+
+
+def test_small_dev_shm_is_one_error_and_leaves_nothing(tmp):
+    """A /dev/shm too small for the exchange (Docker's is 64 MiB): the owner
+    reserves its file's pages before it writes, so every rank raises the
+    same error naming the file, the bytes needed and free, and nothing is
+    left in /dev/shm (issue 37 item 8; the owner died of SIGBUS and left
+    its file). A 1 MiB tmpfs over /dev/shm in a mount namespace of the
+    group's own (unshare -m, root): skipped where it cannot be made."""
+    import shutil
+
+    unshare = shutil.which("unshare")
+    if not unshare or subprocess.run([unshare, "-m", "sh", "-c",
+                                      "mount -t tmpfs -o size=1m pinio-test /dev/shm"],
+                                     capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs over /dev/shm in a mount namespace of its own "
+                    "(unshare -m and mount need root)")
+    path = os.path.join(tmp, "m.safetensors")
+    save_file({"a.weight": torch.arange(1 << 20, dtype=torch.float32),  # 4 MiB whole: exchanged
+               "b.weight": torch.ones(8, 8)}, path)
+    sc = os.path.join(tmp, "shm.json")
+    with open(sc, "w") as f:
+        json.dump([dict(paths=[path], split=[], dims={"a.weight": None, "b.weight": None},
+                        exchange="shm"),
+                   dict(paths=[path], split=[], dims={"a.weight": None, "b.weight": None},
+                        exchange="group")], f)
+    outs = [os.path.join(tmp, f"shm.{r}.out") for r in range(2)]
+    worker = [sys.executable, os.path.join(HERE, "tp_worker.py"), sc]
+    init = os.path.join(tmp, "shm.init")
+    script = ("mount -t tmpfs -o size=1m pinio-test /dev/shm || exit 77\n"
+              '"$@" 0 2 "$INIT" "$OUT0" & a=$!\n'
+              '"$@" 1 2 "$INIT" "$OUT1" & b=$!\n'
+              'wait $a; ra=$?; wait $b; rb=$?\n'
+              'ls -A /dev/shm >"$LEFT"\n'
+              'echo "ranks exited $ra $rb"; [ $ra -eq 0 ] && [ $rb -eq 0 ]\n')
+    left = os.path.join(tmp, "shm.left")
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", TP_GROUP_TIMEOUT="60",
+               INIT=init, OUT0=outs[0], OUT1=outs[1], LEFT=left)
+    try:
+        p = subprocess.run([unshare, "-m", "sh", "-c", script, "sh"] + worker, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=GROUP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the group did not finish in {GROUP_TIMEOUT} s (a hang)")
+    if p.returncode == 77:
+        pytest.skip(f"cannot mount a small tmpfs over /dev/shm: {p.stdout}")
+    assert p.returncode == 0, p.stdout
+    res = []
+    for o in outs:
+        with open(o) as f:
+            res.append(json.load(f))
+    e0, e1 = res[0][0], res[1][0]
+    assert "error" in e0 and e0 == e1, (e0, e1)
+    assert e0["errno"] == errno.ENOSPC, e0
+    assert re.search(r"rank \d of 2 failed to fill the exchange: /dev/shm/pinio-tp-\S+: cannot "
+                     r"reserve the shared-memory exchange's \d+ bytes \(\d+ free\)", e0["error"]), e0
+    for r in range(2):  # the exchange through the group still works there
+        assert res[r][1].get("bad") == [] and res[r][1]["report"]["exchange"] == "group"
+    with open(left) as f:
+        assert f.read().split() == []  # nothing left in /dev/shm
 
 
 def test_group_disagreement_is_one_error_on_every_rank(tmp):
