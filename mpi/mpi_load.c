@@ -229,6 +229,13 @@ static int priv_map(job *j, int fd, uint64_t bytes, uint64_t len, pinio_view *ou
  * named shm object it has no name a crash could leave behind. The leader
  * keeps its descriptor open until every local rank has mapped (the caller's
  * agreement after this), the mappings keep the memory afterwards.
+ * Sized with ftruncate, not reserved with fallocate as the Python group's
+ * /dev/shm file is (_dist.py): a memfd lives on the kernel's own tmpfs
+ * mount, which has no size limit, so a store through the mapping never
+ * finds the file system full (the SIGBUS of a small /dev/shm); a node short
+ * of memory meets the OOM killer either way, and a reservation would move
+ * the zeroing of every page from the ranks' parallel reads to the leader
+ * alone, before any read starts (about 1 s per GiB on the test machine).
  */
 static int node_map(job *j, const node *nd, uint64_t bytes, pinio_view *out, int *leader_fd,
                     uint64_t priv_len, pinio_view *priv, int *priv_fd)

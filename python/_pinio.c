@@ -51,6 +51,51 @@ static int parse_policy(const char *what, const char *s, const char *const names
     return -1;
 }
 
+int uint_arg(PyObject *o, const char *what, unsigned bits, uint64_t *out)
+{
+    if (PyBool_Check(o) || !PyIndex_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s=%R: an int", what, o);
+        return -1;
+    }
+    PyObject *i = PyNumber_Index(o);
+    if (!i)
+        return -1;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(i, &overflow);
+    unsigned long long u = 0;
+    if (overflow > 0) { /* past a long long: an unsigned 64-bit value, or not */
+        u = PyLong_AsUnsignedLongLong(i);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            overflow = -1;
+        }
+    } else if (!overflow && v >= 0) {
+        u = (unsigned long long)v;
+    } else if (!PyErr_Occurred()) {
+        overflow = -1; /* negative */
+    }
+    if (PyErr_Occurred()) {
+        Py_DECREF(i);
+        return -1;
+    }
+    unsigned long long max = bits >= 64 ? ~0ULL : (1ULL << bits) - 1;
+    if (overflow < 0 || u > max) {
+        PyErr_Format(PyExc_ValueError, "%s=%R is out of range: an int from 0 to %llu", what, i,
+                     max);
+        Py_DECREF(i);
+        return -1;
+    }
+    Py_DECREF(i);
+    *out = u;
+    return 0;
+}
+
+CONV_UINT(rank, 32, uint32_t)
+CONV_UINT(world, 32, uint32_t)
+CONV_UINT(slots, 32, uint32_t)
+CONV_UINT(offset, 63, uint64_t) /* an off_t */
+CONV_UINT(length, 64, uint64_t)
+
 /* consumer: who uses the tensors (pinio_consumer: "dma", a GPU upload,
  * makes memory "auto" choose pinned memory). */
 static int parse_consumer(const char *s, int *out)
@@ -174,11 +219,12 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     const char *backend = "auto", *cache = "auto", *direct = "auto", *memory = "auto";
     const char *fill = "auto", *consumer = "host";
     int verify = 0, map_private = 1;
-    unsigned int rank = 0, world = 1;
+    uint32_t rank = 0, world = 1;
     double max_overread = 0.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$spOOsOIIOdsO", kwlist, &paths, &filters,
-                                     &backend, &cache, &direct, &verify, &memory, &map_private,
-                                     &arena_o, &expected, &fill, &split, &rank, &world, &slices,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$spOOsOO&O&OdsO", kwlist, &paths,
+                                     &filters, &backend, &cache, &direct, &verify, &memory,
+                                     &map_private, &arena_o, &expected, &fill, &split,
+                                     conv_rank, &rank, conv_world, &world, &slices,
                                      &max_overread, &consumer, &source_o))
         return NULL;
     static const char *const memories[3] = {"auto", "pinned", "mapped"};
@@ -503,13 +549,19 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
     const char *api = "cuda", *backend = "auto", *cache = "auto", *direct = "auto";
     int device = 0, verify = 0;
     Py_ssize_t slot_size = 0;
-    unsigned int slots = 0, rank = 0, world = 1;
+    uint32_t slots = 0, rank = 0, world = 1;
     double max_overread = 0.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|siOsssnIpO$OIId", kwlist, &paths, &place,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|siOsssnO&pO$OO&O&d", kwlist, &paths, &place,
                                      &api, &device, &filters, &backend, &cache, &direct,
-                                     &slot_size, &slots, &verify, &expected, &split, &rank,
-                                     &world, &max_overread))
+                                     &slot_size, conv_slots, &slots, &verify, &expected,
+                                     &split, conv_rank, &rank, conv_world, &world,
+                                     &max_overread))
         return NULL;
+    if (slot_size < 0) {
+        PyErr_Format(PyExc_ValueError, "slot_size=%zd is out of range: bytes, 0 for the default",
+                     slot_size);
+        return NULL;
+    }
     const pinio_sink *sink = gpu_sink_arg("stream_gpu", place, api);
     if (!sink)
         return NULL;
@@ -647,10 +699,11 @@ static PyObject *py_copy_gpu(PyObject *mod, PyObject *args, PyObject *kw)
     const char *api = "cuda";
     int device = 0;
     Py_ssize_t slot_size = 0;
-    unsigned int nslots = 0, rank = 0, world = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO!|siOnI$OII", kwlist, &paths, &place,
+    uint32_t nslots = 0, rank = 0, world = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO!|siOnO&$OO&O&", kwlist, &paths, &place,
                                      &PyDict_Type, &sources, &api, &device, &filters, &slot_size,
-                                     &nslots, &split, &rank, &world))
+                                     conv_slots, &nslots, &split, conv_rank, &rank,
+                                     conv_world, &world))
         return NULL;
     const pinio_sink *sink = gpu_sink_arg("copy_gpu", place, api);
     if (!sink)
@@ -804,8 +857,8 @@ static PyObject *py_read(PyObject *mod, PyObject *args)
 {
     (void)mod;
     int fd;
-    unsigned long long off, len;
-    if (!PyArg_ParseTuple(args, "iKK", &fd, &off, &len))
+    uint64_t off, len;
+    if (!PyArg_ParseTuple(args, "iO&O&", &fd, conv_offset, &off, conv_length, &len))
         return NULL;
     if (len > (unsigned long long)PY_SSIZE_T_MAX)
         return PyErr_NoMemory();

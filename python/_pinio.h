@@ -71,6 +71,22 @@ void shape_cache_clear(shape_cache *sc);
  * (optional) reuses the shape tuples of the rows before it. */
 PyObject *tensor_row(const char *name, size_t name_len, pinio_dtype dt, const uint64_t *shape,
                      unsigned rank, const unsigned long long *ints, size_t n, shape_cache *sc);
+/* An int argument that crosses into C as `bits` (32 or 64) unsigned bits:
+ * 0 into `*out`, or -1 with TypeError (not an int: bool, float, str) or
+ * ValueError naming `what` (negative, or past the type: PyArg's "I" and "K"
+ * would wrap it silently, a world of 2**32 + 1 becoming 1). */
+int uint_arg(PyObject *o, const char *what, unsigned bits, uint64_t *out);
+/* A PyArg "O&" converter of the same for an argument named NAME, into a
+ * TYPE of BITS bits: conv_NAME. */
+#define CONV_UINT(name, bits, type)                                       \
+    static int conv_##name(PyObject *o, void *out)                       \
+    {                                                                     \
+        uint64_t v;                                                       \
+        if (uint_arg(o, #name, bits, &v))                                 \
+            return 0;                                                     \
+        *(type *)out = (type)v;                                           \
+        return 1;                                                         \
+    }
 /* The __metadata__ of a header as a dict (None when it has none). */
 PyObject *metadata_dict(const pinio_st *st);
 /* The arena argument of a load: NULL for None; -1 with an exception. */

@@ -146,12 +146,15 @@ static PyObject *ObjectFile_reads(ObjectFileObject *self, PyObject *unused)
     return list;
 }
 
+CONV_UINT(offset, 63, uint64_t) /* an off_t */
+CONV_UINT(length, 64, uint64_t)
+
 /* read(offset, length) -> bytes of the version validated at open (the
  * header's bytes without a request). */
 static PyObject *ObjectFile_read(ObjectFileObject *self, PyObject *args)
 {
-    unsigned long long off, len;
-    if (!PyArg_ParseTuple(args, "KK", &off, &len))
+    uint64_t off, len;
+    if (!PyArg_ParseTuple(args, "O&O&", conv_offset, &off, conv_length, &len))
         return NULL;
     const pinio_plan *p = open_plan(self);
     if (!p)

@@ -179,6 +179,9 @@ static PyObject *sliced_tensor_item(const pinio_plan *plan, size_t i)
                          start, (unsigned long long)t->runs);
 }
 
+CONV_UINT(rank, 32, uint32_t)
+CONV_UINT(world, 32, uint32_t)
+
 /* plan(paths, filters=None, split=None, rank=0, world=1, slices=None,
  *      max_overread=0.0) -> ([(path, size, metadata)], [tensor], {numbers}) */
 PyObject *py_plan(PyObject *mod, PyObject *args, PyObject *kw)
@@ -188,10 +191,11 @@ PyObject *py_plan(PyObject *mod, PyObject *args, PyObject *kw)
                              (char *)"rank", (char *)"world", (char *)"slices",
                              (char *)"max_overread", NULL};
     PyObject *paths, *filters = Py_None, *split = Py_None, *slices = Py_None;
-    unsigned int rank = 0, world = 1;
+    uint32_t rank = 0, world = 1;
     double max_overread = 0.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOIIOd", kwlist, &paths, &filters, &split,
-                                     &rank, &world, &slices, &max_overread))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOO&O&Od", kwlist, &paths, &filters, &split,
+                                     conv_rank, &rank, conv_world, &world, &slices,
+                                     &max_overread))
         return NULL;
     const char **p = NULL, **f = NULL;
     size_t np = 0, nf = 0;

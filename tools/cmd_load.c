@@ -343,13 +343,8 @@ static int load_resident(int argc, char **argv, cli_load_args *a)
      * script would not notice. */
     if (a->nfilters && !r.tensors) {
         char msg[PINIO_DIAG_MSG_MAX];
-        size_t n = (size_t)snprintf(msg, sizeof(msg), "no tensor matches --filter");
-        for (size_t i = 0; i < a->nfilters && n < sizeof(msg); i++)
-            n += (size_t)snprintf(msg + n, sizeof(msg) - n, "%s '%s'", i ? "," : "",
-                                  a->filters[i]);
-        if (n < sizeof(msg))
-            snprintf(msg + n, sizeof(msg) - n, " (%zu tensors in %zu file%s)",
-                     r.skipped + r.unindexed, r.files, r.files == 1 ? "" : "s");
+        cli_load_nothing(msg, sizeof(msg), "--filter", a->filters, a->nfilters,
+                         r.skipped + r.unindexed, r.files);
         pinio_checkpoint_release(cp);
         return cli_failf("load", a->json, -ENOENT, NULL, "%s", msg);
     }

@@ -470,6 +470,16 @@ static int device_agreed(const cli_load_args *a, int rank, int n)
     return 1;
 }
 
+/* The job selected no tensor: on no rank (a shard's filters may select
+ * nothing on one rank alone; the job's selection is every rank's). The
+ * same answer on every rank, as the status must be. */
+static bool selected_nothing(const pinio_mpi_checkpoint *cp)
+{
+    unsigned long long held = pinio_mpi_count(cp);
+    MPI_Allreduce(MPI_IN_PLACE, &held, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    return held == 0;
+}
+
 int pinio_cli_load_mpi(int argc, char **argv, cli_load_args *a, bool finalize)
 {
     static const char *const policies[] = { "replicate", "shard", "node", "tp" };
@@ -532,6 +542,23 @@ int pinio_cli_load_mpi(int argc, char **argv, cli_load_args *a, bool finalize)
     int lrc = pinio_mpi_load(MPI_COMM_WORLD, (const char *const *)argv + a->first_path,
                              (size_t)(argc - a->first_path), &o, &cp, &rep, &d);
     cli_progress_end(&pg);
+    bool nothing = false;
+    if (lrc == 0 && (a->nfilters || nshard) && (nothing = selected_nothing(cp)) && rank == 0) {
+        const pinio_plan *p = pinio_mpi_plan(cp);
+        pinio_plan_info pi = { 0 };
+        if (p)
+            pinio_plan_get_info(p, &pi);
+        char msg[PINIO_DIAG_MSG_MAX];
+        cli_load_nothing(msg, sizeof(msg), a->nfilters ? "--filter" : "--shard-filter",
+                         a->nfilters ? a->filters : a->shard, a->nfilters ? a->nfilters : nshard,
+                         pi.skipped + pi.unindexed + pi.tensors, pi.files);
+        cli_failf("load", json, -ENOENT, NULL, "%s", msg);
+    }
+    if (nothing) {
+        rc = 1;
+        pinio_mpi_release(cp);
+        goto out;
+    }
     /* --mpi tp --device: the slices to each rank's GPU (every rank agrees
      * on the outcome before anyone reports). */
     cli_mpi_gpu gpu;

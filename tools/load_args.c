@@ -348,6 +348,17 @@ int cli_load_parse(int argc, char **argv, cli_load_args *a)
     return 0;
 }
 
+void cli_load_nothing(char *msg, size_t size, const char *flag, const char *const *pats,
+                      size_t npats, size_t tensors, size_t files)
+{
+    size_t n = (size_t)snprintf(msg, size, "no tensor matches %s", flag);
+    for (size_t i = 0; i < npats && n < size; i++)
+        n += (size_t)snprintf(msg + n, size - n, "%s '%s'", i ? "," : "", pats[i]);
+    if (n < size)
+        snprintf(msg + n, size - n, " (%zu tensors in %zu file%s)", tensors, files,
+                 files == 1 ? "" : "s");
+}
+
 void cli_load_args_free(cli_load_args *a)
 {
     free(a->sums_buf);

@@ -61,6 +61,16 @@ int cli_load_parse(int argc, char **argv, cli_load_args *a);
  */
 int cli_load_sums(cli_load_args *a, const char *const *inputs, size_t n);
 
+/**
+ * A selection of nothing: a typo in a pattern that "loaded 0 tensors" and
+ * exit 0 would hide. Writes "no tensor matches --filter 'P', ... (T tensors
+ * in F files)" into `msg` (`flag` names the patterns' option, `pats` them;
+ * `tensors` those the files hold), the one message of every load that
+ * selects nothing (cmd_load.c, cmd_load_mpi.c).
+ */
+void cli_load_nothing(char *msg, size_t size, const char *flag, const char *const *pats,
+                      size_t npats, size_t tensors, size_t files);
+
 void cli_load_args_free(cli_load_args *a);
 
 

@@ -519,6 +519,39 @@ def load_to_device(paths, filter=None, device="cuda", *, allocator=None, verify=
     return tensors, report
 
 
+def _open_args(framework, device, allocator, memory, arena, slot_size, slots, fill, consumer,
+               split, verify, expected_sha256, process_group, round_bytes, exchange):
+    """open()'s checks of its arguments that go together: (split rules,
+    whether the load goes to a GPU); ValueError or TypeError otherwise."""
+    rules = _split_rules(split)
+    on_device = cuda_index(device) is not None
+    if process_group is not None and (arena is not None or verify or
+                                      expected_sha256 is not None):
+        raise ValueError("process_group= does not take arena=, verify= or expected_sha256=")
+    if (round_bytes is not None or exchange != "auto") and process_group is None:
+        raise ValueError("round_bytes= and exchange= shape the exchange of a process_group= load")
+    if on_device:
+        if FRAMEWORKS.get(framework) != "pt":
+            raise ValueError(f"device {device!r} needs framework='pt'")
+        if arena is not None:
+            raise ValueError(f"arena= is pinned host memory for a CPU load: device={device!r} "
+                             "streams through a staging ring of its own")
+        if memory != "auto":
+            raise ValueError(f"memory={memory!r} chooses host memory: device={device!r} streams "
+                             "through a staging ring")
+        if consumer != "host":
+            raise ValueError(f"consumer={consumer!r} chooses host memory: device={device!r} "
+                             "streams through a staging ring")
+        if fill != "auto":
+            raise ValueError(f"fill={fill!r} fills the page cache for mapped host memory: "
+                             f"device={device!r} streams through a staging ring")
+    elif allocator is not None:
+        raise ValueError("allocator= places tensors on a GPU device only")
+    elif slot_size or slots:
+        raise ValueError("slot_size=/slots= size the staging ring of a GPU device load only")
+    return rules, on_device
+
+
 def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, backend="auto",
          cache="auto", direct="auto", verify=False, expected_sha256=None, memory="auto",
          map_private=True, arena=None, slot_size=0, slots=0, fill="auto", consumer="host",
@@ -573,7 +606,10 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     rank, and exchanges the slices over the group so that every rank ends
     with exactly its own (pinio._dist). Every rank of the group must call
     it, with the same paths, filter and split; a rank whose plan differs
-    makes every rank raise the same pinio.Error before any byte moves.
+    makes every rank raise the same pinio.Error before any byte moves, and
+    an argument one rank gets wrong (split=, device=, filter=, exchange=,
+    rank=/world= other than the group's) makes every rank raise the same
+    ValueError or TypeError, never a rank left waiting for the others.
     With device="cuda[:N]" (framework pt; allocator=, slot_size=, slots= as
     above) each rank gets a DeviceCheckpoint on its device: the slices it
     reads itself (as above) stream from the file through the CUDA sink, and
@@ -585,39 +621,24 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     rank raise the same pinio.Error.
     exchange (process_group): how the slices travel: "shm" through shared
     memory (/dev/shm: every rank on one host; the owner writes each piece
-    once, the others map it), "group" through the process group
+    once, the others map it; a /dev/shm without room for it makes every
+    rank raise the same pinio.Error, ENOSPC), "group" through the process group
     (all_to_all_single), "auto" (default) shm when the group shares a host.
     round_bytes (exchange through the group): the tensors exchanged are read
     and sent in rounds of about this many bytes (None: 256 MiB), each
     round's exchange running while the next round is read; it bounds the
     send buffers.
     Raises pinio.Error (an OSError naming the file, offset or tensor)."""
-    rules = _split_rules(split)
-    on_device = cuda_index(device) is not None
-    if process_group is not None and (arena is not None or verify or
-                                      expected_sha256 is not None):
-        raise ValueError("process_group= does not take arena=, verify= or expected_sha256=")
-    if (round_bytes is not None or exchange != "auto") and process_group is None:
-        raise ValueError("round_bytes= and exchange= shape the exchange of a process_group= load")
-    if on_device:
-        if FRAMEWORKS.get(framework) != "pt":
-            raise ValueError(f"device {device!r} needs framework='pt'")
-        if arena is not None:
-            raise ValueError(f"arena= is pinned host memory for a CPU load: device={device!r} "
-                             "streams through a staging ring of its own")
-        if memory != "auto":
-            raise ValueError(f"memory={memory!r} chooses host memory: device={device!r} streams "
-                             "through a staging ring")
-        if consumer != "host":
-            raise ValueError(f"consumer={consumer!r} chooses host memory: device={device!r} "
-                             "streams through a staging ring")
-        if fill != "auto":
-            raise ValueError(f"fill={fill!r} fills the page cache for mapped host memory: "
-                             f"device={device!r} streams through a staging ring")
-    elif allocator is not None:
-        raise ValueError("allocator= places tensors on a GPU device only")
-    elif slot_size or slots:
-        raise ValueError("slot_size=/slots= size the staging ring of a GPU device load only")
+    try:
+        rules, on_device = _open_args(framework, device, allocator, memory, arena, slot_size,
+                                      slots, fill, consumer, split, verify, expected_sha256,
+                                      process_group, round_bytes, exchange)
+    except (ValueError, TypeError) as e:
+        if process_group is None:
+            raise
+        from . import _dist
+
+        _dist.refuse(process_group, e)  # every rank of the group raises it
     if process_group is not None:
         from . import _dist
 

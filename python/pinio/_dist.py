@@ -31,7 +31,10 @@ slices, not this module) and hashes what shapes it (the split rules, the
 filter, the world size, each file's size and every tensor's dtype, shape,
 offset and slices); the ranks all_gather (digest, error). A rank that
 failed to plan, or whose digest differs from rank 0's, makes every rank
-raise the same pinio.Error: nobody is left waiting in a collective. A
+raise the same pinio.Error: nobody is left waiting in a collective. An
+argument a rank refuses before it plans (pinio.open's checks, a rank= or
+world= other than the group's) is agreed in the same all_gather (refuse()):
+every rank raises that ValueError or TypeError. A
 rank whose read fails later still takes part in every exchange (sending
 zeros of the agreed sizes), and the status gathered at the end makes
 every rank raise the same error.
@@ -66,14 +69,62 @@ DIRECT_RUN_BYTES = 256 << 10
 COPY_SLOT_MIN, COPY_SLOT_MAX = 64 << 10, 8 << 20
 
 
-def _group_rank_world(pg, rank, world):
+def _group_rank_world(pg):
+    """(rank, size) of this process in `pg`; raises when `pg` is no group
+    this process is in (then there is nobody to agree with)."""
     import torch.distributed as dist
 
     r, n = dist.get_rank(pg), dist.get_world_size(pg)
+    if not isinstance(r, int) or not 0 <= r < n:
+        raise ValueError(f"process_group={pg!r}: this process is not in it (rank {r} of {n})")
+    return r, n
+
+
+def _check_rank_world(rank, world, r, n):
+    """rank=/world= given with process_group= must be the group's own."""
     if (rank is not None and rank != r) or (world is not None and world != n):
         raise ValueError(f"rank={rank!r} world={world!r} differ from the process group's "
                          f"rank {r} of {n}")
-    return r, n
+
+
+# The argument errors (ValueError, TypeError) that every rank raises as the
+# rank that found them did; any other failure to plan is a pinio.Error.
+_ARG_ERRORS = {"ValueError": ValueError, "TypeError": TypeError}
+
+
+def _plan_agreed(pg, n, digest, failure):
+    """The first agreement of a group load: every rank's (digest, failure,
+    host, token, pid identity). `failure`: None, or (errno, why, kind) of
+    this rank. A failure on any rank raises the same error on every rank
+    (the lowest failing rank's): nobody goes on to wait in a collective the
+    failed rank never reaches."""
+    got = _agree(pg, n, (digest, failure, _host(), os.urandom(8).hex(), _ident()))
+    for k, g in enumerate(got):
+        if g[1] is not None:
+            code, why, kind = g[1]
+            msg = f"process group load: rank {k} of {n} {why}"
+            raise _ARG_ERRORS[kind](msg) if kind in _ARG_ERRORS else Error(code, msg)
+    return got
+
+
+def _plan_failure(e):
+    """(errno, why, kind) of an exception raised before or while planning."""
+    if isinstance(e, (ValueError, TypeError)):
+        return errno.EINVAL, f"refused its arguments: {e}", type(e).__name__
+    code, err = _failure(e, errno.EINVAL)
+    return code, f"could not plan its load: {err}", None
+
+
+def refuse(pg, e):
+    """An argument error `e` found before a group load's agreement: every
+    rank of `pg` raises it (each rank that calls this, and the others at
+    their own agreement). Raises `e` itself when `pg` is no usable group."""
+    try:
+        _, n = _group_rank_world(pg)
+    except Exception:  # noqa: BLE001 (no group: this rank alone)
+        raise e from None
+    _plan_agreed(pg, n, None, _plan_failure(e))
+    raise e  # not reached: the agreement raised it
 
 
 class _Tensor:
@@ -355,11 +406,20 @@ class _Board:
         if not self.size[self.me]:
             return
         _sweep_stale()
-        fd = os.open(self._path(self.me), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        path, size = self._path(self.me), self.size[self.me]
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         self.created = True
         try:
-            os.ftruncate(fd, self.size[self.me])
-            mm = mmap.mmap(fd, self.size[self.me])
+            # the pages reserved before a byte is written: a store through
+            # the mapping past what the tmpfs has left (Docker's /dev/shm is
+            # 64 MiB) is SIGBUS, which kills the owner and leaves the others
+            # waiting; a reservation that fails is an error the group agrees on
+            try:
+                os.posix_fallocate(fd, 0, size)
+            except OSError as e:
+                self.remove()
+                raise Error(e.errno, self._no_room(e, size)) from None
+            mm = mmap.mmap(fd, size)
         finally:
             os.close(fd)
         try:
@@ -375,6 +435,16 @@ class _Board:
             del dst, views  # the mapping closes only once no view of it is left
         finally:
             mm.close()
+
+    def _no_room(self, e, size):
+        try:
+            st = os.statvfs(os.path.dirname(self._path(self.me)))
+            free = f"{st.f_bavail * st.f_frsize} free"
+        except OSError:
+            free = "free space unknown"
+        return (f"{self._path(self.me)}: cannot reserve the shared-memory exchange's {size} bytes "
+                f"({free}): {os.strerror(e.errno) if e.errno else e}; a larger /dev/shm "
+                f"(docker run --shm-size) or exchange='group' avoids it")
 
     def read(self, np):
         """{name: this rank's bytes of it} from the owners' files."""
@@ -508,25 +578,25 @@ class _Group:
                  round_bytes, dest):
         from . import _as_paths, _filters
 
-        if exchange not in ("auto", "shm", "group"):
-            raise ValueError(f"exchange={exchange!r} is invalid (auto, shm or group)")
         self.pg = pg
-        self.me, self.n = me, n = _group_rank_world(pg, rank, world)
+        self.me, self.n = me, n = _group_rank_world(pg)
         self.t0 = time.monotonic()
-        self.paths = paths = _as_paths(paths)
-        filters = _filters(filter)
         self.rules = rules = [] if rules is None else rules  # none: every tensor replicated
-        self.round_bytes = ROUND_BYTES if round_bytes is None else max(1, int(round_bytes))
-        err = digest = code = None
+        # every check of this rank's arguments before the agreement, whose
+        # failure every rank raises
+        failure = digest = filters = None
         try:
+            if exchange not in ("auto", "shm", "group"):
+                raise ValueError(f"exchange={exchange!r} is invalid (auto, shm or group)")
+            _check_rank_world(rank, world, me, n)
+            self.paths = paths = _as_paths(paths)
+            filters = _filters(filter)
+            self.round_bytes = ROUND_BYTES if round_bytes is None else max(1, int(round_bytes))
             self.files, self.tensors, digest = _plan(paths, filters, rules, n, max_overread,
                                                      (exchange, self.round_bytes, dest))
         except (OSError, ValueError, TypeError) as e:
-            code, err = _failure(e, errno.EINVAL)
-        got = _agree(pg, n, (digest, err, code, _host(), os.urandom(8).hex(), _ident()))
-        for k, (_, e, c, _, _, _) in enumerate(got):
-            if e is not None:
-                raise Error(c, f"process group load: rank {k} of {n} could not plan its load: {e}")
+            failure = _plan_failure(e)
+        got = _plan_agreed(pg, n, digest, failure)
         differ = [k for k, g in enumerate(got) if g[0] != got[0][0]]
         if differ:
             raise Error(errno.EINVAL,
@@ -537,12 +607,12 @@ class _Group:
                         f"anything")
         if filters and not self.tensors:
             raise Error(errno.ENOENT, f"no tensor matches filter {filters!r} in {', '.join(paths)}")
-        one_host = all(g[3] == got[0][3] for g in got)
+        one_host = all(g[2] == got[0][2] for g in got)
         if exchange == "shm" and not one_host:
             raise Error(errno.EINVAL, "process group load: exchange='shm' needs every rank on "
                         "one host (one /dev/shm); the group spans several")
         self.shm = exchange == "shm" or (exchange == "auto" and one_host and n > 1)
-        self.token, self.idents = got[0][4], [tuple(g[5]) for g in got]
+        self.token, self.idents = got[0][3], [tuple(g[4]) for g in got]
         self.failure = None    # (errno, "failed to ...: why") of this rank
         self.read_bytes, self.io_seconds = 0, 0.0
         self.keep, self.out_raw, self.pending = [], {}, []
@@ -567,16 +637,18 @@ class _Group:
             self.board = _Board(np, ex, me, n, self.token, self.idents)
 
         def read_owned(owned, sink):
+            what = "failed to read"
             try:
                 raw = _load(paths, _exact(t.name for t in owned), None, opts)
+                self.keep.append(raw)
                 self.add_reads(raw.report())
                 index = {raw.info(i)[0]: i for i in range(len(raw))}
+                what = "failed to fill the exchange"
                 sink(np, raw, index)
-                self.keep.append(raw)
                 for t in owned:
                     self.out_raw[t.name] = (raw, index[t.name])
             except (OSError, ValueError, TypeError, KeyError) as e:
-                self.fail(e, "failed to read")
+                self.fail(e, what)
 
         if self.board is not None and self.board.owned:
             read_owned(self.board.owned, self.board.write)
@@ -664,7 +736,7 @@ def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=Non
 
     fw = FRAMEWORKS.get(framework)
     if fw is None:
-        raise ValueError(f"framework {framework} is invalid (pt or np)")
+        refuse(pg, ValueError(f"framework {framework!r} is invalid (pt or np)"))
 
     # 1. the plan, agreed by every rank before any byte moves
     g = _Group(pg, paths, filter, rules, rank, world, max_overread, exchange, round_bytes, "cpu")

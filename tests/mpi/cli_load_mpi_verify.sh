@@ -6,7 +6,8 @@
 # from rank 0 and exit 1; a rank given a stale copy (same size, other data)
 # or a missing file, or other --filter than the others, is one line naming
 # that rank; a usage error is one line and exit 2 (one on another rank
-# alone too: rank 0 names it); --progress draws the
+# alone too: rank 0 names it); a --filter that selects nothing is refused
+# under every policy; --progress draws the
 # job's progress to 100 %. The hang guard is timeout(1), never a timing.
 # usage: cli_load_mpi_verify.sh PINIO N MPIEXEC [MPIEXEC ARGS...]
 set -u
@@ -129,6 +130,20 @@ EOF
     export P0="$DIR/m.safetensors"
     unset VPATH
 fi
+
+# a selection of nothing on every rank (issue 37 item 16): under every
+# policy the single process's message, one line, exit 1 on every rank
+for pol in replicate shard node tp; do
+    rule=; [ "$pol" = tp ] && rule="--split w=0"
+    run 1 "--mpi $pol --filter zzz" $(mpi) --mpi $pol $rule --filter zzz @P@
+    has "$DIR/err" "^pinio load: no tensor matches --filter 'zzz' (12 tensors in 1 file)" \
+        "--mpi $pol: a selection of nothing is refused"
+    one_line "--mpi $pol --filter zzz"
+done
+run 1 "--mpi shard --shard-filter zzz" $(mpi) --mpi shard --shard-filter zzz @P@
+has "$DIR/err" "^pinio load: no tensor matches --shard-filter 'zzz'" \
+    "--mpi shard: a shard selection of nothing on every rank is refused"
+one_line "--mpi shard --shard-filter zzz"
 
 # usage errors: one line (rank 0's), exit 2
 run 2 "--qd 0 under mpiexec" $(mpi) --mpi replicate --qd 0 @P@

@@ -9,7 +9,8 @@ file:// rendezvous in the test's folder, every wait bounded): with
 process_group= every rank ends with exactly its slices (random shapes,
 dtypes and split rules, several exchange rounds), the group's reads sum to
 at most 1.1x the selected data, and a rank whose split or files differ
-makes every rank raise the same error, before anything is read.
+makes every rank raise the same error, before anything is read, as does
+a bad argument on one rank.
 
 The same group to each rank's device (device="cuda:0", through the test
 driver of PINIO_CUDA_LIB, in each process its own, with an allocator over
@@ -19,9 +20,12 @@ read once by the group (its reads sum to at most 1.1x the selected data,
 also when nothing is split); a rank with another split, another destination
 or no driver makes every rank raise the same error.
 """
+import builtins
+import errno
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -170,6 +174,46 @@ def test_bad_split_arguments(tmp, kw, err):
         pinio.load(path, **kw)
 
 
+def test_ints_into_c_are_never_cut(tmp):
+    """Every int that crosses into C is range-checked, never cut to its C
+    type (issue 37 item 7a): world=2**32 + 1 was world 1 (each rank read
+    every tensor whole), rank=2**32 rank 0, a negative offset a huge one."""
+    from pinio import _pinio
+
+    path = os.path.join(tmp, "m.safetensors")
+    save_file({"w": torch.arange(16.0).reshape(4, 4)}, path)
+    out = "is out of range: an int from 0 to"
+    calls = [
+        (lambda: pinio.load(path, split={"w": 0}, rank=0, world=2 ** 32 + 1),
+         f"world=4294967297 {out} 4294967295"),
+        (lambda: pinio.load(path, split={"w": 0}, rank=2 ** 32, world=2 ** 32 + 1),
+         "rank=4294967296"),
+        (lambda: _pinio.load([path], split=[("w", 0)], rank=0, world=2 ** 64), "world="),
+        (lambda: _pinio.load([path], split=[("w", 0)], rank=-1, world=2), f"rank=-1 {out}"),
+        (lambda: _pinio.plan([path], None, [("w", 0)], 0, 2 ** 32 + 2), "world=4294967298"),
+        (lambda: _pinio.plan([path], None, [("w", 0)], 2 ** 40, 2), "rank=1099511627776"),
+        (lambda: _pinio.stream_gpu([path], lambda s: [], slots=2 ** 32 + 2), "slots="),
+        (lambda: _pinio.stream_gpu([path], lambda s: [], slot_size=-1), "slot_size=-1"),
+        (lambda: _pinio.stream_gpu([path], lambda s: [], split=[("w", 0)], rank=0,
+                                   world=2 ** 32 + 1), "world="),
+        (lambda: _pinio.copy_gpu([path], lambda s: [], {}, split=[("w", 0)], rank=0,
+                                 world=2 ** 32 + 1), "world="),
+        (lambda: _pinio.copy_gpu([path], lambda s: [], {}, slots=-2), "slots=-2"),
+    ]
+    for call, err in calls:
+        with pytest.raises(ValueError, match=re.escape(err)):
+            call()
+    with builtins.open(path, "rb") as f:
+        fd = f.fileno()
+        assert bytes(_pinio.read(fd, 0, 8)) == f.read(8)
+        for off, length, err in [(-1, 8, "offset=-1"), (2 ** 63, 8, "offset="),
+                                 (0, -1, "length=-1"), (0, 2 ** 64, "length=")]:
+            with pytest.raises(ValueError, match=re.escape(err)):
+                _pinio.read(fd, off, length)
+    with pytest.raises(TypeError, match="rank=1.0: an int"):
+        _pinio.plan([path], None, [("w", 0)], 1.0, 2)
+
+
 def test_dimension_out_of_range_names_the_tensor(tmp):
     path = os.path.join(tmp, "m.safetensors")
     save_file({"a.weight": torch.zeros(4, 4), "b.bias": torch.zeros(4)}, path)
@@ -283,6 +327,66 @@ def test_exchange_files_of_dead_ranks_are_swept(tmp):
                 os.unlink(path)
 
 
+def test_small_dev_shm_is_one_error_and_leaves_nothing(tmp):
+    """A /dev/shm too small for the exchange (Docker's is 64 MiB): the owner
+    reserves its file's pages before it writes, so every rank raises the
+    same error naming the file, the bytes needed and free, and nothing is
+    left in /dev/shm (issue 37 item 8; the owner died of SIGBUS and left
+    its file). A 1 MiB tmpfs over /dev/shm in a mount namespace of the
+    group's own (unshare -m, root): skipped where it cannot be made."""
+    import shutil
+
+    unshare = shutil.which("unshare")
+    if not unshare or subprocess.run([unshare, "-m", "sh", "-c",
+                                      "mount -t tmpfs -o size=1m pinio-test /dev/shm"],
+                                     capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs over /dev/shm in a mount namespace of its own "
+                    "(unshare -m and mount need root)")
+    path = os.path.join(tmp, "m.safetensors")
+    save_file({"a.weight": torch.arange(1 << 20, dtype=torch.float32),  # 4 MiB whole: exchanged
+               "b.weight": torch.ones(8, 8)}, path)
+    sc = os.path.join(tmp, "shm.json")
+    with open(sc, "w") as f:
+        json.dump([dict(paths=[path], split=[], dims={"a.weight": None, "b.weight": None},
+                        exchange="shm"),
+                   dict(paths=[path], split=[], dims={"a.weight": None, "b.weight": None},
+                        exchange="group")], f)
+    outs = [os.path.join(tmp, f"shm.{r}.out") for r in range(2)]
+    worker = [sys.executable, os.path.join(HERE, "tp_worker.py"), sc]
+    init = os.path.join(tmp, "shm.init")
+    script = ("mount -t tmpfs -o size=1m pinio-test /dev/shm || exit 77\n"
+              '"$@" 0 2 "$INIT" "$OUT0" & a=$!\n'
+              '"$@" 1 2 "$INIT" "$OUT1" & b=$!\n'
+              'wait $a; ra=$?; wait $b; rb=$?\n'
+              'ls -A /dev/shm >"$LEFT"\n'
+              'echo "ranks exited $ra $rb"; [ $ra -eq 0 ] && [ $rb -eq 0 ]\n')
+    left = os.path.join(tmp, "shm.left")
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", TP_GROUP_TIMEOUT="60",
+               INIT=init, OUT0=outs[0], OUT1=outs[1], LEFT=left)
+    try:
+        p = subprocess.run([unshare, "-m", "sh", "-c", script, "sh"] + worker, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=GROUP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the group did not finish in {GROUP_TIMEOUT} s (a hang)")
+    if p.returncode == 77:
+        pytest.skip(f"cannot mount a small tmpfs over /dev/shm: {p.stdout}")
+    assert p.returncode == 0, p.stdout
+    res = []
+    for o in outs:
+        with open(o) as f:
+            res.append(json.load(f))
+    e0, e1 = res[0][0], res[1][0]
+    assert "error" in e0 and e0 == e1, (e0, e1)
+    assert e0["errno"] == errno.ENOSPC, e0
+    assert re.search(r"rank \d of 2 failed to fill the exchange: /dev/shm/pinio-tp-\S+: cannot "
+                     r"reserve the shared-memory exchange's \d+ bytes \(\d+ free\)", e0["error"]), e0
+    for r in range(2):  # the exchange through the group still works there
+        assert res[r][1].get("bad") == [] and res[r][1]["report"]["exchange"] == "group"
+    with open(left) as f:
+        assert f.read().split() == []  # nothing left in /dev/shm
+
+
 def test_group_disagreement_is_one_error_on_every_rank(tmp):
     path, _, dims = checkpoint(tmp, 7, n=4, big=True)
     rules = rules_of(dims) or [("model.layers.0.weight", 0)]
@@ -308,6 +412,43 @@ def test_group_disagreement_is_one_error_on_every_rank(tmp):
         assert "rank 1 of 2 failed to read: rank 1: an injected read failure" in f0["error"]
     for r in range(2):
         assert res[r][4].get("bad") == [], res[r][4]
+
+
+BAD_ARGS = [  # (one rank's own argument, the error every rank raises)
+    ({"exchange": "bogus"}, "ValueError", "exchange='bogus' is invalid"),
+    ({"rank": 2 ** 32}, "ValueError", "rank=4294967296 world=None differ"),
+    ({"world": 2 ** 32 + 2}, "ValueError", "world=4294967298 differ"),
+    ({"rank": -1}, "ValueError", "rank=-1 world=None differ"),
+    ({"split": "no-equals-sign"}, "ValueError", "split rule 'no-equals-sign': PATTERN=DIM"),
+    ({"split": [["w", "x"]]}, "ValueError", "dim 'x' is not an int"),
+    ({"device": "tpu:0"}, "ValueError", "device 'tpu:0' is invalid"),
+    ({"filter": 5}, "TypeError", "not iterable"),
+    ({"filter": [5]}, "TypeError", "each pattern is a str, not int"),
+    ({"verify": True}, "ValueError", "does not take arena=, verify="),
+    ({"framework": "jax"}, "ValueError", "framework 'jax' is invalid"),
+    ({"round_bytes": "many"}, "ValueError", "invalid literal"),
+]
+
+
+def test_group_bad_argument_on_one_rank_is_one_error_on_every_rank(tmp):
+    """An argument only the last rank gets wrong is found before the plan's
+    agreement: every rank reaches it and raises the same error (issue 37
+    item 9), of the class a single process raises. A short group timeout:
+    a rank left waiting fails the test (a timeout error, not the same
+    error on both ranks) instead of hanging."""
+    path, _, dims = checkpoint(tmp, 9, n=3)
+    scenarios = [scenario(path, dims, args_of={1: bad}) for bad, _, _ in BAD_ARGS]
+    scenarios.append(scenario(path, dims))  # and the group still works after them
+    res = run_group(tmp, 2, scenarios, "badarg", env={"TP_GROUP_TIMEOUT": "60"})
+    for i, (bad, kind, what) in enumerate(BAD_ARGS):
+        e0, e1 = res[0][i], res[1][i]
+        assert "error" in e0 and e0 == e1, (bad, e0, e1)
+        assert e0.get("type") == kind, (bad, e0)
+        assert e0["error"].startswith("process group load: rank 1 of 2 refused its arguments: "), \
+            (bad, e0)
+        assert what in e0["error"], (bad, e0)
+    for r in range(2):
+        assert res[r][-1].get("bad") == [], res[r][-1]
 
 
 def test_group_of_one_in_process(tmp):

@@ -4,7 +4,8 @@ usage: tp_worker.py SCENARIOS RANK WORLD INITFILE OUT
 
 Joins a gloo group (init_method file://INITFILE), runs every scenario of
 the SCENARIOS json (each: paths, split rules, framework, round_bytes, and
-optionally this rank's own split or paths, to make the ranks disagree)
+optionally this rank's own split, paths or other arguments, to make the
+ranks disagree)
 through pinio.load(..., process_group=pg), and writes OUT (json): per
 scenario, either the error pinio raised or, per tensor, whether this rank's
 slice equals torch.chunk(full, world, dim)[rank] byte for byte (the whole
@@ -93,12 +94,16 @@ def run(sc, rank, world, pg):
     if rank in sc.get("no_driver_of", []):
         os.environ["PINIO_CUDA_LIB"] = os.path.join(os.path.dirname(paths[0]),
                                                     "no-libcuda.so.1")
+    args = dict(framework=sc.get("framework", "pt"), split=split, process_group=pg,
+                filter=sc.get("filter"), round_bytes=sc.get("round_bytes"),
+                exchange=sc.get("exchange", "auto"), **kw)
+    args.update(sc.get("args_of", {}).get(rank, {}))  # this rank's own (bad) arguments
     try:
-        ck = pinio.open(paths, sc.get("framework", "pt"), split=split, process_group=pg,
-                        filter=sc.get("filter"), round_bytes=sc.get("round_bytes"),
-                        exchange=sc.get("exchange", "auto"), **kw)
+        ck = pinio.open(paths, **args)
     except pinio.Error as e:
         return {"error": e.strerror, "errno": e.errno}
+    except (ValueError, TypeError) as e:
+        return {"error": str(e), "type": type(e).__name__}
     finally:
         _dist._load = real_load
         if real_lib is not None:
@@ -134,10 +139,11 @@ def main():
     with open(scen) as f:
         scenarios = json.load(f)
     for sc in scenarios:  # json keys are strings
-        for key in ("split_of", "paths_of", "device_of"):
+        for key in ("split_of", "paths_of", "device_of", "args_of"):
             sc[key] = {int(k): v for k, v in sc.get(key, {}).items()}
+    wait = float(os.environ.get("TP_GROUP_TIMEOUT", "90"))  # a collective's longest wait
     dist.init_process_group("gloo", init_method="file://" + init, rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=90))
+                            timeout=datetime.timedelta(seconds=wait))
     pg = dist.new_group(list(range(world)))  # a group other than WORLD, as loaders pass
     res = [run(sc, rank, world, pg) for sc in scenarios]
     dist.barrier()
