@@ -31,7 +31,9 @@ slices, not this module) and hashes what shapes it (the split rules, the
 filter, the world size, each file's size and every tensor's dtype, shape,
 offset and slices); the ranks all_gather (digest, error). A rank that
 failed to plan, or whose digest differs from rank 0's, makes every rank
-raise the same pinio.Error: nobody is left waiting in a collective. A
+raise the same pinio.Error: nobody is left waiting in a collective. The
+tensors are then selected by exact name (a name is no pattern: "x.weight"
+must not read "x.weight.absmax", "h[0].w" must read itself). A
 rank whose read fails later still takes part in every exchange (sending
 zeros of the agreed sizes), and the status gathered at the end makes
 every rank raise the same error.
@@ -193,12 +195,6 @@ def _piece(t, whole, k):
     if not t.sliced:
         return whole
     return whole[tuple(slice(a, b) for a, b in t.boxes[k])]
-
-
-def _exact(names):
-    """Filters selecting `names`: plain names (the library looks them up; a
-    dotted child of one, if the file has such, is read too and ignored)."""
-    return list(names)
 
 
 class _Round:
@@ -372,8 +368,10 @@ class _Board:
                 p = _piece(t, whole, k)
                 if nb:
                     dst[off:off + nb].view(p.dtype).reshape(p.shape)[...] = p
-            del dst, views  # the mapping closes only once no view of it is left
         finally:
+            # the mapping closes only once no view of it is left, also when
+            # a piece failed (else BufferError hides the failure)
+            dst = views = None
             mm.close()
 
     def read(self, np):
@@ -402,11 +400,14 @@ class _Board:
                 pass
 
 
-def _load(paths, filters, slices, opts):
-    """A raw checkpoint of `filters` (slices: [(name, starts, stops)]), or None."""
-    if not filters:
+def _load(paths, names, slices, opts):
+    """A raw checkpoint of the tensors `names` (slices: [(name, starts,
+    stops)]), or None. By exact name: as patterns, "x.weight" would read
+    "x.weight.absmax" too (some other step's), and a name holding `[`
+    would select what it globs instead of itself."""
+    if not names:
         return None
-    return _pinio.load(paths, filters=filters, slices=slices or None, **opts)
+    return _pinio.load(paths, filters=names, slices=slices or None, exact=True, **opts)
 
 
 class GroupCheckpoint:
@@ -568,14 +569,14 @@ class _Group:
 
         def read_owned(owned, sink):
             try:
-                raw = _load(paths, _exact(t.name for t in owned), None, opts)
+                raw = _load(paths, [t.name for t in owned], None, opts)
                 self.add_reads(raw.report())
                 index = {raw.info(i)[0]: i for i in range(len(raw))}
                 sink(np, raw, index)
                 self.keep.append(raw)
                 for t in owned:
                     self.out_raw[t.name] = (raw, index[t.name])
-            except (OSError, ValueError, TypeError, KeyError) as e:
+            except Exception as e:  # noqa: BLE001 (any: the others must hear of it)
                 self.fail(e, "failed to read")
 
         if self.board is not None and self.board.owned:
@@ -679,9 +680,9 @@ def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=Non
         try:
             slices = [(t.name, [a for a, _ in t.boxes[me]], [b for _, b in t.boxes[me]])
                       for t in direct_ts]
-            raw_direct = _load(g.paths, _exact(t.name for t in direct_ts), slices, opts)
+            raw_direct = _load(g.paths, [t.name for t in direct_ts], slices, opts)
             g.add_reads(raw_direct.report())
-        except (OSError, ValueError, TypeError) as e:
+        except Exception as e:  # noqa: BLE001 (any: the others must hear of it)
             g.fail(e, "failed to read")
 
     # 3. the outcome, agreed (the boards are complete once every rank is past it)
@@ -753,10 +754,10 @@ def open_group_device(paths, rules, pg, device, *, allocator=None, rank=None, wo
     placed, infos, srep = {}, {}, {}
     if g.failure is None and direct_ts:
         try:
-            placed, infos, srep = _stream(paths, _exact(t.name for t in direct_ts), dev,
+            placed, infos, srep = _stream(paths, [t.name for t in direct_ts], dev,
                                           allocator, backend=backend, cache=cache, direct=direct,
                                           slot_size=slot_size, slots=slots, split=rules, rank=me,
-                                          world=n, max_overread=max_overread)
+                                          world=n, max_overread=max_overread, exact=True)
             g.add_reads(srep)
         except Exception as e:  # noqa: BLE001 (any: the others must hear of it)
             g.fail(e, f"failed to stream its slices to {dev}")
@@ -788,7 +789,7 @@ def open_group_device(paths, rules, pg, device, *, allocator=None, rank=None, wo
             while size < min(total, COPY_SLOT_MAX):
                 size <<= 1
         crep.update(_pinio.copy_gpu(paths, _placer(dev, allocator, placed, infos), sources,
-                                    "cuda", ordinal, filters=_exact(t.name for t in ex),
+                                    "cuda", ordinal, filters=[t.name for t in ex], exact=True,
                                     slot_size=size, slots=slots, split=rules, rank=me, world=n))
 
     try:
@@ -796,8 +797,7 @@ def open_group_device(paths, rules, pg, device, *, allocator=None, rank=None, wo
     finally:
         g.close()
 
-    # 4. this rank's tensors, in plan order (the filters' dotted children
-    # that the placements made too are left out)
+    # 4. this rank's tensors, in plan order
     out = {t.name: placed[t.name] for t in tensors}
     rep = g.report(out, sum(infos[t.name][2] for t in tensors), group_read)
     files = g.files
