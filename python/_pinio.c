@@ -86,7 +86,7 @@ static int sha_array(PyObject *seq, const char ***out, size_t *n, PyObject **kee
         PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
         if (item == Py_None)
             continue;
-        const char *hex = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item) : NULL;
+        const char *hex = PyUnicode_Check(item) ? c_str(item, "expected_sha256 digest") : NULL;
         if (!hex) {
             if (!PyErr_Occurred())
                 PyErr_Format(PyExc_TypeError, "expected_sha256[%zd]: a str or None", i);
@@ -453,7 +453,7 @@ static int split_rules(PyObject *split, pinio_split_rule **out, size_t *n, PyObj
             PyErr_Format(PyExc_TypeError, "split rule %zd: not a (str, int or None) pair", i);
             break;
         }
-        r[i].pattern = PyUnicode_AsUTF8(pat);
+        r[i].pattern = c_str(pat, "split pattern");
         long d = dim == Py_None ? 0 : PyLong_AsLong(dim);
         if (!r[i].pattern || PyErr_Occurred())
             break;

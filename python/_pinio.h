@@ -82,8 +82,14 @@ int source_arg(PyObject *o, SourceObject **out);
 void source_hold(SourceObject *s);
 void source_release(SourceObject *s);
 /* A list of str/PathLike -> NULL-terminated array of encoded C strings;
- * `*keep` holds the bytes objects they point into (fs: file names). */
+ * `*keep` holds the bytes objects they point into (fs: file names; else
+ * filters, and a str holding a NUL is refused as c_str refuses it). */
 const char **str_array(PyObject *seq, size_t *n, PyObject **keep, int fs);
+/* The UTF-8 of the str `o` (valid while `o` lives) for the library, which
+ * reads a pattern or name up to its first NUL: NULL with ValueError naming
+ * `what` and `o` when it holds one (never cut there), or with the
+ * encoding's error. */
+const char *c_str(PyObject *o, const char *what);
 /* load()'s and plan()'s split= and slices= (_pinio_split.c): the plan's split
  * rules and box slices; `keep` holds what their strings point into. */
 typedef struct slice_args {

@@ -40,7 +40,7 @@ static int parse_split(slice_args *a, PyObject *split)
         }
         pat = PyTuple_GET_ITEM(item, 0);
         dim = PyTuple_GET_ITEM(item, 1);
-        const char *s = PyUnicode_Check(pat) ? PyUnicode_AsUTF8(pat) : NULL;
+        const char *s = PyUnicode_Check(pat) ? c_str(pat, "split pattern") : NULL;
         if (!s) {
             if (!PyErr_Occurred())
                 PyErr_Format(PyExc_TypeError, "split[%zd]: the pattern is a str", i);
@@ -119,8 +119,8 @@ static int parse_slices(slice_args *a, PyObject *slices)
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
         PyObject *name = PyTuple_GET_ITEM(item, 0);
-        const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
-        PyObject *st = PySequence_Fast(PyTuple_GET_ITEM(item, 1), "slices: starts");
+        const char *s = PyUnicode_Check(name) ? c_str(name, "slice of tensor") : NULL;
+        PyObject *st = s ? PySequence_Fast(PyTuple_GET_ITEM(item, 1), "slices: starts") : NULL;
         PyObject *sp = st ? PySequence_Fast(PyTuple_GET_ITEM(item, 2), "slices: stops") : NULL;
         Py_ssize_t k = st ? PySequence_Fast_GET_SIZE(st) : 0;
         int bad = !s || !sp || PySequence_Fast_GET_SIZE(sp) != k ||

@@ -531,7 +531,8 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
 
     filter: a name, dotted prefix or glob, or a list of them (None: all); a
     pattern equal to a tensor's name matches it, even one holding *, ? or [
-    (so does a split rule); a filter that selects no tensor raises pinio.Error (ENOENT). backend: auto,
+    (so does a split rule); a NUL in a pattern raises ValueError; a
+    filter that selects no tensor raises pinio.Error (ENOENT). backend: auto,
     fixed_direct, direct, buffered or pread (a rung of the engine's ladder).
     cache: auto (buffered when the page cache holds the file), cold, hot.
     memory: "auto" (default: files in the page cache mapped, the others read

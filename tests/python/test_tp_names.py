@@ -4,8 +4,10 @@ Tensor names are not patterns: a group load selects the tensors of its plan
 by exact name, so a dotted child of an exchanged tensor (bitsandbytes'
 `x.weight` and `x.weight.absmax`) keeps its own bytes, and a name holding
 `[`, `*` or `?` travels like any other; a split rule equal to a tensor's
-name matches it. Groups of gloo processes on the CPU (tp_worker.py), to
-the host and to the test driver's device (PINIO_CUDA_LIB)."""
+name matches it. A NUL in a filter, a split pattern or a slice's name is
+refused, never cut there. Groups of gloo processes on the CPU
+(tp_worker.py), to the host and to the test driver's device
+(PINIO_CUDA_LIB)."""
 import os
 
 import pytest
@@ -128,3 +130,47 @@ def test_group_failure_while_writing_the_board_is_agreed(tmp):
         assert res[r][0]["shm_left"] == [], res[r][0]
     for r in range(2):
         assert res[r][1].get("bad") == [], res[r][1]
+
+
+@pytest.mark.parametrize("how", ["filter", "split", "split_str", "slices"])
+def test_nul_in_a_pattern_is_refused(tmp, how):
+    """A NUL would end the C string there: "model.layers.0\\0x" would select
+    (or split) every tensor under model.layers.0. Refused, naming it."""
+    g = torch.Generator().manual_seed(7)
+    tensors = {"model.layers.0.weight": torch.randn(8, 4, generator=g),
+               "model.layers.1.weight": torch.randn(8, 4, generator=g)}
+    path = save(tmp, "nul.safetensors", tensors)
+    bad = "model.layers.0\0x"
+    with pytest.raises(ValueError, match=r"NUL"):
+        if how == "filter":
+            pinio.load(path, filter=[bad])
+        elif how == "split":
+            pinio.load(path, split={bad: 0}, rank=0, world=2)
+        elif how == "split_str":
+            pinio.load(path, split=[bad + "=0"], rank=0, world=2)
+        else:
+            pinio._pinio.plan([path], slices=[(bad, [0], [1])])
+    with pytest.raises(ValueError, match=r"NUL"):
+        pinio._pinio.plan([path], filters=[bad])
+    # a digest that holds 64 hex digits and then a NUL is not that digest
+    digest = pinio.open(path, verify=True).report()["sha256"][0]
+    with pytest.raises(ValueError, match=r"expected_sha256 digest .* holds a NUL"):
+        pinio.load(path, expected_sha256=[digest + "\0" + "0" * 8])
+
+
+@needs_driver
+def test_nul_in_a_device_split_pattern_is_refused(tmp):
+    from test_cuda import FakeGpu
+
+    path = save(tmp, "nul.safetensors", {"model.layers.0.weight": torch.randn(8, 4)})
+    g = FakeGpu(LIB)
+    try:
+        for kw in (dict(split={"model.layers.0\0x": 0}, rank=0, world=2),
+                   dict(filter="model.layers.0\0x")):
+            with pytest.raises(ValueError, match="NUL"):
+                pinio.load(path, device="cuda:0", allocator=g.alloc, **kw)
+        with pytest.raises(ValueError, match="NUL"):
+            pinio._pinio.copy_gpu([path], pinio._placer("cuda:0", g.alloc, {}, {}), {}, "cuda",
+                                  0, split=[("model.layers.0\0x", 0)], rank=0, world=2)
+    finally:
+        g.close()
