@@ -866,6 +866,9 @@ static PyMethodDef methods[] = {
      " -> ([(path, size, metadata|None)], [(name, dtype, shape, nbytes, file, file_offset, full_shape, "
      "full_offset, full_nbytes, start|None, runs)], {bytes, read_bytes, reads, skipped}): "
      "what a load would read, no tensor data read"},
+    {"idents", py_idents, METH_O,
+     "idents(paths) -> [(path, size, header bytes, 16 sampled data blocks)] per file: what "
+     "a process group's ranks compare before any tensor byte moves"},
     {"stream_gpu", (PyCFunction)(void (*)(void))py_stream_gpu, METH_VARARGS | METH_KEYWORDS,
      "stream_gpu(paths, place, api='cuda', device=0, filters=None, backend='auto', "
      "cache='auto', direct='auto', slot_size=0, slots=0, verify=False, expected_sha256=None, "

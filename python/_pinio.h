@@ -104,6 +104,7 @@ typedef struct slice_args {
 int slice_args_parse(slice_args *a, PyObject *split, PyObject *slices);
 void slice_args_free(slice_args *a);
 PyObject *py_plan(PyObject *mod, PyObject *args, PyObject *kw);
+PyObject *py_idents(PyObject *mod, PyObject *arg);
 /* header()'s tuple of a parsed header, which stays the caller's (_pinio_objects.c). */
 PyObject *header_rows(const pinio_st *st);
 /* One s3:// object held open by safe_open (_pinio_object.c). */

@@ -29,9 +29,13 @@ Agreement before any byte moves: every rank builds the plan (pinio's plan,
 one per rank of the group, through _pinio.plan: the library cuts the
 slices, not this module) and hashes what shapes it (the split rules, the
 filter, the world size, each file's size and every tensor's dtype, shape,
-offset and slices); the ranks all_gather (digest, error). A rank that
-failed to plan, or whose digest differs from rank 0's, makes every rank
-raise the same pinio.Error: nobody is left waiting in a collective. The
+offset and slices), and names each of its files as the MPI paths do
+(size, SHA-256 of the header bytes, SHA-256 of 16 data blocks spread over
+it: a node-local copy of the same shapes and other weights has the plan of
+rank 0's file, not its bytes); the ranks all_gather (digest, files, error).
+A rank that failed to plan, whose files are not rank 0's, or whose digest
+differs from rank 0's, makes every rank raise the same pinio.Error, naming
+the file and the ranks: nobody is left waiting in a collective. The
 tensors are then selected by exact name (a name is no pattern: "x.weight"
 must not read "x.weight.absmax", "h[0].w" must read itself). A
 rank whose read fails later still takes part in every exchange (sending
@@ -120,6 +124,38 @@ def _plan(paths, filters, rules, world, max_overread, how=()):
     h.update(repr((rules, filters, world, max_overread, tuple(how), [f[1] for f in files],
                    [t.key() for t in tensors])).encode())
     return files, tensors, h.hexdigest()
+
+
+def _file_idents(paths):
+    """Each input file as the ranks compare it, as the MPI paths do
+    (mpi/mpi_verify.c): (path, size, SHA-256 of the header bytes, SHA-256
+    of 16 data blocks spread over the file). A rank may read a node-local
+    copy: the plan, made from the headers, cannot tell a stale copy of the
+    same shapes from rank 0's file; its blocks can."""
+    return [(path, size, hashlib.sha256(head).hexdigest(), hashlib.sha256(blocks).hexdigest())
+            for path, size, head, blocks in _pinio.idents(paths)]
+
+
+def _same_files(n, ids):
+    """Raises, on every rank alike (`ids`: every rank's _file_idents), when
+    a rank's files are not rank 0's: the first file that differs, why, and
+    every rank whose copy differs (a splice of two copies' bytes is never
+    handed out)."""
+    if any(len(i) != len(ids[0]) for i in ids):
+        return  # other files: the plans differ, which is said next
+    for f, (path, size, head, blocks) in enumerate(ids[0]):
+        odd = [k for k in range(1, n) if ids[k][f][1:] != (size, head, blocks)]
+        if not odd:
+            continue
+        why = ("size" if any(ids[k][f][1] != size for k in odd) else
+               "header (SHA-256 of its bytes)" if any(ids[k][f][2] != head for k in odd) else
+               "data (SHA-256 of 16 blocks spread over the file)")
+        theirs = ", ".join(f"{ids[k][f][0]} on rank {k}" if ids[k][f][0] != path else
+                           f"the same path on rank {k}" for k in odd)
+        raise Error(errno.EIO, f"process group load: {path}: its {why} differs on "
+                    f"rank{'s' if len(odd) > 1 else ''} {', '.join(map(str, odd))} of {n} from "
+                    f"rank 0's file ({theirs}): a stale or different copy; no rank read "
+                    f"anything")
 
 
 def _assign_owners(ex, world):
@@ -518,16 +554,18 @@ class _Group:
         filters = _filters(filter)
         self.rules = rules = [] if rules is None else rules  # none: every tensor replicated
         self.round_bytes = ROUND_BYTES if round_bytes is None else max(1, int(round_bytes))
-        err = digest = code = None
+        err = digest = code = ids = None
         try:
             self.files, self.tensors, digest = _plan(paths, filters, rules, n, max_overread,
                                                      (exchange, self.round_bytes, dest))
+            ids = _file_idents(paths)
         except (OSError, ValueError, TypeError) as e:
             code, err = _failure(e, errno.EINVAL)
-        got = _agree(pg, n, (digest, err, code, _host(), os.urandom(8).hex(), _ident()))
-        for k, (_, e, c, _, _, _) in enumerate(got):
+        got = _agree(pg, n, (digest, err, code, _host(), os.urandom(8).hex(), _ident(), ids))
+        for k, (_, e, c, _, _, _, _) in enumerate(got):
             if e is not None:
                 raise Error(c, f"process group load: rank {k} of {n} could not plan its load: {e}")
+        _same_files(n, [g[6] for g in got])
         differ = [k for k, g in enumerate(got) if g[0] != got[0][0]]
         if differ:
             raise Error(errno.EINVAL,

@@ -4,11 +4,15 @@ Tensor names are not patterns: a group load selects the tensors of its plan
 by exact name, so a dotted child of an exchanged tensor (bitsandbytes'
 `x.weight` and `x.weight.absmax`) keeps its own bytes, and a name holding
 `[`, `*` or `?` travels like any other; a split rule equal to a tensor's
-name matches it. A NUL in a filter, a split pattern or a slice's name is
-refused, never cut there. Groups of gloo processes on the CPU
+name matches it. The ranks agree on their files' bytes (size, header,
+sampled blocks) before any byte moves: a per-node copy with the same header
+and other weights is one error on every rank, naming the file and the
+ranks. A NUL in a filter, a split pattern or a slice's name is refused,
+never cut there. Groups of gloo processes on the CPU
 (tp_worker.py), to the host and to the test driver's device
 (PINIO_CUDA_LIB)."""
 import os
+import random
 
 import pytest
 import torch
@@ -130,6 +134,61 @@ def test_group_failure_while_writing_the_board_is_agreed(tmp):
         assert res[r][0]["shm_left"] == [], res[r][0]
     for r in range(2):
         assert res[r][1].get("bad") == [], res[r][1]
+
+
+def copies(tmp, seed, flip=None):
+    """Rank 0's file and a copy with the same header: other weights, or,
+    with `flip`, one byte changed at that offset of the data."""
+    rng = random.Random(seed)
+    g = torch.Generator().manual_seed(seed)
+    tensors = {f"model.layers.{i}.weight": torch.randn(rng.randint(40, 90), 64, generator=g)
+               for i in range(4)}
+    dims = {n: rng.choice([None, 0, 1]) for n in tensors}
+    a = save(tmp, f"a{seed}.safetensors", tensors)
+    if flip is None:
+        b = save(tmp, f"b{seed}.safetensors", {n: t + 1 for n, t in tensors.items()})
+    else:
+        with open(a, "rb") as f:
+            data = bytearray(f.read())
+        off = (8 + int.from_bytes(data[:8], "little")) + flip
+        data[off] ^= 0xFF
+        b = os.path.join(tmp, f"b{seed}.safetensors")
+        with open(b, "wb") as f:
+            f.write(data)
+    with open(a, "rb") as f, open(b, "rb") as h:
+        ha, hb = f.read(4096), h.read(4096)
+        n = 8 + int.from_bytes(ha[:8], "little")
+        assert ha[:n] == hb[:n]  # the same header: the plans agree
+    return a, b, dims
+
+
+@pytest.mark.parametrize("device", [False, pytest.param(True, marks=needs_driver)])
+def test_group_refuses_copies_that_differ(tmp, device):
+    """Ranks reading per-node copies with the same header but other
+    weights (or one changed block) never get a splice of both: every rank
+    raises the same error naming the file and the ranks, before any byte
+    moves; equal copies load."""
+    kw = DEV if device else {}
+    a, b, dims = copies(tmp, 1)
+    a2, b2, dims2 = copies(tmp, 2, flip=0)  # the first data byte: a sampled block
+    a3, b3, dims3 = copies(tmp, 3)
+    same = os.path.join(tmp, "same.safetensors")
+    with open(a3, "rb") as f, open(same, "wb") as h:
+        h.write(f.read())
+    scenarios = [
+        scen(a, dims, paths_of={1: [b], 2: [b]}, **kw),
+        scen(a2, dims2, paths_of={2: [b2]}, fail_read_of=[0, 1, 2], **kw),
+        scen(a3, dims3, paths_of={1: [same]}, **kw),  # a copy of the same bytes
+    ]
+    res = run_group(tmp, 3, scenarios, "copies" + ("d" if device else ""))
+    for i, (path, other, ranks) in enumerate([(a, b, "ranks 1, 2"), (a2, b2, "rank 2")]):
+        errs = [res[r][i] for r in range(3)]
+        assert "error" in errs[0] and all(e == errs[0] for e in errs), errs
+        msg = errs[0]["error"]
+        assert path in msg and other in msg and f"{ranks} of 3" in msg, msg
+        assert "differ" in msg and "no rank read anything" in msg, msg
+    for r in range(3):
+        assert res[r][2].get("bad") == [], res[r][2]
 
 
 @pytest.mark.parametrize("how", ["filter", "split", "split_str", "slices"])
