@@ -131,7 +131,7 @@ static int sha_array(PyObject *seq, const char ***out, size_t *n, PyObject **kee
         PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
         if (item == Py_None)
             continue;
-        const char *hex = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item) : NULL;
+        const char *hex = PyUnicode_Check(item) ? c_str(item, "expected_sha256 digest") : NULL;
         if (!hex) {
             if (!PyErr_Occurred())
                 PyErr_Format(PyExc_TypeError, "expected_sha256[%zd]: a str or None", i);
@@ -213,19 +213,19 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
                               (char *)"expected_sha256", (char *)"fill", (char *)"split",
                               (char *)"rank", (char *)"world", (char *)"slices",
                               (char *)"max_overread", (char *)"consumer", (char *)"source",
-                              NULL};
+                              (char *)"exact", NULL};
     PyObject *paths, *filters = Py_None, *arena_o = Py_None, *expected = Py_None;
     PyObject *split = Py_None, *slices = Py_None, *source_o = Py_None;
     const char *backend = "auto", *cache = "auto", *direct = "auto", *memory = "auto";
     const char *fill = "auto", *consumer = "host";
-    int verify = 0, map_private = 1;
+    int verify = 0, map_private = 1, exact = 0;
     uint32_t rank = 0, world = 1;
     double max_overread = 0.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$spOOsOO&O&OdsO", kwlist, &paths,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$spOOsOO&O&OdsOp", kwlist, &paths,
                                      &filters, &backend, &cache, &direct, &verify, &memory,
                                      &map_private, &arena_o, &expected, &fill, &split,
                                      conv_rank, &rank, conv_world, &world, &slices,
-                                     &max_overread, &consumer, &source_o))
+                                     &max_overread, &consumer, &source_o, &exact))
         return NULL;
     static const char *const memories[3] = {"auto", "pinned", "mapped"};
     /* the order of pinio_mapped_fill */
@@ -261,6 +261,7 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     o.direct = a.direct;
     o.filters = a.filters;
     o.nfilters = a.nfilters;
+    o.filters_exact = exact;
     o.memory = (pinio_memory_mode)m;
     o.map_private = map_private;
     o.mapped_fill = (uint8_t)f;
@@ -498,7 +499,7 @@ static int split_rules(PyObject *split, pinio_split_rule **out, size_t *n, PyObj
             PyErr_Format(PyExc_TypeError, "split rule %zd: not a (str, int or None) pair", i);
             break;
         }
-        r[i].pattern = PyUnicode_AsUTF8(pat);
+        r[i].pattern = c_str(pat, "split pattern");
         long d = dim == Py_None ? 0 : PyLong_AsLong(dim);
         if (!r[i].pattern || PyErr_Occurred())
             break;
@@ -544,18 +545,19 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
                              (char *)"filters", (char *)"backend", (char *)"cache",
                              (char *)"direct", (char *)"slot_size", (char *)"slots",
                              (char *)"verify", (char *)"expected_sha256", (char *)"split",
-                             (char *)"rank", (char *)"world", (char *)"max_overread", NULL};
+                             (char *)"rank", (char *)"world", (char *)"max_overread",
+                             (char *)"exact", NULL};
     PyObject *paths, *place, *filters = Py_None, *expected = Py_None, *split = Py_None;
     const char *api = "cuda", *backend = "auto", *cache = "auto", *direct = "auto";
-    int device = 0, verify = 0;
+    int device = 0, verify = 0, exact = 0;
     Py_ssize_t slot_size = 0;
     uint32_t slots = 0, rank = 0, world = 1;
     double max_overread = 0.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|siOsssnO&pO$OO&O&d", kwlist, &paths, &place,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|siOsssnO&pO$OO&O&dp", kwlist, &paths, &place,
                                      &api, &device, &filters, &backend, &cache, &direct,
                                      &slot_size, conv_slots, &slots, &verify, &expected,
                                      &split, conv_rank, &rank, conv_world, &world,
-                                     &max_overread))
+                                     &max_overread, &exact))
         return NULL;
     if (slot_size < 0) {
         PyErr_Format(PyExc_ValueError, "slot_size=%zd is out of range: bytes, 0 for the default",
@@ -584,6 +586,7 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
     o.direct = a.direct;
     o.filters = a.filters;
     o.nfilters = a.nfilters;
+    o.filters_exact = exact;
     if (slot_size)
         o.slot_size = (size_t)slot_size;
     if (slots)
@@ -680,8 +683,9 @@ static void host_src_free(host_src *h)
 }
 
 /* copy_gpu(paths, place, sources, api, device, filters, slot_size, slots,
- * split, rank, world) -> report: the tensors of `paths` that `filters`
- * selects (each rank's slice under `split`), placed on the device by
+ * split, rank, world, exact) -> report: the tensors of `paths` that `filters`
+ * selects (exact: names, no prefix or glob; each rank's slice under
+ * `split`), placed on the device by
  * `place` as stream_gpu places them, filled from the host bytes `sources`
  * ({name: buffer} of each tensor, a slice packed contiguous; a selected
  * tensor it lacks is zeros) through the GPU sink, every copy complete when
@@ -694,16 +698,16 @@ static PyObject *py_copy_gpu(PyObject *mod, PyObject *args, PyObject *kw)
     static char *kwlist[] = {(char *)"paths", (char *)"place", (char *)"sources", (char *)"api",
                              (char *)"device", (char *)"filters", (char *)"slot_size",
                              (char *)"slots", (char *)"split", (char *)"rank", (char *)"world",
-                             NULL};
+                             (char *)"exact", NULL};
     PyObject *paths, *place, *sources, *filters = Py_None, *split = Py_None;
     const char *api = "cuda";
-    int device = 0;
+    int device = 0, exact = 0;
     Py_ssize_t slot_size = 0;
     uint32_t nslots = 0, rank = 0, world = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO!|siOnO&$OO&O&", kwlist, &paths, &place,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO!|siOnO&$OO&O&p", kwlist, &paths, &place,
                                      &PyDict_Type, &sources, &api, &device, &filters, &slot_size,
                                      conv_slots, &nslots, &split, conv_rank, &rank,
-                                     conv_world, &world))
+                                     conv_world, &world, &exact))
         return NULL;
     const pinio_sink *sink = gpu_sink_arg("copy_gpu", place, api);
     if (!sink)
@@ -733,6 +737,7 @@ static PyObject *py_copy_gpu(PyObject *mod, PyObject *args, PyObject *kw)
     pinio_plan_opts_default(&po);
     po.filters = a.filters;
     po.nfilters = a.nfilters;
+    po.filters_exact = exact;
     po.cache = PINIO_CACHE_HOT; /* never executed: no residency to measure */
     po.segment = (uint64_t)slot_size;
     po.split = rules;
@@ -905,25 +910,29 @@ static PyMethodDef methods[] = {
      "load(paths, filters=None, backend='auto', cache='auto', direct='auto', verify=False, *, "
      "memory='auto', map_private=True, arena=None, expected_sha256=None, fill='auto', "
      "split=None, rank=0, world=1, slices=None, max_overread=0.0, consumer='host', "
-     "source=None) -> Checkpoint (GIL released during the load); split: [(pattern, dim or "
-     "None)], slices: [(name, starts, stops)]; source: a Source (paths None), whose file is "
-     "loaded without reading its header again"},
+     "source=None, exact=False) -> Checkpoint (GIL released during the load); split: "
+     "[(pattern, dim or None)], slices: [(name, starts, stops)]; source: a Source (paths "
+     "None), whose file is loaded without reading its header again; exact: the filters are "
+     "tensor names (no dotted prefix, no glob)"},
     {"plan", (PyCFunction)(void (*)(void))py_plan, METH_VARARGS | METH_KEYWORDS,
      "plan(paths, filters=None, split=None, rank=0, world=1, slices=None, max_overread=0.0)"
      " -> ([(path, size, metadata|None)], [(name, dtype, shape, nbytes, file, file_offset, full_shape, "
      "full_offset, full_nbytes, start|None, runs)], {bytes, read_bytes, reads, skipped}): "
      "what a load would read, no tensor data read"},
+    {"idents", py_idents, METH_O,
+     "idents(paths) -> [(path, size, header bytes, 16 sampled data blocks)] per file: what "
+     "a process group's ranks compare before any tensor byte moves"},
     {"stream_gpu", (PyCFunction)(void (*)(void))py_stream_gpu, METH_VARARGS | METH_KEYWORDS,
      "stream_gpu(paths, place, api='cuda', device=0, filters=None, backend='auto', "
      "cache='auto', direct='auto', slot_size=0, slots=0, verify=False, expected_sha256=None, "
-     "*, split=None, rank=0, world=1, max_overread=0.0)"
+     "*, split=None, rank=0, world=1, max_overread=0.0, exact=False)"
      " -> report: place([(name, dtype, shape, nbytes, file, file_offset)]) returns each "
      "tensor's device address (a slice's shape and bytes under split=[(pattern, dim or "
      "None)]); synchronised on return"},
     {"copy_gpu", (PyCFunction)(void (*)(void))py_copy_gpu, METH_VARARGS | METH_KEYWORDS,
      "copy_gpu(paths, place, sources, api='cuda', device=0, filters=None, slot_size=0, "
-     "slots=0, *, split=None, rank=0, world=1) -> report: the selected tensors (slices under "
-     "split) placed as stream_gpu places them and filled from sources ({name: buffer of the "
+     "slots=0, *, split=None, rank=0, world=1, exact=False) -> report: the selected tensors "
+     "(slices under split) placed as stream_gpu places them and filled from sources ({name: buffer of the "
      "tensor, a slice packed}; zeros where it has none) through the GPU sink, nothing read "
      "but the headers; synchronised on return"},
     {"header", py_header, METH_VARARGS,

@@ -98,8 +98,14 @@ int source_arg(PyObject *o, SourceObject **out);
 void source_hold(SourceObject *s);
 void source_release(SourceObject *s);
 /* A list of str/PathLike -> NULL-terminated array of encoded C strings;
- * `*keep` holds the bytes objects they point into (fs: file names). */
+ * `*keep` holds the bytes objects they point into (fs: file names; else
+ * filters, and a str holding a NUL is refused as c_str refuses it). */
 const char **str_array(PyObject *seq, size_t *n, PyObject **keep, int fs);
+/* The UTF-8 of the str `o` (valid while `o` lives) for the library, which
+ * reads a pattern or name up to its first NUL: NULL with ValueError naming
+ * `what` and `o` when it holds one (never cut there), or with the
+ * encoding's error. */
+const char *c_str(PyObject *o, const char *what);
 /* load()'s and plan()'s split= and slices= (_pinio_split.c): the plan's split
  * rules and box slices; `keep` holds what their strings point into. */
 typedef struct slice_args {
@@ -114,6 +120,7 @@ typedef struct slice_args {
 int slice_args_parse(slice_args *a, PyObject *split, PyObject *slices);
 void slice_args_free(slice_args *a);
 PyObject *py_plan(PyObject *mod, PyObject *args, PyObject *kw);
+PyObject *py_idents(PyObject *mod, PyObject *arg);
 /* header()'s tuple of a parsed header, which stays the caller's (_pinio_objects.c). */
 PyObject *header_rows(const pinio_st *st);
 /* One s3:// object held open by safe_open (_pinio_object.c). */

@@ -187,6 +187,24 @@ static int index_arg(CheckpointObject *self, PyObject *arg, size_t *i)
     return 0;
 }
 
+static int nul_refused(PyObject *o, const char *what)
+{
+    PyErr_Format(PyExc_ValueError, "%s %R holds a NUL character, where the library would end "
+                 "it: refused rather than cut", what, o);
+    return -1;
+}
+
+const char *c_str(PyObject *o, const char *what)
+{
+    Py_ssize_t len;
+    const char *s = PyUnicode_AsUTF8AndSize(o, &len);
+    if (s && strlen(s) != (size_t)len) {
+        nul_refused(o, what);
+        return NULL;
+    }
+    return s;
+}
+
 /* A list of str/PathLike -> NULL-terminated array of encoded C strings;
  * `*keep` holds the bytes objects they point into. */
 const char **str_array(PyObject *seq, size_t *n, PyObject **keep, int fs)
@@ -211,6 +229,10 @@ const char **str_array(PyObject *seq, size_t *n, PyObject **keep, int fs)
                 enc = NULL;
         } else if (PyUnicode_Check(item)) {
             enc = PyUnicode_AsUTF8String(item);
+            if (enc && strlen(PyBytes_AS_STRING(enc)) != (size_t)PyBytes_GET_SIZE(enc)) {
+                nul_refused(item, "filter");
+                Py_CLEAR(enc);
+            }
         } else {
             PyErr_SetString(PyExc_TypeError, "expected a string");
         }

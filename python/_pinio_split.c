@@ -40,7 +40,7 @@ static int parse_split(slice_args *a, PyObject *split)
         }
         pat = PyTuple_GET_ITEM(item, 0);
         dim = PyTuple_GET_ITEM(item, 1);
-        const char *s = PyUnicode_Check(pat) ? PyUnicode_AsUTF8(pat) : NULL;
+        const char *s = PyUnicode_Check(pat) ? c_str(pat, "split pattern") : NULL;
         if (!s) {
             if (!PyErr_Occurred())
                 PyErr_Format(PyExc_TypeError, "split[%zd]: the pattern is a str", i);
@@ -119,8 +119,8 @@ static int parse_slices(slice_args *a, PyObject *slices)
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
         PyObject *name = PyTuple_GET_ITEM(item, 0);
-        const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
-        PyObject *st = PySequence_Fast(PyTuple_GET_ITEM(item, 1), "slices: starts");
+        const char *s = PyUnicode_Check(name) ? c_str(name, "slice of tensor") : NULL;
+        PyObject *st = s ? PySequence_Fast(PyTuple_GET_ITEM(item, 1), "slices: starts") : NULL;
         PyObject *sp = st ? PySequence_Fast(PyTuple_GET_ITEM(item, 2), "slices: stops") : NULL;
         Py_ssize_t k = st ? PySequence_Fast_GET_SIZE(st) : 0;
         int bad = !s || !sp || PySequence_Fast_GET_SIZE(sp) != k ||
@@ -182,6 +182,17 @@ static PyObject *sliced_tensor_item(const pinio_plan *plan, size_t i)
 CONV_UINT(rank, 32, uint32_t)
 CONV_UINT(world, 32, uint32_t)
 
+/* pinio_plan_create() with the GIL released: it reads the headers. */
+static int plan_nogil(pinio_plan **plan, const char *const *p, size_t np,
+                      const pinio_plan_opts *o, pinio_diag *diag)
+{
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = pinio_plan_create(plan, p, np, o, diag);
+    Py_END_ALLOW_THREADS
+    return r;
+}
+
 /* plan(paths, filters=None, split=None, rank=0, world=1, slices=None,
  *      max_overread=0.0) -> ([(path, size, metadata)], [tensor], {numbers}) */
 PyObject *py_plan(PyObject *mod, PyObject *args, PyObject *kw)
@@ -221,10 +232,7 @@ PyObject *py_plan(PyObject *mod, PyObject *args, PyObject *kw)
         o.max_overread = max_overread;
         pinio_plan *plan = NULL;
         pinio_diag diag;
-        int r;
-        Py_BEGIN_ALLOW_THREADS
-        r = pinio_plan_create(&plan, p, np, &o, &diag);
-        Py_END_ALLOW_THREADS
+        int r = plan_nogil(&plan, p, np, &o, &diag);
         if (r) {
             raise_pinio(r, &diag, "plan failed");
         } else {
@@ -267,4 +275,106 @@ PyObject *py_plan(PyObject *mod, PyObject *args, PyObject *kw)
     Py_XDECREF(keep_f);
     slice_args_free(&sa);
     return res;
+}
+
+/* What names a file for a process group's agreement, as the MPI paths name
+ * it (mpi/mpi_verify.c): SAMPLE_BLOCKS blocks of SAMPLE_LEN bytes evenly
+ * spaced over the data section, the last one ending at the end of the file
+ * (a torn copy loses its tail first). A stale copy that kept its header (a
+ * fine-tune of the same shapes) differs in every block. */
+#define SAMPLE_BLOCKS 16
+#define SAMPLE_LEN 4096
+
+/* [off, off + len) of plan file `i` into `buf`; 0, or the code. */
+static int read_exact(const pinio_plan *plan, size_t i, uint8_t *buf, uint64_t len, uint64_t off,
+                      pinio_diag *diag)
+{
+    while (len) {
+        size_t want = len < ((size_t)1 << 30) ? (size_t)len : (size_t)1 << 30;
+        int64_t got = pinio_plan_file_read(plan, i, buf, want, off, diag);
+        if (got < 0)
+            return (int)got;
+        if (got == 0) {
+            const pinio_plan_file *f = pinio_plan_file_at(plan, i);
+            pinio_diag_set_at(diag, PINIO_ECHANGED, f->path, off, "the file is shorter than "
+                              "its validated %llu bytes", (unsigned long long)f->size);
+            return PINIO_ECHANGED;
+        }
+        buf += got;
+        off += (uint64_t)got;
+        len -= (uint64_t)got;
+    }
+    return 0;
+}
+
+/* File `i`'s (path, size, header bytes, sampled blocks); NULL with an
+ * exception. Reads through the plan's validated descriptor (or the
+ * object's pinned version). */
+static PyObject *ident_item(const pinio_plan *plan, size_t i)
+{
+    const pinio_plan_file *f = pinio_plan_file_at(plan, i);
+    uint64_t head = 8 + pinio_st_header_size(f->header);
+    if (head > f->size)
+        head = f->size;
+    uint64_t data = f->size - head, len = data < SAMPLE_LEN ? data : SAMPLE_LEN;
+    PyObject *hb = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)head);
+    PyObject *sb = hb ? PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(data ? SAMPLE_BLOCKS * len
+                                                                          : 0)) : NULL;
+    if (!sb) {
+        Py_XDECREF(hb);
+        return NULL;
+    }
+    uint8_t *h = (uint8_t *)PyBytes_AS_STRING(hb), *s = (uint8_t *)PyBytes_AS_STRING(sb);
+    pinio_diag diag;
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = read_exact(plan, i, h, head, 0, &diag);
+    for (int k = 0; r == 0 && data && k < SAMPLE_BLOCKS; k++) {
+        uint64_t off = k == SAMPLE_BLOCKS - 1 ? f->size - len
+                                              : head + (data - len) / (SAMPLE_BLOCKS - 1) * k;
+        r = read_exact(plan, i, s + (size_t)k * len, len, off, &diag);
+    }
+    Py_END_ALLOW_THREADS
+    if (r) {
+        Py_DECREF(hb);
+        Py_DECREF(sb);
+        return raise_pinio(r, &diag, "reading a file's identity failed");
+    }
+    return Py_BuildValue("(NKNN)", PyUnicode_DecodeFSDefault(f->path),
+                         (unsigned long long)f->size, hb, sb);
+}
+
+/* idents(paths) -> [(path, size, header bytes, sampled data bytes)] per
+ * input file, as resolved: what a process group compares before any
+ * tensor byte moves (pinio/_dist.py hashes them). */
+PyObject *py_idents(PyObject *mod, PyObject *arg)
+{
+    (void)mod;
+    size_t np = 0;
+    PyObject *keep_p = NULL;
+    const char **p = str_array(arg, &np, &keep_p, 1);
+    if (!p)
+        return NULL;
+    pinio_plan_opts o;
+    pinio_plan_opts_default(&o);
+    o.cache = PINIO_CACHE_HOT; /* never executed: no residency to measure */
+    pinio_plan *plan = NULL;
+    pinio_diag diag;
+    int r = plan_nogil(&plan, p, np, &o, &diag);
+    free(p);
+    Py_DECREF(keep_p);
+    if (r)
+        return raise_pinio(r, &diag, "plan failed");
+    pinio_plan_info pi;
+    pinio_plan_get_info(plan, &pi);
+    PyObject *out = PyList_New((Py_ssize_t)pi.files);
+    for (size_t i = 0; out && i < pi.files; i++) {
+        PyObject *item = ident_item(plan, i);
+        if (!item)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, (Py_ssize_t)i, item);
+    }
+    pinio_plan_free(plan);
+    return out;
 }

@@ -185,10 +185,12 @@ PINIO_API size_t pinio_arena_size(const pinio_arena *a);
 /** Options of pinio_load(). Start from pinio_load_opts_default(). */
 typedef struct pinio_load_opts {
     size_t struct_size;          /**< sizeof(pinio_load_opts), set by the defaults function */
-    /** Tensor selection, applied before any data I/O. Each pattern is an exact
-     *  name, a prefix of dotted components ("model.layers.0" selects
-     *  "model.layers.0.mlp.up_proj.weight"), or a glob (fnmatch: `*`, `?`, `[...]`).
-     *  A tensor is selected when any pattern matches; no patterns = all. */
+    /** Tensor selection, applied before any data I/O: patterns as
+     *  pinio_plan_opts::filters (a name, a prefix of dotted components
+     *  ("model.layers.0" selects "model.layers.0.mlp.up_proj.weight"), or a
+     *  glob (fnmatch: `*`, `?`, `[...]`); a pattern equal to a tensor's name
+     *  matches it). A tensor is selected when any pattern matches; no
+     *  patterns = all. */
     const char *const *filters;
     size_t nfilters;
     int node;                    /**< PINIO_NODE_AUTO (default), PINIO_NODE_ANY, or a node */
@@ -278,6 +280,8 @@ typedef struct pinio_load_opts {
     /** Object inputs (s3://): HTTP range requests in flight at most; 0 =
      *  `queue_depth` when set, else 16. */
     unsigned object_concurrency;
+    /** The filters are exact tensor names (pinio_plan_opts::filters_exact). */
+    bool filters_exact;
 } pinio_load_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */

@@ -101,8 +101,10 @@ typedef struct pinio_slice {
 
 /** A split rule (pinio_plan_opts::split): sugar over #PINIO_SLICE_CHUNK. */
 typedef struct pinio_split_rule {
-    /** Matched as a filter: an exact name, a prefix of dotted components, or a
-     *  glob (fnmatch). */
+    /** Matched as a filter (pinio_plan_opts::filters): a name it equals, a
+     *  name it is a prefix of dotted components of, or, holding `*`, `?` or
+     *  `[`, a name it matches as a glob (fnmatch). A rule equal to a
+     *  tensor's name matches it whatever characters the name holds. */
     const char *pattern;
     /** The dimension to chunk (negative counts from the end), or #PINIO_SPLIT_WHOLE. */
     int dim;
@@ -111,11 +113,14 @@ typedef struct pinio_split_rule {
 /** Options of pinio_plan_create(). Start from pinio_plan_opts_default(). */
 typedef struct pinio_plan_opts {
     size_t struct_size;          /**< sizeof(pinio_plan_opts), set by the defaults function */
-    /** Tensor selection, applied before any data I/O. Each pattern is an exact
-     *  name, a prefix of dotted components ("model.layers.0" selects
-     *  "model.layers.0.mlp.up_proj.weight"), or a glob (fnmatch: `*`, `?`,
-     *  `[...]`). A tensor is selected when any pattern matches; no patterns =
-     *  all. The strings are read during the call only. */
+    /** Tensor selection, applied before any data I/O. A pattern matches the
+     *  name it equals and the names it is a prefix of dotted components of
+     *  ("model.layers.0" selects "model.layers.0.mlp.up_proj.weight"),
+     *  character for character; one holding `*`, `?` or `[` also matches
+     *  the names it matches as a glob (fnmatch: `*`, `?`, `[...]`), so a
+     *  tensor named "h[0].w" is selected by its own name. A tensor is
+     *  selected when any pattern matches; no patterns = all (see
+     *  `filters_exact`). The strings are read during the call only. */
     const char *const *filters;
     size_t nfilters;
     pinio_cache_policy cache;    /**< AUTO */
@@ -155,6 +160,11 @@ typedef struct pinio_plan_opts {
      *  `merge_gap`, as before. pinio_plan_get_slice_info() says what was
      *  over-read. */
     double max_overread;
+    /** The filters are tensor names: a tensor is selected when its name
+     *  equals one, never by a dotted prefix or a glob (a caller that holds
+     *  the exact names another plan selected: "x.weight" then leaves out
+     *  "x.weight.absmax"). False (default): patterns as `filters` says. */
+    bool filters_exact;
 } pinio_plan_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */

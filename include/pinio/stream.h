@@ -99,6 +99,8 @@ typedef struct pinio_stream_opts {
     uint32_t rank;               /**< with `split`: this process's rank, below `world` */
     uint32_t world;              /**< with `split`: the number of ranks, at least 1 */
     double max_overread;         /**< as pinio_plan_opts::max_overread; 0 = 1/32 */
+    /** The filters are exact tensor names (pinio_plan_opts::filters_exact). */
+    bool filters_exact;
 } pinio_stream_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */

@@ -450,10 +450,11 @@ def _placer(device, allocator, tensors, infos):
 
 def _stream(paths, filter, device, allocator, verify=False, expected_sha256=None,
             backend="auto", cache="auto", direct="auto", slot_size=0, slots=0, split=None,
-            rank=None, world=None, max_overread=0.0):
+            rank=None, world=None, max_overread=0.0, exact=False):
     """({name: tensor} in file order, {name: info}, report) of one stream to
     a CUDA device (see load_to_device); `split` as [(pattern, dim or None)]
-    with `rank` and `world` streams the rank's slices."""
+    with `rank` and `world` streams the rank's slices; `exact`: `filter` is
+    a list of tensor names (no dotted prefix, no glob)."""
     n = cuda_index(device)
     if n is None:
         raise ValueError("load_to_device: device must be a CUDA device")
@@ -466,7 +467,8 @@ def _stream(paths, filter, device, allocator, verify=False, expected_sha256=None
                                             max_overread=max_overread)
     report = _pinio.stream_gpu(paths, place, "cuda", n, filters=filters, backend=backend,
                                cache=cache, direct=direct, slot_size=slot_size, slots=slots,
-                               verify=verify, expected_sha256=expected_sha256, **sliced)
+                               verify=verify, expected_sha256=expected_sha256, exact=exact,
+                               **sliced)
     report["device_name"] = device
     _check_selected(filters, len(tensors), report["files"], paths)
     return tensors, infos, report
@@ -561,6 +563,8 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     object, a prefix or an index: README's Object storage) and returns a Checkpoint.
 
     filter: a name, dotted prefix or glob, or a list of them (None: all); a
+    pattern equal to a tensor's name matches it, even one holding *, ? or [
+    (so does a split rule); a NUL in a pattern raises ValueError; a
     filter that selects no tensor raises pinio.Error (ENOENT). backend: auto,
     fixed_direct, direct, buffered or pread (a rung of the engine's ladder).
     cache: auto (buffered when the page cache holds the file), cold, hot.

@@ -29,12 +29,18 @@ Agreement before any byte moves: every rank builds the plan (pinio's plan,
 one per rank of the group, through _pinio.plan: the library cuts the
 slices, not this module) and hashes what shapes it (the split rules, the
 filter, the world size, each file's size and every tensor's dtype, shape,
-offset and slices); the ranks all_gather (digest, error). A rank that
-failed to plan, or whose digest differs from rank 0's, makes every rank
-raise the same pinio.Error: nobody is left waiting in a collective. An
+offset and slices), and names each of its files as the MPI paths do
+(size, SHA-256 of the header bytes, SHA-256 of 16 data blocks spread over
+it: a node-local copy of the same shapes and other weights has the plan of
+rank 0's file, not its bytes); the ranks all_gather (digest, error, files).
+A rank that failed to plan, whose files are not rank 0's, or whose digest
+differs from rank 0's, makes every rank raise the same pinio.Error, naming
+the file and the ranks: nobody is left waiting in a collective. An
 argument a rank refuses before it plans (pinio.open's checks, a rank= or
 world= other than the group's) is agreed in the same all_gather (refuse()):
-every rank raises that ValueError or TypeError. A
+every rank raises that ValueError or TypeError. The tensors are then
+selected by exact name (a name is no pattern: "x.weight" must not read
+"x.weight.absmax", "h[0].w" must read itself). A
 rank whose read fails later still takes part in every exchange (sending
 zeros of the agreed sizes), and the status gathered at the end makes
 every rank raise the same error.
@@ -92,13 +98,13 @@ def _check_rank_world(rank, world, r, n):
 _ARG_ERRORS = {"ValueError": ValueError, "TypeError": TypeError}
 
 
-def _plan_agreed(pg, n, digest, failure):
+def _plan_agreed(pg, n, digest, failure, ids=None):
     """The first agreement of a group load: every rank's (digest, failure,
-    host, token, pid identity). `failure`: None, or (errno, why, kind) of
-    this rank. A failure on any rank raises the same error on every rank
+    host, token, pid identity, file identities). `failure`: None, or (errno,
+    why, kind) of this rank; `ids`: its _file_idents. A failure on any rank raises the same error on every rank
     (the lowest failing rank's): nobody goes on to wait in a collective the
     failed rank never reaches."""
-    got = _agree(pg, n, (digest, failure, _host(), os.urandom(8).hex(), _ident()))
+    got = _agree(pg, n, (digest, failure, _host(), os.urandom(8).hex(), _ident(), ids))
     for k, g in enumerate(got):
         if g[1] is not None:
             code, why, kind = g[1]
@@ -169,6 +175,38 @@ def _plan(paths, filters, rules, world, max_overread, how=()):
     h.update(repr((rules, filters, world, max_overread, tuple(how), [f[1] for f in files],
                    [t.key() for t in tensors])).encode())
     return files, tensors, h.hexdigest()
+
+
+def _file_idents(paths):
+    """Each input file as the ranks compare it, as the MPI paths do
+    (mpi/mpi_verify.c): (path, size, SHA-256 of the header bytes, SHA-256
+    of 16 data blocks spread over the file). A rank may read a node-local
+    copy: the plan, made from the headers, cannot tell a stale copy of the
+    same shapes from rank 0's file; its blocks can."""
+    return [(path, size, hashlib.sha256(head).hexdigest(), hashlib.sha256(blocks).hexdigest())
+            for path, size, head, blocks in _pinio.idents(paths)]
+
+
+def _same_files(n, ids):
+    """Raises, on every rank alike (`ids`: every rank's _file_idents), when
+    a rank's files are not rank 0's: the first file that differs, why, and
+    every rank whose copy differs (a splice of two copies' bytes is never
+    handed out)."""
+    if any(len(i) != len(ids[0]) for i in ids):
+        return  # other files: the plans differ, which is said next
+    for f, (path, size, head, blocks) in enumerate(ids[0]):
+        odd = [k for k in range(1, n) if ids[k][f][1:] != (size, head, blocks)]
+        if not odd:
+            continue
+        why = ("size" if any(ids[k][f][1] != size for k in odd) else
+               "header (SHA-256 of its bytes)" if any(ids[k][f][2] != head for k in odd) else
+               "data (SHA-256 of 16 blocks spread over the file)")
+        theirs = ", ".join(f"{ids[k][f][0]} on rank {k}" if ids[k][f][0] != path else
+                           f"the same path on rank {k}" for k in odd)
+        raise Error(errno.EIO, f"process group load: {path}: its {why} differs on "
+                    f"rank{'s' if len(odd) > 1 else ''} {', '.join(map(str, odd))} of {n} from "
+                    f"rank 0's file ({theirs}): a stale or different copy; no rank read "
+                    f"anything")
 
 
 def _assign_owners(ex, world):
@@ -244,12 +282,6 @@ def _piece(t, whole, k):
     if not t.sliced:
         return whole
     return whole[tuple(slice(a, b) for a, b in t.boxes[k])]
-
-
-def _exact(names):
-    """Filters selecting `names`: plain names (the library looks them up; a
-    dotted child of one, if the file has such, is read too and ignored)."""
-    return list(names)
 
 
 class _Round:
@@ -432,8 +464,10 @@ class _Board:
                 p = _piece(t, whole, k)
                 if nb:
                     dst[off:off + nb].view(p.dtype).reshape(p.shape)[...] = p
-            del dst, views  # the mapping closes only once no view of it is left
         finally:
+            # the mapping closes only once no view of it is left, also when
+            # a piece failed (else BufferError hides the failure)
+            dst = views = None
             mm.close()
 
     def _no_room(self, e, size):
@@ -472,11 +506,14 @@ class _Board:
                 pass
 
 
-def _load(paths, filters, slices, opts):
-    """A raw checkpoint of `filters` (slices: [(name, starts, stops)]), or None."""
-    if not filters:
+def _load(paths, names, slices, opts):
+    """A raw checkpoint of the tensors `names` (slices: [(name, starts,
+    stops)]), or None. By exact name: as patterns, "x.weight" would read
+    "x.weight.absmax" too (some other step's), and a name holding `[`
+    would select what it globs instead of itself."""
+    if not names:
         return None
-    return _pinio.load(paths, filters=filters, slices=slices or None, **opts)
+    return _pinio.load(paths, filters=names, slices=slices or None, exact=True, **opts)
 
 
 class GroupCheckpoint:
@@ -584,7 +621,7 @@ class _Group:
         self.rules = rules = [] if rules is None else rules  # none: every tensor replicated
         # every check of this rank's arguments before the agreement, whose
         # failure every rank raises
-        failure = digest = filters = None
+        failure = digest = filters = ids = None
         try:
             if exchange not in ("auto", "shm", "group"):
                 raise ValueError(f"exchange={exchange!r} is invalid (auto, shm or group)")
@@ -594,9 +631,11 @@ class _Group:
             self.round_bytes = ROUND_BYTES if round_bytes is None else max(1, int(round_bytes))
             self.files, self.tensors, digest = _plan(paths, filters, rules, n, max_overread,
                                                      (exchange, self.round_bytes, dest))
+            ids = _file_idents(paths)
         except (OSError, ValueError, TypeError) as e:
             failure = _plan_failure(e)
-        got = _plan_agreed(pg, n, digest, failure)
+        got = _plan_agreed(pg, n, digest, failure, ids)
+        _same_files(n, [g[5] for g in got])
         differ = [k for k, g in enumerate(got) if g[0] != got[0][0]]
         if differ:
             raise Error(errno.EINVAL,
@@ -639,7 +678,7 @@ class _Group:
         def read_owned(owned, sink):
             what = "failed to read"
             try:
-                raw = _load(paths, _exact(t.name for t in owned), None, opts)
+                raw = _load(paths, [t.name for t in owned], None, opts)
                 self.keep.append(raw)
                 self.add_reads(raw.report())
                 index = {raw.info(i)[0]: i for i in range(len(raw))}
@@ -647,7 +686,7 @@ class _Group:
                 sink(np, raw, index)
                 for t in owned:
                     self.out_raw[t.name] = (raw, index[t.name])
-            except (OSError, ValueError, TypeError, KeyError) as e:
+            except Exception as e:  # noqa: BLE001 (any: the others must hear of it)
                 self.fail(e, what)
 
         if self.board is not None and self.board.owned:
@@ -751,9 +790,9 @@ def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=Non
         try:
             slices = [(t.name, [a for a, _ in t.boxes[me]], [b for _, b in t.boxes[me]])
                       for t in direct_ts]
-            raw_direct = _load(g.paths, _exact(t.name for t in direct_ts), slices, opts)
+            raw_direct = _load(g.paths, [t.name for t in direct_ts], slices, opts)
             g.add_reads(raw_direct.report())
-        except (OSError, ValueError, TypeError) as e:
+        except Exception as e:  # noqa: BLE001 (any: the others must hear of it)
             g.fail(e, "failed to read")
 
     # 3. the outcome, agreed (the boards are complete once every rank is past it)
@@ -825,10 +864,10 @@ def open_group_device(paths, rules, pg, device, *, allocator=None, rank=None, wo
     placed, infos, srep = {}, {}, {}
     if g.failure is None and direct_ts:
         try:
-            placed, infos, srep = _stream(paths, _exact(t.name for t in direct_ts), dev,
+            placed, infos, srep = _stream(paths, [t.name for t in direct_ts], dev,
                                           allocator, backend=backend, cache=cache, direct=direct,
                                           slot_size=slot_size, slots=slots, split=rules, rank=me,
-                                          world=n, max_overread=max_overread)
+                                          world=n, max_overread=max_overread, exact=True)
             g.add_reads(srep)
         except Exception as e:  # noqa: BLE001 (any: the others must hear of it)
             g.fail(e, f"failed to stream its slices to {dev}")
@@ -860,7 +899,7 @@ def open_group_device(paths, rules, pg, device, *, allocator=None, rank=None, wo
             while size < min(total, COPY_SLOT_MAX):
                 size <<= 1
         crep.update(_pinio.copy_gpu(paths, _placer(dev, allocator, placed, infos), sources,
-                                    "cuda", ordinal, filters=_exact(t.name for t in ex),
+                                    "cuda", ordinal, filters=[t.name for t in ex], exact=True,
                                     slot_size=size, slots=slots, split=rules, rank=me, world=n))
 
     try:
@@ -868,8 +907,7 @@ def open_group_device(paths, rules, pg, device, *, allocator=None, rank=None, wo
     finally:
         g.close()
 
-    # 4. this rank's tensors, in plan order (the filters' dotted children
-    # that the placements made too are left out)
+    # 4. this rank's tensors, in plan order
     out = {t.name: placed[t.name] for t in tensors}
     rep = g.report(out, sum(infos[t.name][2] for t in tensors), group_read)
     files = g.files

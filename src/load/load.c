@@ -223,6 +223,7 @@ static void plan_opts_of(const pinio_load_opts *o, pinio_plan_opts *po)
     pinio_plan_opts_default(po);
     po->filters = o->filters;
     po->nfilters = o->nfilters;
+    po->filters_exact = o->filters_exact;
     po->cache = o->cache;
     po->direct = o->direct;
     po->slices = o->slices;

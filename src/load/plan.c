@@ -189,7 +189,7 @@ static void keep_opts(pinio_plan *p, const pinio_plan_opts *o)
  * decide the cache policy, lay out. Takes `p` whatever happens. */
 static int finish(pinio_plan **out, pinio_plan *p, const pinio_plan_opts *o, pinio_diag *diag)
 {
-    int rc = pinio__select(p, o->filters, o->nfilters, diag);
+    int rc = pinio__select(p, o->filters, o->nfilters, o->filters_exact, diag);
     if (rc == 0)
         rc = pinio__slice_resolve(p, o, diag);
     if (rc == 0) {

@@ -102,21 +102,25 @@ int pinio__file_id_get(int fd, pinio__file_id *id);
 /* ... and of whatever `path` names now (symlinks followed). */
 int pinio__file_id_at(const char *path, pinio__file_id *id);
 
-/* select.c: the index allowlist, then the filters, then one name per
- * tensor across files. Fills p->tensors (dest_offset still 0). */
+/* select.c: the index allowlist, then the filters (`exact`: names, see
+ * pinio_plan_opts::filters_exact), then one name per tensor across files.
+ * Fills p->tensors (dest_offset still 0). */
 bool pinio__filter_match(const char *const *filters, size_t n, const char *name, size_t len);
-/* The same match for many names: the filters prepared once (the literal
- * ones sorted; `filters` must outlive the set). */
+/* The same match for many names: the filters prepared once (sorted, every
+ * one as a literal; `filters` must outlive the set). `exact`: a name
+ * matches a filter it equals, nothing else. */
 typedef struct pinio__filters {
     const char **lit, **glob;
     size_t nlit, nglob, n;
     uint64_t lens[4];       /* bit L: a literal filter of L bytes (L < 256) */
     bool long_lit;          /* a literal filter of 256 bytes or more */
+    bool exact;
 } pinio__filters;
-int pinio__filters_prepare(pinio__filters *fs, const char *const *filters, size_t n);
+int pinio__filters_prepare(pinio__filters *fs, const char *const *filters, size_t n, bool exact);
 bool pinio__filters_match(const pinio__filters *fs, const char *name, size_t len);
 void pinio__filters_free(pinio__filters *fs);
-int pinio__select(pinio_plan *p, const char *const *filters, size_t nfilters, pinio_diag *diag);
+int pinio__select(pinio_plan *p, const char *const *filters, size_t nfilters, bool exact,
+                  pinio_diag *diag);
 
 /* slice.c: each selected tensor's slice, from `o`'s slices and split
  * rules (read during the call only): fills the tensors' slice fields, their

@@ -7,6 +7,15 @@
  * Names are carried with their length: a header may hold two names that
  * differ only after a NUL byte, and cutting them at the NUL would merge
  * them.
+ *
+ * A pattern is first a literal (the name, or a prefix of dotted components
+ * of it), then, when it holds `*`, `?` or `[`, a glob too: a tensor whose
+ * name holds those characters ("h[0].w", bitsandbytes' and GGUF-converted
+ * names) is selected, and split, by its own name, which fnmatch alone would
+ * read as a class. Callers that hold exact names (a process group's
+ * exchange, a stream of the tensors another step planned) ask for exact
+ * selection: no prefix, no glob, so that "x.weight" never drags in
+ * "x.weight.absmax", which some other step owns.
  */
 #include <errno.h>
 #include <fnmatch.h>
@@ -32,16 +41,12 @@ bool pinio__filter_match(const char *const *filters, size_t n, const char *name,
         return false;
     for (size_t i = 0; i < n; i++) {
         const char *f = filters[i];
-        if (strpbrk(f, "*?[")) {
-            if (fnmatch(f, name, 0) == 0)
-                return true;
-            continue;
-        }
         size_t fl = strlen(f);
-        if (strncmp(name, f, fl) != 0)
-            continue;
         /* exact, or a prefix ending at a component boundary */
-        if (name[fl] == '\0' || name[fl] == '.' || (fl && f[fl - 1] == '.'))
+        if (strncmp(name, f, fl) == 0 &&
+            (name[fl] == '\0' || name[fl] == '.' || (fl && f[fl - 1] == '.')))
+            return true;
+        if (strpbrk(f, "*?[") && fnmatch(f, name, 0) == 0)
             return true;
     }
     return false;
@@ -53,9 +58,9 @@ static int cmp_str(const void *x, const void *y)
     return strcmp(*(const char *const *)x, *(const char *const *)y);
 }
 
-int pinio__filters_prepare(pinio__filters *fs, const char *const *filters, size_t n)
+int pinio__filters_prepare(pinio__filters *fs, const char *const *filters, size_t n, bool exact)
 {
-    *fs = (pinio__filters){ .n = n };
+    *fs = (pinio__filters){ .n = n, .exact = exact };
     if (n == 0)
         return 0;
     fs->lit = malloc(n * sizeof(*fs->lit));
@@ -65,16 +70,14 @@ int pinio__filters_prepare(pinio__filters *fs, const char *const *filters, size_
         return -ENOMEM;
     }
     for (size_t i = 0; i < n; i++) {
-        if (strpbrk(filters[i], "*?["))
+        if (!exact && strpbrk(filters[i], "*?["))
             fs->glob[fs->nglob++] = filters[i];
-        else {
-            size_t len = strlen(filters[i]);
-            if (len < 256)
-                fs->lens[len / 64] |= (uint64_t)1 << (len % 64);
-            else
-                fs->long_lit = true;
-            fs->lit[fs->nlit++] = filters[i];
-        }
+        size_t len = strlen(filters[i]);
+        if (len < 256)
+            fs->lens[len / 64] |= (uint64_t)1 << (len % 64);
+        else
+            fs->long_lit = true;
+        fs->lit[fs->nlit++] = filters[i];
     }
     qsort(fs->lit, fs->nlit, sizeof(*fs->lit), cmp_str);
     return 0;
@@ -109,8 +112,9 @@ static bool lit_has(const pinio__filters *fs, const char *name, size_t len)
     return false;
 }
 
-/* The same answer as pinio__filter_match() over the same filters. A
- * literal filter matches a name it equals, a prefix of it that ends just
+/* The same answer as pinio__filter_match() over the same filters (exact
+ * ones: the lookup of the name alone). Every filter is a literal too,
+ * which matches a name it equals, a prefix of it that ends just
  * before a '.', or one that ends with the '.' itself: so the name and its
  * dotted prefixes are looked up, a few binary searches, instead of every
  * filter compared with every name. safe_open's read-ahead windows pass one
@@ -129,6 +133,8 @@ bool pinio__filters_match(const pinio__filters *fs, const char *name, size_t len
         return false;
     if (lit_has(fs, name, len))
         return true;
+    if (fs->exact)
+        return false;
     for (size_t k = 0; k < len; k++)
         if (name[k] == '.' && (lit_has(fs, name, k) || lit_has(fs, name, k + 1)))
             return true;
@@ -142,7 +148,8 @@ static int cmp_tensor_name(const void *x, const void *y, void *ctx)
     return cmp_bytes(a->name, a->name_len, b->name, b->name_len);
 }
 
-int pinio__select(pinio_plan *p, const char *const *filters, size_t nfilters, pinio_diag *diag)
+int pinio__select(pinio_plan *p, const char *const *filters, size_t nfilters, bool exact,
+                  pinio_diag *diag)
 {
     size_t total = 0;
     for (size_t i = 0; i < p->nfiles; i++)
@@ -155,7 +162,7 @@ int pinio__select(pinio_plan *p, const char *const *filters, size_t nfilters, pi
         return -ENOMEM;
     }
     pinio__filters fs;
-    if (pinio__filters_prepare(&fs, filters, nfilters) < 0) {
+    if (pinio__filters_prepare(&fs, filters, nfilters, exact) < 0) {
         free(found);
         return -ENOMEM;
     }

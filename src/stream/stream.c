@@ -325,6 +325,7 @@ int pinio_stream(const char *const *paths, size_t npaths, const pinio_stream_opt
     pinio_plan_opts_default(&po);
     po.filters = o.filters;
     po.nfilters = o.nfilters;
+    po.filters_exact = o.filters_exact;
     po.cache = o.cache;
     po.direct = o.direct;
     po.segment = o.slot_size;

@@ -1,6 +1,8 @@
 /* The prepared filter set (src/load/select.c) against the one-name matcher
  * it replaces in selection: the same answer for every name and filter list,
- * literal prefixes, a trailing '.', globs and names holding a NUL included.
+ * literal prefixes, a trailing '.', globs and names holding a NUL included;
+ * a pattern matches the name it equals, glob characters or not; exact sets
+ * match only the names they hold.
  * The set exists for speed (safe_open's windows pass thousands of exact
  * names); only its answers are tested here, never its time. */
 #include <criterion/criterion.h>
@@ -13,7 +15,7 @@
 static void same(const char *const *f, size_t nf, const char *name, size_t len)
 {
     pinio__filters fs;
-    cr_assert_eq(pinio__filters_prepare(&fs, f, nf), 0);
+    cr_assert_eq(pinio__filters_prepare(&fs, f, nf, false), 0);
     bool want = pinio__filter_match(f, nf, name, len);
     bool got = pinio__filters_match(&fs, name, len);
     cr_assert_eq(got, want, "name '%.*s' against %zu filters (first '%s'): set says %d, match %d",
@@ -28,7 +30,7 @@ Test(select, the_rules_by_hand)
                           "a.b.c.d", "embed", "xy" };
     const char *no[] = { "model.layersX", "model", "lm_head", "a.b", "a.b.cd", "xyz", "" };
     pinio__filters fs;
-    cr_assert_eq(pinio__filters_prepare(&fs, f, 5), 0);
+    cr_assert_eq(pinio__filters_prepare(&fs, f, 5, false), 0);
     for (size_t i = 0; i < sizeof(yes) / sizeof(*yes); i++)
         cr_assert(pinio__filters_match(&fs, yes[i], strlen(yes[i])), "%s", yes[i]);
     for (size_t i = 0; i < sizeof(no) / sizeof(*no); i++)
@@ -37,7 +39,7 @@ Test(select, the_rules_by_hand)
     cr_assert(!pinio__filters_match(&fs, "a.b.c\0x", 7));
     pinio__filters_free(&fs);
     pinio__filters empty;
-    cr_assert_eq(pinio__filters_prepare(&empty, NULL, 0), 0);
+    cr_assert_eq(pinio__filters_prepare(&empty, NULL, 0, false), 0);
     cr_assert(pinio__filters_match(&empty, "anything", 8), "no filters select everything");
     pinio__filters_free(&empty);
 }
@@ -58,6 +60,49 @@ static void rand_name(uint64_t *st, char *out, size_t cap)
     if (t_rand(st) % 6 == 0 && k + 1 < cap)
         out[k++] = '.';
     out[k] = '\0';
+}
+
+/* Each of `names` matched (`want`) or not by the set and, unless it is
+ * exact, by the one-name matcher too. */
+#define EXPECT(fs, f, nf, names, want)                                                        \
+    for (size_t i_ = 0; i_ < sizeof(names) / sizeof(*(names)); i_++) {                        \
+        const char *n_ = (names)[i_];                                                         \
+        cr_assert_eq(pinio__filters_match(fs, n_, strlen(n_)), want, "%s", n_);               \
+        if (!(fs)->exact)                                                                     \
+            cr_assert_eq(pinio__filter_match(f, nf, n_, strlen(n_)), want, "%s", n_);         \
+    }
+
+/* Issue 37 item 3: names holding glob characters (bitsandbytes' and
+ * converted checkpoints have them) are selected, and split, by themselves:
+ * fnmatch alone reads "e[0].w" as "e0.w". */
+Test(select, a_pattern_matches_the_name_it_equals)
+{
+    const char *f[] = { "e[0].w", "g*.w", "q?.b", "h[1]" };
+    const char *yes[] = { "e[0].w", "e[0].w.x", "e0.w", "g*.w", "gx.w", "q?.b", "qz.b", "h[1]",
+                          "h[1].w", "h1" };
+    const char *no[] = { "e1.w", "e[0].wx", "q??.b", "h[1]x", "h11" };
+    pinio__filters fs;
+    cr_assert_eq(pinio__filters_prepare(&fs, f, 4, false), 0);
+    EXPECT(&fs, f, 4, yes, true);
+    EXPECT(&fs, f, 4, no, false);
+    pinio__filters_free(&fs);
+    /* each alone, as a split rule is matched */
+    for (size_t i = 0; i < 4; i++)
+        cr_assert(pinio__filter_match(&f[i], 1, f[i], strlen(f[i])), "%s", f[i]);
+}
+
+/* Exact sets (pinio_plan_opts::filters_exact): "x.weight" selects itself,
+ * never "x.weight.absmax" nor what it would match as a glob. */
+Test(select, exact_names_match_only_themselves)
+{
+    const char *f[] = { "x.weight", "e[0].w", "g*", "lm_head." };
+    const char *no[] = { "x.weight.absmax", "x", "e0.w", "gx", "g", "lm_head.weight", "" };
+    pinio__filters fs;
+    cr_assert_eq(pinio__filters_prepare(&fs, f, 4, true), 0);
+    EXPECT(&fs, f, 4, f, true);
+    EXPECT(&fs, f, 4, no, false);
+    cr_assert(!pinio__filters_match(&fs, "x.weight\0", 9), "a name with a NUL");
+    pinio__filters_free(&fs);
 }
 
 Test(select, the_same_answer_as_one_by_one)

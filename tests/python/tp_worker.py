@@ -9,7 +9,10 @@ ranks disagree)
 through pinio.load(..., process_group=pg), and writes OUT (json): per
 scenario, either the error pinio raised or, per tensor, whether this rank's
 slice equals torch.chunk(full, world, dim)[rank] byte for byte (the whole
-tensor for a tensor read whole), with the load's report.
+tensor for a tensor read whole), with the load's report; either way the
+exchange files of this rank still in /dev/shm (shm_left). Faults:
+fail_read_of (ranks whose reads fail), fail_board_of (ranks that fail
+while writing their exchange file).
 
 A scenario with "device": loads to cuda:0 through the test driver
 (PINIO_CUDA_LIB, tests/stream/fake_cuda.c: this process's own instance),
@@ -83,6 +86,11 @@ def run(sc, rank, world, pg):
         def failing(*a, **k):
             raise pinio.Error(5, f"rank {rank}: an injected read failure")
         _dist._load = failing
+    real_piece = _dist._piece
+    if rank in sc.get("fail_board_of", []):  # fails while it writes its exchange file
+        def failing_piece(*a, **k):
+            raise KeyError("an injected failure")
+        _dist._piece = failing_piece
     kw, before = {}, None
     device = sc.get("device_of", {}).get(rank, sc.get("device"))
     if device:  # the test driver's allocator, also where pinio's driver fails to load
@@ -101,11 +109,12 @@ def run(sc, rank, world, pg):
     try:
         ck = pinio.open(paths, **args)
     except pinio.Error as e:
-        return {"error": e.strerror, "errno": e.errno}
+        return {"error": e.strerror, "errno": e.errno, "shm_left": shm_left()}
     except (ValueError, TypeError) as e:
         return {"error": str(e), "type": type(e).__name__}
     finally:
         _dist._load = real_load
+        _dist._piece = real_piece
         if real_lib is not None:
             os.environ["PINIO_CUDA_LIB"] = real_lib
     got = ck.tensors()
@@ -130,7 +139,15 @@ def run(sc, rank, world, pg):
     missing = sorted(set(sc["dims"]) - set(got))
     rep = ck.report()
     ck.close()
-    return {"bad": bad, "missing": missing, "report": rep, "names": sorted(got), "driver": driver}
+    return {"bad": bad, "missing": missing, "report": rep, "names": sorted(got), "driver": driver,
+            "shm_left": shm_left()}
+
+
+def shm_left():
+    """The exchange files this rank made that are still there."""
+    ns, pid = _dist._ident()
+    mine = f"pinio-tp-{ns}-{pid}-"
+    return sorted(n for n in os.listdir("/dev/shm") if n.startswith(mine))
 
 
 def main():
