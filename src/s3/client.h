@@ -140,14 +140,20 @@ typedef struct pinio__s3_entry {
 
 /* ListObjectsV2 of `prefix` with delimiter '/' (the objects directly under
  * the "folder", as a directory listing), every page followed. Keys in the
- * store's order (UTF-8 binary, as S3 sorts). */
+ * store's order (UTF-8 binary, as S3 sorts). Every failure names
+ * s3://BUCKET/PREFIX: the request's errors; PINIO_EFORMAT for a page that
+ * is not a complete, well-formed listing (cut short included); -EPROTO for
+ * a continuation token given twice (a listing that would not end). On
+ * failure `*out` is NULL and `*n` 0. */
 int pinio__s3_list(pinio__s3 *c, const char *bucket, const char *prefix, pinio__s3_entry **out,
                    size_t *n, pinio_diag *diag);
 void pinio__s3_entries_free(pinio__s3_entry *e, size_t n);
 
 /* list.c, for the tests: parses one ListObjectsV2 response page, appending
  * to (*out, *n); `*next` receives the continuation token (malloc'ed) or
- * NULL on the last page. PINIO_EFORMAT on a response that is not one. */
+ * NULL on the last page. PINIO_EFORMAT on a response that is not one: not
+ * well-formed XML rooted at <ListBucketResult> and closed, or without
+ * exactly one IsTruncated of true or false. */
 int pinio__s3_list_parse(const char *xml, size_t len, pinio__s3_entry **out, size_t *n,
                          char **next);
 
