@@ -98,6 +98,14 @@ static int stage_progress(void *ctx, const pinio_progress *p)
     return ctx ? cli_progress_cb(ctx, p) : 0;
 }
 
+/* The same flag, polled where no progress report comes (an object store's
+ * retries and their backoff): a stop ends them at once. */
+static int stage_stop(void *ctx)
+{
+    (void)ctx;
+    return cli_stop_requested();
+}
+
 enum { O_VERIFY = 256, O_SHA, O_SUMS, O_FORCE, O_STAGING, O_CACHE, O_DIRECT_W, O_JSON };
 
 /* `shas` has room for one --sha256 per argument; `sums` holds the
@@ -215,6 +223,7 @@ static int stage(int argc, char **argv, const char **shas, cli_sums *sums)
     cli_progress_start(&pg, "stage", 0, quiet || json);
     o.progress = stage_progress;
     o.progress_ctx = cli_progress_active(&pg) ? &pg : NULL;
+    o.stop = stage_stop;
     cli_stop_install();
     pinio_stream_report r;
     pinio_diag d = { .offset = PINIO_DIAG_NO_OFFSET };

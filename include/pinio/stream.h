@@ -99,6 +99,10 @@ typedef struct pinio_stream_opts {
     uint32_t rank;               /**< with `split`: this process's rank, below `world` */
     uint32_t world;              /**< with `split`: the number of ranks, at least 1 */
     double max_overread;         /**< as pinio_plan_opts::max_overread; 0 = 1/32 */
+    /** Optional: polled during the waits of object (s3://) requests, see
+     *  #pinio_stop_fn; nonzero stops the call with -ECANCELED. */
+    pinio_stop_fn stop;
+    void *stop_ctx;
 } pinio_stream_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */

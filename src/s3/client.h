@@ -7,7 +7,8 @@
  * Errors: negative errno or PINIO_E* with the diag naming s3://BUCKET/KEY;
  * never a credential. -ENOENT (404), -EACCES (403), PINIO_ECHANGED (the
  * object's ETag or size moved since it was first seen: 412 on If-Match, or
- * another total in Content-Range), -EPROTO (a response that does not match
+ * another total in Content-Range), -ECANCELED (the caller's stop request,
+ * pinio__s3_set_stop()), -EPROTO (a response that does not match
  * its request, after the retries), -ETIMEDOUT / -ECONNRESET / -EIO (the
  * retries ran out on a network failure or a 5xx).
  *
@@ -64,6 +65,12 @@ void pinio__s3_close(pinio__s3 *c);
 /* Requests in flight at most from now on (>= 1). 0 or -ENOMEM. */
 int pinio__s3_set_concurrency(pinio__s3 *c, unsigned n);
 void pinio__s3_get_stats(const pinio__s3 *c, pinio__s3_stats *out);
+/* The stop request of the call now running (NULL: none), polled before each
+ * turn of the request loop and at least every 100 ms while it waits (for
+ * the network or a retry's backoff): nonzero ends the call's requests with
+ * -ECANCELED. Whoever sets it for a call clears it before returning: `ctx`
+ * lives only as long as that call. */
+void pinio__s3_set_stop(pinio__s3 *c, pinio_stop_fn stop, void *ctx);
 /* The endpoint requests go to (scheme://host[:port]); never a secret. */
 const char *pinio__s3_endpoint(const pinio__s3 *c);
 

@@ -30,7 +30,9 @@ apply):
              t1, t2, t1, ... (a store that never ends its listing)
 
 --latency MS delays every request's answer by MS milliseconds (a remote
-store's first-byte latency). Stops on SIGTERM; writes nothing to disk.
+store's first-byte latency). Each fault injected is said on stderr, "fault
+KIND PATH" (a test waits for one there). Stops on SIGTERM; writes nothing to
+disk.
 """
 import http.client
 import http.server
@@ -73,7 +75,8 @@ def main():
             if not fault or n < skip or (count and state["faults"] >= count):
                 return False
             state["faults"] += 1
-            return True
+        print(f"fault {fault} {path}", file=sys.stderr, flush=True)
+        return True
 
     def total_of(handler):
         """The object's size, by a HEAD upstream."""
