@@ -51,7 +51,8 @@ static void stage_usage(FILE *out)
             "                    s3://BUCKET/.../INDEX.json (the HPC pre-job copy)\n"
             "  DST               the target directory (created if missing; its parent must\n"
             "                    exist); files keep their names, and shards their folder\n"
-            "                    relative to the index (so the copied index names them)\n"
+            "                    relative to the index (so the copied index names them);\n"
+            "                    local only (an s3:// DST is a usage error)\n"
             "  --verify          two checks. The SHA-256 of each source file (the hub's LFS\n"
             "                    object id, printed as pinio load --verify prints it), hashed\n"
             "                    in the staging slots as the bytes arrive, so a byte changed on\n"
@@ -199,6 +200,9 @@ static int stage(int argc, char **argv, const char **shas, cli_sums *sums)
                                   "expected digests");
     const char *src = argv[optind];
     fc.dir = argv[optind + 1];
+    if (strncmp(fc.dir, "s3://", 5) == 0) /* else mkdir makes a local "s3:" folder */
+        return cli_usage("stage", "%s: writing to s3:// is not supported: stage copies from "
+                                  "s3:// (SRC) to a local directory (DST)", fc.dir);
     /* The list matched to the files before the target is touched: a file
      * it lacks stops the stage with nothing made. */
     if (sums_path) {

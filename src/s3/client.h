@@ -32,6 +32,13 @@ bool pinio__s3_is_url(const char *s);
  * (letters, digits, '.', '-', '_'; at most 255). The key is kept as written. */
 int pinio__s3_url_split(const char *url, char **bucket, char **key, pinio_diag *diag);
 
+/* The writers' one refusal of an object URL (pinio_save, pinio_gen_write,
+ * the file sink): 0 when `path` is not an s3:// URL; else -ENOTSUP, the diag
+ * naming it and saying what is supported. Without it "s3://b/k" is a local
+ * relative path ("s3:" folder): "no such file or directory", or worse, a
+ * local file written where an upload was meant. */
+int pinio__s3_refuse_write(const char *path, pinio_diag *diag);
+
 /* "s3://BUCKET/KEY", malloc'ed (NULL: out of memory). */
 char *pinio__s3_url_join(const char *bucket, const char *key);
 
