@@ -717,6 +717,8 @@ static void help(void)
            "Then a verdict: 'full speed' (exit 0), or 'degraded' (exit 1) with each\n"
            "reason (io_uring blocked, O_DIRECT refused, memory that cannot be registered,\n"
            "...) and what to do about it. Notes give advice that does not change it.\n"
+           "PATH is local: an s3:// URL is a usage error (none of these facts belong to\n"
+           "an object; `pinio bench s3://...` measures a store).\n"
            "\n"
            "  --json       one JSON object (doc/json/doctor.schema.json)\n"
            "  --root DIR   read the /proc and /sys facts from DIR/proc and DIR/sys (a\n"
@@ -757,6 +759,13 @@ static int run_doctor(int argc, char **argv)
     static struct facts f; /* large; one per process */
     memset(&f, 0, sizeof f);
     f.path = optind < argc ? argv[optind] : ".";
+    /* Every probe here is of a local path (its file system, O_DIRECT, the
+     * block queue, its NUMA node); an object has none of them. */
+    if (strncmp(f.path, "s3://", 5) == 0)
+        return cli_usage("doctor", "%s: doctor examines a local path (file system, O_DIRECT, "
+                                   "io_uring, NUMA, GPUs), which an s3:// source has none of: "
+                                   "run it on the directory you load or stage into, and "
+                                   "`pinio bench %s` to measure the store", f.path, f.path);
     /* Non-blocking open + fstat: a FIFO's open() would wait for a writer
      * forever, and the probes below open the path again (O_DIRECT). Only
      * what they can use passes: a directory, a regular file, a block device. */

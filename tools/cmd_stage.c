@@ -51,7 +51,8 @@ static void stage_usage(FILE *out)
             "                    s3://BUCKET/.../INDEX.json (the HPC pre-job copy)\n"
             "  DST               the target directory (created if missing; its parent must\n"
             "                    exist); files keep their names, and shards their folder\n"
-            "                    relative to the index (so the copied index names them)\n"
+            "                    relative to the index (so the copied index names them);\n"
+            "                    local only (an s3:// DST is a usage error)\n"
             "  --verify          two checks. The SHA-256 of each source file (the hub's LFS\n"
             "                    object id, printed as pinio load --verify prints it), hashed\n"
             "                    in the staging slots as the bytes arrive, so a byte changed on\n"
@@ -96,6 +97,14 @@ static int stage_progress(void *ctx, const pinio_progress *p)
     if (cli_stop_requested())
         return 1;
     return ctx ? cli_progress_cb(ctx, p) : 0;
+}
+
+/* The same flag, polled where no progress report comes (an object store's
+ * retries and their backoff): a stop ends them at once. */
+static int stage_stop(void *ctx)
+{
+    (void)ctx;
+    return cli_stop_requested();
 }
 
 enum { O_VERIFY = 256, O_SHA, O_SUMS, O_FORCE, O_STAGING, O_CACHE, O_DIRECT_W, O_JSON };
@@ -191,6 +200,9 @@ static int stage(int argc, char **argv, const char **shas, cli_sums *sums)
                                   "expected digests");
     const char *src = argv[optind];
     fc.dir = argv[optind + 1];
+    if (strncmp(fc.dir, "s3://", 5) == 0) /* else mkdir makes a local "s3:" folder */
+        return cli_usage("stage", "%s: writing to s3:// is not supported: stage copies from "
+                                  "s3:// (SRC) to a local directory (DST)", fc.dir);
     /* The list matched to the files before the target is touched: a file
      * it lacks stops the stage with nothing made. */
     if (sums_path) {
@@ -215,6 +227,7 @@ static int stage(int argc, char **argv, const char **shas, cli_sums *sums)
     cli_progress_start(&pg, "stage", 0, quiet || json);
     o.progress = stage_progress;
     o.progress_ctx = cli_progress_active(&pg) ? &pg : NULL;
+    o.stop = stage_stop;
     cli_stop_install();
     pinio_stream_report r;
     pinio_diag d = { .offset = PINIO_DIAG_NO_OFFSET };

@@ -149,6 +149,18 @@ typedef struct pinio_progress {
  */
 typedef int (*pinio_progress_fn)(void *ctx, const pinio_progress *p);
 
+/**
+ * A stop request, for the waits of an operation that no progress report
+ * interrupts: an object store's retries and the backoff between them
+ * (minutes, at worst), the listings and header reads of a plan. Polled on
+ * the thread that called the operation, at least every 100 ms while it
+ * waits. Return nonzero to stop: the operation fails with -ECANCELED, at
+ * once, and undoes what it made, as after a progress callback's stop. For a
+ * program's signal handler: it sets a flag, and this reads it (the library
+ * installs no handler of its own). Must be cheap; must not call into pinio.
+ */
+typedef int (*pinio_stop_fn)(void *ctx);
+
 /** The runtime library version as "MAJOR.MINOR.PATCH" (may differ from the headers'). */
 PINIO_API const char *pinio_version(void);
 

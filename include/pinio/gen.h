@@ -154,7 +154,8 @@ static inline void pinio_gen_opts_default(pinio_gen_opts *opts)
  * for a minute).
  *
  * @param res  optional: what was written.
- * @return 0; -EINVAL for bad options (an invalid dtype, more than 99999
+ * @return 0; -ENOTSUP for an s3:// `out` (objects are read, never
+ *         written); -EINVAL for bad options (an invalid dtype, more than 99999
  *         shards, a header over #PINIO_ST_HEADER_MAX or an index over
  *         #PINIO_ST_INDEX_MAX bytes: what a reader would refuse is not
  *         written); a negative errno for I/O (ENOSPC, EACCES, ...) with the

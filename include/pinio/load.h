@@ -282,6 +282,10 @@ typedef struct pinio_load_opts {
     unsigned object_concurrency;
     /** The filters are exact tensor names (pinio_plan_opts::filters_exact). */
     bool filters_exact;
+    /** Optional: polled during the waits of object (s3://) requests, see
+     *  #pinio_stop_fn; nonzero stops the call with -ECANCELED. */
+    pinio_stop_fn stop;
+    void *stop_ctx;
 } pinio_load_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */
@@ -422,7 +426,7 @@ typedef struct pinio_load_report {
  *         (missing file, shard or tensor), -EEXIST (a tensor in two shards),
  *         -EINVAL (bad options: a memory mode, a consumer, a mapped_fill, a tensor_align not a
  *         power of two up to 4096), -EBUSY (the kept `arena` still held by an earlier
- *         load's checkpoint or tensors), -ECANCELED (progress callback), -EIO,
+ *         load's checkpoint or tensors), -ECANCELED (progress callback or stop), -EIO,
  *         -ENOMEM, a mapping's errno,
  *         PINIO_EFORMAT with "sha256 mismatch" when verification fails,
  *         PINIO_EDIGESTS (expected digests not one per file).

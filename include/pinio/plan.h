@@ -165,6 +165,11 @@ typedef struct pinio_plan_opts {
      *  the exact names another plan selected: "x.weight" then leaves out
      *  "x.weight.absmax"). False (default): patterns as `filters` says. */
     bool filters_exact;
+    /** Optional: polled during the waits of object (s3://) requests (the
+     *  listings, HEADs and header reads), see #pinio_stop_fn; nonzero stops
+     *  the call with -ECANCELED. Not kept by the plan. */
+    pinio_stop_fn stop;
+    void *stop_ctx;
 } pinio_plan_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */
@@ -299,7 +304,8 @@ typedef struct pinio_plan_info {
  *         shard, or a tensor the index maps to a shard lacking it, or a slice
  *         naming no selected tensor), -EEXIST (a tensor in two shards),
  *         -EINVAL (bad options, no inputs, not a regular file, two index
- *         files, a bad slice or split rule), -ENOMEM, or open's errno.
+ *         files, a bad slice or split rule), -ECANCELED (the stop request,
+ *         while objects are listed or opened), -ENOMEM, or open's errno.
  */
 PINIO_API int pinio_plan_create(pinio_plan **out, const char *const *paths, size_t npaths,
                                 const pinio_plan_opts *opts, pinio_diag *diag);
@@ -530,6 +536,10 @@ typedef struct pinio_exec_opts {
     bool regions_lazy;
     /** Object files (s3://): HTTP requests in flight at most; 0 = 16. */
     unsigned object_concurrency;
+    /** Optional: polled during the waits of object (s3://) requests, see
+     *  #pinio_stop_fn; nonzero stops the call with -ECANCELED. */
+    pinio_stop_fn stop;
+    void *stop_ctx;
 } pinio_exec_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */
@@ -588,7 +598,7 @@ typedef struct pinio_exec_report {
  * @param rep   optional, filled on success.
  * @param diag  optional; names the file and offset (`diag->index` is the
  *              failing read's index in the plan).
- * @return 0; #PINIO_ECHANGED, -ECANCELED (progress callback), -EINVAL (bad
+ * @return 0; #PINIO_ECHANGED, -ECANCELED (progress callback or stop), -EINVAL (bad
  *         options or ops, a sub-range past the plan), the engine's errors,
  *         or a destination callback's code. After a failure the destination
  *         may hold partial data in any read it claimed.

@@ -147,6 +147,7 @@ PINIO_API int pinio_save_header(const pinio_save_tensor *ts, size_t n,
  * @param res   optional, filled on success.
  * @param diag  optional; names the file and offset, or the tensor.
  * @return 0; as pinio_save_header(); -ECANCELED (progress callback);
+ *         -ENOTSUP (an s3:// `path`: objects are read, never written);
  *         -EACCES (a read-only file), -EISDIR/-EINVAL (not a regular file),
  *         -ENOENT (a folder or a symlink's file missing), -EEXIST (the
  *         temporary's name is taken); open/write/fsync/rename's errno

@@ -143,7 +143,8 @@ typedef struct pinio_sink_file_cfg {
     /** Existing directory receiving each input file under its base name
      *  (the real name for a /proc/self/fd/N path), a shard under its path
      *  relative to the index's folder (subfolders are made), and the index
-     *  file too, when the plan has one. Required. */
+     *  file too, when the plan has one. Required; an s3:// URL is refused
+     *  at open with -ENOTSUP (objects are read, never written). */
     const char *dir;
     /** Replace files that already exist there, the index included (else
      *  -EEXIST before anything is written). */

@@ -101,6 +101,10 @@ typedef struct pinio_stream_opts {
     double max_overread;         /**< as pinio_plan_opts::max_overread; 0 = 1/32 */
     /** The filters are exact tensor names (pinio_plan_opts::filters_exact). */
     bool filters_exact;
+    /** Optional: polled during the waits of object (s3://) requests, see
+     *  #pinio_stop_fn; nonzero stops the call with -ECANCELED. */
+    pinio_stop_fn stop;
+    void *stop_ctx;
 } pinio_stream_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */

@@ -171,9 +171,11 @@ static int resolve_one(pinio__inputs *in, const char *path, pinio_diag *diag)
 }
 
 int pinio__inputs_resolve(pinio__inputs *in, const char *const *paths, size_t n,
-                          pinio_diag *diag)
+                          pinio_stop_fn stop, void *stop_ctx, pinio_diag *diag)
 {
     memset(in, 0, sizeof(*in));
+    in->stop = stop;
+    in->stop_ctx = stop_ctx;
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < n; i++)
         rc = resolve_one(in, paths[i], diag);

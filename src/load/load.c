@@ -233,6 +233,8 @@ static void plan_opts_of(const pinio_load_opts *o, pinio_plan_opts *po)
     po->rank = o->rank;
     po->world = o->world;
     po->max_overread = o->max_overread;
+    po->stop = o->stop;
+    po->stop_ctx = o->stop_ctx;
 }
 
 static void exec_opts_of(const pinio_load_opts *o, bool hashing, uint64_t bytes,
@@ -247,6 +249,8 @@ static void exec_opts_of(const pinio_load_opts *o, bool hashing, uint64_t bytes,
     eo->progress_ctx = o->progress_ctx;
     /* --qd is "reads in flight" for objects too: HTTP requests at once. */
     eo->object_concurrency = o->object_concurrency ? o->object_concurrency : o->queue_depth;
+    eo->stop = o->stop;
+    eo->stop_ctx = o->stop_ctx;
     /* Without a progress callback or a hasher to feed, the whole selection
      * is one bulk call, so the engine's queue never drains early; a hasher
      * needs drain points as a progress callback does: 1/16 of the load

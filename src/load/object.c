@@ -148,8 +148,8 @@ int pinio__obj_resolve(pinio__inputs *in, const char *url, char ***out, size_t *
     int rc = pinio__s3_url_split(url, &bucket, &key, diag);
     if (rc < 0)
         return rc;
-    if (!in->s3)
-        rc = pinio__s3_open(&in->s3, NULL, diag);
+    if (!in->s3 && (rc = pinio__s3_open(&in->s3, NULL, diag)) == 0)
+        pinio__s3_set_stop(in->s3, in->stop, in->stop_ctx);
     if (rc == 0) {
         size_t kl = strlen(key);
         if (ends_with(key, ".safetensors")) {
@@ -319,6 +319,7 @@ int pinio__obj_execute(pinio_plan *p, size_t a, size_t b, const pinio_dest_ops *
     unsigned conc = o->object_concurrency ? o->object_concurrency : 16;
     if (rc == 0)
         rc = pinio__s3_set_concurrency(p->s3, conc);
+    pinio__s3_set_stop(p->s3, o->stop, o->stop_ctx);
     for (size_t i = a; i < b && rc == 0;) {
         size_t nb = 0;
         uint64_t bytes = 0;
@@ -366,6 +367,7 @@ int pinio__obj_execute(pinio_plan *p, size_t a, size_t b, const pinio_dest_ops *
             }
         }
     }
+    pinio__s3_set_stop(p->s3, NULL, NULL);
     pinio__s3_stats s1;
     pinio__s3_get_stats(p->s3, &s1);
     for (size_t f = 0; seen && f < p->nfiles; f++)

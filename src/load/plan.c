@@ -183,6 +183,8 @@ static void keep_opts(pinio_plan *p, const pinio_plan_opts *o)
     p->opts.nslices = 0;
     p->opts.split = NULL;
     p->opts.nsplit = 0;
+    p->opts.stop = NULL; /* the call's: its context may not outlive it */
+    p->opts.stop_ctx = NULL;
 }
 
 /* What follows the files' validation, for every constructor: select, slice,
@@ -236,8 +238,8 @@ static int build(pinio_plan **out, const pinio_plan_opts *o, pinio_st_index *ind
         f->path = paths[i];
         paths[i] = NULL;
         bool object = pinio__s3_is_url(f->path);
-        if (rc == 0 && object && !p->s3)
-            rc = pinio__s3_open(&p->s3, NULL, diag);
+        if (rc == 0 && object && !p->s3 && (rc = pinio__s3_open(&p->s3, NULL, diag)) == 0)
+            pinio__s3_set_stop(p->s3, o->stop, o->stop_ctx);
         if (rc == 0 && object) {
             rc = pinio__obj_open(p->s3, f, hdrs ? hdrs[i].bytes : NULL, hdrs ? hdrs[i].len : 0,
                                  diag);
@@ -250,6 +252,8 @@ static int build(pinio_plan **out, const pinio_plan_opts *o, pinio_st_index *ind
                 pinio_diag_set_index(diag, i);
         }
     }
+    if (p->s3) /* the objects are open: the call's stop request ends here */
+        pinio__s3_set_stop(p->s3, NULL, NULL);
     if (rc < 0) {
         pinio_plan_free(p);
         return rc;
@@ -272,7 +276,7 @@ int pinio_plan_create(pinio_plan **out, const char *const *paths, size_t npaths,
         return -EINVAL;
     }
     pinio__inputs in;
-    rc = pinio__inputs_resolve(&in, paths, npaths, diag);
+    rc = pinio__inputs_resolve(&in, paths, npaths, o.stop, o.stop_ctx, diag);
     if (rc < 0)
         return rc;
     char *image = in.index_image;

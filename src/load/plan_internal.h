@@ -44,6 +44,8 @@ typedef struct pinio__inputs {
     size_t n, cap;
     pinio_st_index *index;
     pinio__s3 *s3;          /* opened at the first s3:// input; the plan takes it */
+    pinio_stop_fn stop;     /* the caller's stop request, for in->s3 while resolving */
+    void *stop_ctx;
     char *index_image;      /* an object index's bytes (stage copies them) */
     size_t index_len;
 } pinio__inputs;
@@ -73,7 +75,7 @@ struct pinio_plan {
 
 /* inputs.c: files, directories and index files -> the file list. */
 int pinio__inputs_resolve(pinio__inputs *in, const char *const *paths, size_t n,
-                          pinio_diag *diag);
+                          pinio_stop_fn stop, void *stop_ctx, pinio_diag *diag);
 void pinio__inputs_free(pinio__inputs *in);
 
 /* hub.c: the Hugging Face hub cache. Whether `spec` has the shape of a

@@ -29,6 +29,12 @@
  * per request. 403, 404, 412 and malformed requests are not retried: they
  * do not get better.
  *
+ * Stopping: a stop request (pinio__s3_set_stop(), the caller's flag) is
+ * polled before every turn of the loop, and no wait lasts more than 100 ms
+ * while one is set, so a SIGTERM ends a retry storm at once instead of
+ * after its backoff waits (up to retry_seconds, past a container's grace
+ * period). The library installs no handler: the caller's reads its flag.
+ *
  * Secrets: the signed header lines (Authorization, the session token) live
  * in the request only while it is in flight and are never formatted into a
  * message; libcurl's verbose output is never enabled.
@@ -63,6 +69,8 @@ struct pinio__s3 {
     /* A stream's accepted requests, not yet polled. */
     pinio__s3_done *fin;
     size_t nfin, fincap;
+    pinio_stop_fn stop;        /* the current call's stop request, or NULL */
+    void *stop_ctx;
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -173,6 +181,22 @@ int pinio__s3_set_concurrency(pinio__s3 *c, unsigned n)
     curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)n);
     curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, (long)n);
     return 0;
+}
+
+void pinio__s3_set_stop(pinio__s3 *c, pinio_stop_fn stop, void *ctx)
+{
+    c->stop = stop;
+    c->stop_ctx = ctx;
+}
+
+/* -ECANCELED when the caller asked to stop (diag filled), else 0. */
+static int stop_check(pinio__s3 *c, pinio_diag *diag)
+{
+    if (!c->stop || !c->stop(c->stop_ctx))
+        return 0;
+    pinio_diag_set(diag, -ECANCELED, "s3: requests to %s stopped at the caller's request",
+                   pinio__s3_cfg_endpoint(c->cfg));
+    return -ECANCELED;
 }
 
 void pinio__s3_get_stats(const pinio__s3 *c, pinio__s3_stats *out)
@@ -763,7 +787,7 @@ static int turn(pinio__s3 *c, double wait_ms, pinio_diag *diag)
     }
     if (accepted || !(wait_ms > 0) || !c->nq)
         return accepted;
-    double ms = wait_ms;
+    double ms = c->stop && wait_ms > 100 ? 100 : wait_ms;
     if (wake != HUGE_VAL) {
         double d = (wake - pinio__now_s()) * 1000;
         ms = d < 0 ? 0 : d < ms ? d : ms;
@@ -791,7 +815,9 @@ static int run(pinio__s3 *c, xfer *x, size_t n, pinio_diag *diag)
     for (size_t i = 0; i < n && !rc; i++)
         rc = queue_push(c, &x[i], diag);
     for (size_t done = 0; !rc && done < n;) {
-        int k = turn(c, 500, diag);
+        int k = stop_check(c, diag);
+        if (k == 0)
+            k = turn(c, 500, diag);
         if (k < 0)
             rc = k;
         else
@@ -855,7 +881,9 @@ int pinio__s3_poll(pinio__s3 *c, double timeout_s, pinio__s3_done *out, size_t m
     double end = pinio__now_s() + (timeout_s > 0 ? timeout_s : 0);
     while (!c->nfin && c->nq) {
         double left = (end - pinio__now_s()) * 1000;
-        int rc = turn(c, left > 0 ? left : 0, diag);
+        int rc = stop_check(c, diag);
+        if (rc == 0)
+            rc = turn(c, left > 0 ? left : 0, diag);
         if (rc < 0) {
             queue_drop(c);
             return rc;

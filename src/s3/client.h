@@ -7,7 +7,8 @@
  * Errors: negative errno or PINIO_E* with the diag naming s3://BUCKET/KEY;
  * never a credential. -ENOENT (404), -EACCES (403), PINIO_ECHANGED (the
  * object's ETag or size moved since it was first seen: 412 on If-Match, or
- * another total in Content-Range), -EPROTO (a response that does not match
+ * another total in Content-Range), -ECANCELED (the caller's stop request,
+ * pinio__s3_set_stop()), -EPROTO (a response that does not match
  * its request, after the retries), -ETIMEDOUT / -ECONNRESET / -EIO (the
  * retries ran out on a network failure or a 5xx).
  *
@@ -30,6 +31,13 @@ bool pinio__s3_is_url(const char *s);
  * -EINVAL naming the URL when the bucket is empty or not a bucket name
  * (letters, digits, '.', '-', '_'; at most 255). The key is kept as written. */
 int pinio__s3_url_split(const char *url, char **bucket, char **key, pinio_diag *diag);
+
+/* The writers' one refusal of an object URL (pinio_save, pinio_gen_write,
+ * the file sink): 0 when `path` is not an s3:// URL; else -ENOTSUP, the diag
+ * naming it and saying what is supported. Without it "s3://b/k" is a local
+ * relative path ("s3:" folder): "no such file or directory", or worse, a
+ * local file written where an upload was meant. */
+int pinio__s3_refuse_write(const char *path, pinio_diag *diag);
 
 /* "s3://BUCKET/KEY", malloc'ed (NULL: out of memory). */
 char *pinio__s3_url_join(const char *bucket, const char *key);
@@ -64,6 +72,12 @@ void pinio__s3_close(pinio__s3 *c);
 /* Requests in flight at most from now on (>= 1). 0 or -ENOMEM. */
 int pinio__s3_set_concurrency(pinio__s3 *c, unsigned n);
 void pinio__s3_get_stats(const pinio__s3 *c, pinio__s3_stats *out);
+/* The stop request of the call now running (NULL: none), polled before each
+ * turn of the request loop and at least every 100 ms while it waits (for
+ * the network or a retry's backoff): nonzero ends the call's requests with
+ * -ECANCELED. Whoever sets it for a call clears it before returning: `ctx`
+ * lives only as long as that call. */
+void pinio__s3_set_stop(pinio__s3 *c, pinio_stop_fn stop, void *ctx);
 /* The endpoint requests go to (scheme://host[:port]); never a secret. */
 const char *pinio__s3_endpoint(const pinio__s3 *c);
 
@@ -140,14 +154,20 @@ typedef struct pinio__s3_entry {
 
 /* ListObjectsV2 of `prefix` with delimiter '/' (the objects directly under
  * the "folder", as a directory listing), every page followed. Keys in the
- * store's order (UTF-8 binary, as S3 sorts). */
+ * store's order (UTF-8 binary, as S3 sorts). Every failure names
+ * s3://BUCKET/PREFIX: the request's errors; PINIO_EFORMAT for a page that
+ * is not a complete, well-formed listing (cut short included); -EPROTO for
+ * a continuation token given twice (a listing that would not end). On
+ * failure `*out` is NULL and `*n` 0. */
 int pinio__s3_list(pinio__s3 *c, const char *bucket, const char *prefix, pinio__s3_entry **out,
                    size_t *n, pinio_diag *diag);
 void pinio__s3_entries_free(pinio__s3_entry *e, size_t n);
 
 /* list.c, for the tests: parses one ListObjectsV2 response page, appending
  * to (*out, *n); `*next` receives the continuation token (malloc'ed) or
- * NULL on the last page. PINIO_EFORMAT on a response that is not one. */
+ * NULL on the last page. PINIO_EFORMAT on a response that is not one: not
+ * well-formed XML rooted at <ListBucketResult> and closed, or without
+ * exactly one IsTruncated of true or false. */
 int pinio__s3_list_parse(const char *xml, size_t len, pinio__s3_entry **out, size_t *n,
                          char **next);
 

@@ -5,7 +5,17 @@
  * their tags rather than by an XML library: S3 and the compatible stores
  * write them without attributes or CDATA, and a page that lacks them is
  * refused, never half-read. Keys come XML-escaped (&amp; ...); they are
- * decoded. */
+ * decoded.
+ *
+ * Why a page is checked whole before any of it is used: a body ended early
+ * (a connection closed mid-page, a proxy that cut it) still holds complete
+ * <Contents> elements, and a missing <IsTruncated> read as "false" would
+ * make it the last page, the shards past the cut silently gone. So a page
+ * is taken only when it is well-formed XML (tags nested and closed, the
+ * root <ListBucketResult> closed, nothing after it) and says IsTruncated
+ * once, as true or false. And a listing ends: a continuation token the
+ * store already gave is refused (botocore stops there too), where
+ * following it would list forever. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,16 +113,99 @@ void pinio__s3_entries_free(pinio__s3_entry *e, size_t n)
     free(e);
 }
 
+static bool is_space(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n';
+}
+
+/* Past a comment or processing instruction at `p` ("<!--" or "<?"), or NULL
+ * when it is not closed. */
+static const char *skip_misc(const char *p, const char *e)
+{
+    bool comment = e - p >= 4 && memcmp(p, "<!--", 4) == 0;
+    const char *end = comment ? "-->" : "?>";
+    const char *q = memmem(p + 2, (size_t)(e - p - 2), end, strlen(end));
+    return q ? q + strlen(end) : NULL;
+}
+
+/* Whether [s, e) is one complete XML document whose root element is
+ * <ListBucketResult>: every tag closed in order, the root closed, nothing
+ * but white space, comments and processing instructions around it. No
+ * DTD or CDATA (no store writes them in a listing). */
+static bool well_formed(const char *s, const char *e)
+{
+    enum { DEPTH = 32 };
+    const char *name[DEPTH];
+    size_t nlen[DEPTH], depth = 0;
+    bool root_done = false, root_seen = false;
+    for (const char *p = s; p < e;) {
+        if (*p != '<') {
+            if (depth == 0 && !is_space(*p))
+                return false; /* text outside the root */
+            p++;
+            continue;
+        }
+        if (e - p >= 2 && (p[1] == '?' || (e - p >= 4 && memcmp(p, "<!--", 4) == 0))) {
+            if (!(p = skip_misc(p, e)))
+                return false;
+            continue;
+        }
+        bool closing = e - p >= 2 && p[1] == '/';
+        const char *a = p + (closing ? 2 : 1), *b = a;
+        while (b < e && !is_space(*b) && *b != '>' && *b != '/')
+            b++;
+        /* the tag's end, past attributes (a quoted value may hold '>') */
+        const char *q = b;
+        char quote = 0;
+        while (q < e && (quote || *q != '>')) {
+            if (quote ? *q == quote : *q == '"' || *q == '\'')
+                quote = quote ? 0 : *q;
+            q++;
+        }
+        if (q >= e || b == a || *a == '!')
+            return false;
+        bool empty = !closing && q[-1] == '/';
+        if (closing) {
+            for (const char *r = b; r < q; r++)
+                if (!is_space(*r))
+                    return false;
+            if (!depth || nlen[depth - 1] != (size_t)(b - a) || memcmp(name[depth - 1], a, nlen[depth - 1]))
+                return false;
+            if (--depth == 0)
+                root_done = true;
+        } else {
+            if (depth == 0) {
+                if (root_seen || (size_t)(b - a) != 16 || memcmp(a, "ListBucketResult", 16))
+                    return false;
+                root_seen = true;
+                root_done = empty;
+            }
+            if (!empty) {
+                if (depth == DEPTH)
+                    return false;
+                name[depth] = a;
+                nlen[depth++] = (size_t)(b - a);
+            }
+        }
+        p = q + 1;
+    }
+    return root_done && depth == 0;
+}
+
 int pinio__s3_list_parse(const char *xml, size_t len, pinio__s3_entry **out, size_t *n,
                          char **next)
 {
     *next = NULL;
     const char *s = xml, *e = xml + len;
-    size_t tl;
-    if (!memmem(s, len, "<ListBucketResult", 17))
+    size_t tl, tl2;
+    if (!well_formed(s, e))
         return PINIO_EFORMAT;
     const char *t = element(s, e, "IsTruncated", &tl);
-    bool truncated = t && tl == 4 && memcmp(t, "true", 4) == 0;
+    if (!t || element(t + tl, e, "IsTruncated", &tl2))
+        return PINIO_EFORMAT;
+    bool truncated = tl == 4 && memcmp(t, "true", 4) == 0;
+    if (!truncated && !(tl == 5 && memcmp(t, "false", 5) == 0))
+        return PINIO_EFORMAT;
     size_t cap = *n;
     for (;;) {
         size_t bl;
@@ -151,12 +244,25 @@ int pinio__s3_list_parse(const char *xml, size_t len, pinio__s3_entry **out, siz
     return 0;
 }
 
+/* Whether `token` is one of seen[0 .. n). */
+static bool seen_before(char *const *seen, size_t n, const char *token)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(seen[i], token) == 0)
+            return true;
+    return false;
+}
+
 int pinio__s3_list(pinio__s3 *c, const char *bucket, const char *prefix, pinio__s3_entry **out,
                    size_t *n, pinio_diag *diag)
 {
     *out = NULL;
     *n = 0;
-    char *token = NULL;
+    char url[1200];
+    snprintf(url, sizeof(url), "s3://%s/%s", bucket, prefix);
+    /* Every token followed so far: one given twice is a listing that loops. */
+    char **seen = NULL, *token = NULL;
+    size_t nseen = 0;
     int rc = 0;
     for (unsigned page = 0; rc == 0; page++) {
         pinio__s3_param q[4] = { { "list-type", "2" }, { "prefix", prefix }, { "delimiter", "/" },
@@ -164,23 +270,42 @@ int pinio__s3_list(pinio__s3 *c, const char *bucket, const char *prefix, pinio__
         char *body = NULL;
         size_t len = 0;
         rc = pinio__s3_get_listing(c, bucket, q, token ? 4 : 3, &body, &len, diag);
-        if (rc < 0)
+        if (rc < 0) {
+            /* The request is the bucket's; the listing the user asked for
+             * is of the prefix too: the message names both. */
+            pinio_diag_relabel(diag, url);
             break;
-        free(token);
-        token = NULL;
+        }
+        if (token) {
+            char **ns = realloc(seen, (nseen + 1) * sizeof(*ns));
+            if (!ns) {
+                free(body);
+                rc = -ENOMEM;
+                break;
+            }
+            seen = ns;
+            seen[nseen++] = token;
+            token = NULL;
+        }
         rc = pinio__s3_list_parse(body, len, out, n, &token);
         free(body);
-        if (rc == PINIO_EFORMAT) {
-            char url[1200];
-            snprintf(url, sizeof(url), "s3://%s/%s", bucket, prefix);
+        if (rc == PINIO_EFORMAT)
             pinio_diag_set_at(diag, rc, url, PINIO_DIAG_NO_OFFSET,
-                              "the store's answer to ListObjectsV2 (page %u) is not a listing",
-                              page + 1);
+                              "the store's answer to ListObjectsV2 (page %u) is not a complete "
+                              "listing (cut short, or not well-formed XML)", page + 1);
+        else if (rc == 0 && token && seen_before(seen, nseen, token)) {
+            rc = -EPROTO;
+            pinio_diag_set_at(diag, rc, url, PINIO_DIAG_NO_OFFSET,
+                              "the store's ListObjectsV2 gave on page %u a continuation token it "
+                              "gave before: a listing that would never end, refused", page + 1);
         }
         if (rc < 0 || !token)
             break;
     }
     free(token);
+    for (size_t i = 0; i < nseen; i++)
+        free(seen[i]);
+    free(seen);
     if (rc < 0) {
         pinio__s3_entries_free(*out, *n);
         *out = NULL;

@@ -12,6 +12,17 @@ bool pinio__s3_is_url(const char *s)
     return s && strncmp(s, "s3://", 5) == 0;
 }
 
+int pinio__s3_refuse_write(const char *path, pinio_diag *diag)
+{
+    if (!pinio__s3_is_url(path))
+        return 0;
+    pinio_diag_set_at(diag, -ENOTSUP, path, PINIO_DIAG_NO_OFFSET,
+                      "writing to s3:// is not supported (pinio reads s3:// objects: load, "
+                      "info, stage and bench take them as sources); write to a local path and "
+                      "upload it with the store's own tools");
+    return -ENOTSUP;
+}
+
 /* Bucket names as S3 and the S3-compatible stores accept them: 3-63 of
  * [a-z0-9.-] today; legacy us-east-1 buckets also have upper case and '_'
  * (up to 255), which are let through: the store is the judge, the check

@@ -17,6 +17,7 @@
 #include "src/base/clock.h"
 #include "src/base/opts.h"
 #include "src/base/stale.h"
+#include "src/s3/client.h"
 
 /* ------------------------------------------------------------ generator */
 
@@ -736,6 +737,8 @@ int pinio_gen_write(const char *out, const pinio_gen_opts *uo, pinio_gen_result 
     if (crc < 0)
         return crc;
     const pinio_gen_opts *o = &oc;
+    if ((crc = pinio__s3_refuse_write(out, diag)) < 0)
+        return crc;
     unsigned k = o->shards ? o->shards : 1;
     if (k > 99999)
         return fail(diag, -EINVAL, "%s: at most 99999 shards", out);

@@ -24,6 +24,7 @@
 #include "src/base/clock.h"
 #include "src/base/opts.h"
 #include "src/base/stale.h"
+#include "src/s3/client.h"
 #include "src/st/json_internal.h"
 
 #define META_KEY "__metadata__"
@@ -711,7 +712,9 @@ int pinio_save(const char *path, const pinio_save_tensor *ts, size_t n,
     }
     double t0 = pinio__now_s();
     pinio_save_opts o;
-    int r = copy_opts(&o, uo, diag);
+    int r = pinio__s3_refuse_write(path, diag);
+    if (r == 0)
+        r = copy_opts(&o, uo, diag);
     if (r)
         return r;
     if (o.direct == PINIO_DIRECT_ON) {

@@ -56,6 +56,7 @@
 
 #include "pinio/sink.h"
 #include "src/base/stale.h"
+#include "src/s3/client.h"
 #include "uring/faults.h"
 
 #define BLOCK 4096u
@@ -424,6 +425,9 @@ static int file_open(void *priv, const void *cfg, const pinio_sink_setup *su, pi
         pinio_diag_set(diag, -EINVAL, "file sink: no target directory (pinio_sink_file_cfg.dir)");
         return -EINVAL;
     }
+    int r = pinio__s3_refuse_write(c->dir, diag);
+    if (r < 0)
+        return r;
     struct stat st;
     if (stat(c->dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         int rc = stat(c->dir, &st) != 0 ? -errno : -ENOTDIR;

@@ -222,6 +222,8 @@ static void exec_opts_of(const pinio_stream_opts *o, const stream *s,
     eo->backend = o->backend;
     eo->progress = o->progress;
     eo->progress_ctx = o->progress_ctx;
+    eo->stop = o->stop;
+    eo->stop_ctx = o->stop_ctx;
     eo->batch_bytes = UINT64_MAX; /* a batch is bounded by reads (see the banner) */
     /* Hashing on its thread (--verify) reads the slots after landed too. */
     bool async = s->sink->slot_wait || s->verify;
@@ -336,6 +338,8 @@ int pinio_stream(const char *const *paths, size_t npaths, const pinio_stream_opt
     po.rank = o.rank;
     po.world = o.world;
     po.max_overread = o.max_overread;
+    po.stop = o.stop;
+    po.stop_ctx = o.stop_ctx;
     pinio_plan *plan = NULL;
     rc = pinio_plan_create(&plan, paths, npaths, &po, diag);
     if (rc < 0)

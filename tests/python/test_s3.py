@@ -51,3 +51,16 @@ def test_a_missing_key_names_bucket_and_key(s3):
         pinio.load("s3://models/none.safetensors")
     assert "s3://models/none.safetensors" in str(e.value)
     assert "S3RVER" not in str(e.value)
+
+
+def test_save_file_to_s3_is_refused(tmp, monkeypatch):
+    """pinio reads s3:// and never writes it: save_file says so, and writes
+    nothing even where a local "s3:" folder would take the path."""
+    from pinio.safetensors import SafetensorError
+    os_ = __import__("os")
+    os_.makedirs(f"{tmp}/s3:/b")
+    monkeypatch.chdir(tmp)
+    with pytest.raises(SafetensorError) as e:
+        save_file(_tensors(2), "s3://b/x.safetensors")
+    assert "s3://b/x.safetensors: writing to s3:// is not supported" in str(e.value)
+    assert os_.listdir(f"{tmp}/s3:/b") == []

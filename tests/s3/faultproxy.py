@@ -21,8 +21,18 @@ first ranged GET of an object is its header's), --count of them (default 1;
   replace    uploads FILE over the object first, then forwards (an object
              replaced mid-load)
 
+Faults of the listings (ListObjectsV2, every page; --count and --skip do not
+apply):
+
+  listcut    the store's page cut after its first </Contents>, with the
+             Content-Length of what is sent (a body the connection ended)
+  listloop   a page of its own, truncated, whose continuation token cycles
+             t1, t2, t1, ... (a store that never ends its listing)
+
 --latency MS delays every request's answer by MS milliseconds (a remote
-store's first-byte latency). Stops on SIGTERM; writes nothing to disk.
+store's first-byte latency). Each fault injected is said on stderr, "fault
+KIND PATH" (a test waits for one there). Stops on SIGTERM; writes nothing to
+disk.
 """
 import http.client
 import http.server
@@ -65,7 +75,8 @@ def main():
             if not fault or n < skip or (count and state["faults"] >= count):
                 return False
             state["faults"] += 1
-            return True
+        print(f"fault {fault} {path}", file=sys.stderr, flush=True)
+        return True
 
     def total_of(handler):
         """The object's size, by a HEAD upstream."""
@@ -126,8 +137,27 @@ def main():
             r, data = self.upstream("DELETE")
             self.send(r.status, r.getheaders(), data)
 
+        def listing(self):
+            """Answers a ListObjectsV2 page under a listing fault."""
+            q = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
+            if fault == "listloop":
+                tok = "t2" if q.get("continuation-token") == ["t1"] else "t1"
+                body = ('<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>'
+                        '<IsTruncated>true</IsTruncated>'
+                        f'<NextContinuationToken>{tok}</NextContinuationToken><Contents>'
+                        f'<Key>{q.get("prefix", [""])[0]}x.safetensors</Key><Size>1</Size>'
+                        '</Contents></ListBucketResult>').encode()
+                return self.send(200, [("Content-Type", "application/xml")], body)
+            r, data = self.upstream("GET")
+            cut = data.find(b"</Contents>")
+            if r.status == 200 and cut >= 0:
+                data = data[: cut + len(b"</Contents>")]
+            self.send(r.status, r.getheaders(), data)
+
         def do_GET(self):
             time.sleep(latency)
+            if fault.startswith("list") and "list-type=2" in urllib.parse.urlparse(self.path).query:
+                return self.listing()
             ranged = "Range" in self.headers
             hit = ranged and take_fault(urllib.parse.urlparse(self.path).path)
             if hit and fault == "503":

@@ -4,9 +4,10 @@
 # reset mid-body, a short body, a wrong Content-Range, a 200 with the whole
 # object, 403, 412, and an object replaced mid-load. Each case: the bytes are
 # the local file's (--sha256) after retries that the JSON counts, or the load
-# fails with the right one-line error; a failed stage leaves nothing behind.
+# fails with the right one-line error; a failed stage leaves nothing behind;
+# SIGTERM ends a stage's retry storm at once.
 # usage: s3_faults_test.sh PINIO SRC_ROOT
-[ "${1:-}" = --help ] && { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[ "${1:-}" = --help ] && { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 PINIO=$1
 SRC=$2
 . "$SRC/tests/s3/s3env.sh"
@@ -78,6 +79,31 @@ fi
 proxy --fault reset --count 1
 check 0 "stage through a reset" "$PINIO" stage "$URL" "$DIR/staged2" --verify
 cmp -s "$DIR/m.safetensors" "$DIR/staged2/m.safetensors" || { echo "FAIL: staged file differs"; fails=$((fails + 1)); }
+
+# A stop ends a retry storm at once: SIGTERM to stage while every ranged GET
+# is a 503 with Retry-After: 1 (100 attempts: its 120 s retry budget), from
+# the header's (--skip 0: the plan's) or from the data's (--skip 1). It dies
+# of the signal well within that budget (the bound is loose on purpose: a
+# busy machine), its temporaries gone.
+for skip in 0 1; do
+    proxy --fault 503 --skip $skip --count 0
+    AWS_MAX_ATTEMPTS=100 "$PINIO" stage "$URL" "$DIR/staged-stop" >"$DIR/out" 2>"$DIR/err" &
+    STAGE=$!
+    i=0 # the storm has begun once the proxy injected two faults
+    while [ $i -lt 600 ] && [ "$(grep -c '^fault 503' "$DIR/proxy.err")" -lt 2 ]; do
+        sleep 0.1; i=$((i + 1))
+    done
+    t0=$(date +%s)
+    kill -TERM "$STAGE"
+    wait "$STAGE"
+    st=$?
+    took=$(($(date +%s) - t0))
+    [ "$st" -eq 143 ] || { echo "FAIL: stage (--skip $skip) stopped by SIGTERM: exit $st, want 143 (the signal)"; cat "$DIR/err"; fails=$((fails + 1)); }
+    [ "$took" -lt 30 ] || { echo "FAIL: stage (--skip $skip) took $took s to stop on SIGTERM (its retries: up to 120 s)"; fails=$((fails + 1)); }
+    if [ -e "$DIR/staged-stop" ] && [ -n "$(ls -A "$DIR/staged-stop")" ]; then
+        echo "FAIL: a stopped stage left files:"; ls -A "$DIR/staged-stop"; fails=$((fails + 1))
+    fi
+done
 
 s3_proxy_stop
 s3_cleanup

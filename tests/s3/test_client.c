@@ -90,7 +90,36 @@ Test(s3_list, parses_a_page_and_its_token)
     cr_assert_eq(pinio__s3_list_parse(last, sizeof(last) - 1, &e, &n, &next), 0);
     cr_assert_eq(n, 3);
     cr_assert_null(next);
+    /* What the stores write and a strict reading must still take: a prolog,
+     * the S3 namespace, indentation, empty elements, a comment. */
+    static const char pretty[] =
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+        "<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">\n"
+        "  <Name>b</Name>\n  <Prefix>m/</Prefix>\n  <StartAfter/>\n  <!-- a comment -->\n"
+        "  <IsTruncated>false</IsTruncated>\n"
+        "  <Contents>\n    <Key>m/p.safetensors</Key>\n    <Size>7</Size>\n"
+        "    <Owner><ID></ID></Owner>\n  </Contents>\n"
+        "</ListBucketResult>\n";
+    cr_assert_eq(pinio__s3_list_parse(pretty, sizeof(pretty) - 1, &e, &n, &next), 0);
+    cr_assert_eq(n, 4);
+    cr_assert_str_eq(e[3].key, "m/p.safetensors");
+    cr_assert_eq(e[3].size, 7);
+    cr_assert_null(next);
     pinio__s3_entries_free(e, n);
+}
+
+/* Each of bad[0 .. n) is refused as a listing page, with nothing leaked. */
+static void refuse_all(const char *const *bad, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        pinio__s3_entry *e = NULL;
+        size_t k = 0;
+        char *next = NULL;
+        cr_expect_eq(pinio__s3_list_parse(bad[i], strlen(bad[i]), &e, &k, &next), PINIO_EFORMAT,
+                     "%s", bad[i]);
+        pinio__s3_entries_free(e, k);
+        free(next);
+    }
 }
 
 Test(s3_list, refuses_what_is_no_listing)
@@ -102,15 +131,43 @@ Test(s3_list, refuses_what_is_no_listing)
         "<ListBucketResult><Contents><Key>k&bogus;</Key><Size>1</Size></Contents></ListBucketResult>",
         "<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>",
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        pinio__s3_entry *e = NULL;
-        size_t n = 0;
-        char *next = NULL;
-        cr_assert_eq(pinio__s3_list_parse(bad[i], strlen(bad[i]), &e, &n, &next), PINIO_EFORMAT,
-                     "%s", bad[i]);
-        pinio__s3_entries_free(e, n);
-        free(next);
-    }
+    refuse_all(bad, sizeof(bad) / sizeof(bad[0]));
+}
+
+/* A page cut short (a connection that ended the body early, a proxy that
+ * truncated it) must never read as the last page: the listing would lose
+ * the shards past the cut. Only a complete, well-formed page with its
+ * IsTruncated is one. */
+Test(s3_list, refuses_a_page_cut_short_or_malformed)
+{
+    const char *bad[] = {
+        /* cut after the first object: no IsTruncated, no closing tag */
+        "<ListBucketResult><Name>b</Name><Contents><Key>m/a.safetensors</Key><Size>1</Size>"
+        "</Contents>",
+        /* IsTruncated said false, then the body ended */
+        "<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>m/a.safetensors</Key>"
+        "<Size>1</Size></Contents>",
+        "<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>m/a.safetensors</Key>"
+        "<Size>1</Size></Contents><Contents><Key>m/b.safe",
+        "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult",
+        /* complete, but no IsTruncated (S3 always sends it), or not a boolean */
+        "<ListBucketResult><Contents><Key>k</Key><Size>1</Size></Contents></ListBucketResult>",
+        "<ListBucketResult><IsTruncated>maybe</IsTruncated></ListBucketResult>",
+        "<ListBucketResult><IsTruncated>false</IsTruncated><IsTruncated>true</IsTruncated>"
+        "</ListBucketResult>",
+        /* not well-formed: crossed tags, text or a second element past the root */
+        "<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>k<Size>1</Key></Size>"
+        "</Contents></ListBucketResult>",
+        "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult><Contents>"
+        "<Key>k</Key><Size>1</Size></Contents>",
+        "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>x",
+        "<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>k</Key>"
+        "<Size>1</Size></Contents></Contents></ListBucketResult>",
+        "<ListBucketResult><IsTruncated>false</IsTruncated><!-- cut",
+        "<?xml version=\"1.0\"",
+        "",
+    };
+    refuse_all(bad, sizeof(bad) / sizeof(bad[0]));
 }
 
 /* The stream's bookkeeping, with nothing listening (port 1 refuses at once)

@@ -843,7 +843,8 @@ def serialize_file(tensor_dict, filename, metadata=None):
     keeps its mode; a read-only one raises PermissionError (for a user who
     may not write it, as upstream); a symlink is written through (the link
     stays); a file pinio would refuse to read (a NUL in a name, a header
-    over 100 MB) raises SafetensorError before anything is written; a
+    over 100 MB) raises SafetensorError before anything is written, as
+    does an s3:// filename (pinio reads objects, never writes them); a
     temporary a killed save left is removed by a later save (pinio_save,
     save.h)."""
     filename = _os.fspath(filename)
