@@ -466,16 +466,7 @@ int pinio__pfile_open(pinio__pfile *f, const char *shard_of, const void *header,
         if (shard_of && rc == -ENOENT)
             pinio_diag_set_at(diag, rc, f->path, PINIO_DIAG_NO_OFFSET,
                               "shard named by %s is missing", shard_of);
-        else if (rc == -EMFILE) {
-            /* A plan holds one descriptor per file until it is freed. */
-            struct rlimit rl = { 0, 0 };
-            getrlimit(RLIMIT_NOFILE, &rl);
-            pinio_diag_set_at(diag, rc, f->path, PINIO_DIAG_NO_OFFSET,
-                              "cannot open: too many open files (a load holds one per shard; "
-                              "the limit is %llu: raise it with ulimit -n, up to the hard limit "
-                              "%llu)",
-                              (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max);
-        } else
+        else /* EMFILE: the plan, which knows the count, says more */
             pinio_diag_set_at(diag, rc, f->path, PINIO_DIAG_NO_OFFSET, "cannot open: %s",
                               pinio_strerror(rc));
         return rc;
@@ -513,4 +504,30 @@ void pinio__pfile_publish(pinio__pfile *f)
     f->pub.size = pinio_st_file_size(f->st);
     f->pub.header = f->st;
     f->pub.cache_why = f->why;
+}
+
+void pinio__diag_nofile(pinio_diag *diag, const char *path, size_t nfiles)
+{
+    /* A plan holds one descriptor per file until it is freed, and the
+     * engine a bounded few more: a limit below the count is the cause, and
+     * which limit must rise decides the advice. */
+    struct rlimit rl = { 0, 0 };
+    getrlimit(RLIMIT_NOFILE, &rl);
+    unsigned long long need = (unsigned long long)nfiles + 64;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need)
+        pinio_diag_set_at(diag, -EMFILE, path, PINIO_DIAG_NO_OFFSET,
+                          "cannot open: too many open files: a load holds one per file, %zu "
+                          "files, and the limit is %llu (hard limit %llu): the hard limit is too "
+                          "low; raise it to %llu or more (ulimit -Hn as root, systemd's "
+                          "LimitNOFILE=, docker run --ulimit nofile=N:N), then ulimit -n",
+                          nfiles, (unsigned long long)rl.rlim_cur,
+                          (unsigned long long)rl.rlim_max, need);
+    else
+        pinio_diag_set_at(diag, -EMFILE, path, PINIO_DIAG_NO_OFFSET,
+                          "cannot open: too many open files: a load holds one per file, %zu "
+                          "files, and the limit is %llu (hard limit %llu): raise it with "
+                          "ulimit -n %llu",
+                          nfiles, (unsigned long long)rl.rlim_cur,
+                          rl.rlim_max == RLIM_INFINITY ? ~0ull : (unsigned long long)rl.rlim_max,
+                          need);
 }

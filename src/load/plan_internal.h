@@ -93,6 +93,11 @@ bool pinio__hub_model_root(const char *dir, char *root, size_t n, char *prefix, 
  * `shard_of` names the index when the file is one of its shards. The file
  * must resolve beneath the index's folder, else its own (in a hub snapshot:
  * the model's folder; or a folder of PINIO_LINK_ROOTS): -EXDEV, said. */
+/* inputs.c: the error of a file that could not be opened for want of
+ * descriptors (EMFILE), in a plan of `nfiles` files: the count, both
+ * limits, and which of them must rise. */
+void pinio__diag_nofile(pinio_diag *diag, const char *path, size_t nfiles);
+
 int pinio__pfile_open(pinio__pfile *f, const char *shard_of, const void *header, size_t header_len,
                       pinio_diag *diag);
 

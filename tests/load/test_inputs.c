@@ -123,6 +123,16 @@ Test(inputs, many_shards_load_under_a_low_open_file_limit, .init = setup, .fini 
     memset(&d, 0, sizeof(d));
     cr_assert_eq(load_path(ck, &d), -EMFILE, "%s", d.msg);
     cr_assert_not_null(strstr(d.msg, "ulimit -n"), "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, "150 files"), "the files the load needs: %s", d.msg);
+
+    /* Issue 37 item 17: where the hard limit is too low, raising the soft
+     * one cannot help: the error says so, and what it would take. */
+    rl.rlim_cur = rl.rlim_max = 100;
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    memset(&d, 0, sizeof(d));
+    cr_assert_eq(load_path(ck, &d), -EMFILE, "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, "150 files"), "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, "hard limit is too low"), "%s", d.msg);
 }
 
 /* A checkpoint larger than the memory cgroup allows: a clear error before
