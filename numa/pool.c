@@ -15,8 +15,9 @@
  * Placement order (why): pinned pages cannot migrate, so the NUMA policy must
  * be on the VMA before anything faults the pages in. MAP_POPULATE would fault
  * them before mbind, hence mmap -> mbind -> madvise -> populate -> register.
- * Each step is a primitive of numa/prim.h (raw syscalls, not libnuma,
- * because libnuma may print to stderr and a library must not).
+ * Each step is a primitive of numa/prim.h (system calls, libnuma's numaif.h
+ * wrappers for the policy ones; not libnuma's numa_* layer, which may print
+ * to stderr, and a library must not).
  */
 #include <errno.h>
 #include <inttypes.h>

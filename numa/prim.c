@@ -1,25 +1,22 @@
-/* The OS memory primitives (contract in numa/prim.h). Raw system calls,
- * no libnuma: libnuma may print to stderr, and a library must not. */
+/* The OS memory primitives (contract in numa/prim.h). The NUMA policy
+ * calls are libnuma's numaif.h wrappers (mbind, move_pages): thin system
+ * calls that keep no state and print nothing. numa.h's numa_* layer stays
+ * out: it prints to stderr (numa_error, numa_warn) and can exit(), and a
+ * library must do neither. */
 #include <errno.h>
 #include <limits.h>
+#include <numaif.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "numa/numa_internal.h"
 #include "numa/prim.h"
 
-#ifndef MPOL_PREFERRED
-#define MPOL_PREFERRED 1
-#endif
-#ifndef MPOL_BIND
-#define MPOL_BIND 2
-#endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
@@ -67,7 +64,7 @@ int pinio__prim_bind(void *base, size_t size, int node, bool strict)
     mask[(size_t)node / bits] |= 1UL << ((size_t)node % bits);
     /* The kernel reads maxnode - 1 bits (get_nodes() decrements it), hence +1. */
     unsigned long maxnode = (unsigned long)MAX_NODES + 1;
-    if (syscall(SYS_mbind, base, size, strict ? MPOL_BIND : MPOL_PREFERRED, mask, maxnode, 0) != 0)
+    if (mbind(base, size, strict ? MPOL_BIND : MPOL_PREFERRED, mask, maxnode, 0) != 0)
         return -errno;
     return 0;
 }
@@ -95,7 +92,7 @@ int pinio__prim_where(void **pages, size_t n, int *status)
 {
     /* nodes == NULL: move_pages only reports where each page is (or
      * -ENOENT when it is not present). It moves nothing. */
-    if (syscall(SYS_move_pages, 0, (unsigned long)n, pages, NULL, status, 0) != 0)
+    if (move_pages(0, (unsigned long)n, pages, NULL, status, 0) != 0)
         return -errno;
     return 0;
 }

@@ -6,9 +6,9 @@
  * it (the pool, the loader, the benchmark); not installed. Every memory
  * operation of pinio that talks NUMA goes through here, so that:
  *
- *  - libnuma is never used: it may print to stderr (numa_error/numa_warn)
- *    and a library must not. The system calls are raw (mbind, move_pages),
- *    with the constants they need defined here when libc lacks them.
+ *  - of libnuma, only numaif.h's system call wrappers (mbind, move_pages)
+ *    are used: numa.h's numa_* layer may print to stderr (numa_error,
+ *    numa_warn) or exit, and a library must not.
  *  - every function is thread-safe, keeps no state, never prints, never
  *    aborts, and reports failure as a negative errno (or NULL where it
  *    returns a pointer); errno itself is unspecified afterwards.

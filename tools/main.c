@@ -80,6 +80,11 @@ int main(int argc, char **argv)
         printf("pinio %s\n", pinio_version());
         return finish_output(NULL, 0);
     }
+    /* A load holds a descriptor per shard: the soft open-file limit goes
+     * up to the hard one for every command (info, stage, --mpi too), as Go
+     * programs do at start-up; the hard limit is the administrator's. */
+    unsigned long long nofile_from, nofile_to;
+    cli_raise_nofile(&nofile_from, &nofile_to);
     for (size_t i = 0; commands[i]; i++)
         if (!strcmp(arg, commands[i]->name)) {
             cli_usage_json_scan(argc - 1, argv + 1);

@@ -97,16 +97,22 @@ const char *cli_human_bytes(char *buf, unsigned long cap, uint64_t bytes)
 
 void cli_raise_nofile(unsigned long long *from, unsigned long long *to)
 {
+    /* The first call raises; later ones say what it did, so that main()
+     * can raise for every command and load still reports the change. */
+    static bool done;
+    static unsigned long long was, now;
     struct rlimit rl;
-    *from = *to = 0;
-    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-        return;
-    *from = *to = (unsigned long long)rl.rlim_cur;
-    if (rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
-            *to = (unsigned long long)rl.rlim_cur;
+    if (!done && getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        was = now = (unsigned long long)rl.rlim_cur;
+        if (rl.rlim_cur < rl.rlim_max) {
+            rl.rlim_cur = rl.rlim_max;
+            if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+                now = (unsigned long long)rl.rlim_cur;
+        }
     }
+    done = true;
+    *from = was;
+    *to = now;
 }
 
 int cli_parse_cache(const char *s, pinio_cache_policy *out)

@@ -108,7 +108,8 @@ static inline double cli_now_s(void)
 /* Raises the soft open-file limit to the hard one (a load holds one
  * descriptor per shard); `*from` and `*to` receive the soft limit before and
  * after (equal when nothing changed). The command's own process only: the
- * library never changes limits. */
+ * library never changes limits. main() calls it first; later calls change
+ * nothing and say what that first call did. */
 void cli_raise_nofile(unsigned long long *from, unsigned long long *to);
 
 #endif

@@ -279,8 +279,10 @@ PINIO_API int pinio_controller_native_new(pinio_controller **out, size_t capacit
  * `src->len`; alloc_align is the alignment the view's allocation was
  * created with: the `align` of pinio_view_alloc() memory, else (memory
  * adopted by pinio_view_wrap(), static views) the alignment its start
- * address has, at most #PINIO_DEFAULT_ALIGN. It is also the alignment of
- * the private copy and of what try_detach returns; grow is unsupported.
+ * address has, at most #PINIO_DEFAULT_ALIGN; never less than 16, the
+ * seed's MAX_ALIGN, even for a source less aligned. It is also the
+ * alignment of the private copy and of what try_detach returns (the copy
+ * of a source less aligned than 16 is 16-aligned); grow is unsupported.
  * copy_into never copies-on-write. try_detach hands the view's memory over
  * in place only when the view is the unique, writable owner of a whole
  * allocation whose address is aligned to alloc_align; otherwise it copies

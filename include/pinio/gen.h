@@ -66,7 +66,10 @@ typedef struct pinio_gen_opts {
     /** Tensor bytes in total (the data sections, headers excluded). Each
      *  tensor's size is rounded down to whole elements of its dtype (and to
      *  whole bytes for sub-byte dtypes), so the total may fall short by a few
-     *  bytes per tensor; pinio_gen_result::data_bytes says the exact figure. */
+     *  bytes per tensor; pinio_gen_result::data_bytes says the exact figure.
+     *  With `tensors` set, 0 asks for empty tensors, and a nonzero size too
+     *  small for one element of each is refused (-EINVAL, the diag saying
+     *  how many bytes would do). */
     uint64_t size;
     /** Number of tensors of equal size; 0: the transformer of #pinio_gen_model instead. */
     size_t tensors;

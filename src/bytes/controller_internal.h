@@ -12,6 +12,10 @@
  * (resetting `*src`); pinio__shared_discard() frees storage never initialized.
  */
 pinio_controller *pinio__shared_alloc(void);
+/* The seed's MAX_ALIGN (align_of::<u128>() on x86_64): the least alignment
+ * a shared controller reports and detaches at. */
+#define PINIO__SEED_MAX_ALIGN 16
+
 void pinio__shared_init(pinio_controller *c, pinio_view *src, pinio_property prop, size_t align);
 void pinio__shared_discard(pinio_controller *c);
 

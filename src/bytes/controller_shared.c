@@ -251,7 +251,14 @@ void pinio__shared_init(pinio_controller *c, pinio_view *src, pinio_property pro
     shared_ctrl *s = sh(c);
     s->base.ops = &shared_ops;
     s->prop = prop;
-    s->align = align;
+    /* The seed's promise is MAX_ALIGN (align_of::<u128>(), 16) for what
+     * try_detach hands back, whatever the source: a static array or an
+     * adopted buffer that happens to sit at 8, or a native split created
+     * 1-aligned, must not pass its small alignment on to the copy, since
+     * how the compiler places an array would then decide the contract.
+     * Every constructor (new, split, duplicate, view, the file and native
+     * controllers' halves) comes through here. */
+    s->align = align > PINIO__SEED_MAX_ALIGN ? align : PINIO__SEED_MAX_ALIGN;
     pthread_mutex_init(&s->cow_lock, NULL); /* cannot fail for default attributes on Linux */
     atomic_init(&s->cur, 0);
     atomic_init(&s->copied, false);

@@ -218,29 +218,31 @@ int pinio__hub_resolve(const char *spec, char **out, pinio_diag *diag)
 }
 
 /* A hub snapshot folder is CACHE/models--ORG--NAME/snapshots/REV, and its
- * files are links into ../../blobs: for a folder of that shape, the model
- * folder is the root its links may reach, and `prefix` is the folder's
- * path beneath that root ("snapshots/REV"). The folder is taken as it
- * really is (realpath), so a cache reached through a link or a relative
- * path is recognised too. */
+ * files are links into ../../blobs: for a folder at or beneath a snapshot
+ * (diffusers keeps a model per subfolder, snapshots/REV/unet/, linked to
+ * ../../../blobs), the model folder is the root its links may reach, and
+ * `prefix` is the folder's path beneath that root ("snapshots/REV/unet").
+ * The folder is taken as it really is (realpath), so a cache reached
+ * through a link or a relative path is recognised too. The last
+ * "snapshots" step under a models-- folder counts: a tree that nests one
+ * model-shaped folder in another gets the narrower root. */
 bool pinio__hub_model_root(const char *dir, char *root, size_t n, char *prefix, size_t pn)
 {
     char real[PATH_MAX];
     if (!realpath(dir, real))
         return false;
-    char *rev = strrchr(real, '/');
-    if (!rev || rev == real)
-        return false;
-    *rev = '\0';
-    char *snaps = strrchr(real, '/');
-    if (!snaps || strcmp(snaps + 1, "snapshots") != 0)
-        return false;
-    *snaps = '\0';
-    const char *model = strrchr(real, '/');
-    if (!model || strncmp(model + 1, "models--", 8) != 0 || !model[9])
-        return false;
-    if (snprintf(root, n, "%s", real) >= (int)n ||
-        snprintf(prefix, pn, "snapshots/%s", rev + 1) >= (int)pn)
-        return false;
-    return true;
+    for (char *s = real + strlen(real); s > real; s--) {
+        if (*s != '/' || strncmp(s, "/snapshots/", 11) != 0 || !s[11] || s[11] == '/')
+            continue;
+        char *model = s - 1;
+        while (model > real && *model != '/')
+            model--;
+        if (*model != '/' || strncmp(model + 1, "models--", 8) != 0 || model + 9 >= s)
+            continue;
+        if (snprintf(prefix, pn, "%s", s + 1) >= (int)pn)
+            return false;
+        *s = '\0';
+        return snprintf(root, n, "%s", real) < (int)n;
+    }
+    return false;
 }

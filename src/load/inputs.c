@@ -11,12 +11,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "src/load/plan_internal.h"
@@ -62,6 +64,8 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+static int open_local(const char *shard_of, const char *path, int flags, pinio_diag *diag);
+
 static int use_index(pinio__inputs *in, const char *path, pinio_diag *diag)
 {
     if (in->index) {
@@ -70,6 +74,19 @@ static int use_index(pinio__inputs *in, const char *path, pinio_diag *diag)
                           pinio_st_index_path(in->index));
         return -EINVAL;
     }
+    /* The index is held to the rule its shards are (open_local): a folder
+     * or a cache entry whose index links out must not have another file
+     * parsed, and quoted in errors, as JSON. It is then read by its path:
+     * a link put in its place between the two opens is a writer of the
+     * folder racing its reader, which this check does not claim to stop. */
+    int fd = open_local(NULL, path, O_PATH | O_CLOEXEC, diag);
+    if (fd < 0) {
+        if (fd != -EXDEV)
+            pinio_diag_set_at(diag, fd, path, PINIO_DIAG_NO_OFFSET, "cannot open: %s",
+                              pinio_strerror(fd));
+        return fd;
+    }
+    close(fd);
     return pinio_st_index_open(&in->index, path, diag);
 }
 
@@ -120,6 +137,33 @@ static int scan_dir(pinio__inputs *in, const char *path, pinio_diag *diag)
     return rc;
 }
 
+/* A folder's index: model.safetensors.index.json, else the one file named
+ * *.safetensors.index.json (diffusers names it after the model:
+ * unet/diffusion_pytorch_model.safetensors.index.json), hidden names
+ * (a stage's temporaries) aside. Several, or none: "" (the folder is
+ * scanned, as before). NULL when out of memory. */
+static char *folder_index(const char *path)
+{
+    char *idx = join(path, "model.safetensors.index.json");
+    if (!idx || faccessat(AT_FDCWD, idx, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+        return idx;
+    free(idx);
+    DIR *d = opendir(path);
+    char *one = NULL;
+    int found = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        if (de->d_name[0] != '.' && ends_with(de->d_name, ".safetensors.index.json") &&
+            found++ == 0)
+            one = join(path, de->d_name);
+    if (d)
+        closedir(d);
+    if (found == 1)
+        return one;
+    free(one);
+    return found && !one ? NULL : strdup("");
+}
+
 static int resolve_one(pinio__inputs *in, const char *path, pinio_diag *diag)
 {
     if (pinio__s3_is_url(path)) {
@@ -153,10 +197,10 @@ static int resolve_one(pinio__inputs *in, const char *path, pinio_diag *diag)
         return e;
     }
     if (S_ISDIR(st.st_mode)) {
-        char *idx = join(path, "model.safetensors.index.json");
+        char *idx = folder_index(path);
         if (!idx)
             return -ENOMEM;
-        int rc = access(idx, F_OK) == 0 ? use_index(in, idx, diag) : scan_dir(in, path, diag);
+        int rc = *idx ? use_index(in, idx, diag) : scan_dir(in, path, diag);
         free(idx);
         return rc;
     }
@@ -268,34 +312,80 @@ static const char *split_dir(const char *index, const char *path, char *out, siz
     return path + dl + 1;
 }
 
+/* The path of the open `fd` as the kernel has it ("" when unknown). */
+static void fd_path(int fd, char *out, size_t n)
+{
+    char proc[64];
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    ssize_t k = readlink(proc, out, n - 1);
+    out[k > 0 ? k : 0] = '\0';
+}
+
+/* Whether `p` is the folder `dir` or lies beneath it: a whole step, so
+ * "/a/hub2" is not beneath "/a/hub". */
+static bool path_beneath(const char *p, const char *dir)
+{
+    size_t dl = strlen(dir);
+    while (dl > 1 && dir[dl - 1] == '/')
+        dl--;
+    return dl && strncmp(p, dir, dl) == 0 && (p[dl] == '/' || !p[dl] || (dl == 1 && *dir == '/'));
+}
+
 /* Whether the open file `fd` lies beneath the folder `dirfd` names: the
  * fallback check where openat2() is missing (Linux < 5.6). */
 static bool beneath(int dirfd, int fd)
 {
-    char a[64], b[64], pa[4096], pb[4096];
-    snprintf(a, sizeof(a), "/proc/self/fd/%d", dirfd);
-    snprintf(b, sizeof(b), "/proc/self/fd/%d", fd);
-    ssize_t la = readlink(a, pa, sizeof(pa) - 1), lb = readlink(b, pb, sizeof(pb) - 1);
-    if (la <= 0 || lb <= 0)
-        return false;
-    pa[la] = pb[lb] = '\0';
-    return strncmp(pb, pa, (size_t)la) == 0 && (pa[la - 1] == '/' || pb[la] == '/');
+    char pa[4096], pb[4096];
+    fd_path(dirfd, pa, sizeof(pa));
+    fd_path(fd, pb, sizeof(pb));
+    return *pa && *pb && path_beneath(pb, pa);
 }
 
-/* A shard is opened beneath its index's folder: a shard that is a symlink,
- * or lies under one, pointing out of that folder is refused (an index must
- * not make pinio read /etc/shadow's first bytes as a header length).
- * Symlinks that stay inside the folder are followed. One wider root: in a
- * Hugging Face hub snapshot (models--ORG--NAME/snapshots/REV) every file is
- * a link to ../../blobs/SHA, so there the root is the model's folder
+/* PINIO_LINK_ROOTS (folders, ':' between them): where links may lead
+ * besides a file's own root. Why an explicit list and not "any hub
+ * cache's blobs/": huggingface_hub 0.17-0.22 wrote --local-dir downloads
+ * as links into the cache, and nothing in such a folder says which model's
+ * blobs are its own, so only the user can vouch for the target. */
+static bool in_link_roots(int fd)
+{
+    const char *env = getenv("PINIO_LINK_ROOTS");
+    char target[4096], one[4096], real[4096];
+    if (!env || !*env)
+        return false;
+    fd_path(fd, target, sizeof(target));
+    for (const char *p = env; *target && *p;) {
+        const char *e = strchr(p, ':');
+        size_t k = e ? (size_t)(e - p) : strlen(p);
+        if (k && k < sizeof(one)) {
+            memcpy(one, p, k);
+            one[k] = '\0';
+            if (realpath(one, real) && path_beneath(target, real))
+                return true;
+        }
+        p += k + (e != NULL);
+    }
+    return false;
+}
+
+/* Every local file is opened beneath a root, one rule for every input
+ * kind: the folder of `base` (an index for its shards, else the file
+ * itself, whether a folder scan found it, a repo id led to it or the
+ * caller named it). A link that stays inside is followed; one that leaves
+ * is refused, so a folder, an index or a cache entry cannot make pinio
+ * read /etc/shadow's first bytes as a header length. The folder's own
+ * path is taken as given (a link on the way is the caller's), only what
+ * lies beneath it is held. One wider root: in a Hugging Face hub snapshot
+ * (models--ORG--NAME/snapshots/REV, or a subfolder of it) every file is a
+ * link to ../../blobs/SHA, so there the root is the model's folder
  * models--ORG--NAME, which holds only what was downloaded for that model,
- * and never the cache above it. -EXDEV on escape; `root` gets the folder
- * the shard had to stay in, `hub` whether it is a hub model's. */
-static int open_shard(const char *index, const char *path, int flags, char *root, size_t rn,
-                      bool *hub)
+ * never the cache above it nor another model's blobs. The folders of
+ * PINIO_LINK_ROOTS are accepted besides. -EXDEV on escape; `root` gets the
+ * folder the file had to stay in, `hub` whether it is a hub model's. */
+static int open_beneath(const char *base, const char *path, int flags, char *root, size_t rn,
+                        bool *hub)
 {
     char dir[4096], hub_rel[4096], prefix[1024];
-    const char *rel = split_dir(index, path, dir, sizeof(dir));
+    const char *rel = split_dir(base, path, dir, sizeof(dir));
     if (!rel)
         return -EXDEV;
     *hub = pinio__hub_model_root(dir, root, rn, prefix, sizeof(prefix));
@@ -321,15 +411,44 @@ static int open_shard(const char *index, const char *path, int flags, char *root
         int fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
         rc = fd >= 0 ? fd : -errno;
     }
-    if (rc == -ENOSYS || rc == -EPERM || rc == -EAGAIN) {
-        /* no openat2, a seccomp filter refusing it, or renames without end */
+    /* A name in /proc (/proc/self/fd/N, /dev/fd/N: bash's <(...)) is a
+     * descriptor the caller holds and named itself, not a link found in a
+     * tree: it is opened as named. Never so for an index's shards. */
+    struct statfs sf;
+    if (rc < 0 && base == path && fstatfs(dirfd, &sf) == 0 && sf.f_type == PROC_SUPER_MAGIC) {
         int fd = openat(dirfd, rel, flags);
-        rc = fd < 0 ? -errno : beneath(dirfd, fd) ? fd : -EXDEV;
-        if (rc == -EXDEV)
+        rc = fd < 0 ? -errno : fd;
+    }
+    bool fallback = rc == -ENOSYS || rc == -EPERM || rc == -EAGAIN;
+    if (fallback || rc == -EXDEV) {
+        /* no openat2, a seccomp filter refusing it, renames without end; or
+         * an escape that PINIO_LINK_ROOTS may allow. O_NONBLOCK in `flags`
+         * keeps a FIFO from blocking this open. */
+        int fd = openat(dirfd, rel, flags);
+        rc = fd < 0 ? (fallback ? -errno : -EXDEV)
+             : (fallback && beneath(dirfd, fd)) || in_link_roots(fd) ? fd : -EXDEV;
+        if (rc == -EXDEV && fd >= 0)
             close(fd);
     }
     close(dirfd);
     return rc;
+}
+
+static int open_local(const char *shard_of, const char *path, int flags, pinio_diag *diag)
+{
+    char root[4096] = "";
+    bool hub = false;
+    int fd = open_beneath(shard_of ? shard_of : path, path, flags, root, sizeof(root), &hub);
+    if (fd != -EXDEV)
+        return fd;
+    const char *where = hub ? "the hub model's folder" : shard_of ? "the index's folder"
+                                                                   : "its folder";
+    pinio_diag_set_at(diag, -EXDEV, path, PINIO_DIAG_NO_OFFSET,
+                      "%s%s%sresolves outside %s %s (a symlink?): refused; "
+                      "PINIO_LINK_ROOTS=DIR[:DIR...] lets links reach DIR",
+                      shard_of ? "shard named by " : "", shard_of ? shard_of : "",
+                      shard_of ? " " : "", where, root);
+    return -EXDEV;
 }
 
 int pinio__pfile_open(pinio__pfile *f, const char *shard_of, const void *header, size_t header_len,
@@ -338,34 +457,18 @@ int pinio__pfile_open(pinio__pfile *f, const char *shard_of, const void *header,
     /* O_NONBLOCK: opening a FIFO must not wait for a writer. It does not
      * change reads of a regular file, and it is cleared below anyway. */
     int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
-    char root[4096] = "";
-    bool hub = false;
-    f->fd = shard_of ? open_shard(shard_of, f->path, flags, root, sizeof(root), &hub)
-                     : open(f->path, flags);
+    f->fd = open_local(shard_of, f->path, flags, diag);
     if (f->fd == -EXDEV) {
-        pinio_diag_set_at(diag, -EXDEV, f->path, PINIO_DIAG_NO_OFFSET,
-                          "shard named by %s resolves outside %s %s (a symlink?): refused",
-                          shard_of, hub ? "the hub model's folder" : "the index's folder",
-                          *root ? root : "");
         f->fd = -1;
         return -EXDEV;
     }
     if (f->fd < 0) {
-        int rc = shard_of ? f->fd : -errno;
+        int rc = f->fd;
         f->fd = -1;
         if (shard_of && rc == -ENOENT)
             pinio_diag_set_at(diag, rc, f->path, PINIO_DIAG_NO_OFFSET,
                               "shard named by %s is missing", shard_of);
-        else if (rc == -EMFILE) {
-            /* A plan holds one descriptor per file until it is freed. */
-            struct rlimit rl = { 0, 0 };
-            getrlimit(RLIMIT_NOFILE, &rl);
-            pinio_diag_set_at(diag, rc, f->path, PINIO_DIAG_NO_OFFSET,
-                              "cannot open: too many open files (a load holds one per shard; "
-                              "the limit is %llu: raise it with ulimit -n, up to the hard limit "
-                              "%llu)",
-                              (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max);
-        } else
+        else /* EMFILE: the plan, which knows the count, says more */
             pinio_diag_set_at(diag, rc, f->path, PINIO_DIAG_NO_OFFSET, "cannot open: %s",
                               pinio_strerror(rc));
         return rc;
@@ -403,4 +506,30 @@ void pinio__pfile_publish(pinio__pfile *f)
     f->pub.size = pinio_st_file_size(f->st);
     f->pub.header = f->st;
     f->pub.cache_why = f->why;
+}
+
+void pinio__diag_nofile(pinio_diag *diag, const char *path, size_t nfiles)
+{
+    /* A plan holds one descriptor per file until it is freed, and the
+     * engine a bounded few more: a limit below the count is the cause, and
+     * which limit must rise decides the advice. */
+    struct rlimit rl = { 0, 0 };
+    getrlimit(RLIMIT_NOFILE, &rl);
+    unsigned long long need = (unsigned long long)nfiles + 64;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need)
+        pinio_diag_set_at(diag, -EMFILE, path, PINIO_DIAG_NO_OFFSET,
+                          "cannot open: too many open files: a load holds one per file, %zu "
+                          "files, and the limit is %llu (hard limit %llu): the hard limit is too "
+                          "low; raise it to %llu or more (ulimit -Hn as root, systemd's "
+                          "LimitNOFILE=, docker run --ulimit nofile=N:N), then ulimit -n",
+                          nfiles, (unsigned long long)rl.rlim_cur,
+                          (unsigned long long)rl.rlim_max, need);
+    else
+        pinio_diag_set_at(diag, -EMFILE, path, PINIO_DIAG_NO_OFFSET,
+                          "cannot open: too many open files: a load holds one per file, %zu "
+                          "files, and the limit is %llu (hard limit %llu): raise it with "
+                          "ulimit -n %llu",
+                          nfiles, (unsigned long long)rl.rlim_cur,
+                          rl.rlim_max == RLIM_INFINITY ? ~0ull : (unsigned long long)rl.rlim_max,
+                          need);
 }

@@ -248,6 +248,8 @@ static int build(pinio_plan **out, const pinio_plan_opts *o, pinio_st_index *ind
         } else if (rc == 0) {
             rc = pinio__pfile_open(f, shard_of, hdrs ? hdrs[i].bytes : NULL,
                                    hdrs ? hdrs[i].len : 0, diag);
+            if (rc == -EMFILE)
+                pinio__diag_nofile(diag, f->path, n);
             if (rc < 0)
                 pinio_diag_set_index(diag, i);
         }

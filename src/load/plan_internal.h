@@ -81,9 +81,9 @@ void pinio__inputs_free(pinio__inputs *in);
 /* hub.c: the Hugging Face hub cache. Whether `spec` has the shape of a
  * repo id (ORG/NAME[@REV]); its snapshot folder in the cache (HF_HUB_CACHE,
  * HF_HOME/hub, ~/.cache/huggingface/hub), malloc'ed into *out, or -ENOENT
- * naming where it looked; and, for a folder that is a hub snapshot
- * (models--ORG--NAME/snapshots/REV, taken through realpath), the model
- * folder its links may reach and the snapshot's path beneath it. */
+ * naming where it looked; and, for a folder at or beneath a hub snapshot
+ * (models--ORG--NAME/snapshots/REV[/SUB], taken through realpath), the
+ * model folder its links may reach and the folder's path beneath it. */
 bool pinio__hub_is_repo_id(const char *spec);
 int pinio__hub_resolve(const char *spec, char **out, pinio_diag *diag);
 bool pinio__hub_model_root(const char *dir, char *root, size_t n, char *prefix, size_t pn);
@@ -92,7 +92,14 @@ bool pinio__hub_model_root(const char *dir, char *root, size_t n, char *prefix, 
  * records its identity and validates its header through that descriptor,
  * or, when `header` is not NULL, parses those bytes (the file's first
  * `header_len`) against the descriptor's size instead of reading them.
- * `shard_of` names the index when the file is one of its shards. */
+ * `shard_of` names the index when the file is one of its shards. The file
+ * must resolve beneath the index's folder, else its own (in a hub snapshot:
+ * the model's folder; or a folder of PINIO_LINK_ROOTS): -EXDEV, said. */
+/* inputs.c: the error of a file that could not be opened for want of
+ * descriptors (EMFILE), in a plan of `nfiles` files: the count, both
+ * limits, and which of them must rise. */
+void pinio__diag_nofile(pinio_diag *diag, const char *path, size_t nfiles);
+
 int pinio__pfile_open(pinio__pfile *f, const char *shard_of, const void *header, size_t header_len,
                       pinio_diag *diag);
 

@@ -389,12 +389,28 @@ static int make_plan(const pinio_gen_opts *o, struct gen_tensor **out, size_t *c
         for (size_t i = 0; i < n; i++)
             model_tensor(&m, o, i, &ts[i]);
     } else {
-        uint64_t per = o->size / n, used = 0;
+        uint64_t per = o->size / n, used = 0, unit = 0;
+        bool empty = false;
         for (size_t i = 0; i < n; i++) {
             ts[i].dtype = dtype_at(o, i);
             /* The last tensor takes the remainder of the division. */
             plan_tensor(&ts[i], i, i + 1 == n ? o->size - used : per);
             used += ts[i].nbytes;
+            uint64_t ub, ue;
+            unit_of(pinio_dtype_bits(ts[i].dtype), &ub, &ue);
+            unit = ub > unit ? ub : unit;
+            empty |= ts[i].nbytes == 0;
+        }
+        /* Size 0 asks for empty tensors; any other size asked for data, and
+         * a file of "4 tensors, 0 data bytes" would pass for what was
+         * wanted. One unit of the widest dtype each is enough. */
+        if (o->size && empty) {
+            free(ts);
+            return fail(diag, -EINVAL,
+                        "gen: size %llu leaves some of %zu tensors without an element: "
+                        "at least %llu bytes are needed (%llu per tensor)",
+                        (unsigned long long)o->size, n, (unsigned long long)(unit * n),
+                        (unsigned long long)unit);
         }
     }
     *out = ts;

@@ -4,7 +4,8 @@
 # and staged by folder, by index and by repo id (ORG/NAME and a bare NAME
 # such as gpt2), bytes checked against
 # sha256sum's list matched by name (--sha256-file); a link out of the model's
-# folder refused; `pinio info DIR` as `pinio load DIR`.
+# folder refused, and a --local-dir linked into the cache loaded only under
+# PINIO_LINK_ROOTS; `pinio info DIR` as `pinio load DIR`.
 # Usage: hub_cli_test.sh PATH_TO_PINIO
 set -u
 PINIO=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") # absolute: one check runs elsewhere
@@ -90,6 +91,21 @@ check 2 "--sha256 with --sha256-file" "$PINIO" load --sha256-file "$DIR/SUMS" \
     --sha256 "$(head -c 64 "$DIR/SUMS")" org/tiny
 (cd "$DIR/hub" && sha256sum --tag "$SNAP"/*.safetensors) >"$DIR/TAG"
 check 0 "sha256sum --tag output" "$PINIO" load --sha256-file "$DIR/TAG" "$SNAP"
+
+# A --local-dir download by huggingface_hub 0.17-0.22: the index a copy, the
+# shards links into the cache's blobs. Refused, saying how to allow it;
+# loaded under PINIO_LINK_ROOTS (pinio load --help says so).
+mkdir "$DIR/local"
+cp "$SNAP/model.safetensors.index.json" "$DIR/local/"
+for f in "$SNAP"/*.safetensors; do ln -s "$(readlink -f "$f")" "$DIR/local/$(basename "$f")"; done
+check 1 "load of a --local-dir linked into the cache" "$PINIO" load "$DIR/local"
+has "$DIR/err" "PINIO_LINK_ROOTS" "the refusal names the allowance"
+check 0 "the same under PINIO_LINK_ROOTS" env PINIO_LINK_ROOTS="$DIR/hub" "$PINIO" load \
+    --sha256-file "$DIR/SUMS" "$DIR/local"
+has "$DIR/out" "loaded    12 tensors, 0.003 GB from 3 files" "the allowed --local-dir loads"
+check 0 "load --help" "$PINIO" load --help
+has "$DIR/out" "PINIO_LINK_ROOTS" "load --help documents the allowance"
+rm -rf "$DIR/local"
 
 # A link out of the model's folder: refused by load, info and stage.
 S2=$SNAP/model-00002-of-00003.safetensors

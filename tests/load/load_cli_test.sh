@@ -86,5 +86,24 @@ check 2 "--device, two --sha256 for one file" "$PINIO" load "$M" --device cuda:0
     --sha256 "$SUM"
 check 1 "a missing file stays a failure" "$PINIO" load "$DIR/nope.safetensors" --sha256 "$SUM"
 
+# Issue 37 item 17: every command starts with the soft open-file limit
+# raised to the hard one (info did not, and failed on 300 shards under a
+# soft 64); where even the hard limit is too low, the error says how many
+# files the load needs and that the hard limit is what must rise.
+hard=$(ulimit -Hn)
+if [ "$hard" = unlimited ] || [ "$hard" -ge 1024 ]; then
+    check 0 "gen 300 shards" "$PINIO" gen "$DIR/many" --size 2M --tensors 300 --shards 300 -q
+    check 0 "info of 300 shards, soft nofile 64" prlimit --nofile=64:"$hard" "$PINIO" info \
+        "$DIR/many"
+    check 1 "load of 300 shards, nofile 200:200" prlimit --nofile=200:200 "$PINIO" load \
+        "$DIR/many"
+    has "$DIR/err" "too many open files: .*300 files" "the error counts the files"
+    has "$DIR/err" "limit is 200 (hard limit 200)" "the error says both limits"
+    has "$DIR/err" "hard limit is too low" "the error says the hard limit must rise"
+    rm -rf "$DIR/many"
+else
+    echo "skip: 300 shards under a soft limit of 64: the hard limit ($hard) is too low"
+fi
+
 [ "$fails" -eq 0 ] && echo "all load CLI checks passed"
 exit $((fails > 0))

@@ -1,8 +1,9 @@
-/* What a load opens, and how many: shards stay beneath their index's folder,
+/* What a load opens, and how many: every file stays beneath its folder,
  * a FIFO among the inputs is refused instead of blocking, and a checkpoint
  * of many shards loads under the usual open-file limit (or says how to
  * raise it). */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -122,6 +123,16 @@ Test(inputs, many_shards_load_under_a_low_open_file_limit, .init = setup, .fini 
     memset(&d, 0, sizeof(d));
     cr_assert_eq(load_path(ck, &d), -EMFILE, "%s", d.msg);
     cr_assert_not_null(strstr(d.msg, "ulimit -n"), "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, "150 files"), "the files the load needs: %s", d.msg);
+
+    /* Issue 37 item 17: where the hard limit is too low, raising the soft
+     * one cannot help: the error says so, and what it would take. */
+    rl.rlim_cur = rl.rlim_max = 100;
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    memset(&d, 0, sizeof(d));
+    cr_assert_eq(load_path(ck, &d), -EMFILE, "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, "150 files"), "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, "hard limit is too low"), "%s", d.msg);
 }
 
 /* A checkpoint larger than the memory cgroup allows: a clear error before
@@ -395,4 +406,205 @@ Test(inputs, a_hub_load_survives_renames_elsewhere_on_the_system, .init = setup,
     cr_assert_eq(waitpid(child, &st, 0), child);
     cr_assert(WIFSIGNALED(st), "the renaming child stopped on its own");
     cr_assert_eq(fails, 0, "%d of 400 loads failed, the last %d: %s", fails, rc, msg);
+}
+
+/* Moves every file of `src` to `blobs` and puts in `links` a link to it
+ * whose text is `up`/NAME (huggingface_hub's layout, with the file's name
+ * standing for its SHA-256); `index_as` renames the index's link. */
+static void link_into(const char *src, const char *blobs, const char *links, const char *up,
+                      const char *index_as)
+{
+    const char *parts[] = { blobs, links };
+    for (size_t i = 0; i < 2; i++) {
+        char p[600];
+        snprintf(p, sizeof(p), "%s", parts[i]);
+        for (char *s = p + 1; *s; s++)
+            if (*s == '/') {
+                *s = '\0';
+                mkdir(p, 0755);
+                *s = '/';
+            }
+        mkdir(p, 0755);
+    }
+    DIR *dd = opendir(src);
+    cr_assert_not_null(dd, "%s", src);
+    struct dirent *de;
+    while ((de = readdir(dd))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char a[600], b[600], l[600];
+        bool idx = strcmp(de->d_name, "model.safetensors.index.json") == 0;
+        snprintf(a, sizeof(a), "%s/%s", src, de->d_name);
+        snprintf(b, sizeof(b), "%s/%s", blobs, de->d_name);
+        cr_assert_eq(rename(a, b), 0, "%s", a);
+        snprintf(a, sizeof(a), "%s/%s", links, idx && index_as ? index_as : de->d_name);
+        snprintf(l, sizeof(l), "%s/%s", up, de->d_name);
+        cr_assert_eq(symlink(l, a), 0, "%s", a);
+    }
+    closedir(dd);
+}
+
+/* Issue 37 item 13: the link rule is one for every input kind, not only an
+ * index's shards. A single-file hub snapshot whose file links into another
+ * model's blobs, or out of the cache, is refused whether named by repo id,
+ * by folder or by the file itself; so is a scanned folder's file, or a
+ * file named directly, that links out of its folder. Never is the foreign
+ * file's first 8 bytes read as a header length. */
+Test(inputs, every_input_kind_keeps_its_links_beneath_its_folder, .init = setup,
+     .fini = teardown)
+{
+    char cache[300], src[300], model[400], snap[500], file[600], other[500], p[700];
+    snprintf(cache, sizeof(cache), "%s/hub", dir);
+    snprintf(model, sizeof(model), "%s/models--org--one", cache);
+    snprintf(snap, sizeof(snap), "%s/snapshots/" COMMIT, model);
+    snprintf(other, sizeof(other), "%s/models--org--other/blobs", cache);
+    snprintf(src, sizeof(src), "%s/src1", dir);
+    cr_assert_eq(mkdir(src, 0755), 0);
+    snprintf(file, sizeof(file), "%s/model.safetensors", src);
+    gen(file, 1, 4);
+    /* The snapshot's only file links into another model's blobs. */
+    link_into(src, other, snap, "../../../models--org--other/blobs", NULL);
+    snprintf(p, sizeof(p), "%s/refs", model);
+    cr_assert_eq(mkdir(p, 0755), 0);
+    snprintf(p, sizeof(p), "%s/refs/main", model);
+    FILE *f = fopen(p, "w");
+    cr_assert_not_null(f);
+    fputs(COMMIT, f);
+    fclose(f);
+    cr_assert_eq(setenv("HF_HUB_CACHE", cache, 1), 0);
+    snprintf(file, sizeof(file), "%s/model.safetensors", snap);
+    const char *named[] = { "org/one", snap, file };
+    for (size_t i = 0; i < 3; i++) {
+        pinio_diag d = { 0 };
+        cr_assert_eq(load_path(named[i], &d), -EXDEV, "%s: %s", named[i], d.msg);
+        cr_assert_not_null(strstr(d.msg, "outside the hub model's folder"), "%s", d.msg);
+        cr_assert_not_null(strstr(d.msg, "models--org--one"), "%s", d.msg);
+        cr_assert_not_null(strstr(d.msg, "model.safetensors"), "%s", d.msg);
+    }
+    /* Out of the cache, to a file that is no checkpoint. */
+    snprintf(p, sizeof(p), "%s/secret", dir);
+    f = fopen(p, "w");
+    cr_assert_not_null(f);
+    fputs("0123456789abcdef", f);
+    fclose(f);
+    cr_assert_eq(unlink(file), 0);
+    cr_assert_eq(symlink(p, file), 0);
+    for (size_t i = 0; i < 3; i++) {
+        pinio_diag d = { 0 };
+        cr_assert_eq(load_path(named[i], &d), -EXDEV, "%s: %s", named[i], d.msg);
+        cr_assert_null(strstr(d.msg, "header"), "%s", d.msg);
+    }
+
+    /* A plain folder, scanned: its file may link within it, not out. */
+    char plain[300], in[400];
+    snprintf(plain, sizeof(plain), "%s/plain", dir);
+    cr_assert_eq(mkdir(plain, 0755), 0);
+    snprintf(in, sizeof(in), "%s/real.bin", plain);
+    gen(in, 1, 4);
+    snprintf(file, sizeof(file), "%s/a.safetensors", plain);
+    cr_assert_eq(symlink("real.bin", file), 0);
+    pinio_diag d = { 0 };
+    cr_assert_eq(load_path(plain, &d), 0, "%s", d.msg);
+    cr_assert_eq(load_path(file, &d), 0, "%s", d.msg);
+    snprintf(p, sizeof(p), "%s/out.bin", dir);
+    cr_assert_eq(rename(in, p), 0);
+    cr_assert_eq(unlink(file), 0);
+    cr_assert_eq(symlink("../out.bin", file), 0);
+    const char *out[] = { plain, file };
+    for (size_t i = 0; i < 2; i++) {
+        memset(&d, 0, sizeof(d));
+        cr_assert_eq(load_path(out[i], &d), -EXDEV, "%s: %s", out[i], d.msg);
+        cr_assert_not_null(strstr(d.msg, "a.safetensors"), "%s", d.msg);
+        cr_assert_not_null(strstr(d.msg, "outside its folder"), "%s", d.msg);
+        cr_assert_not_null(strstr(d.msg, "PINIO_LINK_ROOTS"), "%s", d.msg);
+    }
+    /* A folder on the way may be a link: only the file's own name is held. */
+    snprintf(p, sizeof(p), "%s/via", dir);
+    cr_assert_eq(symlink("plain", p), 0);
+    cr_assert_eq(unlink(file), 0);
+    snprintf(in, sizeof(in), "%s/out.bin", dir);
+    cr_assert_eq(rename(in, file), 0);
+    cr_assert_eq(load_path(p, &d), 0, "%s", d.msg);
+}
+
+/* Issue 37 item 14: diffusers keeps a model per subfolder of the snapshot
+ * (snapshots/REV/unet/), its shards linked to ../../../blobs/SHA and its
+ * index named after the model (diffusion_pytorch_model.safetensors.index.json).
+ * Loaded by folder, by index and by shard. */
+Test(inputs, a_sharded_model_in_a_hub_snapshot_subfolder_loads, .init = setup,
+     .fini = teardown)
+{
+    char src[300], model[400], unet[600], p[700];
+    snprintf(src, sizeof(src), "%s/src", dir);
+    gen(src, 3, 9);
+    snprintf(model, sizeof(model), "%s/hub/models--org--diff", dir);
+    snprintf(p, sizeof(p), "%s/blobs", model);
+    snprintf(unet, sizeof(unet), "%s/snapshots/" COMMIT "/unet", model);
+    link_into(src, p, unet, "../../../blobs", "diffusion_pytorch_model.safetensors.index.json");
+    pinio_diag d = { 0 };
+    pinio_checkpoint *cp = NULL;
+    const char *path = unet;
+    cr_assert_eq(pinio_load(&path, 1, NULL, &cp, &d), 0, "%s", d.msg);
+    cr_assert_eq(pinio_checkpoint_count(cp), 9);
+    cr_assert_eq(pinio_checkpoint_file_count(cp), 3);
+    pinio_checkpoint_release(cp);
+    snprintf(p, sizeof(p), "%s/diffusion_pytorch_model.safetensors.index.json", unet);
+    cr_assert_eq(load_path(p, &d), 0, "%s", d.msg);
+    char name[64];
+    cr_assert_eq(pinio_gen_shard_name(name, sizeof(name), 2, 3), 0);
+    snprintf(p, sizeof(p), "%s/%s", unet, name);
+    cr_assert_eq(load_path(p, &d), 0, "%s", d.msg);
+    /* Still never past the model's folder. */
+    cr_assert_eq(unlink(p), 0);
+    char blob[600], loose[600];
+    snprintf(loose, sizeof(loose), "%s/hub/loose", dir);
+    cr_assert_eq(mkdir(loose, 0755), 0);
+    snprintf(blob, sizeof(blob), "%s/hub/models--org--diff/blobs/%s", dir, name);
+    snprintf(loose, sizeof(loose), "%s/hub/loose/%s", dir, name);
+    cr_assert_eq(rename(blob, loose), 0);
+    snprintf(model, sizeof(model), "../../../../loose/%s", name);
+    cr_assert_eq(symlink(model, p), 0);
+    memset(&d, 0, sizeof(d));
+    cr_assert_eq(load_path(path, &d), -EXDEV, "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, "outside the hub model's folder"), "%s", d.msg);
+}
+
+/* Issue 37 item 14: huggingface_hub 0.17-0.22 wrote --local-dir downloads
+ * as links into the cache's blobs (the index a copy). Refused by default,
+ * saying how to allow it; PINIO_LINK_ROOTS names the folders links may
+ * also reach. */
+Test(inputs, a_local_dir_linked_into_the_cache_loads_through_pinio_link_roots, .init = setup,
+     .fini = teardown)
+{
+    char src[300], cache[300], blobs[500], local[300], p[700], q[700];
+    snprintf(src, sizeof(src), "%s/src", dir);
+    gen(src, 3, 9);
+    snprintf(cache, sizeof(cache), "%s/hub", dir);
+    snprintf(blobs, sizeof(blobs), "%s/models--org--tiny/blobs", cache);
+    snprintf(local, sizeof(local), "%s/local", dir);
+    link_into(src, blobs, local, "../hub/models--org--tiny/blobs", NULL);
+    snprintf(p, sizeof(p), "%s/model.safetensors.index.json", local);
+    snprintf(q, sizeof(q), "%s/model.safetensors.index.json", blobs);
+    cr_assert_eq(unlink(p), 0);
+    cr_assert_eq(rename(q, p), 0);
+    unsetenv("PINIO_LINK_ROOTS");
+    pinio_diag d = { 0 };
+    cr_assert_eq(load_path(local, &d), -EXDEV, "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, "PINIO_LINK_ROOTS"), "%s", d.msg);
+    /* A list whose other entries do not hold the target, then one that does. */
+    snprintf(p, sizeof(p), "%s/src:%s/nothing", dir, dir);
+    cr_assert_eq(setenv("PINIO_LINK_ROOTS", p, 1), 0);
+    memset(&d, 0, sizeof(d));
+    cr_assert_eq(load_path(local, &d), -EXDEV, "%s", d.msg);
+    snprintf(p, sizeof(p), "%s/nothing::%s/", dir, cache);
+    cr_assert_eq(setenv("PINIO_LINK_ROOTS", p, 1), 0);
+    const char *path = local;
+    pinio_checkpoint *cp = NULL;
+    cr_assert_eq(pinio_load(&path, 1, NULL, &cp, &d), 0, "%s", d.msg);
+    cr_assert_eq(pinio_checkpoint_file_count(cp), 3);
+    pinio_checkpoint_release(cp);
+    /* A root is a folder, not a prefix of names: hub2 is not beneath hub. */
+    snprintf(p, sizeof(p), "%s/hu", dir);
+    cr_assert_eq(setenv("PINIO_LINK_ROOTS", p, 1), 0);
+    cr_assert_eq(load_path(local, &d), -EXDEV, "%s", d.msg);
 }

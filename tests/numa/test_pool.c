@@ -12,7 +12,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "fake_sysfs.h"
@@ -169,14 +168,14 @@ static void check_policy(const void *addr, int want_mode)
 {
     int mode = -1;
     unsigned long mask[16] = { 0 };
-    long rc = syscall(SYS_get_mempolicy, &mode, mask, sizeof(mask) * 8, addr, MPOL_F_ADDR);
+    long rc = get_mempolicy(&mode, mask, sizeof(mask) * 8, (void *)addr, MPOL_F_ADDR);
     if (rc != 0 && (errno == ENOSYS || errno == EPERM))
         cr_skip_test("get_mempolicy unavailable here (%d)", errno);
     cr_assert_eq(rc, 0);
     cr_assert_eq(mode, want_mode, "VMA policy %d, want %d", mode, want_mode);
     cr_assert_eq(mask[0], 1UL, "policy nodemask must be node 0 alone");
     int node = -1;
-    rc = syscall(SYS_get_mempolicy, &node, NULL, 0, addr, MPOL_F_NODE | MPOL_F_ADDR);
+    rc = get_mempolicy(&node, NULL, 0, (void *)addr, MPOL_F_NODE | MPOL_F_ADDR);
     cr_assert_eq(rc, 0);
     cr_assert_eq(node, 0, "page is on node %d", node);
 }

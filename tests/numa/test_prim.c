@@ -2,7 +2,10 @@
  * reservations, MAP_FIXED filling, bind -> populate -> where lands the pages
  * on the node asked for, node existence, running on a node. */
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <numaif.h>
+#include <stdatomic.h>
 #include <sched.h>
 #include <stdint.h>
 #include <string.h>
@@ -80,4 +83,50 @@ Test(prim, nodes)
     cr_assert_eq(sched_getaffinity(0, sizeof after, &after), 0);
     cr_assert_gt(CPU_COUNT(&after), 0, "some CPU left to run on");
     cr_assert_eq(sched_setaffinity(0, sizeof before, &before), 0);
+}
+
+/* Issue 37 "Also": the policy calls go through libnuma's numaif.h wrappers
+ * (no global state, no printing), not raw syscall(). This executable's own
+ * mbind and move_pages stand in front of libnuma's (the static library's
+ * calls bind to them), count, and pass the call on to libnuma. */
+static atomic_int mbind_calls, move_pages_calls;
+
+long mbind(void *addr, unsigned long len, int mode, const unsigned long *nodemask,
+           unsigned long maxnode, unsigned flags)
+{
+    atomic_fetch_add(&mbind_calls, 1);
+    long (*real)(void *, unsigned long, int, const unsigned long *, unsigned long, unsigned) =
+        (long (*)(void *, unsigned long, int, const unsigned long *, unsigned long,
+                  unsigned))dlsym(RTLD_NEXT, "mbind");
+    return real ? real(addr, len, mode, nodemask, maxnode, flags) : (errno = ENOSYS, -1);
+}
+
+long move_pages(int pid, unsigned long count, void **pages, const int *nodes, int *status,
+                int flags)
+{
+    atomic_fetch_add(&move_pages_calls, 1);
+    long (*real)(int, unsigned long, void **, const int *, int *, int) =
+        (long (*)(int, unsigned long, void **, const int *, int *, int))dlsym(RTLD_NEXT,
+                                                                            "move_pages");
+    return real ? real(pid, count, pages, nodes, status, flags) : (errno = ENOSYS, -1);
+}
+
+Test(prim, policy_calls_go_through_libnuma_s_wrappers)
+{
+    size_t len = 2 * MiB;
+    uint8_t *m = pinio__prim_map(len, PINIO__PRIM_HUGE_SIZE, false);
+    cr_assert_not_null(m);
+    int rc = pinio__prim_bind(m, len, 0, false);
+    cr_assert(rc == 0 || rc == -EPERM || rc == -ENOSYS, "%d", rc);
+    cr_assert_eq(atomic_load(&mbind_calls), 1, "bind called mbind() %d times",
+                 atomic_load(&mbind_calls));
+    cr_assert_eq(pinio__prim_populate(m, len), 0);
+    void *page = m;
+    int st = 99;
+    rc = pinio__prim_where(&page, 1, &st);
+    cr_assert_eq(atomic_load(&move_pages_calls), 1, "where called move_pages() %d times",
+                 atomic_load(&move_pages_calls));
+    if (rc == 0)
+        cr_assert_eq(st, 0, "populated on node 0, as libnuma's move_pages() says");
+    pinio__prim_unmap(m, len);
 }

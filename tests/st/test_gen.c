@@ -286,6 +286,27 @@ Test(gen, edge_sizes_and_errors)
     o.dtypes = &bad;
     o.ndtypes = 1;
     cr_assert_eq(pinio_gen_write(path, &o, NULL, &d), -EINVAL);
+
+    /* Issue 37 item 17: a size too small for one element per tensor gave
+     * "4 tensors, 0 data bytes" and success. Size 0 (above) asks for empty
+     * tensors on purpose; a nonzero size that cannot give every tensor an
+     * element is refused, saying how many bytes would. */
+    pinio_dtype f32 = PINIO_DTYPE_F32;
+    o.dtypes = &f32;
+    o.tensors = 4;
+    snprintf(path, sizeof(path), "%s/s.safetensors", dir);
+    const uint64_t small[] = { 1, 3, 15 };
+    for (size_t i = 0; i < 3; i++) {
+        o.size = small[i];
+        cr_assert_eq(pinio_gen_write(path, &o, NULL, &d), -EINVAL, "size %llu",
+                     (unsigned long long)small[i]);
+        cr_assert_not_null(strstr(d.msg, "at least 16 bytes"), "%s", d.msg);
+        cr_assert_eq(access(path, F_OK), -1, "nothing written");
+    }
+    o.size = 16;
+    cr_assert_eq(pinio_gen_write(path, &o, &res, &d), 0, "%s", d.msg);
+    cr_assert_eq(res.data_bytes, 16);
+    unlink(path);
     cr_assert_eq(rmdir(dir), 0);
     free(dir);
 }

@@ -105,6 +105,12 @@ usage() { # MESSAGE ARGS...
         { FAIL "gen $*: exit $rc"; cat "$dir/err"; }
 }
 usage "multiple of 8" "$dir/x" --hidden 12 --layers 1
+# Issue 37 item 17: a size too small for one element per tensor is refused,
+# not written as "4 tensors, 0 data bytes".
+"$pinio" gen "$dir/tiny.safetensors" --size 1 --tensors 4 -q 2>"$dir/err" &&
+    FAIL "gen --size 1 --tensors 4 wrote a file of empty tensors"
+grep -q "at least 8 bytes are needed" "$dir/err" || { FAIL "--size 1: says how much"; cat "$dir/err"; }
+[ -e "$dir/tiny.safetensors" ] && FAIL "--size 1: a file was left"
 usage "excludes --hidden" "$dir/x" --size 1M --tensors 4 --hidden 64
 usage "--size is required" "$dir/x" --hidden 64
 usage "over the size" "$dir/x" --hidden 4096 --layers 32 --size 1M
