@@ -23,20 +23,24 @@
 
 #include "src/load/plan_internal.h"
 
-static int push_path(pinio__inputs *in, char *p)
+static int push_path(pinio__inputs *in, char *p, bool named)
 {
     if (!p)
         return -ENOMEM;
     if (in->n == in->cap) {
         size_t cap = in->cap ? in->cap * 2 : 8;
         char **np = realloc(in->paths, cap * sizeof(*np));
-        if (!np) {
+        if (np)
+            in->paths = np;
+        bool *nn = np ? realloc(in->named, cap * sizeof(*nn)) : NULL;
+        if (!nn) {
             free(p);
             return -ENOMEM;
         }
-        in->paths = np;
+        in->named = nn;
         in->cap = cap;
     }
+    in->named[in->n] = named;
     in->paths[in->n++] = p;
     return 0;
 }
@@ -64,9 +68,10 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int open_local(const char *shard_of, const char *path, int flags, pinio_diag *diag);
+static int open_local(const char *shard_of, bool named, const char *path, int flags,
+                      pinio_diag *diag);
 
-static int use_index(pinio__inputs *in, const char *path, pinio_diag *diag)
+static int use_index(pinio__inputs *in, const char *path, bool named, pinio_diag *diag)
 {
     if (in->index) {
         pinio_diag_set_at(diag, -EINVAL, path, PINIO_DIAG_NO_OFFSET,
@@ -79,7 +84,7 @@ static int use_index(pinio__inputs *in, const char *path, pinio_diag *diag)
      * parsed, and quoted in errors, as JSON. It is then read by its path:
      * a link put in its place between the two opens is a writer of the
      * folder racing its reader, which this check does not claim to stop. */
-    int fd = open_local(NULL, path, O_PATH | O_CLOEXEC, diag);
+    int fd = open_local(NULL, named, path, O_PATH | O_CLOEXEC, diag);
     if (fd < 0) {
         if (fd != -EXDEV)
             pinio_diag_set_at(diag, fd, path, PINIO_DIAG_NO_OFFSET, "cannot open: %s",
@@ -130,7 +135,7 @@ static int scan_dir(pinio__inputs *in, const char *path, pinio_diag *diag)
         qsort(names, n, sizeof(*names), cmp_str);
     size_t i = 0;
     for (; rc == 0 && i < n; i++)
-        rc = push_path(in, names[i]);
+        rc = push_path(in, names[i], false);
     for (; i < n; i++)
         free(names[i]);
     free(names);
@@ -164,7 +169,8 @@ static char *folder_index(const char *path)
     return found && !one ? NULL : strdup("");
 }
 
-static int resolve_one(pinio__inputs *in, const char *path, pinio_diag *diag)
+/* `named`: the caller gave `path` itself (not a repo id's snapshot). */
+static int resolve_one(pinio__inputs *in, const char *path, bool named, pinio_diag *diag)
 {
     if (pinio__s3_is_url(path)) {
         char **urls;
@@ -172,7 +178,7 @@ static int resolve_one(pinio__inputs *in, const char *path, pinio_diag *diag)
         int rc = pinio__obj_resolve(in, path, &urls, &k, diag);
         for (size_t i = 0; i < k; i++) {
             if (rc == 0)
-                rc = push_path(in, urls[i]);
+                rc = push_path(in, urls[i], false);
             else
                 free(urls[i]);
         }
@@ -188,7 +194,7 @@ static int resolve_one(pinio__inputs *in, const char *path, pinio_diag *diag)
             char *snap;
             int rc = pinio__hub_resolve(path, &snap, diag);
             if (rc == 0) {
-                rc = resolve_one(in, snap, diag);
+                rc = resolve_one(in, snap, false, diag);
                 free(snap);
             }
             return rc;
@@ -200,7 +206,7 @@ static int resolve_one(pinio__inputs *in, const char *path, pinio_diag *diag)
         char *idx = folder_index(path);
         if (!idx)
             return -ENOMEM;
-        int rc = *idx ? use_index(in, idx, diag) : scan_dir(in, path, diag);
+        int rc = *idx ? use_index(in, idx, false, diag) : scan_dir(in, path, diag);
         free(idx);
         return rc;
     }
@@ -210,8 +216,8 @@ static int resolve_one(pinio__inputs *in, const char *path, pinio_diag *diag)
         return -EINVAL;
     }
     if (ends_with(path, ".json"))
-        return use_index(in, path, diag);
-    return push_path(in, strdup(path));
+        return use_index(in, path, named, diag);
+    return push_path(in, strdup(path), named);
 }
 
 int pinio__inputs_resolve(pinio__inputs *in, const char *const *paths, size_t n,
@@ -222,7 +228,7 @@ int pinio__inputs_resolve(pinio__inputs *in, const char *const *paths, size_t n,
     in->stop_ctx = stop_ctx;
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < n; i++)
-        rc = resolve_one(in, paths[i], diag);
+        rc = resolve_one(in, paths[i], true, diag);
     if (rc == 0 && in->index && in->n) {
         /* The index's weight_map governs its shards only: a file given beside
          * it would have every tensor "unindexed", i.e. silently dropped. */
@@ -233,7 +239,7 @@ int pinio__inputs_resolve(pinio__inputs *in, const char *const *paths, size_t n,
         rc = -EINVAL;
     }
     for (size_t i = 0; rc == 0 && in->index && i < pinio_st_index_shard_count(in->index); i++)
-        rc = push_path(in, strdup(pinio_st_index_shard(in->index, i)));
+        rc = push_path(in, strdup(pinio_st_index_shard(in->index, i)), false);
     if (rc < 0)
         pinio__inputs_free(in);
     return rc;
@@ -244,6 +250,7 @@ void pinio__inputs_free(pinio__inputs *in)
     for (size_t i = 0; i < in->n; i++)
         free(in->paths[i]);
     free(in->paths);
+    free(in->named);
     pinio_st_index_free(in->index);
     pinio__s3_close(in->s3);
     free(in->index_image);
@@ -434,11 +441,21 @@ static int open_beneath(const char *base, const char *path, int flags, char *roo
     return rc;
 }
 
-static int open_local(const char *shard_of, const char *path, int flags, pinio_diag *diag)
+static int open_local(const char *shard_of, bool named, const char *path, int flags,
+                      pinio_diag *diag)
 {
     char root[4096] = "";
     bool hub = false;
     int fd = open_beneath(shard_of ? shard_of : path, path, flags, root, sizeof(root), &hub);
+    /* A file the caller named is theirs to point anywhere (ln -s of a model
+     * on another disk is common, and every loader follows it): only names
+     * pinio found itself are held beneath their folder. A hub snapshot's
+     * file stays held even when named: its links are the cache's, and one
+     * out of its model's folder is a cache gone wrong. */
+    if (fd == -EXDEV && named && !shard_of && !hub) {
+        fd = open(path, flags);
+        return fd < 0 ? -errno : fd;
+    }
     if (fd != -EXDEV)
         return fd;
     const char *where = hub ? "the hub model's folder" : shard_of ? "the index's folder"
@@ -451,13 +468,13 @@ static int open_local(const char *shard_of, const char *path, int flags, pinio_d
     return -EXDEV;
 }
 
-int pinio__pfile_open(pinio__pfile *f, const char *shard_of, const void *header, size_t header_len,
-                      pinio_diag *diag)
+int pinio__pfile_open(pinio__pfile *f, const char *shard_of, bool named, const void *header,
+                      size_t header_len, pinio_diag *diag)
 {
     /* O_NONBLOCK: opening a FIFO must not wait for a writer. It does not
      * change reads of a regular file, and it is cleared below anyway. */
     int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
-    f->fd = open_local(shard_of, f->path, flags, diag);
+    f->fd = open_local(shard_of, named, f->path, flags, diag);
     if (f->fd == -EXDEV) {
         f->fd = -1;
         return -EXDEV;

@@ -212,11 +212,12 @@ static int finish(pinio_plan **out, pinio_plan *p, const pinio_plan_opts *o, pin
 /* Everything after the inputs are known: open and validate each file (its
  * header read through the descriptor, or parsed from `hdrs[i]`; an object's
  * through `s3`, opened here when NULL), select, decide the cache policy, lay
- * out. Takes `index`, `s3` and `paths[]` (each string, not the array)
- * whatever happens. */
+ * out. `named[i]`: the caller named file i itself (NULL: every file, as
+ * pinio_plan_create_from_headers' caller does). Takes `index`, `s3` and
+ * `paths[]` (each string, not the array) whatever happens. */
 static int build(pinio_plan **out, const pinio_plan_opts *o, pinio_st_index *index,
-                 pinio__s3 *s3, char **paths, const pinio_plan_header *hdrs, size_t n,
-                 pinio_diag *diag)
+                 pinio__s3 *s3, char **paths, const bool *named, const pinio_plan_header *hdrs,
+                 size_t n, pinio_diag *diag)
 {
     pinio_plan *p = calloc(1, sizeof(*p));
     if (!p || !(p->files = calloc(n ? n : 1, sizeof(*p->files)))) {
@@ -246,7 +247,7 @@ static int build(pinio_plan **out, const pinio_plan_opts *o, pinio_st_index *ind
             if (rc < 0)
                 pinio_diag_set_index(diag, i);
         } else if (rc == 0) {
-            rc = pinio__pfile_open(f, shard_of, hdrs ? hdrs[i].bytes : NULL,
+            rc = pinio__pfile_open(f, shard_of, !named || named[i], hdrs ? hdrs[i].bytes : NULL,
                                    hdrs ? hdrs[i].len : 0, diag);
             if (rc == -EMFILE)
                 pinio__diag_nofile(diag, f->path, n);
@@ -284,7 +285,7 @@ int pinio_plan_create(pinio_plan **out, const char *const *paths, size_t npaths,
     char *image = in.index_image;
     size_t image_len = in.index_len;
     in.index_image = NULL;
-    rc = build(out, &o, in.index, in.s3, in.paths, NULL, in.n, diag);
+    rc = build(out, &o, in.index, in.s3, in.paths, in.named, NULL, in.n, diag);
     in.index = NULL;
     in.s3 = NULL;
     if (rc == 0) {
@@ -347,7 +348,7 @@ int pinio_plan_create_from_headers(pinio_plan **out, const pinio_plan_header *fi
         pinio_st_index_free(ix);
         return -ENOMEM;
     }
-    rc = build(out, &o, ix, NULL, paths, files, nfiles, diag);
+    rc = build(out, &o, ix, NULL, paths, NULL, files, nfiles, diag);
     free(paths);
     return rc;
 }

@@ -41,6 +41,7 @@ typedef struct pinio__pfile {
 /* Resolved inputs: paths in resolution order, and the index if any. */
 typedef struct pinio__inputs {
     char **paths;
+    bool *named;            /* per path: the caller named this file itself */
     size_t n, cap;
     pinio_st_index *index;
     pinio__s3 *s3;          /* opened at the first s3:// input; the plan takes it */
@@ -88,20 +89,23 @@ bool pinio__hub_is_repo_id(const char *spec);
 int pinio__hub_resolve(const char *spec, char **out, pinio_diag *diag);
 bool pinio__hub_model_root(const char *dir, char *root, size_t n, char *prefix, size_t pn);
 
-/* inputs.c: opens `f->path` (regular files only; a FIFO does not block),
- * records its identity and validates its header through that descriptor,
- * or, when `header` is not NULL, parses those bytes (the file's first
- * `header_len`) against the descriptor's size instead of reading them.
- * `shard_of` names the index when the file is one of its shards. The file
- * must resolve beneath the index's folder, else its own (in a hub snapshot:
- * the model's folder; or a folder of PINIO_LINK_ROOTS): -EXDEV, said. */
 /* inputs.c: the error of a file that could not be opened for want of
  * descriptors (EMFILE), in a plan of `nfiles` files: the count, both
  * limits, and which of them must rise. */
 void pinio__diag_nofile(pinio_diag *diag, const char *path, size_t nfiles);
 
-int pinio__pfile_open(pinio__pfile *f, const char *shard_of, const void *header, size_t header_len,
-                      pinio_diag *diag);
+/* inputs.c: opens `f->path` (regular files only; a FIFO does not block),
+ * records its identity and validates its header through that descriptor,
+ * or, when `header` is not NULL, parses those bytes (the file's first
+ * `header_len`) against the descriptor's size instead of reading them.
+ * `shard_of` names the index when the file is one of its shards. A file
+ * pinio found (an index's shard, a folder's file, a repo id's) must resolve
+ * beneath the index's folder, else its own (in a hub snapshot: the model's
+ * folder; or a folder of PINIO_LINK_ROOTS): -EXDEV, said. A file the caller
+ * `named` itself is opened as named, wherever its links lead, except in a
+ * hub snapshot, whose links must stay in their model's folder. */
+int pinio__pfile_open(pinio__pfile *f, const char *shard_of, bool named, const void *header,
+                      size_t header_len, pinio_diag *diag);
 
 /* inputs.c: fills `f->pub` from a file (not an object) opened and validated. */
 void pinio__pfile_publish(pinio__pfile *f);

@@ -510,14 +510,15 @@ Test(inputs, every_input_kind_keeps_its_links_beneath_its_folder, .init = setup,
     cr_assert_eq(rename(in, p), 0);
     cr_assert_eq(unlink(file), 0);
     cr_assert_eq(symlink("../out.bin", file), 0);
-    const char *out[] = { plain, file };
-    for (size_t i = 0; i < 2; i++) {
-        memset(&d, 0, sizeof(d));
-        cr_assert_eq(load_path(out[i], &d), -EXDEV, "%s: %s", out[i], d.msg);
-        cr_assert_not_null(strstr(d.msg, "a.safetensors"), "%s", d.msg);
-        cr_assert_not_null(strstr(d.msg, "outside its folder"), "%s", d.msg);
-        cr_assert_not_null(strstr(d.msg, "PINIO_LINK_ROOTS"), "%s", d.msg);
-    }
+    memset(&d, 0, sizeof(d));
+    cr_assert_eq(load_path(plain, &d), -EXDEV, "%s: %s", plain, d.msg);
+    cr_assert_not_null(strstr(d.msg, "a.safetensors"), "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, "outside its folder"), "%s", d.msg);
+    cr_assert_not_null(strstr(d.msg, "PINIO_LINK_ROOTS"), "%s", d.msg);
+    /* ...but the same link named by the caller is the caller's choice (a
+     * model linked in from another disk), followed as every loader does. */
+    memset(&d, 0, sizeof(d));
+    cr_assert_eq(load_path(file, &d), 0, "%s: %s", file, d.msg);
     /* A folder on the way may be a link: only the file's own name is held. */
     snprintf(p, sizeof(p), "%s/via", dir);
     cr_assert_eq(symlink("plain", p), 0);
