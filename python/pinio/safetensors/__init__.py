@@ -38,6 +38,7 @@ What differs from upstream, and why:
   (upstream: local files only); see pinio.safetensors._object.
 """
 import bisect as _bisect
+import contextlib as _contextlib
 import errno as _errno
 import operator as _operator
 import os as _os
@@ -151,6 +152,51 @@ def _open_regular(path):
     return fd
 
 
+class _File:
+    """A handle's open file: its descriptor, which close() gives back to the
+    system only once no read is using it. A read holds the file (use())
+    from before it names the descriptor until it is done: a descriptor
+    number closed under a read in flight would be the next open()'s, in
+    any thread, and the read would return that file's bytes."""
+
+    __slots__ = ("fd", "byfd", "_users", "_closing", "_lock")
+
+    def __init__(self, fd):
+        self.fd = fd
+        # /proc/self/fd/N opens the very file this descriptor is (without
+        # /proc the path is used, and the library checks the file did not
+        # change under it)
+        self.byfd = _os.path.exists(f"/proc/self/fd/{fd}")
+        self._users = 0
+        self._closing = False
+        self._lock = _threading.Lock()
+
+    @_contextlib.contextmanager
+    def use(self):
+        """The descriptor, held open until the block ends; SafetensorError
+        "File is closed" once close() was called."""
+        with self._lock:
+            if self._closing:
+                raise SafetensorError("File is closed")
+            self._users += 1
+        try:
+            yield self.fd
+        finally:
+            with self._lock:
+                self._users -= 1
+                self._release()
+
+    def close(self):
+        with self._lock:
+            self._closing = True
+            self._release()
+
+    def _release(self):
+        if self._closing and not self._users and self.fd >= 0:
+            _os.close(self.fd)
+            self.fd = -1
+
+
 class safe_open:
     """safe_open(filename, framework, device="cpu", *, backend="mmap", allocator=None, arena=None)
 
@@ -159,7 +205,10 @@ class safe_open:
     get_slice(). `backend="pread"` reads through the engine's pread rung.
 
     One handle reads one file: the one opened and validated here, through
-    its descriptor, whatever the path names later.
+    its descriptor, whatever the path names later. close() from another
+    thread gives the descriptor back once the reads in flight are done
+    (they return this file's bytes); a read after it raises
+    SafetensorError "File is closed".
 
     Lazy, as upstream's mapping is: get_tensor() reads that tensor's bytes
     (and, when the keys are read in order, a read-ahead window of the next
@@ -199,7 +248,7 @@ class safe_open:
     def __init__(self, filename, framework, device="cpu", *, backend="mmap", allocator=None,
                  arena=None, prefetch=False):
         self._closed = True
-        self._fd = -1
+        self._file = None
         self._fw = _framework(framework)
         self._device = _device(device, self._fw)
         if allocator is not None and self._device == "cpu":
@@ -213,13 +262,11 @@ class safe_open:
             raise SafetensorError(f"backend {backend} is invalid (mmap or pread)")
         self._backend = backend
         self._path = _os.fspath(filename)
-        self._fd = _open_regular(self._path)
-        # Every later read names the file by its descriptor: the kernel
-        # opens the very file this handle validated (without /proc, the
-        # path: the library then checks the file did not change under it).
-        self._fdpath = f"/proc/self/fd/{self._fd}"
-        if not _os.path.exists(self._fdpath):
-            self._fdpath = self._path
+        self._file = _File(_open_regular(self._path))
+        # Every later read names the file by its descriptor, held open by
+        # the read (_File.use): the kernel opens the very file this handle
+        # validated.
+        self._fdpath = self._fdpath_of(self._file.fd)
         try:
             # The file opened and its header validated once: every later
             # load of it (windows, get_tensors, prefetch) is derived from
@@ -228,7 +275,7 @@ class safe_open:
             self._src = _pinio.Source(self._fdpath)
             tensors, self._metadata, self._data_offset, _ = self._src.header()
         except _pinio.Error as e:
-            self._close_fd()
+            self._file.close()
             msg = _pinio_message(e).replace(self._fdpath, self._path)
             raise SafetensorError(f"Error while deserializing header: {msg}") from None
         self._info = {t[0]: t for t in tensors}  # name -> (name, dtype, shape, begin, end)
@@ -242,7 +289,9 @@ class safe_open:
         self._last = None        # the name get_tensor() read last
         self._ahead = 0          # the next window's size (bytes)
         self._mapped = False     # the last window was mapped, not read
-        self._lock = _threading.Lock()  # threads share a handle: one window at a time
+        # threads share a handle: one window at a time; close() takes it too
+        # (reentrant: a close from inside a load, an allocator's, waits for none)
+        self._lock = _threading.RLock()
         self._closed = False
         #: bytes this object read from the file (headers excepted), and the
         #: engine runs that read them: what tests count
@@ -260,24 +309,26 @@ class safe_open:
         self.close()
         return False
 
-    def _close_fd(self):
-        if self._fd >= 0:
-            _os.close(self._fd)
-            self._fd = -1
+    def _fdpath_of(self, fd):
+        """The path by which the library opens this handle's file while a
+        read holds `fd`."""
+        return f"/proc/self/fd/{fd}" if self._file.byfd else self._path
 
     def close(self):
-        self._close_fd()
-        self._src.close()
-        for ck in (self._ckpt, self._window):
-            if ck is not None:
-                ck.close()  # tensors handed out keep their own references
-        self._ckpt = self._window = None
+        self._closed = True  # first: a read starting now is refused, not begun
+        self._file.close()  # after the reads in flight
+        self._src.close()  # likewise (a load through it holds it)
+        with self._lock:  # a tensor being made from the window is made first
+            for ck in (self._ckpt, self._window):
+                if ck is not None:
+                    ck.close()  # tensors handed out keep their own references
+            self._ckpt = self._window = None
         self._prefetched.close()
-        self._closed = True
 
     def __del__(self):
-        if getattr(self, "_fd", -1) >= 0:
-            _os.close(self._fd)
+        f = getattr(self, "_file", None)
+        if f is not None:
+            f.close()
 
     def _check(self):
         if self._closed:
@@ -291,7 +342,13 @@ class safe_open:
         return t
 
     def _error(self, e):
-        """A pinio error as upstream's type, naming the path, not the descriptor."""
+        """A pinio error as upstream's type, naming the path, not the
+        descriptor; any error of a handle another thread closed meanwhile
+        (its Source refuses a load: ValueError) is "File is closed"."""
+        if self._closed:
+            return SafetensorError("File is closed")
+        if not isinstance(e, _pinio.Error):
+            return e
         return SafetensorError(_pinio_message(e).replace(self._fdpath, self._path))
 
     # -- upstream's methods
@@ -314,8 +371,9 @@ class safe_open:
     def _has_empty_metadata(self):
         import json
 
-        n = int.from_bytes(bytes(_pinio.read(self._fd, 0, 8)), "little")
-        header = json.loads(bytes(_pinio.read(self._fd, 8, n)))
+        with self._file.use() as fd:
+            n = int.from_bytes(bytes(_pinio.read(fd, 0, 8)), "little")
+            header = json.loads(bytes(_pinio.read(fd, 8, n)))
         return header.get("__metadata__") == {}
 
     def _load(self, names=None, memory="auto"):
@@ -332,7 +390,7 @@ class safe_open:
             # copy-on-write), cold ones read pinned with O_DIRECT
             raw = self._load_raw(filters=filters, backend=_BACKENDS[self._backend],
                                  arena=self._arena, memory=memory)
-        except _pinio.Error as e:
+        except (_pinio.Error, ValueError) as e:
             raise self._error(e) from None
         rep = raw.report()
         self.pinio_bytes_read += rep["read_bytes"]
@@ -458,9 +516,10 @@ class safe_open:
         """{name: tensor} of `names` (None: all) streamed to the device."""
         filters = None if names is None else [self._filter_for(n) for n in names]
         try:
-            tensors, rep = _pinio_pkg.load_to_device(
-                [self._fdpath], filters, self._device, allocator=self._allocator,
-                backend=_BACKENDS[self._backend])
+            with self._file.use() as fd:
+                tensors, rep = _pinio_pkg.load_to_device(
+                    [self._fdpath_of(fd)], filters, self._device, allocator=self._allocator,
+                    backend=_BACKENDS[self._backend])
         except _pinio.Error as e:
             raise self._error(e) from None
         self.pinio_bytes_read += rep["read_bytes"]
@@ -514,7 +573,8 @@ class safe_open:
     def _read(self, offset, length):
         """Bytes [offset, offset + length) of the data section (GIL released)."""
         self._check()
-        buf = _pinio.read(self._fd, self._data_offset + offset, length)
+        with self._file.use() as fd:
+            buf = _pinio.read(fd, self._data_offset + offset, length)
         self.pinio_bytes_read += length
         return buf
 

@@ -142,7 +142,7 @@ def prefetch(f, plan):
         raw = f._load_raw(filters=[f._filter_for(n) for n in names],
                           slices=slices or None, backend=_BACKENDS[f._backend],
                           memory="pinned" if f._device != "cpu" else "auto")
-    except _pinio.Error as e:
+    except (_pinio.Error, ValueError) as e:  # ValueError: a Source closed meanwhile
         raise f._error(e) from None
     f.pinio_bytes_read += raw.report()["read_bytes"]
     f.pinio_loads += 1

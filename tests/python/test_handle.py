@@ -1,0 +1,91 @@
+"""Issue 37's cases of a lazy safe_open handle and its prefetch: a handle
+reads only the file it opened, even while another thread closes it and a
+new open takes its descriptor number."""
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from pinio import _pinio
+from pinio.safetensors import SafetensorError, safe_open
+from pinio.safetensors import torch as stpt
+
+
+@pytest.fixture
+def two_files(tmp):
+    """Two files of the same layout: "w" zeros in one, ones in the other."""
+    paths = []
+    for name, fill in (("mine", 0.0), ("other", 1.0)):
+        p = os.path.join(tmp, name + ".safetensors")
+        stpt.save_file({"w": torch.full((6, 10), fill)}, p)
+        paths.append(p)
+    return paths
+
+
+def close_and_reopen_in(monkeypatch, f, call, other):
+    """Makes _pinio.`call` (a read or a load) first close the handle and open
+    `other`, which takes the lowest descriptor number the close freed:
+    what a close() and an open() in other threads do between the handle's
+    check and its read. Returns the list the new descriptor lands in."""
+    real, opened = getattr(_pinio, call), []
+
+    def racing(*args, **kw):
+        if not opened:
+            f.close()
+            opened.append(os.open(other, os.O_RDONLY | os.O_CLOEXEC))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(_pinio, call, racing)
+    return opened
+
+
+@pytest.mark.parametrize("framework,backend", [("pt", "mmap"), ("pt", "pread"), ("np", "mmap")])
+@pytest.mark.parametrize("index", [slice(0, 4), 2])
+def test_a_slice_never_reads_a_descriptor_another_open_took(monkeypatch, two_files, framework,
+                                                            backend, index):
+    mine, other = two_files
+    f = safe_open(mine, framework, backend=backend)
+    s = f.get_slice("w")
+    opened = close_and_reopen_in(monkeypatch, f, "read", other)
+    try:
+        got = s[index]
+    except SafetensorError as e:
+        assert "closed" in str(e)  # a clean refusal, or ...
+    else:
+        assert not np.asarray(got).any(), "a slice holds another file's bytes"  # ... its own
+    finally:
+        for fd in opened:
+            os.close(fd)
+    assert opened, "the race was not run"
+
+
+def test_metadata_never_reads_a_descriptor_another_open_took(monkeypatch, tmp):
+    mine, other = os.path.join(tmp, "mine.safetensors"), os.path.join(tmp, "other.safetensors")
+    stpt.save_file({"w": torch.zeros(4)}, mine)  # no __metadata__: metadata() is None
+    stpt.save_file({"w": torch.zeros(4)}, other, metadata={})
+    f = safe_open(mine, "pt")
+    opened = close_and_reopen_in(monkeypatch, f, "read", other)
+    try:
+        assert f.metadata() is None
+    except SafetensorError as e:
+        assert "closed" in str(e)
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
+@pytest.mark.parametrize("call", ["get_tensor", "get_tensors", "prefetch"])
+def test_a_load_the_handle_was_closed_under_fails_cleanly(monkeypatch, two_files, call):
+    """A load whose handle another thread closed raises "File is closed",
+    never an exception of the handle's internals (a closed Source's
+    ValueError), never another file's bytes."""
+    mine, other = two_files
+    f = safe_open(mine, "pt")
+    opened = close_and_reopen_in(monkeypatch, f, "load", other)
+    try:
+        with pytest.raises(SafetensorError, match="File is closed"):
+            getattr(f, call)(*(["w"] if call == "get_tensor" else []))
+    finally:
+        for fd in opened:
+            os.close(fd)
