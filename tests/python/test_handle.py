@@ -89,3 +89,62 @@ def test_a_load_the_handle_was_closed_under_fails_cleanly(monkeypatch, two_files
     finally:
         for fd in opened:
             os.close(fd)
+
+
+# -- get_slice's indexing: None and Ellipsis as torch and numpy index, on
+# every path (torch over the mapping, the narrowing path of numpy and of
+# backend="pread", and a prefetched tensor or slice)
+
+INDICES = [None, (None, 1), ..., (..., 2), (1, ...), (None, slice(0, 2)), (..., None),
+           (slice(1, 3), None, 2), (None, ..., None), (2, ..., slice(3, 7)), ()]
+
+
+def _ids(i):
+    return repr(i).replace(" ", "")
+
+
+@pytest.fixture
+def w_file(tmp):
+    p = os.path.join(tmp, "w.safetensors")
+    w = torch.arange(60, dtype=torch.float32).reshape(6, 10)
+    stpt.save_file({"w": w, "s": torch.tensor(7.0)}, p)
+    return p, w
+
+
+@pytest.mark.parametrize("framework", ["pt", "np"])
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+@pytest.mark.parametrize("prefetched", ["no", "whole", "plan"])
+@pytest.mark.parametrize("index", INDICES, ids=_ids)
+def test_none_and_ellipsis_index_as_torch_does(w_file, framework, backend, prefetched, index):
+    path, w = w_file
+    want = w.numpy()[index]
+    with safe_open(path, framework, backend=backend) as f:
+        if prefetched == "whole":
+            f.prefetch(["w"])
+        elif prefetched == "plan":
+            f.prefetch({"w": index})
+        got = f.get_slice("w")[index]
+        again = f.get_slice("w")[index]
+    for g in (got, again):
+        assert list(g.shape) == list(want.shape), (index, list(g.shape))
+        np.testing.assert_array_equal(np.asarray(g), want)
+
+
+@pytest.mark.parametrize("framework", ["pt", "np"])
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+@pytest.mark.parametrize("prefetched", ["no", "whole"])
+def test_a_scalar_and_negative_steps_on_every_path(w_file, framework, backend, prefetched):
+    path, w = w_file
+    with safe_open(path, framework, backend=backend) as f:
+        if prefetched == "whole":
+            f.prefetch()
+        for index in (..., (), None, (None, ...)):
+            got = f.get_slice("s")[index]
+            want = np.float32(7.0)[index] if index is not None else np.array(7.0)[None]
+            assert list(got.shape) == list(np.shape(want)), index
+            assert float(np.asarray(got).reshape(-1)[0]) == 7.0
+        # torch refuses a negative step (ValueError), upstream's narrowing
+        # too (SafetensorError here): never a silently forward slice
+        for index in (slice(None, None, -1), (slice(None), slice(None, None, -2))):
+            with pytest.raises((ValueError, SafetensorError), match="step"):
+                f.get_slice("w")[index]

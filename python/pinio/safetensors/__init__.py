@@ -29,7 +29,9 @@ What differs from upstream, and why:
   get_slice on cuda streams the whole tensor once per slice object and
   indexes it on the device (upstream: rows on the CPU, then .to(device)).
 - get_slice on the numpy (and pread) path honours slice steps; upstream
-  silently ignores them.
+  silently ignores them. It takes an Ellipsis (full slices) and None (a new
+  axis) as torch and numpy index, on every path, a prefetched tensor's
+  included; upstream's narrowing raises TypeError for both.
 - Metadata keys are written in the dict's order (upstream's is a hash map's).
 - prefetch(plan) (0.9) works on every device and backend (upstream's needs
   backend="pread", framework pt and CUDA) and hands a prefetched tensor out
@@ -687,6 +689,27 @@ def _index_items(index):
     return index
 
 
+def _expand(index, ndim):
+    """`index` as a tuple in which its Ellipsis (one at most, as torch and
+    numpy allow) is replaced by a full slice of each dimension it stands
+    for; None stays where it is (a new axis of the result)."""
+    items = _index_items(index)
+    at = [i for i, it in enumerate(items) if it is Ellipsis]
+    if not at:
+        return items
+    if len(at) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(1 for it in items if it is not None and it is not Ellipsis)
+    return items[:at[0]] + (slice(None),) * max(0, ndim - used) + items[at[0] + 1:]
+
+
+def _with_new_axes(items):
+    """The index that puts the None axes of `items` into the result of
+    `items` without them (an int's dimension is gone from that result)."""
+    return tuple(None if it is None else slice(None) for it in items
+                 if it is None or _as_int(it) is None)
+
+
 class _Slice:
     """get_slice()'s object: get_shape(), get_dtype(), and [] reading only
     the rows of the first dimension that the index covers."""
@@ -749,26 +772,27 @@ class _Slice:
     def _torch_getitem(self, index):
         if not self._shape:
             return self._scalar()[index]
-        items = _index_items(index)
-        if self._sub_byte() or not items:
-            return self._whole()[index]
-        first, rest = items[0], items[1:]
+        items = _expand(index, len(self._shape))
+        # the first dimension's index: after the new axes (None) before it
+        p = next((d for d, it in enumerate(items) if it is not None), None)
+        if self._sub_byte() or p is None or not all(
+                it is None or isinstance(it, slice) or _as_int(it) is not None for it in items):
+            return self._whole()[index]  # lists, tensors, masks: torch's on all rows
+        first, before, rest = items[p], items[:p], items[p + 1:]
         n = self._shape[0]
         if _as_int(first) is not None:
             first = _as_int(first)
             i = first + n if first < 0 else first
             if not 0 <= i < n:
                 raise IndexError(f"index {first} is out of bounds for dimension 0 with size {n}")
-            return self._rows(i, i + 1)[(0,) + rest]
-        if isinstance(first, slice):
-            if first.step is not None and first.step <= 0:
-                raise ValueError("step must be greater than zero")  # torch's rule
-            r = range(*first.indices(n))
-            if len(r) == 0:
-                return self._rows(0, 0)[(slice(None),) + rest]
-            rows = self._rows(r[0], r[-1] + 1)
-            return rows[(slice(None, None, r.step),) + rest]
-        return self._whole()[index]  # Ellipsis, None, lists, tensors: all rows
+            return self._rows(i, i + 1)[before + (0,) + rest]
+        if first.step is not None and first.step <= 0:
+            raise ValueError("step must be greater than zero")  # torch's rule
+        r = range(*first.indices(n))
+        if len(r) == 0:
+            return self._rows(0, 0)[before + (slice(None),) + rest]
+        rows = self._rows(r[0], r[-1] + 1)
+        return rows[before + (slice(None, None, r.step),) + rest]
 
     def _whole(self):
         return self._rows(0, self._shape[0]) if self._shape else self._scalar()
@@ -784,12 +808,16 @@ class _Slice:
         return _pinio_pkg.tensor_from_buffer(buf, self._dtype, [], self._f._fw, self._name)
 
     # numpy (and the pread backend): upstream's Rust narrowing rules and messages.
+    # Beyond upstream, whose narrowing refuses them with a TypeError: an
+    # Ellipsis stands for full slices, None adds an axis, as torch and numpy
+    # index (transformers v5 materialises every slice with [...]).
     def _narrow_getitem(self, index):
-        items = _index_items(index)
-        if len(items) > len(self._shape):
+        items = _expand(index, len(self._shape))
+        dims = [it for it in items if it is not None]
+        if len(dims) > len(self._shape):
             raise SafetensorError("more slicing indexes than dimensions in tensor")
         ranges, shows, picks = [], [], []
-        for d, it in enumerate(items):
+        for d, it in enumerate(dims):
             n = self._shape[d]
             if isinstance(it, list):
                 if it:
@@ -821,7 +849,7 @@ class _Slice:
                 ranges.append((start, stop, step))
                 picks.append(slice(start, stop, step))
             else:
-                raise TypeError(f"index {it!r}: ints, slices and [] only")
+                raise TypeError(f"index {it!r}: ints, slices, [], None and ... only")
         disp = "[" + ", ".join(shows) + "]"
         for d, (start, stop, _) in enumerate(ranges):
             n = self._shape[d]
@@ -830,8 +858,9 @@ class _Slice:
                 raise SafetensorError(
                     f"Error during slicing {disp} with shape {self._shape}: index {bad} out of "
                     f"bounds for tensor dimension #{d} of size {n}")
-        if not self._shape:
-            return self._scalar()
+        if not self._shape:  # every item is None: one axis of 1 each
+            t = self._scalar()
+            return t.reshape([1] * len(items)) if items else t
         if not ranges or self._sub_byte():
             lo, hi = 0, self._shape[0]
         else:
@@ -841,7 +870,8 @@ class _Slice:
             p0 = picks[0]
             picks[0] = p0 - lo if isinstance(p0, int) else slice(p0.start - lo, p0.stop - lo,
                                                                    p0.step)
-        out = rows[tuple(picks)]
+        it = iter(picks)
+        out = rows[tuple(None if x is None else next(it) for x in items)]
         return out.copy() if self._f._fw == "np" else out.clone()
 
 

@@ -29,13 +29,14 @@ def box(index, shape):
     """(starts, stops, squeeze) of `index` on a tensor of `shape` when it
     selects a box (ints, slices of step 1, a trailing Ellipsis), else None.
     squeeze: the dimensions an int index removes."""
-    from . import _as_int  # get_slice's own notion of an integer index
+    from . import _as_int, _expand  # get_slice's own notions of an index
 
-    if index is None or index is Ellipsis:
-        return (0,) * len(shape), tuple(shape), ()
-    items = index if isinstance(index, tuple) else (index,)
-    if items and items[-1] is Ellipsis:
-        items = items[:-1]
+    if index is None:  # a plan's None: the whole tensor
+        return _whole_box(shape)
+    try:
+        items = _expand(index, len(shape))
+    except IndexError:
+        return None
     if len(items) > len(shape):
         return None
     starts, stops, squeeze = [], [], []
@@ -90,19 +91,27 @@ class Prefetched:
         return got[1] if got is not None and got[0] == _whole_box(shape) else None
 
     def lookup(self, name, index, shape):
-        """The prefetched tensor `index` selects, or None."""
+        """The prefetched tensor `index` selects, or None. A None in `index`
+        is a new axis, as get_slice's indexing makes it (a plan's None, the
+        whole tensor, is prefetch's word only)."""
+        from . import _expand, _with_new_axes
+
         got = self.tensors.get(name)
         if got is None:
             return None
         try:
-            b = box(index, shape)
-        except (TypeError, ValueError):
+            items = _expand(index, len(shape))
+            dims = tuple(it for it in items if it is not None)
+            b = box(dims, shape)
+        except (TypeError, ValueError, IndexError):
             return None
         if b is None or b[:2] != got[0][:2]:
             return None
         t = got[1]
         if b[2]:  # int indices drop their dimension, as indexing does
             t = t[tuple(0 if d in b[2] else slice(None) for d in range(len(shape)))]
+        if len(dims) != len(items):
+            t = t[_with_new_axes(items)]
         return t
 
 
