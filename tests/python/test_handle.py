@@ -148,3 +148,40 @@ def test_a_scalar_and_negative_steps_on_every_path(w_file, framework, backend, p
         for index in (slice(None, None, -1), (slice(None), slice(None, None, -2))):
             with pytest.raises((ValueError, SafetensorError), match="step"):
                 f.get_slice("w")[index]
+
+
+# -- framework="np": every read is the caller's own array, as upstream's
+# copies are (an edit never shows in the next read)
+
+NP_READS = {
+    "get_tensor": lambda f: f.get_tensor("w"),
+    "slice rows": lambda f: f.get_slice("w")[0:2],
+    "slice ...": lambda f: f.get_slice("w")[...],
+    "scalar": lambda f: f.get_slice("s")[...],
+    "scalar get_tensor": lambda f: f.get_tensor("s"),
+    "get_tensors": lambda f: f.get_tensors()["w"],
+    "tensor_stream": lambda f: dict(f.tensor_stream())["w"],
+}
+
+
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+@pytest.mark.parametrize("how", ["lazy", "prefetch", "plan", "arena"])
+@pytest.mark.parametrize("read", list(NP_READS))
+def test_numpy_reads_are_the_callers_own(w_file, backend, how, read):
+    import pinio
+
+    path, w = w_file
+    get = NP_READS[read]
+    kw = {"arena": pinio.Arena()} if how == "arena" else {}
+    with safe_open(path, "np", backend=backend, **kw) as f:
+        if how == "prefetch":
+            f.prefetch()
+        elif how == "plan":
+            f.prefetch({"w": (slice(0, 2),), "s": None})
+        a = get(f)
+        want = np.array(a)
+        a[...] = -1  # the caller's edit
+        b = get(f)
+        np.testing.assert_array_equal(b, want)
+        assert b.flags.writeable  # as upstream's
+    np.testing.assert_array_equal(want, w.numpy() if want.shape == (6, 10) else want)

@@ -17,8 +17,12 @@ What differs from upstream, and why:
   next read raise SafetensorError "file changed since its header was
   validated" (upstream's mapping shows the new bytes under the old header,
   or dies of SIGBUS when the file shrank).
-- numpy tensors are zero-copy views too (upstream copies them into a
-  bytearray); they are writable, as upstream's are.
+- numpy arrays from load_file are zero-copy views of memory of their
+  own; a safe_open handle's (get_tensor, get_slice, get_tensors,
+  tensor_stream) are copies, as upstream's are: each read is the caller's
+  own writable array, and an edit of one never shows in the next read.
+  (torch tensors of a handle are views, as upstream's views of its one
+  private mapping: an edit shows in the next get_tensor of that tensor.)
 - frameworks: pt and np only (tf, flax, mlx, paddle raise SafetensorError);
   devices: cpu and cuda[:N] (musa, npu, xpu, xla, mlu, hpu, mps: SafetensorError).
   cuda goes through pinio's CUDA sink (torch.empty on the device, filled
@@ -343,6 +347,12 @@ class safe_open:
             raise SafetensorError(f"File does not contain tensor {name}")
         return t
 
+    def _own(self, t):
+        """What a read hands out: for numpy, the caller's own copy (upstream
+        copies every numpy read; the handle hands the same memory out again,
+        from its window, arena or prefetch); torch tensors as they are."""
+        return t.copy() if self._fw == "np" else t
+
     def _error(self, e):
         """A pinio error as upstream's type, naming the path, not the
         descriptor; any error of a handle another thread closed meanwhile
@@ -432,9 +442,9 @@ class safe_open:
                     tdt = _PT_DTYPES.get(entry[1]) if self._fw == "pt" else None
                     if tdt is not None and entry[4] > entry[3]:  # _tensor_of's first case
                         return _PT_DTYPES[None](w.raw.buffer(i), dtype=tdt).reshape(entry[2])
-                    return _tensor_of(w.raw, i, name, entry[1], entry[2], entry[4] - entry[3],
-                                      self._fw)
-            return self._new_window(name, entry, last)
+                    return self._own(_tensor_of(w.raw, i, name, entry[1], entry[2],
+                                                entry[4] - entry[3], self._fw))
+            return self._own(self._new_window(name, entry, last))
 
     def _new_window(self, name, entry, last):
         order = self._successor(name, last)
@@ -545,14 +555,14 @@ class safe_open:
         if self._prefetched.tensors:
             t = self._prefetched.whole(name, self._info[name][2])
             if t is not None:
-                return t
+                return self._own(t)
         if self._device != "cpu":
             t = self._to_device([name]).get(name)
             if t is None:
                 raise SafetensorError(f"File does not contain tensor {name}")
             return t
         if self._arena is not None:
-            return self._checkpoint()[name]
+            return self._own(self._checkpoint()[name])
         return self._from_window(name, entry)
 
     def get_tensors(self):
@@ -562,7 +572,7 @@ class safe_open:
             return {n: d[n] for n in self._order if n in d}
         if self._arena is not None:
             ck = self._checkpoint()
-            return {n: ck[n] for n in self._order}
+            return {n: self._own(ck[n]) for n in self._order}
         ck = self._load()
         try:
             return ck.tensors()  # the whole file: every name, in file order
@@ -762,7 +772,7 @@ class _Slice:
         if self._f._prefetched.tensors:  # the plan's slice: no read
             t = self._f._prefetched.lookup(self._name, index, self._shape)
             if t is not None:
-                return t
+                return self._f._own(t)
         if self._f._fw == "pt" and self._f._backend == "mmap":
             return self._torch_getitem(index)
         return self._narrow_getitem(index)
@@ -859,7 +869,7 @@ class _Slice:
                     f"Error during slicing {disp} with shape {self._shape}: index {bad} out of "
                     f"bounds for tensor dimension #{d} of size {n}")
         if not self._shape:  # every item is None: one axis of 1 each
-            t = self._scalar()
+            t = self._f._own(self._scalar())
             return t.reshape([1] * len(items)) if items else t
         if not ranges or self._sub_byte():
             lo, hi = 0, self._shape[0]

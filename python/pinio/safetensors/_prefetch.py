@@ -158,11 +158,39 @@ def prefetch(f, plan):
     ck = pinio_pkg.Checkpoint(raw, f._fw)
     pf = f._prefetched
     pf.checkpoints.append(ck)
+    place = _placer(f) if f._device != "cpu" else None
     for n in names:
         t = ck[n]
-        if f._device != "cpu":
-            t = t.to(f._device)
+        if place is not None:
+            t = place(n, t)
         pf.tensors[n] = (boxes[n], t)
+
+
+def _placer(f):
+    """place(name, host tensor) -> the tensor on the handle's device, in
+    memory from its allocator= (else torch.empty there), as its get_tensor
+    places them; a torch without CUDA is pinio's SafetensorError."""
+    import pinio as pinio_pkg
+    from pinio import _pinio
+
+    from . import SafetensorError
+
+    alloc = f._allocator
+    if alloc is None:
+        try:
+            alloc, _ = pinio_pkg._torch_allocator(f._device)
+        except _pinio.Error as e:
+            raise f._error(e) from None
+
+    def place(name, t):
+        d = alloc(tuple(t.shape), t.dtype, f._device)
+        if tuple(d.shape) != tuple(t.shape) or d.dtype != t.dtype:
+            raise SafetensorError(f"allocator: tensor {name!r} got {d.dtype} {list(d.shape)}, "
+                                  f"needs {t.dtype} {list(t.shape)}")
+        d.copy_(t)  # from pinned memory: synchronous, done when copy_ returns
+        return d
+
+    return place
 
 
 def tensor_stream(f):
@@ -173,4 +201,4 @@ def tensor_stream(f):
     for n in list(f._order):
         got = f._prefetched.tensors.get(n)
         if got is not None:
-            yield n, got[1]
+            yield n, f._own(got[1])
