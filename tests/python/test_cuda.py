@@ -431,3 +431,4 @@ def test_prefetch_on_a_device_handle_takes_its_allocator(gpu, tmp):
         assert raw(f.get_slice("a")[2:5]) == raw(tensors["a"][2:5])
         assert raw(f.get_tensor("b")) == raw(tensors["b"])
         assert f.pinio_bytes_read == n0
+        assert f.pinio_prefetch_bytes == 0  # item 11: handed out, the handle holds none

@@ -170,6 +170,9 @@ NP_READS = {
 def test_numpy_reads_are_the_callers_own(w_file, backend, how, read):
     import pinio
 
+    if how == "plan" and read == "tensor_stream":
+        pytest.skip("the plan's slices streamed and dropped: a second stream reads every "
+                    "tensor whole (nothing is prefetched any more)")
     path, w = w_file
     get = NP_READS[read]
     kw = {"arena": pinio.Arena()} if how == "arena" else {}
@@ -185,3 +188,83 @@ def test_numpy_reads_are_the_callers_own(w_file, backend, how, read):
         np.testing.assert_array_equal(b, want)
         assert b.flags.writeable  # as upstream's
     np.testing.assert_array_equal(want, w.numpy() if want.shape == (6, 10) else want)
+
+
+# -- prefetch's memory: a prefetched tensor is the handle's until it was
+# handed out (or prefetched again); then the caller's alone, freed when
+# the caller drops it. A layer-by-layer loop holds about one layer.
+
+LAYER = (256, 4096)  # 4 MiB of float32
+
+
+def rss_kb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def mappings_of(path):
+    with open("/proc/self/maps") as f:
+        return sum(1 for line in f if line.rstrip().endswith(path))
+
+
+@pytest.mark.parametrize("where", ["hot", "cold"])
+def test_a_prefetch_loop_runs_in_bounded_memory(request, where):
+    from conftest import drop_cache
+
+    d = request.getfixturevalue("shm" if where == "hot" else "tmp")
+    path = os.path.join(d, "layers.safetensors")
+    stpt.save_file({f"l{i:02}.{k}": torch.full(LAYER, float(i)) for i in range(20)
+                    for k in ("w", "b")}, path)
+    layer = LAYER[0] * LAYER[1] * 4
+    with safe_open(path, "pt") as f:
+        rss0 = None
+        for i in range(20):
+            if where == "cold":
+                drop_cache(path)  # read into pinned memory, not mapped
+            f.prefetch({f"l{i:02}.w": None, f"l{i:02}.b": slice(0, 2)})
+            w, b = f.get_tensor(f"l{i:02}.w"), f.get_slice(f"l{i:02}.b")[0:2]
+            assert float(w[0, 0]) == i and float(b[1, 5]) == i
+            del w, b  # the layer used: its memory is nobody's now
+            # the handle keeps no run whose every tensor was handed out
+            assert f.pinio_prefetch_bytes == 0, i
+            assert mappings_of(path) <= 1, i  # hot: each run maps the file
+            rss0 = rss_kb() if i == 1 else rss0
+        assert rss_kb() - rss0 < 4 * layer // 1024, "20 layers' memory held"
+        # prefetched again before it was handed out: the older run is released
+        for _ in range(20):
+            f.prefetch(["l00.w"])
+            assert f.pinio_prefetch_bytes == layer and mappings_of(path) <= 1
+        assert rss_kb() - rss0 < 4 * layer // 1024, "replaced runs held"
+        assert float(f.get_tensor("l00.w")[3, 3]) == 0 and f.pinio_prefetch_bytes == 0
+    assert mappings_of(path) == 0
+
+
+def test_threads_handing_out_one_prefetch_let_it_go_once(tmp):
+    import threading
+
+    path = os.path.join(tmp, "m.safetensors")
+    tensors = {f"t{i:02}": torch.full((64, 64), float(i)) for i in range(32)}
+    stpt.save_file(tensors, path)
+    with safe_open(path, "pt") as f:
+        for _ in range(5):
+            f.prefetch()
+            got, errors = {}, []
+
+            def work(names):
+                try:
+                    for n in names:
+                        got[n] = f.get_tensor(n)
+                except Exception as e:  # noqa: BLE001 (reported below)
+                    errors.append(e)
+            threads = [threading.Thread(target=work, args=(list(tensors)[k::4],))
+                       for k in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert not errors, errors
+            assert all(torch.equal(got[n], tensors[n]) for n in tensors)
+            assert f.pinio_prefetch_bytes == 0

@@ -38,8 +38,10 @@ What differs from upstream, and why:
   included; upstream's narrowing raises TypeError for both.
 - Metadata keys are written in the dict's order (upstream's is a hash map's).
 - prefetch(plan) (0.9) works on every device and backend (upstream's needs
-  backend="pread", framework pt and CUDA) and hands a prefetched tensor out
-  as often as it is asked for (a zero-copy view each time).
+  backend="pread", framework pt and CUDA). As upstream's engine, the handle
+  lets go of a prefetch's memory once each of its tensors was handed out
+  (the caller's tensors keep it, and are served again while the caller
+  holds them; a tensor dropped is read again).
 - safe_open and load_file take an s3:// object, s3://BUCKET/KEY.safetensors
   (upstream: local files only); see pinio.safetensors._object.
 """
@@ -547,6 +549,12 @@ class safe_open:
         """(name, tensor) of every prefetched tensor, in file order
         (prefetching every tensor first when nothing was)."""
         return _prefetch.tensor_stream(self)
+
+    @property
+    def pinio_prefetch_bytes(self):
+        """Bytes of prefetched tensors this handle holds until they are
+        handed out (see pinio.safetensors._prefetch): what tests count."""
+        return self._prefetched.held_bytes()
 
     def get_tensor(self, name):
         entry = None if self._closed else self._info.get(name)
