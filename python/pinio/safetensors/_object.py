@@ -164,8 +164,9 @@ class ObjectOpen(safe_open):
         header's bytes kept at open: no request."""
         import json
 
-        n = int.from_bytes(self._obj.read(0, 8), "little")
-        return json.loads(self._obj.read(8, n)).get("__metadata__") == {}
+        with self._locked():  # close() frees the plan this reads from (GIL released)
+            n = int.from_bytes(self._obj.read(0, 8), "little")
+            return json.loads(self._obj.read(8, n)).get("__metadata__") == {}
 
     def get_tensor(self, name):
         t = self._entry(name)
