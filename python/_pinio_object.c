@@ -31,7 +31,7 @@ typedef struct {
     pinio_plan *plan;   /* NULL once closed */
     uint8_t *image;     /* the object's bytes at their offsets, as far as read */
     size_t image_len;
-    int busy;           /* an execution runs (the GIL is released during it) */
+    int busy;           /* executions and reads running (the GIL released): close waits */
 } ObjectFileObject;
 
 static PyObject *ObjectFile_new(PyTypeObject *type, PyObject *args, PyObject *kw)
@@ -166,9 +166,13 @@ static PyObject *ObjectFile_read(ObjectFileObject *self, PyObject *args)
         return NULL;
     pinio_diag diag;
     int64_t got;
+    /* Held like an execution's: a close() from another thread while the
+     * GIL is released would free the plan this reads from. */
+    self->busy++;
     Py_BEGIN_ALLOW_THREADS
     got = pinio_plan_file_read(p, 0, PyBytes_AS_STRING(out), (size_t)len, off, &diag);
     Py_END_ALLOW_THREADS
+    self->busy--;
     if (got < 0) {
         Py_DECREF(out);
         return raise_pinio((int)got, &diag, "read failed");
@@ -214,11 +218,11 @@ static PyObject *ObjectFile_execute(ObjectFileObject *self, PyObject *args)
     pinio_exec_report rep;
     pinio_diag diag;
     int r;
-    self->busy = 1;
+    self->busy++;
     Py_BEGIN_ALLOW_THREADS
     r = pinio_plan_execute(p, &ops, self, &o, &rep, &diag);
     Py_END_ALLOW_THREADS
-    self->busy = 0;
+    self->busy--;
     if (r)
         return raise_pinio(r, &diag, "reading the object failed");
     return Py_BuildValue("{s:K,s:K,s:K}", "read_bytes", (unsigned long long)rep.read_bytes,

@@ -415,3 +415,20 @@ def test_every_copy_waited_for_before_the_stream_is_destroyed(gpu, tmp, monkeypa
         expect_same(ck.tensors(), tensors)
     assert gpu.stats()["dropped"] == dropped + 1, "no copy of the load was left pending"
     assert expect_clean_copies(gpu, before) >= len(tensors) - 1
+
+
+def test_prefetch_on_a_device_handle_takes_its_allocator(gpu, tmp):
+    """Issue 37 item 15: prefetch placed its tensors with .to(device),
+    never through allocator= (and a CPU-only torch's AssertionError)."""
+    tensors = {"a": value(torch.float32, (10, 6), 1), "b": value(torch.int32, (4, 3), 2)}
+    path = os.path.join(tmp, "m.safetensors")
+    stpt.save_file(tensors, path)
+    with safe_open(path, "pt", device="cuda:0", allocator=gpu.alloc) as f:
+        n = len(gpu.calls)
+        f.prefetch({"a": slice(2, 5), "b": None})
+        assert [c[0] for c in gpu.calls[n:]] == [(3, 6), (4, 3)]  # the plan's, allocator's
+        n0 = f.pinio_bytes_read
+        assert raw(f.get_slice("a")[2:5]) == raw(tensors["a"][2:5])
+        assert raw(f.get_tensor("b")) == raw(tensors["b"])
+        assert f.pinio_bytes_read == n0
+        assert f.pinio_prefetch_bytes == 0  # item 11: handed out, the handle holds none

@@ -55,7 +55,9 @@ def test_del_in_every_order(two, order):
 
 def test_tensor_outlives_checkpoint_and_file(two, tmp):
     path, a, _ = two
-    with safe_open(path, "np") as f:
+    # torch: a handle's numpy reads are copies (issue 37 item 15), its
+    # torch tensors the views whose lifetime this is about
+    with safe_open(path, "pt") as f:
         t = f.get_tensor("a")
     del f
     os.unlink(path)
@@ -66,8 +68,7 @@ def test_tensor_outlives_checkpoint_and_file(two, tmp):
     for _ in range(5):
         stnp.load_file(other)
         gc.collect()
-    np.testing.assert_array_equal(t, a)
-    assert t.base is not None  # a view, not a copy
+    np.testing.assert_array_equal(t.numpy(), a)
 
 
 def test_views_are_zero_copy(two):

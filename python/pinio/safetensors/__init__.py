@@ -17,8 +17,12 @@ What differs from upstream, and why:
   next read raise SafetensorError "file changed since its header was
   validated" (upstream's mapping shows the new bytes under the old header,
   or dies of SIGBUS when the file shrank).
-- numpy tensors are zero-copy views too (upstream copies them into a
-  bytearray); they are writable, as upstream's are.
+- numpy arrays from load_file are zero-copy views of memory of their
+  own; a safe_open handle's (get_tensor, get_slice, get_tensors,
+  tensor_stream) are copies, as upstream's are: each read is the caller's
+  own writable array, and an edit of one never shows in the next read.
+  (torch tensors of a handle are views, as upstream's views of its one
+  private mapping: an edit shows in the next get_tensor of that tensor.)
 - frameworks: pt and np only (tf, flax, mlx, paddle raise SafetensorError);
   devices: cpu and cuda[:N] (musa, npu, xpu, xla, mlu, hpu, mps: SafetensorError).
   cuda goes through pinio's CUDA sink (torch.empty on the device, filled
@@ -29,15 +33,20 @@ What differs from upstream, and why:
   get_slice on cuda streams the whole tensor once per slice object and
   indexes it on the device (upstream: rows on the CPU, then .to(device)).
 - get_slice on the numpy (and pread) path honours slice steps; upstream
-  silently ignores them.
+  silently ignores them. It takes an Ellipsis (full slices) and None (a new
+  axis) as torch and numpy index, on every path, a prefetched tensor's
+  included; upstream's narrowing raises TypeError for both.
 - Metadata keys are written in the dict's order (upstream's is a hash map's).
 - prefetch(plan) (0.9) works on every device and backend (upstream's needs
-  backend="pread", framework pt and CUDA) and hands a prefetched tensor out
-  as often as it is asked for (a zero-copy view each time).
+  backend="pread", framework pt and CUDA). As upstream's engine, the handle
+  lets go of a prefetch's memory once each of its tensors was handed out
+  (the caller's tensors keep it, and are served again while the caller
+  holds them; a tensor dropped is read again).
 - safe_open and load_file take an s3:// object, s3://BUCKET/KEY.safetensors
   (upstream: local files only); see pinio.safetensors._object.
 """
 import bisect as _bisect
+import contextlib as _contextlib
 import errno as _errno
 import operator as _operator
 import os as _os
@@ -151,6 +160,51 @@ def _open_regular(path):
     return fd
 
 
+class _File:
+    """A handle's open file: its descriptor, which close() gives back to the
+    system only once no read is using it. A read holds the file (use())
+    from before it names the descriptor until it is done: a descriptor
+    number closed under a read in flight would be the next open()'s, in
+    any thread, and the read would return that file's bytes."""
+
+    __slots__ = ("fd", "byfd", "_users", "_closing", "_lock")
+
+    def __init__(self, fd):
+        self.fd = fd
+        # /proc/self/fd/N opens the very file this descriptor is (without
+        # /proc the path is used, and the library checks the file did not
+        # change under it)
+        self.byfd = _os.path.exists(f"/proc/self/fd/{fd}")
+        self._users = 0
+        self._closing = False
+        self._lock = _threading.Lock()
+
+    @_contextlib.contextmanager
+    def use(self):
+        """The descriptor, held open until the block ends; SafetensorError
+        "File is closed" once close() was called."""
+        with self._lock:
+            if self._closing:
+                raise SafetensorError("File is closed")
+            self._users += 1
+        try:
+            yield self.fd
+        finally:
+            with self._lock:
+                self._users -= 1
+                self._release()
+
+    def close(self):
+        with self._lock:
+            self._closing = True
+            self._release()
+
+    def _release(self):
+        if self._closing and not self._users and self.fd >= 0:
+            _os.close(self.fd)
+            self.fd = -1
+
+
 class safe_open:
     """safe_open(filename, framework, device="cpu", *, backend="mmap", allocator=None, arena=None)
 
@@ -159,7 +213,10 @@ class safe_open:
     get_slice(). `backend="pread"` reads through the engine's pread rung.
 
     One handle reads one file: the one opened and validated here, through
-    its descriptor, whatever the path names later.
+    its descriptor, whatever the path names later. close() from another
+    thread gives the descriptor back once the reads in flight are done
+    (they return this file's bytes); a read after it raises
+    SafetensorError "File is closed".
 
     Lazy, as upstream's mapping is: get_tensor() reads that tensor's bytes
     (and, when the keys are read in order, a read-ahead window of the next
@@ -199,7 +256,7 @@ class safe_open:
     def __init__(self, filename, framework, device="cpu", *, backend="mmap", allocator=None,
                  arena=None, prefetch=False):
         self._closed = True
-        self._fd = -1
+        self._file = None
         self._fw = _framework(framework)
         self._device = _device(device, self._fw)
         if allocator is not None and self._device == "cpu":
@@ -213,13 +270,11 @@ class safe_open:
             raise SafetensorError(f"backend {backend} is invalid (mmap or pread)")
         self._backend = backend
         self._path = _os.fspath(filename)
-        self._fd = _open_regular(self._path)
-        # Every later read names the file by its descriptor: the kernel
-        # opens the very file this handle validated (without /proc, the
-        # path: the library then checks the file did not change under it).
-        self._fdpath = f"/proc/self/fd/{self._fd}"
-        if not _os.path.exists(self._fdpath):
-            self._fdpath = self._path
+        self._file = _File(_open_regular(self._path))
+        # Every later read names the file by its descriptor, held open by
+        # the read (_File.use): the kernel opens the very file this handle
+        # validated.
+        self._fdpath = self._fdpath_of(self._file.fd)
         try:
             # The file opened and its header validated once: every later
             # load of it (windows, get_tensors, prefetch) is derived from
@@ -228,7 +283,7 @@ class safe_open:
             self._src = _pinio.Source(self._fdpath)
             tensors, self._metadata, self._data_offset, _ = self._src.header()
         except _pinio.Error as e:
-            self._close_fd()
+            self._file.close()
             msg = _pinio_message(e).replace(self._fdpath, self._path)
             raise SafetensorError(f"Error while deserializing header: {msg}") from None
         self._info = {t[0]: t for t in tensors}  # name -> (name, dtype, shape, begin, end)
@@ -242,7 +297,9 @@ class safe_open:
         self._last = None        # the name get_tensor() read last
         self._ahead = 0          # the next window's size (bytes)
         self._mapped = False     # the last window was mapped, not read
-        self._lock = _threading.Lock()  # threads share a handle: one window at a time
+        # threads share a handle: one window at a time; close() takes it too
+        # (reentrant: a close from inside a load, an allocator's, waits for none)
+        self._lock = _threading.RLock()
         self._closed = False
         #: bytes this object read from the file (headers excepted), and the
         #: engine runs that read them: what tests count
@@ -260,24 +317,26 @@ class safe_open:
         self.close()
         return False
 
-    def _close_fd(self):
-        if self._fd >= 0:
-            _os.close(self._fd)
-            self._fd = -1
+    def _fdpath_of(self, fd):
+        """The path by which the library opens this handle's file while a
+        read holds `fd`."""
+        return f"/proc/self/fd/{fd}" if self._file.byfd else self._path
 
     def close(self):
-        self._close_fd()
-        self._src.close()
-        for ck in (self._ckpt, self._window):
-            if ck is not None:
-                ck.close()  # tensors handed out keep their own references
-        self._ckpt = self._window = None
+        self._closed = True  # first: a read starting now is refused, not begun
+        self._file.close()  # after the reads in flight
+        self._src.close()  # likewise (a load through it holds it)
+        with self._lock:  # a tensor being made from the window is made first
+            for ck in (self._ckpt, self._window):
+                if ck is not None:
+                    ck.close()  # tensors handed out keep their own references
+            self._ckpt = self._window = None
         self._prefetched.close()
-        self._closed = True
 
     def __del__(self):
-        if getattr(self, "_fd", -1) >= 0:
-            _os.close(self._fd)
+        f = getattr(self, "_file", None)
+        if f is not None:
+            f.close()
 
     def _check(self):
         if self._closed:
@@ -290,8 +349,20 @@ class safe_open:
             raise SafetensorError(f"File does not contain tensor {name}")
         return t
 
+    def _own(self, t):
+        """What a read hands out: for numpy, the caller's own copy (upstream
+        copies every numpy read; the handle hands the same memory out again,
+        from its window, arena or prefetch); torch tensors as they are."""
+        return t.copy() if self._fw == "np" else t
+
     def _error(self, e):
-        """A pinio error as upstream's type, naming the path, not the descriptor."""
+        """A pinio error as upstream's type, naming the path, not the
+        descriptor; any error of a handle another thread closed meanwhile
+        (its Source refuses a load: ValueError) is "File is closed"."""
+        if self._closed:
+            return SafetensorError("File is closed")
+        if not isinstance(e, _pinio.Error):
+            return e
         return SafetensorError(_pinio_message(e).replace(self._fdpath, self._path))
 
     # -- upstream's methods
@@ -314,8 +385,9 @@ class safe_open:
     def _has_empty_metadata(self):
         import json
 
-        n = int.from_bytes(bytes(_pinio.read(self._fd, 0, 8)), "little")
-        header = json.loads(bytes(_pinio.read(self._fd, 8, n)))
+        with self._file.use() as fd:
+            n = int.from_bytes(bytes(_pinio.read(fd, 0, 8)), "little")
+            header = json.loads(bytes(_pinio.read(fd, 8, n)))
         return header.get("__metadata__") == {}
 
     def _load(self, names=None, memory="auto"):
@@ -332,7 +404,7 @@ class safe_open:
             # copy-on-write), cold ones read pinned with O_DIRECT
             raw = self._load_raw(filters=filters, backend=_BACKENDS[self._backend],
                                  arena=self._arena, memory=memory)
-        except _pinio.Error as e:
+        except (_pinio.Error, ValueError) as e:
             raise self._error(e) from None
         rep = raw.report()
         self.pinio_bytes_read += rep["read_bytes"]
@@ -372,9 +444,9 @@ class safe_open:
                     tdt = _PT_DTYPES.get(entry[1]) if self._fw == "pt" else None
                     if tdt is not None and entry[4] > entry[3]:  # _tensor_of's first case
                         return _PT_DTYPES[None](w.raw.buffer(i), dtype=tdt).reshape(entry[2])
-                    return _tensor_of(w.raw, i, name, entry[1], entry[2], entry[4] - entry[3],
-                                      self._fw)
-            return self._new_window(name, entry, last)
+                    return self._own(_tensor_of(w.raw, i, name, entry[1], entry[2],
+                                                entry[4] - entry[3], self._fw))
+            return self._own(self._new_window(name, entry, last))
 
     def _new_window(self, name, entry, last):
         order = self._successor(name, last)
@@ -458,9 +530,10 @@ class safe_open:
         """{name: tensor} of `names` (None: all) streamed to the device."""
         filters = None if names is None else [self._filter_for(n) for n in names]
         try:
-            tensors, rep = _pinio_pkg.load_to_device(
-                [self._fdpath], filters, self._device, allocator=self._allocator,
-                backend=_BACKENDS[self._backend])
+            with self._file.use() as fd:
+                tensors, rep = _pinio_pkg.load_to_device(
+                    [self._fdpath_of(fd)], filters, self._device, allocator=self._allocator,
+                    backend=_BACKENDS[self._backend])
         except _pinio.Error as e:
             raise self._error(e) from None
         self.pinio_bytes_read += rep["read_bytes"]
@@ -477,6 +550,12 @@ class safe_open:
         (prefetching every tensor first when nothing was)."""
         return _prefetch.tensor_stream(self)
 
+    @property
+    def pinio_prefetch_bytes(self):
+        """Bytes of prefetched tensors this handle holds until they are
+        handed out (see pinio.safetensors._prefetch): what tests count."""
+        return self._prefetched.held_bytes()
+
     def get_tensor(self, name):
         entry = None if self._closed else self._info.get(name)
         if entry is None:
@@ -484,14 +563,14 @@ class safe_open:
         if self._prefetched.tensors:
             t = self._prefetched.whole(name, self._info[name][2])
             if t is not None:
-                return t
+                return self._own(t)
         if self._device != "cpu":
             t = self._to_device([name]).get(name)
             if t is None:
                 raise SafetensorError(f"File does not contain tensor {name}")
             return t
         if self._arena is not None:
-            return self._checkpoint()[name]
+            return self._own(self._checkpoint()[name])
         return self._from_window(name, entry)
 
     def get_tensors(self):
@@ -501,7 +580,7 @@ class safe_open:
             return {n: d[n] for n in self._order if n in d}
         if self._arena is not None:
             ck = self._checkpoint()
-            return {n: ck[n] for n in self._order}
+            return {n: self._own(ck[n]) for n in self._order}
         ck = self._load()
         try:
             return ck.tensors()  # the whole file: every name, in file order
@@ -514,7 +593,8 @@ class safe_open:
     def _read(self, offset, length):
         """Bytes [offset, offset + length) of the data section (GIL released)."""
         self._check()
-        buf = _pinio.read(self._fd, self._data_offset + offset, length)
+        with self._file.use() as fd:
+            buf = _pinio.read(fd, self._data_offset + offset, length)
         self.pinio_bytes_read += length
         return buf
 
@@ -627,6 +707,27 @@ def _index_items(index):
     return index
 
 
+def _expand(index, ndim):
+    """`index` as a tuple in which its Ellipsis (one at most, as torch and
+    numpy allow) is replaced by a full slice of each dimension it stands
+    for; None stays where it is (a new axis of the result)."""
+    items = _index_items(index)
+    at = [i for i, it in enumerate(items) if it is Ellipsis]
+    if not at:
+        return items
+    if len(at) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(1 for it in items if it is not None and it is not Ellipsis)
+    return items[:at[0]] + (slice(None),) * max(0, ndim - used) + items[at[0] + 1:]
+
+
+def _with_new_axes(items):
+    """The index that puts the None axes of `items` into the result of
+    `items` without them (an int's dimension is gone from that result)."""
+    return tuple(None if it is None else slice(None) for it in items
+                 if it is None or _as_int(it) is None)
+
+
 class _Slice:
     """get_slice()'s object: get_shape(), get_dtype(), and [] reading only
     the rows of the first dimension that the index covers."""
@@ -679,7 +780,7 @@ class _Slice:
         if self._f._prefetched.tensors:  # the plan's slice: no read
             t = self._f._prefetched.lookup(self._name, index, self._shape)
             if t is not None:
-                return t
+                return self._f._own(t)
         if self._f._fw == "pt" and self._f._backend == "mmap":
             return self._torch_getitem(index)
         return self._narrow_getitem(index)
@@ -689,26 +790,27 @@ class _Slice:
     def _torch_getitem(self, index):
         if not self._shape:
             return self._scalar()[index]
-        items = _index_items(index)
-        if self._sub_byte() or not items:
-            return self._whole()[index]
-        first, rest = items[0], items[1:]
+        items = _expand(index, len(self._shape))
+        # the first dimension's index: after the new axes (None) before it
+        p = next((d for d, it in enumerate(items) if it is not None), None)
+        if self._sub_byte() or p is None or not all(
+                it is None or isinstance(it, slice) or _as_int(it) is not None for it in items):
+            return self._whole()[index]  # lists, tensors, masks: torch's on all rows
+        first, before, rest = items[p], items[:p], items[p + 1:]
         n = self._shape[0]
         if _as_int(first) is not None:
             first = _as_int(first)
             i = first + n if first < 0 else first
             if not 0 <= i < n:
                 raise IndexError(f"index {first} is out of bounds for dimension 0 with size {n}")
-            return self._rows(i, i + 1)[(0,) + rest]
-        if isinstance(first, slice):
-            if first.step is not None and first.step <= 0:
-                raise ValueError("step must be greater than zero")  # torch's rule
-            r = range(*first.indices(n))
-            if len(r) == 0:
-                return self._rows(0, 0)[(slice(None),) + rest]
-            rows = self._rows(r[0], r[-1] + 1)
-            return rows[(slice(None, None, r.step),) + rest]
-        return self._whole()[index]  # Ellipsis, None, lists, tensors: all rows
+            return self._rows(i, i + 1)[before + (0,) + rest]
+        if first.step is not None and first.step <= 0:
+            raise ValueError("step must be greater than zero")  # torch's rule
+        r = range(*first.indices(n))
+        if len(r) == 0:
+            return self._rows(0, 0)[before + (slice(None),) + rest]
+        rows = self._rows(r[0], r[-1] + 1)
+        return rows[before + (slice(None, None, r.step),) + rest]
 
     def _whole(self):
         return self._rows(0, self._shape[0]) if self._shape else self._scalar()
@@ -724,12 +826,16 @@ class _Slice:
         return _pinio_pkg.tensor_from_buffer(buf, self._dtype, [], self._f._fw, self._name)
 
     # numpy (and the pread backend): upstream's Rust narrowing rules and messages.
+    # Beyond upstream, whose narrowing refuses them with a TypeError: an
+    # Ellipsis stands for full slices, None adds an axis, as torch and numpy
+    # index (transformers v5 materialises every slice with [...]).
     def _narrow_getitem(self, index):
-        items = _index_items(index)
-        if len(items) > len(self._shape):
+        items = _expand(index, len(self._shape))
+        dims = [it for it in items if it is not None]
+        if len(dims) > len(self._shape):
             raise SafetensorError("more slicing indexes than dimensions in tensor")
         ranges, shows, picks = [], [], []
-        for d, it in enumerate(items):
+        for d, it in enumerate(dims):
             n = self._shape[d]
             if isinstance(it, list):
                 if it:
@@ -761,7 +867,7 @@ class _Slice:
                 ranges.append((start, stop, step))
                 picks.append(slice(start, stop, step))
             else:
-                raise TypeError(f"index {it!r}: ints, slices and [] only")
+                raise TypeError(f"index {it!r}: ints, slices, [], None and ... only")
         disp = "[" + ", ".join(shows) + "]"
         for d, (start, stop, _) in enumerate(ranges):
             n = self._shape[d]
@@ -770,8 +876,9 @@ class _Slice:
                 raise SafetensorError(
                     f"Error during slicing {disp} with shape {self._shape}: index {bad} out of "
                     f"bounds for tensor dimension #{d} of size {n}")
-        if not self._shape:
-            return self._scalar()
+        if not self._shape:  # every item is None: one axis of 1 each
+            t = self._f._own(self._scalar())
+            return t.reshape([1] * len(items)) if items else t
         if not ranges or self._sub_byte():
             lo, hi = 0, self._shape[0]
         else:
@@ -781,7 +888,8 @@ class _Slice:
             p0 = picks[0]
             picks[0] = p0 - lo if isinstance(p0, int) else slice(p0.start - lo, p0.stop - lo,
                                                                    p0.step)
-        out = rows[tuple(picks)]
+        it = iter(picks)
+        out = rows[tuple(None if x is None else next(it) for x in items)]
         return out.copy() if self._f._fw == "np" else out.clone()
 
 

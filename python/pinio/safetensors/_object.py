@@ -164,8 +164,9 @@ class ObjectOpen(safe_open):
         header's bytes kept at open: no request."""
         import json
 
-        n = int.from_bytes(self._obj.read(0, 8), "little")
-        return json.loads(self._obj.read(8, n)).get("__metadata__") == {}
+        with self._locked():  # close() frees the plan this reads from (GIL released)
+            n = int.from_bytes(self._obj.read(0, 8), "little")
+            return json.loads(self._obj.read(8, n)).get("__metadata__") == {}
 
     def get_tensor(self, name):
         t = self._entry(name)
@@ -175,13 +176,13 @@ class ObjectOpen(safe_open):
                 self._ahead = min(max(2 * self._ahead, _AHEAD_MIN), _AHEAD_MAX)
             else:
                 self._ahead = 0
-            return self._place(self._host(t, self._ahead), name)
+            return self._own(self._place(self._host(t, self._ahead), name))
 
     def get_tensors(self):
         self._check()
         with self._locked():
             self._fetch(0, len(self._done))
-            return {n: self._place(self._host(self._info[n]), n) for n in self._order}
+            return {n: self._own(self._place(self._host(self._info[n]), n)) for n in self._order}
 
     def prefetch(self, plan=None):
         """Reads, in as few engine runs as the plan's ranges allow, the

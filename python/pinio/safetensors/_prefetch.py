@@ -14,6 +14,15 @@ iterable of names prefetches them whole. After it:
   come from the prefetched tensor), nor does get_tensor(name);
 - other slices, and tensors not in the plan, are read as without a plan.
 
+Memory, as upstream's engine: the handle holds a prefetched tensor until
+it is handed out. Once every tensor of one prefetch was handed out (or
+prefetched again by a later plan), the handle lets go of that run's memory:
+it is then the caller's tensors' alone, and freed when the caller drops
+them; until then the handle still serves them, without a read, to a
+caller who holds them. So a loop that prefetches a layer, uses it and
+drops it holds about one layer, however many it runs through
+(pinio_prefetch_bytes: what the handle holds now).
+
 A slice is read as a box: one byte range for a first-dimension slice,
 strided runs otherwise (holes read through within 1/32 of the slices'
 bytes). An index that is not a box (steps, lists, None) prefetches that
@@ -23,19 +32,22 @@ device cuda: the prefetched tensors are read into pinned host memory and
 copied to the device once.
 """
 import operator as _operator
+import threading as _threading
+import weakref as _weakref
 
 
 def box(index, shape):
     """(starts, stops, squeeze) of `index` on a tensor of `shape` when it
     selects a box (ints, slices of step 1, a trailing Ellipsis), else None.
     squeeze: the dimensions an int index removes."""
-    from . import _as_int  # get_slice's own notion of an integer index
+    from . import _as_int, _expand  # get_slice's own notions of an index
 
-    if index is None or index is Ellipsis:
-        return (0,) * len(shape), tuple(shape), ()
-    items = index if isinstance(index, tuple) else (index,)
-    if items and items[-1] is Ellipsis:
-        items = items[:-1]
+    if index is None:  # a plan's None: the whole tensor
+        return _whole_box(shape)
+    try:
+        items = _expand(index, len(shape))
+    except IndexError:
+        return None
     if len(items) > len(shape):
         return None
     starts, stops, squeeze = [], [], []
@@ -72,37 +84,120 @@ def _whole_box(shape):
     return (0,) * len(shape), tuple(shape), ()
 
 
+class _Run:
+    """One prefetch's engine run: its checkpoint (None on a device: the host
+    copy is closed once placed), its bytes, and the names not handed out yet."""
+
+    __slots__ = ("ck", "nbytes", "names", "pending")
+
+    def __init__(self, ck, nbytes, names):
+        self.ck, self.nbytes, self.names, self.pending = ck, nbytes, list(names), set(names)
+
+
 class Prefetched:
-    """What one handle prefetched: name -> (box, tensor shaped like the box)."""
+    """What one handle prefetched: name -> [box, tensor shaped like the box
+    (None once only weakly held), weak reference to it, its run]."""
 
     def __init__(self):
         self.tensors = {}
-        self.checkpoints = []
+        self.runs = []
+        self._lock = _threading.Lock()  # threads sharing a handle let go of a run once
 
     def close(self):
-        for ck in self.checkpoints:
-            ck.close()  # tensors handed out keep their own references
-        self.checkpoints = []
+        for run in self.runs:
+            if run.ck is not None:
+                run.ck.close()  # tensors handed out keep their own references
+        self.runs = []
         self.tensors = {}
 
+    def held_bytes(self):
+        """Bytes of the runs the handle still holds for a first handout."""
+        return sum(run.nbytes for run in self.runs)
+
+    def add(self, ck, nbytes, placed):
+        """A new run: `placed` {name: (box, tensor)}; a name prefetched
+        again leaves the run that held it."""
+        run = _Run(ck, nbytes, placed)
+        self.runs.append(run)
+        for n, (b, t) in placed.items():
+            old = self.tensors.get(n)
+            self.tensors[n] = [b, t, None, run]
+            if old is not None:
+                self._leave(old[3], n)
+
+    def _get(self, name):
+        """(box, tensor, run) of `name`, the tensor alive, or None; a tensor
+        handed out and since dropped by the caller is forgotten."""
+        e = self.tensors.get(name)
+        if e is None:
+            return None
+        t = e[1] if e[1] is not None else e[2]()
+        if t is None:
+            with self._lock:
+                if self.tensors.get(name) is e:  # not a newer prefetch's
+                    del self.tensors[name]
+            return None
+        return e[0], t, e[3]
+
+    def _leave(self, run, name):
+        """`name` no longer needs `run`'s memory held: when no name does,
+        the run's checkpoint is closed and its tensors are held weakly
+        (what the caller keeps, the handle still serves)."""
+        with self._lock:
+            run.pending.discard(name)
+            if run.pending or run not in self.runs:
+                return
+            self.runs.remove(run)
+        if run.ck is not None:
+            run.ck.close()
+            run.ck = None
+        for n in run.names:
+            e = self.tensors.get(n)
+            if e is not None and e[3] is run and e[1] is not None:
+                e[2], e[1] = _weakref.ref(e[1]), None
+
     def whole(self, name, shape):
-        got = self.tensors.get(name)
-        return got[1] if got is not None and got[0] == _whole_box(shape) else None
+        got = self._get(name)
+        if got is None or got[0] != _whole_box(shape):
+            return None
+        self._leave(got[2], name)
+        return got[1]
+
+    def live(self):
+        """Whether any prefetched tensor is still there to be served."""
+        return any(self._get(n) is not None for n in list(self.tensors))
+
+    def stream(self, name):
+        """The prefetched tensor of `name` as tensor_stream yields it, or None."""
+        got = self._get(name)
+        if got is not None:
+            self._leave(got[2], name)
+            return got[1]
+        return None
 
     def lookup(self, name, index, shape):
-        """The prefetched tensor `index` selects, or None."""
-        got = self.tensors.get(name)
+        """The prefetched tensor `index` selects, or None. A None in `index`
+        is a new axis, as get_slice's indexing makes it (a plan's None, the
+        whole tensor, is prefetch's word only)."""
+        from . import _expand, _with_new_axes
+
+        got = self._get(name)
         if got is None:
             return None
         try:
-            b = box(index, shape)
-        except (TypeError, ValueError):
+            items = _expand(index, len(shape))
+            dims = tuple(it for it in items if it is not None)
+            b = box(dims, shape)
+        except (TypeError, ValueError, IndexError):
             return None
         if b is None or b[:2] != got[0][:2]:
             return None
         t = got[1]
+        self._leave(got[2], name)
         if b[2]:  # int indices drop their dimension, as indexing does
             t = t[tuple(0 if d in b[2] else slice(None) for d in range(len(shape)))]
+        if len(dims) != len(items):
+            t = t[_with_new_axes(items)]
         return t
 
 
@@ -142,26 +237,60 @@ def prefetch(f, plan):
         raw = f._load_raw(filters=[f._filter_for(n) for n in names],
                           slices=slices or None, backend=_BACKENDS[f._backend],
                           memory="pinned" if f._device != "cpu" else "auto")
-    except _pinio.Error as e:
+    except (_pinio.Error, ValueError) as e:  # ValueError: a Source closed meanwhile
         raise f._error(e) from None
-    f.pinio_bytes_read += raw.report()["read_bytes"]
+    rep = raw.report()
+    f.pinio_bytes_read += rep["read_bytes"]
     f.pinio_loads += 1
     ck = pinio_pkg.Checkpoint(raw, f._fw)
-    pf = f._prefetched
-    pf.checkpoints.append(ck)
-    for n in names:
-        t = ck[n]
-        if f._device != "cpu":
-            t = t.to(f._device)
-        pf.tensors[n] = (boxes[n], t)
+    try:
+        place = _placer(f) if f._device != "cpu" else None
+        placed = {}
+        for n in names:
+            t = ck[n]
+            placed[n] = (boxes[n], t if place is None else place(n, t))
+    except BaseException:
+        ck.close()
+        raise
+    if place is not None:  # on the device now: the pinned host copy is done with
+        ck.close()
+        ck = None
+    f._prefetched.add(ck, rep["bytes"], placed)
+
+
+def _placer(f):
+    """place(name, host tensor) -> the tensor on the handle's device, in
+    memory from its allocator= (else torch.empty there), as its get_tensor
+    places them; a torch without CUDA is pinio's SafetensorError."""
+    import pinio as pinio_pkg
+    from pinio import _pinio
+
+    from . import SafetensorError
+
+    alloc = f._allocator
+    if alloc is None:
+        try:
+            alloc, _ = pinio_pkg._torch_allocator(f._device)
+        except _pinio.Error as e:
+            raise f._error(e) from None
+
+    def place(name, t):
+        d = alloc(tuple(t.shape), t.dtype, f._device)
+        if tuple(d.shape) != tuple(t.shape) or d.dtype != t.dtype:
+            raise SafetensorError(f"allocator: tensor {name!r} got {d.dtype} {list(d.shape)}, "
+                                  f"needs {t.dtype} {list(t.shape)}")
+        d.copy_(t)  # from pinned memory: synchronous, done when copy_ returns
+        return d
+
+    return place
 
 
 def tensor_stream(f):
     """safe_open.tensor_stream's body."""
     f._check()
-    if not f._prefetched.tensors:
+    if not f._prefetched.live():
         prefetch(f, None)
     for n in list(f._order):
-        got = f._prefetched.tensors.get(n)
-        if got is not None:
-            yield n, got[1]
+        t = f._prefetched.stream(n)
+        if t is not None:
+            yield n, f._own(t)
