@@ -5,7 +5,7 @@ each module), not against vLLM itself, which is not installable here.
 
 The plugin is found the way vLLM finds it: pinio is installed with
 `pip install --no-build-isolation .` into a venv of Debian's python (once
-for this module, about a minute), and the stand-in's load_general_plugins
+for the session, about a minute; engines/pipvenv.py), and the stand-in's load_general_plugins
 reads the installed distribution's vllm.general_plugins entry points; the
 driver (engines/vllm_driver.py) runs in that venv, without the build tree.
 
@@ -18,52 +18,15 @@ extra-config key, registration twice, VLLM_PLUGINS naming another plugin,
 a hub repo id (download_dir and the hub cache) and an s3:// model."""
 import json
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 
 import numpy as np
 import pytest
 
-from conftest import ROOT, run_tag
+from engines.pipvenv import run_driver, venv  # noqa: F401 (venv: a fixture)
 from test_hub import COMMIT
 from pinio.safetensors.numpy import save_file
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-STANDINS = os.path.join(HERE, "engines", "standins")
-DRIVER = os.path.join(HERE, "engines", "vllm_driver.py")
-PY = "/usr/bin/python3"
 H, HEADS, KV_HEADS, HD, INTER, VOCAB = 64, 4, 2, 16, 96, 50
-
-
-@pytest.fixture(scope="module")
-def venv():
-    """The python of a venv with pinio pip-installed from these sources."""
-    for mod, pkg in (("venv", "python3-venv"), ("ensurepip", "python3-venv"),
-                     ("mesonpy", "python3-mesonpy"), ("pip", "python3-pip")):
-        if subprocess.run([PY, "-c", f"import {mod}"], capture_output=True).returncode:
-            pytest.skip(f"{PY} has no {mod} (Debian: {pkg}; scripts/bootstrap installs it)")
-    d = tempfile.mkdtemp(prefix="pinio-%s-py-vllm-" % run_tag(), dir="/var/tmp")
-    try:
-        src = os.path.join(d, "src")
-        # a copy: meson-python writes beside pyproject.toml, and a test must
-        # not write into the source tree
-        shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
-            "build*", ".git", ".mesonpy*", "__pycache__"))
-        subprocess.run([PY, "-m", "venv", "--system-site-packages", os.path.join(d, "venv")],
-                       check=True)
-        env = {"PATH": f"{d}/venv/bin:/usr/bin:/bin", "HOME": d}
-        cache = subprocess.run(["ccache", "-k", "cache_dir"], capture_output=True, text=True)
-        if cache.returncode == 0 and cache.stdout.strip():
-            env["CCACHE_DIR"] = cache.stdout.strip()
-        r = subprocess.run(["pip", "install", "--no-build-isolation", "--no-index",
-                            "--no-cache-dir", "."], cwd=src, env=env, capture_output=True,
-                           text=True, timeout=1200)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        yield os.path.join(d, "venv", "bin", "python")
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def checkpoint(folder, layers=2, drop=(), seed=5):
@@ -98,17 +61,7 @@ def checkpoint(folder, layers=2, drop=(), seed=5):
 
 
 def drive(venv, ref, env=None, **spec):
-    e = {"PATH": "/usr/bin:/bin", "HOME": os.path.dirname(ref), "PYTHONPATH": STANDINS,
-         "PYTHONDONTWRITEBYTECODE": "1"}
-    e.update({k: v for k, v in os.environ.items() if k.startswith("AWS_")})
-    e.update(env or {})
-    r = subprocess.run([venv, DRIVER, json.dumps(spec), ref], env=e, capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    out = json.loads(r.stdout.strip().splitlines()[-1])
-    # found through the installed distribution, not a build tree or the sources
-    assert out["pinio_file"].startswith(os.path.dirname(os.path.dirname(venv))), out
-    return out
+    return run_driver(venv, "vllm_driver.py", spec, ref, env)
 
 
 def exact(out, world):
