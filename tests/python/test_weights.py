@@ -5,9 +5,12 @@ tensor byte is (the reads' bytes, not timing); a yielded tensor stays
 valid while referenced; and a caller that copies as it goes holds a
 bounded amount of pinned memory (VmLck of this process, sampled at every
 tensor: the measure is shown to see held memory by a caller that keeps
-everything)."""
+everything); a gloo group of 2 and 4 processes (engines/weights_group_worker.py)
+gets exactly each rank's slices and reads the checkpoint about once."""
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -218,3 +221,37 @@ def test_an_s3_prefix(s3, tmp):
     assert sorted(got) == sorted(want)
     for k, v in want.items():
         assert np.array_equal(got[k], v), k
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_a_gloo_group_reads_the_checkpoint_once(tmp, world):
+    """Each batch a group load: every rank gets exactly its slices, in the
+    same order, and the ranks' reads sum to about the checkpoint once."""
+    want = model(tmp, layers=4, shards=1, cols=512)
+    path = os.path.join(tmp, "model-00001-of-00001.safetensors")
+    total = sum(v.nbytes for v in want.values())
+    init = os.path.join(tmp, "group.init")
+    outs = [os.path.join(tmp, f"rank{r}.json") for r in range(world)]
+    worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "engines",
+                          "weights_group_worker.py")
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+    procs = [subprocess.Popen([sys.executable, worker, path, str(r), str(world), init, outs[r]],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) for r in range(world)]
+    try:
+        logs = [p.communicate(timeout=240)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    assert all(p.returncode == 0 for p in procs), logs
+    res = []
+    for o in outs:
+        with open(o) as f:
+            res.append(json.load(f))
+    for r in res:
+        assert sorted(r["ok"]) == sorted(want) and all(r["ok"].values()), r["ok"]
+        assert r["order"] == res[0]["order"] and r["report"]["batches"] > 2
+    read = sum(r["report"]["read_bytes"] for r in res)
+    assert read <= 1.1 * total + world * 64 * 1024, (read, total)
