@@ -28,20 +28,28 @@ _OPEN_KEYS = ("backend", "cache", "direct", "memory", "map_private", "fill", "co
               "max_overread", "round_bytes", "exchange", "allocator", "slot_size", "slots")
 
 
+def _check_progress(progress):
+    """progress= checked at the call (the bar itself is drawn when reading starts)."""
+    if progress is False or progress is None or callable(progress):
+        return
+    if progress is not True:
+        raise TypeError(f"progress={progress!r}: True (a tqdm bar), False or a "
+                        "callable(done_bytes, total_bytes)")
+    try:
+        import tqdm  # noqa: F401
+    except ImportError:
+        raise ValueError("progress=True draws a tqdm bar and tqdm is not installed: install "
+                         "it, or pass a callable(done_bytes, total_bytes)") from None
+
+
 def _progress_fn(progress, total):
     """progress= as a callable(done_bytes, total_bytes) and its closer."""
     if progress is False or progress is None:
         return None, None
     if callable(progress):
         return progress, None
-    if progress is not True:
-        raise TypeError(f"progress={progress!r}: True (a tqdm bar), False or a "
-                        "callable(done_bytes, total_bytes)")
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        raise ValueError("progress=True draws a tqdm bar and tqdm is not installed: install "
-                         "it, or pass a callable(done_bytes, total_bytes)") from None
+    from tqdm import tqdm
+
     bar = tqdm(total=total, unit="B", unit_scale=True, desc="pinio: loading weights")
     state = {"done": 0}
 
@@ -118,7 +126,8 @@ class WeightsIterator:
         # never for a group, whose loads are collectives that must be
         # issued in the same order as the caller's own
         self._read_ahead = bool(read_ahead) and process_group is None
-        self._progress, self._progress_close = _progress_fn(progress, self.total_bytes)
+        _check_progress(progress)
+        self._progress_arg = progress
         self._gen = self._run()
 
     def _open(self, batch):
@@ -136,6 +145,7 @@ class WeightsIterator:
 
     def _run(self):
         pending = None  # (thread, box) of the batch read ahead
+        progress, progress_close = _progress_fn(self._progress_arg, self.total_bytes)
         try:
             for k, batch in enumerate(self._batches):
                 if pending is not None:
@@ -182,16 +192,16 @@ class WeightsIterator:
                     del t
                 self._done_bytes += sum(r[3] for r in batch)
                 del tensors
-                if self._progress is not None:
-                    self._progress(self._done_bytes, self.total_bytes)
+                if progress is not None:
+                    progress(self._done_bytes, self.total_bytes)
         finally:
             if pending is not None:
                 thread, box = pending
                 thread.join()
                 if "ck" in box:
                     box["ck"].close()
-            if self._progress_close is not None:
-                self._progress_close()
+            if progress_close is not None:
+                progress_close()
 
     def __iter__(self):
         return self

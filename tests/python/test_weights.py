@@ -255,3 +255,37 @@ def test_a_gloo_group_reads_the_checkpoint_once(tmp, world):
         assert r["order"] == res[0]["order"] and r["report"]["batches"] > 2
     read = sum(r["report"]["read_bytes"] for r in res)
     assert read <= 1.1 * total + world * 64 * 1024, (read, total)
+
+
+def test_a_tqdm_bar_is_drawn_only_while_reading(tmp, monkeypatch):
+    """progress=True: no bar for an iterator never read, and the bar of one
+    stopped early is closed (a recording stand-in of tqdm.tqdm)."""
+    import types
+
+    bars = []
+
+    class Bar:
+        def __init__(self, total=None, **kw):
+            self.total, self.n, self.closed = total, 0, False
+            bars.append(self)
+
+        def update(self, n):
+            self.n += n
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setitem(sys.modules, "tqdm", types.SimpleNamespace(tqdm=Bar))
+    want = model(tmp)
+    pinio.weights_iterator(tmp, progress=True).close()
+    assert bars == []
+    it = pinio.weights_iterator(tmp, progress=True, batch_bytes=100_000)
+    next(it)
+    it.close()
+    assert len(bars) == 1 and bars[0].closed and bars[0].n < bars[0].total
+    list(pinio.weights_iterator(tmp, progress=True))
+    total = sum(v.nbytes for v in want.values())
+    assert bars[1].closed and bars[1].n == bars[1].total == total
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # not installed
+    with pytest.raises(ValueError, match="tqdm is not installed"):
+        pinio.weights_iterator(tmp, progress=True)
