@@ -702,3 +702,4 @@ def load(paths, filter=None, device="cpu", framework="pt", *, allocator=None, **
         return ck.tensors()
     finally:
         ck.close()
+from ._weights import weights_iterator; __all__.append("weights_iterator")  # noqa: E402,E702

@@ -1,0 +1,200 @@
+"""One vLLM-style load through the stand-in (not a test itself; run by
+test_engine_vllm.py with an installed pinio's python, PYTHONPATH=standins).
+
+usage: vllm_driver.py SPEC_JSON REFERENCE_NPZ
+SPEC: {model, revision, download_dir, extra, world, plugin_loads, tqdm}
+
+Loads the plugins as vLLM does (vllm.plugins.load_general_plugins, from the
+installed distributions' entry points; plugin_loads times, as in several
+processes), then for each tensor-parallel rank of `world` builds the toy
+model through get_model(load_format="pinio") and compares every parameter
+byte for byte with the numpy reference, narrowed here by plain numpy.
+Prints one json line: {pinio_file, loader, warnings, ranks: [{mismatches}],
+bars, error}."""
+import json
+import logging
+import re
+import sys
+
+import numpy as np
+import torch
+from torch import nn
+
+H, HEADS, KV_HEADS, HD, INTER, VOCAB = 64, 4, 2, 16, 96, 50
+
+
+def tp_shard(r, w, kv=False):
+    """(rank of the shard, shards) a rank's weight_loader narrows by: k/v
+    heads fewer than ranks are replicated, sliced by rank // replicas."""
+    if kv and KV_HEADS < w:
+        return r // (w // KV_HEADS), KV_HEADS
+    return r, w
+
+
+class Toy(nn.Module):
+    """A Llama-shaped toy with HF checkpoint names and vLLM-style parallel
+    parameters: qkv_proj and gate_up_proj stacked and column-parallel
+    (output rows by rank), o_proj and down_proj row-parallel (input columns
+    by rank), norms, embeddings and lm_head whole. load_weights keeps each
+    layer's tensors until the layer is complete before copying them (as the
+    layerwise loader does) and returns the names it loaded."""
+
+    tp = (0, 1)
+    layers = 2
+
+    def __init__(self, vllm_config=None, prefix=""):
+        super().__init__()
+        r, w = self.tp
+        self.rank, self.world = r, w
+        kvr = max(1, KV_HEADS // w) * HD
+        f32 = torch.float32
+        self.params = {}
+
+        def param(name, shape, loader, dtype=f32):
+            p = nn.Parameter(torch.zeros(shape, dtype=dtype), requires_grad=False)
+            p.weight_loader = loader
+            self.register_parameter(name.replace(".", "__"), p)
+            self.params[name] = p
+
+        param("model.embed_tokens.weight", (VOCAB, H), self.whole, torch.float16)
+        for i in range(self.layers):
+            p = f"model.layers.{i}."
+            param(p + "self_attn.qkv_proj.weight", (HEADS * HD // w + 2 * kvr, H), self.qkv)
+            param(p + "self_attn.o_proj.weight", (H, HEADS * HD // w), self.row)
+            param(p + "mlp.gate_up_proj.weight", (2 * INTER // w, H), self.gate_up)
+            param(p + "mlp.down_proj.weight", (H, INTER // w), self.row)
+            param(p + "input_layernorm.weight", (H,), self.whole, torch.float16)
+        param("model.norm.weight", (H,), self.whole, torch.float16)
+        param("lm_head.weight", (VOCAB, H), self.whole)
+
+    def named_parameters(self, *a, **kw):
+        return iter(self.params.items())
+
+    def whole(self, p, w, shard=None):
+        assert p.shape == w.shape, (p.shape, w.shape)
+        p.data.copy_(w)
+
+    def row(self, p, w, shard=None):
+        n = p.shape[1]
+        p.data.copy_(w.narrow(1, self.rank * n, n))
+
+    def qkv(self, p, w, shard):
+        q = HEADS * HD // self.world
+        kvr = max(1, KV_HEADS // self.world) * HD
+        if shard == "q":
+            p.data[:q].copy_(w.narrow(0, self.rank * q, q))
+        else:
+            sr, _ = tp_shard(self.rank, self.world, kv=True)
+            at = q if shard == "k" else q + kvr
+            p.data[at:at + kvr].copy_(w.narrow(0, sr * kvr, kvr))
+
+    def gate_up(self, p, w, shard):
+        n = INTER // self.world
+        p.data[shard * n:(shard + 1) * n].copy_(w.narrow(0, self.rank * n, n))
+
+    STACKED = [("qkv_proj", "q_proj", "q"), ("qkv_proj", "k_proj", "k"),
+               ("qkv_proj", "v_proj", "v"), ("gate_up_proj", "gate_proj", 0),
+               ("gate_up_proj", "up_proj", 1)]
+
+    def load_weights(self, weights):
+        loaded, layer, held = set(), None, []
+
+        def flush():
+            for name, w in held:
+                for param_name, shard_name, shard_id in self.STACKED:
+                    if shard_name in name:
+                        pn = name.replace(shard_name, param_name)
+                        p = self.params[pn]
+                        p.weight_loader(p, w, shard_id)
+                        loaded.add(pn)
+                        break
+                else:
+                    if name not in self.params:
+                        continue  # as vLLM's models skip unexpected names
+                    p = self.params[name]
+                    p.weight_loader(p, w)
+                    loaded.add(name)
+            held.clear()
+
+        for name, w in weights:
+            m = re.match(r"model\.layers\.(\d+)\.", name)
+            now = m.group(1) if m else None
+            if now != layer:
+                flush()
+                layer = now
+            held.append((name, w))
+        flush()
+        return loaded
+
+
+def expected(ref, name, r, w):
+    """The parameter `name` of rank r of w, from the checkpoint's arrays."""
+    if "qkv_proj" in name:
+        b = name.replace("qkv_proj", "{}")
+        q = np.split(ref[b.format("q_proj")], w)[r]
+        sr, n = tp_shard(r, w, kv=True)
+        k = np.split(ref[b.format("k_proj")], n)[sr]
+        v = np.split(ref[b.format("v_proj")], n)[sr]
+        return np.concatenate([q, k, v])
+    if "gate_up_proj" in name:
+        b = name.replace("gate_up_proj", "{}")
+        return np.concatenate([np.split(ref[b.format("gate_proj")], w)[r],
+                               np.split(ref[b.format("up_proj")], w)[r]])
+    if "o_proj" in name or "down_proj" in name:
+        return np.split(ref[name], w, axis=1)[r]
+    return ref[name]
+
+
+def main():
+    spec = json.loads(sys.argv[1])
+    ref = dict(np.load(sys.argv[2]))
+    warnings = []
+
+    class Catch(logging.Handler):
+        def emit(self, record):
+            if record.levelno >= logging.WARNING:
+                warnings.append(record.getMessage())
+
+    logging.getLogger().addHandler(Catch())
+    import pinio
+    import tqdm
+    import vllm.plugins
+    from vllm.config import LoadConfig, ModelConfig, VllmConfig
+    from vllm.model_executor.model_loader import get_model, _LOAD_FORMAT_TO_MODEL_LOADER
+
+    out = {"pinio_file": pinio.__file__, "warnings": warnings, "ranks": []}
+    try:
+        for _ in range(spec.get("plugin_loads", 1)):
+            vllm.plugins.plugins_loaded = False  # as a new process would start
+            vllm.plugins.load_general_plugins()
+        cls = _LOAD_FORMAT_TO_MODEL_LOADER.get("pinio")
+        out["loader"] = None if cls is None else f"{cls.__module__}.{cls.__qualname__}"
+        Toy.layers = spec.get("layers", 2)
+        w = spec.get("world", 1)
+        for r in range(w):
+            Toy.tp = (r, w)
+            lc = LoadConfig(load_format="pinio", download_dir=spec.get("download_dir"),
+                            model_loader_extra_config=spec.get("extra", {}),
+                            use_tqdm_on_load=spec.get("tqdm", True))
+            mc = ModelConfig(model=spec["model"], revision=spec.get("revision"),
+                             architecture=Toy)
+            from vllm.model_executor.model_loader import get_model_loader
+
+            get_model_loader(lc).download_model(mc)
+            model = get_model(vllm_config=VllmConfig(model_config=mc, load_config=lc))
+            bad = []
+            for name, p in model.params.items():
+                want = expected(ref, name, r, w)
+                got = p.detach().numpy()
+                if got.dtype != want.dtype or got.shape != want.shape \
+                        or got.tobytes() != want.tobytes():
+                    bad.append(name)
+            out["ranks"].append({"params": len(model.params), "mismatches": bad})
+    except Exception as e:  # the test asserts on it
+        out["error"] = f"{type(e).__name__}: {e}"
+    out["bars"] = [{"total": b.total, "n": b.n, "closed": b.closed} for b in tqdm.BARS]
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
