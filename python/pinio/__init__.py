@@ -31,8 +31,8 @@ from . import _pinio
 from ._pinio import Arena, Error
 
 __version__ = _pinio.version
-__all__ = ["load", "load_to_device", "open", "Arena", "Checkpoint", "DeviceCheckpoint", "Error",
-           "__version__"]
+__all__ = ["load", "load_to_device", "open", "weights_iterator", "Arena", "Checkpoint",
+           "DeviceCheckpoint", "Error", "__version__"]
 
 # safetensors dtype -> (numpy name, torch attribute, torch version that has it)
 _DTYPES = {
@@ -702,4 +702,5 @@ def load(paths, filter=None, device="cpu", framework="pt", *, allocator=None, **
         return ck.tensors()
     finally:
         ck.close()
-from ._weights import weights_iterator; __all__.append("weights_iterator")  # noqa: E402,E702
+# Last: _weights builds on open() and the helpers above.
+from ._weights import weights_iterator  # noqa: E402
