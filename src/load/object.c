@@ -184,13 +184,26 @@ int pinio__obj_resolve(pinio__inputs *in, const char *url, char ***out, size_t *
     return rc;
 }
 
-/* Bytes [off, off + len) of the object into dst, pinned to its ETag. */
+/* Bytes [off, off + len) of the object into dst, pinned to its version, in
+ * ranges of at most RANGE fetched at once (at the client's concurrency). */
 static int fetch(pinio__s3 *s3, const pinio__pfile *f, void *dst, uint64_t off, uint64_t len,
                  pinio_diag *diag)
 {
-    pinio__s3_range r = { .bucket = f->bucket, .key = f->key, .etag = f->etag,
-                          .size = f->pub.size, .off = off, .len = len, .dst = dst };
-    return pinio__s3_get_ranges(s3, &r, 1, diag);
+    pinio__s3_range one[8], *r = one;
+    size_t n = (size_t)((len + RANGE - 1) / RANGE);
+    if (n > sizeof(one) / sizeof(*one) && !(r = calloc(n, sizeof(*r))))
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t o = (uint64_t)i * RANGE;
+        r[i] = (pinio__s3_range){ .bucket = f->bucket, .key = f->key, .etag = f->etag,
+                                  .size = f->pub.size, .off = off + o,
+                                  .len = len - o < RANGE ? len - o : RANGE,
+                                  .dst = (uint8_t *)dst + o };
+    }
+    int rc = pinio__s3_get_ranges(s3, r, n, diag);
+    if (r != one)
+        free(r);
+    return rc;
 }
 
 int pinio__obj_open(pinio__s3 *s3, pinio__pfile *f, const void *header, size_t header_len,
@@ -199,6 +212,7 @@ int pinio__obj_open(pinio__s3 *s3, pinio__pfile *f, const void *header, size_t h
     f->fd = -1;
     f->pub.object = true;
     f->pub.fd = -1;
+    f->s3 = s3;
     int rc = pinio__s3_url_split(f->path, &f->bucket, &f->key, diag);
     uint64_t size = 0;
     if (rc == 0)
@@ -260,12 +274,7 @@ int64_t pinio__obj_pread(const pinio__pfile *f, void *buf, size_t len, uint64_t 
         memcpy(buf, f->prefix + off, len);
         return (int64_t)len;
     }
-    pinio__s3 *s3;
-    int rc = pinio__s3_open(&s3, NULL, diag);
-    if (rc < 0)
-        return rc;
-    rc = fetch(s3, f, buf, off, len, diag);
-    pinio__s3_close(s3);
+    int rc = fetch(f->s3, f, buf, off, len, diag);
     return rc < 0 ? rc : (int64_t)len;
 }
 

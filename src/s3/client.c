@@ -49,6 +49,10 @@
 #include "src/s3/sign.h"
 
 struct pinio__s3 {
+    /* The batch calls of several threads (a load's reads, its hasher's
+     * rereads) take turns on the one multi handle: its connections and its
+     * concurrency are the load's, and its counters count every request. */
+    pthread_mutex_t mu;
     pinio__s3_cfg *cfg;
     pinio__s3_opts o;
     CURLM *multi;
@@ -109,6 +113,7 @@ int pinio__s3_open(pinio__s3 **out, const pinio__s3_opts *opts, pinio_diag *diag
     pinio__s3 *c = calloc(1, sizeof(*c));
     if (!c)
         return -ENOMEM;
+    pthread_mutex_init(&c->mu, NULL);
     opts_fill(&c->o, opts);
     /* The AWS tools' own knob for the attempts of one request (the first
      * and its retries), read as botocore reads it. */
@@ -120,6 +125,7 @@ int pinio__s3_open(pinio__s3 **out, const pinio__s3_opts *opts, pinio_diag *diag
         c->o.max_retries = (unsigned)attempts - 1;
     int rc = pinio__s3_cfg_load(&c->cfg, diag);
     if (rc < 0) {
+        pthread_mutex_destroy(&c->mu);
         free(c);
         return rc;
     }
@@ -156,28 +162,38 @@ void pinio__s3_close(pinio__s3 *c)
     if (c->multi)
         curl_multi_cleanup(c->multi);
     pinio__s3_cfg_free(c->cfg);
+    pthread_mutex_destroy(&c->mu);
     free(c);
 }
 
 int pinio__s3_set_concurrency(pinio__s3 *c, unsigned n)
 {
-    if (!n || n == c->o.concurrency)
+    if (!n)
         return 0;
-    while (c->nidle > n)
-        curl_easy_cleanup(c->idle[--c->nidle]);
-    CURL **ni = realloc(c->idle, n * sizeof(*ni));
-    if (!ni)
-        return -ENOMEM;
-    c->idle = ni;
-    c->o.concurrency = n;
-    curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)n);
-    curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, (long)n);
-    return 0;
+    pthread_mutex_lock(&c->mu);
+    int rc = 0;
+    if (n != c->o.concurrency) {
+        while (c->nidle > n)
+            curl_easy_cleanup(c->idle[--c->nidle]);
+        CURL **ni = realloc(c->idle, n * sizeof(*ni));
+        if (!ni) {
+            rc = -ENOMEM;
+        } else {
+            c->idle = ni;
+            c->o.concurrency = n;
+            curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)n);
+            curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, (long)n);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
 }
 
 void pinio__s3_get_stats(const pinio__s3 *c, pinio__s3_stats *out)
 {
+    pthread_mutex_lock((pthread_mutex_t *)&c->mu);
     *out = c->st;
+    pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
 }
 
 const char *pinio__s3_endpoint(const pinio__s3 *c)
@@ -781,7 +797,7 @@ static int turn(pinio__s3 *c, double wait_ms, pinio_diag *diag)
 /* Runs the transfers x[0 .. n) (the caller's) to the end of all of them,
  * or of the first failure. A stream's requests must not be pending: the
  * two would share the concurrency and the failure. */
-static int run(pinio__s3 *c, xfer *x, size_t n, pinio_diag *diag)
+static int run_locked(pinio__s3 *c, xfer *x, size_t n, pinio_diag *diag)
 {
     if (c->nq) {
         pinio_diag_set(diag, -EBUSY, "s3: %zu streamed requests still pending", c->nq);
@@ -798,6 +814,14 @@ static int run(pinio__s3 *c, xfer *x, size_t n, pinio_diag *diag)
             done += (size_t)k;
     }
     queue_drop(c);
+    return rc;
+}
+
+static int run(pinio__s3 *c, xfer *x, size_t n, pinio_diag *diag)
+{
+    pthread_mutex_lock(&c->mu);
+    int rc = run_locked(c, x, n, diag);
+    pthread_mutex_unlock(&c->mu);
     return rc;
 }
 

@@ -11,7 +11,10 @@
  * its request, after the retries), -ETIMEDOUT / -ECONNRESET / -EIO (the
  * retries ran out on a network failure or a 5xx).
  *
- * Threads: a client is used by one thread at a time. */
+ * Threads: the batch calls (pinio__s3_head, _get_ranges, _get_object,
+ * _get_listing), _set_concurrency and _get_stats may come from several
+ * threads at once: they take turns on the client's connections. A stream
+ * (_submit, _poll, _pending, _drop) is one thread's. */
 #ifndef PINIO_SRC_S3_CLIENT_H
 #define PINIO_SRC_S3_CLIENT_H
 

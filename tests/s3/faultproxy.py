@@ -2,7 +2,7 @@
 """A fault-injecting HTTP proxy between pinio and an S3 server (the S3 tests').
 
 usage: faultproxy.py UPSTREAM_URL [--fault KIND] [--count N] [--skip N]
-                     [--latency MS] [--replace-with FILE]
+                     [--latency MS] [--replace-with FILE] [--stats FILE]
 
 Listens on 127.0.0.1 at a free port, prints "port N" on its first line, and
 forwards every request to UPSTREAM_URL (http://127.0.0.1:PORT). Faults hit
@@ -22,10 +22,14 @@ first ranged GET of an object is its header's), --count of them (default 1;
              replaced mid-load)
 
 --latency MS delays every request's answer by MS milliseconds (a remote
-store's first-byte latency). Stops on SIGTERM; writes nothing to disk.
+store's first-byte latency). --stats FILE keeps FILE up to date with
+{"requests": N, "connections": M}: the requests and TCP connections pinio
+made. Stops on SIGTERM; writes nothing to disk.
 """
 import http.client
 import http.server
+import json
+import os
 import socket
 import struct
 import sys
@@ -43,7 +47,8 @@ def main():
         print(__doc__.strip())
         return 0
     up = urllib.parse.urlparse(args[0])
-    opt = {"--fault": "", "--count": "1", "--skip": "1", "--latency": "0", "--replace-with": ""}
+    opt = {"--fault": "", "--count": "1", "--skip": "1", "--latency": "0", "--replace-with": "",
+           "--stats": ""}
     i = 1
     while i < len(args):
         if args[i] not in opt or i + 1 >= len(args):
@@ -55,7 +60,17 @@ def main():
     latency = int(opt["--latency"]) / 1000.0
     lock = threading.Lock()
     seen = {}  # key -> ranged GETs so far
-    state = {"faults": 0}
+    state = {"faults": 0, "requests": 0, "connections": 0}
+
+    def tally(what):
+        """Counts a request or a connection, the file rewritten whole."""
+        with lock:
+            state[what] += 1
+            if opt["--stats"]:
+                tmp = opt["--stats"] + ".tmp"
+                with open(tmp, "w") as f:
+                    json.dump({k: state[k] for k in ("requests", "connections")}, f)
+                os.replace(tmp, opt["--stats"])
 
     def take_fault(path):
         """Whether this ranged GET of `path` gets the fault."""
@@ -81,6 +96,16 @@ def main():
 
         def log_message(self, *a):
             pass
+
+        def setup(self):
+            super().setup()
+            tally("connections")
+
+        def parse_request(self):
+            ok = super().parse_request()
+            if ok:
+                tally("requests")
+            return ok
 
         def upstream(self, method, body=None, headers=None):
             c = http.client.HTTPConnection(up.hostname, up.port, timeout=60)

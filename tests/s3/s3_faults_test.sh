@@ -5,8 +5,9 @@
 # object, 403, 412, and an object replaced mid-load. Each case: the bytes are
 # the local file's (--sha256) after retries that the JSON counts, or the load
 # fails with the right one-line error; a failed stage leaves nothing behind.
+# A --verify load's rereads share the load's connections and are counted.
 # usage: s3_faults_test.sh PINIO SRC_ROOT
-[ "${1:-}" = --help ] && { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[ "${1:-}" = --help ] && { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 PINIO=$1
 SRC=$2
 . "$SRC/tests/s3/s3env.sh"
@@ -74,6 +75,24 @@ has "$DIR/err" "object changed while loading" "stage refuses the mixed object"
 if [ -e "$DIR/staged" ] && [ -n "$(ls -A "$DIR/staged")" ]; then
     echo "FAIL: a failed stage left files:"; ls -A "$DIR/staged"; fails=$((fails + 1))
 fi
+# --verify of a filtered load reads the unselected 35 MiB again: on the
+# load's connections (--qd 2: two at most) and counted, request by request.
+"$PINIO" gen "$DIR/big.safetensors" --size 40M --seed 5 --tensors 8 >/dev/null || exit 1
+s3_put models big.safetensors "$DIR/big.safetensors" || exit 1
+BIGSUM=$(sha256sum "$DIR/big.safetensors" | cut -d' ' -f1)
+proxy --stats "$DIR/stats.json"
+check 0 "--verify of a filtered load" "$PINIO" load s3://models/big.safetensors --qd 2 --json \
+    --filter model.layers.0.input_layernorm.weight --verify --sha256 "$BIGSUM"
+cp "$DIR/out" "$DIR/load.json"
+json "the rereads came" "j['verified'] and j['verify_reread_bytes'] > 30 << 20"
+python3 -c "
+import json, sys
+j, s = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert j['object_request_count'] == s['requests'], ('requests', j['object_request_count'], s)
+assert s['connections'] <= 2, ('connections', s)
+" "$DIR/load.json" "$DIR/stats.json" ||
+    { echo "FAIL: the report's requests are the proxy's, on 2 connections at most"; fails=$((fails + 1)); }
+
 # Stage through faults that heal: identical file.
 proxy --fault reset --count 1
 check 0 "stage through a reset" "$PINIO" stage "$URL" "$DIR/staged2" --verify
