@@ -22,6 +22,11 @@
  * size first seen; the body exactly its length; the ETag the one pinned by
  * If-Match (a store that ignores If-Match still cannot mix versions).
  *
+ * Why store-provided text is escaped (pinio__s3_printable): an ETag, a
+ * Content-Range or an error code is the store's to choose; a terminal
+ * escape or a line break in it must not reach the user's terminal or split
+ * the one-line message.
+ *
  * Retries (the AWS SDKs' "standard" mode, in spirit): 5xx, 429, SlowDown /
  * RequestTimeout, timeouts, resets and short bodies are retried after a
  * full-jitter exponential backoff (a random wait under base * 2^attempt,
@@ -47,6 +52,19 @@
 #include "src/s3/client.h"
 #include "src/s3/config.h"
 #include "src/s3/sign.h"
+
+/* A response's header block at most: S3's are a few hundred bytes (user
+ * metadata is capped at 2 KiB); a store or proxy that sends more is refused
+ * with that said, before libcurl's own limit turns it into "Out of
+ * memory". */
+#define HEADER_MAX ((size_t)64 << 10)
+
+/* libcurl's own refusal of a header line too long for it. */
+#if CURL_AT_LEAST_VERSION(8, 6, 0)
+#define CURL_TOO_LARGE(cc) ((cc) == CURLE_OUT_OF_MEMORY || (cc) == CURLE_TOO_LARGE)
+#else
+#define CURL_TOO_LARGE(cc) ((cc) == CURLE_OUT_OF_MEMORY)
+#endif
 
 struct pinio__s3 {
     /* The batch calls of several threads (a load's reads, its hasher's
@@ -196,6 +214,40 @@ void pinio__s3_get_stats(const pinio__s3 *c, pinio__s3_stats *out)
     pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
 }
 
+const char *pinio__s3_printable(char *out, size_t cap, const char *in, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (!cap)
+        return out;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)in[i];
+        total += ch >= 0x20 && ch < 0x7f && ch != '\\' ? 1 : 4;
+    }
+    /* All of it when it fits, else what fits before a "..." that says so. */
+    size_t limit = total < cap ? total : cap >= 4 ? cap - 4 : 0, o = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)in[i];
+        bool plain = ch >= 0x20 && ch < 0x7f && ch != '\\';
+        if (o + (plain ? 1 : 4) > limit)
+            break;
+        if (plain) {
+            out[o++] = (char)ch;
+        } else {
+            out[o++] = '\\';
+            out[o++] = 'x';
+            out[o++] = hex[ch >> 4];
+            out[o++] = hex[ch & 15];
+        }
+    }
+    if (total >= cap && cap >= 4) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    out[o] = '\0';
+    return out;
+}
+
 const char *pinio__s3_endpoint(const pinio__s3 *c)
 {
     return pinio__s3_cfg_endpoint(c->cfg);
@@ -276,8 +328,11 @@ typedef struct xfer {
     long status;
     uint64_t got, clen;
     bool have_clen, have_cr, overflow;
+    bool hdr_big, hdr_end;      /* the header block: over HEADER_MAX, complete */
+    size_t hdr_bytes;
     char cr[96];
-    char etag_got[128];
+    char etag_got[128];         /* "" also when unusable (too long, not printable) */
+    char etag_raw[160];         /* as sent, cut: what a message shows, escaped */
     double retry_after;
     char err[512];              /* an error response's body, the start of it */
     size_t errlen;
@@ -313,11 +368,27 @@ static void response_reset(xfer *x)
     x->status = 0;
     x->got = x->clen = 0;
     x->have_clen = x->have_cr = x->overflow = false;
-    x->cr[0] = x->etag_got[0] = '\0';
+    x->hdr_big = x->hdr_end = false;
+    x->hdr_bytes = 0;
+    x->cr[0] = x->etag_got[0] = x->etag_raw[0] = '\0';
     x->retry_after = -1;
     x->errlen = 0;
     x->err[0] = '\0';
     x->blen = 0;
+}
+
+/* A validator as sent: visible ASCII (and spaces inside, for a date),
+ * whole. One that is cut or holds other bytes cannot be sent back in a
+ * condition nor compared, so it is taken as absent. */
+static void copy_validator(char *dst, size_t cap, const char *v, size_t n, bool spaces)
+{
+    dst[0] = '\0';
+    if (n >= cap)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (!((v[i] > 0x20 && v[i] < 0x7f) || (spaces && v[i] == ' ')))
+            return;
+    copy_val(dst, cap, v, n);
 }
 
 static size_t on_header(char *p, size_t sz, size_t nm, void *ud)
@@ -331,8 +402,16 @@ static size_t on_header(char *p, size_t sz, size_t nm, void *ud)
         const char *sp = memchr(s, ' ', n);
         if (sp)
             x->status = strtol(sp + 1, NULL, 10);
+        x->hdr_bytes = n;
         return n;
     }
+    x->hdr_bytes += n;
+    if (x->hdr_bytes > HEADER_MAX) {
+        x->hdr_big = true;
+        return 0; /* stops the transfer: CURLE_WRITE_ERROR */
+    }
+    if (n <= 2 && (s[0] == '\r' || s[0] == '\n'))
+        x->hdr_end = true;
     const char *colon = memchr(s, ':', n);
     if (!colon)
         return n;
@@ -349,7 +428,8 @@ static size_t on_header(char *p, size_t sz, size_t nm, void *ud)
         copy_val(tmp, sizeof(tmp), v, vl);
         x->have_clen = parse_u64(tmp, &e, &x->clen) && *e == '\0';
     } else if (IS("etag")) {
-        copy_val(x->etag_got, sizeof(x->etag_got), v, vl);
+        copy_validator(x->etag_got, sizeof(x->etag_got), v, vl, false);
+        copy_val(x->etag_raw, sizeof(x->etag_raw), v, vl);
     } else if (IS("retry-after")) {
         /* Seconds only; an HTTP date is taken as "soon" (the backoff). */
         char tmp[32];
@@ -508,22 +588,31 @@ static void error_code(const xfer *x, char *out, size_t cap)
     if (!a || !b)
         return;
     a += 6;
-    size_t n = (size_t)(b - a);
-    for (size_t i = 0; i < n; i++) /* a store's word, shown in our one-line message */
-        if (a[i] < 0x21 || a[i] > 0x7e)
-            return;
-    copy_val(out, cap, a, n);
+    pinio__s3_printable(out, cap, a, (size_t)(b - a)); /* a store's word, in our message */
 }
 
 /* What the finished attempt means: 0 accepted; 1 retry; < 0 the error
  * (diag filled). `why` gets the reason of a retry. */
-static int judge(xfer *x, CURLcode cc, char *why, size_t wn, pinio_diag *diag)
+static int judge(pinio__s3 *c, xfer *x, CURLcode cc, char *why, size_t wn, pinio_diag *diag)
 {
     char url[1200];
     snprintf(url, sizeof(url), "s3://%s/%s", x->bucket, x->key);
     uint64_t at = x->ranged ? x->off : PINIO_DIAG_NO_OFFSET;
     char code[64];
     error_code(x, code, sizeof(code));
+    /* Ours past HEADER_MAX; libcurl's own limit on one line, before our
+     * callback sees it, reads "Out of memory" (7.x) or "too large" (8.x). */
+    if (x->hdr_big || (cc != CURLE_OK && !x->hdr_end && CURL_TOO_LARGE(cc))) {
+        if (x->hdr_big)
+            pinio_diag_set_at(diag, -EPROTO, url, at,
+                              "response header larger than %zu bytes from %s: refused (%s)",
+                              HEADER_MAX, pinio__s3_endpoint(c), x->method);
+        else
+            pinio_diag_set_at(diag, -EPROTO, url, at,
+                              "response header larger than libcurl accepts from %s: "
+                              "refused (%s)", pinio__s3_endpoint(c), x->method);
+        return -EPROTO;
+    }
     if (cc != CURLE_OK) {
         if (x->overflow && x->ranged) {
             snprintf(why, wn, "the response to bytes %llu-%llu is longer than the range",
@@ -554,15 +643,22 @@ static int judge(xfer *x, CURLcode cc, char *why, size_t wn, pinio_diag *diag)
     }
     long st = x->status;
     if (st >= 200 && st <= 299) {
-        if (x->etag && *x->etag && x->etag_got[0] && strcmp(x->etag_got, x->etag) != 0) {
+        /* An ETag that cannot be the pinned one (another, or unusable) is a
+         * change; its absence says nothing. */
+        if (x->etag && *x->etag && x->etag_raw[0] && strcmp(x->etag_got, x->etag) != 0) {
+            char e[160];
             pinio_diag_set_at(diag, PINIO_ECHANGED, url, at,
-                              "object changed while loading: ETag %s, was %s", x->etag_got,
+                              "object changed while loading: ETag %s, was %s",
+                              pinio__s3_printable(e, sizeof(e), x->etag_raw,
+                                                  strlen(x->etag_raw)),
                               x->etag);
             return PINIO_ECHANGED;
         }
         if (!x->ranged)
             return 0;
         uint64_t a, b, total;
+        char crp[128];
+        pinio__s3_printable(crp, sizeof(crp), x->cr, strlen(x->cr));
         if (st != 206 || !x->have_cr || !pinio__s3_content_range(x->cr, &a, &b, &total)) {
             snprintf(why, wn, "a %ld answer to bytes %llu-%llu %s", st,
                      (unsigned long long)x->off, (unsigned long long)(x->off + x->len - 1),
@@ -576,7 +672,7 @@ static int judge(xfer *x, CURLcode cc, char *why, size_t wn, pinio_diag *diag)
             return PINIO_ECHANGED;
         }
         if (a != x->off || b != x->off + x->len - 1) {
-            snprintf(why, wn, "Content-Range %s answers bytes %llu-%llu", x->cr,
+            snprintf(why, wn, "Content-Range %s answers bytes %llu-%llu", crp,
                      (unsigned long long)x->off, (unsigned long long)(x->off + x->len - 1));
             return 1;
         }
@@ -751,7 +847,7 @@ static int turn(pinio__s3 *c, double wait_ms, pinio_diag *diag)
         attempt_end(c, t);
         c->active--;
         char why[256] = "";
-        int v = judge(t, cc, why, sizeof(why), diag);
+        int v = judge(c, t, cc, why, sizeof(why), diag);
         if (v == 1)
             v = retry_or_fail(c, t, why, diag);
         if (v == 0 && t->state == X_ACTIVE) {

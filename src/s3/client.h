@@ -8,8 +8,10 @@
  * never a credential. -ENOENT (404), -EACCES (403), PINIO_ECHANGED (the
  * object's ETag or size moved since it was first seen: 412 on If-Match, or
  * another total in Content-Range), -EPROTO (a response that does not match
- * its request, after the retries), -ETIMEDOUT / -ECONNRESET / -EIO (the
- * retries ran out on a network failure or a 5xx).
+ * its request, after the retries, or a response header over 64 KiB),
+ * -ETIMEDOUT / -ECONNRESET / -EIO (the retries ran out on a network
+ * failure or a 5xx). Text of the store's (an ETag, an error code, a
+ * Content-Range) reaches a message only through pinio__s3_printable().
  *
  * Threads: the batch calls (pinio__s3_head, _get_ranges, _get_object,
  * _get_listing), _set_concurrency and _get_stats may come from several
@@ -70,7 +72,14 @@ void pinio__s3_get_stats(const pinio__s3 *c, pinio__s3_stats *out);
 /* The endpoint requests go to (scheme://host[:port]); never a secret. */
 const char *pinio__s3_endpoint(const pinio__s3 *c);
 
-/* HEAD: the object's size and ETag (quotes kept, as If-Match wants it). */
+/* Store-provided text `in` (n bytes) for a message, into `out` (cap bytes,
+ * NUL-terminated): bytes outside printable ASCII, and '\', as \xNN, cut
+ * with "..." when it does not fit. Returns `out`. */
+const char *pinio__s3_printable(char *out, size_t cap, const char *in, size_t n);
+
+/* HEAD: the object's size and ETag (quotes kept, as If-Match wants it;
+ * "" when the store sent none or one that cannot be sent back: longer than
+ * 127 bytes, or bytes other than visible ASCII). */
 int pinio__s3_head(pinio__s3 *c, const char *bucket, const char *key, uint64_t *size,
                    char etag[128], pinio_diag *diag);
 

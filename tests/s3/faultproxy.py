@@ -20,6 +20,9 @@ first ranged GET of an object is its header's), --count of them (default 1;
   403        403 AccessDenied
   replace    uploads FILE over the object first, then forwards (an object
              replaced mid-load)
+  escetag    the answer's ETag replaced by one holding a terminal escape
+  bigheader  a 200 KB response header line
+  manyheaders  200 KB of response headers in 1 KB lines
 
 --latency MS delays every request's answer by MS milliseconds (a remote
 store's first-byte latency). --stats FILE keeps FILE up to date with
@@ -180,6 +183,13 @@ def main():
                              f"bytes={a - 1}-{b - 1}"
             r, data = self.upstream("GET", headers=h)
             headers = r.getheaders()
+            if hit and fault == "escetag":
+                headers = [(k, v) for k, v in headers if k.lower() != "etag"]
+                headers.append(("ETag", '"\x1b[2J\x1b]0;pwned\x07gone"'))
+            if hit and fault == "bigheader":
+                headers.append(("X-Big", "b" * 200000))
+            if hit and fault == "manyheaders":
+                headers += [(f"X-Many-{i}", "m" * 1000) for i in range(200)]
             if hit and fault in ("reset", "short"):
                 self.send_response(r.status)
                 for k, v in headers:

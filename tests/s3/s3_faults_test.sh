@@ -2,12 +2,13 @@
 # s3:// loads through a fault proxy of the tests' own (faultproxy.py) between
 # pinio and s3rver: latency per request, 503 SlowDown with Retry-After, a
 # reset mid-body, a short body, a wrong Content-Range, a 200 with the whole
-# object, 403, 412, and an object replaced mid-load. Each case: the bytes are
-# the local file's (--sha256) after retries that the JSON counts, or the load
-# fails with the right one-line error; a failed stage leaves nothing behind.
-# A --verify load's rereads share the load's connections and are counted.
+# object, 403, 412, an object replaced mid-load, escapes in an ETag, huge
+# response headers. Each case: the bytes are the local file's (--sha256)
+# after retries that the JSON counts, or the load fails with the right
+# one-line error; a failed stage leaves nothing behind. A --verify load's
+# rereads share the load's connections and are counted.
 # usage: s3_faults_test.sh PINIO SRC_ROOT
-[ "${1:-}" = --help ] && { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[ "${1:-}" = --help ] && { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 PINIO=$1
 SRC=$2
 . "$SRC/tests/s3/s3env.sh"
@@ -69,6 +70,25 @@ has "$DIR/err" "s3://models/m.safetensors.*object changed while loading: ETag" "
 proxy --fault 412
 check 1 "412 on If-Match" "$PINIO" load "$URL"
 has "$DIR/err" "s3://models/m.safetensors.*object changed while loading" "412 is a change"
+one_line() {
+    [ "$(wc -l <"$DIR/err")" -eq 1 ] || { echo "FAIL: $1: not one line:"; cat "$DIR/err"; fails=$((fails + 1)); }
+}
+proxy --fault escetag
+check 1 "an ETag with terminal escapes" "$PINIO" load "$URL"
+has "$DIR/err" "s3://models/m.safetensors.*object changed while loading" "a new ETag, with escapes"
+one_line "an ETag with terminal escapes"
+if grep -q "$(printf '\033')" "$DIR/err" || ! grep -qF '\x1b[2J' "$DIR/err"; then
+    echo "FAIL: the store's ETag reached the message unescaped:"; cat -v "$DIR/err"; fails=$((fails + 1))
+fi
+
+# A response header past any S3 store's: refused as such, naming the endpoint.
+for f in bigheader manyheaders; do
+    proxy --fault $f
+    check 1 "$f" "$PINIO" load "$URL"
+    has "$DIR/err" "s3://models/m.safetensors.*response header larger than .* from http://127.0.0.1:" \
+        "$f: said"
+    one_line "$f"
+done
 proxy --fault replace --replace-with "$DIR/other.safetensors"
 check 1 "stage: the object replaced mid-stage" "$PINIO" stage "$URL" "$DIR/staged"
 has "$DIR/err" "object changed while loading" "stage refuses the mixed object"
