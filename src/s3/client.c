@@ -19,8 +19,20 @@
  * announced would otherwise put the wrong bytes at the right offset, and
  * the header validated at plan time would describe bytes that are not
  * there. Content-Range must be exactly the range asked for, of the total
- * size first seen; the body exactly its length; the ETag the one pinned by
- * If-Match (a store that ignores If-Match still cannot mix versions).
+ * size first seen; the body exactly its length; the version the one pinned
+ * (below).
+ *
+ * Why the version is pinned by what the store offers: an ETag when the
+ * HEAD gave one (If-Match on every request, and each answer's ETag
+ * compared), else its Last-Modified (If-Unmodified-Since, and each
+ * answer's compared), the size always (Content-Range's total). A store that
+ * ignores the conditions and leaves the validator out of an answer cannot
+ * be checked by that answer: it is counted (stats.unconfirmed), and the
+ * caller asks again at the end (pinio__s3_stat) whether the object is
+ * still the one first seen. Every way a replaced object shows (a 412, a new
+ * ETag or date, another total, a 416) is one error, PINIO_ECHANGED, in one
+ * message class ("object changed while loading"): which request notices
+ * first is a race, and what the user reads must not depend on it.
  *
  * Why store-provided text is escaped (pinio__s3_printable): an ETag, a
  * Content-Range or an error code is the store's to choose; a terminal
@@ -42,6 +54,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -315,6 +328,7 @@ typedef struct xfer {
     const pinio__s3_param *query;
     size_t nquery;
     const char *etag;           /* If-Match, NULL: none */
+    const char *lm;             /* without etag: If-Unmodified-Since, NULL: none */
     bool ranged;
     uint64_t off, len, size;    /* ranged: the range and the object's size */
     uint8_t *dst;               /* ranged: len bytes */
@@ -333,6 +347,7 @@ typedef struct xfer {
     char cr[96];
     char etag_got[128];         /* "" also when unusable (too long, not printable) */
     char etag_raw[160];         /* as sent, cut: what a message shows, escaped */
+    char lm_got[64];
     double retry_after;
     char err[512];              /* an error response's body, the start of it */
     size_t errlen;
@@ -370,7 +385,7 @@ static void response_reset(xfer *x)
     x->have_clen = x->have_cr = x->overflow = false;
     x->hdr_big = x->hdr_end = false;
     x->hdr_bytes = 0;
-    x->cr[0] = x->etag_got[0] = x->etag_raw[0] = '\0';
+    x->cr[0] = x->etag_got[0] = x->etag_raw[0] = x->lm_got[0] = '\0';
     x->retry_after = -1;
     x->errlen = 0;
     x->err[0] = '\0';
@@ -430,6 +445,8 @@ static size_t on_header(char *p, size_t sz, size_t nm, void *ud)
     } else if (IS("etag")) {
         copy_validator(x->etag_got, sizeof(x->etag_got), v, vl, false);
         copy_val(x->etag_raw, sizeof(x->etag_raw), v, vl);
+    } else if (IS("last-modified")) {
+        copy_validator(x->lm_got, sizeof(x->lm_got), v, vl, true);
     } else if (IS("retry-after")) {
         /* Seconds only; an HTTP date is taken as "soon" (the backoff). */
         char tmp[32];
@@ -530,6 +547,9 @@ static int start(pinio__s3 *c, xfer *x, pinio_diag *diag)
     if (x->etag && *x->etag) {
         snprintf(ifm, sizeof(ifm), "If-Match: %s", x->etag);
         extra[nextra++] = ifm;
+    } else if (x->lm && *x->lm) {
+        snprintf(ifm, sizeof(ifm), "If-Unmodified-Since: %s", x->lm);
+        extra[nextra++] = ifm;
     }
     int rc = pinio__s3_sign(c->cfg, x->method, x->bucket, x->key, x->query, x->nquery, extra,
                             nextra, time(NULL), &x->req, diag);
@@ -591,6 +611,54 @@ static void error_code(const xfer *x, char *out, size_t cap)
     pinio__s3_printable(out, cap, a, (size_t)(b - a)); /* a store's word, in our message */
 }
 
+/* The object changed: one error and one message class whichever check saw
+ * it (see the top of the file), `detail` saying what this answer showed. */
+static int changed(pinio_diag *diag, const char *url, uint64_t at, const char *fmt, ...)
+{
+    char detail[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof(detail), fmt, ap);
+    va_end(ap);
+    pinio_diag_set_at(diag, PINIO_ECHANGED, url, at,
+                      "object changed while loading (%s): its bytes would mix two versions",
+                      detail);
+    return PINIO_ECHANGED;
+}
+
+/* Validator `what` reads `got` now and read `was`: the change, both shown
+ * escaped. */
+static int moved(pinio_diag *diag, const char *url, uint64_t at, const char *what,
+                 const char *got, const char *was)
+{
+    char a[160], b[160];
+    return changed(diag, url, at, "%s %s, was %s", what,
+                   pinio__s3_printable(a, sizeof(a), got, strlen(got)),
+                   pinio__s3_printable(b, sizeof(b), was, strlen(was)));
+}
+
+/* A 2xx answer against the pinned version: the ETag when both have one,
+ * else the Last-Modified when both have one; neither: it cannot say, and is
+ * counted for the caller's check at the end. */
+static int version_check(pinio__s3 *c, const xfer *x, const char *url, uint64_t at,
+                         pinio_diag *diag)
+{
+    bool pe = x->etag && *x->etag, pl = x->lm && *x->lm;
+    /* An ETag that cannot be the pinned one (another, or unusable) is a
+     * change; its absence says nothing. */
+    if (pe && x->etag_raw[0] && strcmp(x->etag_got, x->etag) != 0)
+        return moved(diag, url, at, "ETag", x->etag_raw, x->etag);
+    if (pe && x->etag_raw[0])
+        return 0;
+    if (pl && x->lm_got[0] && strcmp(x->lm_got, x->lm) != 0)
+        return moved(diag, url, at, "Last-Modified", x->lm_got, x->lm);
+    if (pl && x->lm_got[0])
+        return 0;
+    if (x->ranged)
+        c->st.unconfirmed++;
+    return 0;
+}
+
 /* What the finished attempt means: 0 accepted; 1 retry; < 0 the error
  * (diag filled). `why` gets the reason of a retry. */
 static int judge(pinio__s3 *c, xfer *x, CURLcode cc, char *why, size_t wn, pinio_diag *diag)
@@ -643,19 +711,9 @@ static int judge(pinio__s3 *c, xfer *x, CURLcode cc, char *why, size_t wn, pinio
     }
     long st = x->status;
     if (st >= 200 && st <= 299) {
-        /* An ETag that cannot be the pinned one (another, or unusable) is a
-         * change; its absence says nothing. */
-        if (x->etag && *x->etag && x->etag_raw[0] && strcmp(x->etag_got, x->etag) != 0) {
-            char e[160];
-            pinio_diag_set_at(diag, PINIO_ECHANGED, url, at,
-                              "object changed while loading: ETag %s, was %s",
-                              pinio__s3_printable(e, sizeof(e), x->etag_raw,
-                                                  strlen(x->etag_raw)),
-                              x->etag);
-            return PINIO_ECHANGED;
-        }
-        if (!x->ranged)
-            return 0;
+        int v = version_check(c, x, url, at, diag);
+        if (v < 0 || !x->ranged)
+            return v;
         uint64_t a, b, total;
         char crp[128];
         pinio__s3_printable(crp, sizeof(crp), x->cr, strlen(x->cr));
@@ -665,12 +723,9 @@ static int judge(pinio__s3 *c, xfer *x, CURLcode cc, char *why, size_t wn, pinio
                      x->have_cr ? "with an unreadable Content-Range" : "without Content-Range");
             return 1;
         }
-        if (total != UINT64_MAX && total != x->size) {
-            pinio_diag_set_at(diag, PINIO_ECHANGED, url, at,
-                              "object changed while loading: %llu bytes, was %llu",
-                              (unsigned long long)total, (unsigned long long)x->size);
-            return PINIO_ECHANGED;
-        }
+        if (total != UINT64_MAX && total != x->size)
+            return changed(diag, url, at, "%llu bytes, was %llu", (unsigned long long)total,
+                           (unsigned long long)x->size);
         if (a != x->off || b != x->off + x->len - 1) {
             snprintf(why, wn, "Content-Range %s answers bytes %llu-%llu", crp,
                      (unsigned long long)x->off, (unsigned long long)(x->off + x->len - 1));
@@ -684,17 +739,15 @@ static int judge(pinio__s3 *c, xfer *x, CURLcode cc, char *why, size_t wn, pinio
         return 0;
     }
     if (st == 412 || st == 304) {
-        pinio_diag_set_at(diag, PINIO_ECHANGED, url, at,
-                          "object changed while loading: its ETag is no longer %s (%ld)",
-                          x->etag ? x->etag : "?", st);
-        return PINIO_ECHANGED;
+        char e[160];
+        const char *pin = x->etag && *x->etag ? x->etag : x->lm ? x->lm : "?";
+        return changed(diag, url, at, "HTTP %ld: its %s is no longer %s", st,
+                       x->etag && *x->etag ? "ETag" : "Last-Modified",
+                       pinio__s3_printable(e, sizeof(e), pin, strlen(pin)));
     }
-    if (st == 416) {
-        pinio_diag_set_at(diag, PINIO_ECHANGED, url, at,
-                          "object changed while loading: bytes %llu-%llu are past its end now",
-                          (unsigned long long)x->off, (unsigned long long)(x->off + x->len - 1));
-        return PINIO_ECHANGED;
-    }
+    if (st == 416)
+        return changed(diag, url, at, "HTTP 416: bytes %llu-%llu are past its end now",
+                       (unsigned long long)x->off, (unsigned long long)(x->off + x->len - 1));
     if (st == 429 || st >= 500 || strcmp(code, "SlowDown") == 0 ||
         strcmp(code, "RequestTimeout") == 0 || strcmp(code, "InternalError") == 0) {
         snprintf(why, wn, "HTTP %ld%s%s", st, code[0] ? " " : "", code);
@@ -930,7 +983,8 @@ int pinio__s3_get_ranges(pinio__s3 *c, pinio__s3_range *r, size_t n, pinio_diag 
         return -ENOMEM;
     for (size_t i = 0; i < n; i++)
         x[i] = (xfer){ .method = "GET", .bucket = r[i].bucket, .key = r[i].key,
-                       .etag = r[i].etag, .ranged = true, .off = r[i].off, .len = r[i].len,
+                       .etag = r[i].etag, .lm = r[i].last_modified, .ranged = true,
+                       .off = r[i].off, .len = r[i].len,
                        .size = r[i].size, .dst = r[i].dst, .tag = r[i].tag };
     int rc = run(c, x, n, diag);
     free(x);
@@ -947,8 +1001,8 @@ int pinio__s3_submit(pinio__s3 *c, const pinio__s3_range *r, pinio_diag *diag)
         return -ENOMEM;
     }
     *x = (xfer){ .method = "GET", .bucket = r->bucket, .key = r->key, .etag = r->etag,
-                 .ranged = true, .off = r->off, .len = r->len, .size = r->size, .dst = r->dst,
-                 .tag = r->tag, .owned = true };
+                 .lm = r->last_modified, .ranged = true, .off = r->off, .len = r->len,
+                 .size = r->size, .dst = r->dst, .tag = r->tag, .owned = true };
     int rc = queue_push(c, x, diag);
     if (rc < 0) {
         free(x);
@@ -1003,9 +1057,10 @@ void pinio__s3_drop(pinio__s3 *c)
     queue_drop(c);
 }
 
-int pinio__s3_head(pinio__s3 *c, const char *bucket, const char *key, uint64_t *size,
-                   char etag[128], pinio_diag *diag)
+int pinio__s3_stat(pinio__s3 *c, const char *bucket, const char *key, pinio__s3_meta *m,
+                   pinio_diag *diag)
 {
+    memset(m, 0, sizeof(*m));
     xfer x = { .method = "HEAD", .bucket = bucket, .key = key };
     int rc = run(c, &x, 1, diag);
     if (rc == 0 && !x.have_clen) {
@@ -1016,10 +1071,43 @@ int pinio__s3_head(pinio__s3 *c, const char *bucket, const char *key, uint64_t *
         rc = -EPROTO;
     }
     if (rc == 0) {
-        *size = x.clen;
-        snprintf(etag, 128, "%s", x.etag_got);
+        m->size = x.clen;
+        snprintf(m->etag, sizeof(m->etag), "%s", x.etag_got);
+        snprintf(m->last_modified, sizeof(m->last_modified), "%s", x.lm_got);
     }
     return rc;
+}
+
+int pinio__s3_head(pinio__s3 *c, const char *bucket, const char *key, uint64_t *size,
+                   char etag[128], pinio_diag *diag)
+{
+    pinio__s3_meta m;
+    int rc = pinio__s3_stat(c, bucket, key, &m, diag);
+    if (rc == 0) {
+        *size = m.size;
+        snprintf(etag, 128, "%s", m.etag);
+    }
+    return rc;
+}
+
+const char *pinio__s3_pinned_by(const pinio__s3_meta *m)
+{
+    return m->etag[0] ? "etag" : m->last_modified[0] ? "last-modified" : "size";
+}
+
+int pinio__s3_same(const char *url, const pinio__s3_meta *was, const pinio__s3_meta *now,
+                   pinio_diag *diag)
+{
+    if (now->size != was->size)
+        return changed(diag, url, PINIO_DIAG_NO_OFFSET, "%llu bytes, was %llu",
+                       (unsigned long long)now->size, (unsigned long long)was->size);
+    if (was->etag[0] && now->etag[0] && strcmp(was->etag, now->etag) != 0)
+        return moved(diag, url, PINIO_DIAG_NO_OFFSET, "ETag", now->etag, was->etag);
+    if (was->last_modified[0] && now->last_modified[0] &&
+        strcmp(was->last_modified, now->last_modified) != 0)
+        return moved(diag, url, PINIO_DIAG_NO_OFFSET, "Last-Modified", now->last_modified,
+                     was->last_modified);
+    return 0;
 }
 
 /* A whole-body GET (an index, a listing page). */

@@ -2,7 +2,8 @@
 """A fault-injecting HTTP proxy between pinio and an S3 server (the S3 tests').
 
 usage: faultproxy.py UPSTREAM_URL [--fault KIND] [--count N] [--skip N]
-                     [--latency MS] [--replace-with FILE] [--stats FILE]
+                     [--latency MS] [--replace-with FILE] [--strip HEADERS]
+                     [--strip-from get|all] [--stats FILE]
 
 Listens on 127.0.0.1 at a free port, prints "port N" on its first line, and
 forwards every request to UPSTREAM_URL (http://127.0.0.1:PORT). Faults hit
@@ -19,16 +20,22 @@ first ranged GET of an object is its header's), --count of them (default 1;
   412        412 PreconditionFailed (a store that honours If-Match)
   403        403 AccessDenied
   replace    uploads FILE over the object first, then forwards (an object
-             replaced mid-load)
+             replaced mid-load); the upload waits for the next second of the
+             clock, so that its Last-Modified differs from the original's
   escetag    the answer's ETag replaced by one holding a terminal escape
   bigheader  a 200 KB response header line
   manyheaders  200 KB of response headers in 1 KB lines
 
+--strip etag,last-modified takes those headers out of every answer (or of
+the GETs' only, with --strip-from get): a store that sends no validator.
+The upstream (s3rver) ignores If-Match and If-Unmodified-Since, as such a
+store may. --stats FILE keeps FILE up to date with {"requests": N,
+"connections": M}: the requests and TCP connections pinio made.
+
 --latency MS delays every request's answer by MS milliseconds (a remote
-store's first-byte latency). --stats FILE keeps FILE up to date with
-{"requests": N, "connections": M}: the requests and TCP connections pinio
-made. Stops on SIGTERM; writes nothing to disk.
+store's first-byte latency). Stops on SIGTERM; writes nothing to disk.
 """
+import email.utils
 import http.client
 import http.server
 import json
@@ -51,7 +58,7 @@ def main():
         return 0
     up = urllib.parse.urlparse(args[0])
     opt = {"--fault": "", "--count": "1", "--skip": "1", "--latency": "0", "--replace-with": "",
-           "--stats": ""}
+           "--strip": "", "--strip-from": "all", "--stats": ""}
     i = 1
     while i < len(args):
         if args[i] not in opt or i + 1 >= len(args):
@@ -61,6 +68,7 @@ def main():
         i += 2
     fault, count, skip = opt["--fault"], int(opt["--count"]), int(opt["--skip"])
     latency = int(opt["--latency"]) / 1000.0
+    strip = {h.strip().lower() for h in opt["--strip"].split(",") if h.strip()}
     lock = threading.Lock()
     seen = {}  # key -> ranged GETs so far
     state = {"faults": 0, "requests": 0, "connections": 0}
@@ -74,6 +82,19 @@ def main():
                 with open(tmp, "w") as f:
                     json.dump({k: state[k] for k in ("requests", "connections")}, f)
                 os.replace(tmp, opt["--stats"])
+
+    def stripped(headers, method):
+        if opt["--strip-from"] == "get" and method != "GET":
+            return list(headers)
+        return [(k, v) for k, v in headers if k.lower() not in strip]
+
+    def newer_than(headers):
+        """Waits until the clock's second is past the object's Last-Modified."""
+        lm = dict((k.lower(), v) for k, v in headers).get("last-modified")
+        if lm:
+            t = email.utils.parsedate_to_datetime(lm).timestamp()
+            while time.time() < t + 1.05:
+                time.sleep(0.05)
 
     def take_fault(path):
         """Whether this ranged GET of `path` gets the fault."""
@@ -122,7 +143,7 @@ def main():
 
         def send(self, status, headers, body, head=False):
             self.send_response(status)
-            for k, v in headers:
+            for k, v in stripped(headers, self.command):
                 if k.lower() not in HOP and k.lower() != "content-length":
                     self.send_header(k, v)
             self.send_header("Content-Length", str(len(body)))
@@ -139,7 +160,7 @@ def main():
             time.sleep(latency)
             r, data = self.upstream("HEAD")
             self.send_response(r.status)
-            for k, v in r.getheaders():
+            for k, v in stripped(r.getheaders(), "HEAD"):
                 if k.lower() not in HOP:
                     self.send_header(k, v)
             self.end_headers()
@@ -167,6 +188,8 @@ def main():
             if hit and fault == "replace":
                 with open(opt["--replace-with"], "rb") as f:
                     new = f.read()
+                r, _ = self.upstream("HEAD", headers={})
+                newer_than(r.getheaders())
                 self.upstream("PUT", new, {"Content-Length": str(len(new))})
             if hit and fault == "wholebody":
                 h = {k: v for k, v in self.headers.items() if k.lower() != "range"}
@@ -192,7 +215,7 @@ def main():
                 headers += [(f"X-Many-{i}", "m" * 1000) for i in range(200)]
             if hit and fault in ("reset", "short"):
                 self.send_response(r.status)
-                for k, v in headers:
+                for k, v in stripped(headers, "GET"):
                     if k.lower() not in HOP and k.lower() != "content-length":
                         self.send_header(k, v)
                 self.send_header("Content-Length", str(len(data)))
