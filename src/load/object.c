@@ -304,7 +304,15 @@ int64_t pinio__obj_pread(const pinio__pfile *f, void *buf, size_t len, uint64_t 
         memcpy(buf, f->prefix + off, len);
         return (int64_t)len;
     }
+    /* A reread can come after the load's own check (the hasher's): when
+     * its answers could not confirm the version, the object is asked
+     * again now (another thread's unconfirmed answer costs a HEAD more). */
+    pinio__s3_stats a, b;
+    pinio__s3_get_stats(f->s3, &a);
     int rc = fetch(f->s3, f, buf, off, len, diag);
+    pinio__s3_get_stats(f->s3, &b);
+    if (rc == 0 && b.unconfirmed > a.unconfirmed)
+        rc = pinio__obj_recheck(f, diag);
     return rc < 0 ? rc : (int64_t)len;
 }
 

@@ -172,8 +172,9 @@ int pinio__obj_execute(pinio_plan *p, size_t a, size_t b, const pinio_dest_ops *
 /* Bytes [off, off + len) of object file `f` (clamped to its size), through
  * the plan's client (f->s3: its connections, its concurrency, its
  * counters) in ranges of 8 MiB at once; any thread may call it (the
- * hasher's rereads), taking turns with the load's reads. Returns the bytes
- * read or a negative code. */
+ * hasher's rereads), taking turns with the load's reads; asked again
+ * (pinio__obj_recheck) when an answer could not confirm the version.
+ * Returns the bytes read or a negative code. */
 int64_t pinio__obj_pread(const pinio__pfile *f, void *buf, size_t len, uint64_t off,
                          pinio_diag *diag);
 
