@@ -225,6 +225,7 @@ static void print_json(char *const *inputs, size_t ninputs, const pinio_load_opt
     jw_ku64(&w, "object_file_count", r->files_object);
     jw_ku64(&w, "object_request_count", r->object_requests);
     jw_ku64(&w, "object_retry_count", r->object_retries);
+    jw_kstr(&w, "object_pinned_by", r->object_pinned_by);
     print_json_split(&w, opts, cp, r);
     jw_kstr(&w, "io_path", r->io_path);
     jw_kstr(&w, "cache", r->cache);

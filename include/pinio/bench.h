@@ -53,8 +53,9 @@
  * refused (-EINVAL) before anything is sent, and bench never creates or
  * fills an object: it must exist, and its size (a HEAD) is the target's
  * size. Every response is checked (206, Content-Range, length) and the
- * object's ETag is pinned with If-Match: an object replaced during the run
- * fails it with PINIO_ECHANGED; a missing bucket or key is -ENOENT naming
+ * object's ETag is pinned with If-Match (from a store that sends no ETag,
+ * its Last-Modified with If-Unmodified-Since): an object replaced during
+ * the run fails it with PINIO_ECHANGED; a missing bucket or key is -ENOENT naming
  * both. Options with no meaning for HTTP are refused: verify, verify_only,
  * several paths, sqpoll, iopoll, regfiles, cache_cold, rate, thinktime,
  * batch, PINIO_FAULTS (the network's faults are the real ones); direct and

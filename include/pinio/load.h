@@ -401,6 +401,13 @@ typedef struct pinio_load_report {
     uint64_t object_requests;  /**< their HTTP requests (headers and data), retries included */
     uint64_t object_retries;   /**< of those, retries (5xx, 429/SlowDown, resets, timeouts,
                                     short or mismatched responses), each after a backoff */
+    /** What pinned the objects' versions, the weakest of them: "etag" (If-Match, each
+     *  answer's ETag compared), "last-modified" (the store sent no ETag: If-Unmodified-Since,
+     *  each answer's Last-Modified compared), "size" (the store sent neither: only the size
+     *  is checked, once more after the reads, and #pinio_load_opts.verify is refused
+     *  with -EPROTO naming the object); "" without objects. An object whose answers
+     *  lacked the validator is also asked again after its reads. */
+    char object_pinned_by[16];
     /** Time to ready: wall time from the pinio_load() call until it returned
      *  the checkpoint, when every tensor is usable in place (pinned bytes
      *  read and settled, mapped pages populated and checked) and what only

@@ -168,6 +168,7 @@ struct job;
 typedef struct pinio__bench_obj {
     char *bucket, *key;
     char etag[128];        /* pinned: If-Match on every range */
+    char last_modified[64]; /* without an ETag: If-Unmodified-Since on every range */
     uint64_t size;
     char endpoint[256];
     int (*setup)(struct job *j);    /* the job's client (job_setup()) */

@@ -9,8 +9,9 @@
  * signer breaks on common stores (fio issues #1227, #1944). Here each
  * request is a range of the job's order (the same next_io() as a file's:
  * sequential, permutation, distributions, bssplit), signed by pinio's SigV4,
- * checked (206, Content-Range, length) and pinned to one ETag by If-Match,
- * so that the figures are those of the bytes the run claims to have moved.
+ * checked (206, Content-Range, length) and pinned to one version by If-Match
+ * (or, from a store that sends no ETag, by its Last-Modified), so that the
+ * figures are those of the bytes the run claims to have moved.
  *
  * Everything after the request is the file engine's: the slots, the
  * histograms (lat, slat: issue to the request handed to curl, signing
@@ -74,7 +75,11 @@ int pinio__bench_s3_prepare(const pinio_bench_opts *o, pinio__bench_obj *obj, ui
     if ((rc = pinio__s3_open(&c, NULL, diag)))
         return rc;
     snprintf(obj->endpoint, sizeof obj->endpoint, "%s", pinio__s3_endpoint(c));
-    rc = pinio__s3_head(c, obj->bucket, obj->key, &obj->size, obj->etag, diag);
+    pinio__s3_meta m;
+    rc = pinio__s3_stat(c, obj->bucket, obj->key, &m, diag);
+    obj->size = m.size;
+    snprintf(obj->etag, sizeof obj->etag, "%s", m.etag);
+    snprintf(obj->last_modified, sizeof obj->last_modified, "%s", m.last_modified);
     if (rc == -ENOENT)
         rc = which_missing(c, o->path, obj, diag);
     pinio__s3_close(c);
@@ -133,7 +138,7 @@ static int issue(job *j, unsigned s, uint64_t t)
     slot *sl = &j->slots[s];
     const pinio__bench_obj *ob = j->obj;
     pinio__s3_range r = {.bucket = ob->bucket, .key = ob->key, .etag = ob->etag,
-                         .size = ob->size, .off = sl->off, .len = sl->len,
+                         .last_modified = ob->last_modified, .size = ob->size, .off = sl->off, .len = sl->len,
                          .dst = j->area + (size_t)s * j->maxbs, .tag = s};
     sl->t0 = t;
     int rc = pinio__s3_submit(j->s3, &r, &j->diag);

@@ -15,6 +15,10 @@
 /* Bytes hashed between checks for an abort, and the pread buffer size. */
 #define HASH_CHUNK ((size_t)8 << 20)
 
+/* An object's bytes are read again in pieces of this: 8 ranges of 8 MiB in
+ * flight at once, on the load's connections (pinio__obj_pread). */
+#define HASH_OBJ_CHUNK ((size_t)64 << 20)
+
 struct pinio__hasher {
     pinio__hash_file *files;
     size_t n;
@@ -66,26 +70,41 @@ static void fail(pinio__hasher *h, int rc, const pinio_diag *d)
 static int hash_pread(pinio__hasher *h, const pinio__hash_file *f, EVP_MD_CTX *md,
                       uint8_t *buf, uint64_t off, uint64_t end, pinio_diag *d)
 {
-    while (off < end) {
-        if (aborted(h))
-            return -ECANCELED;
-        size_t want = end - off < HASH_CHUNK ? (size_t)(end - off) : HASH_CHUNK;
+    size_t chunk = HASH_CHUNK;
+    uint8_t *own = NULL;
+    if (f->obj && end - off > HASH_CHUNK) {
+        chunk = end - off < HASH_OBJ_CHUNK ? (size_t)(end - off) : HASH_OBJ_CHUNK;
+        if (!(buf = own = malloc(chunk))) {
+            pinio_diag_set(d, -ENOMEM, "%s: sha256: no memory for %zu bytes", f->path, chunk);
+            return -ENOMEM;
+        }
+    }
+    int rc = 0;
+    while (off < end && rc == 0) {
+        if (aborted(h)) {
+            rc = -ECANCELED;
+            break;
+        }
+        size_t want = end - off < chunk ? (size_t)(end - off) : chunk;
         ssize_t r = f->obj ? (ssize_t)pinio__obj_pread(f->obj, buf, want, off, d)
                            : pread(f->fd, buf, want, (off_t)off);
-        if (r < 0 && f->obj)
-            return (int)r; /* the diag names the object and the range */
+        if (r < 0 && f->obj) {
+            rc = (int)r; /* the diag names the object and the range */
+            break;
+        }
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {
-            int rc = r < 0 ? -errno : PINIO_ECHANGED;
+            rc = r < 0 ? -errno : PINIO_ECHANGED;
             pinio_diag_set(d, rc, "%s: sha256: read failed at offset %llu: %s", f->path,
                            (unsigned long long)off, pinio_strerror(rc));
-            return rc;
+            break;
         }
         EVP_DigestUpdate(md, buf, (size_t)r);
         off += (uint64_t)r;
     }
-    return 0;
+    free(own);
+    return rc;
 }
 
 /* Bytes [off, end) of file i from memory (file byte `off` at mem[0]), each

@@ -132,6 +132,25 @@ static int check_opts(load_run *L, bool have_paths, size_t ninputs, const pinio_
     return 0;
 }
 
+/* --verify vouches for one version of each file: an object that nothing
+ * but its size pins (a store that sends neither ETag nor Last-Modified)
+ * could be replaced by another of the same size between two ranges, and
+ * its digest would describe neither. */
+static int verify_pinnable(const pinio_plan *plan, pinio_diag *diag)
+{
+    for (size_t i = 0; i < plan->nfiles; i++) {
+        const pinio__pfile *f = &plan->files[i];
+        if (f->pub.object && strcmp(pinio__s3_pinned_by(&f->ver), "size") == 0) {
+            pinio_diag_set_at(diag, -EPROTO, f->path, PINIO_DIAG_NO_OFFSET,
+                              "--verify refused: the store sent neither an ETag nor a "
+                              "Last-Modified, so nothing pins the object's version and the "
+                              "digest could cover two of them");
+            return -EPROTO;
+        }
+    }
+    return 0;
+}
+
 /* The plan (inputs, headers, selection, layout) and its part of the
  * report; the expected digests' count checked against its files. On
  * failure nothing is left to release. */
@@ -146,7 +165,8 @@ static int make_plan(load_run *L, const char *const *paths, size_t npaths,
         return rc;
     pinio__report_plan(L->plan, &L->rep);
     if ((rc = pinio__digests_check(L->o.nexpected, L->rep.files,
-                                   pinio_plan_file_at(L->plan, 0)->path, diag)) < 0) {
+                                   pinio_plan_file_at(L->plan, 0)->path, diag)) < 0 ||
+        (L->o.verify && (rc = verify_pinnable(L->plan, diag)) < 0)) {
         pinio_plan_free(L->plan);
         L->plan = NULL;
         return rc;
@@ -386,6 +406,8 @@ static int build_checkpoint(load_run *L)
         pinio__s3_get_stats(L->plan->s3, &st);
         L->rep.object_requests = st.requests;
         L->rep.object_retries = st.retries;
+        snprintf(L->rep.object_pinned_by, sizeof(L->rep.object_pinned_by), "%s",
+                 pinio__obj_pinned_by(L->plan));
     }
     return pinio__checkpoint_build(&L->cp, L->plan, &L->arena.view, L->fm, L->data, L->hex,
                                    &L->rep);

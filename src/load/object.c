@@ -7,21 +7,26 @@
  *            s3://B/P/ (or a key that is neither)   ListObjectsV2 of the
  *                                    "folder": its index when present, else
  *                                    its *.safetensors, in key order
- *   open     HEAD (size, ETag), then the header's bytes by ranged GETs with
- *            If-Match, validated by the same strict parser as a file's
- *            header, so the selection and the filters run before any data
- *            byte, exactly as for a file
+ *   open     HEAD (size, ETag, Last-Modified), then the header's bytes by
+ *            ranged GETs pinned to them, validated by the same strict
+ *            parser as a file's header, so the selection and the filters
+ *            run before any data byte, exactly as for a file
  *   execute  each read claimed from the destination, cut into ranges of
  *            8-16 MiB on 8 MiB boundaries of the destination (a read never
  *            crosses a segment, so neither does a range), the ranges of a
  *            batch fetched at the client's concurrency, checked (status,
- *            Content-Range, length, ETag), then the reads landed in order
+ *            Content-Range, length, version), then the reads landed in order
  *
- * Why the ETag is pinned from the HEAD on: a replaced object must never
- * give bytes of two versions. Each request carries If-Match, so a store
- * answers 412 once the object changed, which is PINIO_ECHANGED; the client
- * also compares the ETag and the total size of each answer, for a store or
- * proxy that ignores If-Match.
+ * Why the version is pinned from the HEAD on: a replaced object must never
+ * give bytes of two versions. Each request carries If-Match (or, from a
+ * store that sends no ETag, If-Unmodified-Since), so a store answers 412
+ * once the object changed, which is PINIO_ECHANGED; the client also
+ * compares the ETag (or Last-Modified) and the total size of each answer,
+ * for a store or proxy that ignores the condition. Where an answer carries
+ * no validator to compare, or the store sent none at all (the size alone
+ * pins it), the object is asked again after its reads: a version replaced
+ * mid-load and still there is caught then. With nothing but the size,
+ * --verify is refused (load.c): its digest could describe two versions.
  *
  * Why 8-16 MiB ranges: one request costs a round trip and, on S3, a
  * request's charge; at 8 MiB and 16 in flight the first-byte latency of a
@@ -184,13 +189,26 @@ int pinio__obj_resolve(pinio__inputs *in, const char *url, char ***out, size_t *
     return rc;
 }
 
-/* Bytes [off, off + len) of the object into dst, pinned to its ETag. */
+/* Bytes [off, off + len) of the object into dst, pinned to its version, in
+ * ranges of at most RANGE fetched at once (at the client's concurrency). */
 static int fetch(pinio__s3 *s3, const pinio__pfile *f, void *dst, uint64_t off, uint64_t len,
                  pinio_diag *diag)
 {
-    pinio__s3_range r = { .bucket = f->bucket, .key = f->key, .etag = f->etag,
-                          .size = f->pub.size, .off = off, .len = len, .dst = dst };
-    return pinio__s3_get_ranges(s3, &r, 1, diag);
+    pinio__s3_range one[8], *r = one;
+    size_t n = (size_t)((len + RANGE - 1) / RANGE);
+    if (n > sizeof(one) / sizeof(*one) && !(r = calloc(n, sizeof(*r))))
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t o = (uint64_t)i * RANGE;
+        r[i] = (pinio__s3_range){ .bucket = f->bucket, .key = f->key, .etag = f->ver.etag,
+                                  .last_modified = f->ver.last_modified, .size = f->pub.size,
+                                  .off = off + o, .len = len - o < RANGE ? len - o : RANGE,
+                                  .dst = (uint8_t *)dst + o };
+    }
+    int rc = pinio__s3_get_ranges(s3, r, n, diag);
+    if (r != one)
+        free(r);
+    return rc;
 }
 
 int pinio__obj_open(pinio__s3 *s3, pinio__pfile *f, const void *header, size_t header_len,
@@ -199,12 +217,13 @@ int pinio__obj_open(pinio__s3 *s3, pinio__pfile *f, const void *header, size_t h
     f->fd = -1;
     f->pub.object = true;
     f->pub.fd = -1;
+    f->s3 = s3;
     int rc = pinio__s3_url_split(f->path, &f->bucket, &f->key, diag);
-    uint64_t size = 0;
     if (rc == 0)
-        rc = pinio__s3_head(s3, f->bucket, f->key, &size, f->etag, diag);
+        rc = pinio__s3_stat(s3, f->bucket, f->key, &f->ver, diag);
     if (rc < 0)
         return rc;
+    uint64_t size = f->ver.size;
     f->pub.size = size;
     f->id.size = size;
     if (header) {
@@ -245,8 +264,33 @@ int pinio__obj_open(pinio__s3 *s3, pinio__pfile *f, const void *header, size_t h
     f->pub.path = f->path;
     f->pub.header = f->st;
     f->pub.cache_why = f->why;
-    snprintf(f->why, sizeof(f->why), "object storage: HTTP range reads");
+    snprintf(f->why, sizeof(f->why), "object storage: HTTP range reads, pinned by %s",
+             pinio__s3_pinned_by(&f->ver));
     return 0;
+}
+
+int pinio__obj_recheck(const pinio__pfile *f, pinio_diag *diag)
+{
+    pinio__s3_meta now;
+    int rc = pinio__s3_stat(f->s3, f->bucket, f->key, &now, diag);
+    return rc < 0 ? rc : pinio__s3_same(f->path, &f->ver, &now, diag);
+}
+
+/* Weakest first: the report says what the load can promise. */
+static int pin_rank(const char *by)
+{
+    return strcmp(by, "size") == 0 ? 0 : strcmp(by, "last-modified") == 0 ? 1 : 2;
+}
+
+const char *pinio__obj_pinned_by(const pinio_plan *p)
+{
+    const char *by = "";
+    for (size_t i = 0; i < p->nfiles; i++) {
+        const char *b = p->files[i].pub.object ? pinio__s3_pinned_by(&p->files[i].ver) : NULL;
+        if (b && (!*by || pin_rank(b) < pin_rank(by)))
+            by = b;
+    }
+    return by;
 }
 
 int64_t pinio__obj_pread(const pinio__pfile *f, void *buf, size_t len, uint64_t off,
@@ -260,12 +304,15 @@ int64_t pinio__obj_pread(const pinio__pfile *f, void *buf, size_t len, uint64_t 
         memcpy(buf, f->prefix + off, len);
         return (int64_t)len;
     }
-    pinio__s3 *s3;
-    int rc = pinio__s3_open(&s3, NULL, diag);
-    if (rc < 0)
-        return rc;
-    rc = fetch(s3, f, buf, off, len, diag);
-    pinio__s3_close(s3);
+    /* A reread can come after the load's own check (the hasher's): when
+     * its answers could not confirm the version, the object is asked
+     * again now (another thread's unconfirmed answer costs a HEAD more). */
+    pinio__s3_stats a, b;
+    pinio__s3_get_stats(f->s3, &a);
+    int rc = fetch(f->s3, f, buf, off, len, diag);
+    pinio__s3_get_stats(f->s3, &b);
+    if (rc == 0 && b.unconfirmed > a.unconfirmed)
+        rc = pinio__obj_recheck(f, diag);
     return rc < 0 ? rc : (int64_t)len;
 }
 
@@ -294,7 +341,9 @@ static int cut(const pinio__pfile *f, const pinio_plan_read *r, size_t ri, uint8
             *v = nv;
             *cap = c;
         }
-        (*v)[(*n)++] = (pinio__s3_range){ .bucket = f->bucket, .key = f->key, .etag = f->etag,
+        (*v)[(*n)++] = (pinio__s3_range){ .bucket = f->bucket, .key = f->key,
+                                          .etag = f->ver.etag,
+                                          .last_modified = f->ver.last_modified,
                                           .size = f->pub.size, .off = pos, .len = next - pos,
                                           .dst = mem + (pos - r->offset), .tag = ri };
         pos = next;
@@ -311,11 +360,13 @@ int pinio__obj_execute(pinio_plan *p, size_t a, size_t b, const pinio_dest_ops *
     size_t *batch = calloc(b > a ? b - a : 1, sizeof(*batch));
     void **mem = calloc(b > a ? b - a : 1, sizeof(*mem));
     bool *seen = calloc(p->nfiles ? p->nfiles : 1, sizeof(*seen));
+    /* Per file: read in a batch with an unconfirmed answer (then asked again). */
+    bool *recheck = calloc(p->nfiles ? p->nfiles : 1, sizeof(*recheck));
     pinio__s3_range *v = NULL;
     size_t nv = 0, cap = 0;
     pinio__s3_stats s0;
     pinio__s3_get_stats(p->s3, &s0);
-    int rc = batch && mem && seen ? 0 : -ENOMEM;
+    int rc = batch && mem && seen && recheck ? 0 : -ENOMEM;
     unsigned conc = o->object_concurrency ? o->object_concurrency : 16;
     if (rc == 0)
         rc = pinio__s3_set_concurrency(p->s3, conc);
@@ -347,8 +398,13 @@ int pinio__obj_execute(pinio_plan *p, size_t a, size_t b, const pinio_dest_ops *
             rc = cut(f, r, i, m, &v, &nv, &cap);
         }
         /* A failing range's diag->index is its tag: the plan read. */
+        pinio__s3_stats u0, u1;
+        pinio__s3_get_stats(p->s3, &u0);
         if (rc == 0)
             rc = pinio__s3_get_ranges(p->s3, v, nv, diag);
+        pinio__s3_get_stats(p->s3, &u1);
+        for (size_t k = 0; rc == 0 && u1.unconfirmed > u0.unconfirmed && k < nb; k++)
+            recheck[reads[batch[k]].file] = true;
         for (size_t k = 0; rc == 0 && k < nb; k++) {
             *done += reads[batch[k]].len;
             if (ops->landed) {
@@ -367,6 +423,11 @@ int pinio__obj_execute(pinio_plan *p, size_t a, size_t b, const pinio_dest_ops *
             }
         }
     }
+    /* Once its reads are done, an object that nothing pinned answer by
+     * answer must still be the version its header came from. */
+    for (size_t f = 0; rc == 0 && f < p->nfiles; f++)
+        if (seen[f] && (recheck[f] || strcmp(pinio__s3_pinned_by(&p->files[f].ver), "size") == 0))
+            rc = pinio__obj_recheck(&p->files[f], diag);
     pinio__s3_set_stop(p->s3, NULL, NULL);
     pinio__s3_stats s1;
     pinio__s3_get_stats(p->s3, &s1);
@@ -374,13 +435,17 @@ int pinio__obj_execute(pinio_plan *p, size_t a, size_t b, const pinio_dest_ops *
         rep->files_object += seen[f];
     rep->object_requests += s1.requests - s0.requests;
     rep->object_retries += s1.retries - s0.retries;
+    const char *by = pinio__obj_pinned_by(p);
     snprintf(line, line_size, "HTTP range GETs from %s, %u in flight at most, ranges of 8-16 MiB "
-             "(%llu requests, %llu retried)", pinio__s3_endpoint(p->s3), conc,
-             (unsigned long long)(s1.requests - s0.requests),
-             (unsigned long long)(s1.retries - s0.retries));
+             "(%llu requests, %llu retried), versions pinned by %s", pinio__s3_endpoint(p->s3),
+             conc, (unsigned long long)(s1.requests - s0.requests),
+             (unsigned long long)(s1.retries - s0.retries),
+             strcmp(by, "etag") == 0 ? "ETag" : strcmp(by, "last-modified") == 0
+                 ? "Last-Modified and size" : "size alone (checked again after the reads)");
     free(v);
     free(batch);
     free(mem);
     free(seen);
+    free(recheck);
     return rc;
 }

@@ -30,10 +30,12 @@ typedef struct pinio__pfile {
     pinio__file_id id;
     uint64_t dio_align;     /* statx's O_DIRECT offset/memory alignment, 0 when unknown */
     char why[96];           /* pub.cache_why */
-    /* An object of an S3 store (pub.object; fd is -1): where it is and the
-     * version the header was validated from, pinned by every request. */
+    /* An object of an S3 store (pub.object; fd is -1): where it is, the
+     * version the header was validated from (pinned by every request), and
+     * the plan's client, which rereads (pinio__obj_pread) share. */
     char *bucket, *key;
-    char etag[128];
+    pinio__s3_meta ver;
+    pinio__s3 *s3;
     uint8_t *prefix;        /* its first prefix_len bytes, fetched with the header */
     uint64_t prefix_len;
 } pinio__pfile;
@@ -163,28 +165,43 @@ int pinio__plan_check_unchanged(const pinio_plan *p, size_t i, pinio_diag *diag)
 int pinio__obj_resolve(pinio__inputs *in, const char *url, char ***out, size_t *nout,
                        pinio_diag *diag);
 
-/* Opens object file `f` (f->path an s3:// URL): HEAD for its size and ETag,
- * then its header fetched with If-Match and validated as a file's is (or
- * `header` parsed against the size, as pinio__pfile_open does). */
+/* Opens object file `f` (f->path an s3:// URL) through `s3` (kept in f->s3,
+ * not owned): HEAD for its size and validators (f->ver), then its header
+ * fetched pinned to that version and validated as a file's is (or `header`
+ * parsed against the size, as pinio__pfile_open does). */
 int pinio__obj_open(pinio__s3 *s3, pinio__pfile *f, const void *header, size_t header_len,
                     pinio_diag *diag);
 
 /* Executes the object files' reads among [a, b): each claimed, cut into
  * ranges of 8-16 MiB, fetched at the client's concurrency in batches of at
  * most `batch_max` bytes / o->batch_reads reads, checked, then landed in
- * order. `*done` counts bytes for the progress callback (of `total`, since
- * `t0`). Adds to rep's object counters and writes its I/O
- * path line to `line`. */
+ * order. An object whose version some answer could not confirm (pinned by
+ * its size alone, or answers without the validator) is asked again after
+ * its reads (pinio__obj_recheck). `*done` counts bytes for the progress
+ * callback (of `total`, since `t0`). Adds to rep's object counters and
+ * writes its I/O path line, which says what pinned the versions, to
+ * `line`. */
 int pinio__obj_execute(pinio_plan *p, size_t a, size_t b, const pinio_dest_ops *ops, void *ctx,
                        const pinio_exec_opts *o, uint64_t batch_max, uint64_t *done,
                        uint64_t total, double t0, pinio_exec_report *rep, char *line,
                        size_t line_size, pinio_diag *diag);
 
-/* Bytes [off, off + len) of object file `f` (clamped to its size): with
- * a client of its own, so any thread may call it (the hasher's rereads).
+/* Bytes [off, off + len) of object file `f` (clamped to its size), through
+ * the plan's client (f->s3: its connections, its concurrency, its
+ * counters) in ranges of 8 MiB at once; any thread may call it (the
+ * hasher's rereads), taking turns with the load's reads; asked again
+ * (pinio__obj_recheck) when an answer could not confirm the version.
  * Returns the bytes read or a negative code. */
 int64_t pinio__obj_pread(const pinio__pfile *f, void *buf, size_t len, uint64_t off,
                          pinio_diag *diag);
+
+/* HEAD of object file `f` again: 0 when it can still be the version its
+ * header came from (pinio__s3_same), else PINIO_ECHANGED naming it. */
+int pinio__obj_recheck(const pinio__pfile *f, pinio_diag *diag);
+
+/* What pinned the object files' versions, the weakest of them ("etag",
+ * "last-modified", "size"), or "" without objects. */
+const char *pinio__obj_pinned_by(const pinio_plan *p);
 
 /* exec.c: the batch size a progress callback gets for `total` bytes: 1/16
  * of them, 16 MiB to 1 GiB. */

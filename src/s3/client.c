@@ -19,8 +19,25 @@
  * announced would otherwise put the wrong bytes at the right offset, and
  * the header validated at plan time would describe bytes that are not
  * there. Content-Range must be exactly the range asked for, of the total
- * size first seen; the body exactly its length; the ETag the one pinned by
- * If-Match (a store that ignores If-Match still cannot mix versions).
+ * size first seen; the body exactly its length; the version the one pinned
+ * (below).
+ *
+ * Why the version is pinned by what the store offers: an ETag when the
+ * HEAD gave one (If-Match on every request, and each answer's ETag
+ * compared), else its Last-Modified (If-Unmodified-Since, and each
+ * answer's compared), the size always (Content-Range's total). A store that
+ * ignores the conditions and leaves the validator out of an answer cannot
+ * be checked by that answer: it is counted (stats.unconfirmed), and the
+ * caller asks again at the end (pinio__s3_stat) whether the object is
+ * still the one first seen. Every way a replaced object shows (a 412, a new
+ * ETag or date, another total, a 416) is one error, PINIO_ECHANGED, in one
+ * message class ("object changed while loading"): which request notices
+ * first is a race, and what the user reads must not depend on it.
+ *
+ * Why store-provided text is escaped (pinio__s3_printable): an ETag, a
+ * Content-Range or an error code is the store's to choose; a terminal
+ * escape or a line break in it must not reach the user's terminal or split
+ * the one-line message.
  *
  * Retries (the AWS SDKs' "standard" mode, in spirit): 5xx, 429, SlowDown /
  * RequestTimeout, timeouts, resets and short bodies are retried after a
@@ -43,6 +60,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +72,24 @@
 #include "src/s3/config.h"
 #include "src/s3/sign.h"
 
+/* A response's header block at most: S3's are a few hundred bytes (user
+ * metadata is capped at 2 KiB); a store or proxy that sends more is refused
+ * with that said, before libcurl's own limit turns it into "Out of
+ * memory". */
+#define HEADER_MAX ((size_t)64 << 10)
+
+/* libcurl's own refusal of a header line too long for it. */
+#if CURL_AT_LEAST_VERSION(8, 6, 0)
+#define CURL_TOO_LARGE(cc) ((cc) == CURLE_OUT_OF_MEMORY || (cc) == CURLE_TOO_LARGE)
+#else
+#define CURL_TOO_LARGE(cc) ((cc) == CURLE_OUT_OF_MEMORY)
+#endif
+
 struct pinio__s3 {
+    /* The batch calls of several threads (a load's reads, its hasher's
+     * rereads) take turns on the one multi handle: its connections and its
+     * concurrency are the load's, and its counters count every request. */
+    pthread_mutex_t mu;
     pinio__s3_cfg *cfg;
     pinio__s3_opts o;
     CURLM *multi;
@@ -117,6 +152,7 @@ int pinio__s3_open(pinio__s3 **out, const pinio__s3_opts *opts, pinio_diag *diag
     pinio__s3 *c = calloc(1, sizeof(*c));
     if (!c)
         return -ENOMEM;
+    pthread_mutex_init(&c->mu, NULL);
     opts_fill(&c->o, opts);
     /* The AWS tools' own knob for the attempts of one request (the first
      * and its retries), read as botocore reads it. */
@@ -128,6 +164,7 @@ int pinio__s3_open(pinio__s3 **out, const pinio__s3_opts *opts, pinio_diag *diag
         c->o.max_retries = (unsigned)attempts - 1;
     int rc = pinio__s3_cfg_load(&c->cfg, diag);
     if (rc < 0) {
+        pthread_mutex_destroy(&c->mu);
         free(c);
         return rc;
     }
@@ -164,23 +201,31 @@ void pinio__s3_close(pinio__s3 *c)
     if (c->multi)
         curl_multi_cleanup(c->multi);
     pinio__s3_cfg_free(c->cfg);
+    pthread_mutex_destroy(&c->mu);
     free(c);
 }
 
 int pinio__s3_set_concurrency(pinio__s3 *c, unsigned n)
 {
-    if (!n || n == c->o.concurrency)
+    if (!n)
         return 0;
-    while (c->nidle > n)
-        curl_easy_cleanup(c->idle[--c->nidle]);
-    CURL **ni = realloc(c->idle, n * sizeof(*ni));
-    if (!ni)
-        return -ENOMEM;
-    c->idle = ni;
-    c->o.concurrency = n;
-    curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)n);
-    curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, (long)n);
-    return 0;
+    pthread_mutex_lock(&c->mu);
+    int rc = 0;
+    if (n != c->o.concurrency) {
+        while (c->nidle > n)
+            curl_easy_cleanup(c->idle[--c->nidle]);
+        CURL **ni = realloc(c->idle, n * sizeof(*ni));
+        if (!ni) {
+            rc = -ENOMEM;
+        } else {
+            c->idle = ni;
+            c->o.concurrency = n;
+            curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)n);
+            curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, (long)n);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
 }
 
 void pinio__s3_set_stop(pinio__s3 *c, pinio_stop_fn stop, void *ctx)
@@ -201,7 +246,43 @@ static int stop_check(pinio__s3 *c, pinio_diag *diag)
 
 void pinio__s3_get_stats(const pinio__s3 *c, pinio__s3_stats *out)
 {
+    pthread_mutex_lock((pthread_mutex_t *)&c->mu);
     *out = c->st;
+    pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+}
+
+const char *pinio__s3_printable(char *out, size_t cap, const char *in, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (!cap)
+        return out;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)in[i];
+        total += ch >= 0x20 && ch < 0x7f && ch != '\\' ? 1 : 4;
+    }
+    /* All of it when it fits, else what fits before a "..." that says so. */
+    size_t limit = total < cap ? total : cap >= 4 ? cap - 4 : 0, o = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)in[i];
+        bool plain = ch >= 0x20 && ch < 0x7f && ch != '\\';
+        if (o + (plain ? 1 : 4) > limit)
+            break;
+        if (plain) {
+            out[o++] = (char)ch;
+        } else {
+            out[o++] = '\\';
+            out[o++] = 'x';
+            out[o++] = hex[ch >> 4];
+            out[o++] = hex[ch & 15];
+        }
+    }
+    if (total >= cap && cap >= 4) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    out[o] = '\0';
+    return out;
 }
 
 const char *pinio__s3_endpoint(const pinio__s3 *c)
@@ -271,6 +352,7 @@ typedef struct xfer {
     const pinio__s3_param *query;
     size_t nquery;
     const char *etag;           /* If-Match, NULL: none */
+    const char *lm;             /* without etag: If-Unmodified-Since, NULL: none */
     bool ranged;
     uint64_t off, len, size;    /* ranged: the range and the object's size */
     uint8_t *dst;               /* ranged: len bytes */
@@ -284,8 +366,12 @@ typedef struct xfer {
     long status;
     uint64_t got, clen;
     bool have_clen, have_cr, overflow;
+    bool hdr_big, hdr_end;      /* the header block: over HEADER_MAX, complete */
+    size_t hdr_bytes;
     char cr[96];
-    char etag_got[128];
+    char etag_got[128];         /* "" also when unusable (too long, not printable) */
+    char etag_raw[160];         /* as sent, cut: what a message shows, escaped */
+    char lm_got[64];
     double retry_after;
     char err[512];              /* an error response's body, the start of it */
     size_t errlen;
@@ -321,11 +407,27 @@ static void response_reset(xfer *x)
     x->status = 0;
     x->got = x->clen = 0;
     x->have_clen = x->have_cr = x->overflow = false;
-    x->cr[0] = x->etag_got[0] = '\0';
+    x->hdr_big = x->hdr_end = false;
+    x->hdr_bytes = 0;
+    x->cr[0] = x->etag_got[0] = x->etag_raw[0] = x->lm_got[0] = '\0';
     x->retry_after = -1;
     x->errlen = 0;
     x->err[0] = '\0';
     x->blen = 0;
+}
+
+/* A validator as sent: visible ASCII (and spaces inside, for a date),
+ * whole. One that is cut or holds other bytes cannot be sent back in a
+ * condition nor compared, so it is taken as absent. */
+static void copy_validator(char *dst, size_t cap, const char *v, size_t n, bool spaces)
+{
+    dst[0] = '\0';
+    if (n >= cap)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (!((v[i] > 0x20 && v[i] < 0x7f) || (spaces && v[i] == ' ')))
+            return;
+    copy_val(dst, cap, v, n);
 }
 
 static size_t on_header(char *p, size_t sz, size_t nm, void *ud)
@@ -339,8 +441,16 @@ static size_t on_header(char *p, size_t sz, size_t nm, void *ud)
         const char *sp = memchr(s, ' ', n);
         if (sp)
             x->status = strtol(sp + 1, NULL, 10);
+        x->hdr_bytes = n;
         return n;
     }
+    x->hdr_bytes += n;
+    if (x->hdr_bytes > HEADER_MAX) {
+        x->hdr_big = true;
+        return 0; /* stops the transfer: CURLE_WRITE_ERROR */
+    }
+    if (n <= 2 && (s[0] == '\r' || s[0] == '\n'))
+        x->hdr_end = true;
     const char *colon = memchr(s, ':', n);
     if (!colon)
         return n;
@@ -357,7 +467,10 @@ static size_t on_header(char *p, size_t sz, size_t nm, void *ud)
         copy_val(tmp, sizeof(tmp), v, vl);
         x->have_clen = parse_u64(tmp, &e, &x->clen) && *e == '\0';
     } else if (IS("etag")) {
-        copy_val(x->etag_got, sizeof(x->etag_got), v, vl);
+        copy_validator(x->etag_got, sizeof(x->etag_got), v, vl, false);
+        copy_val(x->etag_raw, sizeof(x->etag_raw), v, vl);
+    } else if (IS("last-modified")) {
+        copy_validator(x->lm_got, sizeof(x->lm_got), v, vl, true);
     } else if (IS("retry-after")) {
         /* Seconds only; an HTTP date is taken as "soon" (the backoff). */
         char tmp[32];
@@ -458,6 +571,9 @@ static int start(pinio__s3 *c, xfer *x, pinio_diag *diag)
     if (x->etag && *x->etag) {
         snprintf(ifm, sizeof(ifm), "If-Match: %s", x->etag);
         extra[nextra++] = ifm;
+    } else if (x->lm && *x->lm) {
+        snprintf(ifm, sizeof(ifm), "If-Unmodified-Since: %s", x->lm);
+        extra[nextra++] = ifm;
     }
     int rc = pinio__s3_sign(c->cfg, x->method, x->bucket, x->key, x->query, x->nquery, extra,
                             nextra, time(NULL), &x->req, diag);
@@ -516,22 +632,79 @@ static void error_code(const xfer *x, char *out, size_t cap)
     if (!a || !b)
         return;
     a += 6;
-    size_t n = (size_t)(b - a);
-    for (size_t i = 0; i < n; i++) /* a store's word, shown in our one-line message */
-        if (a[i] < 0x21 || a[i] > 0x7e)
-            return;
-    copy_val(out, cap, a, n);
+    pinio__s3_printable(out, cap, a, (size_t)(b - a)); /* a store's word, in our message */
+}
+
+/* The object changed: one error and one message class whichever check saw
+ * it (see the top of the file), `detail` saying what this answer showed. */
+static int changed(pinio_diag *diag, const char *url, uint64_t at, const char *fmt, ...)
+{
+    char detail[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof(detail), fmt, ap);
+    va_end(ap);
+    pinio_diag_set_at(diag, PINIO_ECHANGED, url, at,
+                      "object changed while loading (%s): its bytes would mix two versions",
+                      detail);
+    return PINIO_ECHANGED;
+}
+
+/* Validator `what` reads `got` now and read `was`: the change, both shown
+ * escaped. */
+static int moved(pinio_diag *diag, const char *url, uint64_t at, const char *what,
+                 const char *got, const char *was)
+{
+    char a[160], b[160];
+    return changed(diag, url, at, "%s %s, was %s", what,
+                   pinio__s3_printable(a, sizeof(a), got, strlen(got)),
+                   pinio__s3_printable(b, sizeof(b), was, strlen(was)));
+}
+
+/* A 2xx answer against the pinned version: the ETag when both have one,
+ * else the Last-Modified when both have one; neither: it cannot say, and is
+ * counted for the caller's check at the end. */
+static int version_check(pinio__s3 *c, const xfer *x, const char *url, uint64_t at,
+                         pinio_diag *diag)
+{
+    bool pe = x->etag && *x->etag, pl = x->lm && *x->lm;
+    /* An ETag that cannot be the pinned one (another, or unusable) is a
+     * change; its absence says nothing. */
+    if (pe && x->etag_raw[0] && strcmp(x->etag_got, x->etag) != 0)
+        return moved(diag, url, at, "ETag", x->etag_raw, x->etag);
+    if (pe && x->etag_raw[0])
+        return 0;
+    if (pl && x->lm_got[0] && strcmp(x->lm_got, x->lm) != 0)
+        return moved(diag, url, at, "Last-Modified", x->lm_got, x->lm);
+    if (pl && x->lm_got[0])
+        return 0;
+    if (x->ranged)
+        c->st.unconfirmed++;
+    return 0;
 }
 
 /* What the finished attempt means: 0 accepted; 1 retry; < 0 the error
  * (diag filled). `why` gets the reason of a retry. */
-static int judge(xfer *x, CURLcode cc, char *why, size_t wn, pinio_diag *diag)
+static int judge(pinio__s3 *c, xfer *x, CURLcode cc, char *why, size_t wn, pinio_diag *diag)
 {
     char url[1200];
     snprintf(url, sizeof(url), "s3://%s/%s", x->bucket, x->key);
     uint64_t at = x->ranged ? x->off : PINIO_DIAG_NO_OFFSET;
     char code[64];
     error_code(x, code, sizeof(code));
+    /* Ours past HEADER_MAX; libcurl's own limit on one line, before our
+     * callback sees it, reads "Out of memory" (7.x) or "too large" (8.x). */
+    if (x->hdr_big || (cc != CURLE_OK && !x->hdr_end && CURL_TOO_LARGE(cc))) {
+        if (x->hdr_big)
+            pinio_diag_set_at(diag, -EPROTO, url, at,
+                              "response header larger than %zu bytes from %s: refused (%s)",
+                              HEADER_MAX, pinio__s3_endpoint(c), x->method);
+        else
+            pinio_diag_set_at(diag, -EPROTO, url, at,
+                              "response header larger than libcurl accepts from %s: "
+                              "refused (%s)", pinio__s3_endpoint(c), x->method);
+        return -EPROTO;
+    }
     if (cc != CURLE_OK) {
         if (x->overflow && x->ranged) {
             snprintf(why, wn, "the response to bytes %llu-%llu is longer than the range",
@@ -562,29 +735,23 @@ static int judge(xfer *x, CURLcode cc, char *why, size_t wn, pinio_diag *diag)
     }
     long st = x->status;
     if (st >= 200 && st <= 299) {
-        if (x->etag && *x->etag && x->etag_got[0] && strcmp(x->etag_got, x->etag) != 0) {
-            pinio_diag_set_at(diag, PINIO_ECHANGED, url, at,
-                              "object changed while loading: ETag %s, was %s", x->etag_got,
-                              x->etag);
-            return PINIO_ECHANGED;
-        }
-        if (!x->ranged)
-            return 0;
+        int v = version_check(c, x, url, at, diag);
+        if (v < 0 || !x->ranged)
+            return v;
         uint64_t a, b, total;
+        char crp[128];
+        pinio__s3_printable(crp, sizeof(crp), x->cr, strlen(x->cr));
         if (st != 206 || !x->have_cr || !pinio__s3_content_range(x->cr, &a, &b, &total)) {
             snprintf(why, wn, "a %ld answer to bytes %llu-%llu %s", st,
                      (unsigned long long)x->off, (unsigned long long)(x->off + x->len - 1),
                      x->have_cr ? "with an unreadable Content-Range" : "without Content-Range");
             return 1;
         }
-        if (total != UINT64_MAX && total != x->size) {
-            pinio_diag_set_at(diag, PINIO_ECHANGED, url, at,
-                              "object changed while loading: %llu bytes, was %llu",
-                              (unsigned long long)total, (unsigned long long)x->size);
-            return PINIO_ECHANGED;
-        }
+        if (total != UINT64_MAX && total != x->size)
+            return changed(diag, url, at, "%llu bytes, was %llu", (unsigned long long)total,
+                           (unsigned long long)x->size);
         if (a != x->off || b != x->off + x->len - 1) {
-            snprintf(why, wn, "Content-Range %s answers bytes %llu-%llu", x->cr,
+            snprintf(why, wn, "Content-Range %s answers bytes %llu-%llu", crp,
                      (unsigned long long)x->off, (unsigned long long)(x->off + x->len - 1));
             return 1;
         }
@@ -596,17 +763,15 @@ static int judge(xfer *x, CURLcode cc, char *why, size_t wn, pinio_diag *diag)
         return 0;
     }
     if (st == 412 || st == 304) {
-        pinio_diag_set_at(diag, PINIO_ECHANGED, url, at,
-                          "object changed while loading: its ETag is no longer %s (%ld)",
-                          x->etag ? x->etag : "?", st);
-        return PINIO_ECHANGED;
+        char e[160];
+        const char *pin = x->etag && *x->etag ? x->etag : x->lm ? x->lm : "?";
+        return changed(diag, url, at, "HTTP %ld: its %s is no longer %s", st,
+                       x->etag && *x->etag ? "ETag" : "Last-Modified",
+                       pinio__s3_printable(e, sizeof(e), pin, strlen(pin)));
     }
-    if (st == 416) {
-        pinio_diag_set_at(diag, PINIO_ECHANGED, url, at,
-                          "object changed while loading: bytes %llu-%llu are past its end now",
-                          (unsigned long long)x->off, (unsigned long long)(x->off + x->len - 1));
-        return PINIO_ECHANGED;
-    }
+    if (st == 416)
+        return changed(diag, url, at, "HTTP 416: bytes %llu-%llu are past its end now",
+                       (unsigned long long)x->off, (unsigned long long)(x->off + x->len - 1));
     if (st == 429 || st >= 500 || strcmp(code, "SlowDown") == 0 ||
         strcmp(code, "RequestTimeout") == 0 || strcmp(code, "InternalError") == 0) {
         snprintf(why, wn, "HTTP %ld%s%s", st, code[0] ? " " : "", code);
@@ -759,7 +924,7 @@ static int turn(pinio__s3 *c, double wait_ms, pinio_diag *diag)
         attempt_end(c, t);
         c->active--;
         char why[256] = "";
-        int v = judge(t, cc, why, sizeof(why), diag);
+        int v = judge(c, t, cc, why, sizeof(why), diag);
         if (v == 1)
             v = retry_or_fail(c, t, why, diag);
         if (v == 0 && t->state == X_ACTIVE) {
@@ -805,7 +970,7 @@ static int turn(pinio__s3 *c, double wait_ms, pinio_diag *diag)
 /* Runs the transfers x[0 .. n) (the caller's) to the end of all of them,
  * or of the first failure. A stream's requests must not be pending: the
  * two would share the concurrency and the failure. */
-static int run(pinio__s3 *c, xfer *x, size_t n, pinio_diag *diag)
+static int run_locked(pinio__s3 *c, xfer *x, size_t n, pinio_diag *diag)
 {
     if (c->nq) {
         pinio_diag_set(diag, -EBUSY, "s3: %zu streamed requests still pending", c->nq);
@@ -827,6 +992,14 @@ static int run(pinio__s3 *c, xfer *x, size_t n, pinio_diag *diag)
     return rc;
 }
 
+static int run(pinio__s3 *c, xfer *x, size_t n, pinio_diag *diag)
+{
+    pthread_mutex_lock(&c->mu);
+    int rc = run_locked(c, x, n, diag);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
 int pinio__s3_get_ranges(pinio__s3 *c, pinio__s3_range *r, size_t n, pinio_diag *diag)
 {
     if (!n)
@@ -836,7 +1009,8 @@ int pinio__s3_get_ranges(pinio__s3 *c, pinio__s3_range *r, size_t n, pinio_diag 
         return -ENOMEM;
     for (size_t i = 0; i < n; i++)
         x[i] = (xfer){ .method = "GET", .bucket = r[i].bucket, .key = r[i].key,
-                       .etag = r[i].etag, .ranged = true, .off = r[i].off, .len = r[i].len,
+                       .etag = r[i].etag, .lm = r[i].last_modified, .ranged = true,
+                       .off = r[i].off, .len = r[i].len,
                        .size = r[i].size, .dst = r[i].dst, .tag = r[i].tag };
     int rc = run(c, x, n, diag);
     free(x);
@@ -853,8 +1027,8 @@ int pinio__s3_submit(pinio__s3 *c, const pinio__s3_range *r, pinio_diag *diag)
         return -ENOMEM;
     }
     *x = (xfer){ .method = "GET", .bucket = r->bucket, .key = r->key, .etag = r->etag,
-                 .ranged = true, .off = r->off, .len = r->len, .size = r->size, .dst = r->dst,
-                 .tag = r->tag, .owned = true };
+                 .lm = r->last_modified, .ranged = true, .off = r->off, .len = r->len,
+                 .size = r->size, .dst = r->dst, .tag = r->tag, .owned = true };
     int rc = queue_push(c, x, diag);
     if (rc < 0) {
         free(x);
@@ -911,9 +1085,10 @@ void pinio__s3_drop(pinio__s3 *c)
     queue_drop(c);
 }
 
-int pinio__s3_head(pinio__s3 *c, const char *bucket, const char *key, uint64_t *size,
-                   char etag[128], pinio_diag *diag)
+int pinio__s3_stat(pinio__s3 *c, const char *bucket, const char *key, pinio__s3_meta *m,
+                   pinio_diag *diag)
 {
+    memset(m, 0, sizeof(*m));
     xfer x = { .method = "HEAD", .bucket = bucket, .key = key };
     int rc = run(c, &x, 1, diag);
     if (rc == 0 && !x.have_clen) {
@@ -924,10 +1099,43 @@ int pinio__s3_head(pinio__s3 *c, const char *bucket, const char *key, uint64_t *
         rc = -EPROTO;
     }
     if (rc == 0) {
-        *size = x.clen;
-        snprintf(etag, 128, "%s", x.etag_got);
+        m->size = x.clen;
+        snprintf(m->etag, sizeof(m->etag), "%s", x.etag_got);
+        snprintf(m->last_modified, sizeof(m->last_modified), "%s", x.lm_got);
     }
     return rc;
+}
+
+int pinio__s3_head(pinio__s3 *c, const char *bucket, const char *key, uint64_t *size,
+                   char etag[128], pinio_diag *diag)
+{
+    pinio__s3_meta m;
+    int rc = pinio__s3_stat(c, bucket, key, &m, diag);
+    if (rc == 0) {
+        *size = m.size;
+        snprintf(etag, 128, "%s", m.etag);
+    }
+    return rc;
+}
+
+const char *pinio__s3_pinned_by(const pinio__s3_meta *m)
+{
+    return m->etag[0] ? "etag" : m->last_modified[0] ? "last-modified" : "size";
+}
+
+int pinio__s3_same(const char *url, const pinio__s3_meta *was, const pinio__s3_meta *now,
+                   pinio_diag *diag)
+{
+    if (now->size != was->size)
+        return changed(diag, url, PINIO_DIAG_NO_OFFSET, "%llu bytes, was %llu",
+                       (unsigned long long)now->size, (unsigned long long)was->size);
+    if (was->etag[0] && now->etag[0] && strcmp(was->etag, now->etag) != 0)
+        return moved(diag, url, PINIO_DIAG_NO_OFFSET, "ETag", now->etag, was->etag);
+    if (was->last_modified[0] && now->last_modified[0] &&
+        strcmp(was->last_modified, now->last_modified) != 0)
+        return moved(diag, url, PINIO_DIAG_NO_OFFSET, "Last-Modified", now->last_modified,
+                     was->last_modified);
+    return 0;
 }
 
 /* A whole-body GET (an index, a listing page). */

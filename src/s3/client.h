@@ -6,13 +6,20 @@
  *
  * Errors: negative errno or PINIO_E* with the diag naming s3://BUCKET/KEY;
  * never a credential. -ENOENT (404), -EACCES (403), PINIO_ECHANGED (the
- * object's ETag or size moved since it was first seen: 412 on If-Match, or
- * another total in Content-Range), -ECANCELED (the caller's stop request,
- * pinio__s3_set_stop()), -EPROTO (a response that does not match
- * its request, after the retries), -ETIMEDOUT / -ECONNRESET / -EIO (the
- * retries ran out on a network failure or a 5xx).
+ * object's version moved since it was first seen: 412 on If-Match or
+ * If-Unmodified-Since, another ETag or Last-Modified, another total in
+ * Content-Range, a 416; always "object changed while loading (...)"),
+ * -ECANCELED (the caller's stop request, pinio__s3_set_stop()), -EPROTO (a
+ * response that does not match its request, after the retries, or a
+ * response header over 64 KiB), -ETIMEDOUT / -ECONNRESET / -EIO (the
+ * retries ran out on a network failure or a 5xx). Text of the store's (an
+ * ETag, an error code, a Content-Range) reaches a message only through
+ * pinio__s3_printable().
  *
- * Threads: a client is used by one thread at a time. */
+ * Threads: the batch calls (pinio__s3_stat, _head, _get_ranges,
+ * _get_object, _get_listing), _set_concurrency and _get_stats may come from
+ * several threads at once: they take turns on the client's connections. A
+ * stream (_submit, _poll, _pending, _drop) is one thread's. */
 #ifndef PINIO_SRC_S3_CLIENT_H
 #define PINIO_SRC_S3_CLIENT_H
 
@@ -62,6 +69,8 @@ typedef struct pinio__s3_stats {
     uint64_t requests;         /* HTTP requests sent, retries included */
     uint64_t retries;          /* of those, retries */
     uint64_t bytes;            /* body bytes received into caller memory */
+    uint64_t unconfirmed;      /* ranged 2xx answers that could not confirm the pinned
+                                  version (no ETag, no Last-Modified to compare) */
     double retry_wait_s;       /* time spent waiting to retry */
 } pinio__s3_stats;
 
@@ -81,14 +90,45 @@ void pinio__s3_set_stop(pinio__s3 *c, pinio_stop_fn stop, void *ctx);
 /* The endpoint requests go to (scheme://host[:port]); never a secret. */
 const char *pinio__s3_endpoint(const pinio__s3 *c);
 
-/* HEAD: the object's size and ETag (quotes kept, as If-Match wants it). */
+/* What identifies an object's version, from a HEAD: its size, and its
+ * ETag (quotes kept, as If-Match wants it) and Last-Modified as sent, each
+ * "" when the store sent none or one that cannot be sent back (cut at the
+ * buffer, or bytes other than visible ASCII). */
+typedef struct pinio__s3_meta {
+    uint64_t size;
+    char etag[128];
+    char last_modified[64];
+} pinio__s3_meta;
+
+/* HEAD of the object into *m (zeroed on failure). */
+int pinio__s3_stat(pinio__s3 *c, const char *bucket, const char *key, pinio__s3_meta *m,
+                   pinio_diag *diag);
+
+/* HEAD: the object's size and ETag (pinio__s3_stat's). */
 int pinio__s3_head(pinio__s3 *c, const char *bucket, const char *key, uint64_t *size,
                    char etag[128], pinio_diag *diag);
 
+/* What pins the version `m` describes, as the report says it: "etag",
+ * "last-modified" (and the size), or "size" alone (nothing else to check). */
+const char *pinio__s3_pinned_by(const pinio__s3_meta *m);
+
+/* 0 when `now` (a later HEAD of object `url`) can be the version `was`:
+ * the same size, and the same ETag and Last-Modified where both have one.
+ * Else PINIO_ECHANGED, the diag in the client's one message class. */
+int pinio__s3_same(const char *url, const pinio__s3_meta *was, const pinio__s3_meta *now,
+                   pinio_diag *diag);
+
+/* Store-provided text `in` (n bytes) for a message, into `out` (cap bytes,
+ * NUL-terminated): bytes outside printable ASCII, and '\', as \xNN, cut
+ * with "..." when it does not fit. Returns `out`. */
+const char *pinio__s3_printable(char *out, size_t cap, const char *in, size_t n);
+
 /* One ranged GET: [off, off + len) of the object into dst. The object must
- * still have ETag `etag` (If-Match) and total size `size`. */
+ * still have ETag `etag` (If-Match; each answer's ETag compared) or, with
+ * no ETag, Last-Modified `last_modified` (If-Unmodified-Since; compared
+ * likewise), and total size `size`. NULL or "": not pinned by it. */
 typedef struct pinio__s3_range {
-    const char *bucket, *key, *etag;
+    const char *bucket, *key, *etag, *last_modified;
     uint64_t size;             /* the object's size as first seen */
     uint64_t off, len;         /* len >= 1, off + len <= size */
     void *dst;

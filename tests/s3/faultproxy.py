@@ -2,7 +2,8 @@
 """A fault-injecting HTTP proxy between pinio and an S3 server (the S3 tests').
 
 usage: faultproxy.py UPSTREAM_URL [--fault KIND] [--count N] [--skip N]
-                     [--latency MS] [--replace-with FILE]
+                     [--latency MS] [--replace-with FILE] [--strip HEADERS]
+                     [--strip-from get|all] [--stats FILE]
 
 Listens on 127.0.0.1 at a free port, prints "port N" on its first line, and
 forwards every request to UPSTREAM_URL (http://127.0.0.1:PORT). Faults hit
@@ -19,7 +20,17 @@ first ranged GET of an object is its header's), --count of them (default 1;
   412        412 PreconditionFailed (a store that honours If-Match)
   403        403 AccessDenied
   replace    uploads FILE over the object first, then forwards (an object
-             replaced mid-load)
+             replaced mid-load); the upload waits for the next second of the
+             clock, so that its Last-Modified differs from the original's
+  escetag    the answer's ETag replaced by one holding a terminal escape
+  bigheader  a 200 KB response header line
+  manyheaders  200 KB of response headers in 1 KB lines
+
+--strip etag,last-modified takes those headers out of every answer (or of
+the GETs' only, with --strip-from get): a store that sends no validator.
+The upstream (s3rver) ignores If-Match and If-Unmodified-Since, as such a
+store may. --stats FILE keeps FILE up to date with {"requests": N,
+"connections": M}: the requests and TCP connections pinio made.
 
 Faults of the listings (ListObjectsV2, every page; --count and --skip do not
 apply):
@@ -34,8 +45,11 @@ store's first-byte latency). Each fault injected is said on stderr, "fault
 KIND PATH" (a test waits for one there). Stops on SIGTERM; writes nothing to
 disk.
 """
+import email.utils
 import http.client
 import http.server
+import json
+import os
 import socket
 import struct
 import sys
@@ -53,7 +67,8 @@ def main():
         print(__doc__.strip())
         return 0
     up = urllib.parse.urlparse(args[0])
-    opt = {"--fault": "", "--count": "1", "--skip": "1", "--latency": "0", "--replace-with": ""}
+    opt = {"--fault": "", "--count": "1", "--skip": "1", "--latency": "0", "--replace-with": "",
+           "--strip": "", "--strip-from": "all", "--stats": ""}
     i = 1
     while i < len(args):
         if args[i] not in opt or i + 1 >= len(args):
@@ -63,9 +78,33 @@ def main():
         i += 2
     fault, count, skip = opt["--fault"], int(opt["--count"]), int(opt["--skip"])
     latency = int(opt["--latency"]) / 1000.0
+    strip = {h.strip().lower() for h in opt["--strip"].split(",") if h.strip()}
     lock = threading.Lock()
     seen = {}  # key -> ranged GETs so far
-    state = {"faults": 0}
+    state = {"faults": 0, "requests": 0, "connections": 0}
+
+    def tally(what):
+        """Counts a request or a connection, the file rewritten whole."""
+        with lock:
+            state[what] += 1
+            if opt["--stats"]:
+                tmp = opt["--stats"] + ".tmp"
+                with open(tmp, "w") as f:
+                    json.dump({k: state[k] for k in ("requests", "connections")}, f)
+                os.replace(tmp, opt["--stats"])
+
+    def stripped(headers, method):
+        if opt["--strip-from"] == "get" and method != "GET":
+            return list(headers)
+        return [(k, v) for k, v in headers if k.lower() not in strip]
+
+    def newer_than(headers):
+        """Waits until the clock's second is past the object's Last-Modified."""
+        lm = dict((k.lower(), v) for k, v in headers).get("last-modified")
+        if lm:
+            t = email.utils.parsedate_to_datetime(lm).timestamp()
+            while time.time() < t + 1.05:
+                time.sleep(0.05)
 
     def take_fault(path):
         """Whether this ranged GET of `path` gets the fault."""
@@ -93,6 +132,16 @@ def main():
         def log_message(self, *a):
             pass
 
+        def setup(self):
+            super().setup()
+            tally("connections")
+
+        def parse_request(self):
+            ok = super().parse_request()
+            if ok:
+                tally("requests")
+            return ok
+
         def upstream(self, method, body=None, headers=None):
             c = http.client.HTTPConnection(up.hostname, up.port, timeout=60)
             h = {k: v for k, v in (headers if headers is not None else self.headers).items()
@@ -105,7 +154,7 @@ def main():
 
         def send(self, status, headers, body, head=False):
             self.send_response(status)
-            for k, v in headers:
+            for k, v in stripped(headers, self.command):
                 if k.lower() not in HOP and k.lower() != "content-length":
                     self.send_header(k, v)
             self.send_header("Content-Length", str(len(body)))
@@ -122,7 +171,7 @@ def main():
             time.sleep(latency)
             r, data = self.upstream("HEAD")
             self.send_response(r.status)
-            for k, v in r.getheaders():
+            for k, v in stripped(r.getheaders(), "HEAD"):
                 if k.lower() not in HOP:
                     self.send_header(k, v)
             self.end_headers()
@@ -169,6 +218,8 @@ def main():
             if hit and fault == "replace":
                 with open(opt["--replace-with"], "rb") as f:
                     new = f.read()
+                r, _ = self.upstream("HEAD", headers={})
+                newer_than(r.getheaders())
                 self.upstream("PUT", new, {"Content-Length": str(len(new))})
             if hit and fault == "wholebody":
                 h = {k: v for k, v in self.headers.items() if k.lower() != "range"}
@@ -185,9 +236,16 @@ def main():
                              f"bytes={a - 1}-{b - 1}"
             r, data = self.upstream("GET", headers=h)
             headers = r.getheaders()
+            if hit and fault == "escetag":
+                headers = [(k, v) for k, v in headers if k.lower() != "etag"]
+                headers.append(("ETag", '"\x1b[2J\x1b]0;pwned\x07gone"'))
+            if hit and fault == "bigheader":
+                headers.append(("X-Big", "b" * 200000))
+            if hit and fault == "manyheaders":
+                headers += [(f"X-Many-{i}", "m" * 1000) for i in range(200)]
             if hit and fault in ("reset", "short"):
                 self.send_response(r.status)
-                for k, v in headers:
+                for k, v in stripped(headers, "GET"):
                     if k.lower() not in HOP and k.lower() != "content-length":
                         self.send_header(k, v)
                 self.send_header("Content-Length", str(len(data)))

@@ -54,6 +54,34 @@ Test(s3_range, content_range)
         cr_assert_not(pinio__s3_content_range(bad[i], &a, &b, &t), "%s", bad[i]);
 }
 
+/* Store-provided text for a message: no byte a terminal acts on, no line
+ * break, cut with "..." within the buffer, whatever the store sent. */
+Test(s3_printable, escapes_and_cuts_store_text)
+{
+    char out[32];
+    const char esc[] = "\"\x1b[2J\x1b]0;x\x07\r\n\\\x9b\"";
+    cr_assert_str_eq(pinio__s3_printable(out, sizeof(out), esc, sizeof(esc) - 1),
+                     "\"\\x1b[2J\\x1b]0;x\\x07\\x0d\\x0a...");
+    cr_assert_str_eq(pinio__s3_printable(out, sizeof(out), "\"abc\"", 5), "\"abc\"");
+    char big[64];
+    cr_assert_str_eq(pinio__s3_printable(big, sizeof(big), esc, sizeof(esc) - 1),
+                     "\"\\x1b[2J\\x1b]0;x\\x07\\x0d\\x0a\\x5c\\x9b\"");
+    const char nul[] = { 'a', '\0', 'b' };
+    cr_assert_str_eq(pinio__s3_printable(out, sizeof(out), nul, 3), "a\\x00b");
+    /* Exactly full, and one byte over: the cut never splits an escape. */
+    cr_assert_str_eq(pinio__s3_printable(out, 4, "abc", 3), "abc");
+    cr_assert_str_eq(pinio__s3_printable(out, 4, "abcd", 4), "...");
+    cr_assert_str_eq(pinio__s3_printable(out, 9, "ab\x01" "cdefg", 8), "ab...");
+    cr_assert_str_eq(pinio__s3_printable(out, 10, "ab\x01" "cdefg", 8), "ab\\x01...");
+    cr_assert_str_eq(pinio__s3_printable(out, 1, "abc", 3), "");
+    for (size_t cap = 1; cap < sizeof(out); cap++) {
+        pinio__s3_printable(out, cap, esc, sizeof(esc) - 1);
+        cr_assert_lt(strlen(out), cap);
+        for (const char *p = out; *p; p++)
+            cr_assert(*p >= 0x20 && *p < 0x7f, "cap %zu: byte %d", cap, *p);
+    }
+}
+
 Test(s3_backoff, full_jitter_capped_and_retry_after_honoured)
 {
     pinio__s3_opts o = { .backoff_base = 0.1, .backoff_max = 20 };

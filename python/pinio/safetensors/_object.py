@@ -7,12 +7,15 @@ of such a URL loads the object in one engine run (pinio.load's path).
 
 One handle, one object version. The header is fetched and validated at
 open by the library's strict parser, through a plan that pins the object's
-version (its ETag: every request carries If-Match and every answer's ETag
-and size are checked); every later read is one of that plan's reads, so
-the bytes a handle serves all come from the object as it was at open. An
-object replaced after open makes the next read raise SafetensorError
-("object changed while loading"), never a tensor of mixed versions; bytes
-read before the change stay valid (they are of the opened version).
+version (its ETag, or from a store that sends none its Last-Modified:
+every request carries If-Match or If-Unmodified-Since and every answer's
+validator and size are checked; an object that only its size pins is
+asked again after each run of reads); every later read is one of that
+plan's reads, so the bytes a handle serves all come from the object as it
+was at open. An object replaced after open makes the next read raise
+SafetensorError ("object changed while loading"), never a tensor of mixed
+versions; bytes read before the change stay valid (they are of the opened
+version).
 
 Lazy, as a file's handle is: the open reads the header alone; get_tensor
 reads the plan's reads (8 MiB each, 16 requests in flight) that cover the
