@@ -68,6 +68,20 @@ class WeightsIterator:
 
     def __init__(self, paths, device, filter, split, rank, world, process_group, progress,
                  batch_bytes, read_ahead, framework, open_kw):
+        try:
+            self._init(paths, device, filter, split, rank, world, process_group, progress,
+                       batch_bytes, read_ahead, framework, open_kw)
+        except (OSError, ValueError, TypeError) as e:
+            if process_group is None:
+                raise
+            # One rank's refusal is every rank's (issue 37 item 9): the
+            # others meet it in the agreement of their first batch's load.
+            from ._dist import refuse
+
+            refuse(process_group, e)
+
+    def _init(self, paths, device, filter, split, rank, world, process_group, progress,
+              batch_bytes, read_ahead, framework, open_kw):
         bad = sorted(set(open_kw) - set(_OPEN_KEYS))
         if bad:
             raise TypeError(f"weights_iterator: unknown keyword{'s' if len(bad) > 1 else ''} "
@@ -82,9 +96,11 @@ class WeightsIterator:
         self._framework = framework
         self._kw = dict(open_kw)
         if process_group is not None:
-            from ._dist import _group_rank_world
+            from ._dist import _check_rank_world, _group_rank_world
 
-            rank, world = _group_rank_world(process_group, rank, world)
+            r, n = _group_rank_world(process_group)
+            _check_rank_world(rank, world, r, n)
+            rank, world = r, n
         elif self._rules is not None:
             if isinstance(rank, bool) or isinstance(world, bool) or not isinstance(rank, int) \
                     or not isinstance(world, int) or world < 1 or not 0 <= rank < world:

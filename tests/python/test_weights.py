@@ -223,19 +223,15 @@ def test_an_s3_prefix(s3, tmp):
         assert np.array_equal(got[k], v), k
 
 
-@pytest.mark.parametrize("world", [2, 4])
-def test_a_gloo_group_reads_the_checkpoint_once(tmp, world):
-    """Each batch a group load: every rank gets exactly its slices, in the
-    same order, and the ranks' reads sum to about the checkpoint once."""
-    want = model(tmp, layers=4, shards=1, cols=512)
-    path = os.path.join(tmp, "model-00001-of-00001.safetensors")
-    total = sum(v.nbytes for v in want.values())
+def run_group(tmp, path, world, *extra):
+    """Every rank's OUT of weights_group_worker.py in a gloo group."""
     init = os.path.join(tmp, "group.init")
     outs = [os.path.join(tmp, f"rank{r}.json") for r in range(world)]
     worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "engines",
                           "weights_group_worker.py")
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
-    procs = [subprocess.Popen([sys.executable, worker, path, str(r), str(world), init, outs[r]],
+    procs = [subprocess.Popen([sys.executable, worker, path, str(r), str(world), init, outs[r],
+                               *extra],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True) for r in range(world)]
     try:
@@ -250,11 +246,35 @@ def test_a_gloo_group_reads_the_checkpoint_once(tmp, world):
     for o in outs:
         with open(o) as f:
             res.append(json.load(f))
+    return res
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_a_gloo_group_reads_the_checkpoint_once(tmp, world):
+    """Each batch a group load: every rank gets exactly its slices, in the
+    same order, and the ranks' reads sum to about the checkpoint once."""
+    want = model(tmp, layers=4, shards=1, cols=512)
+    path = os.path.join(tmp, "model-00001-of-00001.safetensors")
+    total = sum(v.nbytes for v in want.values())
+    res = run_group(tmp, path, world)
     for r in res:
         assert sorted(r["ok"]) == sorted(want) and all(r["ok"].values()), r["ok"]
         assert r["order"] == res[0]["order"] and r["report"]["batches"] > 2
     read = sum(r["report"]["read_bytes"] for r in res)
     assert read <= 1.1 * total + world * 64 * 1024, (read, total)
+
+
+def test_one_rank_s_bad_argument_is_every_rank_s_error(tmp):
+    """Issue 37 item 9's rule for the iterator: rank 1 alone passes a rank=
+    other than its own; both ranks raise the same ValueError at once, rather
+    than rank 0 waiting in its first batch's collective for the timeout."""
+    model(tmp, layers=1, shards=1, cols=64)
+    path = os.path.join(tmp, "model-00001-of-00001.safetensors")
+    res = run_group(tmp, path, 2, "1")
+    for r in res:
+        assert r.get("type") == "ValueError", res
+        assert "rank 1 of 2 refused its arguments" in r["error"], res
+        assert r["error"] == res[0]["error"], res
 
 
 def test_a_tqdm_bar_is_drawn_only_while_reading(tmp, monkeypatch):

@@ -1,11 +1,13 @@
 """One rank of test_weights.py's gloo group (not a test itself).
 
-usage: weights_group_worker.py PATH RANK WORLD INITFILE OUT
+usage: weights_group_worker.py PATH RANK WORLD INITFILE OUT [BAD_RANK]
 
 Iterates pinio.weights_iterator(PATH, split=..., process_group=pg) in small
 batches and writes OUT (json): per tensor, whether this rank's tensor is
 torch.chunk(full, world, dim)[rank] byte for byte (full from a plain
-pinio.load of the file), and the iterator's report."""
+pinio.load of the file), and the iterator's report. BAD_RANK: that rank
+alone passes a rank= other than its own; OUT then holds the error each
+rank raised."""
 import datetime
 import json
 import sys
@@ -19,14 +21,23 @@ SPLIT = {"*.q_proj.weight": 0, "*.down_proj.weight": 1, "*": None}
 
 
 def main():
-    path, rank, world, init, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:]
+    path, rank, world, init, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:6]
+    bad = len(sys.argv) > 6 and int(sys.argv[6]) == rank
     dist.init_process_group("gloo", init_method="file://" + init, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=90))
     pg = dist.new_group(list(range(world)))
     full = pinio.load(path)
     res, seen = {}, []
-    it = pinio.weights_iterator(path, split=SPLIT, process_group=pg, batch_bytes=200_000)
-    for name, t in it:
+    try:
+        it = pinio.weights_iterator(path, split=SPLIT, process_group=pg, batch_bytes=200_000,
+                                    **({"rank": (rank + 1) % world} if bad else {}))
+        items = list(it)
+    except (ValueError, TypeError, pinio.Error) as e:
+        dist.destroy_process_group()
+        with open(out, "w") as f:
+            json.dump({"error": str(e), "type": type(e).__name__}, f)
+        return
+    for name, t in items:
         dim = 0 if "q_proj" in name else 1 if "down_proj" in name else None
         ref = full[name] if dim is None else torch.chunk(full[name], world, dim)[rank]
         res[name] = bool(t.shape == ref.shape and torch.equal(t, ref))
