@@ -89,18 +89,20 @@ static int geometry(const pinio_plan_tensor *w, const pinio_plan_tensor *s, tp_g
         if (s->start[k] != 0 || s->shape[k] != s->full_shape[k])
             dim = dim < 0 ? (int)k : INT_MAX;
     }
-    if (dim < 0 || dim == INT_MAX || numel == 0 || n % numel) {
+    if (dim < 0 || dim == INT_MAX || numel == 0 || numel * pinio_dtype_bits(s->dtype) != n * 8) {
         pinio_diag_set(d, -EINVAL, "tensor %s: its slice is not a chunk along one dimension",
                        s->name);
         return -EINVAL;
     }
-    uint64_t inner = n / numel, runs = 1;
+    /* In bits: an F4 or F6 element is less than a byte. The plan only
+     * cuts such a tensor where every run starts and ends on a byte. */
+    uint64_t inner = pinio_dtype_bits(s->dtype), runs = 1;
     for (unsigned k = (unsigned)dim + 1; k < s->rank; k++)
         inner *= s->full_shape[k];
     for (int k = 0; k < dim; k++)
         runs *= s->full_shape[k];
-    *g = (tp_geom){ runs, s->full_shape[dim] * inner, s->start[dim] * inner,
-                    s->shape[dim] * inner };
+    *g = (tp_geom){ runs, s->full_shape[dim] * inner / 8, s->start[dim] * inner / 8,
+                    s->shape[dim] * inner / 8 };
     if (g->runs * g->len != s->nbytes || g->off + g->len > g->stride) {
         pinio_diag_set(d, -EINVAL, "tensor %s: its slice does not fit its tensor", s->name);
         return -EINVAL;

@@ -296,9 +296,13 @@ typedef struct pinio_plan_info {
  *              error about one input file, `diag->index` is its index in the
  *              resolved file list.
  * Slices (`opts->slices`, `opts->split`) are resolved per tensor after the
- * selection, before the layout: a slice out of the tensor's bounds, a
- * dimension out of range, or a slice of a tensor whose dtype packs elements
- * below a byte (F4, F6) is -EINVAL naming the tensor and its file.
+ * selection, before the layout: a slice out of the tensor's bounds or a
+ * dimension out of range is -EINVAL naming the tensor and its file. A
+ * tensor whose dtype packs elements below a byte (F4, F6) is sliced as
+ * upstream safetensors slices it: each run of the slice must start and end
+ * on a byte boundary (the run dimension's start and stop, and every index
+ * taken of a dimension outside it); a cut inside a byte is -EINVAL naming
+ * the tensor, its file, its dtype, the dimension and the index.
  *
  * @return 0; #PINIO_EFORMAT (invalid header or index), -ENOENT (missing file,
  *         shard, or a tensor the index maps to a shard lacking it, or a slice

@@ -22,6 +22,16 @@ tensor can see it. The GIL is released while pinio reads.
 
 `pinio.safetensors` is the `safetensors` API over the same machinery: a
 program that imports it instead of `safetensors` behaves the same.
+
+Quantized checkpoints: FP8 (every F8 kind, F8_E8M0 scales included), F4 and
+F6 tensors load, split and slice on any torch. Where torch has the dtype
+(float8_*, float4_e2m1fn_x2) the tensor has it; where it does not (torch
+1.13: none of them; F6: no torch at all) it is raw torch.uint8, and its
+attributes pinio_dtype and pinio_shape give the dtype and logical shape.
+Either way the last dimension counts bytes (F4 halved, as upstream's
+float4_e2m1fn_x2; F6 3/4; a last dimension of partial bytes is ValueError).
+A split or slice must cut on byte boundaries, else pinio.Error names the
+tensor, its dtype and the cut (torch_layout()).
 """
 import errno
 import os as _os
@@ -58,6 +68,12 @@ _DTYPES = {
     "F4": (None, "float4_e2m1fn_x2", "2.8"),
 }
 
+# The quantized dtypes (FP8, MXFP4/MXFP6): a torch without their dtype gets
+# their bytes as uint8 (see torch_layout); bits per element of the packed ones.
+_PACKED_BITS = {"F4": 4, "F6_E2M3": 6, "F6_E3M2": 6}
+_QUANTIZED = frozenset(("F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "F8_E8M0",
+                        *_PACKED_BITS))
+
 FRAMEWORKS = {"pt": "pt", "torch": "pt", "pytorch": "pt", "np": "np", "numpy": "np"}
 
 
@@ -77,7 +93,8 @@ def numpy_dtype(st_dtype, name=""):
 
 def torch_dtype(st_dtype, name=""):
     """The torch dtype of a safetensors dtype; AttributeError (as upstream) when
-    this torch lacks it (torch 1.13: U16/U32/U64, every F8, F4)."""
+    this torch lacks it (torch 1.13: U16/U32/U64, every F8, F4; F6 has none
+    in any torch). The quantized ones are loaded all the same: torch_layout."""
     import torch
 
     entry = _DTYPES.get(st_dtype)
@@ -92,9 +109,47 @@ def torch_dtype(st_dtype, name=""):
     return dt
 
 
+def torch_layout(st_dtype, shape, name=""):
+    """(torch dtype, torch shape, raw) of a tensor of `st_dtype` and logical
+    `shape`. The quantized dtypes (every F8 kind, F4, F6_E2M3, F6_E3M2)
+    always load: with their torch dtype where this torch has one, else as
+    raw bytes (torch.uint8, raw True). Either way the last dimension counts
+    bytes, as upstream's float4_e2m1fn_x2 does for F4 (two values a byte):
+    an F8 tensor keeps its shape, an F4 one's last dimension is halved, an
+    F6 one's is 3/4 of it; a last dimension that is not whole bytes raises
+    ValueError (upstream's F4 rule). Other dtypes: torch_dtype()'s."""
+    import torch
+
+    shape = tuple(shape)
+    if st_dtype not in _QUANTIZED:
+        return torch_dtype(st_dtype, name), shape, False
+    entry = _DTYPES.get(st_dtype)
+    dt = getattr(torch, entry[1], None) if entry else None
+    bits = _PACKED_BITS.get(st_dtype)
+    if bits:
+        if not shape or shape[-1] * bits % 8:
+            raise ValueError(
+                f"tensor {name!r} is {st_dtype} of shape {list(shape)}: torch holds its "
+                f"elements packed, the last dimension in bytes, and {shape[-1] if shape else 1}"
+                f" elements of {bits} bits are not whole bytes (read its bytes with "
+                f"pinio.open(...).buffer(name))")
+        shape = shape[:-1] + (shape[-1] * bits // 8,)
+    return (dt, shape, False) if dt is not None else (torch.uint8, shape, True)
+
+
+def _mark_raw(t, st_dtype, shape):
+    """A raw tensor of a quantized dtype carries its logical dtype and shape."""
+    t.pinio_dtype = st_dtype
+    t.pinio_shape = tuple(shape)
+    return t
+
+
 def tensor_from_buffer(buf, st_dtype, shape, framework, name=""):
     """A numpy array or torch tensor viewing `buf` (an exporter, or None for
-    zero bytes) without a copy; the tensor keeps `buf` alive."""
+    zero bytes) without a copy; the tensor keeps `buf` alive. torch: the
+    quantized dtypes as torch_layout() says; a raw one (this torch lacks
+    its dtype) has attributes pinio_dtype (e.g. "F8_E4M3") and pinio_shape
+    (its logical shape, in elements)."""
     shape = tuple(shape)
     if framework == "np":
         import numpy
@@ -105,12 +160,12 @@ def tensor_from_buffer(buf, st_dtype, shape, framework, name=""):
         return numpy.frombuffer(buf, dtype=dt).reshape(shape)
     import torch
 
-    dt = torch_dtype(st_dtype, name)
-    if st_dtype == "F4":  # two values per byte: torch's last dim is halved
-        shape = shape[:-1] + (shape[-1] // 2,)
+    dt, tshape, raw = torch_layout(st_dtype, shape, name)
     if buf is None or len(buf) == 0:
-        return torch.zeros(shape, dtype=dt)
-    return torch.frombuffer(buf, dtype=dt).reshape(shape)
+        t = torch.zeros(tshape, dtype=dt)
+    else:
+        t = torch.frombuffer(buf, dtype=dt).reshape(tshape)
+    return _mark_raw(t, st_dtype, shape) if raw else t
 
 
 # safetensors dtype -> torch dtype, for the per-tensor paths, filled as they
@@ -136,7 +191,7 @@ def _tensor_of(raw, i, name, dt, shape, nbytes, framework):
     elif not len(raw):
         raw.info(i)  # closed: raises, as for a tensor with bytes
     t = tensor_from_buffer(raw.buffer(i) if nbytes else None, dt, shape, framework, name)
-    if framework == "pt" and dt != "F4":  # F4 halves the last dim: never cached
+    if framework == "pt" and dt not in _QUANTIZED:  # other shapes, or raw: never cached
         _PT_DTYPES[dt] = t.dtype
         _PT_DTYPES[None] = _torch_frombuffer()
     return t
@@ -286,7 +341,7 @@ class Checkpoint:
             if tdt is None or not nbytes:
                 out[name] = tensor_from_buffer(raw.buffer(i) if nbytes else None, dt, shape,
                                                "pt", name)
-                if dt != "F4":  # F4 halves the last dim: always tensor_from_buffer
+                if dt not in _QUANTIZED:  # other shapes, or raw: always tensor_from_buffer
                     dtypes[dt] = torch_dtype(dt, name)
                 continue
             out[name] = frombuffer(raw.buffer(i), dtype=tdt).reshape(shape)
@@ -428,18 +483,15 @@ def _placer(device, allocator, tensors, infos):
     def place(specs):
         ptrs = []
         for name, dt, shape, nbytes, file, offset in specs:
-            tdt = torch_dtype(dt, name)
+            tdt, tshape, raw = torch_layout(dt, shape, name)
             infos[name] = (dt, list(shape), nbytes, file, offset)
-            shape = tuple(shape)
-            if dt == "F4":
-                shape = shape[:-1] + (shape[-1] // 2,)
-            t = allocator(shape, tdt, device)
+            t = allocator(tshape, tdt, device)
             have = t.numel() * t.element_size() if hasattr(t, "numel") else None
             if have is not None and have < nbytes:
                 raise ValueError(f"allocator: tensor {name!r} got {have} bytes, needs {nbytes}")
             if hasattr(t, "is_contiguous") and not t.is_contiguous():
                 raise ValueError(f"allocator: tensor {name!r} is not contiguous")
-            tensors[name] = t
+            tensors[name] = _mark_raw(t, dt, shape) if raw else t
             ptrs.append(int(t.data_ptr()) if nbytes else 0)
         if ready is not None:
             ready(device)

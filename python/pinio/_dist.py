@@ -268,9 +268,34 @@ def _elem(np, t):
     return {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}.get(size) or np.dtype(f"V{size}")
 
 
+def _packed(t):
+    """(dim, bits of one index of it) of a sliced tensor whose elements are
+    packed below a byte (F4, F6), else None. Its slices are chunks along
+    `dim` whose every run starts and ends on a byte (the library refused
+    any other), so the tensor is cut as bytes: rows of the dimensions
+    before `dim`, each that many bytes."""
+    from . import _PACKED_BITS
+
+    bits = _PACKED_BITS.get(t.dtype)
+    if bits is None or not t.sliced or not t.full_nbytes:
+        return None
+    full = tuple((0, n) for n in t.full_shape)
+    dim = next((d for box in t.boxes for d, ab in enumerate(box) if ab != full[d]), 0)
+    for n in t.full_shape[dim + 1:]:
+        bits *= n
+    return dim, bits
+
+
 def _byte_view(np, buf, t):
     """The whole tensor `t` in `buf`: shaped full_shape in elements of its
-    width when sliced, else flat bytes."""
+    width when sliced (a packed one: rows of bytes, _packed()), else flat
+    bytes."""
+    pk = _packed(t)
+    if pk is not None:
+        outer = 1
+        for n in t.full_shape[:pk[0]]:
+            outer *= n
+        return np.frombuffer(buf, dtype=np.uint8).reshape(outer, -1)
     el = _elem(np, t)
     if el is None:
         return np.frombuffer(buf, dtype=np.uint8)
@@ -281,6 +306,10 @@ def _piece(t, whole, k):
     """Rank k's slice of `t` from `whole` (its byte view): an array, maybe a view."""
     if not t.sliced:
         return whole
+    pk = _packed(t)
+    if pk is not None:
+        a, b = t.boxes[k][pk[0]]
+        return whole[:, a * pk[1] // 8:b * pk[1] // 8]
     return whole[tuple(slice(a, b) for a, b in t.boxes[k])]
 
 

@@ -65,6 +65,52 @@ static int bad(pinio_plan *p, const pinio_plan_tensor *t, pinio_diag *diag, cons
     return -EINVAL;
 }
 
+/* The run dimension of a box: the innermost one it does not cover whole. */
+static unsigned run_dim(unsigned r, const uint64_t *start, const uint64_t *len,
+                        const uint64_t *full)
+{
+    unsigned j = 0;
+    for (unsigned d = 0; d < r; d++)
+        if (start[d] || len[d] != full[d])
+            j = d;
+    return j;
+}
+
+/* A box of a tensor whose elements are packed below a byte (F4, F6) is read
+ * as byte ranges, so every run must start and end on a byte boundary: the
+ * rule of upstream's slice.rs (MisalignedSlice), which checks the run
+ * dimension's start and stop and each index of the dimensions outside it.
+ * Only bit offsets modulo 8 matter, so they are computed modulo 8 (no
+ * product of a huge shape can overflow). 0, or -EINVAL naming the cut. */
+static int byte_cut(pinio_plan *p, const pinio_plan_tensor *t, const want *w,
+                    const uint64_t *start, const uint64_t *len, pinio_diag *diag)
+{
+    unsigned bits = pinio_dtype_bits(t->dtype);
+    if (bits % 8 == 0)
+        return 0;
+    unsigned j = run_dim(t->rank, start, len, t->shape);
+    uint64_t span = bits % 8; /* bits of one index of dimension d, modulo 8 */
+    for (unsigned d = t->rank; d-- > 0; span = span * (t->shape[d] % 8) % 8) {
+        /* The first index whose run starts (or, at j, ends) inside a byte. */
+        uint64_t a = start[d] % 8, at;
+        if (d > j || len[d] == 0 || (d < j && len[d] > 1 && span == 0))
+            continue;
+        if (a * span % 8)
+            at = start[d];
+        else if (d == j && (a + len[d] % 8) * span % 8)
+            at = start[d] + len[d];
+        else if (d < j && len[d] > 1)
+            at = start[d] + 1;
+        else
+            continue;
+        return bad(p, t, diag,
+                   "%s cuts %s (%u bits an element) inside a byte: dimension %u at index %llu "
+                   "is not on a byte boundary",
+                   w->what, pinio_dtype_name(t->dtype), bits, d, (unsigned long long)at);
+    }
+    return 0;
+}
+
 /* The box of tensor `t` under `w` into start[], len[] (t->rank each).
  * Returns 1 when it is the whole tensor, 0 for a slice, -EINVAL. */
 static int box_of(pinio_plan *p, const pinio_plan_tensor *t, const want *w, uint32_t rank,
@@ -103,10 +149,7 @@ static int box_of(pinio_plan *p, const pinio_plan_tensor *t, const want *w, uint
         whole = whole && !start[d] && len[d] == t->shape[d];
     if (whole)
         return 1;
-    if (pinio_dtype_bits(t->dtype) % 8)
-        return bad(p, t, diag, "%s cuts a %s tensor, whose elements are packed below a byte",
-                   w->what, pinio_dtype_name(t->dtype));
-    return 0;
+    return byte_cut(p, t, w, start, len, diag);
 }
 
 /* Applies the box in `dims` (start[] then shape[], rank each, which the
@@ -118,15 +161,13 @@ static void apply(pinio_plan_tensor *t, const uint64_t *dims)
     t->sliced = true;
     t->start = dims;
     t->shape = dims + r;
-    uint64_t e = pinio_dtype_bits(t->dtype) / 8, elems = 1;
+    /* In bits, so that packed dtypes come out right; byte_cut() made every
+     * run start and end on a byte. */
+    uint64_t e = pinio_dtype_bits(t->dtype), elems = 1;
     for (unsigned d = 0; d < r; d++)
         elems *= len[d];
-    t->nbytes = elems * e;
-    /* The run dimension: the innermost one the box does not cover whole. */
-    unsigned j = 0;
-    for (unsigned d = 0; d < r; d++)
-        if (start[d] || len[d] != t->full_shape[d])
-            j = d;
+    t->nbytes = elems * e / 8;
+    unsigned j = run_dim(r, start, len, t->full_shape);
     uint64_t off = 0, stride = e, run = e;
     for (unsigned d = r; d-- > 0;) {
         if (d <= j)
@@ -135,19 +176,16 @@ static void apply(pinio_plan_tensor *t, const uint64_t *dims)
             run *= len[d];
         stride *= t->full_shape[d];
     }
-    t->file_offset = t->full_offset + off;
-    t->run_bytes = t->nbytes ? run : 0;
-    t->runs = t->nbytes ? t->nbytes / run : 0;
+    t->file_offset = t->full_offset + off / 8;
+    t->run_bytes = t->nbytes ? run / 8 : 0;
+    t->runs = t->nbytes ? t->nbytes / t->run_bytes : 0;
 }
 
 /* File offset of run `k` of a sliced tensor with more than one run. */
 static uint64_t run_offset(const pinio_plan_tensor *t, uint64_t k)
 {
-    unsigned r = t->rank, j = 0;
-    for (unsigned d = 0; d < r; d++)
-        if (t->start[d] || t->shape[d] != t->full_shape[d])
-            j = d;
-    uint64_t off = t->full_offset, stride = pinio_dtype_bits(t->dtype) / 8;
+    unsigned r = t->rank, j = run_dim(r, t->start, t->shape, t->full_shape);
+    uint64_t off = 0, stride = pinio_dtype_bits(t->dtype); /* bits, as in apply() */
     for (unsigned d = r; d-- > 0;) {
         if (d < j) {
             off += (t->start[d] + k % t->shape[d]) * stride;
@@ -157,7 +195,7 @@ static uint64_t run_offset(const pinio_plan_tensor *t, uint64_t k)
         }
         stride *= t->full_shape[d];
     }
-    return off;
+    return t->full_offset + off / 8;
 }
 
 /* Checks the explicit slices: each names one selected tensor, once. */

@@ -10,6 +10,8 @@
  *     every rank's tensors are its chunks, computed here from the tensors'
  *     bytes as torch.chunk cuts them (ceil chunks, the last smaller, empty
  *     past the end), byte for byte, with their shapes and starts;
+ *   F4, F6 and F8 tensors (E8M0 scales) split by rows and columns where
+ *     every chunk is whole bytes, through shared memory and rounds;
  *   a larger checkpoint split on dim 0 and on dim 1: the group's storage
  *     reads (the report's and /proc/self/io's, cold, O_DIRECT) add up to
  *     one copy of the selected tensors, at most 1.1 times their bytes;
@@ -111,9 +113,10 @@ static void make_dir(void)
 
 static void fill(tt *t, uint64_t *rng)
 {
-    uint64_t n = pinio_dtype_bits(t->dtype) / 8;
+    uint64_t n = pinio_dtype_bits(t->dtype);
     for (unsigned d = 0; d < t->rank; d++)
         n *= t->shape[d];
+    n /= 8;
     t->nbytes = n;
     t->data = malloc(n ? n : 1);
     if (!t->data)
@@ -171,8 +174,10 @@ static void check_chunk(const pinio_mpi_checkpoint *cp, size_t i, const tt *t, u
           t->name);
     if (!h)
         return;
-    uint64_t esz = pinio_dtype_bits(t->dtype) / 8;
-    uint64_t shape[4], start[4] = { 0 }, outer = 1, inner = esz, a = 0, b = 1, rows = 1;
+    /* inner: bits, so that F4 and F6 chunks (whole bytes each) come out right */
+    uint64_t esz = (pinio_dtype_bits(t->dtype) + 7) / 8;
+    uint64_t shape[4], start[4] = { 0 }, outer = 1, inner = pinio_dtype_bits(t->dtype), a = 0,
+             b = 1, rows = 1;
     memcpy(shape, t->shape, sizeof(shape));
     int d = t->dim;
     if (d != PINIO_SPLIT_WHOLE) {
@@ -186,9 +191,13 @@ static void check_chunk(const pinio_mpi_checkpoint *cp, size_t i, const tt *t, u
         for (unsigned k = (unsigned)d + 1; k < t->rank; k++)
             inner *= t->shape[k];
     } else {
-        inner = t->nbytes;
+        inner = t->nbytes * 8;
     }
-    uint64_t want = outer * (b - a) * inner;
+    /* the test's packed (F4, F6) chunks start and end on bytes: runs of
+     * `run` bytes, `stride` apart in the tensor, from byte `first` */
+    uint64_t run = (b - a) * inner / 8, stride = rows * inner / 8, first = a * inner / 8;
+    CHECK((b - a) * inner % 8 == 0 && a * inner % 8 == 0, "%s: a cut inside a byte", t->name);
+    uint64_t want = outer * run;
     CHECK(h->nbytes == want, "%s: %" PRIu64 " bytes, want %" PRIu64, t->name, h->nbytes, want);
     CHECK(h->rank == t->rank, "%s: rank %u", t->name, h->rank);
     for (unsigned k = 0; k < t->rank && k < h->rank; k++) {
@@ -208,11 +217,11 @@ static void check_chunk(const pinio_mpi_checkpoint *cp, size_t i, const tt *t, u
     const uint8_t *got = v.ptr;
     uint64_t bad = UINT64_MAX;
     for (uint64_t o = 0; o < outer && bad == UINT64_MAX; o++) {
-        const uint8_t *src = t->data + (o * rows + a) * inner, *dst = got + o * (b - a) * inner;
-        if (memcmp(src, dst, (size_t)((b - a) * inner)) != 0)
-            for (uint64_t k = 0; k < (b - a) * inner; k++)
+        const uint8_t *src = t->data + o * stride + first, *dst = got + o * run;
+        if (memcmp(src, dst, (size_t)run) != 0)
+            for (uint64_t k = 0; k < run; k++)
                 if (src[k] != dst[k]) {
-                    bad = o * (b - a) * inner + k;
+                    bad = o * run + k;
                     break;
                 }
     }
@@ -324,6 +333,55 @@ static void case_random(void)
     }
     done("random shapes, dtypes and rules, shared memory and rounds: every rank's chunks byte "
          "for byte");
+}
+
+/* An MXFP4/FP8-style checkpoint: F4 and F6 weights with F8_E8M0 scales and
+ * an FP8 matrix, split by rows and by columns (every chunk at worlds 1-4
+ * whole bytes: 64 F4 columns cut 22/22/20 at world 3), and a 3-dimensional
+ * F4 tensor whose chunks are strided runs. */
+static void case_packed(void)
+{
+    static const struct { const char *name; pinio_dtype dt; unsigned rank; uint64_t s[3]; int dim; }
+        spec[] = {
+            { "l.fp4.rows", PINIO_DTYPE_F4, 2, { 8, 64 }, 0 },
+            { "l.fp4.cols", PINIO_DTYPE_F4, 2, { 8, 64 }, 1 },
+            { "l.fp4.3d", PINIO_DTYPE_F4, 3, { 2, 12, 4 }, 1 },
+            { "l.fp6a", PINIO_DTYPE_F6_E2M3, 2, { 4, 48 }, 1 },
+            { "l.fp6b", PINIO_DTYPE_F6_E3M2, 2, { 12, 8 }, 0 },
+            { "l.scales", PINIO_DTYPE_F8_E8M0, 2, { 8, 2 }, 0 },
+            { "l.fp8", PINIO_DTYPE_F8_E4M3, 2, { 8, 24 }, -1 },
+            { "l.fp8fnuz", PINIO_DTYPE_F8_E5M2FNUZ, 1, { 24 }, PINIO_SPLIT_WHOLE },
+        };
+    enum { N = sizeof(spec) / sizeof(spec[0]) };
+    tt ts[N];
+    pinio_split_rule rules[N];
+    uint64_t rng = 0xf4;
+    for (size_t i = 0; i < N; i++) {
+        memset(&ts[i], 0, sizeof(ts[i]));
+        snprintf(ts[i].name, sizeof(ts[i].name), "%s", spec[i].name);
+        ts[i].dtype = spec[i].dt;
+        ts[i].rank = spec[i].rank;
+        memcpy(ts[i].shape, spec[i].s, sizeof(spec[i].s));
+        ts[i].dim = spec[i].dim;
+        fill(&ts[i], &rng);
+        rules[i] = (pinio_split_rule){ .pattern = ts[i].name, .dim = ts[i].dim };
+    }
+    save("packed.safetensors", ts, N);
+    for (int way = 0; way < 2; way++) {
+        pinio_mpi_opts o;
+        pinio_mpi_opts_default(&o);
+        o.exchange = way ? PINIO_MPI_EXCHANGE_ALLTOALLV : PINIO_MPI_EXCHANGE_AUTO;
+        pinio_mpi_checkpoint *cp = NULL;
+        pinio_mpi_report rep;
+        pinio_diag d;
+        int rc = tp_load(&o, rules, N, &cp, &rep, &d);
+        CHECK(rc == 0, "packed dtypes: %s", d.msg);
+        if (rc == 0)
+            check_all(cp, ts, N);
+        pinio_mpi_release(cp);
+    }
+    free_tensors(ts, N);
+    done("F4, F6 and F8 tensors (E8M0 scales): every rank's chunks byte for byte");
 }
 
 /* A larger checkpoint: 2-D matrices of 256 KiB to 1 MiB and norms. */
@@ -622,6 +680,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     make_dir();
     case_random();
+    case_packed();
     case_read_once(0);
     case_read_once(1);
     case_shared_private();

@@ -773,7 +773,39 @@ class _Slice:
         return self._dev
 
     def _sub_byte(self):
-        return self._dtype in ("F4", "F6_E2M3", "F6_E3M2")
+        return self._dtype in _pinio_pkg._PACKED_BITS
+
+    def _mark(self, t):
+        """A raw (uint8) tensor of a quantized dtype: its logical dtype and
+        shape as attributes, as tensor_from_buffer gives them (indexing
+        makes a new tensor without them). The last dimension counts bytes."""
+        if self._f._fw == "pt" and self._dtype in _pinio_pkg._QUANTIZED and \
+                str(t.dtype) == "torch.uint8" and t.dim():
+            bits = _pinio_pkg._PACKED_BITS.get(self._dtype, 8)
+            _pinio_pkg._mark_raw(t, self._dtype, tuple(t.shape[:-1]) + (t.shape[-1] * 8 // bits,))
+        return t
+
+    def _packed_pick(self, pick, disp):
+        """The last dimension's index of a packed (F4, F6) tensor, in
+        elements as upstream's narrowing takes it, as bytes of the torch
+        layout (whose last dimension counts bytes); a cut inside a byte
+        raises upstream's MisalignedSlice naming the tensor, its dtype and
+        the cut (an int index takes one element: always inside a byte)."""
+        bits = _pinio_pkg._PACKED_BITS[self._dtype]
+        if isinstance(pick, int):
+            return self._misaligned(disp, f"element {pick} alone")
+        if pick.step not in (None, 1):
+            return self._misaligned(disp, f"every {pick.step}th element")
+        for at in (pick.start, pick.stop):
+            if at * bits % 8:
+                return self._misaligned(disp, f"element {at}")
+        return slice(pick.start * bits // 8, pick.stop * bits // 8)
+
+    def _misaligned(self, disp, what):
+        raise SafetensorError(
+            f"MisalignedSlice: tensor {self._name!r} is {self._dtype} of shape {self._shape} "
+            f"({_pinio_pkg._PACKED_BITS[self._dtype]} bits an element): the slicing {disp} cuts "
+            f"its last dimension at {what}, inside a byte; a cut must land on a byte boundary")
 
     def __getitem__(self, index):
         self._f._check()
@@ -782,8 +814,8 @@ class _Slice:
             if t is not None:
                 return self._f._own(t)
         if self._f._fw == "pt" and self._f._backend == "mmap":
-            return self._torch_getitem(index)
-        return self._narrow_getitem(index)
+            return self._mark(self._torch_getitem(index))
+        return self._mark(self._narrow_getitem(index))
 
     # torch over the default backend: torch's own indexing semantics (as
     # upstream, which indexes a view of the mapping).
@@ -793,7 +825,9 @@ class _Slice:
         items = _expand(index, len(self._shape))
         # the first dimension's index: after the new axes (None) before it
         p = next((d for d, it in enumerate(items) if it is not None), None)
-        if self._sub_byte() or p is None or not all(
+        # a packed dtype's rows are whole bytes from 2 dimensions on (torch
+        # holds its last dimension in bytes); a 1-D one is read whole
+        if (self._sub_byte() and len(self._shape) < 2) or p is None or not all(
                 it is None or isinstance(it, slice) or _as_int(it) is not None for it in items):
             return self._whole()[index]  # lists, tensors, masks: torch's on all rows
         first, before, rest = items[p], items[:p], items[p + 1:]
@@ -879,7 +913,9 @@ class _Slice:
         if not self._shape:  # every item is None: one axis of 1 each
             t = self._f._own(self._scalar())
             return t.reshape([1] * len(items)) if items else t
-        if not ranges or self._sub_byte():
+        if self._sub_byte() and len(ranges) == len(self._shape):
+            picks[-1] = self._packed_pick(picks[-1], disp)
+        if not ranges or (self._sub_byte() and len(self._shape) < 2):
             lo, hi = 0, self._shape[0]
         else:
             lo, hi = ranges[0][0], max(ranges[0][0], ranges[0][1])

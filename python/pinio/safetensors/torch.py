@@ -5,9 +5,16 @@ _find_shared_tensors, _is_complete, _remove_duplicate_names), with the same
 errors and messages. Tensors from load_file view pinned memory (zero copy)
 and keep it alive by reference.
 
-torch 1.13 (Debian 12) lacks torch.uint16/32/64 (2.3), float8_* (2.1/2.2,
-e8m0 2.8) and float4 (2.8): such tensors raise AttributeError naming the
-version that has them, as upstream's lookup does."""
+torch 1.13 (Debian 12) lacks torch.uint16/32/64 (2.3): such tensors raise
+AttributeError naming the version that has them, as upstream's lookup does.
+The quantized dtypes load on every torch: FP8 (F8_E4M3, F8_E5M2, their FNUZ
+kinds, F8_E8M0 scales), F4 and F6 come back in their torch dtype where this
+torch has one (float8_*, float4_e2m1fn_x2), else as raw torch.uint8 (torch
+1.13: every one of them; F6 has no torch dtype at all); either way the last
+dimension counts bytes (F4: halved, as upstream's float4_e2m1fn_x2; F6: 3/4),
+and a raw tensor carries its logical dtype and shape as the attributes
+pinio_dtype and pinio_shape (safe_open's get_slice(k).get_dtype() and
+get_shape() say the same)."""
 import os
 from collections import defaultdict
 
@@ -179,11 +186,8 @@ def load(data):
     """{name: torch.Tensor} from the bytes of a safetensors file."""
     out = {}
     for name, v in deserialize(data):
-        dt = _pinio_pkg.torch_dtype(v["dtype"], name)
-        if not v["data"]:
-            out[name] = torch.empty(v["shape"], dtype=dt)
-        else:
-            out[name] = torch.frombuffer(v["data"], dtype=dt).reshape(v["shape"])
+        out[name] = _pinio_pkg.tensor_from_buffer(v["data"] or None, v["dtype"], v["shape"],
+                                                  "pt", name)
     return out
 
 
