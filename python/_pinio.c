@@ -147,6 +147,36 @@ static int sha_array(PyObject *seq, const char ***out, size_t *n, PyObject **kee
     return 0;
 }
 
+static const char *const memories[3] = {"auto", "pinned", "mapped"};
+/* the order of pinio_mapped_fill */
+static const char *const fills[3] = {"auto", "ahead", "fault"};
+static const char *const caches[3] = {"auto", "cold", "hot"};
+static const char *const directs[3] = {"auto", "on", "off"};
+
+/* check_io: the I/O policy strings judged by the parsers a load uses, with
+ * no load. Why: a process group's ranks must refuse one rank's bad string
+ * before their agreement, where every rank raises the same error; found
+ * only when that rank reads (never, when it owns no tensor), the others
+ * would be left with a load the group did not agree to. */
+static PyObject *py_check_io(PyObject *mod, PyObject *args, PyObject *kw)
+{
+    (void)mod;
+    static char *kwlist[] = {(char *)"backend", (char *)"cache", (char *)"direct",
+                             (char *)"memory", (char *)"fill", (char *)"consumer", NULL};
+    const char *backend = "auto", *cache = "auto", *direct = "auto", *memory = "auto";
+    const char *fill = "auto", *consumer = "host";
+    pinio_backend b;
+    int v;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$ssssss", kwlist, &backend, &cache, &direct,
+                                     &memory, &fill, &consumer) ||
+        parse_backend(backend, &b) || parse_policy("cache", cache, caches, &v) ||
+        parse_policy("direct", direct, directs, &v) ||
+        parse_policy("memory", memory, memories, &v) || parse_policy("fill", fill, fills, &v) ||
+        parse_consumer(consumer, &v))
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 /* What load, stream_gpu and copy_gpu take: the inputs, the selection and the
  * I/O policies, parsed; `keep` holds the encoded strings they point into. */
 typedef struct io_args {
@@ -176,8 +206,6 @@ static void io_args_free(io_args *a)
 static int io_args_parse(io_args *a, PyObject *paths, PyObject *filters, PyObject *expected,
                          const char *backend, const char *cache, const char *direct)
 {
-    static const char *const caches[3] = {"auto", "cold", "hot"};
-    static const char *const directs[3] = {"auto", "on", "off"};
     memset(a, 0, sizeof(*a));
     int c, d;
     if (parse_backend(backend, &a->backend) || parse_policy("cache", cache, caches, &c) ||
@@ -227,9 +255,6 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
                                      conv_rank, &rank, conv_world, &world, &slices,
                                      &max_overread, &consumer, &source_o, &exact))
         return NULL;
-    static const char *const memories[3] = {"auto", "pinned", "mapped"};
-    /* the order of pinio_mapped_fill */
-    static const char *const fills[3] = {"auto", "ahead", "fault"};
     int m, f, c;
     ArenaObject *arena;
     SourceObject *src;
@@ -906,6 +931,9 @@ static PyObject *py_read(PyObject *mod, PyObject *args)
 /* ------------------------------------------------------------- module */
 
 static PyMethodDef methods[] = {
+    {"check_io", (PyCFunction)(void (*)(void))py_check_io, METH_VARARGS | METH_KEYWORDS,
+     "check_io(*, backend='auto', cache='auto', direct='auto', memory='auto', fill='auto', "
+     "consumer='host') -> None; ValueError naming the first string a load would refuse"},
     {"load", (PyCFunction)(void (*)(void))py_load, METH_VARARGS | METH_KEYWORDS,
      "load(paths, filters=None, backend='auto', cache='auto', direct='auto', verify=False, *, "
      "memory='auto', map_private=True, arena=None, expected_sha256=None, fill='auto', "
