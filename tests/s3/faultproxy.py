@@ -39,6 +39,8 @@ apply):
              Content-Length of what is sent (a body the connection ended)
   listloop   a page of its own, truncated, whose continuation token cycles
              t1, t2, t1, ... (a store that never ends its listing)
+  listesc    a page of its own, the last, whose one key holds a terminal
+             escape and a BEL (as XML character references)
 
 --latency MS delays every request's answer by MS milliseconds (a remote
 store's first-byte latency). Each fault injected is said on stderr, "fault
@@ -196,6 +198,12 @@ def main():
                         f'<NextContinuationToken>{tok}</NextContinuationToken><Contents>'
                         f'<Key>{q.get("prefix", [""])[0]}x.safetensors</Key><Size>1</Size>'
                         '</Contents></ListBucketResult>').encode()
+                return self.send(200, [("Content-Type", "application/xml")], body)
+            if fault == "listesc":
+                body = ('<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>'
+                        '<IsTruncated>false</IsTruncated><Contents>'
+                        f'<Key>{q.get("prefix", [""])[0]}&#27;]0;pwned&#7;a.safetensors</Key>'
+                        '<Size>1</Size></Contents></ListBucketResult>').encode()
                 return self.send(200, [("Content-Type", "application/xml")], body)
             r, data = self.upstream("GET")
             cut = data.find(b"</Contents>")
