@@ -825,6 +825,10 @@ static PyObject *py_copy_gpu(PyObject *mod, PyObject *args, PyObject *kw)
     po.nsplit = nrules;
     po.rank = rank;
     po.world = world;
+    py_stop stop;
+    py_stop_init(&stop);
+    po.stop = py_stop_poll;
+    po.stop_ctx = &stop;
     pinio_plan *plan = NULL;
     pinio_diag diag;
     int r;
@@ -834,6 +838,11 @@ static PyObject *py_copy_gpu(PyObject *mod, PyObject *args, PyObject *kw)
     io_args_free(&a);
     free(rules);
     Py_XDECREF(keep_rules);
+    if (py_stop_raised(&stop)) {
+        if (!r)
+            pinio_plan_free(plan);
+        return NULL;
+    }
     if (r)
         return raise_pinio(r, &diag, "copy to the GPU: the plan failed");
     pinio_plan_info pi;
