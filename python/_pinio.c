@@ -18,9 +18,56 @@
  * strerror, and the library's one-line diagnostic naming the file, offset
  * or tensor); pinio.safetensors maps it to upstream's exception types.
  */
+#include <time.h>
+
 #include "_pinio.h"
 
 /* ------------------------------------------------------------ helpers */
+
+/* Why a stop request and not only the signal: the call runs without the
+ * GIL, so Python's handler runs only when it returns, and an s3:// load
+ * that is retrying a 503 returns after its retry budget (minutes). Polled
+ * by the library, the handler runs within 50 ms; only the thread that
+ * released the GIL asks (Python runs handlers on the main thread alone, so
+ * other threads would only take the GIL for nothing). */
+void py_stop_init(py_stop *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->thread = PyThread_get_thread_ident();
+}
+
+int py_stop_poll(void *ctx)
+{
+    py_stop *s = ctx;
+    if (__atomic_load_n(&s->hit, __ATOMIC_ACQUIRE))
+        return 1;
+    if (PyThread_get_thread_ident() != s->thread)
+        return 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double now = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    if (now < s->next)
+        return 0;
+    s->next = now + 0.05;
+    PyGILState_STATE g = PyGILState_Ensure();
+    if (PyErr_CheckSignals() < 0) {
+        PyErr_Fetch(&s->type, &s->value, &s->tb);
+        __atomic_store_n(&s->hit, 1, __ATOMIC_RELEASE);
+    }
+    PyGILState_Release(g);
+    return __atomic_load_n(&s->hit, __ATOMIC_ACQUIRE);
+}
+
+int py_stop_raised(py_stop *s)
+{
+    if (!s->hit)
+        return 0;
+    /* The handler's exception, not the library's -ECANCELED: what Ctrl-C
+     * raises anywhere else in Python. */
+    PyErr_Restore(s->type, s->value, s->tb);
+    s->type = s->value = s->tb = NULL;
+    return 1;
+}
 
 static int parse_backend(const char *s, pinio_backend *out)
 {
@@ -147,6 +194,36 @@ static int sha_array(PyObject *seq, const char ***out, size_t *n, PyObject **kee
     return 0;
 }
 
+static const char *const memories[3] = {"auto", "pinned", "mapped"};
+/* the order of pinio_mapped_fill */
+static const char *const fills[3] = {"auto", "ahead", "fault"};
+static const char *const caches[3] = {"auto", "cold", "hot"};
+static const char *const directs[3] = {"auto", "on", "off"};
+
+/* check_io: the I/O policy strings judged by the parsers a load uses, with
+ * no load. Why: a process group's ranks must refuse one rank's bad string
+ * before their agreement, where every rank raises the same error; found
+ * only when that rank reads (never, when it owns no tensor), the others
+ * would be left with a load the group did not agree to. */
+static PyObject *py_check_io(PyObject *mod, PyObject *args, PyObject *kw)
+{
+    (void)mod;
+    static char *kwlist[] = {(char *)"backend", (char *)"cache", (char *)"direct",
+                             (char *)"memory", (char *)"fill", (char *)"consumer", NULL};
+    const char *backend = "auto", *cache = "auto", *direct = "auto", *memory = "auto";
+    const char *fill = "auto", *consumer = "host";
+    pinio_backend b;
+    int v;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$ssssss", kwlist, &backend, &cache, &direct,
+                                     &memory, &fill, &consumer) ||
+        parse_backend(backend, &b) || parse_policy("cache", cache, caches, &v) ||
+        parse_policy("direct", direct, directs, &v) ||
+        parse_policy("memory", memory, memories, &v) || parse_policy("fill", fill, fills, &v) ||
+        parse_consumer(consumer, &v))
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 /* What load, stream_gpu and copy_gpu take: the inputs, the selection and the
  * I/O policies, parsed; `keep` holds the encoded strings they point into. */
 typedef struct io_args {
@@ -176,8 +253,6 @@ static void io_args_free(io_args *a)
 static int io_args_parse(io_args *a, PyObject *paths, PyObject *filters, PyObject *expected,
                          const char *backend, const char *cache, const char *direct)
 {
-    static const char *const caches[3] = {"auto", "cold", "hot"};
-    static const char *const directs[3] = {"auto", "on", "off"};
     memset(a, 0, sizeof(*a));
     int c, d;
     if (parse_backend(backend, &a->backend) || parse_policy("cache", cache, caches, &c) ||
@@ -227,9 +302,6 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
                                      conv_rank, &rank, conv_world, &world, &slices,
                                      &max_overread, &consumer, &source_o, &exact))
         return NULL;
-    static const char *const memories[3] = {"auto", "pinned", "mapped"};
-    /* the order of pinio_mapped_fill */
-    static const char *const fills[3] = {"auto", "ahead", "fault"};
     int m, f, c;
     ArenaObject *arena;
     SourceObject *src;
@@ -277,6 +349,10 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     o.rank = rank;
     o.world = world;
     o.max_overread = max_overread;
+    py_stop stop;
+    py_stop_init(&stop);
+    o.stop = py_stop_poll;
+    o.stop_ctx = &stop;
     pinio_checkpoint *cp = NULL;
     pinio_diag diag;
     int r;
@@ -303,6 +379,11 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
         source_release(src);
     io_args_free(&a);
     slice_args_free(&sa);
+    if (py_stop_raised(&stop)) {
+        if (!r)
+            pinio_checkpoint_release(cp);
+        return NULL;
+    }
     if (r)
         return raise_pinio(r, &diag, "load failed");
     CheckpointObject *co = PyObject_New(CheckpointObject, &CheckpointType);
@@ -744,6 +825,10 @@ static PyObject *py_copy_gpu(PyObject *mod, PyObject *args, PyObject *kw)
     po.nsplit = nrules;
     po.rank = rank;
     po.world = world;
+    py_stop stop;
+    py_stop_init(&stop);
+    po.stop = py_stop_poll;
+    po.stop_ctx = &stop;
     pinio_plan *plan = NULL;
     pinio_diag diag;
     int r;
@@ -753,6 +838,11 @@ static PyObject *py_copy_gpu(PyObject *mod, PyObject *args, PyObject *kw)
     io_args_free(&a);
     free(rules);
     Py_XDECREF(keep_rules);
+    if (py_stop_raised(&stop)) {
+        if (!r)
+            pinio_plan_free(plan);
+        return NULL;
+    }
     if (r)
         return raise_pinio(r, &diag, "copy to the GPU: the plan failed");
     pinio_plan_info pi;
@@ -906,6 +996,9 @@ static PyObject *py_read(PyObject *mod, PyObject *args)
 /* ------------------------------------------------------------- module */
 
 static PyMethodDef methods[] = {
+    {"check_io", (PyCFunction)(void (*)(void))py_check_io, METH_VARARGS | METH_KEYWORDS,
+     "check_io(*, backend='auto', cache='auto', direct='auto', memory='auto', fill='auto', "
+     "consumer='host') -> None; ValueError naming the first string a load would refuse"},
     {"load", (PyCFunction)(void (*)(void))py_load, METH_VARARGS | METH_KEYWORDS,
      "load(paths, filters=None, backend='auto', cache='auto', direct='auto', verify=False, *, "
      "memory='auto', map_private=True, arena=None, expected_sha256=None, fill='auto', "

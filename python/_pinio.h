@@ -48,6 +48,23 @@ typedef struct {
 extern PyObject *Error; /* pinio._pinio.Error, an OSError */
 extern PyTypeObject BufferType, CheckpointType, ArenaType, SourceType;
 
+/* A Ctrl-C while a call runs with the GIL released: the call's stop request
+ * (pinio_stop_fn) runs Python's signal handlers (PyErr_CheckSignals), from
+ * the calling thread only and at most every 50 ms; once a handler raised
+ * (KeyboardInterrupt), every poll says stop. py_stop_init with the GIL, the
+ * options' stop = py_stop_poll and stop_ctx = the py_stop, then, the GIL
+ * taken again, py_stop_raised: 1 with the handler's exception set (the
+ * caller drops what the call made and returns NULL), else 0. */
+typedef struct py_stop {
+    unsigned long thread;          /* the caller's */
+    double next;                   /* monotonic seconds of the next look */
+    PyObject *type, *value, *tb;   /* what a handler raised */
+    int hit;                       /* read by any thread: atomic */
+} py_stop;
+void py_stop_init(py_stop *s);
+int py_stop_poll(void *ctx);
+int py_stop_raised(py_stop *s);
+
 /* Raises pinio._pinio.Error for a library failure `code` (the diagnostic's
  * message, else `fallback`); returns NULL. */
 PyObject *raise_pinio(int code, const pinio_diag *d, const char *fallback);

@@ -43,12 +43,21 @@ static PyObject *ObjectFile_new(PyTypeObject *type, PyObject *args, PyObject *kw
     pinio_plan_opts o;
     pinio_plan_opts_default(&o);
     o.segment = OBJECT_SEGMENT;
+    py_stop stop;
+    py_stop_init(&stop);
+    o.stop = py_stop_poll;
+    o.stop_ctx = &stop;
     pinio_plan *plan = NULL;
     pinio_diag diag;
     int r;
     Py_BEGIN_ALLOW_THREADS
     r = pinio_plan_create(&plan, &url, 1, &o, &diag);
     Py_END_ALLOW_THREADS
+    if (py_stop_raised(&stop)) {
+        if (!r)
+            pinio_plan_free(plan);
+        return NULL;
+    }
     if (r)
         return raise_pinio(r, &diag, "opening the object failed");
     pinio_plan_info pi;
@@ -215,6 +224,10 @@ static PyObject *ObjectFile_execute(ObjectFileObject *self, PyObject *args)
     pinio_exec_opts_default(&o);
     o.first_read = (size_t)first;
     o.nreads = (size_t)count;
+    py_stop stop;
+    py_stop_init(&stop);
+    o.stop = py_stop_poll;
+    o.stop_ctx = &stop;
     pinio_exec_report rep;
     pinio_diag diag;
     int r;
@@ -223,6 +236,8 @@ static PyObject *ObjectFile_execute(ObjectFileObject *self, PyObject *args)
     r = pinio_plan_execute(p, &ops, self, &o, &rep, &diag);
     Py_END_ALLOW_THREADS
     self->busy--;
+    if (py_stop_raised(&stop))
+        return NULL;
     if (r)
         return raise_pinio(r, &diag, "reading the object failed");
     return Py_BuildValue("{s:K,s:K,s:K}", "read_bytes", (unsigned long long)rep.read_bytes,

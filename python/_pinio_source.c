@@ -34,6 +34,10 @@ static PyObject *Source_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     pinio_plan_opts o;
     pinio_plan_opts_default(&o);
     o.cache = PINIO_CACHE_HOT;
+    py_stop stop;
+    py_stop_init(&stop);
+    o.stop = py_stop_poll;
+    o.stop_ctx = &stop;
     const char *path = PyBytes_AS_STRING(enc);
     pinio_diag diag;
     int r;
@@ -41,6 +45,10 @@ static PyObject *Source_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     r = pinio_plan_create(&self->plan, &path, 1, &o, &diag);
     Py_END_ALLOW_THREADS
     Py_DECREF(enc);
+    if (py_stop_raised(&stop)) {
+        Py_DECREF(self); /* its dealloc frees a plan made all the same */
+        return NULL;
+    }
     if (r) {
         Py_DECREF(self);
         return raise_pinio(r, &diag, "header read failed");

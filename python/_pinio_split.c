@@ -182,15 +182,30 @@ static PyObject *sliced_tensor_item(const pinio_plan *plan, size_t i)
 CONV_UINT(rank, 32, uint32_t)
 CONV_UINT(world, 32, uint32_t)
 
-/* pinio_plan_create() with the GIL released: it reads the headers. */
+/* pinio_plan_create() with the GIL released: it reads the headers (of
+ * objects too, a Ctrl-C ending their retries). 0; or -1 with an exception
+ * set and no plan. */
 static int plan_nogil(pinio_plan **plan, const char *const *p, size_t np,
                       const pinio_plan_opts *o, pinio_diag *diag)
 {
+    pinio_plan_opts oc = *o;
+    py_stop stop;
+    py_stop_init(&stop);
+    oc.stop = py_stop_poll;
+    oc.stop_ctx = &stop;
     int r;
     Py_BEGIN_ALLOW_THREADS
-    r = pinio_plan_create(plan, p, np, o, diag);
+    r = pinio_plan_create(plan, p, np, &oc, diag);
     Py_END_ALLOW_THREADS
-    return r;
+    if (py_stop_raised(&stop)) {
+        if (!r)
+            pinio_plan_free(*plan);
+        *plan = NULL;
+        return -1;
+    }
+    if (r)
+        raise_pinio(r, diag, "plan failed");
+    return r ? -1 : 0;
 }
 
 /* plan(paths, filters=None, split=None, rank=0, world=1, slices=None,
@@ -233,9 +248,7 @@ PyObject *py_plan(PyObject *mod, PyObject *args, PyObject *kw)
         pinio_plan *plan = NULL;
         pinio_diag diag;
         int r = plan_nogil(&plan, p, np, &o, &diag);
-        if (r) {
-            raise_pinio(r, &diag, "plan failed");
-        } else {
+        if (!r) {
             pinio_plan_info pi;
             pinio_plan_get_info(plan, &pi);
             PyObject *files = PyList_New((Py_ssize_t)pi.files);
@@ -364,7 +377,7 @@ PyObject *py_idents(PyObject *mod, PyObject *arg)
     free(p);
     Py_DECREF(keep_p);
     if (r)
-        return raise_pinio(r, &diag, "plan failed");
+        return NULL;
     pinio_plan_info pi;
     pinio_plan_get_info(plan, &pi);
     PyObject *out = PyList_New((Py_ssize_t)pi.files);

@@ -190,6 +190,7 @@ static void print_json(FILE *out, const pinio_bench_opts *o, const pinio_bench_r
         jw_obj(&w);
         jw_kstr(&w, "endpoint", r->s3_endpoint);
         jw_kstr(&w, "etag", r->s3_etag);
+        jw_kstr(&w, "object_pinned_by", r->s3_pinned_by);
         jw_ku64(&w, "object_size_bytes", r->file_size);
         jw_ku64(&w, "requests", r->s3_requests);
         jw_ku64(&w, "retries", r->s3_retries);
@@ -300,9 +301,9 @@ static void print_text(FILE *out, const pinio_bench_opts *o, const pinio_bench_r
             r->partial ? " (stopped: partial result)" : "");
     text_files(out, o);
     if (r->s3_endpoint[0])
-        fprintf(out, "  object: %s from %s, ETag %s; %llu HTTP requests, %llu retries "
-                "(%.1f s waited)\n", cli_human_bytes(b2, sizeof b2, r->file_size),
-                r->s3_endpoint, r->s3_etag, (unsigned long long)r->s3_requests,
+        fprintf(out, "  object: %s from %s, ETag %s, pinned by %s; %llu HTTP requests, %llu "
+                "retries (%.1f s waited)\n", cli_human_bytes(b2, sizeof b2, r->file_size),
+                r->s3_endpoint, r->s3_etag, r->s3_pinned_by, (unsigned long long)r->s3_requests,
                 (unsigned long long)r->s3_retries, r->s3_retry_wait_s);
     for (unsigned i = 0; per_job && i < o->jobs; i++) {
         fprintf(out, "job %u:\n", i);

@@ -492,6 +492,12 @@ typedef struct pinio_bench_result {
     double s3_retry_wait_s;  /**< seconds the jobs waited before their retries, summed */
     char s3_endpoint[256];   /**< where the requests went (scheme://host[:port]); never a secret */
     char s3_etag[128];       /**< the object's ETag, as pinned (quotes kept) */
+    /** What pinned the object's version, as a load's report says it: "etag"
+     *  (If-Match, each answer's ETag compared), "last-modified" (no ETag
+     *  from the store), "size" (neither). Where only the size pins it, or
+     *  an answer carried no validator, the object is asked again after the
+     *  run, which fails with #PINIO_ECHANGED when it moved. */
+    char s3_pinned_by[16];
 } pinio_bench_result;
 
 /**

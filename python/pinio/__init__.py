@@ -574,9 +574,15 @@ def load_to_device(paths, filter=None, device="cuda", *, allocator=None, verify=
 
 
 def _open_args(framework, device, allocator, memory, arena, slot_size, slots, fill, consumer,
-               split, verify, expected_sha256, process_group, round_bytes, exchange):
+               split, verify, expected_sha256, process_group, round_bytes, exchange, backend,
+               cache, direct):
     """open()'s checks of its arguments that go together: (split rules,
-    whether the load goes to a GPU); ValueError or TypeError otherwise."""
+    whether the load goes to a GPU); ValueError or TypeError otherwise.
+    The I/O policy strings are judged here, before a group's agreement, by
+    the parsers the load itself uses (a rank that owns no tensor reads
+    nothing and would never judge its own)."""
+    _pinio.check_io(backend=backend, cache=cache, direct=direct, memory=memory, fill=fill,
+                    consumer=consumer)
     rules = _split_rules(split)
     on_device = cuda_index(device) is not None
     if process_group is not None and (arena is not None or verify or
@@ -664,7 +670,8 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     it, with the same paths, filter and split; a rank whose plan differs
     makes every rank raise the same pinio.Error before any byte moves, and
     an argument one rank gets wrong (split=, device=, filter=, exchange=,
-    rank=/world= other than the group's) makes every rank raise the same
+    backend=, cache=, direct=, memory=, rank=/world= other than the
+    group's) makes every rank raise the same
     ValueError or TypeError, never a rank left waiting for the others.
     With device="cuda[:N]" (framework pt; allocator=, slot_size=, slots= as
     above) each rank gets a DeviceCheckpoint on its device: the slices it
@@ -688,7 +695,8 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     try:
         rules, on_device = _open_args(framework, device, allocator, memory, arena, slot_size,
                                       slots, fill, consumer, split, verify, expected_sha256,
-                                      process_group, round_bytes, exchange)
+                                      process_group, round_bytes, exchange, backend, cache,
+                                      direct)
     except (ValueError, TypeError) as e:
         if process_group is None:
             raise

@@ -325,6 +325,13 @@ int pinio__bench_s3_check(const pinio_bench_opts *o, pinio_diag *diag);
 int pinio__bench_s3_prepare(const pinio_bench_opts *o, pinio__bench_obj *obj, uint64_t *size,
                             pinio_bench_file *file, pinio_diag *diag);
 void pinio__bench_s3_obj_free(pinio__bench_obj *obj);
+/* What pins the object's version: "etag", "last-modified" or "size". */
+const char *pinio__bench_s3_pinned_by(const pinio__bench_obj *obj);
+/* After a completed run: the object asked again when `unconfirmed` answers
+ * (summed over the jobs) carried no validator or only its size pins it;
+ * PINIO_ECHANGED when it moved. 0 when nothing needs asking. */
+int pinio__bench_s3_recheck(const pinio_bench_opts *o, const pinio__bench_obj *obj,
+                            uint64_t unconfirmed, pinio_diag *diag);
 
 /* ---- interval.c -------------------------------------------------------- */
 

@@ -223,6 +223,12 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
             if (diag)
                 *diag = jobs[i].diag;
         }
+    if (obj && !rc) {
+        uint64_t unconfirmed = 0;
+        for (unsigned i = 0; i < o->jobs; i++)
+            unconfirmed += jobs[i].s3st.unconfirmed;
+        rc = pinio__bench_s3_recheck(o, obj, unconfirmed, diag);
+    }
     if (report) {
         pinio__bench_summarize(o, jobs, o->jobs, res, h);
         res->partial = rc == -ECANCELED;
@@ -306,6 +312,8 @@ int pinio_bench_run(const pinio_bench_opts *uo, pinio_bench_result *res, pinio_d
     if (s3 && (!rc || res->partial)) {
         snprintf(res->s3_endpoint, sizeof res->s3_endpoint, "%s", obj.endpoint);
         snprintf(res->s3_etag, sizeof res->s3_etag, "%s", obj.etag);
+        snprintf(res->s3_pinned_by, sizeof res->s3_pinned_by, "%s",
+                 pinio__bench_s3_pinned_by(&obj));
     }
     pinio__bench_s3_obj_free(&obj);
     /* The files bench wrote are still bench's: what it wrote is what their

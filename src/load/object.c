@@ -77,6 +77,21 @@ static int use_index(pinio__inputs *in, const char *bucket, const char *key, pin
         rc = PINIO_EFORMAT;
     if (rc == 0)
         rc = pinio_st_index_parse(&in->index, body, len, url, diag);
+    /* The shard names are the store's text: each becomes an object's URL,
+     * which every later message and report names as is. */
+    for (size_t i = 0; rc == 0 && i < pinio_st_index_shard_count(in->index); i++) {
+        const char *sh = pinio_st_index_shard(in->index, i);
+        if (!pinio__s3_plain(sh)) {
+            char esc[256];
+            rc = PINIO_EFORMAT;
+            pinio_diag_set_at(diag, rc, url, PINIO_DIAG_NO_OFFSET,
+                              "the index names the shard '%s', which holds control characters "
+                              "(shown as \\xNN): refused",
+                              pinio__s3_printable(esc, sizeof(esc), sh, strlen(sh)));
+            pinio_st_index_free(in->index);
+            in->index = NULL;
+        }
+    }
     if (rc == 0) {
         in->index_image = body;
         in->index_len = len;
@@ -106,15 +121,31 @@ static int scan_prefix(pinio__inputs *in, const char *bucket, const char *prefix
     const char *index = NULL;
     char **names = calloc(n ? n : 1, sizeof(*names));
     size_t k = 0;
+    const char *odd = NULL; /* a key taken that holds control characters */
     for (size_t i = 0; names && i < n; i++) {
         const char *rel = e[i].key + (strncmp(e[i].key, prefix, pl) == 0 ? pl : 0);
+        bool take = strcmp(rel, "model.safetensors.index.json") == 0 ||
+                    (ends_with(rel, ".safetensors") && !strchr(rel, '/'));
+        if (take && !odd && !pinio__s3_plain(e[i].key))
+            odd = e[i].key;
         if (strcmp(rel, "model.safetensors.index.json") == 0)
             index = e[i].key;
-        else if (ends_with(rel, ".safetensors") && !strchr(rel, '/'))
+        else if (take)
             names[k++] = e[i].key;
     }
     if (!names)
         rc = -ENOMEM;
+    else if (odd) {
+        /* The key is the store's text and would be the object's name in
+         * every later message and report: refused here, shown escaped. */
+        char *url = pinio__s3_url_join(bucket, prefix), esc[512];
+        rc = PINIO_EFORMAT;
+        pinio_diag_set_at(diag, rc, url ? url : bucket, PINIO_DIAG_NO_OFFSET,
+                          "the listing names the object '%s', whose key holds control "
+                          "characters (shown as \\xNN): refused",
+                          pinio__s3_printable(esc, sizeof(esc), odd, strlen(odd)));
+        free(url);
+    }
     else if (index)
         rc = use_index(in, bucket, index, diag);
     else if (!k) {

@@ -285,6 +285,14 @@ const char *pinio__s3_printable(char *out, size_t cap, const char *in, size_t n)
     return out;
 }
 
+bool pinio__s3_plain(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+            return false;
+    return true;
+}
+
 const char *pinio__s3_endpoint(const pinio__s3 *c)
 {
     return pinio__s3_cfg_endpoint(c->cfg);

@@ -123,6 +123,12 @@ int pinio__s3_same(const char *url, const pinio__s3_meta *was, const pinio__s3_m
  * with "..." when it does not fit. Returns `out`. */
 const char *pinio__s3_printable(char *out, size_t cap, const char *in, size_t n);
 
+/* Whether store-provided text `s` (UTF-8, NUL-terminated) holds no control
+ * character (C0, DEL, or C1 as UTF-8 U+0080..U+009F: terminal commands) and
+ * may become a name the loader prints as is (an object's key from a
+ * listing, a shard name from an index object). */
+bool pinio__s3_plain(const char *s);
+
 /* One ranged GET: [off, off + len) of the object into dst. The object must
  * still have ETag `etag` (If-Match; each answer's ETag compared) or, with
  * no ETag, Last-Modified `last_modified` (If-Unmodified-Since; compared

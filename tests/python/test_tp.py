@@ -427,6 +427,12 @@ BAD_ARGS = [  # (one rank's own argument, the error every rank raises)
     ({"verify": True}, "ValueError", "does not take arena=, verify="),
     ({"framework": "jax"}, "ValueError", "framework 'jax' is invalid"),
     ({"round_bytes": "many"}, "ValueError", "invalid literal"),
+    # I/O policies: one rank's bad string, found before the agreement too
+    # (rank 1 owns no tensor of a one-file checkpoint read by rank 0 alone)
+    ({"backend": "bogus"}, "ValueError", "backend bogus is invalid"),
+    ({"cache": "warm"}, "ValueError", "cache warm is invalid"),
+    ({"direct": "maybe"}, "ValueError", "direct maybe is invalid"),
+    ({"memory": "gpu"}, "ValueError", "memory gpu is invalid"),
 ]
 
 

@@ -3,7 +3,7 @@
 
 usage: faultproxy.py UPSTREAM_URL [--fault KIND] [--count N] [--skip N]
                      [--latency MS] [--replace-with FILE] [--strip HEADERS]
-                     [--strip-from get|all] [--stats FILE]
+                     [--strip-from get|all] [--stats FILE] [--retry-after S]
 
 Listens on 127.0.0.1 at a free port, prints "port N" on its first line, and
 forwards every request to UPSTREAM_URL (http://127.0.0.1:PORT). Faults hit
@@ -11,7 +11,7 @@ the ranged GETs of each key after the first --skip of them (default 1: the
 first ranged GET of an object is its header's), --count of them (default 1;
 0: all):
 
-  503        503 SlowDown with Retry-After: 1
+  503        503 SlowDown with Retry-After: 1 (or --retry-after S)
   reset      the headers and half the body, then a TCP reset
   short      Content-Length of the whole range, half the body, then close
   badrange   the bytes of the range one byte on (back, at the end), with
@@ -39,6 +39,8 @@ apply):
              Content-Length of what is sent (a body the connection ended)
   listloop   a page of its own, truncated, whose continuation token cycles
              t1, t2, t1, ... (a store that never ends its listing)
+  listesc    a page of its own, the last, whose one key holds a terminal
+             escape and a BEL (as XML character references)
 
 --latency MS delays every request's answer by MS milliseconds (a remote
 store's first-byte latency). Each fault injected is said on stderr, "fault
@@ -68,7 +70,7 @@ def main():
         return 0
     up = urllib.parse.urlparse(args[0])
     opt = {"--fault": "", "--count": "1", "--skip": "1", "--latency": "0", "--replace-with": "",
-           "--strip": "", "--strip-from": "all", "--stats": ""}
+           "--strip": "", "--strip-from": "all", "--stats": "", "--retry-after": "1"}
     i = 1
     while i < len(args):
         if args[i] not in opt or i + 1 >= len(args):
@@ -197,6 +199,12 @@ def main():
                         f'<Key>{q.get("prefix", [""])[0]}x.safetensors</Key><Size>1</Size>'
                         '</Contents></ListBucketResult>').encode()
                 return self.send(200, [("Content-Type", "application/xml")], body)
+            if fault == "listesc":
+                body = ('<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>'
+                        '<IsTruncated>false</IsTruncated><Contents>'
+                        f'<Key>{q.get("prefix", [""])[0]}&#27;]0;pwned&#7;a.safetensors</Key>'
+                        '<Size>1</Size></Contents></ListBucketResult>').encode()
+                return self.send(200, [("Content-Type", "application/xml")], body)
             r, data = self.upstream("GET")
             cut = data.find(b"</Contents>")
             if r.status == 200 and cut >= 0:
@@ -210,7 +218,7 @@ def main():
             ranged = "Range" in self.headers
             hit = ranged and take_fault(urllib.parse.urlparse(self.path).path)
             if hit and fault == "503":
-                return self.error(503, "SlowDown", [("Retry-After", "1")])
+                return self.error(503, "SlowDown", [("Retry-After", opt["--retry-after"])])
             if hit and fault == "412":
                 return self.error(412, "PreconditionFailed")
             if hit and fault == "403":

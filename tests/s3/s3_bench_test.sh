@@ -5,11 +5,13 @@
 # bytes in size/bs requests, with ordered percentiles; through the fault
 # proxy, 503 SlowDown, resets, short bodies and wrong ranges are retried,
 # counted, and the run succeeds; an object replaced mid-run (pinned by its
-# ETag or Last-Modified) fails as changed; writes and trims are refused
+# ETag or Last-Modified, or by its size alone or by answers without a
+# validator: checked again after the run, as a load does) fails as
+# changed, and the JSON says what pinned it; writes and trims are refused
 # before anything is sent; a missing object or bucket is named; no
 # credential appears in any output.
 # usage: s3_bench_test.sh PINIO SRC_ROOT
-[ "${1:-}" = --help ] && { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[ "${1:-}" = --help ] && { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 PINIO=$1
 SRC=$2
 . "$SRC/tests/s3/s3env.sh"
@@ -37,6 +39,7 @@ moved() {
 and j['read']['bytes'] == $SIZE and j['write']['ios'] == 0 and j['s3']['requests'] == $SIZE // $BS \
 and j['s3']['retries'] == 0 and j['s3']['object_size_bytes'] == $SIZE and j['s3']['etag'] \
 and j['s3']['endpoint'] == '$UPSTREAM' and j['files'][0]['size_bytes'] == $SIZE \
+and j['s3']['object_pinned_by'] == 'etag' \
 and not j['created'] and 's3_range_get' in j['features'] and j['jobs'] == $2 \
 and j['lat_ns']['count'] == $SIZE // $BS and 0 < j['lat_ns']['min'] <= j['lat_ns']['p50'] \
 <= j['lat_ns']['p90'] <= j['lat_ns']['p99'] <= j['lat_ns']['p99_9'] <= j['lat_ns']['max'] \
@@ -59,7 +62,7 @@ moved "two jobs" 2
 json "two jobs: each its half" "[x['bytes'] for x in j['job_results']] == [$SIZE // 2] * 2 \
 and j['lat_ns']['percentiles']['p99_9'] == j['lat_ns']['p99_9']"
 check 0 "bench, text" "$PINIO" bench "$URL" --bs 4M --qd 2
-has "$DIR/out" "object: 16.00 MiB from $UPSTREAM, ETag \".*\"; 4 HTTP requests, 0 retries" \
+has "$DIR/out" "object: 16.00 MiB from $UPSTREAM, ETag \".*\", pinned by etag; 4 HTTP requests, 0 retries" \
     "the text names the object, its requests and retries"
 cat >"$DIR/job.fio" <<EOF
 [global]
@@ -102,6 +105,26 @@ for strip in "" "--strip etag"; do
     has "$DIR/err" "s3://bench/obj.*object changed while loading" "a replaced object fails the run $strip"
     [ "$(wc -l <"$DIR/err")" -eq 1 ] || { echo "FAIL: not one line:"; cat "$DIR/err"; fails=$((fails + 1)); }
 done
+# The load's rule: answers without a validator (the HEAD's ETag pins it,
+# the GETs carry none) confirm nothing, so a replacement of the same size
+# is caught by a HEAD after the run; an object only its size pins is asked
+# again after the run (the proxy counts the HEAD), and the JSON says what
+# pinned it.
+proxy --fault replace --replace-with "$DIR/other" --strip etag,last-modified --strip-from get
+check 1 "replaced mid-run, the GETs without a validator" "$PINIO" bench "$URL" --bs 1M --qd 1
+has "$DIR/err" "s3://bench/obj.*object changed while loading" "caught by the HEAD after the run"
+[ "$(wc -l <"$DIR/err")" -eq 1 ] || { echo "FAIL: not one line:"; cat "$DIR/err"; fails=$((fails + 1)); }
+proxy --strip etag,last-modified --stats "$DIR/stats"
+check 0 "an object only its size pins" "$PINIO" bench "$URL" --bs 1M --qd 2 --json
+valid "an object only its size pins"
+json "pinned by its size" "j['s3']['object_pinned_by'] == 'size' and j['s3']['etag'] == '' \
+and j['bytes'] == $SIZE"
+/usr/bin/python3 -c "import json,sys; s=json.load(open(sys.argv[1])); \
+assert s['requests'] == $SIZE // $BS + 2, s" "$DIR/stats" ||
+    { echo "FAIL: size alone: not one HEAD before the run and one after it"; fails=$((fails + 1)); }
+proxy --strip etag
+check 0 "an object its Last-Modified pins" "$PINIO" bench "$URL" --bs 1M --qd 2 --json
+json "pinned by Last-Modified" "j['s3']['object_pinned_by'] == 'last-modified'"
 s3_proxy_stop
 export AWS_ENDPOINT_URL="$UPSTREAM"
 s3_put bench obj "$DIR/obj" || exit 1

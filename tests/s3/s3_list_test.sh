@@ -4,7 +4,8 @@
 # with the shards of both pages; a page cut short, and a listing whose
 # continuation tokens cycle, fail in one line naming bucket and prefix
 # (never a load of fewer shards, never a loop); a failed listing names the
-# prefix, not only the bucket.
+# prefix, not only the bucket; a listed key or an index object's shard name
+# holding control characters is refused, shown escaped.
 # usage: s3_list_test.sh PINIO SRC_ROOT
 [ "${1:-}" = --help ] && { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 PINIO=$1
@@ -54,8 +55,31 @@ s3_proxy_start --fault listloop
 check 1 "continuation tokens t1, t2, t1" timeout 60 "$PINIO" load s3://models/two/
 one_line "$DIR/err" "a looping listing"
 has "$DIR/err" "s3://models/two/: .*continuation token it gave before" "the loop refused"
+
+# --- store text in names: a key or shard name with terminal escapes --------
+# (issue 37 item 17's class) refused in one line, the name shown escaped,
+# no raw control byte on the terminal
+no_ctl() {
+    if LC_ALL=C grep -q -e "$(printf '[\001-\010\016-\037\177]')" \
+            -e "$(printf '\302[\200-\237]')" "$DIR/out" "$DIR/err"; then
+        echo "FAIL: $1: a raw control byte reached the output:"; od -c "$DIR/err" | head; fails=$((fails + 1))
+    fi
+}
+s3_proxy_start --fault listesc
+check 1 "a listed key holding a terminal escape" "$PINIO" load s3://models/two/
+one_line "$DIR/err" "a listed key holding a terminal escape"
+no_ctl "a listed key holding a terminal escape"
+has "$DIR/err" 's3://models/two/: .*two/\\x1b\]0;pwned\\x07a.safetensors.*control characters' \
+    "the key refused, escaped"
 s3_proxy_stop
 export AWS_ENDPOINT_URL=$UPSTREAM
+printf '{"weight_map": {"w": "\\u001b[2Jx.safetensors", "v": "\\u009bx.safetensors"}}' >"$DIR/esc.json"
+s3_put models esc/model.safetensors.index.json "$DIR/esc.json" || exit 1
+check 1 "an index object naming a shard with a terminal escape" "$PINIO" load s3://models/esc/
+one_line "$DIR/err" "an index's shard with a terminal escape"
+no_ctl "an index's shard with a terminal escape"
+has "$DIR/err" 'index.json: .*shard .*esc/\\x1b\[2Jx.safetensors.*control characters' \
+    "the shard refused, escaped"
 
 s3_cleanup
 [ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
