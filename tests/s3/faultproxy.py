@@ -267,7 +267,14 @@ def main():
                 return
             self.send(r.status, headers, data)
 
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(http.server.ThreadingHTTPServer):
+        # socketserver's listen backlog is 5: 16 ranges in flight at once
+        # on a busy machine overflow it, and a dropped SYN waits out the
+        # client's connect retries ("Couldn't connect to server" seen
+        # beside another S3 test). The kernel caps it at somaxconn.
+        request_queue_size = 128
+
+    srv = Server(("127.0.0.1", 0), Handler)
     srv.daemon_threads = True
     print(f"port {srv.server_address[1]}", flush=True)
     try:
