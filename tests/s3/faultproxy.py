@@ -291,7 +291,13 @@ def main():
                 return
             self.send(r.status, headers, data)
 
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(http.server.ThreadingHTTPServer):
+        # socketserver listens with a backlog of 5: a client opening 16
+        # connections at once had the others' SYNs dropped, retried a second
+        # later, and a load at 16 in flight stalled for that second.
+        request_queue_size = 128
+
+    srv = Server(("127.0.0.1", 0), Handler)
     srv.daemon_threads = True
     print(f"port {srv.server_address[1]}", flush=True)
     try:
