@@ -44,6 +44,15 @@ ok_with_retries() {
 
 proxy --latency 20
 ok_with_retries "20 ms per request" 0
+# pinio opens its 16 connections at once: the proxy's listen queue must take
+# them all (a listening socket's Send-Q is its backlog), or the SYNs past it
+# are dropped and retried a second later, and every load through the proxy
+# measures that second.
+if command -v ss >/dev/null 2>&1; then
+    backlog=$(ss -Hltn "sport = :${AWS_ENDPOINT_URL##*:}" | awk '{ print $3 }')
+    [ "${backlog:-0}" -ge 16 ] ||
+        { echo "FAIL: the proxy's listen backlog is ${backlog:-unknown}, under pinio's 16 connections"; fails=$((fails + 1)); }
+fi
 proxy --fault 503 --count 3
 ok_with_retries "503 SlowDown x3, Retry-After: 1" 3
 proxy --fault reset --count 2
