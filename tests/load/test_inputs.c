@@ -126,7 +126,11 @@ Test(inputs, many_shards_load_under_a_low_open_file_limit, .init = setup, .fini 
     cr_assert_not_null(strstr(d.msg, "150 files"), "the files the load needs: %s", d.msg);
 
     /* Issue 37 item 17: where the hard limit is too low, raising the soft
-     * one cannot help: the error says so, and what it would take. */
+     * one cannot help: the error says so, and what it would take. Valgrind
+     * keeps descriptors of its own above the hard limit and refuses to move
+     * it (EPERM): that part runs in the other stages. */
+    if (getenv("PINIO_UNDER_VALGRIND"))
+        return;
     rl.rlim_cur = rl.rlim_max = 100;
     cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
     memset(&d, 0, sizeof(d));
