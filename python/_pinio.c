@@ -641,6 +641,10 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
     pinio_stream_report rep;
     pinio_diag diag;
     int r;
+    py_stop stop;
+    py_stop_init(&stop);
+    o.stop = py_stop_poll;
+    o.stop_ctx = &stop;
     Py_BEGIN_ALLOW_THREADS
     r = pinio_stream(a.paths, a.npaths, &o, sink, &cfg, &rep, &diag);
     Py_END_ALLOW_THREADS
@@ -648,7 +652,13 @@ static PyObject *py_stream_gpu(PyObject *mod, PyObject *args, PyObject *kw)
     free(rules);
     Py_XDECREF(keep_rules);
     PyObject *res = NULL;
-    if (r && pc.type) { /* the allocator's own exception, as it raised it */
+    if (py_stop_raised(&stop)) { /* Ctrl-C: the handler's exception, what was placed dropped */
+        if (!r)
+            pinio_gpu_arena_free(arena);
+        Py_XDECREF(pc.type);
+        Py_XDECREF(pc.value);
+        Py_XDECREF(pc.tb);
+    } else if (r && pc.type) { /* the allocator's own exception, as it raised it */
         PyErr_Restore(pc.type, pc.value, pc.tb);
     } else if (r) {
         raise_pinio(r, &diag, "stream to the GPU failed");
