@@ -12,17 +12,20 @@ driver (engines/vllm_driver.py) runs in that venv, without the build tree.
 A toy model with HF-style names and column/row-parallel weight_loaders
 (stacked qkv and gate_up, replicated k/v heads at world 4) checks every
 parameter byte for byte against plain numpy at tensor-parallel worlds 1, 2
-and 4 (each rank in turn in one process; a gloo group is not exercised
-here). Each engine behaviour: a missing tensor, an unknown or ill-typed
+and 4, each rank in turn in one process, and at TP 2 and 4 as that many
+processes of a gloo job set up through the stand-in's
+vllm.distributed.parallel_state, where the TP group reads the checkpoint
+once. Each engine behaviour: a missing tensor, an unknown or ill-typed
 extra-config key, registration twice, VLLM_PLUGINS naming another plugin,
 a hub repo id (download_dir and the hub cache) and an s3:// model."""
 import json
 import os
+import subprocess
 
 import numpy as np
 import pytest
 
-from engines.pipvenv import run_driver, venv  # noqa: F401 (venv: a fixture)
+from engines.pipvenv import STANDINS, run_driver, venv  # noqa: F401 (venv: a fixture)
 from test_hub import COMMIT
 from pinio.safetensors.numpy import save_file
 
@@ -143,3 +146,69 @@ def test_an_s3_model(venv, s3, tmp):
     exact(drive(venv, ref, model="s3://models/toy/", world=2), 2)
     out = drive(venv, ref, model="s3://models/nothing/")
     assert "error" in out and "nothing" in out["error"], out
+
+
+def drive_group(venv, ref, world, tmp, **spec):
+    """Each rank's json line of vllm_driver.py run as `world` processes of a
+    gloo job, each loading its own tensor-parallel rank (vLLM's TP group of
+    the stand-in's parallel_state)."""
+    init = os.path.join(tmp, "tp.init")
+    if os.path.exists(init):
+        os.unlink(init)
+    env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "PYTHONPATH": STANDINS,
+           "PYTHONDONTWRITEBYTECODE": "1", "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+    driver = os.path.join(os.path.dirname(os.path.abspath(__file__)), "engines",
+                          "vllm_driver.py")
+    procs = [subprocess.Popen(
+        [venv, driver, json.dumps(dict(spec, group={"rank": r, "world": world, "init": init})),
+         ref], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for r in range(world)]
+    try:
+        logs = [p.communicate(timeout=240) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    assert all(p.returncode == 0 for p in procs), [e[-3000:] for _, e in logs]
+    outs = [json.loads(o.strip().splitlines()[-1]) for o, _ in logs]
+    for out in outs:
+        assert out["pinio_file"].startswith(os.path.dirname(os.path.dirname(venv))), out
+    return outs
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_the_tp_group_reads_the_checkpoint_once(venv, tmp, world):
+    """TP world processes (gloo): vLLM's TP group's cpu group reads the
+    checkpoint once and every rank still gets whole tensors, which its
+    weight_loaders narrow: each rank's parameters byte for byte, and the
+    ranks' reads sum to about the checkpoint once (every rank reading it
+    whole: about `world` times; group_read: false does that). cache
+    "cold": the file just written is in the page cache, where pinio would
+    map it and count nothing read; cold reads it, and counts it."""
+    folder = os.path.join(tmp, "toy")
+    ref = checkpoint(folder, layers=16)
+    total = sum(v.nbytes for v in np.load(ref).values())
+    outs = drive_group(venv, ref, world, tmp, model=folder, layers=16,
+                       extra={"batch_bytes": 500_000, "cache": "cold"})
+    for r, out in enumerate(outs):
+        assert "error" not in out, out["error"]
+        assert out["group_ranks"] == list(range(world))
+        assert len(out["ranks"]) == 1
+        assert out["ranks"][0] == {"params": 3 + 5 * 16, "mismatches": []}, (r, out)
+    read = sum(out["read_bytes"] for out in outs)
+    assert 0 < read <= 1.1 * total, (read, total)
+    outs = drive_group(venv, ref, world, tmp, model=folder, layers=16,
+                       extra={"batch_bytes": 500_000, "cache": "cold", "group_read": False})
+    for out in outs:
+        assert "error" not in out and out["ranks"][0]["mismatches"] == [], out
+    assert sum(out["read_bytes"] for out in outs) >= world * total
+
+
+def test_group_read_is_a_bool(venv, tmp):
+    folder = os.path.join(tmp, "toy")
+    ref = checkpoint(folder)
+    out = drive(venv, ref, model=folder, extra={"group_read": "no"})
+    assert out["error"].startswith("ValueError: model_loader_extra_config['group_read'] = "
+                                   "'no'"), out
+    exact(drive(venv, ref, model=folder, extra={"group_read": False}), 1)

@@ -22,13 +22,21 @@ The contract mirrored, from vllm-project/vllm:
       the "Following weights were not initialized from checkpoint" check
       lives in DefaultModelLoader.load_weights, not the base class, so this
       loader makes it itself; "Cannot find any model weights" when none.
+  vllm/distributed/parallel_state.py@0c175ae9295b575078961a68c4d3a2a838dce5ef
+      get_tp_group() -> GroupCoordinator (.cpu_group: gloo, .world_size,
+      .rank_in_group), set up before the model is loaded;
+      model_parallel_is_initialized() says whether it is.
 
 What it does: download_model resolves the model offline (a local folder,
 a hub repo id in load_config.download_dir or the hub cache, an s3:// URL)
 and downloads nothing; load_weights calls model.load_weights() once with
 pinio.weights_iterator(...) over the safetensors files: whole tensors (the
 model's weight_loaders narrow them by tensor-parallel rank, which is
-always correct), read in batches freed as the model copies them.
+always correct), read in batches freed as the model copies them. Under
+tensor parallelism (vLLM's TP group larger than 1) the group reads the
+checkpoint once: process_group= is the TP group's gloo cpu_group, each
+batch read once across the group and exchanged, every rank still getting
+whole tensors (extra config group_read: false reads it on every rank).
 model_loader_extra_config takes the keys of EXTRA_CONFIG."""
 import fnmatch
 import glob
@@ -46,6 +54,8 @@ EXTRA_CONFIG = {
     "cache": (lambda v: v in ("auto", "cold", "hot"), "auto, cold or hot"),
     "direct": (lambda v: v in ("auto", "on", "off"), "auto, on or off"),
     "memory": (lambda v: v in ("auto", "pinned", "mapped"), "auto, pinned or mapped"),
+    "group_read": (lambda v: isinstance(v, bool),
+                   "a bool (false: every tensor-parallel rank reads the whole checkpoint)"),
 }
 
 _cls = None
@@ -120,6 +130,25 @@ def _show_progress(use_tqdm_on_load):
         return True
 
 
+def _tp_cpu_group(group_read):
+    """The process group that reads the checkpoint once: vLLM's TP group's
+    gloo cpu_group when it has more than one rank, else None."""
+    if not group_read:
+        return None
+    from vllm.distributed import parallel_state as ps
+
+    # Whole tensors, not each rank's slices: only the model's weight_loaders
+    # know vLLM's narrowing (is_sharded_weight, k/v by rank //
+    # num_kv_head_replicas, whole embeddings), so the group exchanges whole
+    # tensors and they narrow as they would with any loader. The cpu group,
+    # not the device group: the exchange is of host tensors, which an NCCL
+    # device group does not take.
+    if not ps.model_parallel_is_initialized():
+        return None
+    tp = ps.get_tp_group()
+    return tp.cpu_group if tp.world_size > 1 else None
+
+
 def loader_class():
     """PinioModelLoader, a subclass of vLLM's BaseModelLoader (imports vllm)."""
     global _cls
@@ -154,7 +183,13 @@ def loader_class():
             src = self._source(model_config)
             progress = _show_progress(getattr(self.load_config, "use_tqdm_on_load", False))
             weights_to_load = {name for name, _ in model.named_parameters()}
-            with pinio.weights_iterator(src, progress=progress, **self._opts) as it:
+            opts = dict(self._opts)
+            group = _tp_cpu_group(opts.pop("group_read", True))
+            # every rank of the group iterates to the end in step: vLLM's
+            # models consume the iterator whole, and all ranks load the
+            # same checkpoint
+            with pinio.weights_iterator(src, progress=progress, process_group=group,
+                                        **opts) as it:
                 loaded = model.load_weights(it)
             if getattr(model_config, "quantization", None) is None and loaded is not None:
                 missing = weights_to_load - set(loaded)

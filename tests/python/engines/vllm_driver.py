@@ -2,15 +2,22 @@
 test_engine_vllm.py with an installed pinio's python, PYTHONPATH=standins).
 
 usage: vllm_driver.py SPEC_JSON REFERENCE_NPZ
-SPEC: {model, revision, download_dir, extra, world, plugin_loads, tqdm}
+SPEC: {model, revision, download_dir, extra, world, plugin_loads, tqdm,
+       group}
 
 Loads the plugins as vLLM does (vllm.plugins.load_general_plugins, from the
 installed distributions' entry points; plugin_loads times, as in several
 processes), then for each tensor-parallel rank of `world` builds the toy
 model through get_model(load_format="pinio") and compares every parameter
 byte for byte with the numpy reference, narrowed here by plain numpy.
+group: {rank, world, init}: this process is that rank of a gloo job of
+`world` processes set up as vLLM's workers set it up (the stand-in's
+init_distributed_environment, initialize_model_parallel(world)), and loads
+only its own tensor-parallel rank. read_bytes: what every
+pinio.weights_iterator of the run read (its report()), summed.
 Prints one json line: {pinio_file, loader, warnings, ranks: [{mismatches}],
-bars, error}."""
+bars, read_bytes, group_ranks, error}."""
+import datetime
 import json
 import logging
 import re
@@ -163,7 +170,25 @@ def main():
     from vllm.model_executor.model_loader import get_model, _LOAD_FORMAT_TO_MODEL_LOADER
 
     out = {"pinio_file": pinio.__file__, "warnings": warnings, "ranks": []}
+    iterators, plain = [], pinio.weights_iterator
+
+    def counted(*a, **kw):
+        it = plain(*a, **kw)
+        iterators.append(it)
+        return it
+
+    pinio.weights_iterator = counted
+    g = spec.get("group")
     try:
+        if g:
+            from vllm.distributed import parallel_state as ps
+
+            ps.init_distributed_environment(g["world"], g["rank"], "file://" + g["init"],
+                                            backend="gloo",
+                                            timeout=datetime.timedelta(seconds=90))
+            ps.initialize_model_parallel(g["world"])
+            tp = ps.get_tp_group()
+            out["group_ranks"] = tp.ranks
         for _ in range(spec.get("plugin_loads", 1)):
             vllm.plugins.plugins_loaded = False  # as a new process would start
             vllm.plugins.load_general_plugins()
@@ -171,7 +196,9 @@ def main():
         out["loader"] = None if cls is None else f"{cls.__module__}.{cls.__qualname__}"
         Toy.layers = spec.get("layers", 2)
         w = spec.get("world", 1)
-        for r in range(w):
+        if g:
+            w = ps.get_tensor_model_parallel_world_size()
+        for r in [ps.get_tensor_model_parallel_rank()] if g else range(w):
             Toy.tp = (r, w)
             lc = LoadConfig(load_format="pinio", download_dir=spec.get("download_dir"),
                             model_loader_extra_config=spec.get("extra", {}),
@@ -192,6 +219,10 @@ def main():
             out["ranks"].append({"params": len(model.params), "mismatches": bad})
     except Exception as e:  # the test asserts on it
         out["error"] = f"{type(e).__name__}: {e}"
+    out["read_bytes"] = sum(it.report()["read_bytes"] for it in iterators)
+    if "group_ranks" in out:
+        ps.destroy_model_parallel()
+        ps.destroy_distributed_environment()
     out["bars"] = [{"total": b.total, "n": b.n, "closed": b.closed} for b in tqdm.BARS]
     print(json.dumps(out))
 
