@@ -261,7 +261,9 @@ def test_a_gloo_group_reads_the_checkpoint_once(tmp, world):
         assert sorted(r["ok"]) == sorted(want) and all(r["ok"].values()), r["ok"]
         assert r["order"] == res[0]["order"] and r["report"]["batches"] > 2
     read = sum(r["report"]["read_bytes"] for r in res)
-    assert read <= 1.1 * total + world * 64 * 1024, (read, total)
+    # every byte once (a rank's slices whole, the rest exchanged), not
+    # world times: a floor too, so that a load that read nothing fails
+    assert total <= read <= 1.1 * total + world * 64 * 1024, (read, total)
 
 
 def test_one_rank_s_bad_argument_is_every_rank_s_error(tmp):
