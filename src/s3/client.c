@@ -645,6 +645,7 @@ static void error_code(const xfer *x, char *out, size_t cap)
 
 /* The object changed: one error and one message class whichever check saw
  * it (see the top of the file), `detail` saying what this answer showed. */
+PINIO_PRINTF(4, 5)
 static int changed(pinio_diag *diag, const char *url, uint64_t at, const char *fmt, ...)
 {
     char detail[400];
