@@ -78,6 +78,12 @@ static void usage(FILE *out)
             "  --iopoll         polled completions (needs NVMe poll queues)\n"
             "  --node N         NUMA node for buffers and threads\n"
             "  --cache cold     drop the file's cached pages first\n"
+            "  --mem host|cuda:N|hip:N   where reads land (default host): on a GPU, each\n"
+            "                   read is copied on from pinned staging into device memory\n"
+            "                   (storage -> CPU -> GPU, pipelined); reads only. Reports\n"
+            "                   each stage, the overlap and the CPU -> GPU copy alone;\n"
+            "                   storage -> GPU direct (GPUDirect Storage) needs cuFile,\n"
+            "                   not measured\n"
             "checking\n"
             "  --verify[=pattern|crc32c|sha256]  write runs: blocks carry a header\n"
             "                   (offset, seed, generation) and a pattern (default), or the\n"
@@ -264,6 +270,7 @@ enum {
 /* Several files: their own range, so that the list above grows apart. */
 enum { O_DIRECTORY = 512, O_NRFILES, O_FSERVICE, O_FILESIZE };
 enum { O_ENGINE = 768 };
+enum { O_MEM = 1100 }; /* GPU destinations (issue 41) */
 
 static const struct option longopts[] = {
     {"file", required_argument, NULL, O_FILE},
@@ -321,6 +328,7 @@ static const struct option longopts[] = {
     {"bsrange", required_argument, NULL, O_BSRANGE},
     {"jobs-share", required_argument, NULL, O_SHARE},
     {"engine", required_argument, NULL, O_ENGINE},
+    {"mem", required_argument, NULL, O_MEM},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -480,6 +488,7 @@ static int parse_opt(struct cli *c, int opt, const char *v)
         else
             rc = -EINVAL;
         break;
+    case O_MEM: o->mem = v; break; /* checked by pinio_bench_check() */
     case O_JOBFILE:
         if (c->where) /* the reader never writes it; said for completeness */
             return bench_usage(c, "--job-file inside a job file");

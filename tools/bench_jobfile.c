@@ -168,7 +168,7 @@ static const char *const keys[] = {
     "ramp_time", "startdelay", "rate", "rate_iops", "thinktime", "verify", "verify_only",
     "randseed", "group_reporting", "percentile_list", "log_avg_msec", "write_bw_log",
     "write_iops_log", "write_lat_log", "fixedbufs", "registerfiles", "sqthread_poll",
-    "hipri", "stonewall", "file_service_type", "filesize",
+    "hipri", "stonewall", "file_service_type", "filesize", "mem",
 };
 
 /* fio's other spellings of the same options. */
@@ -176,6 +176,7 @@ static const char *const aliases[][2] = {
     {"readwrite", "rw"},          {"blocksize", "bs"},    {"blocksize_range", "bsrange"},
     {"ba", "blockalign"},         {"blocksize_align", "blockalign"},
     {"io_limit", "io_size"},      {"timeout", "runtime"}, {"wait_for_previous", "stonewall"},
+    {"iomem", "mem"},
 };
 
 static const char *canon(const char *key)
@@ -860,6 +861,25 @@ static int tr_engine_flags(job_tr *t)
     return opt_flag(t, "hipri", "--iopoll");
 }
 
+/* mem=: fio's buffer kinds are all host memory (malloc the default); a
+ * GPU is named as pinio names it, cuda:N or hip:N (fio's cudamalloc needs
+ * its cuda engine, which bench is not). */
+static int tr_mem(job_tr *t)
+{
+    const kv *e = kv_get(t->k, "mem");
+    int rc;
+    if (!e)
+        return 0;
+    if ((rc = need_val(t, e)))
+        return rc;
+    if (!strcmp(e->val, "malloc") || !strcmp(e->val, "host"))
+        return 0;
+    if (strncmp(e->val, "cuda:", 5) && strncmp(e->val, "hip:", 4))
+        return fail(t->c, -ENOTSUP, e->line, "mem=%s is not supported by pinio bench (malloc, "
+                    "cuda:N, hip:N)", e->val);
+    return push_opt(t->argv, "--mem", "%s", e->val);
+}
+
 static int tr_pcts(job_tr *t)
 {
     const kv *e = kv_get(t->k, "percentile_list");
@@ -923,6 +943,7 @@ static int finish_job(ctx *c)
     TRY(tr_pcts(&t));
     TRY(tr_log(&t, name, jf->njobs + 1));
     TRY(tr_engine_flags(&t));
+    TRY(tr_mem(&t));
     /* stonewall (its own or inherited) makes a job wait for all before it */
     TRY(get_bool(&t, "stonewall", false, &stonewall, NULL));
 

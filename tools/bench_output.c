@@ -123,6 +123,66 @@ static void json_files(jw *w, const pinio_bench_opts *o)
 }
 
 /* The keys are documented in doc/json/bench.md. */
+/* What gdsio's -x 0 measures and bench cannot: said wherever GPU figures are. */
+static const char gds_note[] = "storage -> GPU direct (GPUDirect Storage, gdsio -x 0) needs "
+                               "cuFile: not measured";
+
+/* A GPU destination's stages (--mem): each stage's bytes, seconds and
+ * bytes per second, the overlap and the copy alone. */
+static void json_gpu(jw *w, const pinio_bench_result *r)
+{
+    if (!r->gpu_mem[0])
+        return;
+    double copy_s = r->gpu_copy_alone_bytes_per_s > 0
+                        ? (double)r->gpu_bytes / r->gpu_copy_alone_bytes_per_s : 0;
+    jw_key(w, "gpu");
+    jw_obj(w);
+    jw_kstr(w, "device", r->gpu_mem);
+    jw_kstr(w, "name", r->gpu_name);
+    jw_kstr(w, "path", "storage -> host -> device, pipelined");
+    jw_ku64(w, "storage_to_host_bytes", r->read.bytes);
+    jw_kf64(w, "storage_to_host_s", r->gpu_read_s);
+    jw_kf64(w, "storage_to_host_bytes_per_s",
+            r->gpu_read_s > 0 ? (double)r->read.bytes / r->gpu_read_s : 0);
+    jw_ku64(w, "host_to_device_bytes", r->gpu_bytes);
+    jw_kf64(w, "host_to_device_s", r->gpu_h2d_s);
+    jw_kf64(w, "host_to_device_bytes_per_s",
+            r->gpu_h2d_s > 0 ? (double)r->gpu_bytes / r->gpu_h2d_s : 0);
+    jw_kf64(w, "end_to_end_bytes_per_s", r->seconds > 0 ? (double)r->gpu_bytes / r->seconds : 0);
+    jw_kf64(w, "copy_alone_bytes_per_s", r->gpu_copy_alone_bytes_per_s);
+    jw_kf64(w, "copy_alone_s", copy_s);
+    jw_kf64(w, "copy_wait_s", r->gpu_wait_s);
+    jw_kf64(w, "overlap", r->gpu_overlap);
+    jw_ku64(w, "verified_bytes", r->gpu_verified_bytes);
+    jw_kstr(w, "gds", gds_note);
+    jw_obj_end(w);
+}
+
+static void text_gpu(FILE *out, const pinio_bench_result *r)
+{
+    char s[32];
+    if (!r->gpu_mem[0])
+        return;
+    double copy_s = r->gpu_copy_alone_bytes_per_s > 0
+                        ? (double)r->gpu_bytes / r->gpu_copy_alone_bytes_per_s : 0;
+    fprintf(out, "  %s (%s): storage -> host -> device, pipelined, %s\n", r->gpu_mem,
+            r->gpu_name, cli_human_bytes(s, sizeof s, r->gpu_bytes));
+    fprintf(out, "    storage -> host   %.1f MB/s (%.3f s of reads)\n",
+            r->gpu_read_s > 0 ? (double)r->read.bytes / r->gpu_read_s / 1e6 : 0, r->gpu_read_s);
+    fprintf(out, "    host -> device    %.1f MB/s (%.3f s, first copy to last)\n",
+            r->gpu_h2d_s > 0 ? (double)r->gpu_bytes / r->gpu_h2d_s / 1e6 : 0, r->gpu_h2d_s);
+    fprintf(out, "    end to end        %.1f MB/s\n",
+            r->seconds > 0 ? (double)r->gpu_bytes / r->seconds / 1e6 : 0);
+    fprintf(out, "    overlap           %.0f%% of the copy time hidden behind reads (waited "
+            "%.3f s of %.3f s)\n", r->gpu_overlap * 100, r->gpu_wait_s, copy_s);
+    fprintf(out, "    CPU -> GPU alone  %.1f MB/s (pinned host -> device, no storage)\n",
+            r->gpu_copy_alone_bytes_per_s / 1e6);
+    if (r->gpu_verified_bytes)
+        fprintf(out, "    verify: %s read back from the device, all blocks match\n",
+                cli_human_bytes(s, sizeof s, r->gpu_verified_bytes));
+    fprintf(out, "    %s\n", gds_note);
+}
+
 static void print_json(FILE *out, const pinio_bench_opts *o, const pinio_bench_result *r,
                        const pinio_bench_result *per_job, const char *job_name, unsigned group,
                        const struct run_ctx *ctx)
@@ -160,6 +220,7 @@ static void print_json(FILE *out, const pinio_bench_opts *o, const pinio_bench_r
     jw_kbool(&w, "iopoll", o->iopoll);
     jw_ki64(&w, "node", o->node);
     jw_kstr(&w, "cache", o->cache_cold ? "cold" : "keep");
+    jw_kstr(&w, "mem", r->gpu_mem[0] ? r->gpu_mem : "host");
     jw_kf64(&w, "time_limit_s", o->time_s);
     jw_kf64(&w, "ramp_time_s", o->ramp_time_s);
     jw_ku64(&w, "offset_bytes", o->offset);
@@ -197,6 +258,7 @@ static void print_json(FILE *out, const pinio_bench_opts *o, const pinio_bench_r
         jw_kf64(&w, "retry_wait_s", r->s3_retry_wait_s);
         jw_obj_end(&w);
     }
+    json_gpu(&w, r);
     jw_key(&w, "features");
     jw_arr(&w);
     char f[sizeof r->features];
@@ -305,6 +367,7 @@ static void print_text(FILE *out, const pinio_bench_opts *o, const pinio_bench_r
                 "retries (%.1f s waited)\n", cli_human_bytes(b2, sizeof b2, r->file_size),
                 r->s3_endpoint, r->s3_etag, r->s3_pinned_by, (unsigned long long)r->s3_requests,
                 (unsigned long long)r->s3_retries, r->s3_retry_wait_s);
+    text_gpu(out, r);
     for (unsigned i = 0; per_job && i < o->jobs; i++) {
         fprintf(out, "job %u:\n", i);
         text_figures(out, o, &per_job[i]);

@@ -62,6 +62,11 @@
  * fixed are ignored. The result's s3_* fields count the HTTP requests and
  * their retries.
  *
+ * GPU destinations: with pinio_bench_opts::mem = "cuda:N" or "hip:N" each
+ * read is copied on into device memory as it lands (storage -> host -> GPU,
+ * pipelined); the result's gpu_* fields give each stage's time and the copy
+ * alone for reference.
+ *
  * Errors: negative errno codes; the optional `pinio_diag` names the file,
  * option or offset.
  */
@@ -369,6 +374,29 @@ typedef struct pinio_bench_opts {
     /** Optional: an array of max(npaths, 1) entries the run fills with what
      *  it did with each file, whenever it fills the result. */
     pinio_bench_file *files_out;
+
+    /* Added with GPU destinations (issue 41). */
+    /** Where the reads go (fio's mem=): NULL or "host", host memory (the
+     *  default); "cuda:N" or "hip:N", on into the memory of GPU N. Each job
+     *  then reads into two staging buffers per request slot, registered
+     *  with io_uring first and then with the driver (cuMemHostRegister),
+     *  and as each read lands copies it (cuMemcpyHtoDAsync on the job's own
+     *  stream) into a device buffer of its own; the slot's next read goes
+     *  into the other buffer, so a read overlaps the copy of the one before
+     *  (storage -> host -> GPU pipelined, gdsio -x 2's path); a buffer is
+     *  read into again only after its copy completed. The driver is loaded
+     *  at run time as the CUDA and HIP sinks load it (libcuda.so.1 or
+     *  PINIO_CUDA_LIB; libamdhip64.so or PINIO_HIP_LIB). Reads only: a
+     *  write, mixed or trim workload with a GPU is refused (-EINVAL; device
+     *  -> host -> storage is not measured), as is an "s3://" target. No
+     *  driver, or no device N, fails with -ENODEV before any file is made,
+     *  naming the library tried or N and the device count. Storage -> GPU
+     *  directly (GPUDirect Storage, gdsio -x 0) needs cuFile and is not
+     *  measured. With verify_only each block is also read back from device
+     *  memory (cuMemcpyDtoH) once its copy completed and checked there: a
+     *  block that reached host memory intact and the device changed fails
+     *  with -EBADMSG naming its offset. */
+    const char *mem;
 } pinio_bench_opts;
 
 /** Fills `*o` with the defaults: read, bs 1 MiB, qd 16, 1 job, direct, fixed, node -1, seed 1. */
@@ -498,6 +526,28 @@ typedef struct pinio_bench_result {
      *  an answer carried no validator, the object is asked again after the
      *  run, which fails with #PINIO_ECHANGED when it moved. */
     char s3_pinned_by[16];
+    /* Added with GPU destinations (pinio_bench_opts::mem); zero for host
+     * memory. Each stage's bandwidth is gpu_bytes over its seconds. */
+    char gpu_mem[16];          /**< the destination, "cuda:0", "hip:1"; empty for host */
+    char gpu_name[96];         /**< the device's name, as its driver says it */
+    uint64_t gpu_bytes;        /**< bytes copied host -> device (the reads' bytes) */
+    /** Storage -> host: the jobs' time less their waits for copies (the
+     *  longest job's), i.e. what the reads took. */
+    double gpu_read_s;
+    /** Host -> device: first copy issued to last copy seen complete. */
+    double gpu_h2d_s;
+    /** Copy time not hidden: the mean over jobs of the time a job waited
+     *  for a copy (a buffer to read into again, and the last copies after
+     *  its reads). */
+    double gpu_wait_s;
+    /** The CPU -> GPU copy alone, as reference: pinned host -> device,
+     *  no storage, measured in the same run before the jobs start (one
+     *  staging buffer copied over and over, best of 3), bytes per second. */
+    double gpu_copy_alone_bytes_per_s;
+    /** Of the copy time (gpu_bytes / gpu_copy_alone_bytes_per_s), the part
+     *  hidden behind reads: 1 - gpu_wait_s / that time, clamped to [0, 1]. */
+    double gpu_overlap;
+    uint64_t gpu_verified_bytes; /**< verify_only: bytes read back from the device and checked */
 } pinio_bench_result;
 
 /**
@@ -528,7 +578,9 @@ PINIO_API int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag);
  *         RLIMIT_MEMLOCK, checked before the target is created when the
  *         buffers certainly cannot fit); -ENOSYS (io_uring unavailable); an
  *         I/O error of a request; -EBADMSG (verify found a block that
- *         differs); -ECANCELED (the progress callback). `diag` says which,
+ *         differs, in host or, with `mem`, device memory); -ENODEV (`mem`:
+ *         no GPU driver, or no such device); the driver's failure of a
+ *         copy as -EIO/-ENOMEM naming the call; -ECANCELED (the progress callback). `diag` says which,
  *         with the path and offset. No thread or ring outlives the call, and
  *         a failed run removes every file it created.
  */

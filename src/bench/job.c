@@ -103,7 +103,8 @@ static int job_setup(job *j)
         return job_fail(j, -ENOMEM, "the interval histograms", "");
     for (int d = 0; j->ihist && d < NDIR; d++)
         pinio__hist_reset(&j->ihist[d]);
-    j->area_len = ((size_t)o->qd * j->maxbs + HUGE_ALIGN - 1) & ~(size_t)(HUGE_ALIGN - 1);
+    unsigned nbuf = o->qd * (j->gpu_run ? 2 : 1); /* a GPU: two per slot (gpu.c) */
+    j->area_len = ((size_t)nbuf * j->maxbs + HUGE_ALIGN - 1) & ~(size_t)(HUGE_ALIGN - 1);
     j->area = pinio__prim_map(j->area_len, HUGE_ALIGN, false);
     if (!j->slots || !j->idle || !j->pend || !j->area)
         return job_fail(j, -ENOMEM, "buffers of qd x bs bytes", " (lower --qd or --bs)");
@@ -125,14 +126,14 @@ static int job_setup(job *j)
     if (rc)
         return rc;
     if (o->fixed && !is_trim(o->rw)) { /* trims move no data: no buffers to register */
-        struct iovec *iov = calloc(o->qd, sizeof *iov);
+        struct iovec *iov = calloc(nbuf, sizeof *iov);
         if (!iov)
             return job_fail(j, -ENOMEM, "iovecs", "");
-        for (unsigned i = 0; i < o->qd; i++) {
+        for (unsigned i = 0; i < nbuf; i++) {
             iov[i].iov_base = j->area + (size_t)i * j->maxbs;
             iov[i].iov_len = j->maxbs;
         }
-        rc = j->faults && j->faults->regnomem ? -ENOMEM : io_uring_register_buffers(&j->ring, iov, o->qd);
+        rc = j->faults && j->faults->regnomem ? -ENOMEM : io_uring_register_buffers(&j->ring, iov, nbuf);
         free(iov);
         if (rc)
             return job_fail(j, rc, "registering the buffers (--fixed)",
@@ -145,7 +146,7 @@ static int job_setup(job *j)
             return job_fail(j, rc, "registering the file (--regfiles)", "");
         j->regfiles = true;
     }
-    return 0;
+    return j->gpu_run ? pinio__bench_gpu_job_setup(j) : 0;
 }
 
 /* The requests issued since the last submit call were submitted at `t`. A
@@ -191,7 +192,8 @@ static int trim_res(const job *j, const slot *sl, int res)
 static void job_prep(job *j, unsigned s, uint64_t t)
 {
     slot *sl = &j->slots[s];
-    uint8_t *buf = j->area + (size_t)s * j->maxbs;
+    unsigned bi = pinio__bench_buf(j, s);
+    uint8_t *buf = j->area + (size_t)bi * j->maxbs;
     /* The whole block at its first submission only: a resubmitted rest
      * still holds it. */
     if (sl->wr && j->header && !sl->done)
@@ -213,9 +215,9 @@ static void job_prep(job *j, unsigned s, uint64_t t)
         trim_prep(j, sl, sqe, fd, off, len);
     } else if (j->fixed) {
         if (sl->wr)
-            io_uring_prep_write_fixed(sqe, fd, buf, len, off, (int)s);
+            io_uring_prep_write_fixed(sqe, fd, buf, len, off, (int)bi);
         else
-            io_uring_prep_read_fixed(sqe, fd, buf, len, off, (int)s);
+            io_uring_prep_read_fixed(sqe, fd, buf, len, off, (int)bi);
     } else {
         if (sl->wr)
             io_uring_prep_write(sqe, fd, buf, len, off);
@@ -420,6 +422,7 @@ void pinio__bench_ramp_over(job *j, uint64_t t)
         j->iv_bytes0[d] = j->iv_ios0[d] = 0;
     }
     j->submits = 0;
+    pinio__bench_gpu_ramp(j);
     j->t_start_ns = t;
     thread_cpu(&j->cpu_u0, &j->cpu_s0);
     j->ramp_end = 0;
@@ -567,7 +570,7 @@ static int job_pass(job *j, bool check, bool record, uint64_t limit, uint64_t de
             seen++;
             unsigned s = (unsigned)io_uring_cqe_get_data64(cqe);
             slot *sl = &j->slots[s];
-            uint8_t *buf = j->area + (size_t)s * j->maxbs;
+            uint8_t *buf = j->area + (size_t)pinio__bench_buf(j, s) * j->maxbs;
             int res = cqe->res;
             if (sl->wr == DIR_TRIM)
                 res = trim_res(j, sl, res);
@@ -629,6 +632,8 @@ static int job_pass(job *j, bool check, bool record, uint64_t limit, uint64_t de
                 }
                 j->verified += sl->len;
             }
+            if (j->gpu && pinio__bench_gpu_landed(j, s, check, rec))
+                stop = true;
             if (j->think_ns && ++j->think_count >= j->think_blocks) {
                 j->think_count = 0;
                 j->think_until = t + j->think_ns;
@@ -655,6 +660,8 @@ static int job_pass(job *j, bool check, bool record, uint64_t limit, uint64_t de
         if (j->nidle)
             issue_due(j, limit, stop, &inflight);
     }
+    if (j->gpu) /* the last copies are part of the pass: its time ends with them */
+        (void)pinio__bench_gpu_drain(j);
     j->retries += retries;
     return j->err;
 }
@@ -744,6 +751,7 @@ void *pinio__bench_job_main(void *arg)
 {
     job *j = arg;
     job_body(j);
+    pinio__bench_gpu_job_end(j); /* its device state is this thread's */
     /* The registered ring index belongs to this thread's io_uring context:
      * io_uring_queue_exit() on the caller's thread (pinio__bench_job_teardown()) would
      * drop whatever that thread registered at the same index. */
@@ -758,6 +766,7 @@ void pinio__bench_job_teardown(job *j)
         io_uring_queue_exit(&j->ring);
     if (j->obj)
         j->obj->teardown(j);
+    pinio__bench_gpu_job_free(j);
     pinio__prim_unmap(j->area, j->area_len);
     free(j->slots);
     free(j->idle);

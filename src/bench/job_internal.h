@@ -8,6 +8,7 @@
  *   stats.c     the summary: what the jobs measured, summed into the result
  *   verify.c    verify blocks (pattern, header, sums) and the mismatch report
  *   s3.c        an object target: its HEAD, and the pass of HTTP range GETs
+ *   gpu.c       a GPU destination: reads copied on into device memory
  *   run.c       pinio_bench_run(): prepare, start the jobs, watch, sum up
  *
  * Not installed; tests use bench_internal.h only. */
@@ -95,6 +96,7 @@ typedef struct slot {
     uint32_t len;  /* bytes of the request (bs, or drawn from bssplit) */
     uint32_t done; /* bytes completed so far (short transfers resubmit the rest) */
     uint8_t wr;    /* direction: 0 read, 1 write, DIR_TRIM (a bool before trims) */
+    uint8_t half;  /* --mem GPU: which of the slot's two staging buffers (gpu.c) */
     uint16_t file; /* index of its file (several files; 0 otherwise) */
     int32_t sync_res; /* TRIM_IOCTL: what BLKDISCARD returned (0 or -errno) */
 } slot;
@@ -254,7 +256,18 @@ typedef struct job {
     pinio__s3 *s3;
     pinio__s3_done *s3done;
     pinio__s3_stats s3st;
+    /* A GPU destination (gpu.c): the run's driver and device, and this
+     * job's stream, events and device buffers; NULL for host memory. */
+    struct pinio__bench_gpu *gpu_run;
+    struct pinio__bench_gpu_job *gpu;
 } job;
+
+/* The staging buffer of slot s: with a GPU two per slot, s and s + qd,
+ * used in turn (gpu.c); one otherwise. */
+static inline unsigned pinio__bench_buf(const job *j, unsigned s)
+{
+    return s + (j->slots[s].half ? j->o->qd : 0);
+}
 
 static inline uint64_t now_ns(void)
 {
@@ -314,6 +327,9 @@ void pinio__bench_record(job *j, const slot *sl, uint64_t t);
 
 /* Whether the run's target is an object ("s3://"). */
 bool pinio__bench_is_s3(const pinio_bench_opts *o);
+/* What pinio_bench_opts::mem names: 1 a GPU ("cuda:N", "hip:N": `*hip`,
+ * `*n`), 0 host memory (NULL, "host", "malloc"), -EINVAL neither. */
+int pinio__bench_mem_parse(const char *mem, bool *hip, int *n);
 /* The options an object run refuses, before anything is sent. */
 int pinio__bench_s3_check(const pinio_bench_opts *o, pinio_diag *diag);
 
@@ -345,6 +361,26 @@ void pinio__bench_iv_free(struct ivlog *L);
 
 void pinio__bench_summarize(const pinio_bench_opts *o, job *jobs, unsigned n,
                             pinio_bench_result *res, pinio__hist *h);
+
+/* ---- gpu.c ------------------------------------------------------------- */
+
+typedef struct pinio__bench_gpu pinio__bench_gpu;
+typedef struct pinio__bench_gpu_job pinio__bench_gpu_job;
+/* The driver, the device and the copy alone; `*out` NULL for host memory. */
+int pinio__bench_gpu_open(const pinio_bench_opts *o, pinio__bench_gpu **out, pinio_diag *diag);
+void pinio__bench_gpu_close(pinio__bench_gpu *g);
+/* On the job's thread, after its buffers are registered with io_uring;
+ * job_end on the same thread after its passes, job_free at teardown. */
+int pinio__bench_gpu_job_setup(job *j);
+void pinio__bench_gpu_job_end(job *j);
+void pinio__bench_gpu_job_free(job *j);
+/* Slot s's read is complete in its buffer: copied on, the slot flipped to
+ * its other buffer, which is settled first. Then, the pass's end: every
+ * copy waited for. */
+int pinio__bench_gpu_landed(job *j, unsigned s, bool check, bool rec);
+int pinio__bench_gpu_drain(job *j);
+void pinio__bench_gpu_ramp(job *j);
+void pinio__bench_gpu_summarize(const job *jobs, unsigned n, pinio_bench_result *res);
 
 /* ---- verify.c ---------------------------------------------------------- */
 

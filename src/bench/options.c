@@ -254,10 +254,41 @@ int pinio_bench_check(const pinio_bench_opts *o, pinio_diag *diag)
         BAD("bench: --node %d: must be a node number", o->node);
     if (o->node >= 0 && !pinio__prim_node_exists(o->node))
         BAD("bench: --node %d: no such NUMA node on this machine", o->node);
+    bool hip;
+    int dev, gpu = pinio__bench_mem_parse(o->mem, &hip, &dev);
+    if (gpu < 0)
+        BAD("bench: --mem %s: not a destination (host, cuda:N or hip:N, N from 0)", o->mem);
+    /* Writes would need device -> host -> storage, a path gdsio measures
+     * with its own modes; rather than a figure that means something else,
+     * a refusal that says so. */
+    if (gpu && o->rw != PINIO_BENCH_READ && o->rw != PINIO_BENCH_RANDREAD)
+        BAD("bench: --mem %s: GPU memory is a destination of reads only (read, randread: "
+            "storage -> host -> GPU); --rw %s would need GPU -> host -> storage, which is not "
+            "measured", o->mem, pinio_bench_rw_name(o->rw));
+    if (gpu && pinio__bench_is_s3(o))
+        BAD("bench: --mem %s: an object target (%s) reads into host memory only", o->mem,
+            o->path);
     if (pinio__bench_is_s3(o))
         return pinio__bench_s3_check(o, diag);
     return 0;
 #undef BAD
+}
+
+int pinio__bench_mem_parse(const char *mem, bool *hip, int *n)
+{
+    if (!mem || !*mem || !strcmp(mem, "host") || !strcmp(mem, "malloc"))
+        return 0;
+    const char *num = !strncmp(mem, "cuda:", 5) ? mem + 5 : !strncmp(mem, "hip:", 4) ? mem + 4
+                                                                                      : NULL;
+    char *end;
+    if (!num || *num < '0' || *num > '9')
+        return -EINVAL;
+    unsigned long v = strtoul(num, &end, 10);
+    if (*end || v > 1023)
+        return -EINVAL;
+    *hip = num == mem + 4;
+    *n = (int)v;
+    return 1;
 }
 
 bool pinio__bench_is_s3(const pinio_bench_opts *o)

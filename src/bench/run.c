@@ -70,7 +70,7 @@ static bool watch(const pinio_bench_opts *o, job *jobs, unsigned n, uint64_t tot
  * measured. */
 static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
                     const char *const *paths, unsigned nfiles, const pinio__bench_obj *obj,
-                    pinio_bench_result *res, pinio_diag *diag)
+                    pinio__bench_gpu *gpu, pinio_bench_result *res, pinio_diag *diag)
 {
     int rc = 0;
     bool wr = is_write(o->rw) || is_trim(o->rw);
@@ -101,6 +101,7 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
         j->fd = -1;
         j->fds = &j->fd;
         j->obj = obj;
+        j->gpu_run = gpu;
         j->nfiles = nfiles;
         j->paths = paths;
         j->multi = nfiles > 1 || o->trace_file;
@@ -284,6 +285,10 @@ int pinio_bench_run(const pinio_bench_opts *uo, pinio_bench_result *res, pinio_d
         return rc;
     if (!s3 && (rc = pinio__bench_check_memlock(o, diag)))
         return rc;
+    /* The GPU before the target: no driver or device costs no file made. */
+    pinio__bench_gpu *gpu = NULL;
+    if ((rc = pinio__bench_gpu_open(o, &gpu, diag)))
+        return rc;
     uint64_t size = 0;
     /* One file is the list of one: `path`. */
     const char *const *paths = oc.npaths ? oc.paths : &oc.path;
@@ -295,6 +300,7 @@ int pinio_bench_run(const pinio_bench_opts *uo, pinio_bench_result *res, pinio_d
         free(files);
         free(hold);
         free(own);
+        pinio__bench_gpu_close(gpu);
         return pinio_diag_set(diag, -ENOMEM, "bench: no memory for %u files", n), -ENOMEM;
     }
     for (unsigned i = 0; i < n; i++)
@@ -308,7 +314,8 @@ int pinio_bench_run(const pinio_bench_opts *uo, pinio_bench_result *res, pinio_d
         res->created |= files[i].created;
     res->file_size = files[0].size;
     if (!rc)
-        rc = run_jobs(o, spec, size, paths, n, s3 ? &obj : NULL, res, diag);
+        rc = run_jobs(o, spec, size, paths, n, s3 ? &obj : NULL, gpu, res, diag);
+    pinio__bench_gpu_close(gpu);
     if (s3 && (!rc || res->partial)) {
         snprintf(res->s3_endpoint, sizeof res->s3_endpoint, "%s", obj.endpoint);
         snprintf(res->s3_etag, sizeof res->s3_etag, "%s", obj.etag);

@@ -141,4 +141,5 @@ void pinio__bench_summarize(const pinio_bench_opts *o, job *jobs, unsigned n,
     res->submits_per_io = res->ios ? (double)submits / (double)res->ios : 0;
     features(o, &jobs[0], res->features, sizeof res->features);
     res->batch = jobs[0].batch;
+    pinio__bench_gpu_summarize(jobs, n, res);
 }

@@ -344,7 +344,11 @@ int pinio__bench_check_memlock(const pinio_bench_opts *o, pinio_diag *diag)
     pinio_sysinfo si;
     if (!o->fixed || is_trim(o->rw) || pinio_sys_probe(&si) || si.registrable == PINIO_UNLIMITED)
         return 0;
-    uint64_t need = (uint64_t)o->jobs * o->qd * o->bs;
+    /* a GPU destination: two staging buffers per request (gpu.c) */
+    bool hip;
+    int dev;
+    uint64_t need = (uint64_t)o->jobs * o->qd * o->bs *
+                    (pinio__bench_mem_parse(o->mem, &hip, &dev) == 1 ? 2 : 1);
     if (need <= si.registrable)
         return 0;
     return pinio_diag_set(diag, -ENOMEM,

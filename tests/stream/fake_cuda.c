@@ -15,7 +15,9 @@
  *     CUDA_ERROR_INVALID_CONTEXT, counted.
  * Failures are injected by FAKE_CUDA_FAIL, read at cuInit: "nodevice",
  * "stub", "alloc", "register", "copy:N" (the N-th cuMemcpyHtoDAsync, from 1),
- * "event" (cuEventSynchronize); FAKE_CUDA_DEVICES sets the device count
+ * "flip:N" (the N-th cuMemcpyHtoDAsync on each stream, from 1, succeeds but
+ * lands with one byte, the middle one, changed: a transfer that corrupts,
+ * for tests that check what reached the device), "event" (cuEventSynchronize); FAKE_CUDA_DEVICES sets the device count
  * (default 1, 0 to 8). FAKE_CUDA_DROP_PENDING_AT_DESTROY=1 (read at cuInit)
  * drops the copies still pending on a stream when it is destroyed, counted
  * (`dropped`), instead of completing them first: a real cuStreamDestroy
@@ -97,6 +99,7 @@ typedef struct op {
     const uint8_t *src;
     uint8_t *snap;
     size_t n;
+    int flip;          /* FAKE_CUDA_FAIL=flip:N: this copy lands with a byte changed */
     struct op *next;
 } op;
 
@@ -165,7 +168,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static fake_stats st;
 static range *host_regs, *dev_allocs;
 static int inited, ndev = 1, fail_alloc, fail_register, fail_event, drop_at_destroy;
-static long fail_copy_at;
+static long fail_copy_at, flip_copy_at;
 static long delay_us = 300;
 static const char *dump_path;
 static ctx ctxs[8];
@@ -245,6 +248,7 @@ API CUresult cuInit(unsigned flags)
     fail_register = f && strcmp(f, "register") == 0;
     fail_event = f && strcmp(f, "event") == 0;
     fail_copy_at = f && strncmp(f, "copy:", 5) == 0 ? atol(f + 5) : 0;
+    flip_copy_at = f && strncmp(f, "flip:", 5) == 0 ? atol(f + 5) : 0;
     for (int i = 0; i < 8; i++)
         ctxs[i].dev = i;
     inited = 1;
@@ -484,6 +488,8 @@ static void *worker(void *arg)
                 pthread_mutex_unlock(&mu);
             }
             memcpy(o->dst, o->src, o->n);
+            if (o->flip && o->n)
+                o->dst[o->n / 2] ^= 0x01;
         }
         free(o->snap);
         pthread_mutex_lock(&s->mu);
@@ -584,6 +590,7 @@ API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, st
     *o = (op){ .dst = (uint8_t *)(uintptr_t)dst, .src = src, .snap = malloc(n ? n : 1), .n = n };
     memcpy(o->snap, src, n);
     pthread_mutex_lock(&s->mu);
+    o->flip = flip_copy_at && (long)s->enq + 1 == flip_copy_at;
     if (s->tail)
         s->tail->next = o;
     else

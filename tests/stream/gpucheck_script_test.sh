@@ -4,7 +4,9 @@
 # meson): --help answers; with no driver, a driver that is the toolkit's
 # stub (the test driver answering cuInit with CUDA_ERROR_STUB_LIBRARY) or
 # no such device it stops before writing any checkpoint and says why; on
-# the test driver every step passes and the checkpoint is removed after.
+# the test driver every step passes (the bench matrix's rows for 1M and 4M,
+# 16M skipped as larger than the 4M checkpoint, GPUDirect Storage said not
+# measured) and the checkpoint is removed after.
 # Usage: gpucheck_script_test.sh SOURCE_ROOT BUILD_ROOT
 set -u
 SRC=$1 BUILD=$2
@@ -34,6 +36,11 @@ no_checkpoint "no such device"
 check 0 "the whole check on the test driver" run "$GC" 4M
 has "$DIR/out" "^== table: tests/stream/gpu_abi_test.sh cuda" "the table is checked"
 has "$DIR/out" "verified on device: 4194304 of 4194304 bytes, ok" "every byte verified"
+has "$DIR/out" "^== matrix: .*pinio bench .* --mem host|cuda:0" "the bench matrix"
+has "$DIR/out" "^   1M  *[0-9.]* GB/s  *[0-9.]* GB/s  *[0-9.]* GB/s  *([0-9.]* GB/s  [0-9.]* GB/s  *[0-9]*%)$" "a 1M row"
+has "$DIR/out" "^   4M  *[0-9.]* GB/s" "a 4M row"
+has "$DIR/out" "^   16M: more than the checkpoint's [0-9]* bytes, skipped" "a block larger than the file"
+has "$DIR/out" "storage->GPU direct (GPUDirect Storage, gdsio -x 0): not measured, needs cuFile" "what is not measured"
 has "$DIR/out" "^== done in .* s: ok" "the verdict"
 no_checkpoint "after the run (KEEP unset)"
 [ $fails -eq 0 ] && echo "gpu-check: all checks passed"
