@@ -6,6 +6,11 @@
  *
  *   slowfs BACKING_DIR MOUNTPOINT [FUSE options, e.g. -f -o max_threads=16]
  *   SLOWFS_DELAY_US   delay per read request in microseconds (default 500)
+ *   SLOWFS_BW_MBPS    bandwidth shared by all requests, in MB/s (default 0:
+ *                     none): a request of n bytes takes its turn on one
+ *                     pipe of that rate (a shared link or a server's
+ *                     disks), after its delay, which requests still
+ *                     overlap (bench/shared_fs)
  *
  * Multithreaded (libfuse's default loop, up to max_threads): requests in
  * flight sleep in parallel, as they would wait on a network. The kernel's page cache is
@@ -21,6 +26,7 @@
 #include <fcntl.h>
 #include <fuse.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +38,44 @@
 
 static const char *backing;
 static long delay_us = 500;
+static double bw_bps;                 /* bytes per second, 0 = no cap */
 static _Atomic unsigned long long nreads, nbytes;
+/* The pipe: when it is free next (CLOCK_MONOTONIC seconds). */
+static pthread_mutex_t pipe_mu = PTHREAD_MUTEX_INITIALIZER;
+static double pipe_free;
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void sleep_until(double t)
+{
+    double d = t - now_s();
+    if (d <= 0)
+        return;
+    struct timespec ts = { (time_t)d, (long)((d - (double)(time_t)d) * 1e9) };
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/* n bytes through the shared pipe: each request reserves the next n /
+ * rate seconds of it, so requests in flight together never pass more than
+ * the rate, whatever their number (a token bucket without a burst). */
+static void pipe_take(size_t n)
+{
+    if (bw_bps <= 0)
+        return;
+    pthread_mutex_lock(&pipe_mu);
+    double t = now_s();
+    double start = pipe_free > t ? pipe_free : t;
+    pipe_free = start + (double)n / bw_bps;
+    double end = pipe_free;
+    pthread_mutex_unlock(&pipe_mu);
+    sleep_until(end);
+}
 
 static int full(const char *path, char *out)
 {
@@ -114,6 +157,7 @@ static int sf_read(const char *path, char *buf, size_t size, off_t off, struct f
     ssize_t n = pread((int)fi->fh, buf, size, off);
     if (n < 0)
         return -errno;
+    pipe_take((size_t)n);
     nreads++;
     nbytes += (unsigned long long)n;
     return (int)n;
@@ -159,6 +203,9 @@ int main(int argc, char **argv)
     const char *d = getenv("SLOWFS_DELAY_US");
     if (d)
         delay_us = strtol(d, NULL, 10);
+    const char *bw = getenv("SLOWFS_BW_MBPS");
+    if (bw)
+        bw_bps = strtod(bw, NULL) * 1e6;
     /* libfuse parses the rest: the mount point and its own options. */
     argv[1] = argv[0];
     return fuse_main(argc - 1, argv + 1, &ops, NULL);

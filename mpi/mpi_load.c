@@ -551,6 +551,10 @@ static int read_stripe(job *j, pinio_plan *p, uint8_t *base, size_t first, size_
     eo.request_size = j->o.request_size;
     eo.direct = j->o.direct;
     eo.backend = j->o.backend;
+    /* Ranks on one shared file system start their stripes' reads at
+     * different pieces. */
+    eo.stagger_rank = (uint32_t)j->rank;
+    eo.stagger_ranks = (uint32_t)j->n;
     eo.progress = g ? jprog_engine : j->o.progress;
     eo.progress_ctx = g ? (void *)g : j->o.progress_ctx;
     eo.regions = nreg < 64 ? regions : NULL; /* past 64 GiB: plain reads */

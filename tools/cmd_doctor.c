@@ -17,6 +17,7 @@
 
 #include "pinio/pinio.h"
 #include "cli.h"
+#include "doctor_fs.h"
 #include "jw.h"
 #include "util.h"
 
@@ -48,6 +49,7 @@ struct facts {
     pinio_sysinfo si;
     int fs_rc;
     pinio_fs fs;
+    struct doctor_mount mount; /* doctor_fs.c: the mount holding the path */
     /* O_DIRECT, as the engine found it on a file of PATH's file system */
     int dio;                 /* 1 yes, 0 refused, -1 not probed */
     char dio_why[sizeof(((pinio_diag *)0)->msg)];
@@ -216,6 +218,7 @@ static void probe_all(struct facts *f, const char *root, const struct stat *pst)
 {
     pinio_sys_probe(&f->si);
     f->fs_rc = pinio_fs_probe(f->path, &f->fs);
+    doctor_fs_mount(f->path, root, &f->mount);
 
     pinio_topo *topo = NULL;
     pinio_topo_opts to;
@@ -265,6 +268,11 @@ static void probe_all(struct facts *f, const char *root, const struct stat *pst)
 }
 
 /* ---- the verdict -------------------------------------------------------- */
+
+static void fs_note(void *ctx, const char *code, const char *advice, const char *msg)
+{
+    NOTE((struct facts *)ctx, code, advice, "%s", msg);
+}
 
 static void judge(struct facts *f)
 {
@@ -355,10 +363,7 @@ static void judge(struct facts *f)
              "%s splits pinio's %s requests into %lld KiB ones (max_sectors_kb)", f->bq.disk,
              cli_human_bytes(a, sizeof a, f->engine.request_size),
              (long long)f->bq.max_sectors_kb);
-    if (f->fs_rc == 0 && f->fs.network)
-        NOTE(f, "network_file_system", NULL,
-             "%s is a network or FUSE file system: the network, not a local queue, bounds reads",
-             f->fs.name);
+    doctor_fs_advise(&f->mount, f->fs_rc == 0 ? &f->fs : NULL, fs_note, f);
 }
 
 /* ---- text --------------------------------------------------------------- */
@@ -416,6 +421,9 @@ static void text(const struct facts *f)
              f->fs.memory ? "in memory (nothing to drop, no O_DIRECT needed)" :
              f->dio > 0 ? "O_DIRECT reads" : f->dio == 0 ? "buffered reads (O_DIRECT refused)" :
                           "O_DIRECT unknown");
+    char mnt[640];
+    doctor_fs_describe(&f->mount, mnt, sizeof mnt);
+    line("mount", "%s", mnt);
     if (f->dio > 0)
         line("o_direct", "yes, memory alignment %u, offset alignment %u (from %s)",
              f->fi.mem_align, f->fi.offset_align, f->fi.align_source);

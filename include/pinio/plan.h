@@ -506,6 +506,22 @@ typedef struct pinio_mem_region {
     size_t len;                /**< at most 1 GiB (the kernel's per-buffer limit) */
 } pinio_mem_region;
 
+/** The order in which an execution issues the pieces of each read. */
+typedef enum pinio_read_order {
+    /** PINIO_READ_ORDER in the environment ("staggered" or "sequential"),
+     *  else STAGGERED. */
+    PINIO_READ_ORDER_AUTO = 0,
+    /** Every read from its first byte on: every reader of a shared file
+     *  asks for the same region at the same time. */
+    PINIO_READ_ORDER_SEQUENTIAL,
+    /** Each read's 16 MiB pieces rotated: reader `stagger_rank` of
+     *  `stagger_ranks` starts at piece rank * n / ranks and wraps around, so
+     *  readers of shared storage spread over the file instead of queueing
+     *  on one region (vLLM #39030, SGLang #26937). The bytes and the order
+     *  of `claim` and `landed` are the same; only the reads' order changes. */
+    PINIO_READ_ORDER_STAGGERED,
+} pinio_read_order;
+
 /** Options of pinio_plan_execute(). Start from pinio_exec_opts_default(). */
 typedef struct pinio_exec_opts {
     size_t struct_size;        /**< sizeof(pinio_exec_opts), set by the defaults function */
@@ -544,6 +560,14 @@ typedef struct pinio_exec_opts {
      *  #pinio_stop_fn; nonzero stops the call with -ECANCELED. */
     pinio_stop_fn stop;
     void *stop_ctx;
+    /** Order of each read's pieces (see #pinio_read_order); AUTO. An unknown
+     *  PINIO_READ_ORDER value is -EINVAL, named in the diagnostic. */
+    pinio_read_order read_order;
+    /** Staggered order: this reader's place, rank `stagger_rank` of
+     *  `stagger_ranks` (a group's rank and size). `stagger_ranks` 0: an
+     *  independent process, whose pid picks the starting piece. */
+    uint32_t stagger_rank;
+    uint32_t stagger_ranks;
 } pinio_exec_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */

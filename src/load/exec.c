@@ -24,7 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "src/base/fs.h"
 #include "src/base/opts.h"
 #include "src/load/plan_internal.h"
 
@@ -62,6 +64,12 @@ typedef struct exec_state {
     size_t nopen;             /* files open on the rings now */
     unsigned regions_base;    /* regions the cold ring had registered before ours */
     unsigned hot_threads;     /* hot files on this many pread threads by choice (ring_for) */
+    /* Staggered order: reader `stagger` of `ranks` (0: a process number). */
+    bool staggered;
+    uint64_t stagger;
+    uint32_t ranks;
+    uint64_t rotated;         /* reads of more than one piece, issued rotated */
+    char fs_why[96];          /* cold ring: request size and depth chosen for its file system */
 } exec_state;
 
 void pinio_exec_opts_init(pinio_exec_opts *opts, size_t size)
@@ -73,8 +81,32 @@ void pinio_exec_opts_init(pinio_exec_opts *opts, size_t size)
     pinio__opts_init(opts, size, &d, sizeof(d));
 }
 
-static int ring_for(exec_state *s, bool hot, const char *path, pinio_diag *diag)
+/* Request size and depth for cold reads from a network or FUSE file
+ * system: each request there pays a round trip (and a FUSE daemon's
+ * thread), so small ones leave the link idle: 64 KiB reads took 5 minutes
+ * where 64 MiB reads took 47 s (xinfer #392). 16 MiB, 32 in flight: 512
+ * MiB outstanding, enough to fill a 10 GB/s link at 50 ms. Values the
+ * caller set are kept. */
+#define NETFS_REQUEST ((size_t)16 << 20)
+#define NETFS_DEPTH 32u
+
+static void netfs_sizes(exec_state *s, int fd, pinio_ring_opts *ro)
 {
+    pinio_fs fs;
+    if (pinio__fs_probe_fd(fd, &fs) != 0 || !fs.network)
+        return;
+    if (!s->o->request_size && ro->request_size < NETFS_REQUEST)
+        ro->request_size = NETFS_REQUEST;
+    if (!s->o->queue_depth && ro->queue_depth < NETFS_DEPTH)
+        ro->queue_depth = NETFS_DEPTH;
+    snprintf(s->fs_why, sizeof(s->fs_why), "%s: %zu MiB requests, %u in flight (%s)", fs.name,
+             ro->request_size >> 20, ro->queue_depth,
+             s->o->request_size || s->o->queue_depth ? "as asked" : "network file system");
+}
+
+static int ring_for(exec_state *s, bool hot, const pinio__pfile *f, pinio_diag *diag)
+{
+    const char *path = f->path;
     pinio_ring **rp = &s->ring[hot];
     if (*rp)
         return 0;
@@ -84,6 +116,8 @@ static int ring_for(exec_state *s, bool hot, const char *path, pinio_diag *diag)
         ro.queue_depth = s->o->queue_depth;
     if (s->o->request_size)
         ro.request_size = s->o->request_size;
+    if (!hot) /* hot files come from the page cache: no round trips */
+        netfs_sizes(s, f->fd, &ro);
     ro.backend = s->o->backend;
     ro.direct = hot ? PINIO_DIRECT_OFF : s->o->direct;
     /* Hot files are copies out of the page cache, done by whichever thread
@@ -124,7 +158,7 @@ static int open_file(exec_state *s, size_t i, pinio_diag *diag)
     if (s->rf[i])
         return 0;
     pinio__pfile *f = &s->p->files[i];
-    int rc = ring_for(s, f->pub.hot, f->path, diag);
+    int rc = ring_for(s, f->pub.hot, f, diag);
     if (rc < 0)
         return rc;
     pinio_ring *ring = s->ring[f->pub.hot];
@@ -194,13 +228,14 @@ typedef struct pending {
     uint64_t *need;         /* bytes each piece must deliver */
     size_t *read;           /* the plan read each piece belongs to */
     void **mem;             /* per piece: its read's memory */
+    bool *fin;              /* per piece: its read's last one queued (it lands with it) */
     size_t n, cap;
     uint64_t bytes;
     size_t reads;           /* reads with a piece queued */
 } pending;
 
 static int pending_push(pending *q, const pinio_read_req *req, uint64_t need, size_t read,
-                        void *mem)
+                        void *mem, bool fin)
 {
     if (q->n == q->cap) {
         size_t c = q->cap ? q->cap * 2 : 64;
@@ -214,15 +249,19 @@ static int pending_push(pending *q, const pinio_read_req *req, uint64_t need, si
         if (nd)
             q->read = nd;
         void **nm = nd ? realloc(q->mem, c * sizeof(*nm)) : NULL;
-        if (!nm)
+        if (nm)
+            q->mem = nm;
+        bool *nf = nm ? realloc(q->fin, c * sizeof(*nf)) : NULL;
+        if (!nf)
             return -ENOMEM;
-        q->mem = nm;
+        q->fin = nf;
         q->cap = c;
     }
     q->reqs[q->n] = *req;
     q->need[q->n] = need;
     q->read[q->n] = read;
     q->mem[q->n] = mem;
+    q->fin[q->n] = fin;
     q->n++;
     q->bytes += req->len;
     return 0;
@@ -234,6 +273,7 @@ static void pending_free(pending *q)
     free(q->need);
     free(q->read);
     free(q->mem);
+    free(q->fin);
 }
 
 /* One bulk engine call over the queued pieces; then every piece is checked
@@ -263,8 +303,7 @@ static int flush(exec_state *s, pending *q, bool hot, const pinio_dest_ops *ops,
                               (unsigned long long)q->reqs[k].offset, q->reqs[k].done);
             pinio_diag_set_index(diag, q->read[k]);
         }
-        bool last = q->reqs[k].offset + q->reqs[k].len == r->offset + r->len;
-        if (rc == 0 && last && ops->landed) {
+        if (rc == 0 && q->fin[k] && ops->landed) {
             rc = ops->landed(ctx, q->read[k], r, q->mem[k]);
             if (rc < 0 && diag && diag->code == 0)
                 pinio_diag_set(diag, rc, "the destination failed read %zu: %s", q->read[k],
@@ -367,13 +406,20 @@ static int run_pass(exec_state *s, size_t a, size_t b, bool hot, const pinio_des
                                pinio_strerror(rc));
         }
         q.reads++;
-        for (uint64_t off = 0; rc == 0 && off < r->len; off += PIECE) {
+        /* Staggered: the pieces from `first` on, then those before it. A
+         * read lands with its last piece queued (fin), whatever its offset. */
+        uint64_t np = (r->len + PIECE - 1) / PIECE;
+        uint64_t first = s->staggered ? pinio__stagger_first(np, s->stagger, s->ranks) : 0;
+        if (s->staggered && np > 1)
+            s->rotated++;
+        for (uint64_t k = 0; rc == 0 && k < np; k++) {
+            uint64_t off = ((first + k) % np) * PIECE;
             uint64_t len = r->len - off < PIECE ? r->len - off : PIECE;
-            bool done = off + len == r->len;
+            bool done = k + 1 == np;
             pinio_read_req req = { .file = s->rf[r->file], .offset = r->offset + off,
                                    .len = (size_t)len, .dst = (uint8_t *)mem + off };
             uint64_t need = r->need <= off ? 0 : (r->need - off < len ? r->need - off : len);
-            rc = pending_push(&q, &req, need, i, mem);
+            rc = pending_push(&q, &req, need, i, mem, done);
             if (rc == 0 && (q.bytes >= batch_max ||
                             (done && s->o->batch_reads && q.reads >= s->o->batch_reads))) {
                 rc = batch(s, &q, hot, ops, ctx, pr, diag);
@@ -387,6 +433,40 @@ static int run_pass(exec_state *s, size_t a, size_t b, bool hot, const pinio_des
     pending_free(&q);
     free(last);
     return rc;
+}
+
+uint64_t pinio__stagger_first(uint64_t n, uint64_t rank, uint32_t ranks)
+{
+    if (n <= 1)
+        return 0;
+    /* A group spreads its ranks evenly over the read; independent
+     * processes only know themselves: consecutive pids start a piece
+     * apart, which already keeps them off each other's requests. */
+    return ranks ? (rank % ranks) * n / ranks : rank % n;
+}
+
+/* The read order asked for (option, else PINIO_READ_ORDER). */
+static int read_order_of(const pinio_exec_opts *o, pinio_read_order *out, pinio_diag *diag)
+{
+    *out = o->read_order;
+    if (*out == PINIO_READ_ORDER_SEQUENTIAL || *out == PINIO_READ_ORDER_STAGGERED)
+        return 0;
+    if (*out != PINIO_READ_ORDER_AUTO) {
+        pinio_diag_set(diag, -EINVAL, "pinio_plan_execute: read_order %d is not a pinio_read_order",
+                       (int)*out);
+        return -EINVAL;
+    }
+    const char *e = getenv("PINIO_READ_ORDER");
+    *out = PINIO_READ_ORDER_STAGGERED;
+    if (!e || !*e || strcmp(e, "staggered") == 0)
+        return 0;
+    if (strcmp(e, "sequential") == 0) {
+        *out = PINIO_READ_ORDER_SEQUENTIAL;
+        return 0;
+    }
+    pinio_diag_set(diag, -EINVAL,
+                   "PINIO_READ_ORDER=%.64s: expected \"staggered\" or \"sequential\"", e);
+    return -EINVAL;
 }
 
 uint64_t pinio__batch_bytes_default(uint64_t total)
@@ -447,6 +527,8 @@ static void describe(exec_state *s, pinio_exec_report *rep)
             ADD("; %s", info.reason);
         if (s->why[hot][0] && !refused) /* one file's reason: they share the file system */
             ADD("; %s", s->why[hot]);
+        if (!hot && s->fs_why[0])
+            ADD("; %s", s->fs_why);
         if (!hot)
             rep->backend = pread ? PINIO_BACKEND_PREAD
                            : refused ? PINIO_BACKEND_BUFFERED
@@ -454,6 +536,12 @@ static void describe(exec_state *s, pinio_exec_report *rep)
                                    : PINIO_BACKEND_DIRECT;
         else if (!s->ring[0])
             rep->backend = pread ? PINIO_BACKEND_PREAD : PINIO_BACKEND_BUFFERED;
+    }
+    if (s->rotated) {
+        if (s->ranks)
+            ADD("; staggered order, rank %u of %u", (unsigned)s->stagger, s->ranks);
+        else
+            ADD("; staggered order (process %llu)", (unsigned long long)s->stagger);
     }
     if (!n)
         ADD("no data to read");
@@ -475,6 +563,10 @@ int pinio_plan_execute(pinio_plan *p, const pinio_dest_ops *ops, void *ctx,
         pinio_diag_set(diag, -EINVAL, "pinio_plan_execute: invalid arguments");
         return -EINVAL;
     }
+    pinio_read_order order;
+    rc = read_order_of(&o, &order, diag);
+    if (rc < 0)
+        return rc;
     pinio_dest_ops d = { 0 };
     memcpy(&d, ops, ops->size < sizeof(d) ? ops->size : sizeof(d));
     pinio_exec_report local;
@@ -483,7 +575,9 @@ int pinio_plan_execute(pinio_plan *p, const pinio_dest_ops *ops, void *ctx,
     memset(rep, 0, sizeof(*rep));
     size_t a = o.first_read, b = o.nreads ? a + o.nreads : nreads;
 
-    exec_state s = { .p = p, .o = &o };
+    exec_state s = { .p = p, .o = &o, .staggered = order == PINIO_READ_ORDER_STAGGERED,
+                      .stagger = o.stagger_ranks ? o.stagger_rank : (uint64_t)getpid(),
+                      .ranks = o.stagger_ranks };
     s.rf = calloc(p->nfiles ? p->nfiles : 1, sizeof(*s.rf));
     s.used = calloc(p->nfiles ? p->nfiles : 1, sizeof(*s.used));
     s.slots = calloc(o.nregions ? o.nregions : 1, sizeof(*s.slots));
@@ -508,7 +602,7 @@ int pinio_plan_execute(pinio_plan *p, const pinio_dest_ops *ops, void *ctx,
         if (any[hot])
             for (size_t i = a; i < b && rc == 0; i++)
                 if (pass_of(p, p->layout.reads[i].file) == hot) {
-                    rc = ring_for(&s, hot, p->files[p->layout.reads[i].file].path, diag);
+                    rc = ring_for(&s, hot, &p->files[p->layout.reads[i].file], diag);
                     break;
                 }
     if (rc == 0)

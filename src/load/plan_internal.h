@@ -203,6 +203,11 @@ int pinio__obj_recheck(const pinio__pfile *f, pinio_diag *diag);
  * "last-modified", "size"), or "" without objects. */
 const char *pinio__obj_pinned_by(const pinio_plan *p);
 
+/* exec.c: the piece a staggered read of `n` pieces starts at, for reader
+ * `rank` of `ranks` (ranks 0: `rank` is any per-process number, taken
+ * modulo n). Piece k of the read is then issued as (first + k) % n. */
+uint64_t pinio__stagger_first(uint64_t n, uint64_t rank, uint32_t ranks);
+
 /* exec.c: the batch size a progress callback gets for `total` bytes: 1/16
  * of them, 16 MiB to 1 GiB. */
 uint64_t pinio__batch_bytes_default(uint64_t total);

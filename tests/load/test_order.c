@@ -1,0 +1,188 @@
+/* The staggered read order (issue 40): each read's 16 MiB pieces start at
+ * a piece chosen by the reader's rank (or its pid) and wrap around. The
+ * rotation covers every piece once with a different start per rank; loads
+ * in either order are byte-exact, land each read once and in plan order
+ * (the hasher relies on it, checked through --verify's digests), and a
+ * bad PINIO_READ_ORDER is refused by name. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pinio/plan.h"
+#include "src/load/plan_internal.h"
+#include "tests/load/load_helpers.h"
+
+Test(order, the_stagger_is_a_rotation_with_a_start_per_rank)
+{
+    static const uint64_t ns[] = { 1, 2, 3, 5, 16, 17, 64 };
+    static const uint32_t groups[] = { 1, 2, 4, 8 };
+    for (size_t a = 0; a < sizeof(ns) / sizeof(ns[0]); a++)
+        for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
+            uint64_t n = ns[a];
+            uint32_t ranks = groups[g];
+            uint64_t starts[8];
+            for (uint32_t r = 0; r < ranks; r++) {
+                uint64_t first = pinio__stagger_first(n, r, ranks);
+                cr_assert_lt(first, n);
+                starts[r] = first;
+                unsigned seen[64] = { 0 };
+                for (uint64_t k = 0; k < n; k++)
+                    seen[(first + k) % n]++;
+                for (uint64_t k = 0; k < n; k++)
+                    cr_assert_eq(seen[k], 1u, "n %llu rank %u of %u: piece %llu read %u times",
+                                 (unsigned long long)n, r, ranks, (unsigned long long)k, seen[k]);
+                for (uint32_t q = 0; q < r && n >= ranks; q++)
+                    cr_assert_neq(starts[q], first, "n %llu: ranks %u and %u of %u start together",
+                                  (unsigned long long)n, q, r, ranks);
+            }
+            cr_assert_eq(starts[0], 0u, "rank 0 reads in file order");
+        }
+    /* Independent processes: any number, taken modulo the pieces. */
+    cr_assert_eq(pinio__stagger_first(16, 12345, 0), 12345u % 16);
+    cr_assert_eq(pinio__stagger_first(1, 12345, 0), 0u);
+}
+
+typedef struct dest {
+    uint8_t *mem;
+    size_t landed, next;
+    bool out_of_order;
+} dest;
+
+static int d_claim(void *ctx, size_t i, const pinio_plan_read *r, void **mem)
+{
+    (void)i;
+    *mem = ((dest *)ctx)->mem + r->dest_offset;
+    return 0;
+}
+
+static int d_landed(void *ctx, size_t i, const pinio_plan_read *r, void *mem)
+{
+    dest *d = ctx;
+    /* Landed means every piece is there: none still holds the fill
+     * pattern (a 64-byte run of it is not in the generator's bytes). */
+    static const uint8_t fill[64] = { [0 ... 63] = 0xA5 };
+    for (uint64_t off = 0; off < r->need; off += 16u << 20) {
+        uint64_t n = r->need - off < 64 ? r->need - off : 64;
+        cr_assert_neq(memcmp((uint8_t *)mem + off, fill, n), 0,
+                      "read %zu landed before its bytes at +%llu arrived", i,
+                      (unsigned long long)off);
+    }
+    if (i != d->next)
+        d->out_of_order = true;
+    d->next = i + 1;
+    d->landed++;
+    return 0;
+}
+
+static const pinio_dest_ops ops = { .size = sizeof(pinio_dest_ops), .claim = d_claim,
+                                    .landed = d_landed };
+
+/* A 56 MiB checkpoint of 3 tensors: one read of 4 pieces. */
+static void big_setup(void)
+{
+    disk_setup();
+    gen(path_in("m.safetensors"), 56u << 20, 3, 1);
+}
+
+static void execute(pinio_read_order order, uint32_t rank, uint32_t ranks, uint64_t batch,
+                    char io_path[256])
+{
+    const char *paths[] = { path_in("m.safetensors") };
+    pinio_plan_opts po;
+    pinio_plan_opts_default(&po);
+    po.cache = PINIO_CACHE_COLD;
+    pinio_plan *p = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(pinio_plan_create(&p, paths, 1, &po, &d), 0, "%s", d.msg);
+    pinio_plan_info pi;
+    pinio_plan_get_info(p, &pi);
+    dest h = { .mem = aligned_alloc(4096, (pi.dest_bytes + 4095) & ~(uint64_t)4095) };
+    cr_assert_not_null(h.mem);
+    memset(h.mem, 0xA5, pi.dest_bytes);
+    pinio_exec_opts eo;
+    pinio_exec_opts_default(&eo);
+    eo.read_order = order;
+    eo.stagger_rank = rank;
+    eo.stagger_ranks = ranks;
+    eo.batch_bytes = batch;
+    pinio_exec_report rep;
+    cr_assert_eq(pinio_plan_execute(p, &ops, &h, &eo, &rep, &d), 0, "%s", d.msg);
+    cr_assert_eq(h.landed, pi.reads, "every read landed once");
+    cr_assert_not(h.out_of_order, "reads land in plan order");
+    cr_assert_eq(rep.read_bytes, pi.read_bytes);
+    for (size_t i = 0; i < pi.tensors; i++) {
+        const pinio_plan_tensor *t = pinio_plan_tensor_at(p, i);
+        uint64_t bad = 0;
+        cr_assert(pinio_gen_verify(SEED, t->name, 0, h.mem + t->dest_offset, t->nbytes, &bad),
+                  "rank %u of %u: tensor %s wrong at byte %llu", rank, ranks, t->name,
+                  (unsigned long long)bad);
+    }
+    snprintf(io_path, 256, "%s", rep.io_path);
+    free(h.mem);
+    pinio_plan_free(p);
+}
+
+Test(order, every_rank_and_process_reads_the_same_bytes, .init = big_setup, .fini = teardown)
+{
+    char line[256];
+    for (uint32_t r = 0; r < 4; r++)
+        for (int cut = 0; cut < 2; cut++) { /* one batch; batches cutting reads */
+            execute(PINIO_READ_ORDER_STAGGERED, r, 4, cut ? 20u << 20 : 0, line);
+            cr_assert_not_null(strstr(line, "staggered order, rank "), "%s", line);
+        }
+    execute(PINIO_READ_ORDER_STAGGERED, 7, 0, 0, line); /* an independent process: its pid */
+    char want[64];
+    snprintf(want, sizeof(want), "staggered order (process %d)", (int)getpid());
+    cr_assert_not_null(strstr(line, want), "%s", line);
+    execute(PINIO_READ_ORDER_SEQUENTIAL, 3, 4, 0, line);
+    cr_assert_null(strstr(line, "staggered"), "%s", line);
+}
+
+Test(order, the_environment_chooses_and_a_bad_value_is_named, .init = big_setup,
+     .fini = teardown)
+{
+    char line[256];
+    setenv("PINIO_READ_ORDER", "sequential", 1);
+    execute(PINIO_READ_ORDER_AUTO, 1, 4, 0, line);
+    cr_assert_null(strstr(line, "staggered"), "%s", line);
+    setenv("PINIO_READ_ORDER", "staggered", 1);
+    execute(PINIO_READ_ORDER_AUTO, 1, 4, 0, line);
+    cr_assert_not_null(strstr(line, "staggered order, rank 1 of 4"), "%s", line);
+
+    setenv("PINIO_READ_ORDER", "random", 1);
+    pinio_load_opts o;
+    pinio_load_opts_default(&o);
+    o.cache = PINIO_CACHE_COLD; /* read, not mapped from the page cache */
+    o.memory = PINIO_MEMORY_PINNED;
+    pinio_checkpoint *cp = NULL;
+    pinio_diag d = { 0 };
+    cr_assert_eq(load1(path_in("m.safetensors"), &o, &cp, &d), -EINVAL);
+    cr_assert_null(cp);
+    cr_assert_not_null(strstr(d.msg, "PINIO_READ_ORDER=random"), "%s", d.msg);
+    unsetenv("PINIO_READ_ORDER");
+}
+
+Test(order, a_verified_load_hashes_the_same_bytes_in_either_order, .init = big_setup,
+     .fini = teardown)
+{
+    char hex[2][65];
+    for (int k = 0; k < 2; k++) {
+        setenv("PINIO_READ_ORDER", k ? "staggered" : "sequential", 1);
+        pinio_load_opts o;
+        pinio_load_opts_default(&o);
+        o.cache = PINIO_CACHE_COLD;
+        o.memory = PINIO_MEMORY_PINNED;
+        o.verify = true; /* batches of 16 MiB: the rotated read spans several */
+        pinio_load_report r;
+        pinio_checkpoint *cp = load_ok(path_in("m.safetensors"), &o, &r);
+        check_all(cp, 3);
+        cr_assert_eq(r.verified, true);
+        cr_assert_eq(!!strstr(r.io_path, "staggered order"), k == 1, "%s", r.io_path);
+        snprintf(hex[k], sizeof(hex[k]), "%s", pinio_checkpoint_sha256(cp, 0));
+        pinio_checkpoint_release(cp);
+    }
+    unsetenv("PINIO_READ_ORDER");
+    cr_assert_str_eq(hex[0], hex[1]);
+}
