@@ -38,12 +38,13 @@
 #include "pinio/mpi.h"
 #include "mpi_internal.h"
 
-enum { TAG_PROGRESS = 4101, TAG_PING = 4102, PING_ROUNDS = 8, HOST_LEN = 64 };
+enum { TAG_PROGRESS = 4101, TAG_PING = 4102, TAG_STOP = 4103, PING_ROUNDS = 8, HOST_LEN = 64 };
 
 /* What a rank sends rank 0 as it runs: its latest counts; done = 1 is the
- * last message (sent after its run, whatever its outcome). */
+ * last message (sent after its run, whatever its outcome, `rc` its code). */
 typedef struct live_msg {
     uint64_t bytes, ops, done;
+    int64_t rc;
 } live_msg;
 
 /* What a rank sends rank 0 after its run (MPI_BYTE: one build on every
@@ -76,6 +77,14 @@ typedef struct live {
     live_msg out;
     live_msg *last;                  /* rank 0: each rank's latest */
     int *done;                       /* rank 0: the ranks whose last message came */
+    /* A rank that fails (or is stopped by its caller) while the others
+     * run would leave them running to the end of a time-based job: rank 0
+     * tells every rank to stop as soon as it hears of it. */
+    bool failed_seen;                /* rank 0: a rank's last message carried a failure */
+    int stop_sent;                   /* rank 0: the stop went out (broadcast after) */
+    MPI_Request *stop_req;           /* rank 0: one per rank */
+    int stop_one;                    /* the stop message's payload */
+    bool stopped;                    /* this rank's run was stopped by the job's stop */
     uint64_t total_bytes;            /* the job's, for a one-pass run */
 } live;
 
@@ -102,6 +111,18 @@ void pinio_mpi_bench_result_free(pinio_mpi_bench_result *res)
     free(res->lat_hist);
     res->ranks = NULL;
     res->lat_hist = NULL;
+}
+
+/* Rank 0: every other rank is told to stop (once; received by each, in
+ * its progress callback or after its run, live_end()). */
+static void send_stop(live *l)
+{
+    if (l->stop_sent)
+        return;
+    l->stop_sent = 1;
+    l->stop_one = 1;
+    for (int r = 1; r < l->n; r++)
+        MPI_Isend(&l->stop_one, 1, MPI_INT, r, TAG_STOP, l->comm, &l->stop_req[r]);
 }
 
 /* Rank 0 takes in every message that has arrived; `until_done`: also
@@ -132,6 +153,9 @@ static void live_drain(live *l, bool until_done)
                 l->done[st.MPI_SOURCE] = 1;
             else
                 l->last[st.MPI_SOURCE] = m;
+            l->failed_seen |= m.done && m.rc;
+            if (until_done && l->failed_seen)
+                send_stop(l); /* rank 0's run is over: the others' may not be */
         }
     }
 }
@@ -144,17 +168,29 @@ static int live_progress(void *ctx, const pinio_progress *p)
     live *l = ctx;
     int stop = l->user->progress ? l->user->progress(l->user->progress_ctx, p) : 0;
     if (l->rank != 0) {
+        int told = 0;
+        MPI_Iprobe(0, TAG_STOP, l->comm, &told, MPI_STATUS_IGNORE);
+        if (told) {
+            MPI_Recv(&l->stop_one, 1, MPI_INT, 0, TAG_STOP, l->comm, MPI_STATUS_IGNORE);
+            l->stopped = true;
+            return 1;
+        }
         int free_slot = 1;
         if (l->req != MPI_REQUEST_NULL)
             MPI_Test(&l->req, &free_slot, MPI_STATUS_IGNORE);
         if (free_slot) {
-            l->out = (live_msg){p->done_bytes, p->done_ops, 0};
+            l->out = (live_msg){p->done_bytes, p->done_ops, 0, 0};
             MPI_Isend(&l->out, (int)sizeof l->out, MPI_BYTE, 0, TAG_PROGRESS, l->comm, &l->req);
         }
         return stop;
     }
     live_drain(l, false);
-    l->last[0] = (live_msg){p->done_bytes, p->done_ops, 0};
+    l->last[0] = (live_msg){p->done_bytes, p->done_ops, 0, 0};
+    if (l->failed_seen) { /* another rank failed: the job stops, rank 0 too */
+        send_stop(l);
+        l->stopped = true;
+        return 1;
+    }
     if (!l->mo->progress)
         return stop;
     pinio_progress all = *p;
@@ -171,18 +207,37 @@ static int live_progress(void *ctx, const pinio_progress *p)
     return l->mo->progress(l->mo->progress_ctx, &all) || stop;
 }
 
-/* After the run, on every rank whatever its outcome: the last message,
- * then rank 0 takes every rank's, so nothing is left in flight. */
-static void live_end(live *l)
+/* After the run, on every rank whatever its outcome (`rc`): the last
+ * message, then rank 0 takes every rank's and, when it stopped the job,
+ * every rank takes its stop: nothing is left in flight. A failure of rank
+ * 0's own stops the others before it waits for them. */
+static void live_end(live *l, int rc)
 {
     if (l->rank != 0) {
         if (l->req != MPI_REQUEST_NULL)
             MPI_Wait(&l->req, MPI_STATUS_IGNORE);
-        l->out = (live_msg){0, 0, 1};
+        l->out = (live_msg){0, 0, 1, l->stopped ? 0 : rc};
         MPI_Send(&l->out, (int)sizeof l->out, MPI_BYTE, 0, TAG_PROGRESS, l->comm);
-        return;
+    } else {
+        if (rc && !l->stopped)
+            send_stop(l);
+        live_drain(l, true);
+        for (int r = 1; l->stop_sent && r < l->n; r++)
+            MPI_Wait(&l->stop_req[r], MPI_STATUS_IGNORE);
     }
-    live_drain(l, true);
+    MPI_Bcast(&l->stop_sent, 1, MPI_INT, 0, l->comm);
+    if (l->rank != 0 && l->stop_sent && !l->stopped)
+        MPI_Recv(&l->stop_one, 1, MPI_INT, 0, TAG_STOP, l->comm, MPI_STATUS_IGNORE);
+}
+
+/* The code a rank brings to the agreement: a run stopped because another
+ * rank failed is no failure of its own (-ECANCELED would otherwise sort
+ * before the real one), unless no rank failed otherwise. */
+static int own_code(job *j, const live *l, int rc)
+{
+    int real = rc && !(l->stopped && rc == -ECANCELED), any = 0;
+    MPI_Allreduce(&real, &any, 1, MPI_INT, MPI_MAX, j->comm);
+    return any && !real ? 0 : rc;
 }
 
 /* "$rank"/"${rank}" and "$host"/"${host}" in `in` replaced. 0, -ENAMETOOLONG,
@@ -553,8 +608,8 @@ static int gather(job *j, live *l, int rc, const pinio_bench_result *r, const pi
                   int data_of, const char *hosts, const uint64_t *hist, const int64_t *off,
                   const uint64_t *rtt, pinio_mpi_bench_result *res)
 {
-    live_end(l);
-    if ((rc = pinio__mpi_agree(j, rc)))
+    live_end(l, rc);
+    if ((rc = pinio__mpi_agree(j, own_code(j, l, rc))))
         return rc;
     rank_rec mine, *all = NULL;
     record(r, x, j->rank, data_of, hosts + (size_t)j->rank * HOST_LEN, &mine);
@@ -632,7 +687,9 @@ int pinio_mpi_bench_run(MPI_Comm comm, const pinio_bench_opts *uo,
               .req = MPI_REQUEST_NULL};
     l.last = calloc((size_t)j.n, sizeof *l.last);
     l.done = calloc((size_t)j.n, sizeof *l.done);
-    if (!hosts || !off || !rtt || !ping || !hist || !names || !paths || !l.last || !l.done)
+    l.stop_req = calloc((size_t)j.n, sizeof *l.stop_req);
+    if (!hosts || !off || !rtt || !ping || !hist || !names || !paths || !l.last || !l.done ||
+        !l.stop_req)
         rc = -ENOMEM, pinio_diag_set(&j.local, rc, "bench: no memory for %d ranks", j.n);
     char host[HOST_LEN] = "";
     if (gethostname(host, sizeof host - 1))
@@ -729,6 +786,7 @@ int pinio_mpi_bench_run(MPI_Comm comm, const pinio_bench_opts *uo,
     free(paths);
     free(l.last);
     free(l.done);
+    free(l.stop_req);
     MPI_Comm_free(&j.comm);
     return rc;
 }

@@ -480,6 +480,12 @@ typedef struct pinio_mpi_bench_result {
  * round trip with the least delay of 8; the offset's error is at most half
  * of it), except for ranks on rank 0's host, whose clock is rank 0's.
  *
+ * A rank whose run fails (or whose caller's progress callback stops it)
+ * stops the job: rank 0 hears of it through the progress messages and
+ * tells every rank to stop (the others' runs end with -ECANCELED, which
+ * the agreement does not count against the failure), so a time-based job
+ * does not run out its time around one failed rank.
+ *
  * @param res   on success filled (rank 0: everything; others: nranks);
  *              release with pinio_mpi_bench_result_free(), also after a
  *              failure (then nothing is held).

@@ -125,14 +125,21 @@ grep "rank $last of $n: " "$dir/err" | grep -q "$dir/d/$last/f" ||
   fail "the error does not name rank $last and its file: $(cat "$dir/err")"
 [ "$(grep -c "rank $last of $n" "$dir/err")" -eq 1 ] || fail "not one message: $(cat "$dir/err")"
 
-# 7. an EIO injected on the last rank's 3rd completion: the job fails on
-# every rank with that rank's error, said once, in JSON too
-"$@" -n "$n" sh -c 'r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}
-  [ "$r" = "$1" ] && export PINIO_FAULTS=eio@3
-  shift; exec "$@"' sh "$last" "$pinio" bench --mpi --file "$dir/f.\$rank" --size 2M --bs 64k \
-  --json >"$dir/out" 2>"$dir/err"
-[ $? -ne 0 ] || fail "an injected EIO on rank $last did not fail the job"
-$PY - "$dir/out" "$last" "$n" "$dir/f.$last" <<'EOF' || fail "the EIO error: $(cat "$dir/out" "$dir/err")"
+# 7. an EIO injected on one rank's 3rd completion: the job fails on every
+# rank with that rank's error, said once, in JSON too. One pass with the
+# last rank failing; then runs of --time 1000, where the other ranks must
+# be stopped, not left to run out their time (meson's timeout of 200 s is
+# the check), and the job's error is still the failing rank's, not the
+# others' stop: the last rank failing (rank 0 stops the others from its
+# progress) and rank 0 (it stops them before it waits for them)
+for spec in "$last:" "$last:--time 1000" "0:--time 1000"; do
+  bad=${spec%%:*} timed=${spec#*:}
+  "$@" -n "$n" sh -c 'r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}
+    [ "$r" = "$1" ] && export PINIO_FAULTS=eio@3
+    shift; exec "$@"' sh "$bad" "$pinio" bench --mpi --file "$dir/f.\$rank" --size 2M --bs 64k \
+    $timed --json >"$dir/out" 2>"$dir/err"
+  [ $? -ne 0 ] || fail "an injected EIO on rank $bad ($timed) did not fail the job"
+  $PY - "$dir/out" "$bad" "$n" "$dir/f.$bad" <<'EOF' ||
 import json, sys
 lines = [l for l in open(sys.argv[1]).read().splitlines() if l.strip()]
 assert len(lines) == 1, lines
@@ -141,4 +148,6 @@ assert e["message"] == "%s: rank %s of %s: read at offset 131072: input/output e
     sys.argv[4], sys.argv[2], sys.argv[3]), e
 assert e["file"] == sys.argv[4] and e["code"] == -5, e
 EOF
+    fail "the EIO on rank $bad ($timed): $(cat "$dir/out" "$dir/err")"
+done
 echo "ok: pinio bench --mpi, n=$n"
