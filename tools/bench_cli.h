@@ -121,6 +121,12 @@ void bench_print_repeat_table(FILE *out, const struct cli *c, const struct cell_
                               unsigned reps);
 void bench_group_add(struct group_sum *g, const pinio_bench_result *r);
 void bench_print_group(FILE *out, enum fmt fmt, unsigned group, const struct group_sum *g);
+/* Called at the end of each result printed (jw NULL: text), to add keys or
+ * lines (bench_mpi.c's job tables); NULL: none. */
+typedef void (*bench_extra_fn)(FILE *out, jw *w);
+void bench_set_extra(bench_extra_fn fn);
+/* A latency object of the JSON result (doc/json/bench.md's lat_ns) under `key`. */
+void bench_json_lat(jw *w, const char *key, const pinio_bench_lat *l, const pinio_bench_opts *o);
 /* Flushes a row of results: stdout through cli_flush(), --output keeping
  * its first write error for bench_close_output(). */
 void bench_flush(FILE *out);

@@ -179,6 +179,19 @@ static const char *const aliases[][2] = {
     {"iomem", "mem"},
 };
 
+/* A file name's "$rank" and "$host" (or "${rank}", "${host}") are pinio
+ * bench --mpi's: each rank's own file. Any other $ is fio's variable. */
+static bool rank_names(const char *key, const char *val)
+{
+    if (strcmp(key, "filename") && strcmp(key, "directory"))
+        return false;
+    for (const char *p = strchr(val, '$'); p; p = strchr(p + 1, '$'))
+        if (strncmp(p, "$rank", 5) && strncmp(p, "$host", 5) && strncmp(p, "${rank}", 7) &&
+            strncmp(p, "${host}", 7))
+            return false;
+    return true;
+}
+
 static const char *canon(const char *key)
 {
     for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
@@ -1028,7 +1041,7 @@ static int read_line(ctx *c, char *s, unsigned line)
     const char *k = canon(key);
     if (!k)
         return fail(c, -ENOTSUP, line, "option '%s' is not supported by pinio bench", key);
-    if (val && strchr(val, '$'))
+    if (val && strchr(val, '$') && !rank_names(k, val))
         return fail(c, -ENOTSUP, line, "%s=%s: $VARIABLES are not supported by pinio bench",
                     key, val);
     if (!c->any_section)

@@ -48,6 +48,11 @@ static void json_lat(jw *w, const char *key, const pinio_bench_lat *l, const pin
     jw_obj_end(w);
 }
 
+void bench_json_lat(jw *w, const char *key, const pinio_bench_lat *l, const pinio_bench_opts *o)
+{
+    json_lat(w, key, l, o);
+}
+
 static void json_samples(jw *w, const char *key, const pinio_bench_samples *s)
 {
     jw_key(w, key);
@@ -120,6 +125,14 @@ static void json_files(jw *w, const pinio_bench_opts *o)
         jw_obj_end(w);
     }
     jw_arr_end(w);
+}
+
+/* --mpi's keys and lines after a run's own (bench_mpi.c); NULL otherwise. */
+static bench_extra_fn extra_fn;
+
+void bench_set_extra(bench_extra_fn fn)
+{
+    extra_fn = fn;
 }
 
 /* The keys are documented in doc/json/bench.md. */
@@ -266,6 +279,8 @@ static void print_json(FILE *out, const pinio_bench_opts *o, const pinio_bench_r
     for (char *save = NULL, *t = strtok_r(f, ",", &save); t; t = strtok_r(NULL, ",", &save))
         jw_str(&w, t);
     jw_arr_end(&w);
+    if (extra_fn)
+        extra_fn(out, &w);
     jw_obj_end(&w);
     jw_finish(&w);
 }
@@ -375,6 +390,8 @@ static void print_text(FILE *out, const pinio_bench_opts *o, const pinio_bench_r
     if (per_job)
         fprintf(out, "all jobs:\n");
     text_figures(out, o, r);
+    if (extra_fn)
+        extra_fn(out, NULL);
 }
 
 static void text_figures(FILE *out, const pinio_bench_opts *o, const pinio_bench_result *r)

@@ -12,6 +12,9 @@
 
 #include "bench_cli.h"
 #include "bench_jobfile.h"
+#if PINIO_HAVE_MPI
+#include "bench_mpi.h"
+#endif
 #include "cli.h"
 #include "progress.h"
 #include "stop.h"
@@ -55,6 +58,8 @@ static void free_sections(struct section *s, size_t n);
 static int run_one(struct cli *c, pinio_bench_opts *x, pinio_bench_result *r, pinio_diag *d,
                    bool quiet);
 static int on_progress(void *ctx, const pinio_progress *p);
+static bool mpi_on(void);
+static int check_mpi(const struct cli *c);
 
 const struct pinio_cmd pinio_cmd_bench = {
     .name = "bench",
@@ -68,7 +73,28 @@ static int run_bench(int argc, char **argv)
     if (!c)
         return fprintf(stderr, "pinio bench: out of memory\n"), 1;
     pinio_bench_opts_default(&c->o);
-    int rc = bench_parse_args(c, argc, argv);
+#if PINIO_HAVE_MPI
+    /* Under mpiexec every rank parses; rank 0 alone speaks, and a usage
+     * error on any rank is every rank's (bench_mpi.h). */
+    bench_mpi_hush(argc, argv);
+    int rc = bench_mpi_take_args(&argc, argv);
+#else
+    int rc = 0;
+    for (int i = 1; i < argc && !rc; i++)
+        if (!strcmp(argv[i], "--mpi") || !strncmp(argv[i], "--mpi=", 6))
+            rc = cli_usage("bench", "--mpi: this pinio was built without MPI (meson "
+                                    "-Dmpi=enabled, with libopenmpi-dev)");
+#endif
+    if (!rc)
+        rc = bench_parse_args(c, argc, argv);
+    if (!rc)
+        rc = check_mpi(c);
+#if PINIO_HAVE_MPI
+    if (rc != -1)
+        rc = bench_mpi_agree(argc, argv, rc);
+    if (!rc && bench_mpi_rank() != 0)
+        c->output = NULL; /* rank 0 writes the job's result */
+#endif
     if (rc == -1)
         rc = 0; /* --help */
     else if (!rc && c->job_file)
@@ -77,8 +103,36 @@ static int run_bench(int argc, char **argv)
         rc = run_cells(c);
     if (!rc)
         cli_flush(); /* a failure is reported once, by main.c */
+#if PINIO_HAVE_MPI
+    bench_mpi_end();
+#endif
     free(c);
     return rc;
+}
+
+static bool mpi_on(void)
+{
+#if PINIO_HAVE_MPI
+    return bench_mpi_on();
+#else
+    return false;
+#endif
+}
+
+/* "$rank" and "$host" in a name are --mpi's (each rank its own file);
+ * without it they would name one literal file. --mpi runs one collective
+ * at a time: no grid, and no time series of one rank for the job's. */
+static int check_mpi(const struct cli *c)
+{
+    const char *const *p = c->o.npaths ? c->o.paths : &c->o.path;
+    for (unsigned i = 0; !mpi_on() && i < (c->o.npaths ? c->o.npaths : 1); i++)
+        if (p[i] && strchr(p[i], '$'))
+            return bench_usage(c, "%s: $rank and $host in a name need --mpi (under mpiexec)",
+                               p[i]);
+    if (mpi_on() && (c->sweep || c->repeat || c->log_file))
+        return bench_usage(c, "--mpi runs one job at a time: not with %s",
+                           c->sweep ? "--sweep" : c->repeat ? "--repeat" : "--log-file");
+    return 0;
 }
 
 /* ---- the command line's runs: one, or a --sweep grid --------------------- */
@@ -291,6 +345,8 @@ static int prepare_sections(const struct cli *top, const bench_jobfile *jf, stru
         if (!rc && (s->c->sweep || s->c->repeat || s->c->nbs > 1 || s->c->nqd > 1))
             rc = bench_usage(s->c, "--sweep does not go with a job file");
         if (!rc)
+            rc = check_mpi(s->c);
+        if (!rc)
             rc = bench_check_opts(s->c, &s->c->o, s->c->o.qd);
         s->x = s->c->o;
     }
@@ -336,7 +392,8 @@ static int run_group(const struct cli *top, const bench_jobfile *jf, struct sect
     for (size_t i = 0; i < jf->njobs; i++) {
         if (jf->jobs[i].group != g)
             continue;
-        if ((e = pthread_create(&sec[i].th, NULL, section_main, &sec[i]))) {
+        /* --mpi: each section is a collective of its own, run in turn below */
+        if (!mpi_on() && (e = pthread_create(&sec[i].th, NULL, section_main, &sec[i]))) {
             rc = cli_failf("bench", top->fmt == FMT_JSON, -e, NULL, "%s: thread: %s",
                            sec[i].where, strerror(e));
             break;
@@ -348,7 +405,10 @@ static int run_group(const struct cli *top, const bench_jobfile *jf, struct sect
     for (size_t i = 0; i < started; i++) {
         if (jf->jobs[i].group != g)
             continue;
-        pthread_join(sec[i].th, NULL);
+        if (mpi_on())
+            section_main(&sec[i]);
+        else
+            pthread_join(sec[i].th, NULL);
         struct section *s = &sec[i];
         if (s->e == -ECANCELED) {
             stopped = true;
@@ -401,6 +461,10 @@ static void free_sections(struct section *s, size_t n)
 static int run_one(struct cli *c, pinio_bench_opts *x, pinio_bench_result *r, pinio_diag *d,
                    bool quiet)
 {
+#if PINIO_HAVE_MPI
+    if (bench_mpi_on())
+        return bench_mpi_run_one(c, x, r, d, quiet);
+#endif
     cli_progress pg;
     cli_progress_start(&pg, "bench", CLI_PROGRESS_IOPS, quiet);
     x->progress = on_progress;

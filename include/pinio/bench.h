@@ -397,7 +397,34 @@ typedef struct pinio_bench_opts {
      *  block that reached host memory intact and the device changed fails
      *  with -EBADMSG naming its offset. */
     const char *mem;
+    /* Added with pinio_mpi_bench_run() (pinio/mpi.h). */
+    /** Optional: an array of 3 x #PINIO_BENCH_HIST_BUCKETS counters the
+     *  run fills, whenever it fills the result, with its latency histograms
+     *  over every direction: lat (issue to completion), then slat, then
+     *  clat (what pinio_bench_result::lat, slat and clat are computed
+     *  from). Bucket i counts the requests whose latency falls in
+     *  (pinio_bench_hist_high(i - 1), pinio_bench_hist_high(i)]: the
+     *  histograms of several runs add up bucket by bucket, and
+     *  pinio_bench_hist_percentile() of the sum is the percentile over
+     *  every run's requests. */
+    uint64_t *lat_hist;
 } pinio_bench_opts;
+
+/** Buckets of one histogram of pinio_bench_opts::lat_hist: log-linear, 128 per power of
+ *  two, so a bucket's highest value overstates any value in it by less
+ *  than 1/128. */
+#define PINIO_BENCH_HIST_BUCKETS 7424
+
+/** The highest value (ns) bucket `i` of pinio_bench_opts::lat_hist holds;
+ *  UINT64_MAX for i out of range. */
+PINIO_API uint64_t pinio_bench_hist_high(unsigned i);
+
+/** The value at percentile `p` (0 < p <= 100) of a histogram of
+ *  #PINIO_BENCH_HIST_BUCKETS counters: the highest value of the bucket
+ *  holding the sample of rank ceil(p/100 x total), capped by `max` (the
+ *  exact largest sample), as pinio_bench_result's percentiles are; 0 for
+ *  an empty histogram. */
+PINIO_API uint64_t pinio_bench_hist_percentile(const uint64_t *counts, uint64_t max, double p);
 
 /** Fills `*o` with the defaults: read, bs 1 MiB, qd 16, 1 job, direct, fixed, node -1, seed 1. */
 static inline void pinio_bench_opts_default(pinio_bench_opts *opts);
@@ -548,6 +575,10 @@ typedef struct pinio_bench_result {
      *  hidden behind reads: 1 - gpu_wait_s / that time, clamped to [0, 1]. */
     double gpu_overlap;
     uint64_t gpu_verified_bytes; /**< verify_only: bytes read back from the device and checked */
+    /* Added with pinio_mpi_bench_run(). */
+    /** CLOCK_MONOTONIC (seconds) of the first request's issue and the last
+     *  completion: `seconds` is their difference. */
+    double t_first_s, t_last_s;
 } pinio_bench_result;
 
 /**

@@ -94,6 +94,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pinio/bench.h"
 #include "pinio/common.h"
 #include "pinio/plan.h"
 #include "pinio/view.h"
@@ -349,6 +350,158 @@ PINIO_API const char *pinio_mpi_policy_name(pinio_mpi_policy p);
 
 /** "auto", "allgatherv", "bcast", "alltoallv", "shared"; NULL for an unknown value. */
 PINIO_API const char *pinio_mpi_exchange_name(pinio_mpi_exchange x);
+
+/* ---- pinio_mpi_bench_run(): pinio_bench across the ranks of a job -------- */
+
+/** How the ranks of pinio_mpi_bench_run() share the target (IOR's modes). */
+typedef enum pinio_mpi_bench_layout {
+    /** Every rank uses the target as given, the same bytes (cache and
+     *  contention studies). */
+    PINIO_MPI_BENCH_SAME = 0,
+    /** File per process: "$rank" and "$host" in each path are replaced by
+     *  the rank's index and host name ("${rank}" and "${host}" too). */
+    PINIO_MPI_BENCH_PER_RANK,
+    /** One target split by rank (IOR's shared file): rank r uses
+     *  [offset + r x size, offset + (r + 1) x size) of it; `size` must be
+     *  set (each rank's share). */
+    PINIO_MPI_BENCH_SHARED,
+} pinio_mpi_bench_layout;
+
+/** Options of pinio_mpi_bench_run() beyond the run's own. Start from
+ *  pinio_mpi_bench_opts_default(). */
+typedef struct pinio_mpi_bench_opts {
+    size_t struct_size;             /**< set by pinio_mpi_bench_opts_default() */
+    pinio_mpi_bench_layout layout;  /**< SAME */
+    /** IOR's -C (task reordering): rank r takes the files (PER_RANK: "$rank"
+     *  and "$host" of rank r + k) or the region (SHARED) of rank (r + k) mod
+     *  n, so that a read after a write never finds its own page cache. k =
+     *  `reorder`; -1: the number of ranks on rank 0's host (the next host's
+     *  ranks, as IOR's default); 0: none. */
+    int reorder;
+    /** Measure every rank's clock offset with the ping exchange, even on
+     *  rank 0's host (where CLOCK_MONOTONIC is one clock and the offset is
+     *  taken as 0 otherwise). For tests. */
+    bool clock_ping;
+    /** Optional, on rank 0: called about once a second with the whole job's
+     *  bytes and requests (every rank's latest counts, sent to rank 0 as
+     *  they come); total_bytes the job's for a one-pass run. Nonzero return
+     *  stops rank 0's run (-ECANCELED on every rank). Other ranks' progress
+     *  fields are ignored. */
+    pinio_progress_fn progress;
+    void *progress_ctx;
+    /** Optional, on rank 0: an array of the communicator's size the job
+     *  keeps each rank's latest done bytes in, updated before each progress
+     *  call (per-rank detail). */
+    uint64_t *live_rank_bytes;
+    /** Optional, on any rank: 3 x #PINIO_BENCH_HIST_BUCKETS counters filled
+     *  with this rank's own latency histograms (as pinio_bench_opts::lat_hist)
+     *  when the job succeeds: what rank 0's merged one is the sum of. */
+    uint64_t *rank_lat_hist;
+} pinio_mpi_bench_opts;
+
+/** Fills `*o` with the defaults noted above. */
+static inline void pinio_mpi_bench_opts_default(pinio_mpi_bench_opts *o);
+
+/** What pinio_mpi_bench_opts_default() calls (first `size` bytes). */
+PINIO_API void pinio_mpi_bench_opts_init(pinio_mpi_bench_opts *o, size_t size);
+
+static inline void pinio_mpi_bench_opts_default(pinio_mpi_bench_opts *o)
+{
+    pinio_mpi_bench_opts_init(o, sizeof(*o));
+}
+
+/** What one rank of pinio_mpi_bench_run() did. Times are seconds on the
+ *  common clock (rank 0's CLOCK_MONOTONIC), counted from the job's first
+ *  start: the earliest first issue of any rank. */
+typedef struct pinio_mpi_bench_rank {
+    int rank;
+    char host[64];
+    char path[256];          /**< its (first) target, names substituted */
+    uint64_t offset;         /**< where its region of the target starts */
+    int data_of;             /**< the rank whose file or region it used (reorder) */
+    uint64_t bytes, ios;
+    double start_s, end_s;   /**< its first issue and last completion */
+    double bytes_per_s, iops; /**< over its own end_s - start_s */
+    double cpu_user_s, cpu_sys_s;
+    pinio_bench_lat lat;     /**< its own latencies (percentiles of its requests) */
+    uint64_t s3_requests, s3_retries; /**< object targets: HTTP requests and retries
+                                           (5xx and 429/SlowDown answers, resets) */
+    double clock_offset_s;   /**< its CLOCK_MONOTONIC minus rank 0's */
+    double clock_rtt_s;      /**< the round trip the offset was measured over (0: not measured) */
+    bool created;            /**< its run made (and filled) its file */
+} pinio_mpi_bench_rank;
+
+/** The job's result, on rank 0 (other ranks: `nranks` and the agreed
+ *  code only, `ranks` NULL). */
+typedef struct pinio_mpi_bench_result {
+    /** The job as one run, in pinio_bench_result's fields: bytes, ios,
+     *  cpu and s3 counters summed over the ranks; seconds = last end -
+     *  first start on the common clock, bytes_per_s and iops over it;
+     *  latencies (every percentile, min, max, mean, stdev) over all ranks'
+     *  requests, from their histograms summed bucket by bucket; features,
+     *  batch and file fields rank 0's; t_first_s and t_last_s on rank 0's
+     *  clock. read, write and trim: bytes, ios and rates summed; a
+     *  direction's lat is the merged one when it is the workload's only
+     *  direction, else empty (the histograms come back over every
+     *  direction), and so are its slat and clat; its interval samples are
+     *  empty. */
+    pinio_bench_result job;
+    int nranks, nhosts;
+    /** Stonewall figures: when the first and the last rank finished, s
+     *  after the first start (last_done_s is job.seconds), and the job's
+     *  bytes per second until the first finished (every rank's bytes at
+     *  that time, taken at its own mean rate over its run). */
+    double first_done_s, last_done_s;
+    double first_done_bytes_per_s;
+    /** The ranks' own bandwidths summed, as users sum fio outputs: never
+     *  below job.bytes_per_s (each rank's run lies within the job's). */
+    double sum_rank_bytes_per_s;
+    /** How the clocks were put on one: "monotonic" (one host: one kernel's
+     *  CLOCK_MONOTONIC) or "monotonic+ping" (offsets measured). */
+    char clock[24];
+    /** Rank 0: the merged latency histograms over every rank's requests,
+     *  as pinio_bench_opts::lat_hist (lat, slat, clat: 3 x
+     *  #PINIO_BENCH_HIST_BUCKETS counters). */
+    uint64_t *lat_hist;
+    /** Rank 0: nranks entries in rank order. */
+    pinio_mpi_bench_rank *ranks;
+} pinio_mpi_bench_result;
+
+/**
+ * Collective over `comm`: every rank runs pinio_bench_run() with `o` (its
+ * targets placed by `mo->layout` and `mo->reorder`), all starting after one
+ * barrier, and rank 0 gets one result for the job. `o`'s callbacks are the
+ * caller's on each rank (progress: see `mo->progress`); `o->lat_hist` and
+ * `o->job_results` are ignored. A read of a missing file creates it, as
+ * pinio_bench_run() does, before the barrier.
+ *
+ * The common clock: each rank's run start and end (CLOCK_MONOTONIC) are
+ * put on rank 0's clock by offsets measured with a ping exchange (the
+ * round trip with the least delay of 8; the offset's error is at most half
+ * of it), except for ranks on rank 0's host, whose clock is rank 0's.
+ *
+ * A rank whose run fails (or whose caller's progress callback stops it)
+ * stops the job: rank 0 hears of it through the progress messages and
+ * tells every rank to stop (the others' runs end with -ECANCELED, which
+ * the agreement does not count against the failure), so a time-based job
+ * does not run out its time around one failed rank.
+ *
+ * @param res   on success filled (rank 0: everything; others: nranks);
+ *              release with pinio_mpi_bench_result_free(), also after a
+ *              failure (then nothing is held).
+ * @param diag  optional; on failure the same on every rank: "rank R of N: "
+ *              and the failing rank's message (its file, offset).
+ * @return 0, or the same negative code on every rank: the failing rank's
+ *         (lowest code, then lowest rank): pinio_bench_run()'s codes,
+ *         -EINVAL (MPI not initialised, options that differ from rank 0's,
+ *         SHARED without size), -ENOMEM, -EPROTO (an MPI call failed).
+ */
+PINIO_API int pinio_mpi_bench_run(MPI_Comm comm, const pinio_bench_opts *o,
+                                  const pinio_mpi_bench_opts *mo, pinio_mpi_bench_result *res,
+                                  pinio_diag *diag);
+
+/** Frees what a result holds (ranks, lat_hist) and zeroes them. NULL: no-op. */
+PINIO_API void pinio_mpi_bench_result_free(pinio_mpi_bench_result *res);
 
 #ifdef __cplusplus
 }

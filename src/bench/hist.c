@@ -58,24 +58,46 @@ void pinio__hist_merge(pinio__hist *dst, const pinio__hist *src)
         dst->max = src->max;
 }
 
-uint64_t pinio__hist_percentile(const pinio__hist *h, double p)
+/* The counts-only walk, shared with the public entry below: a histogram
+ * summed over MPI ranks has no pinio__hist around it. */
+static uint64_t percentile_of(const uint64_t *counts, uint64_t total, uint64_t max, double p)
 {
-    if (!h->total)
+    if (!total)
         return 0;
     /* rank = ceil(p% of total), without libm. */
-    double x = p / 100.0 * (double)h->total;
-    uint64_t rank = x <= 1.0 ? 1 : x >= (double)h->total ? h->total : (uint64_t)x;
-    if ((double)rank < x && rank < h->total)
+    double x = p / 100.0 * (double)total;
+    uint64_t rank = x <= 1.0 ? 1 : x >= (double)total ? total : (uint64_t)x;
+    if ((double)rank < x && rank < total)
         rank++;
     uint64_t seen = 0;
     for (unsigned i = 0; i < PINIO__HIST_BUCKETS; i++) {
-        seen += h->counts[i];
+        seen += counts[i];
         if (seen >= rank) {
             uint64_t hi = pinio__hist_high(i);
-            return hi < h->max ? hi : h->max;
+            return hi < max ? hi : max;
         }
     }
-    return h->max;
+    return max;
+}
+
+uint64_t pinio__hist_percentile(const pinio__hist *h, double p)
+{
+    return percentile_of(h->counts, h->total, h->max, p);
+}
+
+_Static_assert(PINIO_BENCH_HIST_BUCKETS == PINIO__HIST_BUCKETS, "bench.h's bucket count");
+
+uint64_t pinio_bench_hist_high(unsigned i)
+{
+    return i < PINIO__HIST_BUCKETS ? pinio__hist_high(i) : UINT64_MAX;
+}
+
+uint64_t pinio_bench_hist_percentile(const uint64_t *counts, uint64_t max, double p)
+{
+    uint64_t total = 0;
+    for (unsigned i = 0; counts && i < PINIO__HIST_BUCKETS; i++)
+        total += counts[i];
+    return counts ? percentile_of(counts, total, max, p) : 0;
 }
 
 double pinio__hist_stdev(const pinio__hist *h)

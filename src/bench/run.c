@@ -232,6 +232,9 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
     }
     if (report) {
         pinio__bench_summarize(o, jobs, o->jobs, res, h);
+        for (int k = 0; o->lat_hist && k < 3; k++) /* lat, slat, clat over every direction */
+            memcpy(o->lat_hist + k * PINIO__HIST_BUCKETS, h[(NDIR + 1) * k + NDIR].counts,
+                   sizeof h[0].counts);
         res->partial = rc == -ECANCELED;
         for (unsigned i = 0; o->job_results && i < o->jobs; i++) {
             pinio_bench_result *jr = &o->job_results[i];

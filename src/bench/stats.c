@@ -115,6 +115,8 @@ void pinio__bench_summarize(const pinio_bench_opts *o, job *jobs, unsigned n,
     res->bytes = res->read.bytes + res->write.bytes + res->trim.bytes;
     res->ios = res->read.ios + res->write.ios + res->trim.ios;
     res->seconds = t1 - t0;
+    res->t_first_s = t0;
+    res->t_last_s = t1;
     double per_s = res->seconds > 0 ? 1 / res->seconds : 0;
     res->bytes_per_s = (double)res->bytes * per_s;
     res->iops = (double)res->ios * per_s;

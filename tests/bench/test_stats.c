@@ -174,3 +174,58 @@ Test(bench_stats, interval_range)
     cr_assert_eq(pinio_bench_check(&o, &d), -EINVAL);
     cr_assert(strstr(d.msg, "--log-interval"), "%s", d.msg);
 }
+
+/* lat_hist: the histograms the result's lat, slat and clat come from (what
+ * pinio_mpi_bench_run() sums over ranks): every request counted once in
+ * each, the percentiles of the counts the result's own, and the run's
+ * clock span its seconds. */
+Test(bench_stats, lat_hist_out)
+{
+    pinio_bench_opts o;
+    opts(&o);
+    o.rw = PINIO_BENCH_RANDRW;
+    static const double pcts[] = {25, 99.5};
+    o.percentiles = pcts;
+    o.npercentiles = 2;
+    uint64_t *h = calloc(3 * PINIO_BENCH_HIST_BUCKETS, sizeof *h);
+    cr_assert(h);
+    o.lat_hist = h;
+    pinio_bench_result r;
+    pinio_diag d = {0};
+    cr_assert_eq(pinio_bench_run(&o, &r, &d), 0, "%s", d.msg);
+    const pinio_bench_lat *lats[3] = {&r.lat, &r.slat, &r.clat};
+    for (int k = 0; k < 3; k++) {
+        const uint64_t *c = h + (size_t)k * PINIO_BENCH_HIST_BUCKETS;
+        const pinio_bench_lat *l = lats[k];
+        uint64_t total = 0, lo = UINT64_MAX, hi = 0;
+        for (unsigned i = 0; i < PINIO_BENCH_HIST_BUCKETS; i++) {
+            total += c[i];
+            if (c[i] && lo == UINT64_MAX)
+                lo = i;
+            if (c[i])
+                hi = i;
+        }
+        cr_assert_eq(total, r.ios, "histogram %d: %llu requests of %llu", k,
+                     (unsigned long long)total, (unsigned long long)r.ios);
+        /* the exact min and max fall in the first and last buckets used */
+        cr_assert(l->min_ns <= pinio_bench_hist_high((unsigned)lo));
+        cr_assert(lo == 0 || l->min_ns > pinio_bench_hist_high((unsigned)lo - 1));
+        cr_assert(l->max_ns <= pinio_bench_hist_high((unsigned)hi));
+        cr_assert(hi == 0 || l->max_ns > pinio_bench_hist_high((unsigned)hi - 1));
+        cr_assert_eq(pinio_bench_hist_percentile(c, l->max_ns, 50), l->p50_ns);
+        cr_assert_eq(pinio_bench_hist_percentile(c, l->max_ns, 90), l->p90_ns);
+        cr_assert_eq(pinio_bench_hist_percentile(c, l->max_ns, 99), l->p99_ns);
+        cr_assert_eq(pinio_bench_hist_percentile(c, l->max_ns, 99.9), l->p999_ns);
+        cr_assert_eq(pinio_bench_hist_percentile(c, l->max_ns, 25), l->pct_ns[0]);
+        cr_assert_eq(pinio_bench_hist_percentile(c, l->max_ns, 99.5), l->pct_ns[1]);
+        cr_assert_eq(pinio_bench_hist_percentile(c, l->max_ns, 100), l->max_ns);
+    }
+    cr_assert_eq(pinio_bench_hist_percentile(NULL, 5, 50), 0);
+    cr_assert_eq(pinio_bench_hist_high(PINIO_BENCH_HIST_BUCKETS), UINT64_MAX);
+    cr_assert_eq(pinio_bench_hist_high(0), 0);
+    cr_assert_eq(pinio_bench_hist_high(PINIO_BENCH_HIST_BUCKETS - 1), UINT64_MAX);
+    /* the span the seconds are, on CLOCK_MONOTONIC */
+    cr_assert(r.t_first_s > 0 && r.t_last_s >= r.t_first_s);
+    cr_assert_eq(r.t_last_s - r.t_first_s, r.seconds);
+    free(h);
+}
