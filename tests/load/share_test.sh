@@ -125,6 +125,24 @@ for stage in claimed allocated reading complete; do
     empty "reader killed at $stage"
 done
 
+# --- the reader's reads fail (PINIO_FAULTS, the engine's fault point):
+# its load fails naming the offset, its segment is removed, and a loader
+# waiting for it reads the file itself.
+rm -f "$DIR/go" "$DIR/go.reached"
+PINIO_FAULTS=eio@2 SHARE_TEST_AT="allocated:wait:$DIR/go" "$LOADER" "$M" >"$DIR/a.out" 2>&1 &
+a=$!
+while [ ! -e "$DIR/go.reached" ] && kill -0 "$a" 2>/dev/null; do sleep 0.05; done
+"$LOADER" "$M" >"$DIR/b.out" 2>&1 &
+b=$!
+touch "$DIR/go"
+wait "$a"
+rc=$?
+[ "$rc" -eq 1 ] || FAIL "a reader whose reads fail: exit $rc, want 1: $(cat "$DIR/a.out")"
+grep -q "offset" "$DIR/a.out" || FAIL "the failed read's offset is not named: $(cat "$DIR/a.out")"
+wait "$b" || FAIL "the loader waiting on a failed reader: $(cat "$DIR/b.out")"
+[ "$(field read_bytes "$DIR/b.out")" = "$ONE" ] || FAIL "the loader after a failed reader read $(field read_bytes "$DIR/b.out")"
+empty "reader's reads failed"
+
 # --- a sharer killed while it maps, after the reader died with its segment
 # complete: a later load maps it still, and the last user removes it.
 SHARE_TEST_AT="complete:kill" "$LOADER" "$M" >/dev/null 2>&1
