@@ -189,7 +189,8 @@ PINIO_API size_t pinio_arena_size(const pinio_arena *a);
  * A file is shared when it is read pinned and nothing asks for private
  * memory (no kept `arena`, `register_arena`, `verify`, forced `backend`,
  * `node` (a segment is not NUMA-placed), slices, `tensor_align` its
- * tensors miss), its reads cover one contiguous
+ * tensors miss), every tensor of the file is selected (a filter or a
+ * safe_open read of a part is private), its reads cover one contiguous
  * range, and it is a local file (s3:// objects load privately: sharing
  * keys on the file's identity, device, inode, size and modification time
  * in ns). The first process to claim it reads it (the normal engine, O_DIRECT

@@ -222,18 +222,25 @@ static const char *refused(const pinio_plan *plan, uint32_t f, const pinio_load_
         return "verify hashes the reads as they land in this process";
     if (o->backend != PINIO_BACKEND_AUTO)
         return "a backend forced: this process's reads were asked for";
+    size_t selected = 0;
     for (size_t i = 0; i < plan->ntensors; i++) {
         const pinio_plan_tensor *t = &plan->tensors[i];
         if (t->file != f)
             continue;
+        selected++;
         if (t->sliced)
             return "slices of it: each process reads its own";
         if (o->tensor_align > 1 && t->nbytes && (t->file_offset & (o->tensor_align - 1)))
             return "tensor_align asks for a move in this process's memory";
     }
+    /* A part of a file (a filter, a safe_open tensor) is not what the
+     * others of the node load: its segment would serve nobody and cost a
+     * registry round per call. */
+    if (selected < pinio_st_count(plan->files[f].st))
+        return "a part of the file selected (filters): each process reads its own";
     size_t a, b;
     if (!file_reads(plan, f, &a, &b))
-        return "the selection leaves gaps in the file (filters)";
+        return "the file's reads leave gaps";
     return NULL;
 }
 

@@ -93,6 +93,8 @@ check 0 "--no-share" "$PINIO" load "$M" --memory pinned --no-share --json
 json "--no-share: the JSON says so" "j['share'].startswith('private: sharing off') and j['shared_file_count'] == 0 and j['read_bytes'] > 0"
 check 0 "--share=auto" "$PINIO" load "$M" --memory pinned --share=auto --json
 json "--share=auto read here" "j['share_read_file_count'] == 1 and j['share_bytes'] > 0"
+check 0 "--filter" "$PINIO" load "$M" --memory pinned --filter model.layers.0 --json
+json "a part of the file is read privately" "j['share'].startswith('private: a part of the file selected') and j['share_bytes'] == 0"
 check 2 "--share=bad" "$PINIO" load "$M" --share=bad
 has "$DIR/err" "auto or off" "a bad --share value is named"
 empty "the CLI"
