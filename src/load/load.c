@@ -9,6 +9,8 @@
  *      reads; or a kept arena, reused)
  *   -> execute the pinned files' reads into the arena (exec.c), hashing as
  *      reads land (verify.c)
+ *   -> the shared files (coop.c): another process's segment mapped, or read
+ *      into one of their own for the node's other loads, file by file
  *   -> digests compared -> tensors realigned (--align) -> settle the arena
  *      (placement checked, locked) -> checkpoint (checkpoint.c)
  *

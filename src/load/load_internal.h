@@ -10,6 +10,9 @@
  *                 ahead of the reads, placement checked and locked after them
  *                 (its own header, arena_internal.h: load.c uses it, never the
  *                 other way)                                     (report.memory)
+ *   coop.c        node-local sharing: a pinned file read once per node, into a
+ *                 /dev/shm segment the node's other loads map     (report.share)
+ *                 (its own header, coop_internal.h)
  *   verify.c      SHA-256 of each file while its bytes land      (report.verified)
  *   checkpoint.c  tensors as views of the arena, headers, accessors (report.misaligned)
  *   report.c      the plan's part of the report, the cache line    (report.cache)
