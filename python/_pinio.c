@@ -241,20 +241,24 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
                               (char *)"expected_sha256", (char *)"fill", (char *)"split",
                               (char *)"rank", (char *)"world", (char *)"slices",
                               (char *)"max_overread", (char *)"consumer", (char *)"source",
-                              (char *)"exact", NULL};
+                              (char *)"exact", (char *)"share", NULL};
     PyObject *paths, *filters = Py_None, *arena_o = Py_None, *expected = Py_None;
     PyObject *split = Py_None, *slices = Py_None, *source_o = Py_None;
     const char *backend = "auto", *cache = "auto", *direct = "auto", *memory = "auto";
-    const char *fill = "auto", *consumer = "host";
+    const char *fill = "auto", *consumer = "host", *share = "auto";
     int verify = 0, map_private = 1, exact = 0;
     uint32_t rank = 0, world = 1;
     double max_overread = 0.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$spOOsOO&O&OdsOp", kwlist, &paths,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$spOOsOO&O&OdsOps", kwlist, &paths,
                                      &filters, &backend, &cache, &direct, &verify, &memory,
                                      &map_private, &arena_o, &expected, &fill, &split,
                                      conv_rank, &rank, conv_world, &world, &slices,
-                                     &max_overread, &consumer, &source_o, &exact))
+                                     &max_overread, &consumer, &source_o, &exact, &share))
         return NULL;
+    if (strcmp(share, "auto") && strcmp(share, "off")) {
+        PyErr_Format(PyExc_ValueError, "share %s is invalid (auto, off)", share);
+        return NULL;
+    }
     int m, f, c;
     ArenaObject *arena;
     SourceObject *src;
@@ -291,6 +295,7 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     o.map_private = map_private;
     o.mapped_fill = (uint8_t)f;
     o.consumer = (pinio_consumer)c;
+    o.share = (uint8_t)(strcmp(share, "off") ? PINIO_SHARE_AUTO : PINIO_SHARE_OFF);
     o.verify = verify || a.sha;
     o.expected_sha256 = a.sha;
     o.nexpected = a.nsha;

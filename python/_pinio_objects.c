@@ -549,6 +549,15 @@ static PyObject *Checkpoint_report(CheckpointObject *self, PyObject *unused)
         PyDict_SetItemString(d, "arena_kept", r.arena_kept ? Py_True : Py_False) ||
         PyDict_SetItemString(d, "arena_grown", r.arena_grown ? Py_True : Py_False))
         Py_CLEAR(d);
+    /* Node-local sharing: whether this process read or mapped another's read. */
+    PyObject *share = d ? Py_BuildValue("{s:s,s:n,s:n,s:K}", "line", r.share, "files_shared",
+                                        (Py_ssize_t)r.files_shared, "files_read_here",
+                                        (Py_ssize_t)r.files_share_read, "bytes",
+                                        (unsigned long long)r.share_bytes)
+                          : NULL;
+    if (d && (!share || PyDict_SetItemString(d, "share", share)))
+        Py_CLEAR(d);
+    Py_XDECREF(share);
     Py_XDECREF(ready);
     Py_XDECREF(sha);
     return d;

@@ -67,6 +67,11 @@ static void load_usage(FILE *out)
             "                     mapping is populated; fault leaves it to the populate's\n"
             "                     own readahead; auto (default): ahead on network and FUSE\n"
             "                     file systems, where each request waits, fault elsewhere\n"
+            "  --share auto|off   node-local sharing of pinned files (default auto): loads\n"
+            "                     of the same file at once on this machine read it once,\n"
+            "                     the others mapping the reader's memory (/dev/shm); off\n"
+            "                     (or --no-share, or PINIO_SHARE=0) reads privately; the\n"
+            "                     summary's share line says which ran and why\n"
             "  --register         pinned files: register the arena with io_uring slab by slab\n"
             "                     as the reads reach it (reads by READ_FIXED); off by default,\n"
             "                     see the summary's memory line for which ran and why\n"
@@ -230,6 +235,10 @@ static void print_json(char *const *inputs, size_t ninputs, const pinio_load_opt
     jw_kstr(&w, "io_path", r->io_path);
     jw_kstr(&w, "cache", r->cache);
     jw_kstr(&w, "memory", r->memory);
+    jw_kstr(&w, "share", r->share);
+    jw_ku64(&w, "shared_file_count", r->files_shared);
+    jw_ku64(&w, "share_read_file_count", r->files_share_read);
+    jw_ku64(&w, "share_bytes", r->share_bytes);
     jw_key(&w, "files");
     jw_arr(&w);
     for (size_t i = 0; i < pinio_checkpoint_file_count(cp); i++) {
@@ -275,6 +284,7 @@ static void print_text(const pinio_load_opts *opts, pinio_checkpoint *cp,
     printf("I/O path  %s\n", r->io_path);
     printf("cache     %s\n", r->cache);
     printf("modes     %s\n", r->modes);
+    printf("share     %s\n", r->share);
     if (r->files_mapped)
         printf("mapped    %.3f GB: the page cache of %zu file%s, no copy%s\n",
                (double)r->mapped_bytes / 1e9, r->files_mapped, r->files_mapped == 1 ? "" : "s",

@@ -13,7 +13,7 @@ enum {
     O_FILTER = 256, O_NODE, O_DIRECT, O_CACHE, O_BACKEND, O_QD, O_BS, O_VERIFY, O_SHA, O_JSON,
     O_QUIET, O_DEVICE, O_STAGING, O_MEMORY, O_ALIGN, O_REGISTER, O_CONSUMER,
     O_MPI, O_SHARD, O_XCHG, O_PIECE, O_NODE_RANKS, O_PROGRESS, O_FILL, O_SUMS,
-    O_SPLIT, O_RANK, O_WORLD, O_OVERREAD,
+    O_SPLIT, O_RANK, O_WORLD, O_OVERREAD, O_SHARE, O_NO_SHARE,
     O_END
 };
 
@@ -47,6 +47,8 @@ static const struct option longopts[] = {
     { "rank", required_argument, NULL, O_RANK },
     { "world", required_argument, NULL, O_WORLD },
     { "max-overread", required_argument, NULL, O_OVERREAD },
+    { "share", required_argument, NULL, O_SHARE },
+    { "no-share", no_argument, NULL, O_NO_SHARE },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
 };
@@ -60,7 +62,8 @@ static const unsigned long long not_mpi = BIT(O_NODE) |
                                           BIT(O_MEMORY) | BIT(O_ALIGN) | BIT(O_DEVICE) |
                                           BIT(O_STAGING) | BIT(O_REGISTER) |
                                           BIT(O_CONSUMER) | BIT(O_FILL) | BIT(O_SPLIT) |
-                                          BIT(O_RANK) | BIT(O_WORLD) | BIT(O_OVERREAD);
+                                          BIT(O_RANK) | BIT(O_WORLD) | BIT(O_OVERREAD) |
+                                          BIT(O_SHARE) | BIT(O_NO_SHARE);
 /* The split options without --split: refused rather than ignored. */
 static const unsigned long long split_only = BIT(O_RANK) | BIT(O_WORLD) | BIT(O_OVERREAD);
 
@@ -172,6 +175,15 @@ static int one(cli_load_args *a, int c, const char *arg)
         o->mapped_fill = (uint8_t)values[k];
         return 0;
     }
+    case O_SHARE: {
+        static const char *const names[] = { "auto", "off" };
+        int k = pick("--share", arg, names, 2, "auto or off");
+        if (k < 0)
+            return -k;
+        o->share = (uint8_t)(k ? PINIO_SHARE_OFF : PINIO_SHARE_AUTO);
+        return 0;
+    }
+    case O_NO_SHARE: o->share = PINIO_SHARE_OFF; return 0;
     case O_SHA:
         if (!cli_is_sha256(arg))
             return cli_usage("load", "--sha256 wants 64 hex digits, not '%s'", arg);
@@ -325,9 +337,12 @@ int cli_load_parse(int argc, char **argv, cli_load_args *a)
         return cli_usage("load", "--staging goes with --device");
     if (a->dev.set && a->load.request_size && !a->mpi) /* --mpi: --bs shapes the reads */
         return cli_usage("load", "--bs is not supported with --device yet");
-    if (a->dev.set && (seen & (BIT(O_MEMORY) | BIT(O_ALIGN))))
+    if (a->dev.set && (seen & (BIT(O_MEMORY) | BIT(O_ALIGN) | BIT(O_SHARE) | BIT(O_NO_SHARE))))
         return cli_usage("load", "--%s is not supported with --device",
-                         seen & BIT(O_MEMORY) ? "memory" : "align");
+                         seen & BIT(O_MEMORY)  ? "memory"
+                         : seen & BIT(O_ALIGN) ? "align"
+                         : seen & BIT(O_SHARE) ? "share"
+                                               : "no-share");
     if (a->node_ranks && strcmp(a->policy, "node"))
         return cli_usage("load", "--node-ranks goes with --mpi node");
     if (a->nshard && strcmp(a->policy, "shard"))

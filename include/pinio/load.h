@@ -182,6 +182,62 @@ PINIO_API void pinio_arena_release(pinio_arena *a);
 /** Bytes of memory the arena holds now (0 before its first load). */
 PINIO_API size_t pinio_arena_size(const pinio_arena *a);
 
+/**
+ * Node-local sharing (pinio_load_opts::share): processes on one node that
+ * load the same local file at the same time read it from storage once.
+ *
+ * A file is shared when it is read pinned and nothing asks for private
+ * memory (no kept `arena`, `register_arena`, `verify`, forced `backend`,
+ * `node` (a segment is not NUMA-placed), slices, `tensor_align` its
+ * tensors miss), every tensor of the file is selected (a filter or a
+ * safe_open read of a part is private), its reads cover one contiguous
+ * range, and it is a local file (s3:// objects load privately: sharing
+ * keys on the file's identity, device, inode, size and modification time
+ * in ns). The first process to claim it reads it (the normal engine, O_DIRECT
+ * for a cold file) into a segment in `/dev/shm` (PINIO_SHARE_DIR overrides
+ * the folder), found by the others through its name, which is the file's
+ * identity: another file at the same path, or the same path rewritten, has
+ * another name and never shares. The others wait for the reader and map the
+ * segment: their tensors view the same memory (mlock'ed within
+ * RLIMIT_MEMLOCK, then #PINIO_PROP_PINNED), and they read nothing.
+ *
+ * Safety: a fcntl OFD lock on the segment's first byte is held while it is
+ * claimed, allocated and read, and released by the kernel when the holder
+ * dies; a completion marker is written only after every read landed and the
+ * file was checked unchanged, so a sharer never maps a partial segment (one
+ * left by a killed reader is taken over and read again). Each user holds a
+ * shared lock on the second byte; the last to let go removes the segment,
+ * and a segment whose users all died is removed by the next load that looks.
+ * The segment's size is checked against the folder's free space and the
+ * memory (cgroup v2 memory.max - memory.current, MemAvailable) before it is
+ * allocated with posix_fallocate, so a full `/dev/shm` is a private read,
+ * never a SIGBUS. Whatever the reason a file loads privately, the report's
+ * `share` line says it.
+ *
+ * The environment variable PINIO_SHARE=0 (or off) turns sharing off for
+ * every load of the process, as #PINIO_SHARE_OFF does for one.
+ */
+typedef enum pinio_share_policy {
+    PINIO_SHARE_AUTO = 0, /**< share where the rule above allows (the default) */
+    PINIO_SHARE_OFF,      /**< every file read privately */
+} pinio_share_policy;
+
+/** The steps of a shared read, as pinio_load_opts::share_hook sees them. */
+typedef enum pinio_share_stage {
+    PINIO_SHARE_CLAIMED = 1, /**< this process reads the file for the others: the lock is held,
+                                  the segment not yet allocated */
+    PINIO_SHARE_ALLOCATED,   /**< the segment is allocated, nothing read into it */
+    PINIO_SHARE_READING,     /**< the first read landed in the segment */
+    PINIO_SHARE_COMPLETE,    /**< every byte read and checked, the marker written, the lock still
+                                  held */
+    PINIO_SHARE_JOINING,     /**< another process's complete segment found, lock held, not yet
+                                  mapped */
+} pinio_share_stage;
+
+/** Called at each #pinio_share_stage of a file (`path`) on the loading
+ *  thread: tests stop or kill the process there. */
+typedef void (*pinio_share_hook_fn)(void *ctx, const char *path, pinio_share_stage stage);
+
 /** Options of pinio_load(). Start from pinio_load_opts_default(). */
 typedef struct pinio_load_opts {
     size_t struct_size;          /**< sizeof(pinio_load_opts), set by the defaults function */
@@ -286,6 +342,12 @@ typedef struct pinio_load_opts {
      *  #pinio_stop_fn; nonzero stops the call with -ECANCELED. */
     pinio_stop_fn stop;
     void *stop_ctx;
+    /** Node-local sharing, a #pinio_share_policy value (AUTO: see its rule;
+     *  the environment's PINIO_SHARE=0 turns it off too). */
+    uint8_t share;
+    /** Optional: called at each step of a shared read (tests); NULL = none. */
+    pinio_share_hook_fn share_hook;
+    void *share_hook_ctx;
 } pinio_load_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */
@@ -417,6 +479,14 @@ typedef struct pinio_load_report {
      *  return. A binding that makes an object per tensor adds that time on
      *  top (Python's report()["ready_seconds"]). */
     double ready_seconds;
+    /** Node-local sharing (#pinio_share_policy): files whose bytes another
+     *  process read, this one mapping its segment (no read of its own). */
+    size_t files_shared;
+    size_t files_share_read;   /**< files this process read into a segment others may map */
+    uint64_t share_bytes;      /**< bytes of the segments mapped, of both kinds */
+    /** One line: per file, read here for sharing, shared (read by another
+     *  process), or read privately and why. */
+    char share[256];
 } pinio_load_report;
 
 /**

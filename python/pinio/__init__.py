@@ -616,7 +616,7 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
          cache="auto", direct="auto", verify=False, expected_sha256=None, memory="auto",
          map_private=True, arena=None, slot_size=0, slots=0, fill="auto", consumer="host",
          split=None, rank=None, world=None, process_group=None, max_overread=0.0,
-         round_bytes=None, exchange="auto"):
+         round_bytes=None, exchange="auto", share="auto"):
     """Loads `paths` (files, shard folders, index files; s3:// URLs of an
     object, a prefix or an index: README's Object storage) and returns a Checkpoint.
 
@@ -644,6 +644,12 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     consumer: "host" (default: CPU code reads the tensors) or "dma" (a
     device copies them, as a GPU upload does: memory "auto" then reads
     every file into pinned memory, which the driver can DMA from).
+    share: "auto" (default) or "off": node-local sharing of pinned files
+    (load.h): processes of this machine loading the same file at once read
+    it once, the others mapping the reader's memory (/dev/shm), as mmap
+    loaders share the page cache; "off" (or PINIO_SHARE=0 in the
+    environment) reads privately. report()["share"] says which ran for each
+    file and why ("line"), and report()["read_bytes"] what this process read.
     arena: a pinio.Arena whose pinned memory this load reuses (every file
     is then read pinned). The previous load's tensors through the same
     arena must all be gone (and its checkpoint closed): otherwise this
@@ -692,6 +698,8 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     round's exchange running while the next round is read; it bounds the
     send buffers.
     Raises pinio.Error (an OSError naming the file, offset or tensor)."""
+    if share not in ("auto", "off"):
+        raise ValueError(f"share={share!r} is invalid (auto, off)")
     try:
         rules, on_device = _open_args(framework, device, allocator, memory, arena, slot_size,
                                       slots, fill, consumer, split, verify, expected_sha256,
@@ -738,7 +746,7 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     raw = _pinio.load(paths, filters=filters, backend=backend, cache=cache, direct=direct,
                       verify=verify, memory=memory, map_private=map_private, arena=arena,
                       expected_sha256=expected_sha256, fill=fill, consumer=consumer,
-                      **sliced)
+                      share=share, **sliced)
     try:
         rep = raw.report()
         _check_selected(filters, rep["tensors"], rep["files"], paths)

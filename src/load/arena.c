@@ -281,7 +281,8 @@ int pinio__arena_realign(pinio__arena *a, const pinio_plan *plan, uint64_t align
     }
     size_t n = 0;
     for (size_t i = 0; i < plan->ntensors; i++) {
-        if (a->files[plan->tensors[i].file].mode != PINIO_MEMORY_PINNED)
+        if (a->files[plan->tensors[i].file].mode != PINIO_MEMORY_PINNED ||
+            a->files[plan->tensors[i].file].coop) /* shared: in its segment, never moved */
             continue;
         if (plan->tensors[i].nbytes)
             idx[n++] = i;
@@ -316,7 +317,9 @@ void pinio__arena_settle(pinio__arena *a, pinio_load_report *rep)
     faulter_stop(&a->faulter);
     if (!a->view.len) {
         snprintf(rep->memory, sizeof(rep->memory), "no arena (%s)",
-                 rep->files_mapped ? "every file mapped" : "nothing to read");
+                 rep->share_bytes    ? "every file read is in a shared segment (see share)"
+                 : rep->files_mapped ? "every file mapped"
+                                     : "nothing to read");
         return;
     }
     /* Placement is checked now that the pages exist, then the pages are

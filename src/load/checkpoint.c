@@ -22,7 +22,8 @@ typedef struct cp_file {
     bool hashed;
     pinio_memory_mode mode;
     char why[112];
-    pinio_view map;          /* mapped: the mapping its tensors view */
+    pinio_view map;          /* mapped: the mapping its tensors view; shared: its segment */
+    bool map_pinned;         /* shared: the segment is locked */
 } cp_file;
 
 struct pinio_checkpoint {
@@ -101,6 +102,7 @@ int pinio__checkpoint_build(pinio_checkpoint **out, pinio_plan *plan, const pini
         cp->files[i].mode = fm[i].mode;
         memcpy(cp->files[i].why, fm[i].why, sizeof(cp->files[i].why));
         cp->files[i].map = fm[i].map;
+        cp->files[i].map_pinned = fm[i].map_pinned;
         fm[i].map = (pinio_view){ 0 };
         if (sha_hex) {
             memcpy(cp->files[i].sha_hex, sha_hex[i], sizeof(cp->files[i].sha_hex));
@@ -251,13 +253,17 @@ int pinio_checkpoint_tensor_bytes(const pinio_checkpoint *cp, size_t i, pinio_by
     const pinio_tensor *t = &cp->tensors[i];
     const cp_file *f = &cp->files[t->file];
     bool mapped = f->mode == PINIO_MEMORY_MAPPED;
-    const pinio_view *mem = mapped ? &f->map : &cp->arena;
+    bool own = mapped || f->map.len; /* a pinned file's own memory: shared (coop.c) */
+    const pinio_view *mem = own ? &f->map : &cp->arena;
     size_t start = t->nbytes ? (size_t)(t->data - mem->ptr) : 0;
     pinio_view v;
     int rc = pinio_view_slice(mem, start, start + (size_t)t->nbytes, &v);
     if (rc < 0)
         return rc;
-    rc = pinio_bytes_from_view(out, &v, mapped ? PINIO_PROP_FILE : cp->property);
+    rc = pinio_bytes_from_view(out, &v, mapped       ? PINIO_PROP_FILE
+                                        : !own         ? cp->property
+                                        : f->map_pinned ? PINIO_PROP_PINNED
+                                                       : PINIO_PROP_NATIVE);
     if (rc < 0)
         pinio_view_release(&v);
     return rc;

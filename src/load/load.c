@@ -9,6 +9,8 @@
  *      reads; or a kept arena, reused)
  *   -> execute the pinned files' reads into the arena (exec.c), hashing as
  *      reads land (verify.c)
+ *   -> the shared files (coop.c): another process's segment mapped, or read
+ *      into one of their own for the node's other loads, file by file
  *   -> digests compared -> tensors realigned (--align) -> settle the arena
  *      (placement checked, locked) -> checkpoint (checkpoint.c)
  *
@@ -22,6 +24,7 @@
 
 #include "src/base/opts.h"
 #include "src/load/arena_internal.h"
+#include "src/load/coop_internal.h"
 
 void pinio_load_opts_init(pinio_load_opts *opts, size_t size)
 {
@@ -58,7 +61,8 @@ static int alloc_tables(load_run *L);
 static int decide_memory(load_run *L, pinio_diag *diag);
 static int make_arena(load_run *L, uint64_t arena_bytes, pinio_diag *diag);
 static int execute_pinned(pinio_plan *plan, pinio__arena *arena, const pinio_load_opts *o,
-                          pinio_load_report *rep, pinio_diag *diag);
+                          pinio_load_report *rep, bool *first, pinio_diag *diag);
+static int execute_shared(load_run *L, bool *first, pinio_diag *diag);
 static int finish_verify(load_run *L, pinio_diag *diag);
 static int place_tensors(load_run *L);
 static int build_checkpoint(load_run *L);
@@ -117,13 +121,14 @@ static int check_opts(load_run *L, bool have_paths, size_t ninputs, const pinio_
     const pinio_load_opts o = L->o;
     if (!out || !have_paths || ninputs == 0 || (o.nfilters && !o.filters) ||
         o.memory > PINIO_MEMORY_MAPPED || (unsigned)o.consumer > PINIO_CONSUMER_DMA ||
-        o.mapped_fill > PINIO_FILL_FAULT || o.tensor_align > 4096 ||
+        o.mapped_fill > PINIO_FILL_FAULT || o.share > PINIO_SHARE_OFF || o.tensor_align > 4096 ||
         (o.tensor_align & (o.tensor_align - 1))) {
         pinio_diag_set(diag, -EINVAL, "pinio_load: %s",
                        !ninputs                       ? "no input paths"
                        : o.memory > PINIO_MEMORY_MAPPED ? "invalid memory mode"
                        : (unsigned)o.consumer > PINIO_CONSUMER_DMA ? "consumer must be HOST or DMA"
                        : o.mapped_fill > PINIO_FILL_FAULT ? "mapped_fill must be AUTO, AHEAD or FAULT"
+                       : o.share > PINIO_SHARE_OFF ? "share must be AUTO or OFF"
                        : o.tensor_align > 4096 || (o.tensor_align & (o.tensor_align - 1))
                            ? "tensor_align must be a power of two, at most 4096"
                            : "invalid arguments");
@@ -188,14 +193,18 @@ static int run_stages(load_run *L, pinio_diag *diag)
         rc = arc;
     if (rc == 0)
         rc = decide_memory(L, diag);
+    bool first = true;
     if (rc == 0)
-        rc = execute_pinned(L->plan, &L->arena, &L->o, &L->rep, diag);
+        rc = execute_pinned(L->plan, &L->arena, &L->o, &L->rep, &first, diag);
+    if (rc == 0)
+        rc = execute_shared(L, &first, diag);
     if (rc == 0 && L->arena.verify)
         rc = finish_verify(L, diag);
     if (rc == 0)
         rc = place_tensors(L);
     if (L->have_arena)
         pinio__arena_settle(&L->arena, &L->rep);
+    pinio__coop_memory_line(L->plan, L->fm, &L->rep);
     if (rc == 0)
         rc = build_checkpoint(L);
     return rc;
@@ -297,19 +306,42 @@ static void report_exec(const pinio_exec_report *er, pinio_load_report *rep)
 /* The pinned files' reads form runs of consecutive reads (a file's reads
  * are consecutive): each run is one execution into the arena. Most loads
  * have one run; mixed modes may have more. */
+/* One execution's report added to the load's. */
+static void tally_exec(const pinio_exec_report *er, pinio_load_report *rep, bool *first)
+{
+    if (*first) {
+        report_exec(er, rep);
+    } else {
+        rep->read_bytes += er->read_bytes;
+        rep->io_seconds += er->io_seconds;
+        rep->fixed_ops += er->fixed_ops;
+        rep->plain_ops += er->plain_ops;
+        rep->files_direct += er->files_direct;
+        rep->files_buffered += er->files_buffered;
+        rep->files_object += er->files_object;
+        rep->registered = rep->registered && er->backend == PINIO_BACKEND_FIXED_DIRECT;
+    }
+    *first = false;
+}
+
+/* The pinned files' reads form runs of consecutive reads (a file's reads
+ * are consecutive): each run is one execution into the arena. Most loads
+ * have one run; mixed modes may have more. Shared files (coop) are not in
+ * the arena: execute_shared() reads or maps them. */
 static int execute_pinned(pinio_plan *plan, pinio__arena *arena, const pinio_load_opts *o,
-                          pinio_load_report *rep, pinio_diag *diag)
+                          pinio_load_report *rep, bool *first, pinio_diag *diag)
 {
     size_t n = plan->layout.nreads;
     int rc = 0;
-    bool first = true;
     for (size_t i = 0; i < n && rc == 0;) {
-        if (arena->files[plan->layout.reads[i].file].mode != PINIO_MEMORY_PINNED) {
+        const pinio__fmem *m = &arena->files[plan->layout.reads[i].file];
+        if (m->mode != PINIO_MEMORY_PINNED || m->coop) {
             i++;
             continue;
         }
         size_t j = i;
-        while (j < n && arena->files[plan->layout.reads[j].file].mode == PINIO_MEMORY_PINNED)
+        while (j < n && arena->files[plan->layout.reads[j].file].mode == PINIO_MEMORY_PINNED &&
+               !arena->files[plan->layout.reads[j].file].coop)
             j++;
         pinio_exec_opts eo;
         exec_opts_of(o, arena->verify != NULL, rep->arena_bytes, &eo);
@@ -322,35 +354,39 @@ static int execute_pinned(pinio_plan *plan, pinio__arena *arena, const pinio_loa
         rc = pinio_plan_execute(plan, &pinio__arena_dest, arena, &eo, &er, diag);
         if (rc == 0 && er.regions_registered > arena->nregistered)
             arena->nregistered = er.regions_registered;
-        if (rc == 0 && first)
-            report_exec(&er, rep);
-        else if (rc == 0) {
-            rep->read_bytes += er.read_bytes;
-            rep->io_seconds += er.io_seconds;
-            rep->fixed_ops += er.fixed_ops;
-            rep->plain_ops += er.plain_ops;
-            rep->files_direct += er.files_direct;
-            rep->files_buffered += er.files_buffered;
-            rep->files_object += er.files_object;
-            rep->registered = rep->registered && er.backend == PINIO_BACKEND_FIXED_DIRECT;
-        }
-        first = false;
+        if (rc == 0)
+            tally_exec(&er, rep, first);
         i = j;
     }
-    if (first)
-        snprintf(rep->io_path, sizeof(rep->io_path), "no reads: %s",
-                 rep->files_mapped ? "every selected file mapped" : "no data to read");
+    return rc;
+}
+
+/* The shared files (coop.c): another process's segment mapped, or read
+ * into one, each file on its own after the arena's reads. */
+static int execute_shared(load_run *L, bool *first, pinio_diag *diag)
+{
+    pinio_exec_opts eo;
+    exec_opts_of(&L->o, false, L->rep.bytes, &eo);
+    int rc = pinio__coop_run(L->plan, &L->o, &eo, L->fm, tally_exec, first, &L->rep, diag);
     /* The cache line was written from the plan, before any read: a file
      * whose file system refused O_DIRECT when it was opened was read
-     * through the page cache after all (the executions counted it). */
+     * through the page cache after all (the executions counted it). A
+     * file another process read was read by none of them. */
     size_t planned_direct = 0;
-    for (size_t f = 0; f < plan->nfiles; f++)
-        planned_direct += arena->files[f].mode == PINIO_MEMORY_PINNED && arena->files[f].has_reads &&
-                          !plan->files[f].pub.hot && !plan->files[f].pub.object;
-    if (rc == 0 && rep->files_direct < planned_direct)
-        pinio__appendf(rep->cache, sizeof(rep->cache),
+    for (size_t f = 0; f < L->plan->nfiles; f++)
+        planned_direct += L->fm[f].mode == PINIO_MEMORY_PINNED && L->fm[f].has_reads &&
+                          !L->fm[f].shared_in && !L->plan->files[f].pub.hot &&
+                          !L->plan->files[f].pub.object;
+    if (rc == 0 && L->rep.files_direct < planned_direct)
+        pinio__appendf(L->rep.cache, sizeof(L->rep.cache),
                        "; then %zu of the O_DIRECT files read buffered: their file system "
-                       "refused O_DIRECT (see the I/O path)", planned_direct - rep->files_direct);
+                       "refused O_DIRECT (see the I/O path)",
+                       planned_direct - L->rep.files_direct);
+    if (*first)
+        snprintf(L->rep.io_path, sizeof(L->rep.io_path), "no reads: %s",
+                 L->rep.files_shared ? "every file read was shared (another process read it)"
+                 : L->rep.files_mapped ? "every selected file mapped"
+                                       : "no data to read");
     return rc;
 }
 
@@ -362,7 +398,7 @@ static void tensor_addresses(const pinio_plan *plan, const pinio__arena *arena,
     for (size_t i = 0; i < plan->ntensors; i++) {
         const pinio_plan_tensor *t = &plan->tensors[i];
         const pinio__fmem *m = &fm[t->file];
-        if (m->mode == PINIO_MEMORY_MAPPED)
+        if (m->mode == PINIO_MEMORY_MAPPED || m->coop)
             data[i] = m->map.len ? (const uint8_t *)m->map.ptr +
                                        (t->nbytes ? t->file_offset - m->map_off : 0)
                                  : NULL;

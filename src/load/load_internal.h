@@ -10,6 +10,9 @@
  *                 ahead of the reads, placement checked and locked after them
  *                 (its own header, arena_internal.h: load.c uses it, never the
  *                 other way)                                     (report.memory)
+ *   coop.c        node-local sharing: a pinned file read once per node, into a
+ *                 /dev/shm segment the node's other loads map     (report.share)
+ *                 (its own header, coop_internal.h)
  *   verify.c      SHA-256 of each file while its bytes land      (report.verified)
  *   checkpoint.c  tensors as views of the arena, headers, accessors (report.misaligned)
  *   report.c      the plan's part of the report, the cache line    (report.cache)
@@ -56,7 +59,12 @@ typedef struct pinio__fmem {
     uint64_t arena_off;        /* pinned: where dest_lo lands in the arena */
     uint64_t map_off;          /* mapped: file offset of the mapping (page aligned) */
     pinio__fill fill;          /* mapped and cold: how its page cache is filled */
-    pinio_view map;            /* mapped: the mapping; empty when nothing is selected */
+    pinio_view map;            /* mapped: the mapping; empty when nothing is selected;
+                                  shared (coop): the segment's data, file offset map_off */
+    bool coop;                 /* pinned, read or mapped through coop.c, not the arena */
+    bool map_pinned;           /* coop: the memory is locked (PINIO_PROP_PINNED) */
+    bool shared_in;            /* coop: another process read it (nothing read here) */
+    char share_why[96];        /* pinned and not coop: why not shared ("" when no reads) */
 } pinio__fmem;
 
 /* Decides each file's mode (pinio_memory_mode's AUTO rule, or what `o`

@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "src/load/load_internal.h"
+#include "src/load/coop_internal.h"
 
 /* Tensors of file `f` whose file offset is not a multiple of `align`: a
  * mapping places file offset x at an address congruent to x modulo the
@@ -117,6 +117,7 @@ uint64_t pinio__modes_decide(const pinio_plan *plan, const pinio_load_opts *o, p
         if (fm[f].mode == PINIO_MEMORY_MAPPED && !plan->files[f].pub.hot)
             pinio__fill_decide(plan->files[f].fd, (pinio_mapped_fill)o->mapped_fill, &fm[f].fill);
     }
+    pinio__coop_select(plan, o, fm); /* shared files leave the arena */
     for (size_t i = 0; i < plan->layout.nreads; i++) {
         const pinio_plan_read *r = &plan->layout.reads[i];
         pinio__fmem *m = &fm[r->file];
@@ -129,12 +130,13 @@ uint64_t pinio__modes_decide(const pinio_plan *plan, const pinio_load_opts *o, p
     uint64_t bytes = 0;
     size_t pinned_tensors = 0;
     for (size_t f = 0; f < plan->nfiles; f++)
-        if (fm[f].mode == PINIO_MEMORY_PINNED && fm[f].has_reads) {
+        if (fm[f].mode == PINIO_MEMORY_PINNED && fm[f].has_reads && !fm[f].coop) {
             fm[f].arena_off = bytes;
             bytes += fm[f].dest_hi - fm[f].dest_lo;
         }
     for (size_t i = 0; i < plan->ntensors; i++)
-        pinned_tensors += fm[plan->tensors[i].file].mode == PINIO_MEMORY_PINNED;
+        pinned_tensors += fm[plan->tensors[i].file].mode == PINIO_MEMORY_PINNED &&
+                          !fm[plan->tensors[i].file].coop;
     /* Room for moving each tensor up to the next multiple of the alignment. */
     if (bytes && o->tensor_align > 1)
         bytes += (uint64_t)pinned_tensors * o->tensor_align;

@@ -449,6 +449,7 @@ Test(memory, registered_arena_on_request, .init = disk_setup, .fini = teardown)
         o.cache = PINIO_CACHE_COLD;
         o.register_arena = round != 0;
         o.arena = round == 3 ? a : NULL;
+        o.share = PINIO_SHARE_OFF; /* round 0: the arena's own line, not a shared segment's */
         pinio_checkpoint *cp = NULL;
         pinio_diag d = { 0 };
         cr_assert_eq(load1(f, &o, &cp, &d), 0, "%s", d.msg);

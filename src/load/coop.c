@@ -1,0 +1,684 @@
+/*
+ * Node-local sharing: processes that load the same local file at the same
+ * time read it from storage once. No daemon: the registry is a folder
+ * (/dev/shm), a segment's name is the file's identity, and the locks are
+ * fcntl OFD locks on the segment itself, which the kernel drops when their
+ * holder dies.
+ *
+ *   segment  pinio-share-<dev>-<ino>-<size>-<mtime s>.<ns>
+ *            [0, 4096) header: magic, identity, file range [lo, hi),
+ *                      state (FILLING, then COMPLETE), reader's pid
+ *            [4096, 4096 + hi - lo) the file's bytes [lo, hi)
+ *   byte 0   exclusive while the segment is claimed, allocated and read;
+ *            taken briefly by a joiner, a last user and a sweeper, so that
+ *            each of them sees the segment's state settled
+ *   byte 1   shared by every process using the segment
+ *
+ * Why the name carries the identity: a file replaced or rewritten at the
+ * same path has another inode or modification time, so its readers meet
+ * another segment and never the old bytes; the header repeats it, checked
+ * before a byte is mapped.
+ *
+ * Why no partial bytes are ever seen: COMPLETE is stored (release order)
+ * only after the engine's reads landed and it checked the file unchanged;
+ * a joiner reads the state holding byte 0, which a reader holds from its
+ * claim to its marker. A reader that dies leaves FILLING behind and byte 0
+ * free: the next process to take byte 0 reads the file again over it.
+ *
+ * Why nothing is left behind: the last user (byte 1 exclusive, taken while
+ * holding byte 0, so no joiner slips in between) unlinks the segment; where
+ * every user died, any later load sweeps the folder's segments that nobody
+ * holds. Before unlinking, the name is checked to still be this inode: only
+ * a holder of an inode's byte 0 unlinks it, so the name cannot move on
+ * meanwhile.
+ *
+ * Why memory is counted first: a tmpfs page that cannot be allocated is a
+ * SIGBUS on first touch (the round-3 audit); the folder's free space and
+ * the memory the cgroup still allows are checked, then posix_fallocate
+ * allocates every page before a byte is written. A segment that does not fit
+ * is a private read of the file, said in the report.
+ *
+ * Trust: a segment is used only when this user owns it (the folder is
+ * world-writable: another user's file of the same name could hold any
+ * bytes), and never through a symbolic link.
+ *
+ * Deadlock: a process waits for another's byte 0 only while holding no
+ * byte 0 itself (files are taken one at a time, each read before the next
+ * is looked at), so two loads of the same shards never wait on each other.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pinio/sys.h"
+#include "src/load/coop_internal.h"
+
+#define HEAD 4096u
+#define PREFIX "pinio-share-"
+#define MAGIC "PINIOSH1"
+#define STATE_FILLING 0u
+#define STATE_COMPLETE 0x434f4d50u /* "COMP": a zeroed page is never complete */
+/* A name taken away by a sweeper between open and lock is tried again;
+ * more than this many times in a row is contention worth a private read. */
+#define ATTEMPTS 16
+
+typedef struct seg_head {
+    char magic[8];
+    uint64_t dev, ino, size;
+    int64_t mtime_s;
+    uint32_t mtime_ns;
+    _Atomic uint32_t state;
+    uint64_t lo, hi;
+    int32_t pid;
+} seg_head;
+
+/* What the view's free callback needs to let go of a segment. */
+typedef struct seg {
+    int fd;
+    bool failed; /* a reader's segment left incomplete: removed at once */
+    char path[];
+} seg;
+
+static const char *share_dir(void)
+{
+    const char *d = getenv("PINIO_SHARE_DIR");
+    return d && *d ? d : "/dev/shm";
+}
+
+static bool share_env_off(void)
+{
+    const char *v = getenv("PINIO_SHARE");
+    return v && (strcmp(v, "0") == 0 || strcmp(v, "off") == 0 || strcmp(v, "no") == 0 ||
+                 strcmp(v, "false") == 0);
+}
+
+static int ofd_lock(int fd, short type, off_t at, bool wait)
+{
+    struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = at, .l_len = 1 };
+    return fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) == 0 ? 0 : -errno;
+}
+
+/* The name still names this inode (only then may it be unlinked). */
+static bool still_named(int fd, const char *path)
+{
+    struct stat a, b;
+    return fstat(fd, &a) == 0 && a.st_nlink > 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
+/* The last reference to a segment's memory: unmapped, then the segment
+ * removed when no other process uses it. Waiting for byte 0 is brief: on a
+ * complete segment only joiners, last users and sweepers take it. */
+static void seg_free(void *cookie, void *ptr, size_t len)
+{
+    seg *s = cookie;
+    munmap(ptr, len);
+    if (s->failed || (ofd_lock(s->fd, F_WRLCK, 0, true) == 0 &&
+                      ofd_lock(s->fd, F_WRLCK, 1, false) == 0)) {
+        if (still_named(s->fd, s->path))
+            unlink(s->path);
+    }
+    close(s->fd); /* drops both locks at once */
+    free(s);
+}
+
+static void anon_free(void *cookie, void *ptr, size_t len)
+{
+    (void)cookie;
+    munmap(ptr, len);
+}
+
+/* Segments nobody holds (every user died): removed. Ours, open through
+ * another descriptor, hold byte 1 and are left alone. */
+static void sweep(const char *dir, const char *keep)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char path[4096];
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, PREFIX, strlen(PREFIX)) != 0 || strcmp(e->d_name, keep) == 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0)
+            continue;
+        if (ofd_lock(fd, F_WRLCK, 0, false) == 0 && ofd_lock(fd, F_WRLCK, 1, false) == 0 &&
+            still_named(fd, path))
+            unlink(path);
+        close(fd);
+    }
+    closedir(d);
+}
+
+/* Whether `need` bytes of segment fit: the folder's free space and the
+ * memory the cgroup (and the machine) still allow. */
+static bool fits(const char *dir, uint64_t need, char *why, size_t n)
+{
+    struct statvfs sv;
+    if (statvfs(dir, &sv) == 0 && (uint64_t)sv.f_bavail * sv.f_frsize < need) {
+        snprintf(why, n, "%s has %llu bytes free, the segment needs %llu", dir,
+                 (unsigned long long)((uint64_t)sv.f_bavail * sv.f_frsize),
+                 (unsigned long long)need);
+        return false;
+    }
+    pinio_memavail ma;
+    if (pinio_mem_available(NULL, &ma) == 0 && ma.bytes < need) {
+        snprintf(why, n, "%s leaves %llu bytes, the segment needs %llu", ma.source,
+                 (unsigned long long)ma.bytes, (unsigned long long)need);
+        return false;
+    }
+    return true;
+}
+
+/* ---- selection -------------------------------------------------------- */
+
+/* File f's reads, [*first, *end) of the plan's (a file's reads are
+ * consecutive), and whether they cover [lo, hi) without a gap. */
+static bool file_reads(const pinio_plan *plan, uint32_t f, size_t *first, size_t *end)
+{
+    size_t i = 0, n = plan->layout.nreads;
+    while (i < n && plan->layout.reads[i].file != f)
+        i++;
+    size_t j = i;
+    bool whole = true;
+    while (j < n && plan->layout.reads[j].file == f) {
+        if (j > i && plan->layout.reads[j].offset !=
+                         plan->layout.reads[j - 1].offset + plan->layout.reads[j - 1].len)
+            whole = false;
+        j++;
+    }
+    *first = i;
+    *end = j;
+    return whole;
+}
+
+static const char *refused(const pinio_plan *plan, uint32_t f, const pinio_load_opts *o)
+{
+    if (o->share == PINIO_SHARE_OFF)
+        return "sharing off (the share option)";
+    if (share_env_off())
+        return "sharing off (PINIO_SHARE=0)";
+    if (plan->files[f].pub.object)
+        return "an object: sharing is for local files only";
+    if (o->arena)
+        return "a kept arena was given";
+    if (o->node >= 0)
+        return "a NUMA node was asked for: a segment is not placed";
+    if (o->register_arena)
+        return "register_arena: the reads go to the registered arena";
+    if (o->verify)
+        return "verify hashes the reads as they land in this process";
+    if (o->backend != PINIO_BACKEND_AUTO)
+        return "a backend forced: this process's reads were asked for";
+    size_t selected = 0;
+    for (size_t i = 0; i < plan->ntensors; i++) {
+        const pinio_plan_tensor *t = &plan->tensors[i];
+        if (t->file != f)
+            continue;
+        selected++;
+        if (t->sliced)
+            return "slices of it: each process reads its own";
+        if (o->tensor_align > 1 && t->nbytes && (t->file_offset & (o->tensor_align - 1)))
+            return "tensor_align asks for a move in this process's memory";
+    }
+    /* A part of a file (a filter, a safe_open tensor) is not what the
+     * others of the node load: its segment would serve nobody and cost a
+     * registry round per call. */
+    if (selected < pinio_st_count(plan->files[f].st))
+        return "a part of the file selected (filters): each process reads its own";
+    size_t a, b;
+    if (!file_reads(plan, f, &a, &b))
+        return "the file's reads leave gaps";
+    return NULL;
+}
+
+void pinio__coop_select(const pinio_plan *plan, const pinio_load_opts *o, pinio__fmem *fm)
+{
+    for (size_t f = 0; f < plan->nfiles; f++) {
+        fm[f].coop = false;
+        fm[f].share_why[0] = '\0';
+        if (fm[f].mode != PINIO_MEMORY_PINNED)
+            continue;
+        size_t a, b;
+        file_reads(plan, (uint32_t)f, &a, &b);
+        if (a == b)
+            continue; /* nothing read: nothing to share */
+        const char *why = refused(plan, (uint32_t)f, o);
+        if (why)
+            snprintf(fm[f].share_why, sizeof(fm[f].share_why), "%s", why);
+        else
+            fm[f].coop = true;
+    }
+}
+
+/* ---- one file --------------------------------------------------------- */
+
+typedef enum { GOT_PRIVATE, GOT_SHARED, GOT_READER } got_kind;
+
+typedef struct coop_file {
+    const pinio_plan *plan;
+    uint32_t f;
+    const pinio_load_opts *o;
+    uint64_t lo, hi;       /* the file range this load reads (its reads' extent) */
+    uint64_t seg_lo;       /* the range the memory holds starts here */
+    uint8_t *mem;          /* the mapping (header included for a segment) */
+    size_t len;
+    pinio_view view;       /* the whole mapping */
+    seg *s;                /* a segment's: the view's free callback cookie */
+    got_kind got;
+    int pid;               /* shared: the process that read it */
+    seg_head *head;        /* reader: the header in the mapping */
+    bool reading_seen;
+    char why[160];         /* private: why */
+} coop_file;
+
+/* The reason a file is read privately (the report's share line). */
+static void why_set(coop_file *c, const char *fmt, ...) PINIO_PRINTF(2, 3);
+static void why_set(coop_file *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->why, sizeof(c->why), fmt, ap);
+    va_end(ap);
+}
+
+static void hook(const coop_file *c, pinio_share_stage st)
+{
+    if (c->o->share_hook)
+        c->o->share_hook(c->o->share_hook_ctx, c->plan->files[c->f].path, st);
+}
+
+static int wait_lock0(int fd, const pinio_load_opts *o)
+{
+    for (;;) {
+        int rc = ofd_lock(fd, F_WRLCK, 0, false);
+        if (rc != -EAGAIN && rc != -EACCES)
+            return rc;
+        if (o->stop && o->stop(o->stop_ctx))
+            return -ECANCELED;
+        /* Another process is reading the file (seconds): a 5 ms poll
+         * costs nothing beside it and keeps the stop request honoured. */
+        nanosleep(&(struct timespec){ .tv_nsec = 5000000 }, NULL);
+    }
+}
+
+static int wrap_seg(coop_file *c, int fd, const char *path, uint8_t *p, size_t len, bool ro)
+{
+    seg *s = malloc(sizeof(*s) + strlen(path) + 1);
+    if (!s)
+        return -ENOMEM;
+    s->fd = fd;
+    s->failed = false;
+    strcpy(s->path, path);
+    int rc = pinio_view_wrap(&c->view, p, len, seg_free, s, ro ? PINIO_VIEW_READONLY : 0);
+    if (rc < 0) {
+        free(s);
+        return rc;
+    }
+    c->mem = p;
+    c->len = len;
+    c->s = s;
+    return 0;
+}
+
+/* A complete segment, lock 0 held: mapped when it holds this load's range
+ * of this very file. Returns 1 when mapped (`fd` then owned by the view). */
+static int join(coop_file *c, int fd, const char *path, const seg_head *h, struct stat *st)
+{
+    const pinio__file_id *id = &c->plan->files[c->f].id;
+    if (h->dev != id->dev || h->ino != id->ino || h->size != id->size ||
+        h->mtime_s != id->mtime_s || h->mtime_ns != id->mtime_ns) {
+        why_set(c, "the segment %s describes another file", path);
+        return 0;
+    }
+    if (c->lo < h->lo || c->hi > h->hi || h->hi - h->lo > (uint64_t)st->st_size - HEAD) {
+        why_set(c, "the segment holds another range of the file");
+        return 0;
+    }
+    hook(c, PINIO_SHARE_JOINING);
+    int rc = ofd_lock(fd, F_RDLCK, 1, false);
+    if (rc < 0) {
+        why_set(c, "cannot lock the segment: %s", pinio_strerror(rc));
+        return 0;
+    }
+    size_t len = HEAD + (size_t)(h->hi - h->lo);
+    void *p = mmap(NULL, len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED) {
+        why_set(c, "cannot map the segment: %s", pinio_strerror(-errno));
+        return 0;
+    }
+    if (wrap_seg(c, fd, path, p, len, true) < 0) {
+        munmap(p, len);
+        why_set(c, "out of memory");
+        return 0;
+    }
+    c->seg_lo = h->lo;
+    c->pid = h->pid;
+    c->got = GOT_SHARED;
+    struct flock fl = { .l_type = F_UNLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
+    fcntl(fd, F_OFD_SETLK, &fl);
+    return 1;
+}
+
+/* A new or stale segment, lock 0 held: allocated for this load's range.
+ * Returns 1 when ready to read into (lock 0 still held). */
+static int claim(coop_file *c, int fd, const char *dir, const char *path)
+{
+    hook(c, PINIO_SHARE_CLAIMED);
+    uint64_t need = HEAD + (c->hi - c->lo);
+    int rc = 0;
+    /* A stale segment's pages are given back before the room is counted. */
+    if (ftruncate(fd, 0) != 0) {
+        why_set(c, "cannot truncate the stale segment %s: %s", path, pinio_strerror(-errno));
+        return 0;
+    }
+    if (!fits(dir, need, c->why, sizeof(c->why)))
+        return 0;
+    if (ftruncate(fd, (off_t)need) != 0 || (rc = posix_fallocate(fd, 0, (off_t)need)) != 0) {
+        why_set(c, "cannot allocate the %llu-byte segment in %s: %s",
+                 (unsigned long long)need, dir, strerror(rc ? rc : errno));
+        return 0;
+    }
+    if ((rc = ofd_lock(fd, F_RDLCK, 1, false)) < 0) {
+        why_set(c, "cannot lock the segment: %s", pinio_strerror(rc));
+        return 0;
+    }
+    void *p = mmap(NULL, (size_t)need, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        why_set(c, "cannot map the segment: %s", pinio_strerror(-errno));
+        return 0;
+    }
+    if (wrap_seg(c, fd, path, p, (size_t)need, false) < 0) {
+        munmap(p, (size_t)need);
+        why_set(c, "out of memory");
+        return 0;
+    }
+    const pinio__file_id *id = &c->plan->files[c->f].id;
+    seg_head *h = p;
+    memcpy(h->magic, MAGIC, sizeof(h->magic));
+    h->dev = id->dev;
+    h->ino = id->ino;
+    h->size = id->size;
+    h->mtime_s = id->mtime_s;
+    h->mtime_ns = id->mtime_ns;
+    h->lo = c->lo;
+    h->hi = c->hi;
+    h->pid = (int32_t)getpid();
+    atomic_store_explicit(&h->state, STATE_FILLING, memory_order_relaxed);
+    c->head = h;
+    c->seg_lo = c->lo;
+    c->got = GOT_READER;
+    hook(c, PINIO_SHARE_ALLOCATED);
+    return 1;
+}
+
+/* Finds, waits for or claims file c->f's segment. 0 with c->got set
+ * (PRIVATE with c->why when it cannot be shared), or -ECANCELED. */
+static int acquire(coop_file *c)
+{
+    const pinio__file_id *id = &c->plan->files[c->f].id;
+    const char *dir = share_dir();
+    char name[160], path[4096 + 160];
+    snprintf(name, sizeof(name), PREFIX "%llx-%llx-%llx-%llx.%09u", (unsigned long long)id->dev,
+             (unsigned long long)id->ino, (unsigned long long)id->size,
+             (unsigned long long)id->mtime_s, id->mtime_ns);
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    sweep(dir, name);
+    c->got = GOT_PRIVATE;
+    for (int attempt = 0; attempt < ATTEMPTS; attempt++) {
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0) {
+            why_set(c, "cannot open %s: %s", path, pinio_strerror(-errno));
+            return 0;
+        }
+        int rc = wait_lock0(fd, c->o);
+        if (rc < 0) {
+            close(fd);
+            if (rc == -ECANCELED)
+                return rc;
+            why_set(c, "cannot lock %s: %s", path, pinio_strerror(rc));
+            return 0;
+        }
+        if (!still_named(fd, path)) { /* removed while we waited: another round */
+            close(fd);
+            continue;
+        }
+        struct stat st;
+        if (fstat(fd, &st) != 0 || st.st_uid != geteuid()) {
+            /* Another user's file of that name could hold any bytes: it
+             * is never mapped, nor written. */
+            why_set(c, "%s belongs to another user", path);
+            close(fd);
+            return 0;
+        }
+        seg_head h;
+        bool complete = (uint64_t)st.st_size >= HEAD &&
+                        pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
+                        memcmp(h.magic, MAGIC, sizeof(h.magic)) == 0 &&
+                        atomic_load_explicit(&h.state, memory_order_acquire) == STATE_COMPLETE;
+        int got = complete ? join(c, fd, path, &h, &st) : claim(c, fd, dir, path);
+        if (got == 1)
+            return 0;
+        /* Not usable: a claimed segment is removed (nobody else holds it,
+         * we hold byte 0 and it is still named); another's complete one is
+         * left to its users. */
+        if (!complete && still_named(fd, path))
+            unlink(path);
+        close(fd);
+        return 0;
+    }
+    why_set(c, "the segment %s was removed %d times while waiting for it",
+             path, ATTEMPTS);
+    return 0;
+}
+
+/* ---- reading ---------------------------------------------------------- */
+
+static int coop_claim(void *ctx, size_t i, const pinio_plan_read *r, void **mem)
+{
+    (void)i;
+    coop_file *c = ctx;
+    *mem = c->mem + (c->got == GOT_READER ? HEAD : 0) + (r->offset - c->seg_lo);
+    return 0;
+}
+
+static int coop_landed(void *ctx, size_t i, const pinio_plan_read *r, void *mem)
+{
+    (void)i;
+    (void)r;
+    (void)mem;
+    coop_file *c = ctx;
+    if (c->got == GOT_READER && !c->reading_seen) {
+        c->reading_seen = true;
+        hook(c, PINIO_SHARE_READING);
+    }
+    return 0;
+}
+
+static const pinio_dest_ops coop_dest = {
+    .size = sizeof(pinio_dest_ops),
+    .claim = coop_claim,
+    .landed = coop_landed,
+};
+
+/* Private memory for the file's range, where no segment could be had. */
+static int private_mem(coop_file *c, pinio_diag *diag)
+{
+    size_t len = (size_t)(c->hi - c->lo);
+    pinio_memavail ma;
+    if (pinio_mem_available(NULL, &ma) == 0 && ma.bytes < len) {
+        pinio_diag_set_at(diag, -ENOMEM, c->plan->files[c->f].path, c->lo,
+                          "reading it needs %zu bytes but only %llu are available (%s), and "
+                          "it was not shared (%s): select fewer tensors (--filter) or free "
+                          "memory", len, (unsigned long long)ma.bytes, ma.source, c->why);
+        pinio_diag_set_index(diag, c->f);
+        return -ENOMEM;
+    }
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return -ENOMEM;
+    int rc = pinio_view_wrap(&c->view, p, len, anon_free, NULL, 0);
+    if (rc < 0) {
+        munmap(p, len);
+        return rc;
+    }
+    c->mem = p;
+    c->len = len;
+    c->seg_lo = c->lo;
+    return 0;
+}
+
+static void mark_failed(coop_file *c)
+{
+    if (c->got == GOT_READER && c->s)
+        c->s->failed = true; /* removed at once by the free callback, never joined */
+}
+
+/* Locks the file's memory when RLIMIT_MEMLOCK leaves room: mlock of a
+ * shared mapping locks the segment's pages for this process as it does an
+ * arena's. */
+static bool lock_mem(const coop_file *c)
+{
+    pinio_sysinfo si;
+    pinio_sys_probe(&si);
+    if (si.registrable != PINIO_UNLIMITED && si.registrable < c->len)
+        return false;
+    return mlock(c->mem, c->len) == 0;
+}
+
+/* Reads [a, b) of the plan into c's memory (a segment being read or
+ * private memory). */
+static int read_into(coop_file *c, pinio_plan *plan, const pinio_exec_opts *eo0, size_t a,
+                     size_t b, pinio__exec_tally_fn tally, bool *first, pinio_load_report *rep,
+                     pinio_diag *diag)
+{
+    pinio_exec_opts eo = *eo0;
+    eo.first_read = a;
+    eo.nreads = b - a;
+    pinio_exec_report er;
+    int rc = pinio_plan_execute(plan, &coop_dest, c, &eo, &er, diag);
+    if (rc == 0)
+        tally(&er, rep, first);
+    return rc;
+}
+
+static int one_file(pinio_plan *plan, uint32_t f, const pinio_load_opts *o,
+                    const pinio_exec_opts *eo, pinio__fmem *m, pinio__exec_tally_fn tally,
+                    bool *first, pinio_load_report *rep, pinio_diag *diag)
+{
+    size_t a, b;
+    file_reads(plan, f, &a, &b);
+    coop_file c = { .plan = plan, .f = f, .o = o };
+    c.lo = plan->layout.reads[a].offset;
+    c.hi = plan->layout.reads[b - 1].offset + plan->layout.reads[b - 1].len;
+    int rc = acquire(&c);
+    if (rc == 0 && c.got == GOT_PRIVATE)
+        rc = private_mem(&c, diag);
+    if (rc == 0 && c.got != GOT_SHARED)
+        rc = read_into(&c, plan, eo, a, b, tally, first, rep, diag);
+    if (rc < 0) {
+        mark_failed(&c);
+        pinio_view_release(&c.view);
+        return rc;
+    }
+    if (c.got == GOT_READER) {
+        /* Every read landed and the engine found the file unchanged: the
+         * marker, then byte 0 for the joiners waiting on it. */
+        atomic_store_explicit(&c.head->state, STATE_COMPLETE, memory_order_release);
+        hook(&c, PINIO_SHARE_COMPLETE);
+        struct flock fl = { .l_type = F_UNLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
+        fcntl(c.s->fd, F_OFD_SETLK, &fl);
+    }
+    m->map_pinned = lock_mem(&c);
+    size_t skip = c.got == GOT_PRIVATE ? 0 : HEAD;
+    rc = pinio_view_slice(&c.view, skip, c.len, &m->map);
+    pinio_view_release(&c.view);
+    if (rc < 0)
+        return rc;
+    m->map_off = c.seg_lo;
+    if (c.got == GOT_PRIVATE) {
+        m->share_why[0] = '\0';
+        pinio__appendf(m->share_why, sizeof(m->share_why), "private: %s", c.why);
+    } else {
+        rep->share_bytes += c.len;
+        if (c.got == GOT_SHARED) {
+            m->shared_in = true;
+            rep->files_shared++;
+            snprintf(m->share_why, sizeof(m->share_why), "shared: read by process %d", c.pid);
+        } else {
+            rep->files_share_read++;
+            snprintf(m->share_why, sizeof(m->share_why), "read here, for the node's other loads");
+        }
+    }
+    return 0;
+}
+
+/* The report's share line: per file, or once for all when they agree. */
+static void share_line(const pinio_plan *plan, const pinio__fmem *fm, pinio_load_report *rep)
+{
+    rep->share[0] = '\0';
+    for (size_t f = 0; f < plan->nfiles; f++) {
+        const char *w = fm[f].mode == PINIO_MEMORY_MAPPED ? "mapped: the page cache is shared"
+                        : fm[f].coop                    ? fm[f].share_why
+                        : fm[f].share_why[0]            ? NULL
+                                                        : "nothing read";
+        char buf[128];
+        if (!w) {
+            snprintf(buf, sizeof(buf), "private: %s", fm[f].share_why);
+            w = buf;
+        }
+        if (plan->nfiles == 1)
+            snprintf(rep->share, sizeof(rep->share), "%s", w);
+        else
+            pinio__appendf(rep->share, sizeof(rep->share), "%sfile %zu %s", f ? "; " : "", f, w);
+    }
+}
+
+int pinio__coop_run(pinio_plan *plan, const pinio_load_opts *o, const pinio_exec_opts *eo,
+                    pinio__fmem *fm, pinio__exec_tally_fn tally, bool *first,
+                    pinio_load_report *rep, pinio_diag *diag)
+{
+    int rc = 0;
+    for (size_t f = 0; f < plan->nfiles && rc == 0; f++)
+        if (fm[f].coop)
+            rc = one_file(plan, (uint32_t)f, o, eo, &fm[f], tally, first, rep, diag);
+    share_line(plan, fm, rep);
+    return rc;
+}
+
+void pinio__coop_memory_line(const pinio_plan *plan, const pinio__fmem *fm,
+                             pinio_load_report *rep)
+{
+    uint64_t bytes = 0;
+    bool all = true;
+    for (size_t f = 0; f < plan->nfiles; f++)
+        if (fm[f].coop && fm[f].map.len) {
+            bytes += fm[f].map.len;
+            all = all && fm[f].map_pinned;
+        }
+    if (!bytes)
+        return;
+    pinio_sysinfo si;
+    pinio_sys_probe(&si);
+    const char *lock = all ? "locked in RAM (mlock)"
+                       : si.registrable != PINIO_UNLIMITED && si.registrable < bytes
+                           ? "not locked: RLIMIT_MEMLOCK is smaller than them; raise it with "
+                             "ulimit -l or grant CAP_IPC_LOCK"
+                           : "not locked: mlock failed";
+    pinio__appendf(rep->memory, sizeof(rep->memory),
+                   "; %llu bytes in segments of their own (see share), %s, not registered with "
+                   "io_uring (read by plain O_DIRECT)",
+                   (unsigned long long)bytes, lock);
+}

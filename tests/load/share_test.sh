@@ -1,0 +1,243 @@
+#!/bin/sh
+# Node-local sharing (issue 40): independent processes loading the same file
+# at once read it from storage once and all get every byte right; a process
+# killed at each stage of a shared read, a file replaced during one, two
+# files of one name, a full segment folder and a cgroup limit leave nothing
+# wrong and nothing behind. No timing: each order of events is forced by the
+# fault point of share_load (SHARE_TEST_AT, a stage and "wait" or "kill").
+# Usage: share_test.sh PINIO SHARE_LOAD
+set -u
+PINIO=$1
+LOADER=$2
+run=${PINIO_TEST_RUN:-p$$}
+DIR=$(mktemp -d "/var/tmp/pinio-$run-share-XXXXXX") || exit 1
+SEGS=$(mktemp -d "/dev/shm/pinio-$run-share-XXXXXX") || exit 1
+CG=
+cleanup() {
+    [ -n "$CG" ] && rmdir "$CG" 2>/dev/null
+    rm -rf "$DIR" "$SEGS"
+}
+trap cleanup EXIT
+export PINIO_SHARE_DIR="$SEGS"
+unset PINIO_SHARE SHARE_TEST_AT
+fails=0
+. "$(dirname "$0")/../common/cli.sh"
+FAIL() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+M=$DIR/m.safetensors
+check 0 "gen" "$PINIO" gen "$M" --size 24M --tensors 12 --dtypes bf16,f32,u8 --seed 1 --quiet
+# What one private load reads of it (alignment included): the unit below.
+check 0 "a private load" "$LOADER" "$M" off
+ONE=$(sed -n 's/^read_bytes=\([0-9]*\).*/\1/p' "$DIR/out")
+[ "${ONE:-0}" -gt 0 ] || FAIL "a private load read nothing: $(cat "$DIR/out")"
+has "$DIR/out" "share=private: sharing off (the share option)" "the option's refusal is said"
+
+# empty WHAT: the segment folder holds nothing.
+empty() {
+    left=$(ls -A "$SEGS")
+    [ -z "$left" ] || { FAIL "$1: left behind in $SEGS: $left"; rm -f "$SEGS"/*; }
+}
+
+# field NAME OUTFILE: a number from share_load's first line.
+field() { sed -n "s/.* *$1=\([0-9]*\).*/\1/p; s/^$1=\([0-9]*\).*/\1/p" "$2" | head -n1; }
+
+# together N FILE WHAT: N loaders of FILE at once; all must succeed with
+# every byte right; prints the bytes they read from storage in total. Each
+# holds its checkpoint until all have loaded (SHARE_TEST_HOLD), so that a
+# late starter on a busy machine still finds the others' segment.
+together() {
+    n=$1 file=$2 what=$3 i=1 pids=
+    rm -f "$DIR"/hold*
+    while [ "$i" -le "$n" ]; do
+        SHARE_TEST_HOLD="$DIR/hold$i" "$LOADER" "$file" >"$DIR/t$i.out" 2>"$DIR/t$i.err" &
+        pids="$pids $!"
+        i=$((i + 1))
+    done
+    i=1
+    for p in $pids; do
+        while [ ! -e "$DIR/hold$i.reached" ] && kill -0 "$p" 2>/dev/null; do sleep 0.05; done
+        i=$((i + 1))
+    done
+    i=1
+    while [ "$i" -le "$n" ]; do touch "$DIR/hold$i"; i=$((i + 1)); done
+    i=1 total=0
+    for p in $pids; do
+        wait "$p"
+        rc=$?
+        [ "$rc" -eq 0 ] || { FAIL "$what: loader $i exit $rc"; cat "$DIR/t$i.err" >&2; }
+        total=$((total + $(field read_bytes "$DIR/t$i.out")))
+        i=$((i + 1))
+    done
+    echo "$total"
+}
+
+# --- 2, 3 and 4 processes at once: one read in all, on ext4 and on tmpfs.
+for n in 2 3 4; do
+    got=$(together "$n" "$M" "$n at once")
+    [ "$got" = "$ONE" ] || FAIL "$n at once read $got bytes from storage, one load reads $ONE"
+    grep -q "read_here=1" "$DIR"/t*.out || FAIL "$n at once: none read for the others"
+    empty "$n at once"
+done
+T=$SEGS.file
+mkdir "$T" && cp "$M" "$T/m.safetensors"
+got=$(together 3 "$T/m.safetensors" "3 at once on tmpfs")
+[ "$got" = "$ONE" ] || FAIL "3 at once on tmpfs read $got bytes, one load reads $ONE"
+rm -rf "$T"
+empty "tmpfs"
+
+# --- the opt-outs: each process reads for itself.
+got=$(PINIO_SHARE=0 together 2 "$M" "PINIO_SHARE=0")
+[ "$got" = "$((2 * ONE))" ] || FAIL "PINIO_SHARE=0: read $got bytes, want 2 x $ONE"
+has "$DIR/t1.out" "share=private: sharing off (PINIO_SHARE=0)" "PINIO_SHARE=0 is said"
+check 0 "--no-share" "$PINIO" load "$M" --memory pinned --no-share --json
+json "--no-share: the JSON says so" "j['share'].startswith('private: sharing off') and j['shared_file_count'] == 0 and j['read_bytes'] > 0"
+check 0 "--share=auto" "$PINIO" load "$M" --memory pinned --share=auto --json
+json "--share=auto read here" "j['share_read_file_count'] == 1 and j['share_bytes'] > 0"
+check 0 "--filter" "$PINIO" load "$M" --memory pinned --filter model.layers.0 --json
+json "a part of the file is read privately" "j['share'].startswith('private: a part of the file selected') and j['share_bytes'] == 0"
+check 2 "--share=bad" "$PINIO" load "$M" --share=bad
+has "$DIR/err" "auto or off" "a bad --share value is named"
+empty "the CLI"
+
+# --- a reader killed at each stage while two others wait for it: they take
+# over (one reads, one shares), or find the finished segment (no read).
+for stage in claimed allocated reading complete; do
+    rm -f "$DIR/go" "$DIR/go.reached"
+    SHARE_TEST_AT="$stage:wait:$DIR/go" "$LOADER" "$M" >"$DIR/a.out" 2>&1 &
+    a=$!
+    while [ ! -e "$DIR/go.reached" ] && kill -0 "$a" 2>/dev/null; do sleep 0.05; done
+    [ -e "$DIR/go.reached" ] || FAIL "$stage: the reader never reached the stage: $(cat "$DIR/a.out")"
+    rm -f "$DIR"/hold*
+    SHARE_TEST_HOLD="$DIR/holdb" "$LOADER" "$M" >"$DIR/b.out" 2>&1 &
+    b=$!
+    SHARE_TEST_HOLD="$DIR/holdc" "$LOADER" "$M" >"$DIR/c.out" 2>&1 &
+    c=$!
+    kill -9 "$a"
+    wait "$a"
+    # Both loaded before either lets go (see together()).
+    while [ ! -e "$DIR/holdb.reached" ] && kill -0 "$b" 2>/dev/null; do sleep 0.05; done
+    while [ ! -e "$DIR/holdc.reached" ] && kill -0 "$c" 2>/dev/null; do sleep 0.05; done
+    touch "$DIR/holdb" "$DIR/holdc"
+    wait "$b" || FAIL "$stage: the second loader failed: $(cat "$DIR/b.out")"
+    wait "$c" || FAIL "$stage: the third loader failed: $(cat "$DIR/c.out")"
+    got=$(( $(field read_bytes "$DIR/b.out") + $(field read_bytes "$DIR/c.out") ))
+    want=$ONE
+    [ "$stage" = complete ] && want=0 # the dead reader's segment was whole and marked
+    [ "$got" = "$want" ] || FAIL "$stage: the survivors read $got bytes, want $want"
+    empty "reader killed at $stage"
+done
+
+# --- the reader's reads fail (PINIO_FAULTS, the engine's fault point):
+# its load fails naming the offset, its segment is removed, and a loader
+# waiting for it reads the file itself.
+rm -f "$DIR/go" "$DIR/go.reached"
+PINIO_FAULTS=eio@2 SHARE_TEST_AT="allocated:wait:$DIR/go" "$LOADER" "$M" >"$DIR/a.out" 2>&1 &
+a=$!
+while [ ! -e "$DIR/go.reached" ] && kill -0 "$a" 2>/dev/null; do sleep 0.05; done
+"$LOADER" "$M" >"$DIR/b.out" 2>&1 &
+b=$!
+touch "$DIR/go"
+wait "$a"
+rc=$?
+[ "$rc" -eq 1 ] || FAIL "a reader whose reads fail: exit $rc, want 1: $(cat "$DIR/a.out")"
+grep -q "offset" "$DIR/a.out" || FAIL "the failed read's offset is not named: $(cat "$DIR/a.out")"
+wait "$b" || FAIL "the loader waiting on a failed reader: $(cat "$DIR/b.out")"
+[ "$(field read_bytes "$DIR/b.out")" = "$ONE" ] || FAIL "the loader after a failed reader read $(field read_bytes "$DIR/b.out")"
+empty "reader's reads failed"
+
+# --- a sharer killed while it maps, after the reader died with its segment
+# complete: a later load maps it still, and the last user removes it.
+SHARE_TEST_AT="complete:kill" "$LOADER" "$M" >/dev/null 2>&1
+SHARE_TEST_AT="joining:kill" "$LOADER" "$M" >/dev/null 2>&1
+[ -n "$(ls -A "$SEGS")" ] || FAIL "the killed reader's complete segment is gone already"
+check 0 "after a killed sharer" "$LOADER" "$M"
+has "$DIR/out" "read_bytes=0 shared=1" "the complete segment of a dead reader is mapped"
+empty "sharer killed while mapping"
+
+# --- every user killed: the next load of any file removes the stale segment.
+SHARE_TEST_AT="reading:kill" "$LOADER" "$M" >/dev/null 2>&1
+SHARE_TEST_AT="complete:kill" "$LOADER" "$M" >/dev/null 2>&1
+[ -n "$(ls -A "$SEGS")" ] || FAIL "the killed reader left no segment to sweep"
+O=$DIR/other.safetensors
+check 0 "gen other" "$PINIO" gen "$O" --size 1M --tensors 3 --seed 7 --quiet
+check 0 "a load of another file" "$LOADER" "$O"
+empty "stale segment swept"
+
+# --- the file replaced (renamed over) while its reader reads: a load
+# opened after it reads the new file itself; the reader fails naming it.
+check 0 "gen new" "$PINIO" gen "$DIR/new.safetensors" --size 24M --tensors 12 --dtypes bf16,f32,u8 --seed 2 --quiet
+rm -f "$DIR/go" "$DIR/go.reached"
+SHARE_TEST_AT="reading:wait:$DIR/go" "$LOADER" "$M" >"$DIR/a.out" 2>&1 &
+a=$!
+while [ ! -e "$DIR/go.reached" ] && kill -0 "$a" 2>/dev/null; do sleep 0.05; done
+mv "$DIR/new.safetensors" "$M"
+check 0 "a load after the replacement" "$LOADER" "$M"
+has "$DIR/out" "share=read here" "the replaced file is read, not shared"
+[ "$(field read_bytes "$DIR/out")" = "$ONE" ] || FAIL "the new file's load read $(field read_bytes "$DIR/out")"
+touch "$DIR/go"
+wait "$a"
+rc=$?
+[ "$rc" -eq 1 ] || FAIL "the reader of the replaced file: exit $rc, want 1: $(cat "$DIR/a.out")"
+grep -q "changed" "$DIR/a.out" || FAIL "the reader's error does not say the file changed: $(cat "$DIR/a.out")"
+empty "file replaced"
+
+# --- two files of one name, same size and modification time, other bytes:
+# never shared (only the inode tells them apart).
+mkdir "$DIR/d1" "$DIR/d2"
+check 0 "gen d1" "$PINIO" gen "$DIR/d1/m.safetensors" --size 8M --tensors 4 --seed 3 --quiet
+check 0 "gen d2" "$PINIO" gen "$DIR/d2/m.safetensors" --size 8M --tensors 4 --seed 4 --quiet
+touch -r "$DIR/d1/m.safetensors" "$DIR/d2/m.safetensors"
+rm -f "$DIR/go" "$DIR/go.reached"
+SHARE_TEST_AT="complete:wait:$DIR/go" "$LOADER" "$DIR/d1/m.safetensors" >"$DIR/a.out" 2>&1 &
+a=$!
+while [ ! -e "$DIR/go.reached" ] && kill -0 "$a" 2>/dev/null; do sleep 0.05; done
+check 0 "the other file of that name" "$LOADER" "$DIR/d2/m.safetensors"
+has "$DIR/out" "share=read here" "a file of the same name and size is read, not shared"
+touch "$DIR/go"
+wait "$a" || FAIL "the first file's load: $(cat "$DIR/a.out")"
+empty "same name"
+
+# --- a full segment folder: a tmpfs of 8 MiB (unshare -m, root) cannot
+# hold the 24 MiB segment: a private read, said, and nothing left.
+if unshare -m true 2>/dev/null; then
+    unshare -m sh -c 'mount -t tmpfs -o size=8M tmpfs "$1" && PINIO_SHARE_DIR="$1" "$2" "$3"; s=$?; ls -A "$1" >&2; exit $s' \
+        sh "$SEGS" "$LOADER" "$M" >"$DIR/out" 2>"$DIR/err"
+    rc=$?
+    [ "$rc" -eq 0 ] || FAIL "full segment folder: exit $rc: $(cat "$DIR/err")"
+    has "$DIR/out" "share=private: $SEGS has [0-9]* bytes free, the segment needs" "the full folder is said"
+    [ ! -s "$DIR/err" ] || FAIL "full segment folder: left behind: $(cat "$DIR/err")"
+else
+    echo "SKIP: full segment folder: unshare -m needs root"
+fi
+
+# --- a memory cgroup limit below the file: refused before a byte is
+# written, by name, never SIGBUS or the OOM killer; a file that fits shares.
+# cgroup v2 where its memory controller is on, else v1's memory hierarchy
+# (the library reads either); a child of this process's own cgroup.
+limit_file=
+if grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+    parent=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)
+    limit_file=memory.max
+elif [ -d /sys/fs/cgroup/memory ]; then
+    parent=/sys/fs/cgroup/memory$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup)
+    limit_file=memory.limit_in_bytes
+fi
+if [ -n "$limit_file" ] && mkdir "$parent/pinio-$run-share-$$" 2>/dev/null; then
+    CG=$parent/pinio-$run-share-$$
+    echo $((20 << 20)) >"$CG/$limit_file"
+    sh -c 'echo $$ >"$1/cgroup.procs" && exec "$2" "$3"' sh "$CG" "$LOADER" "$M" >"$DIR/out" 2>"$DIR/err"
+    rc=$?
+    [ "$rc" -eq 1 ] || FAIL "cgroup limit: exit $rc, want 1: $(cat "$DIR/out" "$DIR/err")"
+    has "$DIR/err" "needs [0-9]* bytes but only [0-9]* are available (cgroup v[12] memory" "the cgroup limit is named"
+    sh -c 'echo $$ >"$1/cgroup.procs" && exec "$2" "$3"' sh "$CG" "$LOADER" "$O" >"$DIR/out" 2>"$DIR/err"
+    rc=$?
+    [ "$rc" -eq 0 ] || FAIL "cgroup limit, a small file: exit $rc: $(cat "$DIR/err")"
+    has "$DIR/out" "share=read here" "a file within the limit is shared"
+    rmdir "$CG" && CG=
+    empty "cgroup limit"
+else
+    echo "SKIP: cgroup limit: no writable memory cgroup (v2 controller or v1 hierarchy) here"
+fi
+
+[ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "ok"
