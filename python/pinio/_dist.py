@@ -8,11 +8,13 @@ the group reads every selected byte once instead of once per rank:
 
 - slices that are one contiguous byte range (a chunk along the first
   dimension, or along a later one when the leading dimensions have extent
-  1), or runs of at least DIRECT_RUN_BYTES, are read by their own rank
-  straight into its arena, as a single-process split load reads them: no
-  exchange;
-- the other tensors (replicated ones, and strided slices of shorter runs,
-  which would make every rank read nearly every block) are read whole by one rank, the
+  1) whose end blocks are a small share of them (_direct()), or runs of at
+  least DIRECT_RUN_BYTES, are read by their own rank straight into its
+  arena, as a single-process split load reads them: no exchange;
+- the other tensors (replicated ones, strided slices of shorter runs,
+  which would make every rank read nearly every block, and slices so
+  small that the blocks at their ends, which the next rank reads too, are
+  a large share of them) are read whole by one rank, the
   owner: contiguous stripes of them in plan order, balanced by bytes. The
   owner cuts each rank's slice (a replicated tensor: all of it) and the
   ranks exchange them with all_to_all_single over the group.
@@ -82,6 +84,14 @@ ROUND_BYTES = 256 << 20
 # a strided slice whose runs are at least this long is read by its own rank
 # (its over-read: at most two alignment blocks a run, under 4 %)
 DIRECT_RUN_BYTES = 256 << 10
+# a slice of one range is read by its own rank when the blocks at its ends
+# (O_DIRECT reads whole blocks, and the neighbouring ranks read them too)
+# add at most this share of it, the library's own budget for over-read
+# (plan.h, max_overread's default); a smaller slice is exchanged, read once
+# by its owner with the tensor: small tensors' slices read each by its rank
+# read the checkpoint up to twice
+DIRECT_OVERREAD = 1 / 32
+_BLOCK = 4096
 # the staging slots of a device load's copies from host memory (slot_size=0)
 COPY_SLOT_MIN, COPY_SLOT_MAX = 64 << 10, 8 << 20
 
@@ -230,6 +240,19 @@ def refuse(pg, e, host=None):
     raise e  # not reached: the agreement raised it
 
 
+def _direct(row):
+    """Whether a rank's slice (its plan row) is read by the rank itself:
+    runs of at least DIRECT_RUN_BYTES, or one range whose blocks at its
+    ends are at most DIRECT_OVERREAD of it (an empty one reads nothing)."""
+    nbytes, off, runs = row[3], row[5], row[10]
+    if runs > 1:
+        return nbytes // runs >= DIRECT_RUN_BYTES
+    if not nbytes:
+        return True
+    extent = -(-(off + nbytes) // _BLOCK) * _BLOCK - off // _BLOCK * _BLOCK
+    return extent - nbytes <= nbytes * DIRECT_OVERREAD
+
+
 class _Tensor:
     """One selected tensor of the group's plan, with every rank's slice."""
 
@@ -252,8 +275,7 @@ class _Tensor:
         # alignment at their ends is a small share (row-parallel slices of
         # wide tensors); shorter runs would have each rank read nearly
         # every block of the tensor
-        self.contiguous = self.sliced and all(
-            r[10] <= 1 or r[3] // r[10] >= DIRECT_RUN_BYTES for r in rows)
+        self.contiguous = self.sliced and all(_direct(r) for r in rows)
         self.owner = None
 
     def key(self):
