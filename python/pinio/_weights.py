@@ -127,6 +127,8 @@ class WeightsIterator:
                         f"{', '.join(self._paths)} ({len(files)} file"
                         f"{'' if len(files) == 1 else 's'})")
         self._files = [f[0] for f in files]
+        # each tensor's dtype and whole shape (row: ..., full_shape at 6)
+        self._headers = {r[0]: (r[1], tuple(r[6])) for r in rows}
         # a group's ranks must cut the same batches: by whole tensors, which
         # every rank's plan agrees on (a rank's slice sizes differ)
         size = 8 if process_group is not None else 3
@@ -245,6 +247,11 @@ class WeightsIterator:
     def files(self):
         """The input files, resolved (shard folders, indexes, repo ids)."""
         return list(self._files)
+
+    def headers(self):
+        """{name: (dtype, shape of the whole tensor)} of the selected
+        tensors, from the headers (no tensor byte read)."""
+        return dict(self._headers)
 
     def report(self):
         """What was read so far: batches, bytes read, bytes handed out."""
