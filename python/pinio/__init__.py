@@ -575,7 +575,7 @@ def load_to_device(paths, filter=None, device="cuda", *, allocator=None, verify=
 
 def _open_args(framework, device, allocator, memory, arena, slot_size, slots, fill, consumer,
                split, verify, expected_sha256, process_group, round_bytes, exchange, backend,
-               cache, direct):
+               cache, direct, host_group=None):
     """open()'s checks of its arguments that go together: (split rules,
     whether the load goes to a GPU); ValueError or TypeError otherwise.
     The I/O policy strings are judged here, before a group's agreement, by
@@ -590,6 +590,8 @@ def _open_args(framework, device, allocator, memory, arena, slot_size, slots, fi
         raise ValueError("process_group= does not take arena=, verify= or expected_sha256=")
     if (round_bytes is not None or exchange != "auto") and process_group is None:
         raise ValueError("round_bytes= and exchange= shape the exchange of a process_group= load")
+    if host_group is not None and process_group is None:
+        raise ValueError("host_group= carries the host traffic of a process_group= load")
     if on_device:
         if FRAMEWORKS.get(framework) != "pt":
             raise ValueError(f"device {device!r} needs framework='pt'")
@@ -616,7 +618,7 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
          cache="auto", direct="auto", verify=False, expected_sha256=None, memory="auto",
          map_private=True, arena=None, slot_size=0, slots=0, fill="auto", consumer="host",
          split=None, rank=None, world=None, process_group=None, max_overread=0.0,
-         round_bytes=None, exchange="auto", share="auto"):
+         round_bytes=None, exchange="auto", share="auto", host_group=None):
     """Loads `paths` (files, shard folders, index files; s3:// URLs of an
     object, a prefix or an index: README's Object storage) and returns a Checkpoint.
 
@@ -697,6 +699,14 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     and sent in rounds of about this many bytes (None: 256 MiB), each
     round's exchange running while the next round is read; it bounds the
     send buffers.
+    host_group (process_group): the group that carries the load's host
+    traffic (the agreements and the exchange of host buffers), a gloo
+    group of the same ranks in the same order (vLLM's cpu_group). None
+    (default): process_group itself when its backend takes host tensors
+    (gloo, mpi); for an NCCL one, a gloo group of its ranks that pinio
+    creates on first use (a collective of the whole job: every rank of
+    the job must be in the load, or torch >= 2.1; otherwise ValueError
+    asking for host_group=) and reuses for every later load over it.
     Raises pinio.Error (an OSError naming the file, offset or tensor)."""
     if share not in ("auto", "off"):
         raise ValueError(f"share={share!r} is invalid (auto, off)")
@@ -704,13 +714,13 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
         rules, on_device = _open_args(framework, device, allocator, memory, arena, slot_size,
                                       slots, fill, consumer, split, verify, expected_sha256,
                                       process_group, round_bytes, exchange, backend, cache,
-                                      direct)
+                                      direct, host_group)
     except (ValueError, TypeError) as e:
         if process_group is None:
             raise
         from . import _dist
 
-        _dist.refuse(process_group, e)  # every rank of the group raises it
+        _dist.refuse(process_group, e, host_group)  # every rank of the group raises it
     if process_group is not None:
         from . import _dist
 
@@ -720,11 +730,13 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
                                            filter=filter, backend=backend, cache=cache,
                                            direct=direct, max_overread=max_overread,
                                            round_bytes=round_bytes, exchange=exchange,
-                                           slot_size=slot_size, slots=slots)
+                                           slot_size=slot_size, slots=slots,
+                                           host_group=host_group)
         return _dist.open_group(paths, framework, rules, process_group, rank=rank, world=world,
                                 filter=filter, backend=backend, cache=cache, direct=direct,
                                 memory=memory, max_overread=max_overread,
-                                round_bytes=round_bytes, exchange=exchange)
+                                round_bytes=round_bytes, exchange=exchange,
+                                host_group=host_group)
     if rules is not None or rank is not None or world is not None:
         if rules is None:
             raise ValueError("rank=/world= need split= (the rules that slice the tensors)")

@@ -8,11 +8,13 @@ the group reads every selected byte once instead of once per rank:
 
 - slices that are one contiguous byte range (a chunk along the first
   dimension, or along a later one when the leading dimensions have extent
-  1), or runs of at least DIRECT_RUN_BYTES, are read by their own rank
-  straight into its arena, as a single-process split load reads them: no
-  exchange;
-- the other tensors (replicated ones, and strided slices of shorter runs,
-  which would make every rank read nearly every block) are read whole by one rank, the
+  1) whose end blocks are a small share of them (_direct()), or runs of at
+  least DIRECT_RUN_BYTES, are read by their own rank straight into its
+  arena, as a single-process split load reads them: no exchange;
+- the other tensors (replicated ones, strided slices of shorter runs,
+  which would make every rank read nearly every block, and slices so
+  small that the blocks at their ends, which the next rank reads too, are
+  a large share of them) are read whole by one rank, the
   owner: contiguous stripes of them in plan order, balanced by bytes. The
   owner cuts each rank's slice (a replicated tensor: all of it) and the
   ranks exchange them with all_to_all_single over the group.
@@ -55,6 +57,17 @@ outcome is agreed.
 
 gloo (torch 1.13) has all_to_all_single (also asynchronous) and
 all_gather, but not all_to_all over tensor lists: only the former is used.
+
+An NCCL group (every GPU job's default) takes only device tensors, and
+every message here is a host one: the agreements (all_gather_object of
+pickled host bytes) and the exchange's host buffers. So the traffic of a
+load over `pg` goes over its host group (host_group()): `pg` itself when
+its backend takes host tensors (gloo, mpi), else the gloo group of the
+same ranks the caller passes (host_group=; vLLM's GroupCoordinator.cpu_group
+is one), else one pinio creates once per group and keeps for the process.
+No device tensor crosses a group: a device load's pieces are exchanged in
+host memory (board or rounds) and copied to each rank's own device
+(open_group_device).
 """
 import errno
 import hashlib
@@ -71,6 +84,14 @@ ROUND_BYTES = 256 << 20
 # a strided slice whose runs are at least this long is read by its own rank
 # (its over-read: at most two alignment blocks a run, under 4 %)
 DIRECT_RUN_BYTES = 256 << 10
+# a slice of one range is read by its own rank when the blocks at its ends
+# (O_DIRECT reads whole blocks, and the neighbouring ranks read them too)
+# add at most this share of it, the library's own budget for over-read
+# (plan.h, max_overread's default); a smaller slice is exchanged, read once
+# by its owner with the tensor: small tensors' slices read each by its rank
+# read the checkpoint up to twice
+DIRECT_OVERREAD = 1 / 32
+_BLOCK = 4096
 # the staging slots of a device load's copies from host memory (slot_size=0)
 COPY_SLOT_MIN, COPY_SLOT_MAX = 64 << 10, 8 << 20
 
@@ -84,6 +105,90 @@ def _group_rank_world(pg):
     if not isinstance(r, int) or not 0 <= r < n:
         raise ValueError(f"process_group={pg!r}: this process is not in it (rank {r} of {n})")
     return r, n
+
+
+# Backends whose collectives take host (CPU) tensors: the group carries
+# pinio's traffic itself. Any other (nccl, ucc, a custom one) needs a gloo
+# group of the same ranks.
+_HOST_BACKENDS = ("gloo", "mpi")
+# id(pg) -> (pg, its gloo group): created once per group and process (pg
+# is held, so its id is never another group's)
+_HOST_GROUPS = {}
+
+
+def _backend(pg):
+    import torch.distributed as dist
+
+    try:
+        return str(dist.get_backend(pg)).lower()
+    except Exception:  # noqa: BLE001 (an object torch does not know: no backend)
+        return None
+
+
+def _ranks(pg, what="process_group"):
+    """The global ranks of `pg`, in its rank order."""
+    import torch.distributed as dist
+
+    try:
+        return list(dist.get_process_group_ranks(pg))
+    except Exception as e:  # noqa: BLE001 (an object torch does not know)
+        raise ValueError(f"{what}={pg!r} is no process group of this job "
+                         f"({type(e).__name__}: {e})") from None
+
+
+def host_group(pg, given=None):
+    """The group that carries a load's host traffic for process group `pg`
+    (see the module's text): `given` (host_group=) when passed, checked to
+    be of the same ranks in the same order; `pg` when its backend takes
+    host tensors; else a gloo group of pg's ranks, created the first time
+    and reused by every later load over `pg`. Creating it is collective:
+    torch.distributed.new_group must be called by every rank of the job in
+    the same order, which holds when `pg` is the whole job (every rank is
+    in the load); for a group of part of the job, torch's
+    use_local_synchronization (torch >= 2.1) lets pg's ranks alone create
+    it, and older torch raises ValueError asking for host_group=. Every
+    rank of `pg` decides alike (the same group, the same torch)."""
+    import torch.distributed as dist
+
+    if given is not None:
+        if given is pg:
+            return pg
+        if _backend(given) not in _HOST_BACKENDS:
+            raise ValueError(f"host_group={given!r}: its backend {_backend(given)!r} does not "
+                             f"take host tensors (gloo or mpi)")
+        if _ranks(given, "host_group") != _ranks(pg):
+            raise ValueError(f"host_group= has the ranks {_ranks(given)} and process_group= "
+                             f"{_ranks(pg)}: they must be the same ranks in the same order")
+        return given
+    backend = _backend(pg)
+    if backend in _HOST_BACKENDS:
+        return pg
+    got = _HOST_GROUPS.get(id(pg))
+    if got is not None and got[0] is pg:
+        return got[1]
+    import inspect
+
+    ranks = _ranks(pg)
+    kw = {}
+    if len(ranks) < dist.get_world_size():
+        if "use_local_synchronization" not in inspect.signature(dist.new_group).parameters:
+            raise ValueError(
+                f"process_group= is a {backend} group of {len(ranks)} of the job's "
+                f"{dist.get_world_size()} ranks ({ranks}), whose collectives take device tensors "
+                f"only; pinio's host traffic needs a gloo group of the same ranks, which this "
+                f"torch ({_torch_version()}) can create only with every rank of the job: pass "
+                f"host_group= (e.g. dist.new_group({ranks}, backend='gloo'), created on every "
+                f"rank; vLLM's cpu_group)")
+        kw["use_local_synchronization"] = True
+    host = dist.new_group(ranks, backend="gloo", **kw)
+    _HOST_GROUPS[id(pg)] = (pg, host)
+    return host
+
+
+def _torch_version():
+    import torch
+
+    return torch.__version__
 
 
 def _check_rank_world(rank, world, r, n):
@@ -121,16 +226,31 @@ def _plan_failure(e):
     return code, f"could not plan its load: {err}", None
 
 
-def refuse(pg, e):
+def refuse(pg, e, host=None):
     """An argument error `e` found before a group load's agreement: every
     rank of `pg` raises it (each rank that calls this, and the others at
-    their own agreement). Raises `e` itself when `pg` is no usable group."""
+    their own agreement), over its host group (host_group(pg, host)).
+    Raises `e` itself when `pg` is no usable group."""
     try:
         _, n = _group_rank_world(pg)
+        hg = host_group(pg, host)
     except Exception:  # noqa: BLE001 (no group: this rank alone)
         raise e from None
-    _plan_agreed(pg, n, None, _plan_failure(e))
+    _plan_agreed(hg, n, None, _plan_failure(e))
     raise e  # not reached: the agreement raised it
+
+
+def _direct(row):
+    """Whether a rank's slice (its plan row) is read by the rank itself:
+    runs of at least DIRECT_RUN_BYTES, or one range whose blocks at its
+    ends are at most DIRECT_OVERREAD of it (an empty one reads nothing)."""
+    nbytes, off, runs = row[3], row[5], row[10]
+    if runs > 1:
+        return nbytes // runs >= DIRECT_RUN_BYTES
+    if not nbytes:
+        return True
+    extent = -(-(off + nbytes) // _BLOCK) * _BLOCK - off // _BLOCK * _BLOCK
+    return extent - nbytes <= nbytes * DIRECT_OVERREAD
 
 
 class _Tensor:
@@ -155,8 +275,7 @@ class _Tensor:
         # alignment at their ends is a small share (row-parallel slices of
         # wide tensors); shorter runs would have each rank read nearly
         # every block of the tensor
-        self.contiguous = self.sliced and all(
-            r[10] <= 1 or r[3] // r[10] >= DIRECT_RUN_BYTES for r in rows)
+        self.contiguous = self.sliced and all(_direct(r) for r in rows)
         self.owner = None
 
     def key(self):
@@ -641,11 +760,15 @@ class _Group:
     assigned), and `direct`, the slices each rank reads itself."""
 
     def __init__(self, pg, paths, filter, rules, rank, world, max_overread, exchange,
-                 round_bytes, dest):
+                 round_bytes, dest, host=None):
         from . import _as_paths, _filters
 
-        self.pg = pg
         self.me, self.n = me, n = _group_rank_world(pg)
+        # every collective below carries host memory: over the host group
+        # (`pg` itself unless its backend takes device tensors only). Its
+        # refusal is raised here alone: there is no group to agree over,
+        # and every rank that passes the same groups finds the same.
+        self.pg = host_group(pg, host)
         self.t0 = time.monotonic()
         self.rules = rules = [] if rules is None else rules  # none: every tensor replicated
         # every check of this rank's arguments before the agreement, whose
@@ -663,7 +786,7 @@ class _Group:
             ids = _file_idents(paths)
         except (OSError, ValueError, TypeError) as e:
             failure = _plan_failure(e)
-        got = _plan_agreed(pg, n, digest, failure, ids)
+        got = _plan_agreed(self.pg, n, digest, failure, ids)
         _same_files(n, [g[5] for g in got])
         differ = [k for k, g in enumerate(got) if g[0] != got[0][0]]
         if differ:
@@ -796,7 +919,7 @@ class _Group:
 
 def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=None,
                backend="auto", cache="auto", direct="auto", memory="auto", max_overread=0.0,
-               round_bytes=None, exchange="auto"):
+               round_bytes=None, exchange="auto", host_group=None):
     """pinio.open(..., process_group=pg): see the module's text."""
     import numpy as np
 
@@ -804,10 +927,11 @@ def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=Non
 
     fw = FRAMEWORKS.get(framework)
     if fw is None:
-        refuse(pg, ValueError(f"framework {framework!r} is invalid (pt or np)"))
+        refuse(pg, ValueError(f"framework {framework!r} is invalid (pt or np)"), host_group)
 
     # 1. the plan, agreed by every rank before any byte moves
-    g = _Group(pg, paths, filter, rules, rank, world, max_overread, exchange, round_bytes, "cpu")
+    g = _Group(pg, paths, filter, rules, rank, world, max_overread, exchange, round_bytes, "cpu",
+               host_group)
     me, tensors, direct_ts = g.me, g.tensors, g.direct
 
     # 2. reads and exchanges, pipelined
@@ -862,7 +986,8 @@ def open_group(paths, framework, rules, pg, *, rank=None, world=None, filter=Non
 
 def open_group_device(paths, rules, pg, device, *, allocator=None, rank=None, world=None,
                       filter=None, backend="auto", cache="auto", direct="auto",
-                      max_overread=0.0, round_bytes=None, exchange="auto", slot_size=0, slots=0):
+                      max_overread=0.0, round_bytes=None, exchange="auto", slot_size=0, slots=0,
+                      host_group=None):
     """pinio.open(..., process_group=pg, device="cuda:N"): a DeviceCheckpoint
     of this rank's tensors on its device. The tensors a host group load has
     each rank read itself (slices of one range, or of long runs) stream
@@ -881,7 +1006,8 @@ def open_group_device(paths, rules, pg, device, *, allocator=None, rank=None, wo
 
     # 1. the plan, agreed (the destination kind too: a rank loading to its
     # CPU takes other steps than one loading to its GPU)
-    g = _Group(pg, paths, filter, rules, rank, world, max_overread, exchange, round_bytes, "cuda")
+    g = _Group(pg, paths, filter, rules, rank, world, max_overread, exchange, round_bytes, "cuda",
+               host_group)
     me, n, tensors, ex, direct_ts = g.me, g.n, g.tensors, g.ex, g.direct
     paths, rules = g.paths, g.rules
 

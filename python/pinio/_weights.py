@@ -25,7 +25,8 @@ BATCH_BYTES = 256 << 20
 
 # pinio.open() keywords a batch passes through unchanged
 _OPEN_KEYS = ("backend", "cache", "direct", "memory", "map_private", "fill", "consumer",
-              "max_overread", "round_bytes", "exchange", "allocator", "slot_size", "slots")
+              "max_overread", "round_bytes", "exchange", "allocator", "slot_size", "slots",
+              "host_group")
 
 
 def _check_progress(progress):
@@ -78,7 +79,7 @@ class WeightsIterator:
             # others meet it in the agreement of their first batch's load.
             from ._dist import refuse
 
-            refuse(process_group, e)
+            refuse(process_group, e, open_kw.get("host_group"))
 
     def _init(self, paths, device, filter, split, rank, world, process_group, progress,
               batch_bytes, read_ahead, framework, open_kw):
@@ -95,11 +96,16 @@ class WeightsIterator:
         self._device = "cpu" if device is None else device
         self._framework = framework
         self._kw = dict(open_kw)
+        if open_kw.get("host_group") is not None and process_group is None:
+            raise ValueError("host_group= carries the host traffic of a process_group= load")
         if process_group is not None:
-            from ._dist import _check_rank_world, _group_rank_world
+            from ._dist import _check_rank_world, _group_rank_world, host_group
 
             r, n = _group_rank_world(process_group)
             _check_rank_world(rank, world, r, n)
+            # an NCCL group's gloo group, resolved (made, once) at the call
+            # and named to every batch's load
+            self._kw["host_group"] = host_group(process_group, open_kw.get("host_group"))
             rank, world = r, n
         elif self._rules is not None:
             if isinstance(rank, bool) or isinstance(world, bool) or not isinstance(rank, int) \
@@ -121,6 +127,8 @@ class WeightsIterator:
                         f"{', '.join(self._paths)} ({len(files)} file"
                         f"{'' if len(files) == 1 else 's'})")
         self._files = [f[0] for f in files]
+        # each tensor's dtype and whole shape (row: ..., full_shape at 6)
+        self._headers = {r[0]: (r[1], tuple(r[6])) for r in rows}
         # a group's ranks must cut the same batches: by whole tensors, which
         # every rank's plan agrees on (a rank's slice sizes differ)
         size = 8 if process_group is not None else 3
@@ -240,6 +248,11 @@ class WeightsIterator:
         """The input files, resolved (shard folders, indexes, repo ids)."""
         return list(self._files)
 
+    def headers(self):
+        """{name: (dtype, shape of the whole tensor)} of the selected
+        tensors, from the headers (no tensor byte read)."""
+        return dict(self._headers)
+
     def report(self):
         """What was read so far: batches, bytes read, bytes handed out."""
         return {"files": len(self._files), "tensors": self.tensors, "batches": len(self._batches),
@@ -268,7 +281,9 @@ def weights_iterator(paths, *, device=None, filter=None, split=None, rank=None, 
     device load, each batch streamed to the device). process_group=pg: each
     batch is a group load (the group reads it once, pinio.open's
     process_group=): every rank must iterate to the end, or close(), in
-    step. progress: a callable(done_bytes, total_bytes) called after each
+    step; an NCCL group's host traffic goes over a gloo group of its ranks
+    (host_group=, or one pinio creates once: pinio.open's host_group=).
+    progress: a callable(done_bytes, total_bytes) called after each
     batch, or True for a tqdm bar. Other keywords go to pinio.open()
     (backend, cache, direct, memory, max_overread, exchange, ...); unknown
     ones raise TypeError.

@@ -5,7 +5,8 @@
 #   pip: `pip install --no-build-isolation .` into a venv of Debian's python
 #        (meson-python, pyproject.toml), then `pip wheel` and that wheel into
 #        a fresh venv; `import pinio.safetensors.torch`, `pinio --version`, a
-#        load through each.
+#        load through each, and the engines' entry points (vllm.general_plugins,
+#        sglang.srt.plugins) in the installed distribution's metadata.
 #   meson: `meson setup --prefix P && meson install` to a prefix outside the
 #        linker's path: the command runs by its RPATH; and configured for
 #        /usr/local, the package goes where Debian's python looks.
@@ -55,6 +56,14 @@ pyload='import sys, pinio, pinio.safetensors.torch as st
 t = pinio.load(sys.argv[1])
 assert len(t) == 4, t
 assert st.load_file(sys.argv[1]).keys() == t.keys()'
+# vLLM and SGLang find pinio's plugins in the installed distribution's
+# metadata (pyproject.toml's entry points), by group and name
+eps='from importlib.metadata import entry_points
+want = {("vllm.general_plugins", "pinio.integrations.vllm:register"),
+        ("sglang.srt.plugins", "pinio.integrations.sglang:register")}
+got = {(g, e.value) for g, _ in want for e in entry_points(group=g) if e.name == "pinio"}
+assert got == want, got
+from pinio.integrations import sglang, vllm'
 
 # pip install . into a venv.
 $PY -m venv --system-site-packages "$T/venv" || { echo "FAIL: venv"; exit 1; }
@@ -66,6 +75,7 @@ runs "pip: pinio --version" "$T/venv/bin" pinio --version
 grep -q "^pinio [0-9]" "$T/out" || { fail "pip: pinio --version printed"; cat "$T/out"; }
 runs "pip: pinio load" "$T/venv/bin" pinio load "$T/m.safetensors"
 runs "pip: pinio.load()" "$T/venv/bin" python -c "$pyload" "$T/m.safetensors"
+runs "pip: the engines' entry points" "$T/venv/bin" python -c "$eps"
 case $(env -i PATH="$T/venv/bin:/usr/bin:/bin" sh -c 'command -v pinio') in
     "$T/venv/bin/pinio") ;;
     *) fail "pip: the pinio on PATH is not the venv's" ;;
@@ -81,6 +91,7 @@ runs "wheel: pip install the wheel" "$T/venv2/bin" sh -c 'pip install --no-index
 runs "wheel: import pinio.safetensors.torch" "$T/venv2/bin" python -c 'import pinio.safetensors.torch'
 runs "wheel: pinio --version" "$T/venv2/bin" pinio --version
 runs "wheel: pinio.load()" "$T/venv2/bin" python -c "$pyload" "$T/m.safetensors"
+runs "wheel: the engines' entry points" "$T/venv2/bin" python -c "$eps"
 
 # meson install to a prefix of its own: the command by its RPATH, the
 # package through PYTHONPATH (a prefix python does not search). Only what

@@ -63,6 +63,10 @@ def checkpoint(tmp, seed, n=6, big=False):
     if big:  # a row-parallel slice of long runs (>= 256 KiB at world <= 4): read by its rank
         tensors["model.wide.weight"] = torch.randn(3, 1 << 18)
         dims["model.wide.weight"] = 1
+        # and a dim-0 one large enough (1 MiB a rank at world 4) that the
+        # blocks at its ends are a small share of it: read by its rank too
+        tensors["model.tall.weight"] = torch.randn(1 << 12, 256)
+        dims["model.tall.weight"] = 0
     path = os.path.join(tmp, f"ckpt-{seed}.safetensors")
     save_file(tensors, path)
     return path, tensors, dims

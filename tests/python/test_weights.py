@@ -223,12 +223,11 @@ def test_an_s3_prefix(s3, tmp):
         assert np.array_equal(got[k], v), k
 
 
-def run_group(tmp, path, world, *extra):
-    """Every rank's OUT of weights_group_worker.py in a gloo group."""
+def run_group(tmp, path, world, *extra, worker="weights_group_worker.py"):
+    """Every rank's OUT of `worker` (engines/) in a gloo group."""
     init = os.path.join(tmp, "group.init")
     outs = [os.path.join(tmp, f"rank{r}.json") for r in range(world)]
-    worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "engines",
-                          "weights_group_worker.py")
+    worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "engines", worker)
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
     procs = [subprocess.Popen([sys.executable, worker, path, str(r), str(world), init, outs[r],
                                *extra],
@@ -249,21 +248,39 @@ def run_group(tmp, path, world, *extra):
     return res
 
 
+def group_once(tmp, world, **shape):
+    """A one-shard model(**shape) through the gloo group of run_group:
+    every rank's exact slices, in the same order; (results, the group's
+    read bytes, the checkpoint's tensor bytes)."""
+    want = model(tmp, shards=1, **shape)
+    res = run_group(tmp, os.path.join(tmp, "model-00001-of-00001.safetensors"), world)
+    for r in res:
+        assert sorted(r["ok"]) == sorted(want) and all(r["ok"].values()), r["ok"]
+        assert r["order"] == res[0]["order"]
+    return (res, sum(r["report"]["read_bytes"] for r in res),
+            sum(v.nbytes for v in want.values()))
+
+
 @pytest.mark.parametrize("world", [2, 4])
 def test_a_gloo_group_reads_the_checkpoint_once(tmp, world):
     """Each batch a group load: every rank gets exactly its slices, in the
     same order, and the ranks' reads sum to about the checkpoint once."""
-    want = model(tmp, layers=4, shards=1, cols=512)
-    path = os.path.join(tmp, "model-00001-of-00001.safetensors")
-    total = sum(v.nbytes for v in want.values())
-    res = run_group(tmp, path, world)
-    for r in res:
-        assert sorted(r["ok"]) == sorted(want) and all(r["ok"].values()), r["ok"]
-        assert r["order"] == res[0]["order"] and r["report"]["batches"] > 2
-    read = sum(r["report"]["read_bytes"] for r in res)
+    res, read, total = group_once(tmp, world, layers=4, cols=512)
+    assert all(r["report"]["batches"] > 2 for r in res)
     # every byte once (a rank's slices whole, the rest exchanged), not
     # world times: a floor too, so that a load that read nothing fails
     assert total <= read <= 1.1 * total + world * 64 * 1024, (read, total)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_small_slices_are_read_once_not_by_every_rank(tmp, world):
+    """A checkpoint of small tensors (q_proj 8 KiB, split by rows into
+    slices of 2-4 KiB): a rank reading its own slice reads the 4 KiB blocks
+    at its ends, which hold the next ranks' slices too, so each rank would
+    read nearly every block of it; the group exchanges such slices instead
+    (read once, whole, by one rank), and still reads the checkpoint once."""
+    _, read, total = group_once(tmp, world, layers=16, cols=32)
+    assert total <= read <= 1.1 * total, (read, total)
 
 
 def test_one_rank_s_bad_argument_is_every_rank_s_error(tmp):
@@ -311,3 +328,56 @@ def test_a_tqdm_bar_is_drawn_only_while_reading(tmp, monkeypatch):
     monkeypatch.setitem(sys.modules, "tqdm", None)  # not installed
     with pytest.raises(ValueError, match="tqdm is not installed"):
         pinio.weights_iterator(tmp, progress=True)
+
+
+def run_nccl(tmp, world, case):
+    """The checkpoint and every rank's OUT of engines/nccl_group_worker.py (its CASE)."""
+    want = model(tmp, layers=4, shards=1, cols=512)
+    path = os.path.join(tmp, "model-00001-of-00001.safetensors")
+    return want, run_group(tmp, path, world, case, worker="nccl_group_worker.py")
+
+
+def exact_slices(r, want, keys=("open_group", "load_shm", "iterator")):
+    for k in keys:
+        assert sorted(r[k]) == sorted(want) and all(r[k].values()), (k, r[k])
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_an_nccl_group_s_host_traffic_goes_over_one_gloo_group(tmp, world):
+    """A process group that is NCCL (a gloo group standing in: its backend
+    says "nccl" and it refuses every collective of host tensors, as NCCL
+    does; engines/nccl_group_worker.py): pinio.open (exchange through the
+    group, in rounds), pinio.load (shared memory) and a weights_iterator
+    of several batches each give every rank exactly its slices, over one
+    gloo group of the same ranks that pinio made once for them all; one
+    rank's bad argument is still every rank's error. Not exercised here:
+    NCCL itself and device tensors (no GPU)."""
+    want, res = run_nccl(tmp, world, "world")
+    total = sum(v.nbytes for v in want.values())
+    for r in res:
+        exact_slices(r, want)
+        # one group for the three loads and the refusal, of the whole job
+        assert r["made"] == [{"ranks": list(range(world)), "backend": "gloo"}], r["made"]
+        assert r["open_group_report"]["exchange"] == "group"
+        assert r["open_group_report"]["rounds"] > 1
+        assert r["iterator_report"]["batches"] > 2
+        assert "rank 1 of %d refused its arguments" % world in r["refused"], r
+        assert r["refused"] == res[0]["refused"]
+    read = sum(r["iterator_report"]["read_bytes"] for r in res)
+    assert total <= read <= 1.1 * total + world * 64 * 1024, (read, total)
+
+
+def test_an_nccl_group_of_part_of_the_job_takes_host_group(tmp):
+    """Two NCCL groups of half a job of 4 each: torch 1.13 cannot make a
+    gloo group of part of a job alone (new_group is a collective of the
+    whole job), so without host_group= every rank is refused, naming
+    host_group= (never left waiting); with host_group= (a gloo group of the
+    same ranks, as vLLM's cpu_group) every rank gets its exact slices and
+    pinio makes no group."""
+    want, res = run_nccl(tmp, 4, "sub")
+    for r in res:
+        for k in ("refused", "refused_iterator"):
+            assert "pass host_group=" in r.get(k, ""), r
+            assert "nccl group of 2 of the job's 4 ranks" in r[k], r
+        exact_slices(r, want)
+        assert r["made"] == [], r["made"]

@@ -14,9 +14,10 @@ group: {rank, world, init}: this process is that rank of a gloo job of
 `world` processes set up as vLLM's workers set it up (the stand-in's
 init_distributed_environment, initialize_model_parallel(world)), and loads
 only its own tensor-parallel rank. read_bytes: what every
-pinio.weights_iterator of the run read (its report()), summed.
+pinio.weights_iterator of the run read (its report()), summed;
+yielded_bytes: what they handed out (a rank's slices, and whole tensors).
 Prints one json line: {pinio_file, loader, warnings, ranks: [{mismatches}],
-bars, read_bytes, group_ranks, error}."""
+bars, read_bytes, yielded_bytes, group_ranks, error}."""
 import datetime
 import json
 import logging
@@ -39,65 +40,60 @@ def tp_shard(r, w, kv=False):
 
 
 class Toy(nn.Module):
-    """A Llama-shaped toy with HF checkpoint names and vLLM-style parallel
-    parameters: qkv_proj and gate_up_proj stacked and column-parallel
-    (output rows by rank), o_proj and down_proj row-parallel (input columns
-    by rank), norms, embeddings and lm_head whole. load_weights keeps each
+    """A Llama-shaped toy with HF checkpoint names built from the stand-in's
+    vLLM layers (vllm.model_executor.layers: linear.py, vocab_parallel_
+    embedding.py): qkv_proj (QKVParallelLinear) and gate_up_proj
+    (MergedColumnParallelLinear) stacked, o_proj and down_proj
+    RowParallelLinear, embed_tokens and lm_head vocabulary-parallel (padded:
+    a loader must hand them whole), norms whole. Its packed_modules_mapping
+    is vLLM's models' class attribute (llama.py). load_weights keeps each
     layer's tensors until the layer is complete before copying them (as the
     layerwise loader does) and returns the names it loaded."""
 
     tp = (0, 1)
     layers = 2
+    packed_modules_mapping = {"qkv_proj": ["q_proj", "k_proj", "v_proj"],
+                              "gate_up_proj": ["gate_proj", "up_proj"]}
 
     def __init__(self, vllm_config=None, prefix=""):
         super().__init__()
+        from vllm.model_executor.layers.linear import (MergedColumnParallelLinear,
+                                                       QKVParallelLinear, RowParallelLinear)
+        from vllm.model_executor.layers.vocab_parallel_embedding import (ParallelLMHead,
+                                                                         VocabParallelEmbedding)
+
         r, w = self.tp
         self.rank, self.world = r, w
-        kvr = max(1, KV_HEADS // w) * HD
-        f32 = torch.float32
-        self.params = {}
+        tp = dict(tp_rank=r, tp_size=w)
+        self.params, self.mods = {}, nn.ModuleDict()
 
-        def param(name, shape, loader, dtype=f32):
-            p = nn.Parameter(torch.zeros(shape, dtype=dtype), requires_grad=False)
-            p.weight_loader = loader
+        def add(name, mod):
+            self.mods[name.replace(".", "__")] = mod
+            self.params[name + ".weight"] = mod.weight
+
+        def norm(name):
+            p = nn.Parameter(torch.zeros(H, dtype=torch.float16), requires_grad=False)
+            p.weight_loader = self.whole
             self.register_parameter(name.replace(".", "__"), p)
             self.params[name] = p
 
-        param("model.embed_tokens.weight", (VOCAB, H), self.whole, torch.float16)
+        add("model.embed_tokens", VocabParallelEmbedding(VOCAB, H, torch.float16, **tp))
         for i in range(self.layers):
             p = f"model.layers.{i}."
-            param(p + "self_attn.qkv_proj.weight", (HEADS * HD // w + 2 * kvr, H), self.qkv)
-            param(p + "self_attn.o_proj.weight", (H, HEADS * HD // w), self.row)
-            param(p + "mlp.gate_up_proj.weight", (2 * INTER // w, H), self.gate_up)
-            param(p + "mlp.down_proj.weight", (H, INTER // w), self.row)
-            param(p + "input_layernorm.weight", (H,), self.whole, torch.float16)
-        param("model.norm.weight", (H,), self.whole, torch.float16)
-        param("lm_head.weight", (VOCAB, H), self.whole)
+            add(p + "self_attn.qkv_proj", QKVParallelLinear(H, HD, HEADS, KV_HEADS, **tp))
+            add(p + "self_attn.o_proj", RowParallelLinear(HEADS * HD, H, **tp))
+            add(p + "mlp.gate_up_proj", MergedColumnParallelLinear(H, [INTER, INTER], **tp))
+            add(p + "mlp.down_proj", RowParallelLinear(INTER, H, **tp))
+            norm(p + "input_layernorm.weight")
+        norm("model.norm.weight")
+        add("lm_head", ParallelLMHead(VOCAB, H, **tp))
 
     def named_parameters(self, *a, **kw):
         return iter(self.params.items())
 
-    def whole(self, p, w, shard=None):
+    def whole(self, p, w):
         assert p.shape == w.shape, (p.shape, w.shape)
         p.data.copy_(w)
-
-    def row(self, p, w, shard=None):
-        n = p.shape[1]
-        p.data.copy_(w.narrow(1, self.rank * n, n))
-
-    def qkv(self, p, w, shard):
-        q = HEADS * HD // self.world
-        kvr = max(1, KV_HEADS // self.world) * HD
-        if shard == "q":
-            p.data[:q].copy_(w.narrow(0, self.rank * q, q))
-        else:
-            sr, _ = tp_shard(self.rank, self.world, kv=True)
-            at = q if shard == "k" else q + kvr
-            p.data[at:at + kvr].copy_(w.narrow(0, sr * kvr, kvr))
-
-    def gate_up(self, p, w, shard):
-        n = INTER // self.world
-        p.data[shard * n:(shard + 1) * n].copy_(w.narrow(0, self.rank * n, n))
 
     STACKED = [("qkv_proj", "q_proj", "q"), ("qkv_proj", "k_proj", "k"),
                ("qkv_proj", "v_proj", "v"), ("gate_up_proj", "gate_proj", 0),
@@ -149,6 +145,11 @@ def expected(ref, name, r, w):
                                np.split(ref[b.format("up_proj")], w)[r]])
     if "o_proj" in name or "down_proj" in name:
         return np.split(ref[name], w, axis=1)[r]
+    if name in ("model.embed_tokens.weight", "lm_head.weight"):
+        # the padded vocabulary's rows of this rank, zeros past the real ones
+        per = (VOCAB + 63) // 64 * 64 // w
+        rows = ref[name][r * per:(r + 1) * per]
+        return np.concatenate([rows, np.zeros((per - len(rows), H), rows.dtype)])
     return ref[name]
 
 
@@ -220,6 +221,7 @@ def main():
     except Exception as e:  # the test asserts on it
         out["error"] = f"{type(e).__name__}: {e}"
     out["read_bytes"] = sum(it.report()["read_bytes"] for it in iterators)
+    out["yielded_bytes"] = sum(it.report()["yielded_bytes"] for it in iterators)
     if "group_ranks" in out:
         ps.destroy_model_parallel()
         ps.destroy_distributed_environment()

@@ -1,0 +1,1 @@
+"""Stand-in of vllm/model_executor/layers (linear.py only)."""
