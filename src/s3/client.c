@@ -52,6 +52,12 @@
  * after its backoff waits (up to retry_seconds, past a container's grace
  * period). The library installs no handler: the caller's reads its flag.
  *
+ * Two dialects, one loop: a bucket that is an Azure container (az:// and
+ * https://ACCOUNT.blob.core.windows.net/, see src/s3/azure.h) is signed by
+ * pinio__az_sign() and ranged with x-ms-range; everything else about a
+ * request (the checks, the version pin, the retries, the stop) is the same
+ * code, so the two stores cannot drift apart in what they promise.
+ *
  * Secrets: the signed header lines (Authorization, the session token) live
  * in the request only while it is in flight and are never formatted into a
  * message; libcurl's verbose output is never enabled.
@@ -68,6 +74,7 @@
 #include <time.h>
 
 #include "src/base/clock.h"
+#include "src/s3/azure.h"
 #include "src/s3/client.h"
 #include "src/s3/config.h"
 #include "src/s3/sign.h"
@@ -91,6 +98,11 @@ struct pinio__s3 {
      * concurrency are the load's, and its counters count every request. */
     pthread_mutex_t mu;
     pinio__s3_cfg *cfg;
+    /* The other dialect: Azure Blob Storage, for a bucket that is an Azure
+     * container (pinio__az_bucket()); its configuration is read at its
+     * first request, so that an S3 user's load never depends on it. */
+    pinio__az_cfg *az;
+    bool s3_used;
     pinio__s3_opts o;
     CURLM *multi;
     CURL **idle;               /* easy handles kept for reuse */
@@ -201,6 +213,7 @@ void pinio__s3_close(pinio__s3 *c)
     if (c->multi)
         curl_multi_cleanup(c->multi);
     pinio__s3_cfg_free(c->cfg);
+    pinio__az_cfg_free(c->az);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }
@@ -240,7 +253,7 @@ static int stop_check(pinio__s3 *c, pinio_diag *diag)
     if (!c->stop || !c->stop(c->stop_ctx))
         return 0;
     pinio_diag_set(diag, -ECANCELED, "s3: requests to %s stopped at the caller's request",
-                   pinio__s3_cfg_endpoint(c->cfg));
+                   pinio__s3_endpoint(c));
     return -ECANCELED;
 }
 
@@ -295,7 +308,7 @@ bool pinio__s3_plain(const char *s)
 
 const char *pinio__s3_endpoint(const pinio__s3 *c)
 {
-    return pinio__s3_cfg_endpoint(c->cfg);
+    return c->az && !c->s3_used ? pinio__az_cfg_endpoint(c->az) : pinio__s3_cfg_endpoint(c->cfg);
 }
 
 double pinio__s3_backoff(const pinio__s3_opts *o, unsigned attempt, double retry_after, double u)
@@ -382,6 +395,7 @@ typedef struct xfer {
     char lm_got[64];
     double retry_after;
     char err[512];              /* an error response's body, the start of it */
+    char ms_code[64];           /* x-ms-error-code: Azure's, a HEAD's only word */
     size_t errlen;
     /* the attempts */
     unsigned attempts;
@@ -417,7 +431,7 @@ static void response_reset(xfer *x)
     x->have_clen = x->have_cr = x->overflow = false;
     x->hdr_big = x->hdr_end = false;
     x->hdr_bytes = 0;
-    x->cr[0] = x->etag_got[0] = x->etag_raw[0] = x->lm_got[0] = '\0';
+    x->cr[0] = x->etag_got[0] = x->etag_raw[0] = x->lm_got[0] = x->ms_code[0] = '\0';
     x->retry_after = -1;
     x->errlen = 0;
     x->err[0] = '\0';
@@ -477,6 +491,8 @@ static size_t on_header(char *p, size_t sz, size_t nm, void *ud)
     } else if (IS("etag")) {
         copy_validator(x->etag_got, sizeof(x->etag_got), v, vl, false);
         copy_val(x->etag_raw, sizeof(x->etag_raw), v, vl);
+    } else if (IS("x-ms-error-code")) {
+        copy_val(x->ms_code, sizeof(x->ms_code), v, vl);
     } else if (IS("last-modified")) {
         copy_validator(x->lm_got, sizeof(x->lm_got), v, vl, true);
     } else if (IS("retry-after")) {
@@ -566,14 +582,34 @@ static void attempt_end(pinio__s3 *c, xfer *x)
     pinio__s3_req_free(&x->req);
 }
 
+/* The request of the transfer's dialect: S3's SigV4, or Azure's (its
+ * configuration read at the first Azure request). */
+static int sign(pinio__s3 *c, xfer *x, const char *const *extra, size_t nextra,
+                pinio_diag *diag)
+{
+    if (!pinio__az_bucket(x->bucket)) {
+        c->s3_used = true;
+        return pinio__s3_sign(c->cfg, x->method, x->bucket, x->key, x->query, x->nquery, extra,
+                              nextra, time(NULL), &x->req, diag);
+    }
+    int rc = c->az ? 0 : pinio__az_cfg_load(&c->az, diag);
+    if (rc == 0)
+        rc = pinio__az_sign(c->az, x->method, x->bucket, x->key, x->query, x->nquery, extra,
+                            nextra, time(NULL), &x->req, diag);
+    return rc;
+}
+
 static int start(pinio__s3 *c, xfer *x, pinio_diag *diag)
 {
     char range[80], ifm[160];
     const char *extra[2];
     size_t nextra = 0;
     if (x->ranged) {
-        snprintf(range, sizeof(range), "Range: bytes=%llu-%llu", (unsigned long long)x->off,
-                 (unsigned long long)(x->off + x->len - 1));
+        /* Azure's x-ms-range: its Range is limited to 4 MiB ranges on old
+         * service versions; x-ms-range never is. */
+        snprintf(range, sizeof(range), "%s: bytes=%llu-%llu",
+                 pinio__az_bucket(x->bucket) ? "x-ms-range" : "Range",
+                 (unsigned long long)x->off, (unsigned long long)(x->off + x->len - 1));
         extra[nextra++] = range;
     }
     if (x->etag && *x->etag) {
@@ -583,8 +619,7 @@ static int start(pinio__s3 *c, xfer *x, pinio_diag *diag)
         snprintf(ifm, sizeof(ifm), "If-Unmodified-Since: %s", x->lm);
         extra[nextra++] = ifm;
     }
-    int rc = pinio__s3_sign(c->cfg, x->method, x->bucket, x->key, x->query, x->nquery, extra,
-                            nextra, time(NULL), &x->req, diag);
+    int rc = sign(c, x, extra, nextra, diag);
     if (rc < 0)
         return rc;
     for (size_t i = 0; i < x->req.nheaders; i++) {
@@ -631,14 +666,17 @@ static int start(pinio__s3 *c, xfer *x, pinio_diag *diag)
     return 0;
 }
 
-/* The <Code> of an S3 error body, into `out` ("" when none). */
+/* The <Code> of an S3 or Azure error body, else Azure's x-ms-error-code
+ * header, into `out` ("" when none). */
 static void error_code(const xfer *x, char *out, size_t cap)
 {
     out[0] = '\0';
     const char *a = strstr(x->err, "<Code>");
     const char *b = a ? strstr(a, "</Code>") : NULL;
-    if (!a || !b)
+    if (!a || !b) {
+        pinio__s3_printable(out, cap, x->ms_code, strlen(x->ms_code));
         return;
+    }
     a += 6;
     pinio__s3_printable(out, cap, a, (size_t)(b - a)); /* a store's word, in our message */
 }
@@ -697,7 +735,7 @@ static int version_check(pinio__s3 *c, const xfer *x, const char *url, uint64_t 
 static int judge(pinio__s3 *c, xfer *x, CURLcode cc, char *why, size_t wn, pinio_diag *diag)
 {
     char url[1200];
-    snprintf(url, sizeof(url), "s3://%s/%s", x->bucket, x->key);
+    pinio__s3_url_format(url, sizeof(url), x->bucket, x->key);
     uint64_t at = x->ranged ? x->off : PINIO_DIAG_NO_OFFSET;
     char code[64];
     error_code(x, code, sizeof(code));
@@ -782,18 +820,27 @@ static int judge(pinio__s3 *c, xfer *x, CURLcode cc, char *why, size_t wn, pinio
         return changed(diag, url, at, "HTTP 416: bytes %llu-%llu are past its end now",
                        (unsigned long long)x->off, (unsigned long long)(x->off + x->len - 1));
     if (st == 429 || st >= 500 || strcmp(code, "SlowDown") == 0 ||
-        strcmp(code, "RequestTimeout") == 0 || strcmp(code, "InternalError") == 0) {
+        strcmp(code, "RequestTimeout") == 0 || strcmp(code, "InternalError") == 0 ||
+        strcmp(code, "ServerBusy") == 0 || strcmp(code, "OperationTimedOut") == 0) {
         snprintf(why, wn, "HTTP %ld%s%s", st, code[0] ? " " : "", code);
         return 1;
     }
     if (st == 404) {
         bool bucket = strcmp(code, "NoSuchBucket") == 0;
+        bool container = strcmp(code, "ContainerNotFound") == 0;
         /* A HEAD's 404 has no body to tell a missing bucket from a key. */
         pinio_diag_set_at(diag, -ENOENT, url, PINIO_DIAG_NO_OFFSET, "%s (404%s%s)",
-                          bucket ? "no such bucket" : code[0] ? "no such object"
-                                                            : "no such object or bucket",
+                          bucket ? "no such bucket" : container ? "no such container"
+                          : code[0] ? "no such object" : "no such object or bucket",
                           code[0] ? " " : "", code);
         return -ENOENT;
+    }
+    if (st == 403 && pinio__az_bucket(x->bucket)) {
+        pinio_diag_set_at(diag, -EACCES, url, PINIO_DIAG_NO_OFFSET,
+                          "access denied (403%s%s) with %s: check the credentials and the "
+                          "container's access", code[0] ? " " : "", code,
+                          pinio__az_cfg_auth(c->az));
+        return -EACCES;
     }
     if (st == 403) {
         pinio_diag_set_at(diag, -EACCES, url, PINIO_DIAG_NO_OFFSET,
@@ -815,7 +862,7 @@ static int retry_or_fail(pinio__s3 *c, xfer *x, const char *why, pinio_diag *dia
     double w = pinio__s3_backoff(&c->o, x->attempts - 1, x->retry_after, uniform(c));
     if (x->attempts > c->o.max_retries || now + w - x->t_first > c->o.retry_seconds) {
         char url[1200];
-        snprintf(url, sizeof(url), "s3://%s/%s", x->bucket, x->key);
+        pinio__s3_url_format(url, sizeof(url), x->bucket, x->key);
         bool slow = strstr(why, "timed out") || strstr(why, "Timeout");
         int rc = slow ? -ETIMEDOUT : -EIO;
         pinio_diag_set_at(diag, rc, url, x->ranged ? x->off : PINIO_DIAG_NO_OFFSET,
@@ -1102,7 +1149,7 @@ int pinio__s3_stat(pinio__s3 *c, const char *bucket, const char *key, pinio__s3_
     int rc = run(c, &x, 1, diag);
     if (rc == 0 && !x.have_clen) {
         char url[1200];
-        snprintf(url, sizeof(url), "s3://%s/%s", bucket, key);
+        pinio__s3_url_format(url, sizeof(url), bucket, key);
         pinio_diag_set_at(diag, -EPROTO, url, PINIO_DIAG_NO_OFFSET,
                           "HEAD answered without Content-Length");
         rc = -EPROTO;

@@ -1,6 +1,7 @@
 /* The S3 client: s3:// URLs, and requests through libcurl's multi interface
  * (HEAD, ranged GETs into caller memory at a bounded concurrency, whole
- * small objects, ListObjectsV2), each signed by pinio__s3_sign(), each
+ * small objects, ListObjectsV2 or List Blobs), each signed by
+ * pinio__s3_sign() (or, for an Azure container, pinio__az_sign()), each
  * response checked, transient failures retried with backoff. A library-
  * internal interface of the s3 layer, used by the loader (src/load/object.c).
  *
@@ -31,13 +32,18 @@
 
 /* ---- url.c ------------------------------------------------------------ */
 
-/* Whether `s` starts with "s3://". */
+/* Whether `s` is an object URL: "s3://", or Azure's (pinio__az_is_url()). */
 bool pinio__s3_is_url(const char *s);
 
-/* Splits "s3://BUCKET[/KEY]" into malloc'ed bucket and key ("" when none).
+/* Splits "s3://BUCKET[/KEY]" into malloc'ed bucket and key ("" when none);
+ * an Azure URL as pinio__az_url_split() does.
  * -EINVAL naming the URL when the bucket is empty or not a bucket name
  * (letters, digits, '.', '-', '_'; at most 255). The key is kept as written. */
 int pinio__s3_url_split(const char *url, char **bucket, char **key, pinio_diag *diag);
+
+/* url.c's and azure_url.c's last step: the bucket, bl bytes at `b`, and the
+ * key after `slash` ("" when NULL), malloc'ed. 0 or -ENOMEM (both NULL). */
+int pinio__s3_url_take(const char *b, size_t bl, const char *slash, char **bucket, char **key);
 
 /* The writers' one refusal of an object URL (pinio_save, pinio_gen_write,
  * the file sink): 0 when `path` is not an s3:// URL; else -ENOTSUP, the diag
@@ -46,8 +52,13 @@ int pinio__s3_url_split(const char *url, char **bucket, char **key, pinio_diag *
  * local file written where an upload was meant. */
 int pinio__s3_refuse_write(const char *path, pinio_diag *diag);
 
-/* "s3://BUCKET/KEY", malloc'ed (NULL: out of memory). */
+/* "s3://BUCKET/KEY", malloc'ed (NULL: out of memory); an Azure bucket
+ * (pinio__az_bucket(): the URL's part up to the container) joins as
+ * "BUCKET/KEY", giving back the URL it was split from. */
 char *pinio__s3_url_join(const char *bucket, const char *key);
+
+/* pinio__s3_url_join() into `buf` (cut at `cap`), for a message. Returns buf. */
+const char *pinio__s3_url_format(char *buf, size_t cap, const char *bucket, const char *key);
 
 /* ---- client.c --------------------------------------------------------- */
 

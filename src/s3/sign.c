@@ -398,6 +398,8 @@ void pinio__s3_req_free(pinio__s3_req *req)
         free(req->headers[i]);
     }
     free(req->headers);
+    if (req->url) /* an Azure SAS token rides in the query */
+        explicit_bzero(req->url, strlen(req->url));
     free(req->url);
     memset(req, 0, sizeof(*req));
 }

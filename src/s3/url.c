@@ -1,15 +1,18 @@
 /* s3:// URLs: "s3://BUCKET/KEY" as the AWS CLI writes them. The key is taken
  * as written (S3 keys are arbitrary UTF-8; "a//b" is a key of its own), the
- * signer encodes it. */
+ * signer encodes it. Azure's URLs split here too (azure_url.c), into a
+ * bucket that keeps its scheme, so that joining gives the URL back. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/s3/azure.h"
 #include "src/s3/client.h"
 
 bool pinio__s3_is_url(const char *s)
 {
-    return s && strncmp(s, "s3://", 5) == 0;
+    return s && (strncmp(s, "s3://", 5) == 0 || pinio__az_is_url(s));
 }
 
 int pinio__s3_refuse_write(const char *path, pinio_diag *diag)
@@ -17,9 +20,11 @@ int pinio__s3_refuse_write(const char *path, pinio_diag *diag)
     if (!pinio__s3_is_url(path))
         return 0;
     pinio_diag_set_at(diag, -ENOTSUP, path, PINIO_DIAG_NO_OFFSET,
-                      "writing to s3:// is not supported (pinio reads s3:// objects: load, "
+                      "writing to %s is not supported (pinio reads %s objects: load, "
                       "info, stage and bench take them as sources); write to a local path and "
-                      "upload it with the store's own tools");
+                      "upload it with the store's own tools",
+                      pinio__az_is_url(path) ? "Azure Blob Storage" : "s3://",
+                      pinio__az_is_url(path) ? "Azure" : "s3://");
     return -ENOTSUP;
 }
 
@@ -43,6 +48,8 @@ static bool bucket_ok(const char *b, size_t n)
 int pinio__s3_url_split(const char *url, char **bucket, char **key, pinio_diag *diag)
 {
     *bucket = *key = NULL;
+    if (pinio__az_is_url(url))
+        return pinio__az_url_split(url, bucket, key, diag);
     if (!pinio__s3_is_url(url)) {
         pinio_diag_set(diag, -EINVAL, "%s: not an s3:// URL", url ? url : "(null)");
         return -EINVAL;
@@ -55,19 +62,16 @@ int pinio__s3_url_split(const char *url, char **bucket, char **key, pinio_diag *
                           "S3 does not allow (letters, digits, '.', '-', '_')" : "is empty");
         return -EINVAL;
     }
-    *bucket = strndup(b, bl);
-    *key = strdup(slash ? slash + 1 : "");
-    if (!*bucket || !*key) {
-        free(*bucket);
-        free(*key);
-        *bucket = *key = NULL;
-        return -ENOMEM;
-    }
-    return 0;
+    return pinio__s3_url_take(b, bl, slash, bucket, key);
 }
+
 
 char *pinio__s3_url_join(const char *bucket, const char *key)
 {
+    if (pinio__az_bucket(bucket)) {
+        char *u;
+        return asprintf(&u, "%s/%s", bucket, key) < 0 ? NULL : u;
+    }
     size_t bl = strlen(bucket), kl = strlen(key);
     char *u = malloc(5 + bl + 1 + kl + 1);
     if (!u)
@@ -77,4 +81,10 @@ char *pinio__s3_url_join(const char *bucket, const char *key)
     u[5 + bl] = '/';
     memcpy(u + 6 + bl, key, kl + 1);
     return u;
+}
+
+const char *pinio__s3_url_format(char *buf, size_t cap, const char *bucket, const char *key)
+{
+    snprintf(buf, cap, pinio__az_bucket(bucket) ? "%s/%s" : "s3://%s/%s", bucket, key);
+    return buf;
 }

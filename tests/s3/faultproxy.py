@@ -42,6 +42,13 @@ apply):
   listesc    a page of its own, the last, whose one key holds a terminal
              escape and a BEL (as XML character references)
 
+Azure (Azurite upstream, tests/az): a request with x-ms-range is a ranged
+GET as one with Range is; 503 answers ServerBusy; replace uploads with the
+Azure SDK (the connection string in $AZ_CS); badrange answers the range
+asked for with a Content-Range (and bytes) one byte on, since changing a
+signed x-ms-range would only break the signature; listcut cuts a List
+Blobs page after its first </Blob>.
+
 --latency MS delays every request's answer by MS milliseconds (a remote
 store's first-byte latency). Each fault injected is said on stderr, "fault
 KIND PATH" (a test waits for one there). Stops on SIGTERM; writes nothing to
@@ -118,6 +125,13 @@ def main():
             state["faults"] += 1
         print(f"fault {fault} {path}", file=sys.stderr, flush=True)
         return True
+
+    def replace_blob(path, data):
+        """Uploads `data` over the blob of request path /ACCOUNT/CONTAINER/BLOB."""
+        from azure.storage.blob import BlobServiceClient
+        _, container, blob = urllib.parse.unquote(urllib.parse.urlparse(path).path).lstrip("/").split("/", 2)
+        svc = BlobServiceClient.from_connection_string(os.environ["AZ_CS"])
+        svc.get_blob_client(container, blob).upload_blob(data, overwrite=True)
 
     def total_of(handler):
         """The object's size, by a HEAD upstream."""
@@ -236,19 +250,23 @@ def main():
                         '<Size>1</Size></Contents></ListBucketResult>').encode()
                 return self.send(200, [("Content-Type", "application/xml")], body)
             r, data = self.upstream("GET")
-            cut = data.find(b"</Contents>")
+            end = b"</Blob>" if b"<EnumerationResults" in data else b"</Contents>"
+            cut = data.find(end)
             if r.status == 200 and cut >= 0:
-                data = data[: cut + len(b"</Contents>")]
+                data = data[: cut + len(end)]
             self.send(r.status, r.getheaders(), data)
 
         def do_GET(self):
             time.sleep(latency)
-            if fault.startswith("list") and "list-type=2" in urllib.parse.urlparse(self.path).query:
+            query = urllib.parse.urlparse(self.path).query
+            if fault.startswith("list") and ("list-type=2" in query or "comp=list" in query):
                 return self.listing()
-            ranged = "Range" in self.headers
+            azure = "x-ms-range" in self.headers
+            ranged = "Range" in self.headers or azure
             hit = ranged and take_fault(urllib.parse.urlparse(self.path).path)
             if hit and fault == "503":
-                return self.error(503, "SlowDown", [("Retry-After", opt["--retry-after"])])
+                return self.error(503, "ServerBusy" if azure else "SlowDown",
+                                  [("Retry-After", opt["--retry-after"])])
             if hit and fault == "412":
                 return self.error(412, "PreconditionFailed")
             if hit and fault == "403":
@@ -258,12 +276,22 @@ def main():
                     new = f.read()
                 r, _ = self.upstream("HEAD", headers={})
                 newer_than(r.getheaders())
-                self.upstream("PUT", new, {"Content-Length": str(len(new))})
+                if azure:
+                    replace_blob(self.path, new)
+                else:
+                    self.upstream("PUT", new, {"Content-Length": str(len(new))})
             if hit and fault == "wholebody":
                 h = {k: v for k, v in self.headers.items() if k.lower() != "range"}
                 r, data = self.upstream("GET", headers=h)
                 return self.send(200, r.getheaders(), data)
             h = None
+            if hit and fault == "badrange" and azure:
+                r, data = self.upstream("GET")
+                a, b = (int(x) for x in self.headers["x-ms-range"].split("=")[1].split("-"))
+                total = r.getheader("Content-Range", "/0").split("/")[1]
+                headers = [(k, v) for k, v in r.getheaders() if k.lower() != "content-range"]
+                headers.append(("Content-Range", f"bytes {a + 1}-{b + 1}/{total}"))
+                return self.send(r.status, headers, data[1:] + b"\0")
             if hit and fault == "badrange":
                 # Another range than the one asked for, one byte on (or back
                 # at the object's end), with its own honest Content-Range:

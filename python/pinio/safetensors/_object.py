@@ -37,6 +37,7 @@ tensor to the device with .to()).
 import bisect as _bisect
 import contextlib as _contextlib
 import errno as _errno
+import re as _re
 import threading as _threading
 
 import pinio as _pinio_pkg
@@ -56,14 +57,17 @@ _SUB_BYTE = ("F4", "F6_E2M3", "F6_E3M2")
 
 
 def is_url(filename):
-    """`filename` names an object (an s3:// URL), not a file."""
-    return isinstance(filename, str) and filename.startswith("s3://")
+    """`filename` names an object (an s3:// or Azure URL, az:// or
+    https://ACCOUNT.blob.core.windows.net/), not a file."""
+    return isinstance(filename, str) and (
+        filename.startswith(("s3://", "az://")) or
+        _re.match(r"https://[^./]+\.blob\.core\.windows\.net(/|$)", filename) is not None)
 
 
 def _check_url(url):
     """safe_open and load_file read one object: a prefix or an index URL
     (a sharded checkpoint, which pinio.load takes) is refused by name."""
-    key = url[5:].partition("/")[2]
+    key = url.partition("://")[2].partition("/")[2]
     if not key.endswith(".safetensors"):
         raise SafetensorError(
             f"{url}: safe_open and load_file read one object, s3://BUCKET/KEY.safetensors; "
