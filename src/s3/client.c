@@ -621,6 +621,11 @@ static int start(pinio__s3 *c, xfer *x, pinio_diag *diag)
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, c->o.stall_timeout_s);
     curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L << 10);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    /* AWS_CA_BUNDLE, SSL_CERT_FILE/DIR (config.h); verification stays on. */
+    if (pinio__s3_cfg_cainfo(c->cfg))
+        curl_easy_setopt(h, CURLOPT_CAINFO, pinio__s3_cfg_cainfo(c->cfg));
+    if (pinio__s3_cfg_capath(c->cfg))
+        curl_easy_setopt(h, CURLOPT_CAPATH, pinio__s3_cfg_capath(c->cfg));
     response_reset(x);
     if (!x->attempts++)
         x->t_first = pinio__now_s();

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "src/s3/config.h"
+#include "src/s3/creds.h"
 
 enum pinio__s3_addressing {
     PINIO__S3_ADDR_AUTO,
@@ -24,8 +25,9 @@ struct pinio__s3_cfg {
     bool aws_host;   /* an amazonaws.com(.cn) host: virtual-hosted works there */
     enum pinio__s3_addressing addressing;
     bool anonymous;
-    char *access_key, *secret_key, *session_token; /* NULL when anonymous; token optional */
+    pinio__s3_creds *creds; /* NULL when anonymous */
     char *source;
+    char *cainfo, *capath;  /* AWS_CA_BUNDLE etc.: CURLOPT_CAINFO / CAPATH, NULL: libcurl's */
 };
 
 #endif

@@ -502,6 +502,14 @@ int pinio__s3_sign(const pinio__s3_cfg *cfg, const char *method, const char *buc
     char *host = NULL, *path = NULL;
     size_t nsigned = 0;
     int rc = sh && names && out->headers ? 0 : -ENOMEM;
+    /* A copy of the keys as they are now: another thread may refresh them. */
+    pinio__s3_keys keys = {0};
+    if (rc == 0 && !cfg->anonymous && (rc = pinio__s3_cfg_keys(cfg, now, &keys, diag)) < 0) {
+        free(sh);
+        free(names);
+        pinio__s3_req_free(out);
+        return rc;
+    }
     const char *why = "out of memory";
     for (size_t i = 0; rc == 0 && i < nextra; i++) {
         const char *line = extra_headers[i];
@@ -539,9 +547,9 @@ int pinio__s3_sign(const pinio__s3_cfg *cfg, const char *method, const char *buc
         rc = push_header(out, "x-amz-content-sha256", PINIO__S3_EMPTY_SHA256);
         if (rc == 0)
             rc = push_header(out, "x-amz-date", amz_date);
-        if (rc == 0 && cfg->session_token) {
-            sh[nsigned++] = (pinio__sigv4_header){"x-amz-security-token", cfg->session_token};
-            rc = push_header(out, "x-amz-security-token", cfg->session_token);
+        if (rc == 0 && keys.session_token) {
+            sh[nsigned++] = (pinio__sigv4_header){"x-amz-security-token", keys.session_token};
+            rc = push_header(out, "x-amz-security-token", keys.session_token);
         }
     }
     for (size_t i = 0; rc == 0 && i < nextra; i++) {
@@ -565,7 +573,7 @@ int pinio__s3_sign(const pinio__s3_cfg *cfg, const char *method, const char *buc
             .method = method, .path = path, .query = query, .nquery = nquery,
             .headers = sh, .nheaders = nsigned, .payload_hash = PINIO__S3_EMPTY_SHA256,
             .amz_date = amz_date, .region = cfg->region, .service = "s3",
-            .access_key = cfg->access_key, .secret_key = cfg->secret_key,
+            .access_key = keys.access_key, .secret_key = keys.secret_key,
         };
         pinio__sigv4_out sig;
         rc = pinio__sigv4(&in, &sig, NULL);
@@ -576,6 +584,7 @@ int pinio__s3_sign(const pinio__s3_cfg *cfg, const char *method, const char *buc
             why = "the credentials cannot go into a header";
         }
     }
+    pinio__s3_keys_clear(&keys);
     for (size_t i = 0; names && i < nextra; i++)
         free(names[i]);
     free(names);

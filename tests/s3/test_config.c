@@ -296,8 +296,12 @@ Test(s3_config, half_keys_and_unsupported_sources)
     put(cred, "");
     put(conf, "[profile sso]\nrole_arn = arn:aws:iam::123456789012:role/" SECRET "\nsource_profile = x\n");
     setenv("AWS_PROFILE", "sso", 1);
-    load_fails(-ENOTSUP, "role_arn", &d);
+    load_fails(-EINVAL, "[sso] source_profile x has no aws_access_key_id", &d);
+    put(conf, "[profile sso]\nsso_start_url = https://example.awsapps.com/start\n");
+    load_fails(-ENOTSUP, "[sso] gets credentials through sso_start_url", &d);
     cr_expect_str_eq(d.path, conf);
+    put(conf, "[profile sso]\nrole_arn = arn:aws:iam::1:role/r\ncredential_source = Environment\n");
+    load_fails(-ENOTSUP, "credential_source", &d);
 }
 
 Test(s3_config, bad_values_are_refused_without_echo)
@@ -395,4 +399,30 @@ Test(s3_config, random_files_fail_cleanly)
     }
     /* Both outcomes exercised, so neither path goes unchecked. */
     cr_expect(ok >= 50 && failed >= 50, "%u loads succeeded, %u failed", ok, failed);
+}
+
+/* AWS_USE_FIPS_ENDPOINT / AWS_USE_DUALSTACK_ENDPOINT and the profile's
+ * use_fips_endpoint / use_dualstack_endpoint in the endpoint's name, as
+ * botocore 1.29 builds it (s3-fips, s3.dualstack, s3-fips.dualstack). */
+Test(s3_config, fips_and_dualstack_endpoints)
+{
+    setenv("AWS_REGION", "us-west-2", 1);
+    setenv("AWS_USE_FIPS_ENDPOINT", "true", 1);
+    pinio__s3_cfg *cfg = load_ok();
+    cr_expect_str_eq(pinio__s3_cfg_endpoint(cfg), "https://s3-fips.us-west-2.amazonaws.com");
+    pinio__s3_cfg_free(cfg);
+    setenv("AWS_USE_DUALSTACK_ENDPOINT", "TRUE", 1);
+    cfg = load_ok();
+    cr_expect_str_eq(pinio__s3_cfg_endpoint(cfg),
+                     "https://s3-fips.dualstack.us-west-2.amazonaws.com");
+    pinio__s3_cfg_free(cfg);
+    unsetenv("AWS_USE_FIPS_ENDPOINT");
+    unsetenv("AWS_USE_DUALSTACK_ENDPOINT");
+    put(conf, "[default]\nuse_dualstack_endpoint = true\n");
+    cfg = load_ok();
+    cr_expect_str_eq(pinio__s3_cfg_endpoint(cfg), "https://s3.dualstack.us-west-2.amazonaws.com");
+    pinio__s3_cfg_free(cfg);
+    put(conf, "[default]\nuse_fips_endpoint = yes\n");
+    pinio_diag d;
+    load_fails(-EINVAL, "use_fips_endpoint: expected true or false", &d);
 }
