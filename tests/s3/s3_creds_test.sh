@@ -23,7 +23,7 @@ s3_bucket models || exit 1
 s3_put models one.safetensors "$DIR/one.safetensors" || exit 1
 SUM=$(sha256sum "$DIR/one.safetensors" | cut -d' ' -f1)
 URL=s3://models/one.safetensors
-printf 'pinio-test-web-identity-token\n' >"$DIR/web.token"
+printf 'pinio-test-web-identity-token' >"$DIR/web.token"  # as Kubernetes writes it: no line break
 printf 'a-wrong-token-NeverPrint\n' >"$DIR/wrong.token"
 
 # Every credential variable unset: each case sets its own.
@@ -52,6 +52,17 @@ load_fails() {
     no_secret "$1"
 }
 sts_start() { cred_start "$@"; export AWS_ENDPOINT_URL_STS=$CRED_URL; }
+# boto_same NAME WANT: botocore (Debian's python3-botocore) resolves WANT
+# ("METHOD KEY SECRET-DIGEST TOKEN-DIGEST", botocore_check.py --creds) from
+# the same environment; skipped, saying so, where botocore is missing.
+hash16() { printf %s "$1" | sha256sum | cut -c1-16; }
+SRV="S3RVER $(hash16 S3RVER) $(hash16 pinio-test-session-NeverPrint)"
+boto_same() {
+    got=$(/usr/bin/python3 "$SRC/tests/s3/botocore_check.py" --creds 2>&1)
+    rc=$?
+    [ $rc -eq 77 ] && { echo "note: $1: botocore not installed, not cross-checked"; return; }
+    [ "$got" = "$2" ] || { echo "FAIL: $1: botocore resolves '$got', want '$2'"; fails=$((fails + 1)); }
+}
 log_count() { grep -c -- "$1" "$DIR/cred.log"; }
 
 # --- web identity from the environment ------------------------------------
@@ -62,6 +73,7 @@ export AWS_WEB_IDENTITY_TOKEN_FILE=$DIR/web.token AWS_ROLE_SESSION_NAME=pinio-ci
 load_ok "web identity"
 [ "$(log_count 'Action=AssumeRoleWithWebIdentity RoleArn=arn:aws:iam::123456789012:role/pinio-test RoleSessionName=pinio-ci')" -eq 1 ] ||
     { echo "FAIL: web identity: not one AssumeRoleWithWebIdentity with the role and session name:"; cat "$DIR/cred.log"; fails=$((fails + 1)); }
+boto_same "web identity" "assume-role-with-web-identity $SRV"
 # The data requests are signed with the keys fetched: keys s3rver does not
 # know are refused (s3rver serves unsigned requests, so a byte-exact load
 # alone would not tell).
@@ -115,11 +127,14 @@ credential_process = $DIR/proc.sh --exit 'two words'
 EOF
 load_ok "profile web identity"
 has "$DIR/cred.log" "RoleArn=arn:aws:iam::123456789012:role/from-profile RoleSessionName=profile-session" "the profile's role and session"
+boto_same "profile web identity" "assume-role-with-web-identity $SRV"
 export AWS_PROFILE=ar
 load_ok "assume role"
 has "$DIR/cred.log" "Action=AssumeRole RoleArn=arn:aws:iam::123456789012:role/assumed .*Credential=AKIDBASE/[0-9]*/us-east-1/sts/aws4_request" "AssumeRole signed with the source profile's key"
+boto_same "assume role" "assume-role $SRV"
 export AWS_PROFILE=proc
 load_ok "credential_process"
+boto_same "credential_process" "custom-process S3RVER $(hash16 S3RVER) $(hash16 tok-NeverPrint)"
 export AWS_PROFILE=procfail
 load_fails "credential_process exits 1" "credential_process ($DIR/config \[procfail\]): credential_process exited with status 1: no credentials for two words"
 
@@ -132,6 +147,9 @@ export AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=$DIR/auth.token
 load_ok "container, token file"
 has "$DIR/cred.log" "GET /container/creds .*auth=ok" "the token file's token sent"
 unset AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE
+export AWS_CONTAINER_AUTHORIZATION_TOKEN=container-auth-NeverPrint
+load_ok "container, token"
+boto_same "container" "container-role $SRV"
 export AWS_CONTAINER_AUTHORIZATION_TOKEN=wrong-NeverPrint
 load_fails "container, wrong token" "container credentials (AWS_CONTAINER_CREDENTIALS_FULL_URI=$CRED_URL/container/creds): the endpoint answered HTTP 401"
 export AWS_CONTAINER_CREDENTIALS_FULL_URI=http://192.0.2.1/creds
@@ -145,9 +163,11 @@ export AWS_EC2_METADATA_SERVICE_ENDPOINT=$CRED_URL
 load_ok "IMDSv2"
 has "$DIR/cred.log" "PUT /latest/api/token ttl=21600" "the token PUT with its TTL"
 has "$DIR/cred.log" "GET /latest/meta-data/iam/security-credentials/pinio-test-role token=ok" "the credentials read with the token"
+boto_same "IMDSv2" "iam-role $SRV"
 # Nothing listening: anonymous at once (s3rver serves anonymous requests).
 cred_stop
 load_ok "no IMDS"
+boto_same "no IMDS" "none"
 # A metadata endpoint that never answers: one try (1 s), then anonymous.
 cred_start --hang
 export AWS_EC2_METADATA_SERVICE_ENDPOINT=$CRED_URL
