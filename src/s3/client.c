@@ -298,6 +298,11 @@ const char *pinio__s3_endpoint(const pinio__s3 *c)
     return pinio__s3_cfg_endpoint(c->cfg);
 }
 
+const pinio__s3_cfg *pinio__s3_config(const pinio__s3 *c)
+{
+    return c->cfg;
+}
+
 double pinio__s3_backoff(const pinio__s3_opts *o, unsigned attempt, double retry_after, double u)
 {
     double cap = o->backoff_base * ldexp(1.0, (int)(attempt < 30 ? attempt : 30));

@@ -1036,6 +1036,11 @@ int pinio__s3_cfg_keys(const pinio__s3_cfg *c, time_t now, pinio__s3_keys *out, 
     return pinio__s3_creds_get(c->creds, now, out, diag);
 }
 
+time_t pinio__s3_cfg_expiry(const pinio__s3_cfg *c)
+{
+    return c->creds ? pinio__s3_creds_expiry(c->creds) : 0;
+}
+
 const char *pinio__s3_cfg_cainfo(const pinio__s3_cfg *c) { return c->cainfo; }
 const char *pinio__s3_cfg_capath(const pinio__s3_cfg *c) { return c->capath; }
 

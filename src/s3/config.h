@@ -115,6 +115,9 @@ int pinio__s3_cfg_keys(const pinio__s3_cfg *cfg, time_t now, pinio__s3_keys *out
  *  line: never more of it, never the secret. */
 void pinio__s3_cfg_key_hint(const pinio__s3_cfg *cfg, char out[8]);
 
+/** When the credentials held now expire (Unix seconds); 0: never, or anonymous. */
+time_t pinio__s3_cfg_expiry(const pinio__s3_cfg *cfg);
+
 /** The CA file and folder for TLS (CURLOPT_CAINFO, CURLOPT_CAPATH), NULL
  *  when libcurl's own apply; owned by cfg. */
 const char *pinio__s3_cfg_cainfo(const pinio__s3_cfg *cfg);

@@ -74,6 +74,20 @@ load_ok "web identity"
 [ "$(log_count 'Action=AssumeRoleWithWebIdentity RoleArn=arn:aws:iam::123456789012:role/pinio-test RoleSessionName=pinio-ci')" -eq 1 ] ||
     { echo "FAIL: web identity: not one AssumeRoleWithWebIdentity with the role and session name:"; cat "$DIR/cred.log"; fails=$((fails + 1)); }
 boto_same "web identity" "assume-role-with-web-identity $SRV"
+# pinio doctor s3://: the source, the key id's last 4 characters, region,
+# endpoint and the object's HEAD; never a secret.
+check 0 "doctor" "$PINIO" doctor "$URL"
+has "$DIR/out" "^credentials  web identity (AWS_WEB_IDENTITY_TOKEN_FILE=$DIR/web.token)$" "doctor: the source"
+has "$DIR/out" "^key id       \.\.\.RVER (expires 20" "doctor: the key id's end and the expiry"
+has "$DIR/out" "^region       us-east-1$" "doctor: the region"
+has "$DIR/out" "^endpoint     http://127.0.0.1:$S3_PORT (addressing auto)$" "doctor: the endpoint"
+has "$DIR/out" "^object HEAD  $(wc -c <"$DIR/one.safetensors") bytes, ETag \"" "doctor: the HEAD"
+has "$DIR/out" "^verdict      reachable$" "doctor: reachable"
+no_secret "doctor"
+grep -q S3RVER "$DIR/out" && { echo "FAIL: doctor prints the whole key id"; fails=$((fails + 1)); }
+check 1 "doctor, a missing object" "$PINIO" doctor s3://models/nope
+has "$DIR/out" "^object HEAD  FAILED: s3://models/nope: no such object" "doctor: the HEAD's failure"
+has "$DIR/out" "^verdict      not reachable$" "doctor: not reachable"
 # The data requests are signed with the keys fetched: keys s3rver does not
 # know are refused (s3rver serves unsigned requests, so a byte-exact load
 # alone would not tell).
@@ -88,6 +102,8 @@ n=$(log_count AssumeRoleWithWebIdentity)
 # Failures name the source.
 sts_start --fail 403 InvalidIdentityToken
 load_fails "STS 403" "web identity (AWS_WEB_IDENTITY_TOKEN_FILE=$DIR/web.token): STS AssumeRoleWithWebIdentity answered HTTP 403 InvalidIdentityToken"
+check 1 "doctor, STS 403" "$PINIO" doctor "$URL"
+has "$DIR/out" "^credentials  FAILED: web identity (AWS_WEB_IDENTITY_TOKEN_FILE=$DIR/web.token): STS AssumeRoleWithWebIdentity answered HTTP 403 InvalidIdentityToken" "doctor: the failing source"
 sts_start --malformed
 load_fails "STS malformed" "web identity (AWS_WEB_IDENTITY_TOKEN_FILE=$DIR/web.token): a malformed answer"
 sts_start
@@ -167,6 +183,8 @@ boto_same "IMDSv2" "iam-role $SRV"
 # Nothing listening: anonymous at once (s3rver serves anonymous requests).
 cred_stop
 load_ok "no IMDS"
+check 0 "doctor, anonymous" "$PINIO" doctor "$URL"
+has "$DIR/out" "^credentials  none: anonymous (unsigned requests)$" "doctor: anonymous said"
 boto_same "no IMDS" "none"
 # A metadata endpoint that never answers: one try (1 s), then anonymous.
 cred_start --hang
