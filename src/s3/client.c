@@ -69,7 +69,7 @@
 
 #include "src/base/clock.h"
 #include "src/s3/client.h"
-#include "src/s3/config.h"
+#include "src/s3/config_internal.h"
 #include "src/s3/sign.h"
 
 /* A response's header block at most: S3's are a few hundred bytes (user
@@ -106,7 +106,18 @@ struct pinio__s3 {
     size_t nfin, fincap;
     pinio_stop_fn stop;        /* the current call's stop request, or NULL */
     void *stop_ctx;
+    /* Buckets the store said are in another region (x-amz-bucket-region),
+     * remembered for the client's life: each request to them is signed
+     * for, and sent to, that region. */
+    struct bucket_region **regions;
+    size_t nregions;
 };
+
+typedef struct bucket_region {
+    char *bucket;
+    pinio__s3_cfg view; /* cfg for the region, see pinio__s3_cfg_region_view() */
+    char region[64], host[160];
+} bucket_region;
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
@@ -200,6 +211,11 @@ void pinio__s3_close(pinio__s3 *c)
     free(c->idle);
     if (c->multi)
         curl_multi_cleanup(c->multi);
+    for (size_t i = 0; i < c->nregions; i++) {
+        free(c->regions[i]->bucket);
+        free(c->regions[i]);
+    }
+    free(c->regions);
     pinio__s3_cfg_free(c->cfg);
     pthread_mutex_destroy(&c->mu);
     free(c);
@@ -385,6 +401,8 @@ typedef struct xfer {
     char etag_got[128];         /* "" also when unusable (too long, not printable) */
     char etag_raw[160];         /* as sent, cut: what a message shows, escaped */
     char lm_got[64];
+    char bregion[64];           /* x-amz-bucket-region, "" when none (or unusable) */
+    char redirected[64];        /* the region a redirect came from, "" when none */
     double retry_after;
     char err[512];              /* an error response's body, the start of it */
     size_t errlen;
@@ -422,7 +440,7 @@ static void response_reset(xfer *x)
     x->have_clen = x->have_cr = x->overflow = false;
     x->hdr_big = x->hdr_end = false;
     x->hdr_bytes = 0;
-    x->cr[0] = x->etag_got[0] = x->etag_raw[0] = x->lm_got[0] = '\0';
+    x->cr[0] = x->etag_got[0] = x->etag_raw[0] = x->lm_got[0] = x->bregion[0] = '\0';
     x->retry_after = -1;
     x->errlen = 0;
     x->err[0] = '\0';
@@ -484,6 +502,8 @@ static size_t on_header(char *p, size_t sz, size_t nm, void *ud)
         copy_val(x->etag_raw, sizeof(x->etag_raw), v, vl);
     } else if (IS("last-modified")) {
         copy_validator(x->lm_got, sizeof(x->lm_got), v, vl, true);
+    } else if (IS("x-amz-bucket-region")) {
+        copy_validator(x->bregion, sizeof(x->bregion), v, vl, false);
     } else if (IS("retry-after")) {
         /* Seconds only; an HTTP date is taken as "soon" (the backoff). */
         char tmp[32];
@@ -571,6 +591,36 @@ static void attempt_end(pinio__s3 *c, xfer *x)
     pinio__s3_req_free(&x->req);
 }
 
+static const pinio__s3_cfg *cfg_for(const pinio__s3 *c, const char *bucket)
+{
+    for (size_t i = 0; i < c->nregions; i++)
+        if (strcmp(c->regions[i]->bucket, bucket) == 0)
+            return &c->regions[i]->view;
+    return c->cfg;
+}
+
+/* Remembers that `bucket` is in `region`: 0, or -EINVAL (not a region
+ * name: the store's word is not trusted into a host name) / -ENOMEM. */
+static int remember_region(pinio__s3 *c, const char *bucket, const char *region)
+{
+    bucket_region *b = NULL;
+    for (size_t i = 0; i < c->nregions && !b; i++)
+        if (strcmp(c->regions[i]->bucket, bucket) == 0)
+            b = c->regions[i];
+    if (!b) {
+        bucket_region **nr = realloc(c->regions, (c->nregions + 1) * sizeof(*nr));
+        if (!nr)
+            return -ENOMEM;
+        c->regions = nr;
+        if (!(b = calloc(1, sizeof(*b))) || !(b->bucket = strdup(bucket))) {
+            free(b);
+            return -ENOMEM;
+        }
+        nr[c->nregions++] = b;
+    }
+    return pinio__s3_cfg_region_view(c->cfg, region, &b->view, b->region, b->host);
+}
+
 static int start(pinio__s3 *c, xfer *x, pinio_diag *diag)
 {
     char range[80], ifm[160];
@@ -588,8 +638,8 @@ static int start(pinio__s3 *c, xfer *x, pinio_diag *diag)
         snprintf(ifm, sizeof(ifm), "If-Unmodified-Since: %s", x->lm);
         extra[nextra++] = ifm;
     }
-    int rc = pinio__s3_sign(c->cfg, x->method, x->bucket, x->key, x->query, x->nquery, extra,
-                            nextra, time(NULL), &x->req, diag);
+    int rc = pinio__s3_sign(cfg_for(c, x->bucket), x->method, x->bucket, x->key, x->query,
+                            x->nquery, extra, nextra, time(NULL), &x->req, diag);
     if (rc < 0)
         return rc;
     for (size_t i = 0; i < x->req.nheaders; i++) {
@@ -753,6 +803,31 @@ static int judge(pinio__s3 *c, xfer *x, CURLcode cc, char *why, size_t wn, pinio
         }
     }
     long st = x->status;
+    /* A bucket in another region (S3's 301 PermanentRedirect, 400
+     * AuthorizationHeaderMalformed, 307 while DNS settles; a HEAD says it
+     * in the header alone): retried once in the region the store names,
+     * remembered for the bucket, as botocore's S3RegionRedirector does. */
+    const char *used = pinio__s3_cfg_region(cfg_for(c, x->bucket));
+    if ((st == 301 || st == 307 || st == 400) && x->bregion[0] && strcmp(x->bregion, used) != 0) {
+        if (x->redirected[0]) {
+            pinio_diag_set_at(diag, -EIO, url, at, "%s failed: HTTP %ld%s%s: the store sends "
+                              "region %s to region %s, where it sent %s before", x->method, st,
+                              code[0] ? " " : "", code, used, x->bregion, x->redirected);
+            return -EIO;
+        }
+        snprintf(x->redirected, sizeof(x->redirected), "%s", used);
+        if (remember_region(c, x->bucket, x->bregion) < 0) {
+            pinio_diag_set_at(diag, -EPROTO, url, at, "HTTP %ld: the store names region '%s' "
+                              "for the bucket, which is no region name", st, x->bregion);
+            return -EPROTO;
+        }
+        snprintf(why, wn, "HTTP %ld: the bucket is in %s, not %s", st, x->bregion, used);
+        return 1;
+    }
+    char where[160] = "";
+    if (x->redirected[0])
+        snprintf(where, sizeof(where), " (in region %s, where the store redirected from %s)",
+                 used, x->redirected);
     if (st >= 200 && st <= 299) {
         int v = version_check(c, x, url, at, diag);
         if (v < 0 || !x->ranged)
@@ -807,13 +882,13 @@ static int judge(pinio__s3 *c, xfer *x, CURLcode cc, char *why, size_t wn, pinio
     }
     if (st == 403) {
         pinio_diag_set_at(diag, -EACCES, url, PINIO_DIAG_NO_OFFSET,
-                          "access denied (403%s%s): check the credentials, the region and "
+                          "access denied (403%s%s)%s: check the credentials, the region and "
                           "the bucket's policy",
-                          code[0] ? " " : "", code);
+                          code[0] ? " " : "", code, where);
         return -EACCES;
     }
-    pinio_diag_set_at(diag, -EIO, url, at, "%s failed: HTTP %ld%s%s", x->method, st,
-                      code[0] ? " " : "", code);
+    pinio_diag_set_at(diag, -EIO, url, at, "%s failed: HTTP %ld%s%s%s", x->method, st,
+                      code[0] ? " " : "", code, where);
     return -EIO;
 }
 

@@ -409,7 +409,6 @@ typedef struct loader {
     const char *csect;     /* its section in the credentials file, or NULL */
     const char *psect;     /* its section in the config file, or NULL */
     pinio_diag *diag;
-    bool fips, dualstack;  /* AWS_USE_FIPS_ENDPOINT, AWS_USE_DUALSTACK_ENDPOINT */
 } loader;
 
 /* A true/false setting from the environment, else the profile (botocore
@@ -441,7 +440,7 @@ static int flag(loader *L, const char *var, const char *key, bool *out)
     return -EINVAL;
 }
 
-#define fips(L) ((L)->fips)
+#define fips(L) ((L)->c->fips)
 
 static int set_region(loader *L)
 {
@@ -488,6 +487,31 @@ static const char *service_endpoint(loader *L, const char *svc, const char *var,
     return url && *url ? url : NULL;
 }
 
+/* https://s3[-fips][.dualstack].REGION.amazonaws.com[.cn], botocore's
+ * endpoint rules for S3. */
+static void default_host(const pinio__s3_cfg *c, const char *region, char *out, size_t n)
+{
+    bool cn = strncmp(region, "cn-", 3) == 0;
+    snprintf(out, n, "https://s3%s%s.%s.amazonaws.com%s", c->fips ? "-fips" : "",
+             c->dualstack ? ".dualstack" : "", region, cn ? ".cn" : "");
+}
+
+int pinio__s3_cfg_region_view(const pinio__s3_cfg *cfg, const char *region, pinio__s3_cfg *view,
+                              char region_buf[64], char host_buf[160])
+{
+    if (strlen(region) >= 64 || !valid_region(region))
+        return -EINVAL;
+    *view = *cfg;
+    snprintf(region_buf, 64, "%s", region);
+    view->region = region_buf;
+    if (cfg->default_endpoint) {
+        default_host(cfg, region, host_buf, 160);
+        memmove(host_buf, host_buf + 8, strlen(host_buf + 8) + 1); /* "https://" off */
+        view->host = host_buf;
+    }
+    return 0;
+}
+
 static int set_endpoint_from(loader *L)
 {
     char what[PINIO_DIAG_PATH_MAX + 96], nested[2048];
@@ -496,12 +520,10 @@ static int set_endpoint_from(loader *L)
                                        what, sizeof(what), &from);
     char def[128];
     if (!url || !*url) {
-        /* botocore's endpoint rules: s3-fips, s3.dualstack, s3-fips.dualstack. */
-        bool cn = strncmp(L->c->region, "cn-", 3) == 0;
-        snprintf(def, sizeof(def), "https://s3%s%s.%s.amazonaws.com%s", L->fips ? "-fips" : "",
-                 L->dualstack ? ".dualstack" : "", L->c->region, cn ? ".cn" : "");
+        default_host(L->c, L->c->region, def, sizeof(def));
         url = def;
         from = "the default endpoint";
+        L->c->default_endpoint = true;
     }
     int rc = set_endpoint(L->c, url, from, L->diag);
     if (rc == -ENOMEM)
@@ -967,8 +989,8 @@ static int load(loader *L, char *cred_path, char *conf_path)
                        conf_path ? conf_path : "~/.aws/config");
         return -ENOENT;
     }
-    if ((rc = flag(L, "AWS_USE_FIPS_ENDPOINT", "use_fips_endpoint", &L->fips)) < 0 ||
-        (rc = flag(L, "AWS_USE_DUALSTACK_ENDPOINT", "use_dualstack_endpoint", &L->dualstack)) < 0 ||
+    if ((rc = flag(L, "AWS_USE_FIPS_ENDPOINT", "use_fips_endpoint", &L->c->fips)) < 0 ||
+        (rc = flag(L, "AWS_USE_DUALSTACK_ENDPOINT", "use_dualstack_endpoint", &L->c->dualstack)) < 0 ||
         (rc = set_region(L)) < 0 || (rc = set_endpoint_from(L)) < 0 ||
         (rc = set_addressing(L)) < 0 || (rc = set_ca(L)) < 0 || (rc = set_credentials(L)) < 0)
         return rc;

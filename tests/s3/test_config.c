@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "src/s3/config.h"
+#include "src/s3/config_internal.h"
 #include "tests/common/helpers.h"
 #include "tests/s3/s3_env.h"
 
@@ -425,4 +425,26 @@ Test(s3_config, fips_and_dualstack_endpoints)
     put(conf, "[default]\nuse_fips_endpoint = yes\n");
     pinio_diag d;
     load_fails(-EINVAL, "use_fips_endpoint: expected true or false", &d);
+}
+
+/* A region redirect's view: the bucket's region signs, and a host built
+ * from the region follows it (a configured endpoint stays); the store's
+ * word is no host name unless it is a region name. */
+Test(s3_config, region_view_for_a_redirect)
+{
+    setenv("AWS_USE_DUALSTACK_ENDPOINT", "true", 1);
+    pinio__s3_cfg *cfg = load_ok(), view;
+    char region[64], host[160];
+    cr_assert_eq(pinio__s3_cfg_region_view(cfg, "eu-west-1", &view, region, host), 0);
+    cr_expect_str_eq(pinio__s3_cfg_region(&view), "eu-west-1");
+    cr_expect_str_eq(view.host, "s3.dualstack.eu-west-1.amazonaws.com");
+    cr_expect_str_eq(pinio__s3_cfg_region(cfg), "us-east-1");
+    cr_expect_eq(pinio__s3_cfg_region_view(cfg, "evil.example/x", &view, region, host), -EINVAL);
+    pinio__s3_cfg_free(cfg);
+    setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000", 1);
+    cfg = load_ok();
+    cr_assert_eq(pinio__s3_cfg_region_view(cfg, "ap-south-1", &view, region, host), 0);
+    cr_expect_str_eq(view.host, "127.0.0.1:9000");
+    cr_expect_str_eq(pinio__s3_cfg_region(&view), "ap-south-1");
+    pinio__s3_cfg_free(cfg);
 }
