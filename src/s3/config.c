@@ -616,8 +616,12 @@ static bool legacy_sts_region(const char *r)
  * into out, or -EINVAL naming `what`. */
 static int endpoint_url(loader *L, const char *url, const char *what, char *out, size_t n)
 {
+    /* No '@' anywhere: user info has no place in these URLs, and one the
+     * parser would not see as such must not reach a message either. */
+    const char *auth = strstr(url, "://");
     bool ok = (strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0) &&
-              printable(url, false) && strlen(url) < n && !strchr(url + 8, '@');
+              printable(url, false) && strlen(url) < n && auth && strcspn(auth + 3, "/?#") &&
+              !strchr(url, '@');
     if (!ok) {
         pinio_diag_set(L->diag, -EINVAL, "%s: not an http:// or https:// URL (without blanks, "
                        "control characters or user info)", what);
@@ -803,6 +807,10 @@ static int container(loader *L)
     char url[2048], from[2200];
     if (!rel && !full)
         return 1;
+    /* Checked before the URL goes into the source's name (and messages). */
+    if (!rel && endpoint_url(L, full, "container credentials: AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                             url, sizeof(url)) < 0)
+        return -EINVAL;
     if (rel)
         snprintf(from, sizeof(from), "container credentials "
                  "(AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=%s)", rel);
@@ -814,12 +822,12 @@ static int container(loader *L)
                        "has a control character");
         return -EINVAL;
     }
-    if (rel && snprintf(url, sizeof(url), "http://169.254.170.2%s", rel) >= (int)sizeof(url))
-        rel = NULL;
+    if (rel && snprintf(url, sizeof(url), "http://169.254.170.2%s", rel) >= (int)sizeof(url)) {
+        pinio_diag_set(L->diag, -EINVAL, "container credentials: "
+                       "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI is over %zu bytes", sizeof(url) - 32);
+        return -EINVAL;
+    }
     if (!rel) {
-        int rc = endpoint_url(L, full, from, url, sizeof(url));
-        if (rc < 0)
-            return rc;
         snprintf(url, sizeof(url), "%s", full);
         if (!container_host_ok(url)) {
             pinio_diag_set(L->diag, -EINVAL, "%s: an http:// URI must name 169.254.170.2, "

@@ -448,3 +448,38 @@ Test(s3_config, region_view_for_a_redirect)
     cr_expect_str_eq(pinio__s3_cfg_region(&view), "ap-south-1");
     pinio__s3_cfg_free(cfg);
 }
+
+/* Credential endpoints that are no URL, or would send a token elsewhere,
+ * are refused naming the variable, before any request. */
+Test(s3_config, bad_credential_endpoints)
+{
+    pinio_diag d;
+    char tok[300];
+    snprintf(tok, sizeof(tok), "%s/token", dir);
+    put(tok, "jwt");
+    setenv("AWS_WEB_IDENTITY_TOKEN_FILE", tok, 1);
+    setenv("AWS_ROLE_ARN", "arn:aws:iam::1:role/r", 1);
+    const char *sts[] = {"http://", "ftp://sts.local", "http://u:" SECRET "@sts.local/",
+                         "http://sts.local/\r\nX: 1"};
+    for (size_t i = 0; i < sizeof(sts) / sizeof(*sts); i++) {
+        setenv("AWS_ENDPOINT_URL_STS", sts[i], 1);
+        load_fails(-EINVAL, "AWS_ENDPOINT_URL_STS: not an http:// or https:// URL", &d);
+    }
+    unsetenv("AWS_ROLE_ARN");
+    unsetenv("AWS_ENDPOINT_URL_STS");
+    load_fails(-EINVAL, "no role to assume", &d);
+    unsetenv("AWS_WEB_IDENTITY_TOKEN_FILE");
+    setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://u:" SECRET "@127.0.0.1/creds", 1);
+    load_fails(-EINVAL, "not an http:// or https:// URL", &d);
+    setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://169.254.169.254/creds", 1);
+    load_fails(-EINVAL, "an http:// URI must name 169.254.170.2", &d);
+    unsetenv("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+    setenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "creds", 1);
+    load_fails(-EINVAL, "container credentials: the URI is not a URL path", &d);
+    char big[4096];
+    memset(big, 'a', sizeof(big) - 1);
+    big[0] = '/';
+    big[sizeof(big) - 1] = '\0';
+    setenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", big, 1);
+    load_fails(-EINVAL, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI is over", &d);
+}
