@@ -6,6 +6,7 @@
  * the error naming the source. No message holds the secret. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,5 +146,49 @@ Test(s3_creds, refresh_windows_with_a_fake_clock)
     cr_expect_null(k.access_key);
     cr_expect(strstr(d.msg, "credential_process (test): credential_process exited with status 1"),
               "%s", d.msg);
+    pinio__s3_creds_free(c);
+}
+
+/* Several signers at once while the keys are inside the refresh window:
+ * each get fetches under the source's lock, every copy is whole (one
+ * fetch's key id with its secret), and the fetches are counted exactly. */
+struct getter {
+    pinio__s3_creds *c;
+    time_t now;
+    int bad;
+};
+
+static void *get_many(void *arg)
+{
+    struct getter *g = arg;
+    for (int i = 0; i < 10; i++) {
+        pinio__s3_keys k;
+        pinio_diag d = {0};
+        if (pinio__s3_creds_get(g->c, g->now, &k, &d) != 0 || strcmp(k.access_key, "AKPROC") != 0 ||
+            strcmp(k.secret_key, SECRET) != 0)
+            g->bad++;
+        pinio__s3_keys_clear(&k);
+    }
+    return NULL;
+}
+
+Test(s3_creds, concurrent_refreshes)
+{
+    put("{\"Version\": 1, \"AccessKeyId\": \"AKPROC\", \"SecretAccessKey\": \"" SECRET "\", "
+        "\"Expiration\": \"2030-01-01T00:00:00Z\"}");
+    pinio__s3_creds *c;
+    pinio_diag d;
+    cr_assert_eq(open_proc(&c, &d), 0, "%s", d.msg);
+    struct getter g[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        g[i] = (struct getter){.c = c, .now = 1893456000 - 60};
+        cr_assert_eq(pthread_create(&t[i], NULL, get_many, &g[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        cr_expect_eq(g[i].bad, 0, "thread %d: %d bad copies", i, g[i].bad);
+    }
+    cr_expect_eq(pinio__s3_creds_fetches(c), 41);
     pinio__s3_creds_free(c);
 }
