@@ -30,10 +30,8 @@
 
 #include <openssl/evp.h>
 
-#include "src/s3/client.h"
 #include "src/s3/creds.h"
 #include "src/s3/sign.h"
-#include "src/st/json_internal.h"
 
 extern char **environ;
 
@@ -72,6 +70,22 @@ void pinio__s3_keys_clear(pinio__s3_keys *k)
     wipe(&k->access_key);
     wipe(&k->secret_key);
     wipe(&k->session_token);
+}
+
+/* Another program's or server's text in our one-line message: visible
+ * ASCII kept, every other byte as \xHH, at most cap-1 bytes. */
+static const char *escaped(char *out, size_t cap, const char *in, size_t n)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 5 < cap; i++) {
+        unsigned char ch = (unsigned char)in[i];
+        if (ch >= 0x20 && ch < 0x7f && ch != '\\')
+            out[o++] = (char)ch;
+        else
+            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", ch);
+    }
+    out[o] = '\0';
+    return out;
 }
 
 /* ---- HTTP ------------------------------------------------------------- */
@@ -245,6 +259,138 @@ static int take_keys(pinio__s3_creds *c, char **ak, char **sk, char **tok, time_
     return 0;
 }
 
+/* A small strict JSON reader for the one flat object these answers are
+ * (src/st's parser is a layer above this one): the members' string values
+ * decoded, numbers kept as text, nested values skipped. */
+typedef struct jr {
+    const char *p, *end;
+} jr;
+
+static void jr_ws(jr *j)
+{
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
+        j->p++;
+}
+
+/* A string at j->p into *out (malloc'ed, NUL-free) when out, else skipped. */
+static bool jr_string(jr *j, char **out)
+{
+    if (j->p >= j->end || *j->p != '"')
+        return false;
+    const char *q = ++j->p;
+    size_t n = 0;
+    char *o = out ? malloc((size_t)(j->end - q) + 1) : NULL;
+    if (out && !o)
+        return false;
+    bool ok = false;
+    while (q < j->end) {
+        unsigned char ch = (unsigned char)*q++;
+        if (ch == '"') {
+            ok = true;
+            break;
+        }
+        if (ch < 0x20)
+            break;
+        if (ch != '\\') {
+            if (o)
+                o[n++] = (char)ch;
+            continue;
+        }
+        if (q >= j->end)
+            break;
+        char e = *q++, c = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'b' ? '\b'
+                          : e == 'f' ? '\f' : e;
+        if (e == 'u') {
+            unsigned v = 0;
+            int k = 0;
+            for (; k < 4 && q < j->end && isxdigit((unsigned char)*q); k++, q++)
+                v = v * 16 + (unsigned)(isdigit((unsigned char)*q) ? *q - '0'
+                                                                   : (tolower((unsigned char)*q) - 'a' + 10));
+            if (k < 4 || v == 0 || (v >= 0xd800 && v <= 0xdfff))
+                break; /* no NUL, no surrogate pairs: no credential has them */
+            if (o && v < 0x80) {
+                o[n++] = (char)v;
+            } else if (o && v < 0x800) {
+                o[n++] = (char)(0xc0 | (v >> 6));
+                o[n++] = (char)(0x80 | (v & 0x3f));
+            } else if (o) {
+                o[n++] = (char)(0xe0 | (v >> 12));
+                o[n++] = (char)(0x80 | ((v >> 6) & 0x3f));
+                o[n++] = (char)(0x80 | (v & 0x3f));
+            }
+        } else if (strchr("\"\\/ntrbf", e)) {
+            if (o)
+                o[n++] = c;
+        } else {
+            break;
+        }
+    }
+    if (!ok) {
+        free(o);
+        return false;
+    }
+    j->p = q;
+    if (o) {
+        o[n] = '\0';
+        *out = o;
+    }
+    return true;
+}
+
+/* Any value, skipped (nested up to 64 deep); a number's text into num. */
+static bool jr_value(jr *j, int depth, char *num, size_t numcap)
+{
+    jr_ws(j);
+    if (j->p >= j->end || depth > 64)
+        return false;
+    char c = *j->p;
+    if (c == '"')
+        return jr_string(j, NULL);
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        j->p++;
+        jr_ws(j);
+        if (j->p < j->end && *j->p == close) {
+            j->p++;
+            return true;
+        }
+        for (;;) {
+            if (c == '{') {
+                jr_ws(j);
+                if (!jr_string(j, NULL))
+                    return false;
+                jr_ws(j);
+                if (j->p >= j->end || *j->p++ != ':')
+                    return false;
+            }
+            if (!jr_value(j, depth + 1, NULL, 0))
+                return false;
+            jr_ws(j);
+            if (j->p < j->end && *j->p == ',') {
+                j->p++;
+                continue;
+            }
+            return j->p < j->end && *j->p++ == close;
+        }
+    }
+    const char *st = j->p;
+    if ((size_t)(j->end - st) >= 4 && (!strncmp(st, "true", 4) || !strncmp(st, "null", 4))) {
+        j->p += 4;
+        return true;
+    }
+    if ((size_t)(j->end - st) >= 5 && !strncmp(st, "false", 5)) {
+        j->p += 5;
+        return true;
+    }
+    while (j->p < j->end && strchr("+-.0123456789eE", *j->p))
+        j->p++;
+    if (j->p == st || (st[0] == '0' && j->p - st > 1 && isdigit((unsigned char)st[1])))
+        return false;
+    if (num)
+        snprintf(num, numcap, "%.*s", (int)(j->p - st), st);
+    return true;
+}
+
 /* A JSON credentials answer: the container endpoint's and IMDS's
  * (AccessKeyId, SecretAccessKey, Token, Expiration), credential_process's
  * (Version 1, SessionToken). */
@@ -254,52 +400,66 @@ static int json_keys(pinio__s3_creds *c, const char *body, size_t len, bool proc
     char *v[5] = {0}; /* AccessKeyId SecretAccessKey Token/SessionToken Expiration Code */
     static const char *const names[] = {"AccessKeyId", "SecretAccessKey", "Token",
                                         "Expiration", "Code"};
-    uint64_t version = 0;
-    bool have_version = false;
-    pinio__json j;
-    size_t bad_off;
+    char version[32] = "";
     const char *why = NULL;
-    int rc = 0;
-    if (!pinio__utf8_check(body, len, &bad_off)) {
-        why = "not UTF-8";
+    jr j = {body, body + len};
+    jr_ws(&j);
+    if (j.p >= j.end || *j.p != '{') {
+        why = "not a JSON object";
     } else {
-        pinio__json_init(&j, body, len);
-        bool first = true;
-        pinio__json_str key;
-        if (pinio__json_peek(&j) != PINIO__JSON_OBJECT || pinio__json_object_begin(&j) < 0)
-            why = "not a JSON object";
-        while (!why && (rc = pinio__json_object_next(&j, &first, &key)) == 1) {
-            int slot = -1;
-            for (int i = 0; i < 5; i++)
-                if (pinio__json_str_eq(&key, names[i], strlen(names[i])))
-                    slot = i;
-            if (process && pinio__json_str_eq(&key, "SessionToken", 12))
-                slot = 2;
-            if (process && pinio__json_str_eq(&key, "Version", 7)) {
-                have_version = pinio__json_u64(&j, &version) == 0;
-                if (!have_version)
-                    why = "Version is not a number";
-                continue;
-            }
-            if (slot >= 0 && pinio__json_peek(&j) == PINIO__JSON_STRING && !v[slot]) {
-                pinio__json_str s;
-                if (pinio__json_string(&j, &s) < 0 || pinio__json_str_nul(&s) != SIZE_MAX ||
-                    !(v[slot] = malloc(s.len + 1))) {
-                    why = "a string that is not one";
-                    break;
-                }
-                pinio__json_str_decode(&s, v[slot]);
-            } else if (pinio__json_skip(&j) < 0) {
+        j.p++;
+        jr_ws(&j);
+        bool empty = j.p < j.end && *j.p == '}';
+        if (empty)
+            j.p++;
+        while (!empty && !why) {
+            char *key = NULL;
+            jr_ws(&j);
+            if (!jr_string(&j, &key)) {
+                why = "not JSON";
                 break;
             }
+            jr_ws(&j);
+            int slot = -1;
+            for (int i = 0; i < 5; i++)
+                if (strcmp(key, names[i]) == 0)
+                    slot = i;
+            if (process && strcmp(key, "SessionToken") == 0)
+                slot = 2;
+            bool is_version = process && strcmp(key, "Version") == 0;
+            free(key);
+            if (j.p >= j.end || *j.p++ != ':') {
+                why = "not JSON";
+                break;
+            }
+            jr_ws(&j);
+            char *val = NULL;
+            bool ok = slot >= 0 && j.p < j.end && *j.p == '"' && !v[slot]
+                          ? jr_string(&j, &val)
+                          : jr_value(&j, 1, is_version ? version : NULL, sizeof(version));
+            if (!ok) {
+                why = "not JSON";
+                break;
+            }
+            if (val)
+                v[slot] = val;
+            jr_ws(&j);
+            if (j.p < j.end && *j.p == ',') {
+                j.p++;
+                continue;
+            }
+            if (j.p >= j.end || *j.p++ != '}')
+                why = "not JSON";
+            break;
         }
-        if (!why && (rc < 0 || pinio__json_finish(&j) < 0))
-            why = j.err_what ? j.err_what : "not JSON";
+        jr_ws(&j);
+        if (!why && j.p != j.end)
+            why = "not JSON (more after the object)";
     }
     time_t exp = 0;
     if (!why && v[4] && strcmp(v[4], "Success") != 0)
         why = "Code is not Success";
-    if (!why && process && (!have_version || version != 1))
+    if (!why && process && strcmp(version, "1") != 0)
         why = "Version is not 1";
     if (!why && v[3] && !parse_time(v[3], &exp))
         why = "Expiration is not an ISO 8601 time";
@@ -326,12 +486,12 @@ static void answer_words(const http_resp *r, char *out, size_t cap)
         return;
     char *code = xml_text(r->body, "Code");
     if (code) {
-        pinio__s3_printable(out, cap, code, strlen(code));
+        escaped(out, cap, code, strlen(code));
         free(code);
         return;
     }
     size_t n = strcspn(r->body, "\r\n");
-    pinio__s3_printable(out, cap, r->body, n > 120 ? 120 : n);
+    escaped(out, cap, r->body, n > 120 ? 120 : n);
 }
 
 static int http_fail(const pinio__s3_creds *c, const char *what, const http_resp *r,
@@ -825,7 +985,7 @@ static int fetch_process(pinio__s3_creds *c, pinio_diag *diag)
     ebuf[elen] = '\0';
     char eline[200];
     size_t el = strcspn(ebuf, "\r\n");
-    pinio__s3_printable(eline, sizeof(eline), ebuf, el);
+    escaped(eline, sizeof(eline), ebuf, el);
     if (rc < 0) {
         pinio_diag_set(diag, rc, "%s: cannot run credential_process's %s: %s", c->source,
                        argv[0], pinio_strerror(rc));

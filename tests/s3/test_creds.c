@@ -101,9 +101,22 @@ Test(s3_creds, process_answers_are_checked)
                   strstr(d.msg, bad[i][1]), "%s", d.msg);
         cr_expect(!strstr(d.msg, "NeverPrint"), "the secret in: %s", d.msg);
     }
-    unlink(answer);
+    put("{\"Version\": 1, \"AccessKeyId\": \"AK\\u0000\", \"SecretAccessKey\": \"" SECRET "\"}");
     pinio__s3_creds *c;
     pinio_diag d;
+    cr_expect_eq(open_proc(&c, &d), -EPROTO, "a NUL in a key id");
+    /* JSON's escapes decoded; nested values and unknown members skipped. */
+    put(" {\"Version\" : 1, \"x\": {\"y\": [1, 2.5e3, true, null, \"}\"]}, \"AccessKeyId\": "
+        "\"AK\\u0041\", \"SecretAccessKey\": \"s\\/\\u00e9\\\"q\"}\n");
+    cr_assert_eq(open_proc(&c, &d), 0, "%s", d.msg);
+    pinio__s3_keys k;
+    cr_assert_eq(pinio__s3_creds_get(c, 0, &k, &d), 0);
+    cr_expect_str_eq(k.access_key, "AKA");
+    cr_expect_str_eq(k.secret_key, "s/\xc3\xa9\"q");
+    cr_expect_eq(pinio__s3_creds_expiry(c), 0);
+    pinio__s3_keys_clear(&k);
+    pinio__s3_creds_free(c);
+    unlink(answer);
     cr_expect_eq(open_proc(&c, &d), -EIO);
     cr_expect(strstr(d.msg, "credential_process (test): credential_process exited with status 1: "),
               "%s", d.msg);
