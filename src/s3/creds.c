@@ -1126,6 +1126,10 @@ int pinio__s3_creds_get(pinio__s3_creds *c, time_t now, pinio__s3_keys *out, pin
     if (c->expiry && now > c->expiry - ADVISORY_S) {
         pinio_diag tmp = {0};
         rc = fetch(c, now, &tmp);
+        if (rc > 0) { /* IMDS gone since: a failure now, the keys are still in use */
+            pinio_diag_set(&tmp, -EIO, "%s: no longer answers", c->source);
+            rc = -EIO;
+        }
         /* In the advisory window the keys still work: a failed refresh
          * keeps them (botocore logs it and goes on); past the mandatory
          * one it is the error. */

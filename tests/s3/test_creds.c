@@ -6,7 +6,10 @@
  * the error naming the source. No message holds the secret. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,5 +206,72 @@ Test(s3_creds, concurrent_refreshes)
         cr_expect_eq(g[i].bad, 0, "thread %d: %d bad copies", i, g[i].bad);
     }
     cr_expect_eq(pinio__s3_creds_fetches(c), 41);
+    pinio__s3_creds_free(c);
+}
+
+/* A metadata service of three answers (token, role, credentials expiring
+ * in 2030), one connection each, then gone. */
+static void *imds_once(void *arg)
+{
+    int ls = *(int *)arg;
+    static const char *const bodies[] = {
+        "tok",
+        "role",
+        "{\"Code\": \"Success\", \"AccessKeyId\": \"AKIMDS\", \"SecretAccessKey\": \"" SECRET "\", "
+        "\"Token\": \"t\", \"Expiration\": \"2030-01-01T00:00:00Z\"}",
+    };
+    for (int i = 0; i < 3; i++) {
+        int fd = accept(ls, NULL, NULL);
+        if (fd < 0)
+            break;
+        char req[4096];
+        size_t n = 0;
+        while (n < sizeof(req) - 1) {
+            ssize_t got = read(fd, req + n, sizeof(req) - 1 - n);
+            if (got <= 0)
+                break;
+            n += (size_t)got;
+            req[n] = '\0';
+            if (strstr(req, "\r\n\r\n"))
+                break;
+        }
+        char resp[512];
+        int len = snprintf(resp, sizeof(resp), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n"
+                           "Connection: close\r\n\r\n%s", strlen(bodies[i]), bodies[i]);
+        if (write(fd, resp, (size_t)len) < 0)
+            break;
+        close(fd);
+    }
+    close(ls);
+    return NULL;
+}
+
+/* IMDS answers at open and is gone at the refresh: inside the mandatory
+ * window that is an error naming the source, never empty keys. */
+Test(s3_creds, imds_gone_at_refresh)
+{
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof(a);
+    cr_assert_eq(bind(ls, (struct sockaddr *)&a, sizeof(a)), 0);
+    cr_assert_eq(listen(ls, 4), 0);
+    cr_assert_eq(getsockname(ls, (struct sockaddr *)&a, &al), 0);
+    char url[64], src[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u", ntohs(a.sin_port));
+    snprintf(src, sizeof(src), "EC2 instance metadata (%s)", url);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, imds_once, &ls), 0);
+    pinio__s3_creds_spec s = {.kind = PINIO__S3_CREDS_IMDS, .source = src, .url = url};
+    pinio__s3_creds *c;
+    pinio_diag d = {0};
+    cr_assert_eq(pinio__s3_creds_open(&c, &s, &d), 0, "%s", d.msg);
+    pthread_join(t, NULL);
+    pinio__s3_keys k;
+    cr_assert_eq(pinio__s3_creds_get(c, 1893456000 - 3600, &k, &d), 0);
+    cr_expect_str_eq(k.access_key, "AKIMDS");
+    pinio__s3_keys_clear(&k);
+    cr_expect_eq(pinio__s3_creds_get(c, 1893456000 - 60, &k, &d), -EIO);
+    cr_expect_null(k.access_key);
+    cr_expect(strstr(d.msg, src) && strstr(d.msg, "no longer answers"), "%s", d.msg);
     pinio__s3_creds_free(c);
 }
