@@ -18,7 +18,9 @@ Every answer hands out AK/SK (default s3rver's S3RVER/S3RVER, so that the
 data requests signed with them verify) with the session token
 "pinio-test-session-NeverPrint", expiring in S seconds (default 3600).
 --fail answers every credentials request CODE (with ERRCODE in STS's XML);
---malformed gives an answer without the secret; --hang accepts and never
+--verify-secret SECRET: an AssumeRole's signature must be the one botocore's
+SigV4Auth computes with SECRET for the same request (else 403
+SignatureDoesNotMatch). --malformed gives an answer without the secret; --hang accepts and never
 answers. LOG gets one line per request: "METHOD PATH NAME=VALUE..." (the
 STS form's Action, RoleArn, RoleSessionName; never a token). The first line
 on stdout is "port N".
@@ -44,6 +46,7 @@ p.add_argument("--fail", nargs="+")
 p.add_argument("--malformed", action="store_true")
 p.add_argument("--hang", action="store_true")
 p.add_argument("--container-auth")
+p.add_argument("--verify-secret")
 a = p.parse_args()
 lock = threading.Lock()
 
@@ -56,6 +59,30 @@ def expiry():
 def log(line):
     with lock, open(a.log, "a") as f:
         f.write(line + "\n")
+
+
+def sigv4_ok(headers, body, secret):
+    """Whether Authorization is botocore's SigV4Auth signature of this POST."""
+    import botocore.auth
+    import botocore.awsrequest
+    import botocore.credentials
+    auth = headers["Authorization"]
+    ak, _, region, service, _ = auth.split("Credential=")[1].split(",")[0].split("/")
+    t = datetime.datetime.strptime(headers["X-Amz-Date"], "%Y%m%dT%H%M%SZ")
+
+    class Fixed(datetime.datetime):
+        @classmethod
+        def utcnow(cls):
+            return t
+
+    botocore.auth.datetime.datetime = Fixed  # botocore 1.29 signs at utcnow()
+    signed = auth.split("SignedHeaders=")[1].split(",")[0].split(";")
+    req = botocore.awsrequest.AWSRequest(
+        method="POST", url=f"http://{headers['Host']}/", data=body,
+        headers={h: headers[h] for h in signed if h not in ("host", "x-amz-security-token")})
+    creds = botocore.credentials.Credentials(ak, secret, headers.get("X-Amz-Security-Token"))
+    botocore.auth.SigV4Auth(creds, service, region).add_auth(req)
+    return req.headers["Authorization"] == auth
 
 
 class H(http.server.BaseHTTPRequestHandler):
@@ -118,7 +145,8 @@ class H(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
-        form = urllib.parse.parse_qs(self.rfile.read(n).decode())
+        raw = self.rfile.read(n)
+        form = urllib.parse.parse_qs(raw.decode())
         f = {k: v[0] for k, v in form.items()}
         auth = self.headers.get("Authorization", "")
         cred = auth.split("Credential=")[1].split(",")[0] if "Credential=" in auth else ""
@@ -134,6 +162,8 @@ class H(http.server.BaseHTTPRequestHandler):
             err = (400, "InvalidIdentityToken")
         elif action == "AssumeRole" and "/sts/aws4_request" not in cred:
             err = (403, "IncompleteSignature")
+        elif action == "AssumeRole" and a.verify_secret and not sigv4_ok(self.headers, raw, a.verify_secret):
+            err = (403, "SignatureDoesNotMatch")
         elif action not in ("AssumeRole", "AssumeRoleWithWebIdentity"):
             err = (400, "InvalidAction")
         if err:

@@ -145,9 +145,13 @@ load_ok "profile web identity"
 has "$DIR/cred.log" "RoleArn=arn:aws:iam::123456789012:role/from-profile RoleSessionName=profile-session" "the profile's role and session"
 boto_same "profile web identity" "assume-role-with-web-identity $SRV"
 export AWS_PROFILE=ar
+# The AssumeRole call's signature is botocore's for the same request.
+sts_start --verify-secret base-secret-NeverPrint
 load_ok "assume role"
 has "$DIR/cred.log" "Action=AssumeRole RoleArn=arn:aws:iam::123456789012:role/assumed .*Credential=AKIDBASE/[0-9]*/us-east-1/sts/aws4_request" "AssumeRole signed with the source profile's key"
 boto_same "assume role" "assume-role $SRV"
+sts_start --verify-secret another-secret
+load_fails "assume role, a signature STS does not take" "assume role ($DIR/config \[ar\] role_arn=arn:aws:iam::123456789012:role/assumed, source_profile base): STS AssumeRole answered HTTP 403 SignatureDoesNotMatch"
 export AWS_PROFILE=proc
 load_ok "credential_process"
 boto_same "credential_process" "custom-process S3RVER $(hash16 S3RVER) $(hash16 tok-NeverPrint)"
