@@ -440,8 +440,6 @@ static int flag(loader *L, const char *var, const char *key, bool *out)
     return -EINVAL;
 }
 
-#define fips(L) ((L)->c->fips)
-
 static int set_region(loader *L)
 {
     const char *from = "AWS_REGION", *r = env(from);
@@ -652,11 +650,11 @@ static int sts_endpoint(loader *L, char *url, size_t n, char *region, size_t rn)
     if (!mode)
         mode = prof(L, "sts_regional_endpoints", &file);
     bool cn = strncmp(region, "cn-", 3) == 0;
-    if (mode && strcasecmp(mode, "legacy") == 0 && legacy_sts_region(region) && !fips(L)) {
+    if (mode && strcasecmp(mode, "legacy") == 0 && legacy_sts_region(region) && !L->c->fips) {
         snprintf(region, rn, "us-east-1");
         snprintf(url, n, "https://sts.amazonaws.com");
     } else {
-        snprintf(url, n, "https://sts%s.%s.amazonaws.com%s", fips(L) ? "-fips" : "", region,
+        snprintf(url, n, "https://sts%s.%s.amazonaws.com%s", L->c->fips ? "-fips" : "", region,
                  cn ? ".cn" : "");
     }
     return 0;
