@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pinio/pinio.h"
@@ -706,6 +707,46 @@ static void json(const struct facts *f)
     jw_finish(&w); /* a failed write is main.c's to report */
 }
 
+/* ---- s3:// -------------------------------------------------------------- */
+
+/* The store as a load would meet it: which credential source answered
+ * (the key id's last 4 characters at most), region, endpoint, TLS trust,
+ * and the object's HEAD. Exit 0 reachable, 1 not. */
+static int doctor_s3(const char *url)
+{
+    pinio_s3_probe p;
+    int rc = pinio_s3_probe_object(url, &p);
+    printf("object       %s\n", url);
+    if (p.config_rc) {
+        printf("credentials  FAILED: %s\n", p.config_msg);
+        printf("verdict      not reachable: the configuration failed (above)\n");
+        return 1;
+    }
+    printf("credentials  %s%s\n", p.source,
+           strcmp(p.source, "none") == 0 ? ": anonymous (unsigned requests)" : "");
+    if (p.key_hint[0]) {
+        char when[64] = "never";
+        time_t t = (time_t)p.expires;
+        struct tm tm;
+        if (p.expires && gmtime_r(&t, &tm))
+            strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+        printf("key id       ...%s (expires %s)\n", p.key_hint, when);
+    }
+    printf("region       %s\n", p.region);
+    printf("endpoint     %s (addressing %s)\n", p.endpoint, p.addressing);
+    printf("tls trust    %s%s%s\n", p.cainfo[0] ? p.cainfo : p.capath[0] ? "" : "libcurl's default",
+           p.cainfo[0] && p.capath[0] ? ", " : "", p.capath);
+    if (p.head_rc) {
+        printf("object HEAD  FAILED: %s\n", p.head_msg);
+        printf("verdict      not reachable\n");
+        return 1;
+    }
+    printf("object HEAD  %llu bytes, ETag %s\n", (unsigned long long)p.size,
+           p.etag[0] ? p.etag : "(none)");
+    printf("verdict      reachable\n");
+    return rc ? 1 : 0;
+}
+
 /* ---- the command -------------------------------------------------------- */
 
 static void help(void)
@@ -725,8 +766,11 @@ static void help(void)
            "Then a verdict: 'full speed' (exit 0), or 'degraded' (exit 1) with each\n"
            "reason (io_uring blocked, O_DIRECT refused, memory that cannot be registered,\n"
            "...) and what to do about it. Notes give advice that does not change it.\n"
-           "PATH is local: an s3:// URL is a usage error (none of these facts belong to\n"
-           "an object; `pinio bench s3://...` measures a store).\n"
+           "\n"
+           "PATH s3://BUCKET/KEY reports the store instead: which credential source\n"
+           "answered (the key id's last 4 characters at most, never a secret), the\n"
+           "region, endpoint and TLS trust used, and the object's HEAD (size, ETag);\n"
+           "exit 0 when it is reachable, 1 with the failure otherwise. Text only.\n"
            "\n"
            "  --json       one JSON object (doc/json/doctor.schema.json)\n"
            "  --root DIR   read the /proc and /sys facts from DIR/proc and DIR/sys (a\n"
@@ -769,11 +813,12 @@ static int run_doctor(int argc, char **argv)
     f.path = optind < argc ? argv[optind] : ".";
     /* Every probe here is of a local path (its file system, O_DIRECT, the
      * block queue, its NUMA node); an object has none of them. */
-    if (strncmp(f.path, "s3://", 5) == 0)
-        return cli_usage("doctor", "%s: doctor examines a local path (file system, O_DIRECT, "
-                                   "io_uring, NUMA, GPUs), which an s3:// source has none of: "
-                                   "run it on the directory you load or stage into, and "
-                                   "`pinio bench %s` to measure the store", f.path, f.path);
+    if (strncmp(f.path, "s3://", 5) == 0) {
+        if (as_json || root)
+            return cli_usage("doctor", "%s: an s3:// report is text only, without --root",
+                             f.path);
+        return doctor_s3(f.path);
+    }
     /* Non-blocking open + fstat: a FIFO's open() would wait for a writer
      * forever, and the probes below open the path again (O_DIRECT). Only
      * what they can use passes: a directory, a regular file, a block device. */

@@ -175,6 +175,46 @@ PINIO_API int pinio_file_residency(int fd, uint64_t offset, uint64_t len, pinio_
  */
 PINIO_API int pinio_file_drop_cache(int fd);
 
+/** What `pinio doctor s3://BUCKET/KEY` reports: the store as pinio reaches
+ *  it. No field ever holds a secret key, a session token or more than the
+ *  last 4 characters of the access key id. */
+typedef struct pinio_s3_probe {
+    /** 0, or the configuration's failure (a credential source that is
+     *  configured and failed, a malformed file): `config_msg` says which. */
+    int config_rc;
+    char config_msg[PINIO_DIAG_MSG_MAX];
+    /** Which credential source answered: "environment", "FILE [SECTION]",
+     *  "web identity (...)", "assume role (...)", "credential_process (...)",
+     *  "container credentials (...)", "EC2 instance metadata (URL)",
+     *  "AWS_NO_SIGN_REQUEST" or "none" (anonymous). */
+    char source[512];
+    char key_hint[8];    /**< the access key id's last 4 characters; "" when anonymous */
+    int64_t expires;     /**< when the credentials expire, Unix seconds; 0: never */
+    char region[64];
+    char endpoint[256];  /**< scheme://host[:port] */
+    char addressing[16]; /**< "auto", "path" or "virtual" */
+    char cainfo[256];    /**< the CA file used ("" libcurl's own) */
+    char capath[256];    /**< the CA folder used ("" none) */
+    /** 0 when the HEAD of the object succeeded, else its failure (`head_msg`). */
+    int head_rc;
+    char head_msg[PINIO_DIAG_MSG_MAX];
+    uint64_t size;       /**< the object's bytes (head_rc 0) */
+    char etag[128];      /**< its ETag as sent, "" when none */
+} pinio_s3_probe;
+
+/**
+ * Reads the S3 configuration the way a load does (the credential chain
+ * included: a configured source is asked for its keys) and HEADs the object.
+ * @param url "s3://BUCKET/KEY".
+ * @param out filled in every case but -EINVAL: config_rc and head_rc say
+ *        what failed, each with its message (the HEAD is not tried after
+ *        a configuration failure: head_rc is then -ECANCELED).
+ * @return 0 when the object is reachable; the first failure's code
+ *         otherwise; -EINVAL for a NULL argument or a URL that is not
+ *         s3://BUCKET/KEY (then config_msg says why).
+ */
+PINIO_API int pinio_s3_probe_object(const char *url, pinio_s3_probe *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -76,7 +76,7 @@
 #include "src/base/clock.h"
 #include "src/s3/azure.h"
 #include "src/s3/client.h"
-#include "src/s3/config.h"
+#include "src/s3/config_internal.h"
 #include "src/s3/sign.h"
 
 /* A response's header block at most: S3's are a few hundred bytes (user
@@ -118,7 +118,18 @@ struct pinio__s3 {
     size_t nfin, fincap;
     pinio_stop_fn stop;        /* the current call's stop request, or NULL */
     void *stop_ctx;
+    /* Buckets the store said are in another region (x-amz-bucket-region),
+     * remembered for the client's life: each request to them is signed
+     * for, and sent to, that region. */
+    struct bucket_region **regions;
+    size_t nregions;
 };
+
+typedef struct bucket_region {
+    char *bucket;
+    pinio__s3_cfg view; /* cfg for the region, see pinio__s3_cfg_region_view() */
+    char region[64], host[160];
+} bucket_region;
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
@@ -212,6 +223,11 @@ void pinio__s3_close(pinio__s3 *c)
     free(c->idle);
     if (c->multi)
         curl_multi_cleanup(c->multi);
+    for (size_t i = 0; i < c->nregions; i++) {
+        free(c->regions[i]->bucket);
+        free(c->regions[i]);
+    }
+    free(c->regions);
     pinio__s3_cfg_free(c->cfg);
     pinio__az_cfg_free(c->az);
     pthread_mutex_destroy(&c->mu);
@@ -311,6 +327,11 @@ const char *pinio__s3_endpoint(const pinio__s3 *c)
     return c->az && !c->s3_used ? pinio__az_cfg_endpoint(c->az) : pinio__s3_cfg_endpoint(c->cfg);
 }
 
+const pinio__s3_cfg *pinio__s3_config(const pinio__s3 *c)
+{
+    return c->cfg;
+}
+
 double pinio__s3_backoff(const pinio__s3_opts *o, unsigned attempt, double retry_after, double u)
 {
     double cap = o->backoff_base * ldexp(1.0, (int)(attempt < 30 ? attempt : 30));
@@ -393,6 +414,8 @@ typedef struct xfer {
     char etag_got[128];         /* "" also when unusable (too long, not printable) */
     char etag_raw[160];         /* as sent, cut: what a message shows, escaped */
     char lm_got[64];
+    char bregion[64];           /* x-amz-bucket-region, "" when none (or unusable) */
+    char redirected[64];        /* the region a redirect came from, "" when none */
     double retry_after;
     char err[512];              /* an error response's body, the start of it */
     char ms_code[64];           /* x-ms-error-code: Azure's, a HEAD's only word */
@@ -431,7 +454,8 @@ static void response_reset(xfer *x)
     x->have_clen = x->have_cr = x->overflow = false;
     x->hdr_big = x->hdr_end = false;
     x->hdr_bytes = 0;
-    x->cr[0] = x->etag_got[0] = x->etag_raw[0] = x->lm_got[0] = x->ms_code[0] = '\0';
+    x->cr[0] = x->etag_got[0] = x->etag_raw[0] = x->lm_got[0] = x->ms_code[0] =
+        x->bregion[0] = '\0';
     x->retry_after = -1;
     x->errlen = 0;
     x->err[0] = '\0';
@@ -495,6 +519,8 @@ static size_t on_header(char *p, size_t sz, size_t nm, void *ud)
         copy_val(x->ms_code, sizeof(x->ms_code), v, vl);
     } else if (IS("last-modified")) {
         copy_validator(x->lm_got, sizeof(x->lm_got), v, vl, true);
+    } else if (IS("x-amz-bucket-region")) {
+        copy_validator(x->bregion, sizeof(x->bregion), v, vl, false);
     } else if (IS("retry-after")) {
         /* Seconds only; an HTTP date is taken as "soon" (the backoff). */
         char tmp[32];
@@ -582,6 +608,36 @@ static void attempt_end(pinio__s3 *c, xfer *x)
     pinio__s3_req_free(&x->req);
 }
 
+static const pinio__s3_cfg *cfg_for(const pinio__s3 *c, const char *bucket)
+{
+    for (size_t i = 0; i < c->nregions; i++)
+        if (strcmp(c->regions[i]->bucket, bucket) == 0)
+            return &c->regions[i]->view;
+    return c->cfg;
+}
+
+/* Remembers that `bucket` is in `region`: 0, or -EINVAL (not a region
+ * name: the store's word is not trusted into a host name) / -ENOMEM. */
+static int remember_region(pinio__s3 *c, const char *bucket, const char *region)
+{
+    bucket_region *b = NULL;
+    for (size_t i = 0; i < c->nregions && !b; i++)
+        if (strcmp(c->regions[i]->bucket, bucket) == 0)
+            b = c->regions[i];
+    if (!b) {
+        bucket_region **nr = realloc(c->regions, (c->nregions + 1) * sizeof(*nr));
+        if (!nr)
+            return -ENOMEM;
+        c->regions = nr;
+        if (!(b = calloc(1, sizeof(*b))) || !(b->bucket = strdup(bucket))) {
+            free(b);
+            return -ENOMEM;
+        }
+        nr[c->nregions++] = b;
+    }
+    return pinio__s3_cfg_region_view(c->cfg, region, &b->view, b->region, b->host);
+}
+
 /* The request of the transfer's dialect: S3's SigV4, or Azure's (its
  * configuration read at the first Azure request). */
 static int sign(pinio__s3 *c, xfer *x, const char *const *extra, size_t nextra,
@@ -589,8 +645,8 @@ static int sign(pinio__s3 *c, xfer *x, const char *const *extra, size_t nextra,
 {
     if (!pinio__az_bucket(x->bucket)) {
         c->s3_used = true;
-        return pinio__s3_sign(c->cfg, x->method, x->bucket, x->key, x->query, x->nquery, extra,
-                              nextra, time(NULL), &x->req, diag);
+        return pinio__s3_sign(cfg_for(c, x->bucket), x->method, x->bucket, x->key, x->query,
+                              x->nquery, extra, nextra, time(NULL), &x->req, diag);
     }
     int rc = c->az ? 0 : pinio__az_cfg_load(&c->az, diag);
     if (rc == 0)
@@ -656,6 +712,11 @@ static int start(pinio__s3 *c, xfer *x, pinio_diag *diag)
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, c->o.stall_timeout_s);
     curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L << 10);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    /* AWS_CA_BUNDLE, SSL_CERT_FILE/DIR (config.h); verification stays on. */
+    if (pinio__s3_cfg_cainfo(c->cfg))
+        curl_easy_setopt(h, CURLOPT_CAINFO, pinio__s3_cfg_cainfo(c->cfg));
+    if (pinio__s3_cfg_capath(c->cfg))
+        curl_easy_setopt(h, CURLOPT_CAPATH, pinio__s3_cfg_capath(c->cfg));
     response_reset(x);
     if (!x->attempts++)
         x->t_first = pinio__now_s();
@@ -781,6 +842,31 @@ static int judge(pinio__s3 *c, xfer *x, CURLcode cc, char *why, size_t wn, pinio
         }
     }
     long st = x->status;
+    /* A bucket in another region (S3's 301 PermanentRedirect, 400
+     * AuthorizationHeaderMalformed, 307 while DNS settles; a HEAD says it
+     * in the header alone): retried once in the region the store names,
+     * remembered for the bucket, as botocore's S3RegionRedirector does. */
+    const char *used = pinio__s3_cfg_region(cfg_for(c, x->bucket));
+    if ((st == 301 || st == 307 || st == 400) && x->bregion[0] && strcmp(x->bregion, used) != 0) {
+        if (x->redirected[0]) {
+            pinio_diag_set_at(diag, -EIO, url, at, "%s failed: HTTP %ld%s%s: the store sends "
+                              "region %s to region %s, where it sent %s before", x->method, st,
+                              code[0] ? " " : "", code, used, x->bregion, x->redirected);
+            return -EIO;
+        }
+        snprintf(x->redirected, sizeof(x->redirected), "%s", used);
+        if (remember_region(c, x->bucket, x->bregion) < 0) {
+            pinio_diag_set_at(diag, -EPROTO, url, at, "HTTP %ld: the store names region '%s' "
+                              "for the bucket, which is no region name", st, x->bregion);
+            return -EPROTO;
+        }
+        snprintf(why, wn, "HTTP %ld: the bucket is in %s, not %s", st, x->bregion, used);
+        return 1;
+    }
+    char where[160] = "";
+    if (x->redirected[0])
+        snprintf(where, sizeof(where), " (in region %s, where the store redirected from %s)",
+                 used, x->redirected);
     if (st >= 200 && st <= 299) {
         int v = version_check(c, x, url, at, diag);
         if (v < 0 || !x->ranged)
@@ -844,13 +930,13 @@ static int judge(pinio__s3 *c, xfer *x, CURLcode cc, char *why, size_t wn, pinio
     }
     if (st == 403) {
         pinio_diag_set_at(diag, -EACCES, url, PINIO_DIAG_NO_OFFSET,
-                          "access denied (403%s%s): check the credentials, the region and "
+                          "access denied (403%s%s)%s: check the credentials, the region and "
                           "the bucket's policy",
-                          code[0] ? " " : "", code);
+                          code[0] ? " " : "", code, where);
         return -EACCES;
     }
-    pinio_diag_set_at(diag, -EIO, url, at, "%s failed: HTTP %ld%s%s", x->method, st,
-                      code[0] ? " " : "", code);
+    pinio_diag_set_at(diag, -EIO, url, at, "%s failed: HTTP %ld%s%s%s", x->method, st,
+                      code[0] ? " " : "", code, where);
     return -EIO;
 }
 

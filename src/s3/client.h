@@ -100,6 +100,8 @@ void pinio__s3_get_stats(const pinio__s3 *c, pinio__s3_stats *out);
 void pinio__s3_set_stop(pinio__s3 *c, pinio_stop_fn stop, void *ctx);
 /* The endpoint requests go to (scheme://host[:port]); never a secret. */
 const char *pinio__s3_endpoint(const pinio__s3 *c);
+/* The configuration the client read (owned by it), for a status report. */
+const struct pinio__s3_cfg *pinio__s3_config(const pinio__s3 *c);
 
 /* What identifies an object's version, from a HEAD: its size, and its
  * ETag (quotes kept, as If-Match wants it) and Last-Modified as sent, each

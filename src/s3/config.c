@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "src/s3/config_internal.h"
@@ -409,6 +411,35 @@ typedef struct loader {
     pinio_diag *diag;
 } loader;
 
+/* A true/false setting from the environment, else the profile (botocore
+ * reads these from the config file; the credentials file's section first
+ * as its full_config merges them). */
+static int flag(loader *L, const char *var, const char *key, bool *out)
+{
+    const char *v = env(var), *from = var;
+    char what[PINIO_DIAG_PATH_MAX + 96];
+    const ini *f = &L->cred;
+    const char *sect = L->csect;
+    if (!v && !((v = ini_get(f, sect, key)) && *v)) {
+        f = &L->conf;
+        sect = L->psect;
+        v = ini_get(f, sect, key);
+    }
+    if (v && from == var && !env(var)) {
+        snprintf(what, sizeof(what), "%s [%s] %s", f->path, sect, key);
+        from = what;
+    }
+    *out = false;
+    if (!v || !*v || strcasecmp(v, "false") == 0)
+        return 0;
+    if (strcasecmp(v, "true") == 0) {
+        *out = true;
+        return 0;
+    }
+    pinio_diag_set(L->diag, -EINVAL, "%s: expected true or false", from);
+    return -EINVAL;
+}
+
 static int set_region(loader *L)
 {
     const char *from = "AWS_REGION", *r = env(from);
@@ -429,30 +460,68 @@ static int set_region(loader *L)
     return (L->c->region = strdup(r)) ? 0 : -ENOMEM;
 }
 
+/* A service's endpoint as the SDKs find it: AWS_ENDPOINT_URL_<VAR>,
+ * AWS_ENDPOINT_URL, the `[services NAME]` section the profile's `services`
+ * names (its nested `<svc> = endpoint_url = ...`), the profile's
+ * endpoint_url; NULL when none. `from` names where, for a message. */
+static const char *service_endpoint(loader *L, const char *svc, const char *var, char *nested,
+                                    size_t nn, char *what, size_t wn, const char **from)
+{
+    const char *url = env(*from = var);
+    if (!url)
+        url = env(*from = "AWS_ENDPOINT_URL");
+    const char *services = url ? NULL : ini_get(&L->conf, L->psect, "services");
+    const char *ssect = services ? ini_section2(&L->conf, "services", services) : NULL;
+    if (!url && ssect && ini_get_nested(&L->conf, ssect, svc, "endpoint_url", nested, nn) &&
+        *nested) {
+        url = nested;
+        snprintf(what, wn, "%s [%s] %s.endpoint_url", L->conf.path, ssect, svc);
+        *from = what;
+    }
+    if (!url && (url = ini_get(&L->conf, L->psect, "endpoint_url")) && *url) {
+        snprintf(what, wn, "%s [%s] endpoint_url", L->conf.path, L->psect);
+        *from = what;
+    }
+    return url && *url ? url : NULL;
+}
+
+/* https://s3[-fips][.dualstack].REGION.amazonaws.com[.cn], botocore's
+ * endpoint rules for S3. */
+static void default_host(const pinio__s3_cfg *c, const char *region, char *out, size_t n)
+{
+    bool cn = strncmp(region, "cn-", 3) == 0;
+    snprintf(out, n, "https://s3%s%s.%s.amazonaws.com%s", c->fips ? "-fips" : "",
+             c->dualstack ? ".dualstack" : "", region, cn ? ".cn" : "");
+}
+
+int pinio__s3_cfg_region_view(const pinio__s3_cfg *cfg, const char *region, pinio__s3_cfg *view,
+                              char region_buf[64], char host_buf[160])
+{
+    if (strlen(region) >= 64 || !valid_region(region))
+        return -EINVAL;
+    *view = *cfg;
+    snprintf(region_buf, 64, "%s", region);
+    view->region = region_buf;
+    if (cfg->default_endpoint) {
+        default_host(cfg, region, host_buf, 160);
+        memmove(host_buf, host_buf + 8, strlen(host_buf + 8) + 1); /* "https://" off */
+        view->host = host_buf;
+    }
+    return 0;
+}
+
 static int set_endpoint_from(loader *L)
 {
     char what[PINIO_DIAG_PATH_MAX + 96], nested[2048];
-    const char *from = "AWS_ENDPOINT_URL_S3", *url = env(from);
-    if (!url)
-        url = env(from = "AWS_ENDPOINT_URL");
-    const char *services = url ? NULL : ini_get(&L->conf, L->psect, "services");
-    const char *ssect = services ? ini_section2(&L->conf, "services", services) : NULL;
-    if (!url && ssect && ini_get_nested(&L->conf, ssect, "s3", "endpoint_url", nested,
-                                        sizeof(nested)) && *nested) {
-        url = nested;
-        snprintf(what, sizeof(what), "%s [%s] s3.endpoint_url", L->conf.path, ssect);
-        from = what;
-    }
-    if (!url && (url = ini_get(&L->conf, L->psect, "endpoint_url")) && *url) {
-        snprintf(what, sizeof(what), "%s [%s] endpoint_url", L->conf.path, L->psect);
-        from = what;
-    }
+    const char *from;
+    const char *url = service_endpoint(L, "s3", "AWS_ENDPOINT_URL_S3", nested, sizeof(nested),
+                                       what, sizeof(what), &from);
     char def[128];
     if (!url || !*url) {
-        bool cn = strncmp(L->c->region, "cn-", 3) == 0;
-        snprintf(def, sizeof(def), "https://s3.%s.amazonaws.com%s", L->c->region, cn ? ".cn" : "");
+        default_host(L->c, L->c->region, def, sizeof(def));
         url = def;
         from = "the default endpoint";
+        L->c->default_endpoint = true;
     }
     int rc = set_endpoint(L->c, url, from, L->diag);
     if (rc == -ENOMEM)
@@ -482,29 +551,30 @@ static int set_addressing(loader *L)
     return 0;
 }
 
-/* The key id and the token go into header lines: refuse what would break
- * or inject one (the key id is also the Credential's first field: no '/' or
- * ','), naming where they came from but never echoing them. The secret only
- * keys the HMAC: any bytes do. */
-static int set_keys(pinio__s3_cfg *c, const char *ak, const char *sk, const char *tok,
-                    const char *from, pinio_diag *diag)
+/* Static keys as the source `from` ("environment", "FILE [SECTION]"); the
+ * key id and token are checked there for what would break a header line. */
+static int set_keys(loader *L, const char *ak, const char *sk, const char *tok, const char *from)
 {
-    const char *bad = !printable(ak, false) || strpbrk(ak, "/,;=") ? "access key id"
-                      : tok && !printable(tok, false)              ? "session token"
-                                                                    : NULL;
-    if (bad) {
-        pinio_diag_set(diag, -EINVAL, "%s: the %s has a character no AWS key has (a blank, a "
-                       "control character%s)", from, bad, bad[0] == 'a' ? " or one of / , ; =" : "");
-        return -EINVAL;
+    pinio__s3_creds_spec s = {.kind = PINIO__S3_CREDS_STATIC, .source = from, .access_key = ak,
+                              .secret_key = sk, .session_token = tok};
+    int rc = pinio__s3_creds_open(&L->c->creds, &s, L->diag);
+    if (rc == 0 && !(L->c->source = strdup(from)))
+        rc = -ENOMEM;
+    return rc;
+}
+
+/* A profile setting as botocore's full_config has it: the credentials
+ * file's section over the config file's. `file` gets the file it is in. */
+static const char *prof(loader *L, const char *key, const char **file)
+{
+    const char *v = ini_get(&L->cred, L->csect, key);
+    if (v && *v) {
+        *file = L->cred.path;
+        return v;
     }
-    c->access_key = strdup(ak);
-    c->secret_key = strdup(sk);
-    c->session_token = tok && *tok ? strdup(tok) : NULL;
-    if (!c->access_key || !c->secret_key || (tok && *tok && !c->session_token)) {
-        pinio_diag_set(diag, -ENOMEM, "reading the S3 configuration: out of memory");
-        return -ENOMEM;
-    }
-    return 0;
+    v = ini_get(&L->conf, L->psect, key);
+    *file = L->conf.path;
+    return v && *v ? v : NULL;
 }
 
 /* The static keys of one profile section, as botocore's shared-credentials
@@ -525,16 +595,289 @@ static int keys_from(loader *L, const ini *f, const char *sect)
         tok = ini_get(f, sect, "aws_security_token");
     char from[PINIO_DIAG_PATH_MAX + 64];
     snprintf(from, sizeof(from), "%s [%s]", f->path, sect);
-    int rc = set_keys(L->c, ak, sk, tok, from, L->diag);
-    if (rc < 0)
-        return rc;
-    if (asprintf(&L->c->source, "%s [%s]", f->path, sect) < 0) {
-        L->c->source = NULL;
-        return -ENOMEM;
+    return set_keys(L, ak, sk, tok, from);
+}
+
+static bool legacy_sts_region(const char *r)
+{
+    static const char *const legacy[] = {
+        "ap-northeast-1", "ap-south-1", "ap-southeast-1", "ap-southeast-2", "aws-global",
+        "ca-central-1", "eu-central-1", "eu-north-1", "eu-west-1", "eu-west-2", "eu-west-3",
+        "sa-east-1", "us-east-1", "us-east-2", "us-west-1", "us-west-2"};
+    for (size_t i = 0; i < sizeof(legacy) / sizeof(*legacy); i++)
+        if (strcmp(r, legacy[i]) == 0)
+            return true;
+    return false;
+}
+
+/* An http(s) URL for a credentials endpoint, without its trailing '/':
+ * into out, or -EINVAL naming `what`. */
+static int endpoint_url(loader *L, const char *url, const char *what, char *out, size_t n)
+{
+    /* No '@' anywhere: user info has no place in these URLs, and one the
+     * parser would not see as such must not reach a message either. */
+    const char *auth = strstr(url, "://");
+    bool ok = (strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0) &&
+              printable(url, false) && strlen(url) < n && auth && strcspn(auth + 3, "/?#") &&
+              !strchr(url, '@');
+    if (!ok) {
+        pinio_diag_set(L->diag, -EINVAL, "%s: not an http:// or https:// URL (without blanks, "
+                       "control characters or user info)", what);
+        return -EINVAL;
+    }
+    snprintf(out, n, "%s", url);
+    size_t k = strlen(out);
+    while (k && out[k - 1] == '/')
+        out[--k] = '\0';
+    return 0;
+}
+
+/* STS's endpoint the way the SDKs choose it: AWS_ENDPOINT_URL_STS,
+ * AWS_ENDPOINT_URL, the profile's services/endpoint_url, else
+ * sts[-fips].REGION.amazonaws.com, or sts.amazonaws.com for the legacy
+ * regions when AWS_STS_REGIONAL_ENDPOINTS (or sts_regional_endpoints)
+ * says "legacy". The signing region goes with it. */
+static int sts_endpoint(loader *L, char *url, size_t n, char *region, size_t rn)
+{
+    const char *from, *file;
+    char nested[1024], what[PINIO_DIAG_PATH_MAX + 96];
+    snprintf(region, rn, "%s", L->c->region);
+    const char *v = service_endpoint(L, "sts", "AWS_ENDPOINT_URL_STS", nested, sizeof(nested),
+                                     what, sizeof(what), &from);
+    if (v)
+        return endpoint_url(L, v, from, url, n);
+    const char *mode = env("AWS_STS_REGIONAL_ENDPOINTS");
+    if (!mode)
+        mode = prof(L, "sts_regional_endpoints", &file);
+    bool cn = strncmp(region, "cn-", 3) == 0;
+    if (mode && strcasecmp(mode, "legacy") == 0 && legacy_sts_region(region) && !L->c->fips) {
+        snprintf(region, rn, "us-east-1");
+        snprintf(url, n, "https://sts.amazonaws.com");
+    } else {
+        snprintf(url, n, "https://sts%s.%s.amazonaws.com%s", L->c->fips ? "-fips" : "", region,
+                 cn ? ".cn" : "");
     }
     return 0;
 }
 
+/* The container endpoint a full URI may name, botocore's list: https to
+ * any host; http only to the ECS and EKS Pod Identity agents and loopback. */
+static bool container_host_ok(const char *url)
+{
+    if (strncasecmp(url, "https://", 8) == 0)
+        return true;
+    if (strncasecmp(url, "http://", 7) != 0)
+        return false;
+    const char *h = url + 7;
+    size_t n;
+    if (*h == '[') {
+        n = strcspn(h, "]");
+        if (h[n] != ']')
+            return false;
+        n++;
+    } else {
+        n = strcspn(h, ":/?#");
+    }
+    static const char *const ok[] = {"169.254.170.2", "169.254.170.23", "[fd00:ec2::23]",
+                                     "localhost", "[::1]"};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(*ok); i++)
+        if (n == strlen(ok[i]) && strncasecmp(h, ok[i], n) == 0)
+            return true;
+    unsigned a, b, c, d;
+    char tail;
+    char host[64];
+    snprintf(host, sizeof(host), "%.*s", (int)(n < 63 ? n : 63), h);
+    return sscanf(host, "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4 && a == 127 && b < 256 &&
+           c < 256 && d < 256;
+}
+
+static int open_source(loader *L, pinio__s3_creds_spec *s)
+{
+    s->cainfo = L->c->cainfo;
+    s->capath = L->c->capath;
+    int rc = pinio__s3_creds_open(&L->c->creds, s, L->diag);
+    if (rc == 0 && !(L->c->source = strdup(s->source)))
+        rc = -ENOMEM;
+    return rc;
+}
+
+/* role_arn + source_profile: STS AssumeRole signed with the source
+ * profile's static keys (botocore's AssumeRoleProvider). */
+static int assume_role(loader *L, const char *arn, const char *file)
+{
+    const char *sp = prof(L, "source_profile", &file), *f2;
+    const char *csrc = prof(L, "credential_source", &f2);
+    char from[PINIO_DIAG_PATH_MAX + 600];
+    if (!sp) {
+        pinio_diag_set_at(L->diag, csrc ? -ENOTSUP : -EINVAL, file, PINIO_DIAG_NO_OFFSET,
+                          "[%s] has role_arn but %s", L->profile,
+                          csrc ? "gets its source credentials through credential_source, which "
+                                 "pinio does not support: give a source_profile"
+                               : "neither source_profile nor web_identity_token_file");
+        return csrc ? -ENOTSUP : -EINVAL;
+    }
+    const char *cs = ini_section(&L->cred, sp), *ps = ini_section2(&L->conf, "profile", sp);
+    if (!ps && strcmp(sp, "default") == 0)
+        ps = ini_section(&L->conf, "default");
+    const ini *kf = cs && ini_get(&L->cred, cs, "aws_access_key_id") ? &L->cred : &L->conf;
+    const char *ks = kf == &L->cred ? cs : ps;
+    const char *ak = ini_get(kf, ks, "aws_access_key_id");
+    const char *sk = ini_get(kf, ks, "aws_secret_access_key");
+    if (!ak || !*ak || !sk || !*sk) {
+        pinio_diag_set_at(L->diag, -EINVAL, file, PINIO_DIAG_NO_OFFSET,
+                          "[%s] source_profile %s has no aws_access_key_id and "
+                          "aws_secret_access_key (pinio takes static keys there)", L->profile, sp);
+        return -EINVAL;
+    }
+    const char *tok = ini_get(kf, ks, "aws_session_token");
+    snprintf(from, sizeof(from), "%s [%s]", kf->path, ks);
+    pinio__s3_creds *base = NULL;
+    pinio__s3_creds_spec bs = {.kind = PINIO__S3_CREDS_STATIC, .source = from, .access_key = ak,
+                               .secret_key = sk, .session_token = tok};
+    int rc = pinio__s3_creds_open(&base, &bs, L->diag);
+    if (rc < 0)
+        return rc;
+    char sts[1024], region[64], name[128];
+    if ((rc = sts_endpoint(L, sts, sizeof(sts), region, sizeof(region))) < 0) {
+        pinio__s3_creds_free(base);
+        return rc;
+    }
+    const char *sn = prof(L, "role_session_name", &f2);
+    if (!sn) {
+        snprintf(name, sizeof(name), "pinio-session-%lld", (long long)time(NULL));
+        sn = name;
+    }
+    const char *dur = prof(L, "duration_seconds", &f2);
+    snprintf(from, sizeof(from), "assume role (%s [%s] role_arn=%s, source_profile %s)", file,
+             L->profile, arn, sp);
+    pinio__s3_creds_spec s = {.kind = PINIO__S3_CREDS_ASSUME_ROLE, .source = from,
+                              .role_arn = arn, .session_name = sn,
+                              .external_id = prof(L, "external_id", &f2), .sts_url = sts,
+                              .sts_region = region, .duration_s = dur ? (unsigned)atoi(dur) : 0,
+                              .base = base};
+    return open_source(L, &s);
+}
+
+/* AssumeRoleWithWebIdentity: each setting from the environment, else the
+ * profile (botocore's AssumeRoleWithWebIdentityProvider). 1: not configured. */
+static int web_identity(loader *L)
+{
+    const char *file, *f2;
+    const char *tf = env("AWS_WEB_IDENTITY_TOKEN_FILE"), *tfrom = "AWS_WEB_IDENTITY_TOKEN_FILE";
+    char from[PINIO_DIAG_PATH_MAX * 2 + 200], tfile[PINIO_DIAG_PATH_MAX + 64];
+    if (!tf && (tf = prof(L, "web_identity_token_file", &file))) {
+        snprintf(tfile, sizeof(tfile), "%s [%s] web_identity_token_file", file, L->profile);
+        tfrom = tfile;
+    }
+    if (!tf)
+        return 1;
+    snprintf(from, sizeof(from), "web identity (%s=%s)", tfrom, tf);
+    const char *arn = env("AWS_ROLE_ARN");
+    if (!arn)
+        arn = prof(L, "role_arn", &f2);
+    if (!arn) {
+        pinio_diag_set(L->diag, -EINVAL, "%s: no role to assume: set AWS_ROLE_ARN or the "
+                       "profile's role_arn", from);
+        return -EINVAL;
+    }
+    char sts[1024], region[64], name[128];
+    int rc = sts_endpoint(L, sts, sizeof(sts), region, sizeof(region));
+    if (rc < 0)
+        return rc;
+    const char *sn = env("AWS_ROLE_SESSION_NAME");
+    if (!sn)
+        sn = prof(L, "role_session_name", &f2);
+    if (!sn) {
+        snprintf(name, sizeof(name), "pinio-session-%lld", (long long)time(NULL));
+        sn = name;
+    }
+    pinio__s3_creds_spec s = {.kind = PINIO__S3_CREDS_WEB_IDENTITY, .source = from,
+                              .role_arn = arn, .session_name = sn, .token_file = tf,
+                              .sts_url = sts, .sts_region = region};
+    return open_source(L, &s);
+}
+
+/* AWS_CONTAINER_CREDENTIALS_RELATIVE_URI / _FULL_URI; 1: not configured. */
+static int container(loader *L)
+{
+    const char *rel = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+    const char *full = env("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+    char url[2048], from[2200];
+    if (!rel && !full)
+        return 1;
+    /* Checked before the URL goes into the source's name (and messages). */
+    if (!rel && endpoint_url(L, full, "container credentials: AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                             url, sizeof(url)) < 0)
+        return -EINVAL;
+    if (rel)
+        snprintf(from, sizeof(from), "container credentials "
+                 "(AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=%s)", rel);
+    else
+        snprintf(from, sizeof(from), "container credentials "
+                 "(AWS_CONTAINER_CREDENTIALS_FULL_URI=%s)", full);
+    if (!printable(from, true) || (rel && rel[0] != '/')) {
+        pinio_diag_set(L->diag, -EINVAL, "container credentials: the URI is not a URL path or "
+                       "has a control character");
+        return -EINVAL;
+    }
+    if (rel && snprintf(url, sizeof(url), "http://169.254.170.2%s", rel) >= (int)sizeof(url)) {
+        pinio_diag_set(L->diag, -EINVAL, "container credentials: "
+                       "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI is over %zu bytes", sizeof(url) - 32);
+        return -EINVAL;
+    }
+    if (!rel) {
+        snprintf(url, sizeof(url), "%s", full);
+        if (!container_host_ok(url)) {
+            pinio_diag_set(L->diag, -EINVAL, "%s: an http:// URI must name 169.254.170.2, "
+                           "169.254.170.23, fd00:ec2::23 or a loopback address (or use "
+                           "https://)", from);
+            return -EINVAL;
+        }
+    }
+    pinio__s3_creds_spec s = {.kind = PINIO__S3_CREDS_CONTAINER, .source = from, .url = url,
+                              .auth_token = env("AWS_CONTAINER_AUTHORIZATION_TOKEN"),
+                              .auth_token_file = env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")};
+    return open_source(L, &s);
+}
+
+/* EC2 instance metadata unless AWS_EC2_METADATA_DISABLED; 1: none answered. */
+static int imds(loader *L)
+{
+    const char *off = env("AWS_EC2_METADATA_DISABLED"), *file;
+    if (off && strcasecmp(off, "true") == 0)
+        return 1;
+    const char *from = "AWS_EC2_METADATA_SERVICE_ENDPOINT", *v = env(from);
+    char url[1024], what[PINIO_DIAG_PATH_MAX + 96], src[1200];
+    if (!v && (v = prof(L, "ec2_metadata_service_endpoint", &file))) {
+        snprintf(what, sizeof(what), "%s [%s] ec2_metadata_service_endpoint", file, L->profile);
+        from = what;
+    }
+    const char *mode = env("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE");
+    if (!mode)
+        mode = prof(L, "ec2_metadata_service_endpoint_mode", &file);
+    if (!v)
+        v = mode && strcasecmp(mode, "ipv6") == 0 ? "http://[fd00:ec2::254]"
+                                                   : "http://169.254.169.254";
+    int rc = endpoint_url(L, v, from, url, sizeof(url));
+    if (rc < 0)
+        return rc;
+    snprintf(src, sizeof(src), "EC2 instance metadata (%s)", url);
+    pinio__s3_creds_spec s = {.kind = PINIO__S3_CREDS_IMDS, .source = src, .url = url};
+    s.cainfo = L->c->cainfo;
+    s.capath = L->c->capath;
+    rc = pinio__s3_creds_open(&L->c->creds, &s, L->diag);
+    if (rc == 0 && !(L->c->source = strdup(src)))
+        rc = -ENOMEM;
+    return rc;
+}
+
+/* The chain in botocore 1.29's order (credentials.py,
+ * create_credential_resolver): environment keys; the profile's assumed
+ * role (role_arn + source_profile); web identity (environment, then the
+ * profile); SSO (refused); the credentials file's keys; credential_process;
+ * the config file's keys; container credentials; EC2 instance metadata.
+ * A source that is configured and fails is the error: never a silent
+ * fall to unsigned requests. Nothing configured: anonymous. */
 static int set_credentials(loader *L)
 {
     pinio__s3_cfg *c = L->c;
@@ -547,7 +890,7 @@ static int set_credentials(loader *L)
         pinio_diag_set(L->diag, -EINVAL, "AWS_NO_SIGN_REQUEST: expected true or false");
         return -EINVAL;
     }
-    const char *ak = env("AWS_ACCESS_KEY_ID"), *sk = env("AWS_SECRET_ACCESS_KEY");
+    const char *ak = env("AWS_ACCESS_KEY_ID"), *sk = env("AWS_SECRET_ACCESS_KEY"), *file;
     if (ak) {
         if (!sk) {
             pinio_diag_set(L->diag, -EINVAL, "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not");
@@ -556,35 +899,76 @@ static int set_credentials(loader *L)
         const char *tok = env("AWS_SESSION_TOKEN");
         if (!tok)
             tok = env("AWS_SECURITY_TOKEN");
-        int rc = set_keys(c, ak, sk, tok, "the AWS_* environment variables", L->diag);
-        if (rc < 0)
-            return rc;
-        return (c->source = strdup("environment")) ? 0 : -ENOMEM;
+        return set_keys(L, ak, sk, tok, "environment");
     }
-    int rc = L->csect ? keys_from(L, &L->cred, L->csect) : 1;
-    if (rc == 1 && L->psect)
-        rc = keys_from(L, &L->conf, L->psect);
+    const char *arn = prof(L, "role_arn", &file), *f2;
+    if (arn && !prof(L, "web_identity_token_file", &f2))
+        return assume_role(L, arn, file);
+    int rc = web_identity(L);
     if (rc <= 0)
         return rc;
-    /* Credentials botocore would fetch (an assumed role, a process, SSO):
-     * failing beats sending the requests unsigned and reading 403s. */
-    const char *other[] = {"role_arn", "credential_process", "sso_start_url", "sso_session",
-                           "web_identity_token_file"};
-    const ini *files[] = {&L->cred, &L->conf};
-    const char *sects[] = {L->csect, L->psect};
-    for (size_t k = 0; k < 2; k++) {
-        for (size_t i = 0; i < sizeof(other) / sizeof(*other); i++) {
-            if (!ini_get(files[k], sects[k], other[i]))
-                continue;
-            pinio_diag_set_at(L->diag, -ENOTSUP, files[k]->path, PINIO_DIAG_NO_OFFSET,
-                              "[%s] gets credentials through %s, which pinio does not support: "
-                              "export AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN",
-                              sects[k], other[i]);
-            return -ENOTSUP;
-        }
+    /* SSO needs a browser login and its token cache: failing beats
+     * sending the requests unsigned and reading 403s. */
+    const char *sso[] = {"sso_start_url", "sso_session"};
+    for (size_t i = 0; i < 2; i++) {
+        if (!prof(L, sso[i], &file))
+            continue;
+        pinio_diag_set_at(L->diag, -ENOTSUP, file, PINIO_DIAG_NO_OFFSET,
+                          "[%s] gets credentials through %s, which pinio does not support: "
+                          "export AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN "
+                          "(aws configure export-credentials)", L->profile, sso[i]);
+        return -ENOTSUP;
     }
+    rc = L->csect ? keys_from(L, &L->cred, L->csect) : 1;
+    if (rc <= 0)
+        return rc;
+    const char *cmd = prof(L, "credential_process", &file);
+    if (cmd) {
+        char from[PINIO_DIAG_PATH_MAX + 64];
+        snprintf(from, sizeof(from), "credential_process (%s [%s])", file, L->profile);
+        pinio__s3_creds_spec s = {.kind = PINIO__S3_CREDS_PROCESS, .source = from, .command = cmd};
+        return open_source(L, &s);
+    }
+    rc = L->psect ? keys_from(L, &L->conf, L->psect) : 1;
+    if (rc == 1)
+        rc = container(L);
+    if (rc == 1)
+        rc = imds(L);
+    if (rc <= 0)
+        return rc;
     c->anonymous = true;
     return (c->source = strdup("none")) ? 0 : -ENOMEM;
+}
+
+/* AWS_CA_BUNDLE, else the profile's ca_bundle, else SSL_CERT_FILE, and
+ * SSL_CERT_DIR: libcurl reads neither variable itself (its CA file is
+ * compiled in), the SDKs and OpenSSL's tools do. A named file or folder
+ * that is not there is the error here, not a TLS failure later. */
+static int set_ca(loader *L)
+{
+    const char *file, *from = "AWS_CA_BUNDLE", *v = env(from);
+    char what[PINIO_DIAG_PATH_MAX + 64];
+    if (!v && (v = prof(L, "ca_bundle", &file))) {
+        snprintf(what, sizeof(what), "%s [%s] ca_bundle", file, L->profile);
+        from = what;
+    }
+    if (!v)
+        v = env(from = "SSL_CERT_FILE");
+    const char *dir = env("SSL_CERT_DIR");
+    struct stat st;
+    if (v && (stat(v, &st) != 0 || !S_ISREG(st.st_mode))) {
+        pinio_diag_set_at(L->diag, -ENOENT, v, PINIO_DIAG_NO_OFFSET,
+                          "%s: no such certificate file", from);
+        return -ENOENT;
+    }
+    if (dir && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
+        pinio_diag_set_at(L->diag, -ENOENT, dir, PINIO_DIAG_NO_OFFSET,
+                          "SSL_CERT_DIR: no such certificate folder");
+        return -ENOENT;
+    }
+    if ((v && !(L->c->cainfo = strdup(v))) || (dir && !(L->c->capath = strdup(dir))))
+        return -ENOMEM;
+    return 0;
 }
 
 static int load(loader *L, char *cred_path, char *conf_path)
@@ -611,8 +995,10 @@ static int load(loader *L, char *cred_path, char *conf_path)
                        conf_path ? conf_path : "~/.aws/config");
         return -ENOENT;
     }
-    if ((rc = set_region(L)) < 0 || (rc = set_endpoint_from(L)) < 0 ||
-        (rc = set_addressing(L)) < 0 || (rc = set_credentials(L)) < 0)
+    if ((rc = flag(L, "AWS_USE_FIPS_ENDPOINT", "use_fips_endpoint", &L->c->fips)) < 0 ||
+        (rc = flag(L, "AWS_USE_DUALSTACK_ENDPOINT", "use_dualstack_endpoint", &L->c->dualstack)) < 0 ||
+        (rc = set_region(L)) < 0 || (rc = set_endpoint_from(L)) < 0 ||
+        (rc = set_addressing(L)) < 0 || (rc = set_ca(L)) < 0 || (rc = set_credentials(L)) < 0)
         return rc;
     return 0;
 }
@@ -650,10 +1036,10 @@ void pinio__s3_cfg_free(pinio__s3_cfg *c)
     free(c->scheme);
     free(c->host);
     free(c->base_path);
-    wipe_free(c->access_key);
-    wipe_free(c->secret_key);
-    wipe_free(c->session_token);
+    pinio__s3_creds_free(c->creds);
     free(c->source);
+    free(c->cainfo);
+    free(c->capath);
     free(c);
 }
 
@@ -667,4 +1053,33 @@ const char *pinio__s3_cfg_addressing(const pinio__s3_cfg *c)
     return c->addressing == PINIO__S3_ADDR_PATH      ? "path"
            : c->addressing == PINIO__S3_ADDR_VIRTUAL ? "virtual"
                                                      : "auto";
+}
+
+int pinio__s3_cfg_keys(const pinio__s3_cfg *c, time_t now, pinio__s3_keys *out, pinio_diag *diag)
+{
+    if (!c->creds) {
+        memset(out, 0, sizeof(*out));
+        return 0;
+    }
+    return pinio__s3_creds_get(c->creds, now, out, diag);
+}
+
+time_t pinio__s3_cfg_expiry(const pinio__s3_cfg *c)
+{
+    return c->creds ? pinio__s3_creds_expiry(c->creds) : 0;
+}
+
+const char *pinio__s3_cfg_cainfo(const pinio__s3_cfg *c) { return c->cainfo; }
+const char *pinio__s3_cfg_capath(const pinio__s3_cfg *c) { return c->capath; }
+
+void pinio__s3_cfg_key_hint(const pinio__s3_cfg *c, char out[8])
+{
+    out[0] = '\0';
+    pinio__s3_keys k;
+    /* now = 0: the keys held, whatever their age (no fetch for a status line). */
+    if (!c->creds || pinio__s3_creds_get(c->creds, 0, &k, NULL) < 0)
+        return;
+    size_t n = strlen(k.access_key);
+    snprintf(out, 8, "%s", k.access_key + (n > 4 ? n - 4 : 0));
+    pinio__s3_keys_clear(&k);
 }

@@ -67,9 +67,14 @@ typedef struct pinio__s3_param {
  * @param now the signing time.
  * @param out filled on success (free with pinio__s3_req_free()); zeroed on
  *        failure, when it owns nothing.
+ * The keys are the configuration's at `now` (pinio__s3_cfg_keys()): keys
+ * about to expire are fetched again first, so this may block on the
+ * credential source; safe from several threads sharing one `cfg`.
+ *
  * @return 0; -EINVAL (bad bucket, method, header, parameter, a time before
  *         1970 or after 9999) or -ENOMEM, with `diag` ("s3://BUCKET/KEY: why")
- *         naming the bucket and key, never a credential.
+ *         naming the bucket and key, never a credential; or the credential
+ *         source's failure to refresh, `diag` naming the source (creds.h).
  */
 int pinio__s3_sign(const pinio__s3_cfg *cfg, const char *method, const char *bucket,
                    const char *key, const pinio__s3_param *query, size_t nquery,

@@ -2,6 +2,13 @@
 """pinio's S3 requests against botocore's, request by request.
 
 usage: botocore_check.py SIGN_TOOL      (exit 0: all agree; 1: a difference; 77: no botocore)
+       botocore_check.py --creds        (the credentials botocore resolves here)
+
+--creds prints what botocore's default credential chain resolves from this
+environment, as "METHOD ACCESS_KEY SHA256(SECRET)[:16] SHA256(TOKEN)[:16]"
+("none" when nothing), for tests/s3/s3_creds_test.sh to hold beside what
+pinio fetched from the same endpoints. botocore 1.29 reads no
+AWS_ENDPOINT_URL_STS nor AWS_REGION: both are passed on to it here.
 
 For each case, the same request (GET with Range, HEAD, If-Match, ListObjectsV2
 with prefix/continuation-token, keys with spaces, + = & ~ % and UTF-8, a
@@ -34,6 +41,33 @@ try:
 except ImportError as e:
     print(f"SKIP: botocore is not installed ({e}); scripts/bootstrap installs python3-botocore")
     sys.exit(77)
+
+
+def resolve_creds():
+    import hashlib
+    sts_url = os.environ.get("AWS_ENDPOINT_URL_STS")
+    # botocore 1.29 reads AWS_DEFAULT_REGION only; later ones AWS_REGION too.
+    if "AWS_REGION" in os.environ:
+        os.environ.setdefault("AWS_DEFAULT_REGION", os.environ["AWS_REGION"])
+    create = botocore.session.Session.create_client
+
+    def create_client(self, service_name, *args, **kwargs):
+        if service_name == "sts" and sts_url:
+            kwargs["endpoint_url"] = sts_url
+        return create(self, service_name, *args, **kwargs)
+
+    botocore.session.Session.create_client = create_client
+    c = botocore.session.Session().get_credentials()
+    if c is None:
+        return "none"
+    f = c.get_frozen_credentials()
+    h = lambda v: hashlib.sha256(v.encode()).hexdigest()[:16] if v else "-"
+    return f"{c.method} {f.access_key} {h(f.secret_key)} {h(f.token)}"
+
+
+if sys.argv[1] == "--creds":
+    print(resolve_creds())
+    sys.exit(0)
 
 TOOL = sys.argv[1]
 NOW = datetime.datetime(2026, 1, 2, 3, 4, 5)

@@ -9,6 +9,9 @@
 #   s3_rm BUCKET KEY          deletes an object
 #   s3_put_many BUCKET PREFIX N  uploads N empty objects PREFIXpad-00000 ...
 #                   (one keep-alive connection: a listing of more than a page)
+#   cred_start ARGS  starts credserver.py ARGS (the STS, container and IMDS
+#                   endpoints) with its log in $DIR/cred.log; CRED_URL its URL
+#   cred_stop       stops it (also run on exit)
 #   s3_stop         stops it and removes its folder (also run on exit)
 #   s3_scratch NAME the test's scratch folder DIR (removed with the server),
 #                   fails=0 and tests/common/cli.sh's check/has/json
@@ -37,6 +40,7 @@ s3_stop() {
 
 # The folder of the caller's scratch files, removed by s3_cleanup too.
 s3_cleanup() {
+    cred_stop
     s3_stop
     [ -n "${S3_EXTRA_CLEAN:-}" ] && rm -rf $S3_EXTRA_CLEAN
     return 0
@@ -92,7 +96,13 @@ s3_start() {
     S3_URL="http://127.0.0.1:$S3_PORT" # the server itself, whatever pinio is pointed at
     export AWS_ENDPOINT_URL="$S3_URL"
     export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
-    unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL_S3 AWS_DEFAULT_REGION
+    unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL_S3 AWS_DEFAULT_REGION \
+        AWS_ROLE_ARN AWS_WEB_IDENTITY_TOKEN_FILE AWS_ROLE_SESSION_NAME AWS_ENDPOINT_URL_STS \
+        AWS_CONTAINER_CREDENTIALS_RELATIVE_URI AWS_CONTAINER_CREDENTIALS_FULL_URI \
+        AWS_CONTAINER_AUTHORIZATION_TOKEN AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE \
+        AWS_EC2_METADATA_SERVICE_ENDPOINT AWS_CA_BUNDLE AWS_NO_SIGN_REQUEST
+    # The machine's own instance metadata (on EC2) must not answer a test.
+    export AWS_EC2_METADATA_DISABLED=true
     # No ~/.aws of the machine's user may change what the tests see.
     export AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
     return 0
@@ -136,17 +146,42 @@ s3_proxy_stop() {
 }
 s3_proxy_start() {
     s3_proxy_stop
-    /usr/bin/python3 "$SRC/tests/s3/faultproxy.py" "$UPSTREAM" "$@" >"$DIR/proxy.port" 2>"$DIR/proxy.err" &
-    PROXY_PID=$!
-    i=0 port=""
-    while [ $i -lt 300 ] && [ -z "$port" ] && kill -0 "$PROXY_PID" 2>/dev/null; do
+    py_server_start proxy faultproxy.py "$UPSTREAM" "$@"
+    PROXY_PID=$PY_PID
+    export AWS_ENDPOINT_URL="http://127.0.0.1:$PY_PORT"
+}
+
+# py_server_start NAME SCRIPT ARGS...: starts tests/s3/SCRIPT ARGS in the
+# background, its stdout in $DIR/NAME.port ("port N" first), and waits for
+# the port: PY_PID and PY_PORT. Fails the test when it says none.
+py_server_start() {
+    name=$1 script=$2
+    shift 2
+    /usr/bin/python3 "$SRC/tests/s3/$script" "$@" >"$DIR/$name.port" 2>"$DIR/$name.err" &
+    PY_PID=$!
+    i=0 PY_PORT=""
+    while [ $i -lt 300 ] && [ -z "$PY_PORT" ] && kill -0 "$PY_PID" 2>/dev/null; do
         sleep 0.1; i=$((i + 1))
-        port=$(sed -n 's/^port \([0-9][0-9]*\)$/\1/p' "$DIR/proxy.port")
+        PY_PORT=$(sed -n 's/^port \([0-9][0-9]*\)$/\1/p' "$DIR/$name.port")
     done
-    if [ -z "$port" ]; then
-        kill -0 "$PROXY_PID" 2>/dev/null && alive="still running" || alive="exited"
-        echo "FAIL: the proxy did not say its port in $((i / 10)) s ($*; $alive):"
-        cat "$DIR/proxy.err" "$DIR/proxy.port"; exit 1
+    if [ -z "$PY_PORT" ]; then
+        kill -0 "$PY_PID" 2>/dev/null && alive="still running" || alive="exited"
+        echo "FAIL: $script did not say its port in $((i / 10)) s ($*; $alive):"
+        cat "$DIR/$name.err" "$DIR/$name.port"; exit 1
     fi
-    export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
+}
+
+# The tests' credential endpoints (credserver.py): cred_start ARGS...
+# (re)starts it with ARGS, its request log emptied; CRED_URL is its URL.
+CRED_PID=""
+cred_stop() {
+    [ -n "$CRED_PID" ] && { kill "$CRED_PID" 2>/dev/null; wait "$CRED_PID" 2>/dev/null; }
+    CRED_PID=""
+}
+cred_start() {
+    cred_stop
+    : >"$DIR/cred.log"
+    py_server_start cred credserver.py "$DIR/cred.log" "$@"
+    CRED_PID=$PY_PID
+    CRED_URL="http://127.0.0.1:$PY_PORT"
 }

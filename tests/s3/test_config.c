@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "src/s3/config.h"
+#include "src/s3/config_internal.h"
 #include "tests/common/helpers.h"
 #include "tests/s3/s3_env.h"
 
@@ -296,8 +296,12 @@ Test(s3_config, half_keys_and_unsupported_sources)
     put(cred, "");
     put(conf, "[profile sso]\nrole_arn = arn:aws:iam::123456789012:role/" SECRET "\nsource_profile = x\n");
     setenv("AWS_PROFILE", "sso", 1);
-    load_fails(-ENOTSUP, "role_arn", &d);
+    load_fails(-EINVAL, "[sso] source_profile x has no aws_access_key_id", &d);
+    put(conf, "[profile sso]\nsso_start_url = https://example.awsapps.com/start\n");
+    load_fails(-ENOTSUP, "[sso] gets credentials through sso_start_url", &d);
     cr_expect_str_eq(d.path, conf);
+    put(conf, "[profile sso]\nrole_arn = arn:aws:iam::1:role/r\ncredential_source = Environment\n");
+    load_fails(-ENOTSUP, "credential_source", &d);
 }
 
 Test(s3_config, bad_values_are_refused_without_echo)
@@ -395,4 +399,87 @@ Test(s3_config, random_files_fail_cleanly)
     }
     /* Both outcomes exercised, so neither path goes unchecked. */
     cr_expect(ok >= 50 && failed >= 50, "%u loads succeeded, %u failed", ok, failed);
+}
+
+/* AWS_USE_FIPS_ENDPOINT / AWS_USE_DUALSTACK_ENDPOINT and the profile's
+ * use_fips_endpoint / use_dualstack_endpoint in the endpoint's name, as
+ * botocore 1.29 builds it (s3-fips, s3.dualstack, s3-fips.dualstack). */
+Test(s3_config, fips_and_dualstack_endpoints)
+{
+    setenv("AWS_REGION", "us-west-2", 1);
+    setenv("AWS_USE_FIPS_ENDPOINT", "true", 1);
+    pinio__s3_cfg *cfg = load_ok();
+    cr_expect_str_eq(pinio__s3_cfg_endpoint(cfg), "https://s3-fips.us-west-2.amazonaws.com");
+    pinio__s3_cfg_free(cfg);
+    setenv("AWS_USE_DUALSTACK_ENDPOINT", "TRUE", 1);
+    cfg = load_ok();
+    cr_expect_str_eq(pinio__s3_cfg_endpoint(cfg),
+                     "https://s3-fips.dualstack.us-west-2.amazonaws.com");
+    pinio__s3_cfg_free(cfg);
+    unsetenv("AWS_USE_FIPS_ENDPOINT");
+    unsetenv("AWS_USE_DUALSTACK_ENDPOINT");
+    put(conf, "[default]\nuse_dualstack_endpoint = true\n");
+    cfg = load_ok();
+    cr_expect_str_eq(pinio__s3_cfg_endpoint(cfg), "https://s3.dualstack.us-west-2.amazonaws.com");
+    pinio__s3_cfg_free(cfg);
+    put(conf, "[default]\nuse_fips_endpoint = yes\n");
+    pinio_diag d;
+    load_fails(-EINVAL, "use_fips_endpoint: expected true or false", &d);
+}
+
+/* A region redirect's view: the bucket's region signs, and a host built
+ * from the region follows it (a configured endpoint stays); the store's
+ * word is no host name unless it is a region name. */
+Test(s3_config, region_view_for_a_redirect)
+{
+    setenv("AWS_USE_DUALSTACK_ENDPOINT", "true", 1);
+    pinio__s3_cfg *cfg = load_ok(), view;
+    char region[64], host[160];
+    cr_assert_eq(pinio__s3_cfg_region_view(cfg, "eu-west-1", &view, region, host), 0);
+    cr_expect_str_eq(pinio__s3_cfg_region(&view), "eu-west-1");
+    cr_expect_str_eq(view.host, "s3.dualstack.eu-west-1.amazonaws.com");
+    cr_expect_str_eq(pinio__s3_cfg_region(cfg), "us-east-1");
+    cr_expect_eq(pinio__s3_cfg_region_view(cfg, "evil.example/x", &view, region, host), -EINVAL);
+    pinio__s3_cfg_free(cfg);
+    setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000", 1);
+    cfg = load_ok();
+    cr_assert_eq(pinio__s3_cfg_region_view(cfg, "ap-south-1", &view, region, host), 0);
+    cr_expect_str_eq(view.host, "127.0.0.1:9000");
+    cr_expect_str_eq(pinio__s3_cfg_region(&view), "ap-south-1");
+    pinio__s3_cfg_free(cfg);
+}
+
+/* Credential endpoints that are no URL, or would send a token elsewhere,
+ * are refused naming the variable, before any request. */
+Test(s3_config, bad_credential_endpoints)
+{
+    pinio_diag d;
+    char tok[300];
+    snprintf(tok, sizeof(tok), "%s/token", dir);
+    put(tok, "jwt");
+    setenv("AWS_WEB_IDENTITY_TOKEN_FILE", tok, 1);
+    setenv("AWS_ROLE_ARN", "arn:aws:iam::1:role/r", 1);
+    const char *sts[] = {"http://", "ftp://sts.local", "http://u:" SECRET "@sts.local/",
+                         "http://sts.local/\r\nX: 1"};
+    for (size_t i = 0; i < sizeof(sts) / sizeof(*sts); i++) {
+        setenv("AWS_ENDPOINT_URL_STS", sts[i], 1);
+        load_fails(-EINVAL, "AWS_ENDPOINT_URL_STS: not an http:// or https:// URL", &d);
+    }
+    unsetenv("AWS_ROLE_ARN");
+    unsetenv("AWS_ENDPOINT_URL_STS");
+    load_fails(-EINVAL, "no role to assume", &d);
+    unsetenv("AWS_WEB_IDENTITY_TOKEN_FILE");
+    setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://u:" SECRET "@127.0.0.1/creds", 1);
+    load_fails(-EINVAL, "not an http:// or https:// URL", &d);
+    setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://169.254.169.254/creds", 1);
+    load_fails(-EINVAL, "an http:// URI must name 169.254.170.2", &d);
+    unsetenv("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+    setenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "creds", 1);
+    load_fails(-EINVAL, "container credentials: the URI is not a URL path", &d);
+    char big[4096];
+    memset(big, 'a', sizeof(big) - 1);
+    big[0] = '/';
+    big[sizeof(big) - 1] = '\0';
+    setenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", big, 1);
+    load_fails(-EINVAL, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI is over", &d);
 }
