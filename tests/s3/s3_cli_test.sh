@@ -71,6 +71,12 @@ done
 [ "$(ls -A "$DIR/staged" | wc -l)" -eq 4 ] || { echo "FAIL: stage left more than the 4 files:"; ls -A "$DIR/staged"; fails=$((fails + 1)); }
 check 0 "stage an object" "$PINIO" stage s3://models/one/model.safetensors "$DIR/staged1"
 cmp -s "$DIR/one.safetensors" "$DIR/staged1/model.safetensors" || { echo "FAIL: stage: the object differs"; fails=$((fails + 1)); }
+# The file sink writes while the next ranges are fetched (issue 38): the
+# held write (PINIO_FAULTS=stagewritehold, tests/stream/stage_cli_test.sh)
+# goes on only once a read fetched after it has landed.
+check 0 "stage an object, a write held" env PINIO_FAULTS=stagewritehold "$PINIO" stage \
+    s3://models/one/model.safetensors "$DIR/staged-held" --staging 1Mx4 --verify
+cmp -s "$DIR/one.safetensors" "$DIR/staged-held/model.safetensors" || { echo "FAIL: stage (a write held): the object differs"; fails=$((fails + 1)); }
 
 # --- a header refused as a file's is --------------------------------------
 printf '\377\377\377\377\377\377\377\377garbage' >"$DIR/bad.safetensors"
