@@ -70,7 +70,9 @@ static void stage_usage(FILE *out)
             "                    before a byte is copied\n"
             "  --force           replace files that already exist in DST (the index\n"
             "                    included); without it an existing target fails the copy\n"
-            "  --staging SIZE[xK] the ring: K slots of SIZE bytes (default 32Mx4); SIZE a\n"
+            "  --staging SIZE[xK] the ring: K slots of SIZE bytes (default 32Mx4, and 32Mx8\n"
+            "                    for an s3:// SRC: half the ring is fetched, 16 ranges of\n"
+            "                    8 MiB at once, while the other half is written); SIZE a\n"
             "                    power of two from 64K to 1G, K from 2 to 1024; a ring\n"
             "                    larger than the memory available is refused\n"
             "  --cache POLICY    auto: buffered reads for files already in the page cache,\n"
@@ -129,7 +131,7 @@ static int stage(int argc, char **argv, const char **shas, cli_sums *sums)
     pinio_stream_opts o;
     pinio_stream_opts_default(&o);
     pinio_sink_file_cfg fc = { 0 };
-    bool json = false, quiet = false;
+    bool json = false, quiet = false, staging = false;
     size_t nshas = 0;
     const char *sums_path = NULL;
     int c;
@@ -162,6 +164,7 @@ static int stage(int argc, char **argv, const char **shas, cli_sums *sums)
             fc.overwrite = true;
             break;
         case O_STAGING:
+            staging = true;
             if (cli_parse_staging(optarg, &o) < 0) {
                 cli_usage("stage", "--staging wants SIZE[xK], SIZE a power of two "
                                 "from 64K to 1G and K from 2 to 1024, not '%s'", optarg);
@@ -200,6 +203,13 @@ static int stage(int argc, char **argv, const char **shas, cli_sums *sums)
                                   "expected digests");
     const char *src = argv[optind];
     fc.dir = argv[optind + 1];
+    /* The file sink writes one half of the ring while the stream fetches
+     * into the other (half-ring batches): from an object store, a half of
+     * 4 x 32 MiB is 8 ranges of 8 MiB in flight, half the client's 16,
+     * and the fetch lost more than the overlap won (doc/measurements.md,
+     * "Issue 38: stage"). 8 slots keep 16 in flight. */
+    if (!staging && strncmp(src, "s3://", 5) == 0)
+        o.slots = 2 * PINIO_STREAM_SLOTS_DEFAULT;
     if (strncmp(fc.dir, "s3://", 5) == 0) /* else mkdir makes a local "s3:" folder */
         return cli_usage("stage", "%s: writing to s3:// is not supported: stage copies from "
                                   "s3:// (SRC) to a local directory (DST)", fc.dir);

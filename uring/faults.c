@@ -81,6 +81,10 @@ static int parse_item(pinio__faults *f, const char *s, const char *end)
         f->trimnotsup = true;
         return 0;
     }
+    if (IS("stagewritehold")) {
+        f->stagewritehold = true;
+        return 0;
+    }
     if (IS("nodiscardcmd")) {
         f->nodiscardcmd = true;
         return 0;

@@ -42,6 +42,8 @@ typedef struct pinio__faults {
     /* The file sink (pinio stage), 1-based, 0 = none: */
     uint64_t stagecorrupt; /* the N-th file it copies gets one byte flipped on disk */
     uint64_t stagerename;  /* its N-th rename while publishing fails with -EIO */
+    bool stagewritehold;   /* its first write from a reused slot held until a read lands
+                            * that the stream fetched meanwhile (else the stage fails) */
 } pinio__faults;
 
 /* Parses `spec`; 0 or -EINVAL with `diag` naming the bad item. *out is

@@ -69,6 +69,10 @@
  *                            it: what only its read back (--verify) catches
  *   - `stagerename@N`        the file sink's N-th rename while it publishes
  *                            fails with -EIO (a failure half way through)
+ *   - `stagewritehold`       the file sink's first write from a reused slot is
+ *                            held until a read lands that the stream fetched
+ *                            meanwhile; a stream that waits for that write
+ *                            instead fails (its reads and writes take turns)
  *   - `seed=S`, `rate=P`     with probability P (0..1) per completion, a random
  *                            recoverable fault (short or -EAGAIN), drawn from a
  *                            PRNG seeded with S (default 1): deterministic

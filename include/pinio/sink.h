@@ -138,7 +138,10 @@ typedef struct pinio_sink_host_cfg {
  *  sink copies files, not tensors: a plan that slices a tensor
  *  (pinio_stream_opts::split, pinio_stream_opts::slices) is refused at
  *  open with -EINVAL naming it, since a rank's slices are no copy of the
- *  checkpoint. */
+ *  checkpoint. The chunks are written by a thread of the sink's own (it
+ *  has `slot_wait`), so the stream reads on while they are written; a
+ *  failed write fails the stream at the next chunk, slot wait or finish,
+ *  naming the temporary file and offset. */
 typedef struct pinio_sink_file_cfg {
     /** Existing directory receiving each input file under its base name
      *  (the real name for a /proc/self/fd/N path), a shard under its path

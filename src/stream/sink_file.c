@@ -9,7 +9,9 @@
  *           (src/base/stale.h); O_DIRECT where the file system takes it
  *   chunk:  the bytes the plan did not read before this chunk (header,
  *           holes) copied from the plan's descriptor, then the chunk
- *           written from its slot, both folded into the file's checksum
+ *           queued to the writer thread, which writes it from its slot;
+ *           both folded into the file's checksum
+ *   slot_wait: until every write from that slot is done
  *   finish: the tail, truncate to size, fsync; the index copied the same
  *           way; with verify, every temporary read back and compared;
  *           then the checkpoint published as one step (below)
@@ -38,6 +40,20 @@
  * around the unaligned fills, so that a checkpoint of many shards needs
  * few descriptors.
  *
+ * Why a writer thread: the stream fetches its next batch while this one
+ * is written (the stream halves its batches for a sink with slot_wait),
+ * so a download and the disk overlap instead of taking turns, and every
+ * batch but the first no longer waits for the writes of the one before.
+ * One thread, jobs in the order the chunks came: a chunk's O_DIRECT write
+ * rounded up to a block may run past its end into the next chunk's
+ * bytes, which must land after it. A fill (header, hole, tail) runs on
+ * the caller's thread, after the file's queued writes are done: it turns
+ * O_DIRECT off on the descriptor they share, and may overwrite the
+ * rounded-up end of the last one. The first failed write is kept and
+ * returned by the next chunk, slot_wait or finish; the jobs after it are
+ * dropped. Each side keeps its own checksum of a file (`sum`: fills,
+ * `wsum`: the writer's), added up once the file's writes are done.
+ *
  * The checksum is a position-keyed sum over 64-bit words: the sum of
  * key(word index) x word, with odd keys. It is linear in each word, so a
  * word split between a chunk and a hole-fill adds up the same, and the
@@ -47,6 +63,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,10 +92,54 @@ typedef struct out_file {
     const char *src_path;
     uint64_t size;         /* source size: the copy's size */
     uint64_t written;      /* bytes [0, written) are in place */
-    uint64_t sum;
+    uint64_t sum;          /* of the fills (the caller's thread) */
+    uint64_t wsum;         /* of the chunks (the writer's), read once `pending` is 0 */
+    size_t pending;        /* writes queued or in progress (under the writer's lock) */
     bool created;          /* `tmp` is ours (O_EXCL made it) */
     bool aside, in_place;  /* publication: old target set aside; new file renamed in */
 } out_file;
+
+/* A chunk to write: `wlen` bytes from `data` at `off` (`len` rounded up
+ * to a block under O_DIRECT), `len` of them in the checksum. */
+typedef struct wjob {
+    size_t file;
+    const uint8_t *data;
+    size_t len, wlen;
+    uint64_t off;
+    unsigned slot;
+    uint64_t waits, slot_waited; /* writer.waits and .waited[slot] when queued */
+} wjob;
+
+/* stagewritehold (uring/faults.h): where the held write stands. */
+enum { HOLD_OFF, HOLD_ARMED, HOLD_HELD, HOLD_DONE };
+
+typedef struct writer {
+    pthread_t thread;
+    bool started, quit;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;     /* a job queued or done, the hold's state changed, quit */
+    wjob *q;               /* a ring of `cap` jobs, `len` of them from `head` */
+    size_t cap, head, len;
+    size_t *pending;       /* per slot: its writes queued or in progress */
+    uint64_t *waited;      /* per slot: `waits` when the stream last waited for it */
+    unsigned nslots;
+    uint64_t waits;        /* slot_wait calls so far */
+    int err;               /* the first failed write (its words in `diag`) */
+    pinio_diag diag;
+    int hold;              /* HOLD_*; the held job's slot and `waits` when queued: */
+    unsigned hold_slot;
+    uint64_t hold_from;
+    const char *hold_path; /* and its file and offset, for the message */
+    uint64_t hold_off;
+} writer;
+
+/* stagewritehold: job `k`, queued after the held one, is a read the
+ * stream claimed (waited for its slot) after it had handed the held
+ * chunk over: fetched while that write was not done. */
+static bool hold_answered(const writer *w, const wjob *k)
+{
+    return k->slot != w->hold_slot && k->slot_waited > w->hold_from;
+}
 
 typedef struct filesink {
     pinio_sink_file_cfg cfg;
@@ -93,6 +154,7 @@ typedef struct filesink {
     bool published;
     pinio__faults *faults; /* PINIO_FAULTS (uring/faults.h): stagecorrupt, stagerename */
     uint64_t renames;      /* publication renames so far, for stagerename@N */
+    writer w;
 } filesink;
 
 static inline uint64_t key(uint64_t w)
@@ -186,6 +248,174 @@ static int fill_to(filesink *s, out_file *f, uint64_t upto, pinio_diag *diag)
         rc = rc ? rc : d;
     }
     return rc;
+}
+
+/* With the lock held: the held write (stagewritehold) goes on. `overlap`
+ * false: the stream waited for it instead of reading on, which the fault
+ * is there to catch, so the stage fails saying so. */
+static void hold_release(writer *w, bool overlap)
+{
+    if (w->hold != HOLD_HELD)
+        return;
+    w->hold = HOLD_DONE;
+    if (!overlap && !w->err) {
+        w->err = -EDEADLK;
+        pinio_diag_set_at(&w->diag, w->err, w->hold_path, w->hold_off,
+                          "file sink: stagewritehold: the stream waited for the held write "
+                          "(slot %u) before it read into another slot: its reads do not "
+                          "overlap the writes", w->hold_slot);
+    }
+    pthread_cond_broadcast(&w->cv);
+}
+
+static void *writer_main(void *arg)
+{
+    filesink *s = arg;
+    writer *w = &s->w;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->len && !w->quit)
+            pthread_cond_wait(&w->cv, &w->mu);
+        if (!w->len)
+            break;
+        wjob j = w->q[w->head];
+        /* stagewritehold: the first write from a slot the stream had
+         * reused is held until a job queued after it answers for the
+         * overlap (hold_answered), maybe one queued already. */
+        if (w->hold == HOLD_ARMED && j.slot_waited && !w->err) {
+            w->hold = HOLD_HELD;
+            w->hold_slot = j.slot;
+            w->hold_from = j.waits;
+            w->hold_path = s->f[j.file].tmp;
+            w->hold_off = j.off;
+            for (size_t k = 1; k < w->len && w->hold == HOLD_HELD; k++)
+                if (hold_answered(w, &w->q[(w->head + k) % w->cap]))
+                    w->hold = HOLD_DONE;
+            pthread_cond_broadcast(&w->cv); /* a waiter there already: no overlap */
+            while (w->hold == HOLD_HELD && !w->quit)
+                pthread_cond_wait(&w->cv, &w->mu);
+        }
+        w->head = (w->head + 1) % w->cap;
+        w->len--;
+        bool skip = w->err != 0; /* after a failure, or a stop: dropped */
+        pthread_mutex_unlock(&w->mu);
+        out_file *f = &s->f[j.file];
+        pinio_diag d = { .offset = PINIO_DIAG_NO_OFFSET };
+        int rc = skip ? 0 : write_all(f->fd, j.data, j.wlen, j.off, f->tmp, &d);
+        if (!skip && rc == 0)
+            sum_add(&f->wsum, j.off, j.data, j.len);
+        pthread_mutex_lock(&w->mu);
+        if (rc < 0 && !w->err) {
+            w->err = rc;
+            w->diag = d;
+        }
+        w->pending[j.slot]--;
+        f->pending--;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* Until `*count` (a slot's or a file's writes, under the lock) is 0; then
+ * the first failed write, if any. `slot`: the slot waited for, or -1. */
+static int writer_wait(filesink *s, const size_t *count, int slot, pinio_diag *diag)
+{
+    writer *w = &s->w;
+    pthread_mutex_lock(&w->mu);
+    if (slot >= 0)
+        w->waited[slot] = ++w->waits;
+    /* While a write is held, every write not done is at or behind it; the
+     * hold may begin while this waits (the writer wakes it then). */
+    while (*count) {
+        if (w->hold == HOLD_HELD)
+            hold_release(w, false);
+        else
+            pthread_cond_wait(&w->cv, &w->mu);
+    }
+    int rc = w->err;
+    if (rc && diag)
+        *diag = w->diag;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+/* Queues a chunk's write, or answers the first failed write. */
+static int writer_queue(filesink *s, out_file *f, const wjob *j, pinio_diag *diag)
+{
+    writer *w = &s->w;
+    pthread_mutex_lock(&w->mu);
+    int rc = w->err;
+    if (rc && diag)
+        *diag = w->diag;
+    if (rc == 0 && w->len == w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 64;
+        wjob *q = malloc(cap * sizeof(*q));
+        if (q) {
+            for (size_t i = 0; i < w->len; i++)
+                q[i] = w->q[(w->head + i) % w->cap];
+            free(w->q);
+            w->q = q;
+            w->cap = cap;
+            w->head = 0;
+        } else {
+            rc = fail(diag, -ENOMEM, f->tmp, j->off, "queue the write");
+        }
+    }
+    if (rc == 0) {
+        wjob *k = &w->q[(w->head + w->len++) % w->cap];
+        *k = *j;
+        k->waits = w->waits;
+        k->slot_waited = w->waited[j->slot];
+        w->pending[j->slot]++;
+        f->pending++;
+        if (w->hold == HOLD_HELD && hold_answered(w, k))
+            hold_release(w, true);
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+static int writer_start(filesink *s, unsigned nslots, pinio_diag *diag)
+{
+    writer *w = &s->w;
+    w->nslots = nslots;
+    w->pending = calloc(nslots ? nslots : 1, sizeof(*w->pending));
+    w->waited = calloc(nslots ? nslots : 1, sizeof(*w->waited));
+    if (!w->pending || !w->waited)
+        return -ENOMEM;
+    if (s->faults && s->faults->stagewritehold)
+        w->hold = HOLD_ARMED;
+    int e = pthread_create(&w->thread, NULL, writer_main, s);
+    if (e) {
+        pinio_diag_set_at(diag, -e, s->dir, PINIO_DIAG_NO_OFFSET,
+                          "file sink: cannot start its writer thread: %s", pinio_strerror(-e));
+        return -e;
+    }
+    w->started = true;
+    return 0;
+}
+
+/* The thread ended; what was still queued (only after a failure: the
+ * stream waits for every slot first) is dropped, not written. */
+static void writer_stop(filesink *s)
+{
+    writer *w = &s->w;
+    if (w->started) {
+        pthread_mutex_lock(&w->mu);
+        w->quit = true;
+        if (!w->err)
+            w->err = -ECANCELED;
+        w->hold = w->hold == HOLD_HELD ? HOLD_DONE : w->hold;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        pthread_join(w->thread, NULL);
+        w->started = false;
+    }
+    free(w->q);
+    free(w->pending);
+    free(w->waited);
 }
 
 static char *join(const char *dir, const char *name, const char *prefix)
@@ -394,6 +624,7 @@ static int open_index(filesink *s, const char *path, pinio_diag *diag)
 static void file_close(void *priv, bool ok)
 {
     filesink *s = priv;
+    writer_stop(s); /* before the descriptors it writes to go */
     for (size_t i = 0; i < s->n; i++) {
         out_file *f = &s->f[i];
         if (f->fd >= 0)
@@ -415,6 +646,8 @@ static void file_close(void *priv, bool ok)
     free(s->buf);
     free(s->dir);
     free(s->faults);
+    pthread_mutex_destroy(&s->w.mu);
+    pthread_cond_destroy(&s->w.cv);
 }
 
 static int file_open(void *priv, const void *cfg, const pinio_sink_setup *su, pinio_diag *diag)
@@ -450,6 +683,8 @@ static int file_open(void *priv, const void *cfg, const pinio_sink_setup *su, pi
     int rc = pinio__faults_parse(getenv("PINIO_FAULTS"), &s->faults, diag);
     if (rc < 0)
         return rc;
+    pthread_mutex_init(&s->w.mu, NULL);
+    pthread_cond_init(&s->w.cv, NULL);
     pinio_plan_info pi;
     pinio_plan_get_info(su->plan, &pi);
     s->nfiles = pi.files;
@@ -464,6 +699,8 @@ static int file_open(void *priv, const void *cfg, const pinio_sink_setup *su, pi
         s->n = pi.files + 1;
         rc = open_index(s, pi.index_path, diag);
     }
+    if (rc == 0)
+        rc = writer_start(s, su->nslots, diag);
     if (rc < 0)
         file_close(s, false);
     return rc;
@@ -473,18 +710,33 @@ static int file_chunk(void *priv, const pinio_sink_chunk *c, pinio_diag *diag)
 {
     filesink *s = priv;
     out_file *f = &s->f[c->file];
-    int rc = fill_to(s, f, c->file_offset, diag);
-    if (rc < 0)
-        return rc;
-    size_t len = c->len;
+    int rc = 0;
+    if (f->written < c->file_offset) { /* a fill: after the file's writes */
+        rc = writer_wait(s, &f->pending, -1, diag);
+        if (rc == 0)
+            rc = fill_to(s, f, c->file_offset, diag);
+        if (rc < 0)
+            return rc;
+    }
+    wjob j = { .file = c->file, .data = c->data, .len = c->len, .wlen = c->len,
+               .off = c->file_offset, .slot = c->slot };
     if (f->direct) /* whole blocks; the slot holds them (see the banner) */
-        len = (len + BLOCK - 1) / BLOCK * BLOCK;
-    rc = write_all(f->fd, c->data, len, c->file_offset, f->tmp, diag);
-    if (rc < 0)
-        return rc;
-    sum_add(&f->sum, c->file_offset, c->data, c->len);
-    f->written = c->file_offset + c->len;
-    return 0;
+        j.wlen = (j.len + BLOCK - 1) / BLOCK * BLOCK;
+    rc = writer_queue(s, f, &j, diag);
+    if (rc == 0)
+        f->written = c->file_offset + c->len;
+    return rc;
+}
+
+static int file_slot_wait(void *priv, unsigned slot, pinio_diag *diag)
+{
+    filesink *s = priv;
+    if (slot >= s->w.nslots) {
+        pinio_diag_set(diag, -EINVAL, "file sink: no slot %u (the ring has %u)", slot,
+                       s->w.nslots);
+        return -EINVAL;
+    }
+    return writer_wait(s, &s->w.pending[slot], (int)slot, diag);
 }
 
 /* stagecorrupt@N: one byte of the N-th copy inverted on disk, after its
@@ -645,7 +897,11 @@ static int file_finish(void *priv, pinio_diag *diag)
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < s->n; i++) {
         out_file *f = &s->f[i];
-        rc = fill_to(s, f, f->size, diag);
+        rc = writer_wait(s, &f->pending, -1, diag);
+        f->sum += f->wsum; /* the writer is done with this file */
+        f->wsum = 0;
+        if (rc == 0)
+            rc = fill_to(s, f, f->size, diag);
         if (rc == 0 && ftruncate(f->fd, (off_t)f->size) != 0)
             rc = fail(diag, -errno, f->tmp, PINIO_DIAG_NO_OFFSET, "truncate");
         if (rc == 0 && fsync(f->fd) != 0)
@@ -675,6 +931,7 @@ const pinio_sink pinio_sink_file = {
     .priv_size = sizeof(filesink),
     .open = file_open,
     .chunk = file_chunk,
+    .slot_wait = file_slot_wait,
     .finish = file_finish,
     .close = file_close,
 };

@@ -34,6 +34,32 @@ has "$DIR/err" "2 expected SHA-256 digests for 1 file.*(--sha256); see 'pinio st
 [ ! -e "$DIR/s4" ] || { echo "FAIL: $DIR/s4 made and left"; fails=$((fails + 1)); }
 [ "$(ls -A "$DIR/a" | wc -l)" -eq 1 ] || { echo "FAIL: extra files in $DIR/a"; ls -A "$DIR/a"; fails=$((fails + 1)); }
 
+# The writes overlap the reads (issue 38): PINIO_FAULTS=stagewritehold holds
+# the file sink's first write from a reused slot until a read lands that the
+# stream fetched after handing that chunk over; a stream that waits for the
+# write instead (reads and writes taking turns) fails the stage, saying so.
+# (Rings of 512 KiB at most: the 3 MiB file goes round each several times.)
+for st in 64Kx2 64Kx4 64Kx8; do
+    check 0 "a write held, staging $st" env PINIO_FAULTS=stagewritehold "$PINIO" stage \
+        "$DIR/m.safetensors" "$DIR/h$st" --staging "$st" --cache cold
+    same "$DIR/m.safetensors" "$DIR/h$st/m.safetensors"
+done
+check 0 "a write held, --verify" env PINIO_FAULTS=stagewritehold "$PINIO" stage \
+    "$DIR/m.safetensors" "$DIR/hv" --staging 64Kx4 --verify --cache cold
+same "$DIR/m.safetensors" "$DIR/hv/m.safetensors"
+
+# A write that fails on the writer's thread (a 1 MiB file size limit, its
+# SIGXFSZ ignored: EFBIG) fails the stage naming the temporary and the
+# offset, and nothing is left.
+if command -v prlimit >/dev/null 2>&1; then
+    check 1 "a write fails (EFBIG)" sh -c 'trap "" XFSZ; exec prlimit --fsize=1048576 "$@"' sh \
+        "$PINIO" stage "$DIR/m.safetensors" "$DIR/fz" --staging 64Kx4 --json
+    has "$DIR/out" '"name":"EFBIG".*pinio-stage-[0-9]*-m.safetensors: file sink: write' \
+        "the error names the temporary"
+    has "$DIR/out" '"offset":1048576' "the error names the offset"
+    [ ! -e "$DIR/fz" ] || { echo "FAIL: a failed write left $DIR/fz"; ls -A "$DIR/fz"; fails=$((fails + 1)); }
+fi
+
 check 0 "gen sharded" "$PINIO" gen "$DIR/sh" --size 2M --tensors 12 --shards 3 --quiet
 check 0 "stage shards --json" "$PINIO" stage "$DIR/sh" "$DIR/b" --json --verify --cache cold
 for f in "$DIR"/sh/*; do same "$f" "$DIR/b/$(basename "$f")"; done
