@@ -8,9 +8,9 @@ What differs from upstream, and why:
   page cache is mapped private (copy-on-write, as upstream maps it), a
   cold one read into pinned memory with O_DIRECT; tensors are zero-copy
   views either way. A key read out of order (and get_slice(k)[...]) is a
-  view of one private mapping of the whole file the handle keeps, its
-  pages brought in (GIL released) and the file checked unchanged before
-  it is handed out: no engine run per key. get_slice() reads only the rows it needs (upstream's
+  view of one private mapping of the whole file the handle keeps, the
+  file checked unchanged before it is handed out (its pages fault in at
+  the first touch, as upstream's do): no engine run per key. get_slice() reads only the rows it needs (upstream's
   mmap touches only those pages; its pread backend reads the whole tensor).
 - A FIFO, device or folder is refused at safe_open (upstream's open of a
   FIFO waits for a writer forever).
@@ -476,10 +476,9 @@ class safe_open:
     def _view(self, offset, length):
         """Bytes [offset, offset + length) of the data section, zero-copy
         over the kept private mapping (as upstream's tensors are views of
-        its mapping), brought in with the GIL released and checked against
-        the validated file; False when the file cannot be mapped (an
-        address-space limit below its size, a kernel without
-        MADV_POPULATE_READ): the caller reads it another way."""
+        its mapping), the file checked against the validated one; False
+        when the file cannot be mapped (an address-space limit below its
+        size): the caller reads it another way."""
         self._check()
         try:
             buf, resident = self._src.view(self._data_offset + offset, length)
