@@ -43,9 +43,15 @@ typedef struct {
     pinio_plan *plan;   /* every tensor selected; NULL once closed and idle */
     int busy;           /* loads through it running without the GIL */
     int closed;         /* close() was called: freed when the last load ends */
+    pinio_view map;     /* the whole file mapped private, once view() asked (else empty) */
+    int64_t mtime_s;    /* the file's modification time when the header was validated */
+    long mtime_ns;
 } SourceObject;
 
 extern PyObject *Error; /* pinio._pinio.Error, an OSError */
+/* A Buffer over bytes `b` (consumed, on failure too); `maps_writable`: the
+ * bytes of a private mapping, exported writable (_pinio_objects.c). */
+PyObject *buffer_from_bytes(pinio_bytes *b, int maps_writable);
 extern PyTypeObject BufferType, CheckpointType, ArenaType, SourceType;
 
 /* A Ctrl-C while a call runs with the GIL released: the call's stop request

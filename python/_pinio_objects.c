@@ -133,7 +133,7 @@ PyTypeObject BufferType = {
 };
 
 /* `maps_writable`: the checkpoint's mappings are private (map_private). */
-static PyObject *buffer_from_bytes(pinio_bytes *b, int maps_writable)
+PyObject *buffer_from_bytes(pinio_bytes *b, int maps_writable)
 {
     const uint8_t *p = NULL;
     int r = pinio_bytes_data(b, PINIO_ACCESS_ZERO_COPY, &p, NULL);

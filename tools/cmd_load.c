@@ -188,6 +188,7 @@ static void print_json(char *const *inputs, size_t ninputs, const pinio_load_opt
     jw_ku64(&w, "arena_bytes", r->arena_bytes);
     jw_ku64(&w, "mapped_bytes", r->mapped_bytes);
     jw_kf64(&w, "elapsed_s", r->seconds);
+    jw_kf64(&w, "ready_s", r->ready_seconds);
     jw_kf64(&w, "io_s", r->io_seconds);
     jw_kf64(&w, "verify_s", r->verify_seconds);
     jw_kf64(&w, "drop_s", r->drop_seconds);

@@ -219,8 +219,9 @@ class ObjectOpen(safe_open):
             yield n, self.get_tensor(n)
 
     # -- get_slice's reads (_Slice)
-    def _read(self, offset, length):
-        """Bytes [offset, offset + length) of the data section, a view of the image."""
+    def _read(self, offset, length, whole=False):
+        """Bytes [offset, offset + length) of the data section, a view of the
+        image, whatever `whole` (a whole tensor's bytes) says."""
         self._check()
         a = self._data_offset + offset
         with self._locked():

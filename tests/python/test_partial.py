@@ -1,0 +1,159 @@
+"""Issue 40: a subset of the keys of a file of many tensors through
+safe_open (every n-th key, in key order, shuffled, from a thread pool as
+transformers v5 materialises get_slice per key). A key that does not follow
+the one before is a view of the handle's one kept private mapping of the
+file, not an engine run of its own (4.5 ms a key at 20,000 tensors: 0.03x
+a plain mmap loader hot). Counted, never timed."""
+import os
+import random
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import drop_cache
+from pinio import _pinio
+from pinio.safetensors import SafetensorError, safe_open
+from pinio.safetensors import numpy as stnp
+
+N = 600  # tensors of 1,000 to 4,000 bytes: what a per-key engine run dominates
+
+
+def many(path):
+    tensors = {f"model.layers.{i // 2}.w{i % 2}": np.full(250 + i % 751, i, np.float32)
+               for i in range(N)}
+    stnp.save_file(tensors, path)
+    return tensors
+
+
+def count_loads(monkeypatch):
+    """The engine runs of the test's handles, counted."""
+    real, runs = _pinio.load, []
+
+    def counted(*args, **kw):
+        runs.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(_pinio, "load", counted)
+    return runs
+
+
+def picks(keys, order):
+    keys = keys[::3]
+    if order != "key":
+        random.Random(7).shuffle(keys)
+    return keys
+
+
+def value_of(name):
+    layer, w = name.split(".")[2:]
+    return 2 * int(layer) + int(w[1])
+
+
+@pytest.mark.parametrize("cold", [False, True])
+@pytest.mark.parametrize("order", ["key", "shuffled", "threads"])
+@pytest.mark.parametrize("framework", ["pt", "np"])
+def test_every_third_key_reads_no_engine_run_per_key(monkeypatch, tmp, cold, order, framework):
+    path = os.path.join(tmp, "m.safetensors")
+    tensors = many(path)
+    if cold:
+        drop_cache(path)
+    runs = count_loads(monkeypatch)
+    with safe_open(path, framework) as f:
+        keys = picks(f.keys(), order)
+
+        def get(k):
+            # the pool as transformers v5 runs it (get_slice(k)[...]), and get_tensor
+            t = f.get_slice(k)[...] if order == "threads" and value_of(k) % 2 else \
+                f.get_tensor(k)
+            return k, np.array(t)
+
+        if order == "threads":
+            with ThreadPoolExecutor(8) as ex:
+                got = dict(ex.map(get, keys))
+        else:
+            got = dict(map(get, keys))
+        asked = sum(tensors[k].nbytes for k in keys)
+        # the bytes asked for (a page around each, cold), never the file
+        assert f.pinio_bytes_read <= asked + len(keys) * 8192, (f.pinio_bytes_read, asked)
+    assert len(runs) <= 1, f"{len(runs)} engine runs for {len(keys)} keys"
+    for k in keys:
+        assert got[k].shape == tensors[k].shape and (got[k] == value_of(k)).all(), k
+
+
+def test_random_keys_are_views_of_one_mapping_that_outlive_the_handle(tmp):
+    """Two keys read out of order: views into one private mapping, as far
+    apart as their bytes in the file, writable (a write is the writer's
+    copy of the page: the file keeps its bytes), alive after close()."""
+    path = os.path.join(tmp, "m.safetensors")
+    many(path)
+    with safe_open(path, "pt") as f:
+        keys = f.keys()
+        a, b = keys[40], keys[7]
+        ta, tb = f.get_tensor(a), f.get_tensor(b)
+        info = {t[0]: t for t in _pinio.header(path)[0]}
+        assert tb.data_ptr() - ta.data_ptr() == info[b][3] - info[a][3]
+        assert f.pinio_loads == 2  # a view each, no window
+        ta[0] = -1.0
+    assert float(ta[0]) == -1.0 and bool((ta[1:] == value_of(a)).all())
+    assert bool((tb == value_of(b)).all())
+    with safe_open(path, "pt") as f:
+        assert bool((f.get_tensor(a) == value_of(a)).all())  # the file unchanged
+
+
+@pytest.mark.parametrize("how", ["truncated", "rewritten"])
+def test_a_view_of_a_file_changed_under_the_handle_raises(tmp, how):
+    """The file shrank (or was rewritten in place) after the handle mapped
+    it: the next random key raises SafetensorError naming the path and
+    the change, never SIGBUS, never the new bytes under the old header."""
+    path = os.path.join(tmp, "m.safetensors")
+    many(path)
+    with safe_open(path, "np") as f:
+        keys = f.keys()
+        assert (f.get_tensor(keys[5]) == value_of(keys[5])).all()  # mapped now
+        if how == "truncated":
+            os.truncate(path, os.path.getsize(path) // 2)
+        else:
+            with open(path, "r+b") as fh:
+                fh.seek(os.path.getsize(path) - 8)
+                fh.write(b"\0" * 8)
+            st = os.stat(path)
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        last = max(keys, key=lambda k: value_of(k))  # the last bytes of the file
+        with pytest.raises(SafetensorError, match="changed") as e:
+            f.get_tensor(last)
+        assert path in str(e.value) and "/proc/self/fd" not in str(e.value)
+        with pytest.raises(SafetensorError, match="changed"):
+            f.get_slice(last)[...]
+
+
+def test_an_unmappable_file_is_read_by_windows(monkeypatch, tmp):
+    """A Source that cannot map its file (an address-space limit, a kernel
+    without MADV_POPULATE_READ): random keys are read as before, by
+    engine runs, and the right bytes come back."""
+    path = os.path.join(tmp, "m.safetensors")
+    many(path)
+    with safe_open(path, "np") as f:
+        src = f._src
+
+        class NoMap:
+            def view(self, *args):
+                raise _pinio.Error(12, "cannot map: Cannot allocate memory")
+
+            def __getattr__(self, name):
+                return getattr(src, name)
+
+        monkeypatch.setattr(f, "_src", NoMap())
+        real, runs = _pinio.load, []
+
+        def load(*args, source=None, **kw):  # the engine gets the real Source
+            runs.append(1)
+            return real(*args, source=src if isinstance(source, NoMap) else source, **kw)
+
+        monkeypatch.setattr(_pinio, "load", load)
+        keys = picks(f.keys(), "shuffled")[:5]
+        for k in keys:
+            assert (f.get_tensor(k) == value_of(k)).all(), k
+        assert len(runs) == len(keys)
+        assert f._kept is False
