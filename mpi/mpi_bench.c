@@ -466,7 +466,7 @@ static void combine(const rank_rec *rec, int n, const int64_t *off, const uint64
         first_end = e < first_end ? e : first_end;
     }
     t->bytes = t->ios = 0;
-    t->s3_requests = t->s3_retries = 0;
+    t->s3_requests = t->s3_retries = t->s3_throttled = 0;
     t->s3_retry_wait_s = 0;
     pinio_bench_dir *dirs[3] = {&t->read, &t->write, &t->trim};
     for (int d = 0; d < 3; d++)
@@ -486,6 +486,7 @@ static void combine(const rank_rec *rec, int n, const int64_t *off, const uint64
         t->ios += k->ios;
         t->s3_requests += k->s3_requests;
         t->s3_retries += k->s3_retries;
+        t->s3_throttled += k->s3_throttled;
         for (int d = 0; d < 3; d++) {
             dirs[d]->bytes += rec[r].dir_bytes[d];
             dirs[d]->ios += rec[r].dir_ios[d];
@@ -563,6 +564,7 @@ static void record(const pinio_bench_result *r, const pinio_bench_opts *x, int r
     k->lat = r->lat;
     k->s3_requests = r->s3_requests;
     k->s3_retries = r->s3_retries;
+    k->s3_throttled = r->s3_throttled;
     k->created = r->created;
     out->t_first = r->t_first_s;
     out->t_last = r->t_last_s;

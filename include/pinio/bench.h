@@ -579,6 +579,11 @@ typedef struct pinio_bench_result {
     /** CLOCK_MONOTONIC (seconds) of the first request's issue and the last
      *  completion: `seconds` is their difference. */
     double t_first_s, t_last_s;
+    /* Added with throttle counts. */
+    /** Object targets: answers asking to slow down (HTTP 429, 503,
+     *  SlowDown, ServerBusy), retried or not; a subset of the answers
+     *  behind s3_retries, never a reset or another failure. */
+    uint64_t s3_throttled;
 } pinio_bench_result;
 
 /**

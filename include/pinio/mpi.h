@@ -429,6 +429,9 @@ typedef struct pinio_mpi_bench_rank {
     double clock_offset_s;   /**< its CLOCK_MONOTONIC minus rank 0's */
     double clock_rtt_s;      /**< the round trip the offset was measured over (0: not measured) */
     bool created;            /**< its run made (and filled) its file */
+    /** Object targets: its answers asking to slow down (429, 503,
+     *  SlowDown, ServerBusy), as pinio_bench_result::s3_throttled. */
+    uint64_t s3_throttled;
 } pinio_mpi_bench_rank;
 
 /** The job's result, on rank 0 (other ranks: `nranks` and the agreed
