@@ -220,6 +220,9 @@ int bench_mpi_run_one(struct cli *c, pinio_bench_opts *x, pinio_bench_result *r,
     x->progress = on_rank_progress;
     x->progress_ctx = NULL;
     x->job_results = NULL;
+    /* rank 0's asks every rank to keep its series; it gets the job's */
+    x->interval_fn = c->log ? bench_on_interval : NULL;
+    x->interval_ctx = c;
     int e = pinio_mpi_bench_run(MPI_COMM_WORLD, x, &mo, &M.res, d);
     cli_progress_end(&l.pg);
     free(l.rank_bytes);
