@@ -24,9 +24,18 @@
  * bucket by bucket (MPI_Reduce): averaging percentiles is wrong for every
  * distribution that is not the same on every rank.
  *
+ * The time series: each rank's intervals start at its own run's start, so
+ * the ranks' grids are offset from one another (by the barrier's skew at
+ * least). A rank's interval is put on the common clock by its end and
+ * counted whole in the job's interval where it ended, rather than split
+ * between two by time: splitting would guess where within an interval the
+ * bytes came, while the whole keeps every byte and request counted once,
+ * so the job's series sums to the job's bytes exactly.
+ *
  * This file uses the public pinio API only (scripts/check-layers).
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +71,8 @@ typedef struct rank_rec {
 /* The options that must be rank 0's on every rank: what shapes the
  * workload and the layout. */
 typedef struct agreed {
-    int rw, layout, reorder, clock_ping;
+    int rw, layout, reorder, clock_ping, series;
+    unsigned interval_ms;
     uint64_t bs, size, offset, io_size;
     unsigned qd, jobs, loops;
     double time_s;
@@ -466,7 +476,7 @@ static void combine(const rank_rec *rec, int n, const int64_t *off, const uint64
         first_end = e < first_end ? e : first_end;
     }
     t->bytes = t->ios = 0;
-    t->s3_requests = t->s3_retries = 0;
+    t->s3_requests = t->s3_retries = t->s3_throttled = 0;
     t->s3_retry_wait_s = 0;
     pinio_bench_dir *dirs[3] = {&t->read, &t->write, &t->trim};
     for (int d = 0; d < 3; d++)
@@ -486,6 +496,7 @@ static void combine(const rank_rec *rec, int n, const int64_t *off, const uint64
         t->ios += k->ios;
         t->s3_requests += k->s3_requests;
         t->s3_retries += k->s3_retries;
+        t->s3_throttled += k->s3_throttled;
         for (int d = 0; d < 3; d++) {
             dirs[d]->bytes += rec[r].dir_bytes[d];
             dirs[d]->ios += rec[r].dir_ios[d];
@@ -563,6 +574,7 @@ static void record(const pinio_bench_result *r, const pinio_bench_opts *x, int r
     k->lat = r->lat;
     k->s3_requests = r->s3_requests;
     k->s3_retries = r->s3_retries;
+    k->s3_throttled = r->s3_throttled;
     k->created = r->created;
     out->t_first = r->t_first_s;
     out->t_last = r->t_last_s;
@@ -576,14 +588,18 @@ static void record(const pinio_bench_result *r, const pinio_bench_opts *x, int r
 }
 
 /* Rank 0's options against this rank's: one mismatch named. */
-static int agree_opts(job *j, const pinio_bench_opts *o, const pinio_mpi_bench_opts *mo)
+static int agree_opts(job *j, const pinio_bench_opts *o, const pinio_mpi_bench_opts *mo,
+                      bool *series)
 {
     agreed me = {(int)o->rw, (int)mo->layout, mo->reorder, mo->clock_ping,
+                 o->interval_fn != NULL, o->interval_ms ? o->interval_ms : 500,
                  o->bs, o->size, o->offset, o->io_size, o->qd, o->jobs, o->loops, o->time_s};
     agreed r0 = me;
     int e = MPI_Bcast(&r0, (int)sizeof r0, MPI_BYTE, 0, j->comm);
     if (e != MPI_SUCCESS)
         return pinio__mpi_fail(j, e, "MPI_Bcast (options)");
+    /* rank 0 alone asks for the series; the others only keep theirs */
+    *series = r0.series != 0;
     const char *what = r0.rw != me.rw ? "the workload (--rw)"
                        : r0.layout != me.layout || r0.reorder != me.reorder ||
                                r0.clock_ping != me.clock_ping
@@ -594,12 +610,156 @@ static int agree_opts(job *j, const pinio_bench_opts *o, const pinio_mpi_bench_o
                        : r0.io_size != me.io_size || r0.loops != me.loops ? "--io-size or --loops"
                        : r0.qd != me.qd ? "--qd"
                        : r0.jobs != me.jobs ? "--jobs"
+                       : r0.series && r0.interval_ms != me.interval_ms ? "--log-interval"
                        : memcmp(&r0.time_s, &me.time_s, sizeof me.time_s) ? "--time"
                                                                           : NULL;
     if (what)
         return pinio_diag_set(&j->local, -EINVAL, "bench: %s differs from rank 0's: every "
                                                   "rank runs the same job", what), -EINVAL;
     return 0;
+}
+
+/* ---- the time series, merged on the common clock ---------------------- */
+
+/* A rank's intervals: the sums over its jobs (job -1), as its run hands
+ * them in. */
+typedef struct series {
+    pinio_bench_interval *row;
+    size_t n, cap;
+    bool nomem;
+} series;
+
+static int keep_interval(void *ctx, const pinio_bench_interval *iv)
+{
+    series *s = ctx;
+    if (iv->job != -1)
+        return 0;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        pinio_bench_interval *nr = realloc(s->row, cap * sizeof *nr);
+        if (!nr) {
+            s->nomem = true;
+            return 1;
+        }
+        s->row = nr;
+        s->cap = cap;
+    }
+    s->row[s->n++] = *iv;
+    return 0;
+}
+
+/* A rank's row on rank 0, with the job's interval it falls in. */
+typedef struct mrow {
+    uint64_t bin;
+    pinio_bench_interval v;
+} mrow;
+
+static int mrow_cmp(const void *pa, const void *pb)
+{
+    const mrow *a = pa, *b = pb;
+    if (a->bin != b->bin)
+        return a->bin < b->bin ? -1 : 1;
+    if (a->v.dir != b->v.dir)
+        return a->v.dir - b->v.dir;
+    if (a->v.job != b->v.job)
+        return a->v.job - b->v.job;
+    return a->v.time_ms < b->v.time_ms ? -1 : a->v.time_ms > b->v.time_ms;
+}
+
+/* Rank 0: the rows sorted, each group of (job interval, direction) handed
+ * to the caller rank by rank, then its sum (see pinio_mpi_bench_run()). */
+static void emit_series(mrow *m, size_t total, double len_ms, double tmax,
+                        const pinio_bench_opts *o)
+{
+    qsort(m, total, sizeof *m, mrow_cmp);
+    bool quiet = false;
+    for (size_t i = 0; i < total && !quiet;) {
+        pinio_bench_interval sum = {.job = -1, .dir = m[i].v.dir};
+        double lat = 0;
+        size_t k = i;
+        for (; k < total && m[k].bin == m[i].bin && m[k].v.dir == m[i].v.dir; k++) {
+            sum.bytes += m[k].v.bytes;
+            sum.ios += m[k].v.ios;
+            lat += m[k].v.lat_mean_ns * (double)m[k].v.ios;
+            if (!quiet && o->interval_fn(o->interval_ctx, &m[k].v))
+                quiet = true;
+        }
+        double end = (double)m[i].bin * len_ms;
+        sum.time_ms = end < tmax ? end : tmax;
+        double span_ms = sum.time_ms - (double)(m[i].bin - 1) * len_ms;
+        double per_s = span_ms > 0 ? 1e3 / span_ms : 0;
+        sum.bytes_per_s = (double)sum.bytes * per_s;
+        sum.iops = (double)sum.ios * per_s;
+        sum.lat_mean_ns = sum.ios ? lat / (double)sum.ios : 0;
+        if (!quiet && o->interval_fn(o->interval_ctx, &sum))
+            quiet = true;
+        i = k;
+    }
+}
+
+/* Collective: every rank's series to rank 0, put on the common clock (its
+ * run's origin, less its clock offset and the job's first start) and
+ * merged there. `origin_s`: this rank's series' origin on its own clock. */
+static int merge_series(job *j, series *s, double origin_s, const int64_t *off,
+                        unsigned interval_ms, const pinio_bench_opts *o,
+                        const pinio_mpi_bench_result *res)
+{
+    int rc = 0;
+    if (s->n > (size_t)INT_MAX / sizeof *s->row)
+        rc = -EOVERFLOW, pinio_diag_set(&j->local, rc, "bench: %zu intervals in the time "
+                                        "series: more than MPI counts; a longer --log-interval",
+                                        s->n);
+    for (size_t i = 0; i < s->n; i++)
+        s->row[i].time_ms += origin_s * 1e3; /* on this rank's clock, as rank 0 can shift it */
+    int mine = rc ? 0 : (int)(s->n * sizeof *s->row);
+    int *count = NULL, *displ = NULL;
+    if (j->rank == 0 && (!(count = calloc((size_t)j->n, sizeof *count)) ||
+                         !(displ = calloc((size_t)j->n, sizeof *displ))))
+        rc = -ENOMEM, pinio_diag_set(&j->local, rc, "bench: no memory for the time series");
+    pinio_bench_interval *all = NULL;
+    mrow *m = NULL;
+    size_t total = 0;
+    if ((rc = pinio__mpi_agree(j, rc)))
+        goto out;
+    int e = MPI_Gather(&mine, 1, MPI_INT, count, 1, MPI_INT, 0, j->comm);
+    if (e != MPI_SUCCESS)
+        rc = pinio__mpi_fail(j, e, "MPI_Gather (time series sizes)");
+    for (int r = 0; !rc && j->rank == 0 && r < j->n; r++) {
+        displ[r] = (int)(total * sizeof *all);
+        total += (size_t)count[r] / sizeof *all;
+        if (total > (size_t)INT_MAX / sizeof *all)
+            rc = -EOVERFLOW, pinio_diag_set(&j->local, rc, "bench: the ranks' time series "
+                                            "exceed MPI counts; a longer --log-interval");
+    }
+    if (!rc && j->rank == 0 && total &&
+        (!(all = malloc(total * sizeof *all)) || !(m = malloc(total * sizeof *m))))
+        rc = -ENOMEM, pinio_diag_set(&j->local, rc, "bench: no memory for %zu intervals", total);
+    if ((rc = pinio__mpi_agree(j, rc)))
+        goto out;
+    e = MPI_Gatherv(s->row, mine, MPI_BYTE, all, count, displ, MPI_BYTE, 0, j->comm);
+    rc = e == MPI_SUCCESS ? 0 : pinio__mpi_fail(j, e, "MPI_Gatherv (time series)");
+    if ((rc = pinio__mpi_agree(j, rc)) || j->rank != 0)
+        goto out;
+    double len_ms = (double)interval_ms, tmax = res->job.seconds * 1e3;
+    size_t i = 0;
+    for (int r = 0; r < j->n; r++)
+        for (int q = 0; q < count[r] / (int)sizeof *all; q++, i++) {
+            mrow *x = &m[i];
+            x->v = all[i];
+            x->v.job = r;
+            double t = x->v.time_ms - (double)off[r] * 1e-6 - res->job.t_first_s * 1e3;
+            x->v.time_ms = t > 0 ? t : 0;
+            double b = ceil(x->v.time_ms / len_ms);
+            x->bin = b >= 1 ? (uint64_t)b : 1;
+            tmax = x->v.time_ms > tmax ? x->v.time_ms : tmax;
+        }
+    emit_series(m, total, len_ms, tmax, o);
+out:
+    free(count);
+    free(displ);
+    free(all);
+    free(m);
+    return rc;
 }
 
 /* Everything after the run: the last progress messages, the agreement,
@@ -691,12 +851,14 @@ int pinio_mpi_bench_run(MPI_Comm comm, const pinio_bench_opts *uo,
     if (!hosts || !off || !rtt || !ping || !hist || !names || !paths || !l.last || !l.done ||
         !l.stop_req)
         rc = -ENOMEM, pinio_diag_set(&j.local, rc, "bench: no memory for %d ranks", j.n);
+    bool want_series = false;
+    series ser = {0};
     char host[HOST_LEN] = "";
     if (gethostname(host, sizeof host - 1))
         snprintf(host, sizeof host, "unknown");
     if (!(rc = pinio__mpi_agree(&j, rc))) {
         e = MPI_Allgather(host, HOST_LEN, MPI_CHAR, hosts, HOST_LEN, MPI_CHAR, j.comm);
-        rc = e == MPI_SUCCESS ? agree_opts(&j, &o, &mo)
+        rc = e == MPI_SUCCESS ? agree_opts(&j, &o, &mo, &want_series)
                               : pinio__mpi_fail(&j, e, "MPI_Allgather (host names)");
         rc = pinio__mpi_agree(&j, rc);
     }
@@ -746,9 +908,13 @@ int pinio_mpi_bench_run(MPI_Comm comm, const pinio_bench_opts *uo,
         x.progress_ctx = &l;
         x.lat_hist = hist;
         x.job_results = NULL;
+        x.interval_fn = want_series ? keep_interval : NULL;
+        x.interval_ctx = &ser;
         e = MPI_Barrier(j.comm);
         rc = e == MPI_SUCCESS ? pinio_bench_run(&x, &r, &j.local)
                               : pinio__mpi_fail(&j, e, "MPI_Barrier (start)");
+        if (!rc && ser.nomem)
+            rc = -ENOMEM, pinio_diag_set(&j.local, rc, "bench: no memory for the time series");
         /* bench names its file in the message only; the job's error must
          * name the failing rank's own file to rank 0, which does not know it */
         if (rc && !j.local.path[0] && x.path) {
@@ -761,7 +927,11 @@ int pinio_mpi_bench_run(MPI_Comm comm, const pinio_bench_opts *uo,
                 memmove(j.local.msg, j.local.msg + 7, strlen(j.local.msg + 7) + 1);
         }
         rc = gather(&j, &l, rc, &r, &x, data_of, hosts, hist, off, rtt, res);
+        if (!rc && want_series)
+            rc = merge_series(&j, &ser, r.t_series_s, off, x.interval_ms ? x.interval_ms : 500,
+                              &o, res);
     }
+    free(ser.row);
     if (!rc && mo.rank_lat_hist)
         memcpy(mo.rank_lat_hist, hist, NHIST * sizeof *hist);
     if (!rc && j.rank == 0) {

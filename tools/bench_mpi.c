@@ -220,6 +220,9 @@ int bench_mpi_run_one(struct cli *c, pinio_bench_opts *x, pinio_bench_result *r,
     x->progress = on_rank_progress;
     x->progress_ctx = NULL;
     x->job_results = NULL;
+    /* rank 0's asks every rank to keep its series; it gets the job's */
+    x->interval_fn = c->log ? bench_on_interval : NULL;
+    x->interval_ctx = c;
     int e = pinio_mpi_bench_run(MPI_COMM_WORLD, x, &mo, &M.res, d);
     cli_progress_end(&l.pg);
     free(l.rank_bytes);
@@ -347,6 +350,7 @@ static void print_json_extra(jw *w, const pinio_mpi_bench_result *m, const struc
         bench_json_lat(w, "lat_ns", &k->lat, o);
         jw_ku64(w, "s3_requests", k->s3_requests);
         jw_ku64(w, "s3_retries", k->s3_retries);
+        jw_ku64(w, "s3_throttled", k->s3_throttled);
         jw_kf64(w, "clock_offset_s", k->clock_offset_s);
         jw_kf64(w, "clock_rtt_s", k->clock_rtt_s);
         jw_obj_end(w);
@@ -393,8 +397,8 @@ static void print_extra(FILE *out, jw *w)
                 k->end_s, k->bytes_per_s / 1e6, k->iops, (double)k->lat.p50_ns / 1e3,
                 (double)k->lat.p99_ns / 1e3, k->path);
         if (k->s3_requests)
-            fprintf(out, " (%" PRIu64 " requests, %" PRIu64 " retries)", k->s3_requests,
-                    k->s3_retries);
+            fprintf(out, " (%" PRIu64 " requests, %" PRIu64 " retries, %" PRIu64 " throttled)",
+                    k->s3_requests, k->s3_retries, k->s3_throttled);
         fputc('\n', out);
     }
     free(hs);

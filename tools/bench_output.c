@@ -268,6 +268,7 @@ static void print_json(FILE *out, const pinio_bench_opts *o, const pinio_bench_r
         jw_ku64(&w, "object_size_bytes", r->file_size);
         jw_ku64(&w, "requests", r->s3_requests);
         jw_ku64(&w, "retries", r->s3_retries);
+        jw_ku64(&w, "throttled", r->s3_throttled);
         jw_kf64(&w, "retry_wait_s", r->s3_retry_wait_s);
         jw_obj_end(&w);
     }
@@ -379,9 +380,11 @@ static void print_text(FILE *out, const pinio_bench_opts *o, const pinio_bench_r
     text_files(out, o);
     if (r->s3_endpoint[0])
         fprintf(out, "  object: %s from %s, ETag %s, pinned by %s; %llu HTTP requests, %llu "
-                "retries (%.1f s waited)\n", cli_human_bytes(b2, sizeof b2, r->file_size),
-                r->s3_endpoint, r->s3_etag, r->s3_pinned_by, (unsigned long long)r->s3_requests,
-                (unsigned long long)r->s3_retries, r->s3_retry_wait_s);
+                "retries (%.1f s waited), %llu throttled\n",
+                cli_human_bytes(b2, sizeof b2, r->file_size), r->s3_endpoint, r->s3_etag,
+                r->s3_pinned_by, (unsigned long long)r->s3_requests,
+                (unsigned long long)r->s3_retries, r->s3_retry_wait_s,
+                (unsigned long long)r->s3_throttled);
     text_gpu(out, r);
     for (unsigned i = 0; per_job && i < o->jobs; i++) {
         fprintf(out, "job %u:\n", i);

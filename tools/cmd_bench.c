@@ -93,7 +93,7 @@ static int run_bench(int argc, char **argv)
     if (rc != -1)
         rc = bench_mpi_agree(argc, argv, rc);
     if (!rc && bench_mpi_rank() != 0)
-        c->output = NULL; /* rank 0 writes the job's result */
+        c->output = c->log_file = NULL; /* rank 0 writes the job's result and series */
 #endif
     if (rc == -1)
         rc = 0; /* --help */
@@ -121,7 +121,7 @@ static bool mpi_on(void)
 
 /* "$rank" and "$host" in a name are --mpi's (each rank its own file);
  * without it they would name one literal file. --mpi runs one collective
- * at a time: no grid, and no time series of one rank for the job's. */
+ * at a time: no grid. */
 static int check_mpi(const struct cli *c)
 {
     const char *const *p = c->o.npaths ? c->o.paths : &c->o.path;
@@ -129,9 +129,9 @@ static int check_mpi(const struct cli *c)
         if (p[i] && strchr(p[i], '$'))
             return bench_usage(c, "%s: $rank and $host in a name need --mpi (under mpiexec)",
                                p[i]);
-    if (mpi_on() && (c->sweep || c->repeat || c->log_file))
+    if (mpi_on() && (c->sweep || c->repeat))
         return bench_usage(c, "--mpi runs one job at a time: not with %s",
-                           c->sweep ? "--sweep" : c->repeat ? "--repeat" : "--log-file");
+                           c->sweep ? "--sweep" : "--repeat");
     return 0;
 }
 
@@ -346,6 +346,10 @@ static int prepare_sections(const struct cli *top, const bench_jobfile *jf, stru
             rc = bench_usage(s->c, "--sweep does not go with a job file");
         if (!rc)
             rc = check_mpi(s->c);
+#if PINIO_HAVE_MPI
+        if (!rc && bench_mpi_rank() != 0)
+            s->c->log_file = NULL; /* rank 0 writes each section's series */
+#endif
         if (!rc)
             rc = bench_check_opts(s->c, &s->c->o, s->c->o.qd);
         s->x = s->c->o;

@@ -148,6 +148,10 @@ typedef struct pinio_bench_interval {
     double iops;         /**< requests completed in the interval / its length */
     double lat_mean_ns;  /**< total latency (issue to completion) of those requests */
     uint64_t lat_p50_ns, lat_p99_ns;
+    /** Added with pinio_mpi_bench_run()'s merged series: the bytes and
+     *  requests completed in the interval, the counts behind bytes_per_s
+     *  and iops (summed over the interval's rows, they are the run's). */
+    uint64_t bytes, ios;
 } pinio_bench_interval;
 
 /** Called once per interval, job and direction of the workload, in time
@@ -579,6 +583,14 @@ typedef struct pinio_bench_result {
     /** CLOCK_MONOTONIC (seconds) of the first request's issue and the last
      *  completion: `seconds` is their difference. */
     double t_first_s, t_last_s;
+    /* Added with throttle counts. */
+    /** Object targets: answers asking to slow down (HTTP 429, 503,
+     *  SlowDown, ServerBusy), retried or not; a subset of the answers
+     *  behind s3_retries, never a reset or another failure. */
+    uint64_t s3_throttled;
+    /** CLOCK_MONOTONIC (seconds) of the time series' origin: the
+     *  intervals' time_ms counts from it (the jobs' start). */
+    double t_series_s;
 } pinio_bench_result;
 
 /**

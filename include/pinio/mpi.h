@@ -429,6 +429,9 @@ typedef struct pinio_mpi_bench_rank {
     double clock_offset_s;   /**< its CLOCK_MONOTONIC minus rank 0's */
     double clock_rtt_s;      /**< the round trip the offset was measured over (0: not measured) */
     bool created;            /**< its run made (and filled) its file */
+    /** Object targets: its answers asking to slow down (429, 503,
+     *  SlowDown, ServerBusy), as pinio_bench_result::s3_throttled. */
+    uint64_t s3_throttled;
 } pinio_mpi_bench_rank;
 
 /** The job's result, on rank 0 (other ranks: `nranks` and the agreed
@@ -475,6 +478,20 @@ typedef struct pinio_mpi_bench_result {
  * `o->job_results` are ignored. A read of a missing file creates it, as
  * pinio_bench_run() does, before the barrier.
  *
+ * The time series: when rank 0's `o->interval_fn` is set, every rank keeps
+ * its run's intervals (the sums over its jobs; `o->interval_ms` must be
+ * rank 0's), and after a successful job rank 0's interval_fn alone is
+ * called (not live; other ranks' never) with the job's series on the
+ * common clock, time_ms counted from the job's first start: for each
+ * interval of the job's grid (every `interval_ms`, the last one cut at the
+ * last end) and direction, in time order, one row per rank whose own
+ * interval ended within it (`job` = the rank; its time_ms its own end put
+ * on the common clock; its own figures), then the sum over them (`job` =
+ * -1; bytes and ios summed, rates over the grid interval, lat_mean_ns
+ * weighted by ios, lat_p50_ns and lat_p99_ns 0: percentiles of different
+ * ranks' intervals do not merge). The sum rows' bytes add up to the job's
+ * bytes exactly. A nonzero return stops the calls.
+ *
  * The common clock: each rank's run start and end (CLOCK_MONOTONIC) are
  * put on rank 0's clock by offsets measured with a ping exchange (the
  * round trip with the least delay of 8; the offset's error is at most half
@@ -494,7 +511,8 @@ typedef struct pinio_mpi_bench_result {
  * @return 0, or the same negative code on every rank: the failing rank's
  *         (lowest code, then lowest rank): pinio_bench_run()'s codes,
  *         -EINVAL (MPI not initialised, options that differ from rank 0's,
- *         SHARED without size), -ENOMEM, -EPROTO (an MPI call failed).
+ *         SHARED without size), -ENOMEM (also for the time series' rows),
+ *         -EPROTO (an MPI call failed).
  */
 PINIO_API int pinio_mpi_bench_run(MPI_Comm comm, const pinio_bench_opts *o,
                                   const pinio_mpi_bench_opts *mo, pinio_mpi_bench_result *res,

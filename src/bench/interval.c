@@ -51,8 +51,10 @@ static void iv_contribute(job *j, uint64_t k, uint64_t span, bool final)
         r->job = (int)j->idx;
         r->dir = d;
         r->time_ms = (double)(L->ramp_ns + k * L->len_ns + span) / 1e6;
-        r->bytes_per_s = (double)(j->bytes[d] - j->iv_bytes0[d]) * per_s;
-        r->iops = (double)(j->ios[d] - j->iv_ios0[d]) * per_s;
+        r->bytes = j->bytes[d] - j->iv_bytes0[d];
+        r->ios = j->ios[d] - j->iv_ios0[d];
+        r->bytes_per_s = (double)r->bytes * per_s;
+        r->iops = (double)r->ios * per_s;
         r->lat_mean_ns = h->total ? h->sum / (double)h->total : 0;
         r->lat_p50_ns = pinio__hist_percentile(h, 50);
         r->lat_p99_ns = pinio__hist_percentile(h, 99);
@@ -130,6 +132,8 @@ void pinio__bench_iv_deliver(const pinio_bench_opts *o, struct gate *g,
                 double span_s = (r->time_ms - (double)(L->ramp_ns + S->k * L->len_ns) / 1e6) / 1e3;
                 sum.bytes_per_s += r->bytes_per_s * span_s;
                 sum.iops += r->iops * span_s;
+                sum.bytes += r->bytes;
+                sum.ios += r->ios;
             }
             if (!any)
                 continue;

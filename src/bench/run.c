@@ -232,6 +232,7 @@ static int run_jobs(const pinio_bench_opts *o, const char *spec, uint64_t size,
     }
     if (report) {
         pinio__bench_summarize(o, jobs, o->jobs, res, h);
+        res->t_series_s = (double)gate.t0_ns * 1e-9;
         for (int k = 0; o->lat_hist && k < 3; k++) /* lat, slat, clat over every direction */
             memcpy(o->lat_hist + k * PINIO__HIST_BUCKETS, h[(NDIR + 1) * k + NDIR].counts,
                    sizeof h[0].counts);

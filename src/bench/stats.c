@@ -106,6 +106,7 @@ void pinio__bench_summarize(const pinio_bench_opts *o, job *jobs, unsigned n,
         res->verify_submits += j->verify_submits;
         res->s3_requests += j->s3st.requests;
         res->s3_retries += j->s3st.retries;
+        res->s3_throttled += j->s3st.throttled;
         res->s3_retry_wait_s += j->s3st.retry_wait_s;
         user += j->cpu_user;
         sys += j->cpu_sys;

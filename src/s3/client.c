@@ -908,6 +908,11 @@ static int judge(pinio__s3 *c, xfer *x, CURLcode cc, char *why, size_t wn, pinio
     if (st == 429 || st >= 500 || strcmp(code, "SlowDown") == 0 ||
         strcmp(code, "RequestTimeout") == 0 || strcmp(code, "InternalError") == 0 ||
         strcmp(code, "ServerBusy") == 0 || strcmp(code, "OperationTimedOut") == 0) {
+        /* Counted apart: a store pushing back wants fewer requests in
+         * flight, a reset or a 500 does not say so. */
+        if (st == 429 || st == 503 || strcmp(code, "SlowDown") == 0 ||
+            strcmp(code, "ServerBusy") == 0)
+            c->st.throttled++;
         snprintf(why, wn, "HTTP %ld%s%s", st, code[0] ? " " : "", code);
         return 1;
     }

@@ -79,6 +79,9 @@ typedef struct pinio__s3_opts {
 typedef struct pinio__s3_stats {
     uint64_t requests;         /* HTTP requests sent, retries included */
     uint64_t retries;          /* of those, retries */
+    uint64_t throttled;        /* answers that asked to slow down (429, 503, SlowDown,
+                                  ServerBusy), whether retried or not: resets and
+                                  other failures are retries, never throttles */
     uint64_t bytes;            /* body bytes received into caller memory */
     uint64_t unconfirmed;      /* ranged 2xx answers that could not confirm the pinned
                                   version (no ETag, no Last-Modified to compare) */

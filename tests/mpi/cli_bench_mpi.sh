@@ -5,7 +5,8 @@
 # file for all, a job file with per-rank names; the combined figures are
 # checked against the JSON's per-rank fields (bench_mpi_check.py: sums,
 # last end - first start, stonewall, percentiles merged from the ranks'
-# histograms). A rank that fails, on a missing directory or an injected
+# histograms), the time series merged on the common clock (--log-file:
+# its bytes the job's exactly, in order, every rank in it). A rank that fails, on a missing directory or an injected
 # EIO, fails the job with one message from rank 0 naming it, and no hang
 # (meson's timeout). Small files: the arithmetic is the test, not speed.
 # usage: cli_bench_mpi.sh PINIO N MPIEXEC [MPIEXEC ARGS...]
@@ -66,6 +67,54 @@ j = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 n = int(sys.argv[2])
 assert j["mpi"]["clock"] == ("monotonic+ping" if n > 1 else "monotonic"), j["mpi"]
 assert all((r["clock_rtt_s"] > 0) == (r["rank"] > 0) for r in j["ranks"]), j["ranks"]
+EOF
+
+# 2b. the time series merged on the common clock (--log-file: rank 0's,
+# one file): the sum rows' bytes and requests are the job's exactly, each
+# rank's rows its own bytes, in order, within its run on the common clock;
+# each sum row closes the rank rows before it; every rank is in it
+"$@" -n "$n" "$pinio" bench --mpi --file "$dir/f.\$rank" --size 2M --bs 64k --qd 2 --json \
+  --log-interval 2 --log-file "$dir/series.csv" >"$dir/series.json" 2>"$dir/err" ||
+  fail "--log-file: $(cat "$dir/err")"
+check "$dir/series.json" "$n" 2097152
+$PY - "$dir/series.json" "$dir/series.csv" "$n" <<'EOF' || fail "the merged series: $(cat "$dir/series.csv")"
+import csv, json, sys
+j = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+n = int(sys.argv[3])
+with open(sys.argv[2]) as f:
+    head = f.readline().strip()
+    rows = list(csv.DictReader(f, fieldnames=head.split(",")))
+assert head == ("time_ms,rank,dir,bw_bytes_per_s,iops,lat_mean_ns,lat_p50_ns,lat_p99_ns,"
+                "bytes,ios"), head
+assert all(r["dir"] == "read" for r in rows), rows
+sums = [r for r in rows if r["rank"] == "-1"]
+per = [r for r in rows if r["rank"] != "-1"]
+assert sum(int(r["bytes"]) for r in sums) == j["bytes"] == sum(int(r["bytes"]) for r in per), j
+assert sum(int(r["ios"]) for r in sums) == j["ios"] == sum(int(r["ios"]) for r in per), j
+for k in j["ranks"]:
+    mine = [r for r in per if int(r["rank"]) == k["rank"]]
+    assert sum(int(r["bytes"]) for r in mine) == k["bytes"], (k, mine)
+    t = [float(r["time_ms"]) for r in mine]
+    assert t == sorted(t), t
+    # printed to 0.001 ms: a row with bytes ends after the rank's first issue, the
+    # last at its end or after; its first interval began before its first issue
+    # (it may hold none), so it ends within 2 ms (--log-interval) of it
+    busy = [float(r["time_ms"]) for r in mine if int(r["bytes"])]
+    assert busy[0] >= k["start_s"] * 1e3 - 0.001 and t[-1] >= k["end_s"] * 1e3 - 0.001, (k, t)
+    assert t[0] <= k["start_s"] * 1e3 + 2 + 0.001, (k, t)
+assert sorted({int(r["rank"]) for r in per}) == list(range(n)), per
+group, last = [], 0.0
+for r in rows:
+    if r["rank"] != "-1":
+        group.append(r)
+        continue
+    t = float(r["time_ms"])
+    assert t >= last and group, (r, last, group)
+    assert all(float(g["time_ms"]) <= t for g in group), (r, group)
+    assert int(r["bytes"]) == sum(int(g["bytes"]) for g in group), (r, group)
+    assert int(r["lat_p50_ns"]) == 0 and int(r["lat_p99_ns"]) == 0, r
+    group, last = [], t
+assert not group and abs(last - j["elapsed_s"] * 1e3) <= 0.001 or last > j["elapsed_s"] * 1e3, (last, j)
 EOF
 
 # 3. shared file: rank r writes [r MiB, r+1 MiB) with the verify pattern,
