@@ -1,0 +1,79 @@
+/* Google Cloud Storage behind the object client (src/s3/client.c): gs://
+ * URLs, the XML API at https://storage.googleapis.com (path style), and
+ * the credentials it takes. Library-internal.
+ *
+ * How a GCS object travels the loader unchanged: as Azure's do
+ * (src/s3/azure.h), pinio__s3_url_split() gives a gs:// URL a "bucket"
+ * that keeps its scheme ("gs://BUCKET") and the object name as the key, so
+ * every (bucket, key) join gives the user's URL back and tells the client
+ * the dialect. The XML API is S3's protocol for what pinio asks (HEAD,
+ * ranged GET with Range, If-Match on the ETag, ListObjectsV2's
+ * list-type=2 and its ListBucketResult), so a request is built by S3's own
+ * signer (pinio__s3_sign()) on a configuration of GCS's: its endpoint, path
+ * style, the signing region "auto".
+ *
+ * No function here prints; no message or diagnostic holds a secret. */
+#ifndef PINIO_SRC_S3_GCS_H
+#define PINIO_SRC_S3_GCS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <time.h>
+
+#include "pinio/common.h"
+#include "src/s3/sign.h"
+
+/* Whether `s` is a gs:// URL. */
+bool pinio__gcs_is_url(const char *s);
+
+/* Whether a bucket from pinio__s3_url_split() is a GCS bucket ("gs://NAME"). */
+bool pinio__gcs_bucket(const char *bucket);
+
+/* Splits "gs://BUCKET/OBJECT" into the bucket ("gs://BUCKET") and the
+ * object name ("" when none), both malloc'ed. -EINVAL naming the URL for
+ * an empty or malformed bucket name (3-222 of a-z 0-9 '-' '_' '.', a
+ * letter or digit at each end); on failure both are NULL. */
+int pinio__gcs_url_split(const char *url, char **bucket, char **key, pinio_diag *diag);
+
+typedef struct pinio__gcs_cfg pinio__gcs_cfg;
+
+/**
+ * Reads the GCS configuration from the environment. The endpoint:
+ * STORAGE_EMULATOR_HOST ("http://HOST:PORT", or "HOST:PORT" meaning http,
+ * as Google's client libraries read it), else https://storage.googleapis.com.
+ * The credentials, first found wins:
+ *   GOOGLE_HMAC_ACCESS_ID with GOOGLE_HMAC_SECRET: an HMAC key (the XML
+ *     API's interoperable signing: AWS4-HMAC-SHA256, region "auto");
+ *   GOOGLE_APPLICATION_CREDENTIALS: not read yet, refused (-ENOTSUP naming
+ *     it) rather than loading anonymously what the user meant to sign;
+ *   else anonymous (public buckets).
+ * A half HMAC pair is -EINVAL naming the missing variable; a malformed
+ * endpoint is -EINVAL naming STORAGE_EMULATOR_HOST (never a value that may
+ * hold a secret).
+ * @param out receives it (free with pinio__gcs_cfg_free()); NULL on failure.
+ */
+int pinio__gcs_cfg_load(pinio__gcs_cfg **out, pinio_diag *diag);
+
+/** Frees a configuration, its secrets wiped first. NULL-safe. */
+void pinio__gcs_cfg_free(pinio__gcs_cfg *cfg);
+
+/** The endpoint, scheme://host[:port]; owned by cfg, no secret. */
+const char *pinio__gcs_cfg_endpoint(const pinio__gcs_cfg *cfg);
+
+/** How requests are authorised, for a message: "an HMAC key
+ *  (GOOGLE_HMAC_ACCESS_ID ...1234)" or "no credentials (anonymous)". Owned
+ *  by cfg; never the secret, at most the access id's last 4 characters. */
+const char *pinio__gcs_cfg_auth(const pinio__gcs_cfg *cfg);
+
+/**
+ * Builds one request for object `key` of `bucket` (a pinio__gcs_bucket()),
+ * key "" for a bucket-level request (the listing): pinio__s3_sign()'s
+ * request, path style at the endpoint, signed with the HMAC key or not at
+ * all. Parameters and return as pinio__s3_sign()'s, the message naming the
+ * gs:// URL.
+ */
+int pinio__gcs_sign(pinio__gcs_cfg *cfg, const char *method, const char *bucket, const char *key,
+                    const pinio__s3_param *query, size_t nquery, const char *const *extra_headers,
+                    size_t nextra, time_t now, pinio__s3_req *out, pinio_diag *diag);
+
+#endif
