@@ -6,9 +6,8 @@
 # carry an AWS4-HMAC-SHA256 signature over DATE/auto/s3 that the proxy
 # recomputes. An object, an index and its shards, a prefix, info and stage
 # byte-exact through STORAGE_EMULATOR_HOST; Python's pinio.load and
-# safe_open; a missing object, a wrong secret, half a key pair, an
-# unsupported GOOGLE_APPLICATION_CREDENTIALS and bad URLs named; no secret
-# printed.
+# safe_open; a missing object, a wrong secret, half a key pair, a missing
+# GOOGLE_APPLICATION_CREDENTIALS file and bad URLs named; no secret printed.
 # usage: gcs_cli_test.sh PINIO SRC_ROOT
 [ "${1:-}" = --help ] && { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 PINIO=$1
@@ -127,11 +126,11 @@ env -u GOOGLE_HMAC_SECRET "$PINIO" load "$ONE" >"$DIR/out" 2>"$DIR/err" &&
 has "$DIR/err" "GOOGLE_HMAC_SECRET: not set, but GOOGLE_HMAC_ACCESS_ID is" "half a key pair named"
 unset GOOGLE_HMAC_ACCESS_ID GOOGLE_HMAC_SECRET
 : >"$DIR/gcs.log"
-GOOGLE_APPLICATION_CREDENTIALS="$DIR/sa.json" check 1 "a service account file (not read yet)" \
+GOOGLE_APPLICATION_CREDENTIALS="$DIR/sa.json" check 1 "a missing service account file" \
     "$PINIO" load "$ONE"
-has "$DIR/err" "GOOGLE_APPLICATION_CREDENTIALS: service-account credentials for gs:// are not supported yet" \
-    "an unsupported source refused, never a fall to anonymous"
-[ -s "$DIR/gcs.log" ] && { echo "FAIL: requests went out for an unsupported source:"; cat "$DIR/gcs.log"; fails=$((fails + 1)); }
+has "$DIR/err" "GOOGLE_APPLICATION_CREDENTIALS: cannot open $DIR/sa.json" \
+    "a failing source refused, never a fall to anonymous"
+[ -s "$DIR/gcs.log" ] && { echo "FAIL: requests went out for a failing source:"; cat "$DIR/gcs.log"; fails=$((fails + 1)); }
 STORAGE_EMULATOR_HOST="ftp://127.0.0.1:1" check 1 "a bad emulator host" "$PINIO" load "$ONE"
 has "$DIR/err" "STORAGE_EMULATOR_HOST: not http://HOST\[:PORT\]" "the bad endpoint named"
 for u in gs://A/m.safetensors gs:///m.safetensors gs://-ab/m.safetensors; do

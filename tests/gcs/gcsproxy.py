@@ -2,7 +2,7 @@
 """A stand-in for Cloud Storage's XML API (the gs:// tests'): checks each
 request's Google-side authorisation, then forwards it to an S3 server.
 
-usage: gcsproxy.py UPSTREAM_URL LOG --auth anon|hmac:ID:SECRET
+usage: gcsproxy.py UPSTREAM_URL LOG --auth anon|hmac:ID:SECRET|bearer:FILE
 
 Listens on 127.0.0.1 at a free port and prints "port N" on its first line.
 --auth says what every request must carry:
@@ -13,6 +13,8 @@ Listens on 127.0.0.1 at a free port and prints "port N" on its first line.
                 (the XML API's interoperable signing), recomputed here from
                 the request as received; Host, x-amz-date,
                 x-amz-content-sha256 and any Range / If-Match signed
+  bearer:FILE   "Authorization: Bearer T" with T one of FILE's lines (the
+                tokens tests/gcs/tokenserver.py issued), and no x-amz-*
 
 A request that passes is forwarded to UPSTREAM_URL (s3rver) without its
 signature (the upstream's own keys are not Google's), and the answer sent
@@ -70,6 +72,17 @@ def hmac_check(method, raw_path, headers, ident, secret):
     return None if hmac.compare_digest(want, fields.get("Signature", "")) else "signature mismatch"
 
 
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+
+def serve(handler):
+    """Serves `handler` on 127.0.0.1 at a free port, said as "port N" first."""
+    srv = Server(("127.0.0.1", 0), handler)
+    print(f"port {srv.server_address[1]}", flush=True)
+    srv.serve_forever()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("upstream")
@@ -96,6 +109,15 @@ def main():
             if kind == "anon":
                 if h.get("Authorization") or any(k.lower().startswith("x-amz-") for k in h):
                     return "an anonymous request carries a signature"
+                return None
+            if kind == "bearer":
+                auth = h.get("Authorization", "")
+                with open(rest) as f:
+                    issued = set(f.read().split())
+                if any(k.lower().startswith("x-amz-") for k in h):
+                    return "a bearer request carries x-amz- headers"
+                if not auth.startswith("Bearer ") or auth[7:] not in issued:
+                    return "no Bearer token the token server issued"
                 return None
             return hmac_check(self.command, self.path, h, ident, secret)
 
@@ -129,12 +151,7 @@ def main():
 
         do_GET = do_HEAD = handle_one
 
-    class Server(http.server.ThreadingHTTPServer):
-        daemon_threads = True
-
-    srv = Server(("127.0.0.1", 0), H)
-    print(f"port {srv.server_address[1]}", flush=True)
-    srv.serve_forever()
+    serve(H)
 
 
 if __name__ == "__main__":
