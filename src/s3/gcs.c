@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "src/s3/client.h"
 #include "src/s3/config_internal.h"
@@ -153,9 +154,17 @@ static int set_credentials(pinio__gcs_cfg *g, pinio_diag *diag)
         snprintf(g->auth_desc, sizeof(g->auth_desc), "service account %s's token "
                  "(GOOGLE_APPLICATION_CREDENTIALS)", pinio__gcs_sa_email(g->sa));
     } else {
-        snprintf(g->auth_desc, sizeof(g->auth_desc), "no credentials (anonymous)");
+        const char *mh = env("GCE_METADATA_HOST"), *skip = env("NO_GCE_CHECK");
+        int rc = skip && strcasecmp(skip, "true") == 0 && !mh ? 1
+                 : pinio__gcs_metadata(mh ? mh : "metadata.google.internal", mh != NULL,
+                                       time(NULL), &g->sa, diag);
+        if (rc < 0)
+            return rc;
+        snprintf(g->auth_desc, sizeof(g->auth_desc), "%s", rc == 0 ? "the GCE metadata "
+                 "server's token" : "no credentials (anonymous)");
     }
-    g->s3.source = strdup(file ? "GOOGLE_APPLICATION_CREDENTIALS" : "none");
+    g->s3.source = strdup(file ? "GOOGLE_APPLICATION_CREDENTIALS" : g->sa ? "GCE metadata"
+                                                                           : "none");
     return g->s3.source ? 0 : -ENOMEM;
 }
 

@@ -47,6 +47,9 @@ typedef struct pinio__gcs_cfg pinio__gcs_cfg;
  *   GOOGLE_APPLICATION_CREDENTIALS: a service account's JSON key file
  *     (pinio__gcs_sa_load()), its OAuth2 access token sent as
  *     "Authorization: Bearer" (pinio__gcs_sa_token());
+ *   the GCE metadata server (GCE_METADATA_HOST, default
+ *     metadata.google.internal; NO_GCE_CHECK=True skips it, as Google's
+ *     libraries read it): its token when it answers within a second;
  *   else anonymous (public buckets).
  * A half HMAC pair is -EINVAL naming the missing variable; a malformed
  * endpoint is -EINVAL naming STORAGE_EMULATOR_HOST (never a value that may
@@ -117,5 +120,20 @@ const char *pinio__gcs_sa_email(const pinio__gcs_sa *sa);
  *         GOOGLE_APPLICATION_CREDENTIALS, the file and the endpoint.
  */
 int pinio__gcs_sa_token(pinio__gcs_sa *sa, time_t now, const char **token, pinio_diag *diag);
+
+/**
+ * The GCE metadata server's token for the VM's default service account:
+ * GET http://HOST/computeMetadata/v1/instance/service-accounts/default/token
+ * with Metadata-Flavor: Google, one try, a one-second connect timeout; then
+ * pinio__gcs_sa_token() fetches it again the same way before it expires.
+ * @param host host[:port] (GCE_METADATA_HOST, else metadata.google.internal).
+ * @param configured whether the user named it: then no answer is an error.
+ * @param out receives it (pinio__gcs_sa_free()); NULL unless 0.
+ * @return 0; 1 when not configured and nothing answered (not on GCE: the
+ *         chain goes on); else pinio__gcs_sa_token()'s errors, the message
+ *         naming the metadata server.
+ */
+int pinio__gcs_metadata(const char *host, bool configured, time_t now, pinio__gcs_sa **out,
+                        pinio_diag *diag);
 
 #endif

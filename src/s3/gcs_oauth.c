@@ -31,6 +31,10 @@
 
 struct pinio__gcs_sa {
     char *path, *email, *key_pem, *token_uri;
+    /* Names the source in messages: "GOOGLE_APPLICATION_CREDENTIALS: PATH"
+     * or "the GCE metadata server ..."; no secret. */
+    char *label;
+    bool metadata; /* token_uri is the metadata server's: a GET, no JWT */
     char *token;
     time_t expiry;
 };
@@ -48,6 +52,7 @@ void pinio__gcs_sa_free(pinio__gcs_sa *sa)
     if (!sa)
         return;
     free(sa->path);
+    free(sa->label);
     free(sa->email);
     wipe_free(sa->key_pem);
     free(sa->token_uri);
@@ -217,6 +222,8 @@ int pinio__gcs_sa_load(const char *path, pinio__gcs_sa **out, pinio_diag *diag)
     pinio__gcs_sa *sa = rc == 0 ? calloc(1, sizeof(*sa)) : NULL;
     if (sa) {
         sa->path = strdup(path);
+        if (asprintf(&sa->label, "GOOGLE_APPLICATION_CREDENTIALS: %s", path) < 0)
+            sa->label = NULL;
         sa->email = v[1];
         sa->key_pem = v[2];
         sa->token_uri = v[3] ? v[3] : strdup("https://oauth2.googleapis.com/token");
@@ -226,7 +233,7 @@ int pinio__gcs_sa_load(const char *path, pinio__gcs_sa **out, pinio_diag *diag)
     free(v[1]);
     wipe_free(v[2]);
     free(v[3]);
-    if (rc == 0 && (!sa || !sa->path || !sa->token_uri)) {
+    if (rc == 0 && (!sa || !sa->path || !sa->label || !sa->token_uri)) {
         pinio__gcs_sa_free(sa);
         return -ENOMEM;
     }
@@ -326,36 +333,53 @@ static size_t on_data(char *p, size_t sz, size_t nm, void *ud)
     return n;
 }
 
-/* One exchange of a fresh JWT for an access token. */
-static int exchange(pinio__gcs_sa *sa, time_t now, pinio_diag *diag)
+/* One exchange of a fresh JWT for an access token, or one GET of the
+ * metadata server's. 1: the metadata server did not answer at all and
+ * `probe` (not on GCE: the chain goes on). */
+static int exchange(pinio__gcs_sa *sa, time_t now, bool probe, pinio_diag *diag)
 {
     char *jwt = NULL, *form = NULL;
-    int rc = jwt_make(sa, now, &jwt, diag);
+    int rc = sa->metadata ? 0 : jwt_make(sa, now, &jwt, diag);
     if (rc < 0)
         return rc;
-    if (asprintf(&form, "grant_type=urn%%3Aietf%%3Aparams%%3Aoauth%%3Agrant-type%%3Ajwt-bearer"
+    if (!sa->metadata &&
+        asprintf(&form, "grant_type=urn%%3Aietf%%3Aparams%%3Aoauth%%3Agrant-type%%3Ajwt-bearer"
                  "&assertion=%s", jwt) < 0)
         form = NULL;
     wipe_free(jwt);
-    CURL *h = form ? curl_easy_init() : NULL;
-    if (!h) {
+    CURL *h = form || sa->metadata ? curl_easy_init() : NULL;
+    struct curl_slist *hl = sa->metadata ? curl_slist_append(NULL, "Metadata-Flavor: Google")
+                                         : NULL;
+    if (!h || (sa->metadata && !hl)) {
+        curl_easy_cleanup(h);
         wipe_free(form);
         return -ENOMEM;
     }
     body b = {0};
     curl_easy_setopt(h, CURLOPT_URL, sa->token_uri);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, form);
+    if (form)
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, form);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+    /* The metadata server is on the host's own link: a machine where it
+     * does not answer within a second is not on GCE (one try, as Google's
+     * libraries' ping). */
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, sa->metadata ? 1000L : 10000L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, sa->metadata ? 5000L : 30000L);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     CURLcode cc = curl_easy_perform(h);
     long st = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
     curl_easy_cleanup(h);
+    curl_slist_free_all(hl);
     wipe_free(form);
+    if (probe && (cc == CURLE_COULDNT_RESOLVE_HOST || cc == CURLE_COULDNT_CONNECT ||
+                  cc == CURLE_OPERATION_TIMEDOUT)) {
+        free(b.buf);
+        return 1;
+    }
     static const char *const names[] = { "access_token", "expires_in", "error" };
     char *v[3] = {0};
     bool parsed = cc == CURLE_OK && b.buf && jobject(b.buf, b.len, names, v, 3);
@@ -372,14 +396,15 @@ static int exchange(pinio__gcs_sa *sa, time_t now, pinio_diag *diag)
     }
     rc = 0;
     if (cc != CURLE_OK)
-        rc = sa_fail(diag, -EIO, "%s: the token endpoint %s: %s", sa->path, sa->token_uri,
-                     b.big ? "an answer larger than 64 KiB" : curl_easy_strerror(cc));
+        pinio_diag_set(diag, rc = -EIO, "%s: the token endpoint %s: %s", sa->label,
+                       sa->token_uri, b.big ? "an answer larger than 64 KiB"
+                                            : curl_easy_strerror(cc));
     else if (st != 200)
-        rc = sa_fail(diag, -EACCES, "%s: the token endpoint %s answered HTTP %ld%s%s", sa->path,
-                     sa->token_uri, st, code[0] ? " " : "", code);
+        pinio_diag_set(diag, rc = -EACCES, "%s: the token endpoint %s answered HTTP %ld%s%s",
+                       sa->label, sa->token_uri, st, code[0] ? " " : "", code);
     else if (!parsed || !v[0] || !*v[0] || strpbrk(v[0], "\r\n") || expires <= 0)
-        rc = sa_fail(diag, -EPROTO, "%s: the token endpoint %s answered without an "
-                     "access_token and a positive expires_in", sa->path, sa->token_uri);
+        pinio_diag_set(diag, rc = -EPROTO, "%s: the token endpoint %s answered without an "
+                       "access_token and a positive expires_in", sa->label, sa->token_uri);
     if (rc == 0) {
         wipe_free(sa->token);
         sa->token = v[0];
@@ -399,10 +424,35 @@ int pinio__gcs_sa_token(pinio__gcs_sa *sa, time_t now, const char **token, pinio
 {
     *token = NULL;
     if (!sa->token || sa->expiry - now < SA_REFRESH_S) {
-        int rc = exchange(sa, now, diag);
+        int rc = exchange(sa, now, false, diag);
         if (rc < 0)
             return rc;
     }
     *token = sa->token;
+    return 0;
+}
+
+int pinio__gcs_metadata(const char *host, bool configured, time_t now, pinio__gcs_sa **out,
+                        pinio_diag *diag)
+{
+    *out = NULL;
+    pinio__gcs_sa *sa = calloc(1, sizeof(*sa));
+    if (!sa)
+        return -ENOMEM;
+    sa->metadata = true;
+    if (asprintf(&sa->token_uri, "http://%s/computeMetadata/v1/instance/service-accounts/"
+                 "default/token", host) < 0 ||
+        asprintf(&sa->label, "the GCE metadata server%s", configured ? " (GCE_METADATA_HOST)"
+                                                                     : "") < 0 ||
+        !(sa->email = strdup("default"))) {
+        pinio__gcs_sa_free(sa);
+        return -ENOMEM;
+    }
+    int rc = exchange(sa, now, !configured, diag);
+    if (rc != 0) {
+        pinio__gcs_sa_free(sa);
+        return rc;
+    }
+    *out = sa;
     return 0;
 }

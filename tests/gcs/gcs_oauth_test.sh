@@ -6,9 +6,12 @@
 # carry a token it issued. One exchange per load, the bearer on every
 # request, byte-exact; short-lived tokens fetched again; a refusing token
 # endpoint, an unreachable one, a bad key file and a key of another account
-# named in one line; neither the private key nor a token printed.
+# named in one line; the GCE metadata server (GCE_METADATA_HOST: the same
+# stand-in, Metadata-Flavor required) the same way, a configured one that
+# refuses or does not answer named; neither the private key nor a token
+# printed.
 # usage: gcs_oauth_test.sh PINIO SRC_ROOT
-[ "${1:-}" = --help ] && { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[ "${1:-}" = --help ] && { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 PINIO=$1
 SRC=$2
 . "$SRC/tests/s3/s3env.sh"
@@ -24,7 +27,8 @@ trap 'srv_stop; s3_cleanup; exit 1' INT TERM
     s3_skip "Python's cryptography module is not installed (Debian's python3-cryptography)"
 command -v openssl >/dev/null 2>&1 || s3_skip "openssl is not installed"
 s3_start || exit 1
-unset GOOGLE_HMAC_ACCESS_ID GOOGLE_HMAC_SECRET GOOGLE_APPLICATION_CREDENTIALS STORAGE_EMULATOR_HOST
+unset GOOGLE_HMAC_ACCESS_ID GOOGLE_HMAC_SECRET GOOGLE_APPLICATION_CREDENTIALS STORAGE_EMULATOR_HOST \
+    GCE_METADATA_HOST NO_GCE_CHECK
 s3_bucket models || exit 1
 "$PINIO" gen "$DIR/m.safetensors" --size 20M --seed 5 >/dev/null || exit 1
 SUM=$(sha256sum "$DIR/m.safetensors" | cut -d' ' -f1)
@@ -61,6 +65,15 @@ servers() {
     export GOOGLE_APPLICATION_CREDENTIALS="$DIR/sa.json"
 }
 count() { grep -c "^$1" "$DIR/log"; }
+# one_token KIND: one token fetched (KIND "token": a verified JWT exchange;
+# "metadata": a GET with Metadata-Flavor), none refused, and every object
+# request carrying an issued token.
+one_token() {
+    [ "$(count "$1 ok")" -eq 1 ] && [ "$(count "$1 bad")" -eq 0 ] ||
+        { echo "FAIL: want 1 accepted $1 request:"; cat "$DIR/log"; fails=$((fails + 1)); }
+    [ "$(count 'GET .* auth-ok')" -ge 2 ] && [ "$(count '.* auth-bad')" -eq 0 ] ||
+        { echo "FAIL: $1: the requests did not all carry an issued token:"; cat "$DIR/log"; fails=$((fails + 1)); }
+}
 no_secret() {
     for t in $(cat "$DIR/tokens") "$(sed -n 2p "$DIR/key.pem")"; do
         grep -qF -- "$t" "$DIR/out" "$DIR/err" &&
@@ -71,10 +84,7 @@ no_secret() {
 servers
 check 0 "load with a service account" "$PINIO" load "$URL" --sha256 "$SUM"
 no_secret "a load"
-[ "$(count 'token ok')" -eq 1 ] && [ "$(count token)" -eq 1 ] ||
-    { echo "FAIL: want 1 verified exchange:"; cat "$DIR/log"; fails=$((fails + 1)); }
-[ "$(count 'GET .* auth-ok')" -ge 2 ] && [ "$(count '.* auth-bad')" -eq 0 ] ||
-    { echo "FAIL: the requests did not all carry an issued token:"; cat "$DIR/log"; fails=$((fails + 1)); }
+one_token token
 check 0 "info with a service account" "$PINIO" info "$URL" --json
 check 0 "load gs://models/ (a listing)" "$PINIO" load gs://models/ --verify
 
@@ -126,6 +136,33 @@ GOOGLE_APPLICATION_CREDENTIALS="$DIR/cut.json" check 1 "a cut key file" "$PINIO"
 has "$DIR/err" "$DIR/cut.json: not a JSON object" "the cut file named"
 GOOGLE_APPLICATION_CREDENTIALS="$DIR/none.json" check 1 "a missing key file" "$PINIO" load "$URL"
 has "$DIR/err" "GOOGLE_APPLICATION_CREDENTIALS: cannot open $DIR/none.json" "the missing file named"
+
+# --- the GCE metadata server (GCE_METADATA_HOST: tokenserver.py's stand-in) ---
+servers
+unset GOOGLE_APPLICATION_CREDENTIALS
+export GCE_METADATA_HOST="127.0.0.1:$TS_PORT"
+check 0 "load with the metadata server's token" "$PINIO" load "$URL" --sha256 "$SUM"
+no_secret "a metadata load"
+one_token metadata
+servers --expires-in 120
+unset GOOGLE_APPLICATION_CREDENTIALS
+export GCE_METADATA_HOST="127.0.0.1:$TS_PORT"
+check 0 "load with short-lived metadata tokens" "$PINIO" load "$URL" --sha256 "$SUM"
+[ "$(count 'metadata ok')" -ge 3 ] || { echo "FAIL: $(count metadata) metadata requests for short-lived tokens"; fails=$((fails + 1)); }
+servers --refuse
+unset GOOGLE_APPLICATION_CREDENTIALS
+GCE_METADATA_HOST="127.0.0.1:$TS_PORT" check 1 "a refusing metadata server" "$PINIO" load "$URL"
+has "$DIR/err" "the GCE metadata server (GCE_METADATA_HOST): the token endpoint http://127.0.0.1:$TS_PORT/computeMetadata/v1/instance/service-accounts/default/token answered HTTP 403" \
+    "the refusing metadata server named"
+[ "$(count GET)" -eq 0 ] || { echo "FAIL: object requests went out without a token:"; cat "$DIR/log"; fails=$((fails + 1)); }
+# A configured metadata host that does not answer is an error (one try),
+# never a fall to anonymous requests.
+GCE_METADATA_HOST=127.0.0.1:1 check 1 "an unreachable metadata server" "$PINIO" load "$URL"
+has "$DIR/err" "the GCE metadata server (GCE_METADATA_HOST): the token endpoint http://127.0.0.1:1/" \
+    "the unreachable metadata server named"
+# NO_GCE_CHECK=True without a host: anonymous, which the proxy refuses.
+NO_GCE_CHECK=True check 1 "NO_GCE_CHECK: anonymous" env -u GCE_METADATA_HOST "$PINIO" load "$URL"
+has "$DIR/err" "access denied (403) with no credentials (anonymous)" "anonymous named"
 
 [ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "ok"

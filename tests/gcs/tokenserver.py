@@ -13,7 +13,10 @@ endpoint's URL, iat and exp an hour apart. A grant that passes gets a new
 random access token (appended to TOKENS, for gcsproxy.py) with expires_in
 S (default 3599); one that does not gets 400 invalid_grant. --refuse
 answers every grant 401 unauthorized_client. Each grant is logged to LOG as
-"token ok" or "token bad WHY". Stops on SIGTERM.
+"token ok" or "token bad WHY". It is the GCE metadata server's stand-in
+too: GET /computeMetadata/v1/instance/service-accounts/default/token with
+"Metadata-Flavor: Google" gets a token the same way ("metadata ok"), one
+without the header 403 ("metadata bad"). Stops on SIGTERM.
 """
 import argparse
 import base64
@@ -88,6 +91,21 @@ def main():
             self.end_headers()
             self.wfile.write(body)
 
+        def do_GET(self):
+            ok = (self.path == "/computeMetadata/v1/instance/service-accounts/default/token"
+                  and self.headers.get("Metadata-Flavor") == "Google" and not a.refuse)
+            log("metadata ok" if ok else "metadata bad " + self.path)
+            if not ok:
+                return self.answer(403, {"error": "forbidden"})
+            self.issue()
+
+        def issue(self):
+            tok = "ya29.pinio-test-" + secrets.token_urlsafe(24)
+            with lock, open(a.tokens, "a") as f:
+                f.write(tok + "\n")
+            self.answer(200, {"access_token": tok, "expires_in": a.expires_in,
+                              "token_type": "Bearer"})
+
         def do_POST(self):
             n = int(self.headers.get("Content-Length", "0"))
             form = urllib.parse.parse_qs(self.rfile.read(n).decode())
@@ -98,11 +116,7 @@ def main():
                 return self.answer(401, {"error": "unauthorized_client"})
             if why is not None:
                 return self.answer(400, {"error": "invalid_grant", "error_description": why})
-            tok = "ya29.pinio-test-" + secrets.token_urlsafe(24)
-            with lock, open(a.tokens, "a") as f:
-                f.write(tok + "\n")
-            self.answer(200, {"access_token": tok, "expires_in": a.expires_in,
-                              "token_type": "Bearer"})
+            self.issue()
 
     serve(H)
 
