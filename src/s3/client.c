@@ -56,7 +56,9 @@
  * https://ACCOUNT.blob.core.windows.net/, see src/s3/azure.h) is signed by
  * pinio__az_sign() and ranged with x-ms-range; everything else about a
  * request (the checks, the version pin, the retries, the stop) is the same
- * code, so the two stores cannot drift apart in what they promise.
+ * code, so the two stores cannot drift apart in what they promise. A gs://
+ * bucket (src/s3/gcs.h) is a third: S3's own protocol and signer on
+ * Google's endpoint and credentials.
  *
  * Secrets: the signed header lines (Authorization, the session token) live
  * in the request only while it is in flight and are never formatted into a
@@ -77,6 +79,7 @@
 #include "src/s3/azure.h"
 #include "src/s3/client.h"
 #include "src/s3/config_internal.h"
+#include "src/s3/gcs.h"
 #include "src/s3/sign.h"
 
 /* A response's header block at most: S3's are a few hundred bytes (user
@@ -102,6 +105,7 @@ struct pinio__s3 {
      * container (pinio__az_bucket()); its configuration is read at its
      * first request, so that an S3 user's load never depends on it. */
     pinio__az_cfg *az;
+    pinio__gcs_cfg *gcs; /* Google Cloud Storage's (gs://), the same way */
     bool s3_used;
     pinio__s3_opts o;
     CURLM *multi;
@@ -230,6 +234,7 @@ void pinio__s3_close(pinio__s3 *c)
     free(c->regions);
     pinio__s3_cfg_free(c->cfg);
     pinio__az_cfg_free(c->az);
+    pinio__gcs_cfg_free(c->gcs);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }
@@ -324,6 +329,8 @@ bool pinio__s3_plain(const char *s)
 
 const char *pinio__s3_endpoint(const pinio__s3 *c)
 {
+    if (c->gcs && !c->az && !c->s3_used)
+        return pinio__gcs_cfg_endpoint(c->gcs);
     return c->az && !c->s3_used ? pinio__az_cfg_endpoint(c->az) : pinio__s3_cfg_endpoint(c->cfg);
 }
 
@@ -643,6 +650,11 @@ static int remember_region(pinio__s3 *c, const char *bucket, const char *region)
 static int sign(pinio__s3 *c, xfer *x, const char *const *extra, size_t nextra,
                 pinio_diag *diag)
 {
+    if (pinio__gcs_bucket(x->bucket)) {
+        int rc = c->gcs ? 0 : pinio__gcs_cfg_load(&c->gcs, diag);
+        return rc < 0 ? rc : pinio__gcs_sign(c->gcs, x->method, x->bucket, x->key, x->query,
+                                             x->nquery, extra, nextra, time(NULL), &x->req, diag);
+    }
     if (!pinio__az_bucket(x->bucket)) {
         c->s3_used = true;
         return pinio__s3_sign(cfg_for(c, x->bucket), x->method, x->bucket, x->key, x->query,
@@ -926,11 +938,13 @@ static int judge(pinio__s3 *c, xfer *x, CURLcode cc, char *why, size_t wn, pinio
                           code[0] ? " " : "", code);
         return -ENOENT;
     }
-    if (st == 403 && pinio__az_bucket(x->bucket)) {
+    if (st == 403 && (pinio__az_bucket(x->bucket) || pinio__gcs_bucket(x->bucket))) {
+        bool az = pinio__az_bucket(x->bucket);
         pinio_diag_set_at(diag, -EACCES, url, PINIO_DIAG_NO_OFFSET,
                           "access denied (403%s%s) with %s: check the credentials and the "
-                          "container's access", code[0] ? " " : "", code,
-                          pinio__az_cfg_auth(c->az));
+                          "%s's access", code[0] ? " " : "", code,
+                          az ? pinio__az_cfg_auth(c->az) : pinio__gcs_cfg_auth(c->gcs),
+                          az ? "container" : "bucket");
         return -EACCES;
     }
     if (st == 403) {

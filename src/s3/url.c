@@ -1,7 +1,8 @@
 /* s3:// URLs: "s3://BUCKET/KEY" as the AWS CLI writes them. The key is taken
  * as written (S3 keys are arbitrary UTF-8; "a//b" is a key of its own), the
- * signer encodes it. Azure's URLs split here too (azure_url.c), into a
- * bucket that keeps its scheme, so that joining gives the URL back. */
+ * signer encodes it. Azure's URLs (azure_url.c) and gs:// (gcs.c) split
+ * here too, into a bucket that keeps its scheme, so that joining gives the
+ * URL back. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,10 +10,11 @@
 
 #include "src/s3/azure.h"
 #include "src/s3/client.h"
+#include "src/s3/gcs.h"
 
 bool pinio__s3_is_url(const char *s)
 {
-    return s && (strncmp(s, "s3://", 5) == 0 || pinio__az_is_url(s));
+    return s && (strncmp(s, "s3://", 5) == 0 || pinio__az_is_url(s) || pinio__gcs_is_url(s));
 }
 
 int pinio__s3_refuse_write(const char *path, pinio_diag *diag)
@@ -23,8 +25,10 @@ int pinio__s3_refuse_write(const char *path, pinio_diag *diag)
                       "writing to %s is not supported (pinio reads %s objects: load, "
                       "info, stage and bench take them as sources); write to a local path and "
                       "upload it with the store's own tools",
-                      pinio__az_is_url(path) ? "Azure Blob Storage" : "s3://",
-                      pinio__az_is_url(path) ? "Azure" : "s3://");
+                      pinio__az_is_url(path)    ? "Azure Blob Storage"
+                      : pinio__gcs_is_url(path) ? "Google Cloud Storage" : "s3://",
+                      pinio__az_is_url(path)    ? "Azure"
+                      : pinio__gcs_is_url(path) ? "gs://" : "s3://");
     return -ENOTSUP;
 }
 
@@ -50,6 +54,8 @@ int pinio__s3_url_split(const char *url, char **bucket, char **key, pinio_diag *
     *bucket = *key = NULL;
     if (pinio__az_is_url(url))
         return pinio__az_url_split(url, bucket, key, diag);
+    if (pinio__gcs_is_url(url))
+        return pinio__gcs_url_split(url, bucket, key, diag);
     if (!pinio__s3_is_url(url)) {
         pinio_diag_set(diag, -EINVAL, "%s: not an s3:// URL", url ? url : "(null)");
         return -EINVAL;
@@ -68,7 +74,7 @@ int pinio__s3_url_split(const char *url, char **bucket, char **key, pinio_diag *
 
 char *pinio__s3_url_join(const char *bucket, const char *key)
 {
-    if (pinio__az_bucket(bucket)) {
+    if (pinio__az_bucket(bucket) || pinio__gcs_bucket(bucket)) {
         char *u;
         return asprintf(&u, "%s/%s", bucket, key) < 0 ? NULL : u;
     }
@@ -85,6 +91,6 @@ char *pinio__s3_url_join(const char *bucket, const char *key)
 
 const char *pinio__s3_url_format(char *buf, size_t cap, const char *bucket, const char *key)
 {
-    snprintf(buf, cap, pinio__az_bucket(bucket) ? "%s/%s" : "s3://%s/%s", bucket, key);
+    snprintf(buf, cap, pinio__az_bucket(bucket) || pinio__gcs_bucket(bucket) ? "%s/%s" : "s3://%s/%s", bucket, key);
     return buf;
 }

@@ -57,10 +57,10 @@ _SUB_BYTE = ("F4", "F6_E2M3", "F6_E3M2")
 
 
 def is_url(filename):
-    """`filename` names an object (an s3:// or Azure URL, az:// or
+    """`filename` names an object (an s3://, gs:// or Azure URL, az:// or
     https://ACCOUNT.blob.core.windows.net/), not a file."""
     return isinstance(filename, str) and (
-        filename.startswith(("s3://", "az://")) or
+        filename.startswith(("s3://", "gs://", "az://")) or
         _re.match(r"https://[^./]+\.blob\.core\.windows\.net(/|$)", filename) is not None)
 
 
