@@ -295,6 +295,9 @@ class safe_open:
         self._sorted = sorted(self._info)
         self._at = {"key": {n: i for i, n in enumerate(self._sorted)},
                     "offset": {n: i for i, n in enumerate(self._order)}}
+        # the two orders' places, for _successor: a loop over _at's items
+        # cost ~5 us of a random get_tensor's ~30 us (hot, 20,000 tensors)
+        self._at_key, self._at_offset = self._at["key"], self._at["offset"]
         self._ckpt = None        # the whole file (arena=)
         self._window = None      # the read-ahead window's checkpoint
         self._last = None        # the name get_tensor() read last
@@ -433,9 +436,12 @@ class safe_open:
         """The order ("key" or "offset") in which `name` follows `last`, the
         tensor read before it, or None (a random access)."""
         if last is not None:
-            for order, at in self._at.items():
-                if at[name] == at[last] + 1:
-                    return order
+            at = self._at_key
+            if at[name] == at[last] + 1:
+                return "key"
+            at = self._at_offset
+            if at[name] == at[last] + 1:
+                return "offset"
         return None
 
     def _from_window(self, name, entry):
@@ -460,10 +466,18 @@ class safe_open:
         # threads bring their tensors in side by side. An engine run per
         # such key (a window of one tensor) cost 4.5 ms at 20,000 tensors
         # (0.03x a plain mmap loader hot, reading every 50th key).
-        buf = self._view(entry[3], entry[4] - entry[3]) if entry[4] > entry[3] else None
-        if buf is False:  # no mapping to be had: a window, as before
+        t = self._view_tensor(name, entry)
+        if t is False:  # no mapping to be had: a window, as before
             with self._lock:
                 return self._own(self._new_window(name, entry, last))
+        return t
+
+    def _view_tensor(self, name, entry):
+        """The tensor `name` (its header row `entry`) as a view of the kept
+        mapping, or False when the file cannot be mapped."""
+        buf = self._view(entry[3], entry[4] - entry[3]) if entry[4] > entry[3] else None
+        if buf is False:
+            return False
         tdt = _PT_DTYPES.get(entry[1]) if self._fw == "pt" else None
         if tdt is not None and buf is not None:
             return _PT_DTYPES[None](buf, dtype=tdt).reshape(entry[2])
@@ -784,6 +798,9 @@ def _with_new_axes(items):
                  if it is None or _as_int(it) is None)
 
 
+_FULL = slice(None)  # x[:], as x[...] of a tensor of one dimension or more: all of it
+
+
 class _Slice:
     """get_slice()'s object: get_shape(), get_dtype(), and [] reading only
     the rows of the first dimension that the index covers."""
@@ -868,7 +885,20 @@ class _Slice:
             f"its last dimension at {what}, inside a byte; a cut must land on a byte boundary")
 
     def __getitem__(self, index):
-        self._f._check()
+        f = self._f
+        f._check()
+        # The whole tensor, as transformers v5 materialises every key
+        # (get_slice(k)[...]) from a thread pool: straight to get_tensor's
+        # view of the kept mapping. _torch_getitem's index handling on the
+        # way cost ~10 us a key, a third of the key's time hot at 20,000
+        # tensors, and it held the GIL the pool's threads wait for.
+        if (index is Ellipsis or (type(index) is slice and index == _FULL)) and f._kept and \
+                f._fw == "pt" and f._backend == "mmap" and f._device == "cpu" and \
+                self._shape and not f._prefetched.tensors and self._end > self._begin and \
+                self._dtype not in _pinio_pkg._QUANTIZED:
+            t = f._view_tensor(self._name, f._info[self._name])
+            if t is not False:
+                return t
         if self._f._prefetched.tensors:  # the plan's slice: no read
             t = self._f._prefetched.lookup(self._name, index, self._shape)
             if t is not None:

@@ -112,6 +112,8 @@ class ObjectOpen(safe_open):
     header bytes; keys, offset_keys, get_slice, the context manager are
     safe_open's."""
 
+    _kept = False  # no mapping of an object: a whole slice is read as any other
+
     def __init__(self, filename, framework, device="cpu", *, backend="mmap", allocator=None,
                  arena=None, prefetch=False):
         self._closed = True
