@@ -211,9 +211,11 @@ typedef struct pinio_plan_file {
 /**
  * Reads bytes [off, off + len) of input file `i` of the plan (fewer at its
  * end): pread(2) on its validated descriptor, or for an object ranged GETs
- * of the validated version, through a connection of the call's own, so any
- * thread may call it. For bytes the plan's reads do not bring (a header,
- * unselected tensors).
+ * of the validated version, on the plan's connections; any thread may call
+ * it (while pinio_plan_execute() streams the plan's objects, the executing
+ * thread sends the requests, between its destination callbacks: see
+ * pinio_exec_opts::object_batches). For bytes the plan's reads do not
+ * bring (a header, unselected tensors).
  * @return the bytes read (0 at or past the end); -ERANGE for a bad `i`;
  *         #PINIO_ECHANGED when the object changed; the read's or the
  *         request's error (`diag` names the file and offset).
@@ -568,6 +570,14 @@ typedef struct pinio_exec_opts {
      *  independent process, whose pid picks the starting piece. */
     uint32_t stagger_rank;
     uint32_t stagger_ranks;
+    /** Object files (s3://): fetch in batches as above (claim a batch, fetch
+     *  all its ranges, then land it) instead of landing each read as its
+     *  ranges complete while the next ranges are already in flight. For a
+     *  destination whose callbacks wait for another thread that reads the
+     *  plan's objects again (pinio_plan_file_read()): that thread's reads
+     *  are served by the executing thread between its callbacks, so such a
+     *  wait would never end. false = streamed. */
+    bool object_batches;
 } pinio_exec_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */

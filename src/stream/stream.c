@@ -25,7 +25,9 @@
  * at most n new windows, so with n <= k the slot a claim reopens never
  * holds a read of the same batch (which could not land before the claim
  * returns: a deadlock). With k/2, half the ring is read while the sink
- * still copies from the other half.
+ * still copies from the other half. Objects, streamed rather than batched
+ * (src/load/object.c), land each read as soon as it is in: at most k - 1
+ * reads claimed and not landed (exec_opts_of).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -228,6 +230,20 @@ static void exec_opts_of(const pinio_stream_opts *o, const stream *s,
     /* Hashing on its thread (--verify) reads the slots after landed too. */
     bool async = s->sink->slot_wait || s->verify;
     eo->batch_reads = async ? (o->slots / 2 ? o->slots / 2 : 1) : o->slots;
+    /* Objects are streamed (src/load/object.c): each read lands as soon as
+     * it and those before it are in, so the reads claimed and not landed
+     * hold at most k - 1 slots and a claim never reopens one of theirs;
+     * the sink's slot that a claim waits for is the oldest, not half the
+     * ring. --verify's thread rereads objects' gaps and the stream waits
+     * for it, so with it the objects go in batches (object_batches). */
+    pinio_plan_info pi;
+    pinio_plan_get_info(s->plan, &pi);
+    bool objects = pi.files > 0;
+    for (size_t i = 0; i < pi.files && objects; i++)
+        objects = pinio_plan_file_at(s->plan, i)->object;
+    eo->object_batches = s->verify != NULL;
+    if (objects && !s->verify)
+        eo->batch_reads = o->slots - 1;
     eo->regions = regions;
     eo->nregions = o->slots;
 }

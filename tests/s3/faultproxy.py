@@ -4,6 +4,7 @@
 usage: faultproxy.py UPSTREAM_URL [--fault KIND] [--count N] [--skip N]
                      [--latency MS] [--replace-with FILE] [--strip HEADERS]
                      [--strip-from get|all] [--stats FILE] [--retry-after S]
+                     [--hold-until N]
 
 Listens on 127.0.0.1 at a free port, prints "port N" on its first line, and
 forwards every request to UPSTREAM_URL (http://127.0.0.1:PORT). Faults hit
@@ -25,6 +26,12 @@ first ranged GET of an object is its header's), --count of them (default 1;
   escetag    the answer's ETag replaced by one holding a terminal escape
   bigheader  a 200 KB response header line
   manyheaders  200 KB of response headers in 1 KB lines
+  hold       the range held back until the key has seen --hold-until
+             ranged GETs in all (or 120 s passed), then forwarded; said on
+             stderr as "hold released after N, asked again R times" or
+             "hold gave up after N, ...", R the GETs of the same range
+             meanwhile (a client's retry of it): how many requests a client
+             keeps going while one is slow
 
 --strip etag,last-modified takes those headers out of every answer (or of
 the GETs' only, with --strip-from get): a store that sends no validator.
@@ -77,7 +84,8 @@ def main():
         return 0
     up = urllib.parse.urlparse(args[0])
     opt = {"--fault": "", "--count": "1", "--skip": "1", "--latency": "0", "--replace-with": "",
-           "--strip": "", "--strip-from": "all", "--stats": "", "--retry-after": "1"}
+           "--strip": "", "--strip-from": "all", "--stats": "", "--retry-after": "1",
+           "--hold-until": "0"}
     i = 1
     while i < len(args):
         if args[i] not in opt or i + 1 >= len(args):
@@ -120,11 +128,27 @@ def main():
         with lock:
             n = seen.get(path, 0)
             seen[path] = n + 1
+            cv.notify_all()
             if not fault or n < skip or (count and state["faults"] >= count):
                 return False
             state["faults"] += 1
         print(f"fault {fault} {path}", file=sys.stderr, flush=True)
         return True
+
+    cv = threading.Condition(lock)
+
+    held = {}  # the range held -> GETs of it since
+
+    def hold(path, rng):
+        """Waits until `path` has seen --hold-until ranged GETs (120 s at most)."""
+        want, end = int(opt["--hold-until"]), time.time() + 120
+        with cv:
+            held[rng] = 0
+            while seen.get(path, 0) < want and time.time() < end:
+                cv.wait(1)
+            n, again = seen.get(path, 0), held.pop(rng)
+        how = "released" if n >= want else "gave up"
+        print(f"hold {how} after {n}, asked again {again} times", file=sys.stderr, flush=True)
 
     def replace_blob(path, data):
         """Uploads `data` over the blob of request path /ACCOUNT/CONTAINER/BLOB."""
@@ -263,7 +287,14 @@ def main():
                 return self.listing()
             azure = "x-ms-range" in self.headers
             ranged = "Range" in self.headers or azure
+            rng = self.headers.get("x-ms-range" if azure else "Range")
+            with lock:
+                if rng in held:
+                    held[rng] += 1
             hit = ranged and take_fault(urllib.parse.urlparse(self.path).path)
+            if hit and fault == "hold":
+                hold(urllib.parse.urlparse(self.path).path, rng)
+                return self.relay(None)
             if hit and fault == "503":
                 return self.error(503, "ServerBusy" if azure else "SlowDown",
                                   [("Retry-After", opt["--retry-after"])])

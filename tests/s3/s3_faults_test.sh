@@ -4,7 +4,8 @@
 # reset mid-body, a short body, a wrong Content-Range, a 200 with the whole
 # object, 403, 412, an object replaced mid-load (by one of the same size or
 # another, from a store that sends ETags, only Last-Modified, or neither),
-# escapes in an ETag, huge response headers. Each case: the bytes are the
+# escapes in an ETag, huge response headers, one range held back while the
+# others must go on. Each case: the bytes are the
 # local file's (--sha256) after retries that the JSON counts, or the load
 # fails with the right one-line error; a failed stage leaves nothing behind.
 # A replaced object is one error class whichever request sees it first. A
@@ -169,6 +170,22 @@ one_line "--verify's rereads of a replaced object"
 proxy --fault reset --count 1
 check 0 "stage through a reset" "$PINIO" stage "$URL" "$DIR/staged2" --verify
 cmp -s "$DIR/m.safetensors" "$DIR/staged2/m.safetensors" || { echo "FAIL: staged file differs"; fails=$((fails + 1)); }
+
+# Ranges stay in flight across what were batch ends: one data range held
+# back by the proxy, stage (1 MiB slots, 32 of them) goes on fetching the
+# reads after it. The proxy lets the range go once the object has seen 28
+# ranged GETs, or gives up after 120 s; a batch (16 reads of 1 MiB, after
+# the header's GET) could never get past 17 while one of its ranges was
+# out, unless pinio gave the held range up as stalled (30 s) and asked for
+# it again, which the proxy counts. A count of requests, not a time.
+s3_put models big.safetensors "$DIR/big.safetensors" || exit 1
+proxy --fault hold --hold-until 28
+check 0 "stage with one range held" "$PINIO" stage s3://models/big.safetensors "$DIR/staged-held" \
+    --staging 1Mx32
+grep -q "^hold released after [0-9]*, asked again 0 times" "$DIR/proxy.err" ||
+    { echo "FAIL: the other ranges stopped while one was held:"; grep "^hold" "$DIR/proxy.err"; fails=$((fails + 1)); }
+cmp -s "$DIR/big.safetensors" "$DIR/staged-held/big.safetensors" ||
+    { echo "FAIL: the file staged with a range held differs"; fails=$((fails + 1)); }
 
 # A stop ends a retry storm at once: SIGTERM to stage while every ranged GET
 # is a 503 with Retry-After: 1 (100 attempts: its 120 s retry budget), from
