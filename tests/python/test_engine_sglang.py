@@ -11,15 +11,17 @@ Both iterators, reached through the loader's stale bindings, are pinio's
 and give every tensor byte for byte; a decryption key goes to SGLang's own
 iterator; loading the plugins again registers nothing twice;
 SGLANG_PLUGINS naming another plugin leaves SGLang's iterators; a registry
-that refuses the hooks gets pinio's own ERROR line."""
+that refuses the hooks gets pinio's own ERROR line. Under tensor
+parallelism (TP 2, two processes of a gloo job set up through the
+stand-in's sglang.srt.distributed) the TP group reads the checkpoint once
+and every rank still gets every whole tensor byte for byte."""
 import os
 
 import numpy as np
 import pytest
 
-from engines.pipvenv import run_driver, venv  # noqa: F401 (venv: a fixture)
+from engines.pipvenv import run_driver, run_group, venv  # noqa: F401 (venv: a fixture)
 from pinio.safetensors.numpy import save_file
-
 
 
 @pytest.fixture
@@ -46,7 +48,8 @@ def test_both_iterators_are_pinio_s_through_stale_bindings(venv, model):
     files, ref, names = model
     out = drive(venv, ref, files=files, plugin_loads=2, env={"SGLANG_PLUGINS": "pinio"})
     for mode in ("buffered", "prefetch"):
-        assert out["runs"][mode] == {"names": names, "mismatches": []}, out["runs"][mode]
+        run = out["runs"][mode]
+        assert (run["names"], run["mismatches"]) == (names, []), run
     # encrypted checkpoints: SGLang's own iterator, the only call it got
     assert out["runs"]["decryption_key"]["names"] == ["__sglang_original__"]
     assert out["original_calls"] == ["safetensors_weights_iterator"]
@@ -77,3 +80,56 @@ def test_a_missing_shard_is_named(venv, model):
     gone = files[1] + ".gone"
     out = drive(venv, ref, files=[files[0], gone])
     assert "error" in out["runs"]["buffered"] and ".gone" in out["runs"]["buffered"]["error"]
+
+
+def test_the_tp_group_reads_the_checkpoint_once_each_rank_every_whole_tensor(venv, tmp):
+    """TP 2 (gloo, two processes): both iterators give each rank every
+    tensor whole (SGLang's weight_loaders narrow by rank themselves), byte
+    for byte, dtype and shape; the group's reads of one load sum to about
+    the checkpoint once (each rank alone reads it whole:
+    PINIO_SGLANG_GROUP_READ=0, the plugin before the group read). cache
+    "cold": the file just written is in the page cache, where pinio would
+    map it and count nothing read (as the vLLM test measures); PINIO_SHARE=0:
+    the ranks are processes of one machine, which would otherwise share
+    one read of a file loaded at once (load.h), a saving that depends on
+    timing and that a job across machines does not have."""
+    rng = np.random.default_rng(11)
+    t = {f"model.layers.{i}.{n}.weight": rng.standard_normal((64, 96)).astype(np.float32)
+         for i in range(12) for n in ("self_attn.qkv_proj", "mlp.down_proj")}
+    t["model.embed_tokens.weight"] = rng.standard_normal((50, 64)).astype(np.float16)
+    t["model.norm.weight"] = np.arange(64, dtype=np.float16)
+    names = sorted(t)
+    files = []
+    for s, part in enumerate((names[::2], names[1::2])):
+        f = os.path.join(tmp, f"model-{s + 1:05d}-of-00002.safetensors")
+        save_file({k: t[k] for k in part}, f)
+        files.append(f)
+    ref = os.path.join(tmp, "ref.npz")
+    np.savez(ref, **t)
+    total = sum(v.nbytes for v in t.values())
+    # rank 1 names the shards in another order (per-rank staggered order)
+    for what, env in (("group", {}), ("alone", {"PINIO_SGLANG_GROUP_READ": "0"})):
+        env["PINIO_SHARE"] = "0"
+        outs = run_group(venv, "sglang_driver.py", 2, tmp,
+                         {"files": files, "cache": "cold", "stagger": True, "env": env}, ref)
+        for r, out in enumerate(outs):
+            assert out["group_ranks"] == [0, 1]
+            assert [x for x in out["records"] if x[1] in ("WARNING", "ERROR")] == [], out
+            for mode in ("buffered", "prefetch"):
+                run = out["runs"][mode]
+                assert "error" not in run, (what, r, mode, run["error"])
+                assert run["names"] == names and run["mismatches"] == [], (what, r, mode, run)
+                assert run["yielded_bytes"] == total, (what, r, mode, run)
+        for mode in ("buffered", "prefetch"):
+            read = sum(out["runs"][mode]["read_bytes"] for out in outs)
+            if what == "group":
+                assert total <= read <= 1.1 * total, (mode, read, total)
+            else:
+                assert read >= 2 * total, (mode, read, total)
+
+
+def test_group_read_switch_is_checked(venv, model):
+    files, ref, _ = model
+    out = drive(venv, ref, files=files, env={"PINIO_SGLANG_GROUP_READ": "no"})
+    assert out["runs"]["buffered"]["error"].startswith(
+        "ValueError: PINIO_SGLANG_GROUP_READ='no': 1 (the TP group reads"), out["runs"]

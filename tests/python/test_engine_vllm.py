@@ -20,12 +20,11 @@ extra-config key, registration twice, VLLM_PLUGINS naming another plugin,
 a hub repo id (download_dir and the hub cache) and an s3:// model."""
 import json
 import os
-import subprocess
 
 import numpy as np
 import pytest
 
-from engines.pipvenv import STANDINS, run_driver, venv  # noqa: F401 (venv: a fixture)
+from engines.pipvenv import run_driver, run_group, venv  # noqa: F401 (venv: a fixture)
 from test_hub import COMMIT
 from pinio.safetensors.numpy import save_file
 
@@ -152,29 +151,7 @@ def drive_group(venv, ref, world, tmp, **spec):
     """Each rank's json line of vllm_driver.py run as `world` processes of a
     gloo job, each loading its own tensor-parallel rank (vLLM's TP group of
     the stand-in's parallel_state)."""
-    init = os.path.join(tmp, "tp.init")
-    if os.path.exists(init):
-        os.unlink(init)
-    env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "PYTHONPATH": STANDINS,
-           "PYTHONDONTWRITEBYTECODE": "1", "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
-    driver = os.path.join(os.path.dirname(os.path.abspath(__file__)), "engines",
-                          "vllm_driver.py")
-    procs = [subprocess.Popen(
-        [venv, driver, json.dumps(dict(spec, group={"rank": r, "world": world, "init": init})),
-         ref], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for r in range(world)]
-    try:
-        logs = [p.communicate(timeout=240) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
-    assert all(p.returncode == 0 for p in procs), [e[-3000:] for _, e in logs]
-    outs = [json.loads(o.strip().splitlines()[-1]) for o, _ in logs]
-    for out in outs:
-        assert out["pinio_file"].startswith(os.path.dirname(os.path.dirname(venv))), out
-    return outs
+    return run_group(venv, "vllm_driver.py", world, tmp, spec, ref)
 
 
 def shares(ref, world):

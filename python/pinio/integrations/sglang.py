@@ -13,6 +13,18 @@ fn(hf_weights_files, *args, **kwargs) and reads the files whole, every
 tensor, through pinio.weights_iterator; a decryption_key (encrypted
 checkpoints) goes to SGLang's own iterator.
 
+Under tensor parallelism (SGLang's TP group, resolved when the iterator is
+called, larger than 1) the TP group reads the checkpoint once:
+process_group= is the group's gloo cpu_group (never its device group,
+NCCL on a GPU job, which does not take host tensors), each tensor is read
+by one rank and exchanged, and every rank still gets every whole tensor,
+as SGLang's iterator contract has it (its weight_loaders narrow by rank
+themselves). The files are sorted first: a group's ranks must plan the
+same batches, and SGLang may hand each rank its files in an order of its
+own (sglang #26937). Every rank of the group must consume the iterator to
+the end, as SGLang's models do. PINIO_SGLANG_GROUP_READ=0 makes each rank
+read the whole checkpoint itself, as before.
+
 The contract mirrored, from sgl-project/sglang:
   python/sglang/srt/plugins/__init__.py@32c764af5f16beac1afaf71d2d6fcf39a064f304
       load_plugins: every entry point of the group, once per process, in
@@ -28,6 +40,12 @@ The contract mirrored, from sgl-project/sglang:
       yielding (name, tensor); later releases add decryption_key,
       disable_mmap and the buffered iterator (hf_weights_files, max_workers,
       disable_mmap=False, ...), as recorded in the design note engines.md.
+  python/sglang/srt/distributed/parallel_state.py@0005973a84f7a02787e270b6be5970d3022d07fe
+      get_tp_group() (get_tensor_model_parallel_group is its alias) ->
+      GroupCoordinator (.cpu_group: gloo, .world_size, .rank_in_group);
+      model_parallel_is_initialized() says whether it is set up.
+      (python/sglang/srt/distributed/__init__.py@e61c708accb766a7224d7a6782119fa1e6531b0f
+      re-exports it.)
 
 Because SGLang only logs a plugin's failure, register() logs its own
 ERROR line (logger pinio.integrations.sglang) saying that SGLang goes on
@@ -35,6 +53,7 @@ with its own iterators, then re-raises."""
 import importlib
 import inspect
 import logging
+import os
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +68,23 @@ def _show_progress():
         return not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
     except ImportError:
         return True
+
+
+def _tp_group():
+    """SGLang's TP GroupCoordinator when it has more than one rank and the
+    group read is not turned off, else None."""
+    on = os.environ.get("PINIO_SGLANG_GROUP_READ", "1")
+    if on not in ("0", "1"):
+        raise ValueError(f"PINIO_SGLANG_GROUP_READ={on!r}: 1 (the TP group reads the "
+                         "checkpoint once, the default) or 0 (each rank reads it whole)")
+    if on == "0":
+        return None
+    from sglang.srt.distributed import parallel_state as ps
+
+    if not ps.model_parallel_is_initialized():
+        return None
+    tp = ps.get_tp_group()
+    return tp if tp.world_size > 1 else None
 
 
 def _original(name):
@@ -71,7 +107,11 @@ def _make(name):
                 progress = True
             except ImportError:
                 progress = False
-        return pinio.weights_iterator(list(hf_weights_files), progress=progress)
+        files, kw = list(hf_weights_files), {}
+        tp = _tp_group()
+        if tp is not None:
+            files, kw = sorted(files), {"process_group": tp.cpu_group}
+        return pinio.weights_iterator(files, progress=progress, **kw)
 
     iterator.__name__ = iterator.__qualname__ = f"pinio_{name}"
     return iterator

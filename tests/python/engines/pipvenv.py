@@ -64,3 +64,31 @@ def run_driver(venv, driver, spec, ref, env=None):
     # found through the installed distribution, not a build tree or the sources
     assert out["pinio_file"].startswith(os.path.dirname(os.path.dirname(venv))), out
     return out
+
+
+def run_group(venv, driver, world, tmp, spec, ref):
+    """Each rank's json line of `driver` (in engines/) run as `world`
+    processes of a gloo job (spec's group: {rank, world, init}), with the
+    venv's python and the stand-ins on PYTHONPATH."""
+    init = os.path.join(tmp, "tp.init")
+    if os.path.exists(init):
+        os.unlink(init)
+    env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "PYTHONPATH": STANDINS,
+           "PYTHONDONTWRITEBYTECODE": "1", "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), driver)
+    procs = [subprocess.Popen(
+        [venv, path, json.dumps(dict(spec, group={"rank": r, "world": world, "init": init})),
+         ref], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for r in range(world)]
+    try:
+        logs = [p.communicate(timeout=240) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    assert all(p.returncode == 0 for p in procs), [e[-3000:] for _, e in logs]
+    outs = [json.loads(o.strip().splitlines()[-1]) for o, _ in logs]
+    for out in outs:
+        assert out["pinio_file"].startswith(os.path.dirname(os.path.dirname(venv))), out
+    return outs
