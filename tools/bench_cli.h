@@ -58,6 +58,7 @@ struct cli {
     FILE *log;
     int log_errno;     /* the first failed write to the log */
     bool log_jsonl;
+    bool log_by_rank;  /* --mpi: rank 0's merged series, a row per rank (set by cmd_bench.c) */
     pinio_bench_result per_job[256];
     uint64_t sweep_bs[MAX_SWEEP], sweep_qd[MAX_SWEEP];
     unsigned nbs, nqd;

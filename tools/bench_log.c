@@ -8,18 +8,6 @@
 
 #include "bench_cli.h"
 #include "util.h"
-#if PINIO_HAVE_MPI
-#include "bench_mpi.h"
-#endif
-
-static bool by_rank(void)
-{
-#if PINIO_HAVE_MPI
-    return bench_mpi_on();
-#else
-    return false;
-#endif
-}
 
 
 /* The --log-file row of one interval (the format scripts/plot reads). */
@@ -28,7 +16,7 @@ int bench_on_interval(void *ctx, const pinio_bench_interval *v)
     struct cli *c = ctx;
     static const char *const dirs[] = {"read", "write", "trim"};
     const char *dir = v->dir >= 0 && v->dir < 3 ? dirs[v->dir] : "?";
-    bool ranks = by_rank();
+    bool ranks = c->log_by_rank;
     if (c->log_jsonl)
         fprintf(c->log, "{\"time_ms\":%.3f,\"%s\":%d,\"dir\":\"%s\",\"bw_bytes_per_s\":%.1f,"
                 "\"iops\":%.1f,\"lat_mean_ns\":%.1f,\"lat_p50_ns\":%llu,\"lat_p99_ns\":%llu",
@@ -69,8 +57,8 @@ int bench_open_log(struct cli *c)
     setvbuf(c->log, NULL, _IOLBF, 0);
     if (!c->log_jsonl)
         fprintf(c->log, "time_ms,%s,dir,bw_bytes_per_s,iops,lat_mean_ns,lat_p50_ns,"
-                "lat_p99_ns%s%s\n", by_rank() ? "rank" : "job", c->sweep ? ",cell,bs_bytes,qd" : "",
-                by_rank() ? ",bytes,ios" : "");
+                "lat_p99_ns%s%s\n", c->log_by_rank ? "rank" : "job",
+                c->sweep ? ",cell,bs_bytes,qd" : "", c->log_by_rank ? ",bytes,ios" : "");
     return 0;
 }
 

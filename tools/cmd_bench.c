@@ -192,6 +192,7 @@ static int open_cells(struct cli *c, struct cells *k)
         free(k->runs);
         return 1;
     }
+    c->log_by_rank = mpi_on();
     if (bench_open_log(c)) {
         if (k->out != stdout)
             fclose(k->out);
@@ -298,8 +299,10 @@ static int run_jobfile(struct cli *top, int argc, char **argv)
     if (!rc && top->output && !(out = fopen(top->output, "w")))
         rc = cli_failf("bench", top->fmt == FMT_JSON, -errno, top->output, "--output %s: %s",
                        top->output, strerror(errno));
-    for (size_t i = 0; i < jf.njobs && !rc; i++)
+    for (size_t i = 0; i < jf.njobs && !rc; i++) {
+        sec[i].c->log_by_rank = mpi_on();
         rc = bench_open_log(sec[i].c);
+    }
     if (!rc)
         cli_stop_install();
     for (unsigned g = 0; g < jf.ngroups && !rc; g++)
