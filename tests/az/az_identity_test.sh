@@ -26,6 +26,7 @@ printf 'pinio-federated-F3.%s\n' "$(head -c 24 /dev/urandom | base64 | tr '+/' '
 server() {
     [ -n "$SRV_PID" ] && { kill "$SRV_PID" 2>/dev/null; wait "$SRV_PID" 2>/dev/null; }
     : >"$DIR/log"
+    : >"$DIR/srv.port" # now: the job's own truncation may come after az_port's first read
     /usr/bin/python3 "$SRC/tests/az/tokenserver.py" "$DIR/sa-token" "$DIR/m.safetensors" \
         --log "$DIR/log" "$@" >"$DIR/srv.port" 2>"$DIR/srv.err" &
     SRV_PID=$!

@@ -157,6 +157,10 @@ s3_proxy_start() {
 py_server_start() {
     name=$1 script=$2
     shift 2
+    # Emptied here, not only by the background job's redirection, which may
+    # run after the first read below: a restart would read the port of the
+    # server it just killed.
+    : >"$DIR/$name.port"
     /usr/bin/python3 "$SRC/tests/s3/$script" "$@" >"$DIR/$name.port" 2>"$DIR/$name.err" &
     PY_PID=$!
     i=0 PY_PORT=""
