@@ -25,6 +25,7 @@
 #include "src/base/clock.h"
 #include "src/s3/azure.h"
 #include "src/s3/azure_internal.h"
+#include "src/s3/fetch_internal.h"
 
 /* Azurite's well-known development account (public, in every SDK's docs):
  * what UseDevelopmentStorage=true stands for. */
@@ -320,27 +321,6 @@ char *pinio__az_endpoint_for(const pinio__az_cfg *c, const char *account, size_t
 
 /* ---- workload identity: the client-assertion token exchange ----------- */
 
-typedef struct body {
-    char *p;
-    size_t n;
-} body;
-
-static size_t on_data(char *p, size_t sz, size_t nm, void *ud)
-{
-    body *b = ud;
-    size_t n = sz * nm;
-    if (b->n + n > (64u << 10))
-        return 0;
-    char *np = realloc(b->p, b->n + n + 1);
-    if (!np)
-        return 0;
-    memcpy(np + b->n, p, n);
-    b->p = np;
-    b->n += n;
-    b->p[b->n] = '\0';
-    return n;
-}
-
 /* The file's token, whole, trailing white space dropped; NULL with the
  * diag filled. Read again at each exchange: the kubelet rotates it. */
 static char *read_token_file(const char *path, pinio_diag *diag)
@@ -539,24 +519,17 @@ int pinio__az_bearer(pinio__az_cfg *c, pinio_diag *diag)
     curl_free(ei);
     OPENSSL_cleanse(assertion, strlen(assertion));
     free(assertion);
-    CURL *h = rc == 0 ? curl_easy_init() : NULL;
-    body b = { 0 };
-    long status = 0;
+    pinio__s3_fetch_resp b = { 0 };
     CURLcode cc = CURLE_OK;
-    if (rc == 0 && !h)
-        rc = -ENOMEM;
     if (rc == 0) {
-        curl_easy_setopt(h, CURLOPT_URL, url);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, form);
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
-        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-        cc = curl_easy_perform(h);
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-        curl_easy_cleanup(h);
+        pinio__s3_fetch_req q = { .url = url, .body = form, .timeout_ms = 30000L,
+                                  .cap = (size_t)64 << 10 };
+        char ferr[CURL_ERROR_SIZE];
+        cc = pinio__s3_fetch(&q, &b, ferr, sizeof(ferr));
+        if (cc == CURLE_OUT_OF_MEMORY)
+            rc = -ENOMEM;
     }
+    long status = b.status;
     /* The authority is the user's configuration, no secret: the message
      * names it; the answer's body (it may echo the assertion) is not. */
     char *tok = NULL, err[96] = "";
@@ -566,7 +539,7 @@ int pinio__az_bearer(pinio__az_cfg *c, pinio_diag *diag)
         pinio_diag_set(diag, rc, "workload identity: the token request to %s failed: %s",
                        c->authority, curl_easy_strerror(cc));
     } else if (rc == 0) {
-        int pr = b.p ? parse_token(b.p, b.n, &tok, &exp, err, sizeof(err)) : PINIO_EFORMAT;
+        int pr = b.body ? parse_token(b.body, b.len, &tok, &exp, err, sizeof(err)) : PINIO_EFORMAT;
         if (status != 200 || pr < 0 || !tok) {
             rc = status == 400 || status == 401 || status == 403 ? -EACCES : -EIO;
             pinio_diag_set(diag, rc, "workload identity: the token endpoint %s answered HTTP "
@@ -583,10 +556,7 @@ int pinio__az_bearer(pinio__az_cfg *c, pinio_diag *diag)
         tok = NULL;
     }
     wipe_free(tok);
-    if (b.p) {
-        OPENSSL_cleanse(b.p, b.n);
-        free(b.p);
-    }
+    pinio__s3_fetch_resp_free(&b);
     if (form) {
         OPENSSL_cleanse(form, strlen(form));
         free(form);

@@ -31,6 +31,7 @@
 #include <openssl/evp.h>
 
 #include "src/s3/creds.h"
+#include "src/s3/fetch_internal.h"
 #include "src/s3/sign.h"
 
 extern char **environ;
@@ -90,82 +91,29 @@ static const char *escaped(char *out, size_t cap, const char *in, size_t n)
 
 /* ---- HTTP ------------------------------------------------------------- */
 
-typedef struct http_resp {
-    long status;
-    char *body;
-    size_t len;
-    bool big;
-} http_resp;
+typedef pinio__s3_fetch_resp http_resp;
 
-static size_t http_body(char *p, size_t sz, size_t nm, void *ud)
-{
-    http_resp *r = ud;
-    size_t n = sz * nm;
-    if (r->len + n > BODY_MAX) {
-        r->big = true;
-        return 0;
-    }
-    char *nb = realloc(r->body, r->len + n + 1);
-    if (!nb)
-        return 0;
-    memcpy(nb + r->len, p, n);
-    r->len += n;
-    nb[r->len] = '\0';
-    r->body = nb;
-    return n;
-}
-
-static void http_resp_free(http_resp *r)
-{
-    if (r->body) {
-        explicit_bzero(r->body, r->len);
-        free(r->body);
-    }
-    memset(r, 0, sizeof(*r));
-}
-
-/* One request; 0 with r->status set, or the transport's failure: the
- * CURLcode returned, its text in `err`. Redirects are not followed: a
- * credentials endpoint that redirects is not one to send a token to. */
+/* One request through fetch.c with this source's CA settings; 0 with
+ * r->status set, or the transport's failure: the CURLcode returned, its
+ * text in `err`. */
 static CURLcode http_do(const pinio__s3_creds *c, const char *method, const char *url,
                         struct curl_slist *hl, const char *body, long timeout_ms, http_resp *r,
                         char *err, size_t errn)
 {
-    memset(r, 0, sizeof(*r));
-    CURL *h = curl_easy_init();
-    if (!h) {
-        snprintf(err, errn, "out of memory");
-        return CURLE_OUT_OF_MEMORY;
-    }
-    char ebuf[CURL_ERROR_SIZE] = "";
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    if (strcmp(method, "GET") != 0 && !body)
-        body = "";
-    if (body) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-    }
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, http_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
-    if (c->cainfo)
-        curl_easy_setopt(h, CURLOPT_CAINFO, c->cainfo);
-    if (c->capath)
-        curl_easy_setopt(h, CURLOPT_CAPATH, c->capath);
-    CURLcode cc = curl_easy_perform(h);
-    if (cc == CURLE_OK)
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
-    else
-        snprintf(err, errn, "%s", r->big ? "an answer over 64 KiB" : ebuf[0] ? ebuf
-                                                                   : curl_easy_strerror(cc));
-    curl_easy_cleanup(h);
+    pinio__s3_fetch_req q = {
+        .url = url,
+        .method = method,
+        .body = body,
+        .headers = hl,
+        .connect_timeout_ms = timeout_ms,
+        .timeout_ms = timeout_ms,
+        .cainfo = c->cainfo,
+        .capath = c->capath,
+        .cap = BODY_MAX,
+    };
+    CURLcode cc = pinio__s3_fetch(&q, r, err, errn);
+    if (cc != CURLE_OK && r->big)
+        snprintf(err, errn, "an answer over 64 KiB");
     return cc;
 }
 
@@ -600,7 +548,7 @@ static int sts_post(pinio__s3_creds *c, const char *action, const char *body,
     } else {
         rc = sts_answer(c, action, &r, diag);
     }
-    http_resp_free(&r);
+    pinio__s3_fetch_resp_free(&r);
     return rc;
 }
 
@@ -743,7 +691,7 @@ static int fetch_container(pinio__s3_creds *c, pinio_diag *diag)
     for (int attempt = 0; rc == 0 && attempt < 3; attempt++) {
         if (attempt)
             sleep(1);
-        http_resp_free(&r);
+        pinio__s3_fetch_resp_free(&r);
         CURLcode cc = http_do(c, "GET", c->url, hl, NULL, 2000, &r, err, sizeof(err));
         if (cc != CURLE_OK) {
             pinio_diag_set(diag, -EIO, "%s: %s", c->source, err);
@@ -760,7 +708,7 @@ static int fetch_container(pinio__s3_creds *c, pinio_diag *diag)
         if (attempt < 2)
             rc = 0;
     }
-    http_resp_free(&r);
+    pinio__s3_fetch_resp_free(&r);
     curl_slist_free_all(hl);
     wipe(&line);
     wipe(&token);
@@ -781,7 +729,7 @@ static int fetch_imds(pinio__s3_creds *c, pinio_diag *diag)
     hl = NULL;
     int rc = 0;
     if (cc != CURLE_OK) {
-        http_resp_free(&r);
+        pinio__s3_fetch_resp_free(&r);
         return 1;
     }
     if (r.status == 200 && r.body && r.len && !strpbrk(r.body, "\r\n")) {
@@ -791,7 +739,7 @@ static int fetch_imds(pinio__s3_creds *c, pinio_diag *diag)
     } else if (r.status != 403 && r.status != 404 && r.status != 405) {
         rc = http_fail(c, "the token request", &r, diag);
     } /* else IMDSv1: no token */
-    http_resp_free(&r);
+    pinio__s3_fetch_resp_free(&r);
     snprintf(url, sizeof(url), "%s/latest/meta-data/iam/security-credentials/", c->url);
     if (rc == 0 && http_do(c, "GET", url, hl, NULL, 1000, &r, err, sizeof(err)) == CURLE_OK) {
         size_t n = r.body ? strcspn(r.body, "\r\n") : 0;
@@ -800,7 +748,7 @@ static int fetch_imds(pinio__s3_creds *c, pinio_diag *diag)
             rc = 1;
         else if (!(role = pinio__s3_uri_encode(r.body, n, false)))
             rc = -ENOMEM;
-        http_resp_free(&r);
+        pinio__s3_fetch_resp_free(&r);
     } else if (rc == 0) {
         rc = 1;
     }
@@ -816,7 +764,7 @@ static int fetch_imds(pinio__s3_creds *c, pinio_diag *diag)
         } else {
             rc = json_keys(c, r.body ? r.body : "", r.len, false, diag);
         }
-        http_resp_free(&r);
+        pinio__s3_fetch_resp_free(&r);
     }
     curl_slist_free_all(hl);
     wipe(&tline);

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/s3/fetch_internal.h"
 #include "src/s3/gcs.h"
 
 #define SA_FILE_MAX ((size_t)64 << 10)
@@ -309,30 +310,6 @@ static int jwt_make(const pinio__gcs_sa *sa, time_t now, char **out, pinio_diag 
     return rc;
 }
 
-typedef struct {
-    char *buf;
-    size_t len;
-    bool big;
-} body;
-
-static size_t on_data(char *p, size_t sz, size_t nm, void *ud)
-{
-    body *b = ud;
-    size_t n = sz * nm;
-    if (b->len + n > SA_FILE_MAX) {
-        b->big = true;
-        return 0;
-    }
-    char *nb = realloc(b->buf, b->len + n + 1);
-    if (!nb)
-        return 0;
-    memcpy(nb + b->len, p, n);
-    b->buf = nb;
-    b->len += n;
-    nb[b->len] = '\0';
-    return n;
-}
-
 /* One exchange of a fresh JWT for an access token, or one GET of the
  * metadata server's. 1: the metadata server did not answer at all and
  * `probe` (not on GCE: the chain goes on). */
@@ -347,42 +324,41 @@ static int exchange(pinio__gcs_sa *sa, time_t now, bool probe, pinio_diag *diag)
                  "&assertion=%s", jwt) < 0)
         form = NULL;
     wipe_free(jwt);
-    CURL *h = form || sa->metadata ? curl_easy_init() : NULL;
     struct curl_slist *hl = sa->metadata ? curl_slist_append(NULL, "Metadata-Flavor: Google")
                                          : NULL;
-    if (!h || (sa->metadata && !hl)) {
-        curl_easy_cleanup(h);
+    if (!(form || sa->metadata) || (sa->metadata && !hl)) {
         wipe_free(form);
         return -ENOMEM;
     }
-    body b = {0};
-    curl_easy_setopt(h, CURLOPT_URL, sa->token_uri);
-    if (form)
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, form);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     /* The metadata server is on the host's own link: a machine where it
      * does not answer within a second is not on GCE (one try, as Google's
      * libraries' ping). */
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, sa->metadata ? 1000L : 10000L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, sa->metadata ? 5000L : 30000L);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    CURLcode cc = curl_easy_perform(h);
-    long st = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
-    curl_easy_cleanup(h);
+    pinio__s3_fetch_req q = {
+        .url = sa->token_uri,
+        .body = form,
+        .headers = hl,
+        .connect_timeout_ms = sa->metadata ? 1000L : 10000L,
+        .timeout_ms = sa->metadata ? 5000L : 30000L,
+        .cap = SA_FILE_MAX,
+    };
+    pinio__s3_fetch_resp b;
+    char ferr[CURL_ERROR_SIZE];
+    CURLcode cc = pinio__s3_fetch(&q, &b, ferr, sizeof(ferr));
+    long st = b.status;
     curl_slist_free_all(hl);
     wipe_free(form);
+    if (cc == CURLE_OUT_OF_MEMORY) {
+        pinio__s3_fetch_resp_free(&b);
+        return -ENOMEM;
+    }
     if (probe && (cc == CURLE_COULDNT_RESOLVE_HOST || cc == CURLE_COULDNT_CONNECT ||
                   cc == CURLE_OPERATION_TIMEDOUT)) {
-        free(b.buf);
+        pinio__s3_fetch_resp_free(&b);
         return 1;
     }
     static const char *const names[] = { "access_token", "expires_in", "error" };
     char *v[3] = {0};
-    bool parsed = cc == CURLE_OK && b.buf && jobject(b.buf, b.len, names, v, 3);
+    bool parsed = cc == CURLE_OK && b.body && jobject(b.body, b.len, names, v, 3);
     long long expires = v[1] ? strtoll(v[1], NULL, 10) : 0;
     /* The endpoint's error code (invalid_grant, ...) goes into our message:
      * its own characters only, anything else shown as '?'. */
@@ -414,9 +390,7 @@ static int exchange(pinio__gcs_sa *sa, time_t now, bool probe, pinio_diag *diag)
     wipe_free(v[0]);
     free(v[1]);
     free(v[2]);
-    if (b.buf)
-        OPENSSL_cleanse(b.buf, b.len);
-    free(b.buf);
+    pinio__s3_fetch_resp_free(&b);
     return rc;
 }
 
