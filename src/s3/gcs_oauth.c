@@ -4,10 +4,9 @@
  * (libcrypto's EVP_DigestSign), exchanged at its token_uri for a bearer
  * token, fetched again five minutes before it expires.
  *
- * Why a JSON scanner of this file's own: src/s3/ sits below src/st/'s
- * parser (check-layers), and the two it has (creds.c, azure_config.c) are
- * private to their files; the key file and the token answer are flat
- * objects of strings and numbers, all this one reads.
+ * The key file and the token answer are flat objects of strings and
+ * numbers, read by src/s3/'s own reader (jsonflat.c: src/s3/ sits below
+ * src/st/'s parser).
  *
  * Secrets: the private key, the JWT and the access token are wiped when
  * freed and never formatted into a message; a message names the variable,
@@ -25,6 +24,7 @@
 
 #include "src/s3/fetch_internal.h"
 #include "src/s3/gcs.h"
+#include "src/s3/jsonflat_internal.h"
 
 #define SA_FILE_MAX ((size_t)64 << 10)
 #define SA_SCOPE "https://www.googleapis.com/auth/devstorage.read_only"
@@ -63,116 +63,21 @@ void pinio__gcs_sa_free(pinio__gcs_sa *sa)
 
 /* ---- a flat JSON object's string and number members --------------------- */
 
-typedef struct {
-    const char *p, *end;
-} scan;
-
-static void ws(scan *s)
-{
-    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
-        s->p++;
-}
-
-/* A string at s->p, decoded (\uXXXX of the BMP to UTF-8; no surrogates). */
-static bool jstring(scan *s, char **out)
-{
-    *out = NULL;
-    if (s->p >= s->end || *s->p != '"')
-        return false;
-    s->p++;
-    char *o = malloc((size_t)(s->end - s->p) + 1);
-    size_t w = 0;
-    while (o && s->p < s->end && *s->p != '"') {
-        char ch = *s->p++;
-        if ((unsigned char)ch < 0x20)
-            break;
-        if (ch != '\\') {
-            o[w++] = ch;
-            continue;
-        }
-        if (s->p >= s->end)
-            break;
-        ch = *s->p++;
-        const char *simple = strchr("\"\\/bfnrt", ch);
-        if (simple && ch) {
-            o[w++] = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
-            continue;
-        }
-        unsigned v = 0;
-        if (ch != 'u' || s->end - s->p < 4 || sscanf(s->p, "%4x", &v) != 1 || (v >= 0xd800 && v < 0xe000))
-            break;
-        s->p += 4;
-        if (v < 0x80) {
-            o[w++] = (char)v;
-        } else if (v < 0x800) {
-            o[w++] = (char)(0xc0 | v >> 6);
-            o[w++] = (char)(0x80 | (v & 0x3f));
-        } else {
-            o[w++] = (char)(0xe0 | v >> 12);
-            o[w++] = (char)(0x80 | (v >> 6 & 0x3f));
-            o[w++] = (char)(0x80 | (v & 0x3f));
-        }
-    }
-    if (!o || s->p >= s->end || *s->p != '"' || memchr(o, '\0', w)) {
-        if (o)
-            OPENSSL_cleanse(o, w);
-        free(o);
-        return false;
-    }
-    s->p++;
-    o[w] = '\0';
-    *out = o;
-    return true;
-}
-
-/* Reads a flat object; for each member named in names[], its value (a
- * string, or a number's text) into vals[] (malloc'ed). false: not a flat
- * JSON object of strings, numbers, booleans and nulls. */
+/* For each member named in names[] (at most 4), its value (a string, or a
+ * number's or literal's text) into vals[] (malloc'ed). false: not one flat
+ * JSON object of strings, numbers, booleans and nulls; nothing nested (no
+ * key file or token answer has it). */
 static bool jobject(const char *text, size_t len, const char *const *names, char **vals,
                     size_t n)
 {
-    scan s = { text, text + len };
-    ws(&s);
-    if (s.p >= s.end || *s.p++ != '{')
+    pinio__s3_jfield f[4] = {{0}};
+    for (size_t i = 0; i < n && i < 4; i++)
+        f[i].name = names[i];
+    if (n > 4 || pinio__s3_jflat(text, len, f, n, 0))
         return false;
-    ws(&s);
-    bool first = true;
-    while (s.p < s.end && *s.p != '}') {
-        char *name = NULL, *val = NULL;
-        if (!first && *s.p++ != ',')
-            return false;
-        first = false;
-        ws(&s);
-        if (!jstring(&s, &name))
-            return false;
-        ws(&s);
-        bool ok = s.p < s.end && *s.p++ == ':';
-        ws(&s);
-        if (ok && s.p < s.end && *s.p == '"') {
-            ok = jstring(&s, &val);
-        } else if (ok) {
-            const char *a = s.p;
-            while (s.p < s.end && strchr("+-.0123456789eEtrufalsn", *s.p))
-                s.p++;
-            ok = s.p > a && (val = strndup(a, (size_t)(s.p - a)));
-        }
-        for (size_t i = 0; ok && i < n; i++)
-            if (strcmp(name, names[i]) == 0) {
-                wipe_free(vals[i]);
-                vals[i] = val;
-                val = NULL;
-            }
-        free(name);
-        wipe_free(val);
-        if (!ok)
-            return false;
-        ws(&s);
-    }
-    if (s.p >= s.end)
-        return false;
-    s.p++;
-    ws(&s);
-    return s.p == s.end;
+    for (size_t i = 0; i < n; i++)
+        vals[i] = f[i].val;
+    return true;
 }
 
 /* ---- the key file -------------------------------------------------------- */
