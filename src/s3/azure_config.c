@@ -25,6 +25,8 @@
 #include "src/base/clock.h"
 #include "src/s3/azure.h"
 #include "src/s3/azure_internal.h"
+#include "src/s3/fetch_internal.h"
+#include "src/s3/jsonflat_internal.h"
 
 /* Azurite's well-known development account (public, in every SDK's docs):
  * what UseDevelopmentStorage=true stands for. */
@@ -223,12 +225,6 @@ static char *default_endpoint(const pinio__az_cfg *c, const char *a, size_t al)
     return u;
 }
 
-static int hexdig(char ch)
-{
-    return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-         : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
-}
-
 static const char *env(const char *name)
 {
     const char *v = getenv(name);
@@ -320,27 +316,6 @@ char *pinio__az_endpoint_for(const pinio__az_cfg *c, const char *account, size_t
 
 /* ---- workload identity: the client-assertion token exchange ----------- */
 
-typedef struct body {
-    char *p;
-    size_t n;
-} body;
-
-static size_t on_data(char *p, size_t sz, size_t nm, void *ud)
-{
-    body *b = ud;
-    size_t n = sz * nm;
-    if (b->n + n > (64u << 10))
-        return 0;
-    char *np = realloc(b->p, b->n + n + 1);
-    if (!np)
-        return 0;
-    memcpy(np + b->n, p, n);
-    b->p = np;
-    b->n += n;
-    b->p[b->n] = '\0';
-    return n;
-}
-
 /* The file's token, whole, trailing white space dropped; NULL with the
  * diag filled. Read again at each exchange: the kubelet rotates it. */
 static char *read_token_file(const char *path, pinio_diag *diag)
@@ -369,148 +344,44 @@ static char *read_token_file(const char *path, pinio_diag *diag)
     return t;
 }
 
-/* The token endpoint's answer is one flat JSON object; only three members
- * matter. A small scanner of its own: the layers' rule keeps src/s3/ below
- * the safetensors parser (src/st/), and a token answer needs none of its
- * depth. `pos` walks [s, e); each step returns false on anything that is
- * not well-formed where it looks. */
-typedef struct scan {
-    const char *p, *e;
-} scan;
-
-static void ws(scan *c)
-{
-    while (c->p < c->e && (*c->p == ' ' || *c->p == '\t' || *c->p == '\r' || *c->p == '\n'))
-        c->p++;
-}
-
-/* A JSON string at c->p, decoded into a malloc'ed *out (NULL: skipped);
- * \uXXXX outside ASCII is refused (no token or error code holds one). */
-static bool jstring(scan *c, char **out)
-{
-    if (c->p >= c->e || *c->p != '"')
-        return false;
-    c->p++;
-    size_t n = 0;
-    char *o = out ? malloc((size_t)(c->e - c->p) + 1) : NULL;
-    if (out && !o)
-        return false;
-    for (; c->p < c->e && *c->p != '"'; c->p++) {
-        char ch = *c->p;
-        if ((unsigned char)ch < 0x20)
-            break;
-        if (ch == '\\') {
-            if (++c->p >= c->e)
-                break;
-            static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
-            const char *k = strchr(from, *c->p);
-            if (*c->p == 'u' && c->e - c->p > 4 && c->p[1] == '0' && c->p[2] == '0' &&
-                hexdig(c->p[3]) >= 0 && hexdig(c->p[4]) >= 0 && hexdig(c->p[3]) < 8) {
-                ch = (char)(hexdig(c->p[3]) << 4 | hexdig(c->p[4]));
-                c->p += 4;
-            } else if (k && *c->p) {
-                ch = to[k - from];
-            } else {
-                break;
-            }
-        }
-        if (o)
-            o[n++] = ch;
-    }
-    if (c->p >= c->e || *c->p != '"') {
-        free(o);
-        return false;
-    }
-    c->p++;
-    if (o) {
-        o[n] = '\0';
-        *out = o;
-    }
-    return true;
-}
-
-/* Any other value, nested ones included, passed over. */
-static bool jskip(scan *c)
-{
-    ws(c);
-    if (c->p < c->e && *c->p == '"')
-        return jstring(c, NULL);
-    int depth = 0;
-    while (c->p < c->e) {
-        char ch = *c->p;
-        if (ch == '"') {
-            if (!jstring(c, NULL))
-                return false;
-            continue;
-        }
-        if (ch == '{' || ch == '[')
-            depth++;
-        else if (ch == '}' || ch == ']') {
-            if (depth == 0)
-                return true;
-            depth--;
-        } else if (ch == ',' && depth == 0)
-            return true;
-        c->p++;
-    }
-    return false;
-}
-
-/* access_token and expires_in of the token endpoint's JSON answer; the
- * "error" code, when it sent one, into `err` (letters, digits and '_'
- * only: the store's word, shown). */
+/* access_token and expires_in of the token endpoint's JSON answer (one
+ * flat object; Entra's error answers nest an error_codes array, passed
+ * over); the "error" code, when it sent one, into `err` (letters, digits
+ * and '_' only: the store's word, shown). src/s3/'s own reader
+ * (jsonflat.c): the layers' rule keeps src/s3/ below the safetensors
+ * parser. Its \uXXXX is ASCII only: no token or error code holds more. */
 static int parse_token(const char *s, size_t n, char **tok, uint64_t *expires, char *err,
                        size_t errcap)
 {
-    scan c = { s, s + n };
+    pinio__s3_jfield f[] = {{"access_token"}, {"expires_in"}, {"error"}};
     *tok = NULL;
     *expires = 3600;
     err[0] = '\0';
-    ws(&c);
-    if (c.p >= c.e || *c.p++ != '{')
+    if (pinio__s3_jflat(s, n, f, 3, PINIO__S3_JFLAT_NESTED | PINIO__S3_JFLAT_ASCII))
         return PINIO_EFORMAT;
-    for (bool first = true;; first = false) {
-        ws(&c);
-        if (c.p < c.e && *c.p == '}' && first)
-            return 0;
-        char *name = NULL;
-        if (!jstring(&c, &name))
-            return PINIO_EFORMAT;
-        ws(&c);
-        bool ok = c.p < c.e && *c.p++ == ':';
-        ws(&c);
-        if (ok && strcmp(name, "access_token") == 0 && c.p < c.e && *c.p == '"') {
-            wipe_free(*tok);
-            *tok = NULL;
-            ok = jstring(&c, tok);
-        } else if (ok && strcmp(name, "error") == 0 && c.p < c.e && *c.p == '"') {
-            char *v = NULL;
-            ok = jstring(&c, &v);
-            size_t k = 0;
-            for (const char *q = v; ok && *q && k + 1 < errcap; q++)
-                if ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') ||
-                    (*q >= '0' && *q <= '9') || *q == '_')
-                    err[k++] = *q;
-            err[k] = '\0';
-            free(v);
-        } else if (ok && strcmp(name, "expires_in") == 0 && c.p < c.e && *c.p >= '0' &&
-                   *c.p <= '9') {
-            uint64_t v = 0;
-            for (; c.p < c.e && *c.p >= '0' && *c.p <= '9' && v < (1ull << 40); c.p++)
-                v = v * 10 + (uint64_t)(*c.p - '0');
-            *expires = v;
-        } else if (ok) {
-            ok = jskip(&c);
-        }
-        free(name);
-        ws(&c);
-        if (!ok || c.p >= c.e)
-            return PINIO_EFORMAT;
-        if (*c.p == '}')
-            return 0;
-        if (*c.p++ != ',')
-            return PINIO_EFORMAT;
+    int rc = 0;
+    size_t k = 0;
+    for (const char *q = f[2].str ? f[2].val : ""; *q && k + 1 < errcap; q++)
+        if ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') ||
+            (*q >= '0' && *q <= '9') || *q == '_')
+            err[k++] = *q;
+    err[k] = '\0';
+    /* expires_in: whole seconds, under 2^40; a string one is not read. */
+    if (f[1].val && !f[1].str) {
+        uint64_t v = 0;
+        const char *q = f[1].val;
+        for (; *q >= '0' && *q <= '9' && v < (1ull << 40); q++)
+            v = v * 10 + (uint64_t)(*q - '0');
+        if (*q)
+            rc = PINIO_EFORMAT;
+        *expires = v;
     }
+    if (rc == 0 && f[0].str) {
+        *tok = f[0].val;
+        f[0].val = NULL;
+    }
+    pinio__s3_jflat_clear(f, 3);
+    return rc;
 }
 
 int pinio__az_bearer(pinio__az_cfg *c, pinio_diag *diag)
@@ -539,24 +410,17 @@ int pinio__az_bearer(pinio__az_cfg *c, pinio_diag *diag)
     curl_free(ei);
     OPENSSL_cleanse(assertion, strlen(assertion));
     free(assertion);
-    CURL *h = rc == 0 ? curl_easy_init() : NULL;
-    body b = { 0 };
-    long status = 0;
+    pinio__s3_fetch_resp b = { 0 };
     CURLcode cc = CURLE_OK;
-    if (rc == 0 && !h)
-        rc = -ENOMEM;
     if (rc == 0) {
-        curl_easy_setopt(h, CURLOPT_URL, url);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, form);
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
-        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-        cc = curl_easy_perform(h);
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-        curl_easy_cleanup(h);
+        pinio__s3_fetch_req q = { .url = url, .body = form, .timeout_ms = 30000L,
+                                  .cap = (size_t)64 << 10 };
+        char ferr[CURL_ERROR_SIZE];
+        cc = pinio__s3_fetch(&q, &b, ferr, sizeof(ferr));
+        if (cc == CURLE_OUT_OF_MEMORY)
+            rc = -ENOMEM;
     }
+    long status = b.status;
     /* The authority is the user's configuration, no secret: the message
      * names it; the answer's body (it may echo the assertion) is not. */
     char *tok = NULL, err[96] = "";
@@ -566,7 +430,7 @@ int pinio__az_bearer(pinio__az_cfg *c, pinio_diag *diag)
         pinio_diag_set(diag, rc, "workload identity: the token request to %s failed: %s",
                        c->authority, curl_easy_strerror(cc));
     } else if (rc == 0) {
-        int pr = b.p ? parse_token(b.p, b.n, &tok, &exp, err, sizeof(err)) : PINIO_EFORMAT;
+        int pr = b.body ? parse_token(b.body, b.len, &tok, &exp, err, sizeof(err)) : PINIO_EFORMAT;
         if (status != 200 || pr < 0 || !tok) {
             rc = status == 400 || status == 401 || status == 403 ? -EACCES : -EIO;
             pinio_diag_set(diag, rc, "workload identity: the token endpoint %s answered HTTP "
@@ -583,10 +447,7 @@ int pinio__az_bearer(pinio__az_cfg *c, pinio_diag *diag)
         tok = NULL;
     }
     wipe_free(tok);
-    if (b.p) {
-        OPENSSL_cleanse(b.p, b.n);
-        free(b.p);
-    }
+    pinio__s3_fetch_resp_free(&b);
     if (form) {
         OPENSSL_cleanse(form, strlen(form));
         free(form);

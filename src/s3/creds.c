@@ -31,6 +31,8 @@
 #include <openssl/evp.h>
 
 #include "src/s3/creds.h"
+#include "src/s3/fetch_internal.h"
+#include "src/s3/jsonflat_internal.h"
 #include "src/s3/sign.h"
 
 extern char **environ;
@@ -90,82 +92,29 @@ static const char *escaped(char *out, size_t cap, const char *in, size_t n)
 
 /* ---- HTTP ------------------------------------------------------------- */
 
-typedef struct http_resp {
-    long status;
-    char *body;
-    size_t len;
-    bool big;
-} http_resp;
+typedef pinio__s3_fetch_resp http_resp;
 
-static size_t http_body(char *p, size_t sz, size_t nm, void *ud)
-{
-    http_resp *r = ud;
-    size_t n = sz * nm;
-    if (r->len + n > BODY_MAX) {
-        r->big = true;
-        return 0;
-    }
-    char *nb = realloc(r->body, r->len + n + 1);
-    if (!nb)
-        return 0;
-    memcpy(nb + r->len, p, n);
-    r->len += n;
-    nb[r->len] = '\0';
-    r->body = nb;
-    return n;
-}
-
-static void http_resp_free(http_resp *r)
-{
-    if (r->body) {
-        explicit_bzero(r->body, r->len);
-        free(r->body);
-    }
-    memset(r, 0, sizeof(*r));
-}
-
-/* One request; 0 with r->status set, or the transport's failure: the
- * CURLcode returned, its text in `err`. Redirects are not followed: a
- * credentials endpoint that redirects is not one to send a token to. */
+/* One request through fetch.c with this source's CA settings; 0 with
+ * r->status set, or the transport's failure: the CURLcode returned, its
+ * text in `err`. */
 static CURLcode http_do(const pinio__s3_creds *c, const char *method, const char *url,
                         struct curl_slist *hl, const char *body, long timeout_ms, http_resp *r,
                         char *err, size_t errn)
 {
-    memset(r, 0, sizeof(*r));
-    CURL *h = curl_easy_init();
-    if (!h) {
-        snprintf(err, errn, "out of memory");
-        return CURLE_OUT_OF_MEMORY;
-    }
-    char ebuf[CURL_ERROR_SIZE] = "";
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    if (strcmp(method, "GET") != 0 && !body)
-        body = "";
-    if (body) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-    }
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, http_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
-    if (c->cainfo)
-        curl_easy_setopt(h, CURLOPT_CAINFO, c->cainfo);
-    if (c->capath)
-        curl_easy_setopt(h, CURLOPT_CAPATH, c->capath);
-    CURLcode cc = curl_easy_perform(h);
-    if (cc == CURLE_OK)
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
-    else
-        snprintf(err, errn, "%s", r->big ? "an answer over 64 KiB" : ebuf[0] ? ebuf
-                                                                   : curl_easy_strerror(cc));
-    curl_easy_cleanup(h);
+    pinio__s3_fetch_req q = {
+        .url = url,
+        .method = method,
+        .body = body,
+        .headers = hl,
+        .connect_timeout_ms = timeout_ms,
+        .timeout_ms = timeout_ms,
+        .cainfo = c->cainfo,
+        .capath = c->capath,
+        .cap = BODY_MAX,
+    };
+    CURLcode cc = pinio__s3_fetch(&q, r, err, errn);
+    if (cc != CURLE_OK && r->big)
+        snprintf(err, errn, "an answer over 64 KiB");
     return cc;
 }
 
@@ -259,207 +208,39 @@ static int take_keys(pinio__s3_creds *c, char **ak, char **sk, char **tok, time_
     return 0;
 }
 
-/* A small strict JSON reader for the one flat object these answers are
- * (src/st's parser is a layer above this one): the members' string values
- * decoded, numbers kept as text, nested values skipped. */
-typedef struct jr {
-    const char *p, *end;
-} jr;
-
-static void jr_ws(jr *j)
-{
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
-        j->p++;
-}
-
-/* A string at j->p into *out (malloc'ed, NUL-free) when out, else skipped. */
-static bool jr_string(jr *j, char **out)
-{
-    if (j->p >= j->end || *j->p != '"')
-        return false;
-    const char *q = ++j->p;
-    size_t n = 0;
-    char *o = out ? malloc((size_t)(j->end - q) + 1) : NULL;
-    if (out && !o)
-        return false;
-    bool ok = false;
-    while (q < j->end) {
-        unsigned char ch = (unsigned char)*q++;
-        if (ch == '"') {
-            ok = true;
-            break;
-        }
-        if (ch < 0x20)
-            break;
-        if (ch != '\\') {
-            if (o)
-                o[n++] = (char)ch;
-            continue;
-        }
-        if (q >= j->end)
-            break;
-        char e = *q++, c = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'b' ? '\b'
-                          : e == 'f' ? '\f' : e;
-        if (e == 'u') {
-            unsigned v = 0;
-            int k = 0;
-            for (; k < 4 && q < j->end && isxdigit((unsigned char)*q); k++, q++)
-                v = v * 16 + (unsigned)(isdigit((unsigned char)*q) ? *q - '0'
-                                                                   : (tolower((unsigned char)*q) - 'a' + 10));
-            if (k < 4 || v == 0 || (v >= 0xd800 && v <= 0xdfff))
-                break; /* no NUL, no surrogate pairs: no credential has them */
-            if (o && v < 0x80) {
-                o[n++] = (char)v;
-            } else if (o && v < 0x800) {
-                o[n++] = (char)(0xc0 | (v >> 6));
-                o[n++] = (char)(0x80 | (v & 0x3f));
-            } else if (o) {
-                o[n++] = (char)(0xe0 | (v >> 12));
-                o[n++] = (char)(0x80 | ((v >> 6) & 0x3f));
-                o[n++] = (char)(0x80 | (v & 0x3f));
-            }
-        } else if (strchr("\"\\/ntrbf", e)) {
-            if (o)
-                o[n++] = c;
-        } else {
-            break;
-        }
-    }
-    if (!ok) {
-        free(o);
-        return false;
-    }
-    j->p = q;
-    if (o) {
-        o[n] = '\0';
-        *out = o;
-    }
-    return true;
-}
-
-/* Any value, skipped (nested up to 64 deep); a number's text into num. */
-static bool jr_value(jr *j, int depth, char *num, size_t numcap)
-{
-    jr_ws(j);
-    if (j->p >= j->end || depth > 64)
-        return false;
-    char c = *j->p;
-    if (c == '"')
-        return jr_string(j, NULL);
-    if (c == '{' || c == '[') {
-        char close = c == '{' ? '}' : ']';
-        j->p++;
-        jr_ws(j);
-        if (j->p < j->end && *j->p == close) {
-            j->p++;
-            return true;
-        }
-        for (;;) {
-            if (c == '{') {
-                jr_ws(j);
-                if (!jr_string(j, NULL))
-                    return false;
-                jr_ws(j);
-                if (j->p >= j->end || *j->p++ != ':')
-                    return false;
-            }
-            if (!jr_value(j, depth + 1, NULL, 0))
-                return false;
-            jr_ws(j);
-            if (j->p < j->end && *j->p == ',') {
-                j->p++;
-                continue;
-            }
-            return j->p < j->end && *j->p++ == close;
-        }
-    }
-    const char *st = j->p;
-    if ((size_t)(j->end - st) >= 4 && (!strncmp(st, "true", 4) || !strncmp(st, "null", 4))) {
-        j->p += 4;
-        return true;
-    }
-    if ((size_t)(j->end - st) >= 5 && !strncmp(st, "false", 5)) {
-        j->p += 5;
-        return true;
-    }
-    while (j->p < j->end && strchr("+-.0123456789eE", *j->p))
-        j->p++;
-    if (j->p == st || (st[0] == '0' && j->p - st > 1 && isdigit((unsigned char)st[1])))
-        return false;
-    if (num)
-        snprintf(num, numcap, "%.*s", (int)(j->p - st), st);
-    return true;
-}
-
 /* A JSON credentials answer: the container endpoint's and IMDS's
  * (AccessKeyId, SecretAccessKey, Token, Expiration), credential_process's
- * (Version 1, SessionToken). */
+ * (Version 1, SessionToken). Nested values are allowed beside the keys
+ * (an endpoint may add members), and a secret may hold any character. */
 static int json_keys(pinio__s3_creds *c, const char *body, size_t len, bool process,
                      pinio_diag *diag)
 {
-    char *v[5] = {0}; /* AccessKeyId SecretAccessKey Token/SessionToken Expiration Code */
-    static const char *const names[] = {"AccessKeyId", "SecretAccessKey", "Token",
-                                        "Expiration", "Code"};
-    char version[32] = "";
-    const char *why = NULL;
-    jr j = {body, body + len};
-    jr_ws(&j);
-    if (j.p >= j.end || *j.p != '{') {
-        why = "not a JSON object";
-    } else {
-        j.p++;
-        jr_ws(&j);
-        bool empty = j.p < j.end && *j.p == '}';
-        if (empty)
-            j.p++;
-        while (!empty && !why) {
-            char *key = NULL;
-            jr_ws(&j);
-            if (!jr_string(&j, &key)) {
-                why = "not JSON";
-                break;
-            }
-            jr_ws(&j);
-            int slot = -1;
-            for (int i = 0; i < 5; i++)
-                if (strcmp(key, names[i]) == 0)
-                    slot = i;
-            if (process && strcmp(key, "SessionToken") == 0)
-                slot = 2;
-            bool is_version = process && strcmp(key, "Version") == 0;
-            free(key);
-            if (j.p >= j.end || *j.p++ != ':') {
-                why = "not JSON";
-                break;
-            }
-            jr_ws(&j);
-            char *val = NULL;
-            bool ok = slot >= 0 && j.p < j.end && *j.p == '"' && !v[slot]
-                          ? jr_string(&j, &val)
-                          : jr_value(&j, 1, is_version ? version : NULL, sizeof(version));
-            if (!ok) {
-                why = "not JSON";
-                break;
-            }
-            if (val)
-                v[slot] = val;
-            jr_ws(&j);
-            if (j.p < j.end && *j.p == ',') {
-                j.p++;
-                continue;
-            }
-            if (j.p >= j.end || *j.p++ != '}')
-                why = "not JSON";
-            break;
-        }
-        jr_ws(&j);
-        if (!why && j.p != j.end)
-            why = "not JSON (more after the object)";
+    pinio__s3_jfield f[] = {{"AccessKeyId"}, {"SecretAccessKey"}, {"Token"}, {"Expiration"},
+                            {"Code"},        {"SessionToken"},    {"Version"}};
+    const size_t nf = process ? 7 : 5;
+    const char *why = pinio__s3_jflat(body, len, f, nf, PINIO__S3_JFLAT_NESTED);
+    if (why) {
+        if (strcmp(why, "out of memory") == 0)
+            return -ENOMEM;
+        pinio_diag_set(diag, -EPROTO, "%s: a malformed answer (%s)", c->source, why);
+        return -EPROTO;
     }
+    /* Only a string is a key, a time or a code; Version is the number 1. */
+    for (size_t i = 0; i < 6; i++)
+        if (f[i].val && !f[i].str) {
+            explicit_bzero(f[i].val, strlen(f[i].val));
+            free(f[i].val);
+            f[i].val = NULL;
+        }
+    bool v1 = f[6].val && !f[6].str && strcmp(f[6].val, "1") == 0;
+    free(f[6].val);
+    char *v[5] = {f[0].val, f[1].val, f[5].val ? f[5].val : f[2].val, f[3].val, f[4].val};
+    if (f[5].val)
+        wipe(&f[2].val);
     time_t exp = 0;
     if (!why && v[4] && strcmp(v[4], "Success") != 0)
         why = "Code is not Success";
-    if (!why && process && strcmp(version, "1") != 0)
+    if (!why && process && !v1)
         why = "Version is not 1";
     if (!why && v[3] && !parse_time(v[3], &exp))
         why = "Expiration is not an ISO 8601 time";
@@ -600,7 +381,7 @@ static int sts_post(pinio__s3_creds *c, const char *action, const char *body,
     } else {
         rc = sts_answer(c, action, &r, diag);
     }
-    http_resp_free(&r);
+    pinio__s3_fetch_resp_free(&r);
     return rc;
 }
 
@@ -743,7 +524,7 @@ static int fetch_container(pinio__s3_creds *c, pinio_diag *diag)
     for (int attempt = 0; rc == 0 && attempt < 3; attempt++) {
         if (attempt)
             sleep(1);
-        http_resp_free(&r);
+        pinio__s3_fetch_resp_free(&r);
         CURLcode cc = http_do(c, "GET", c->url, hl, NULL, 2000, &r, err, sizeof(err));
         if (cc != CURLE_OK) {
             pinio_diag_set(diag, -EIO, "%s: %s", c->source, err);
@@ -760,7 +541,7 @@ static int fetch_container(pinio__s3_creds *c, pinio_diag *diag)
         if (attempt < 2)
             rc = 0;
     }
-    http_resp_free(&r);
+    pinio__s3_fetch_resp_free(&r);
     curl_slist_free_all(hl);
     wipe(&line);
     wipe(&token);
@@ -781,7 +562,7 @@ static int fetch_imds(pinio__s3_creds *c, pinio_diag *diag)
     hl = NULL;
     int rc = 0;
     if (cc != CURLE_OK) {
-        http_resp_free(&r);
+        pinio__s3_fetch_resp_free(&r);
         return 1;
     }
     if (r.status == 200 && r.body && r.len && !strpbrk(r.body, "\r\n")) {
@@ -791,7 +572,7 @@ static int fetch_imds(pinio__s3_creds *c, pinio_diag *diag)
     } else if (r.status != 403 && r.status != 404 && r.status != 405) {
         rc = http_fail(c, "the token request", &r, diag);
     } /* else IMDSv1: no token */
-    http_resp_free(&r);
+    pinio__s3_fetch_resp_free(&r);
     snprintf(url, sizeof(url), "%s/latest/meta-data/iam/security-credentials/", c->url);
     if (rc == 0 && http_do(c, "GET", url, hl, NULL, 1000, &r, err, sizeof(err)) == CURLE_OK) {
         size_t n = r.body ? strcspn(r.body, "\r\n") : 0;
@@ -800,7 +581,7 @@ static int fetch_imds(pinio__s3_creds *c, pinio_diag *diag)
             rc = 1;
         else if (!(role = pinio__s3_uri_encode(r.body, n, false)))
             rc = -ENOMEM;
-        http_resp_free(&r);
+        pinio__s3_fetch_resp_free(&r);
     } else if (rc == 0) {
         rc = 1;
     }
@@ -816,7 +597,7 @@ static int fetch_imds(pinio__s3_creds *c, pinio_diag *diag)
         } else {
             rc = json_keys(c, r.body ? r.body : "", r.len, false, diag);
         }
-        http_resp_free(&r);
+        pinio__s3_fetch_resp_free(&r);
     }
     curl_slist_free_all(hl);
     wipe(&tline);

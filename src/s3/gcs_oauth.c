@@ -4,10 +4,9 @@
  * (libcrypto's EVP_DigestSign), exchanged at its token_uri for a bearer
  * token, fetched again five minutes before it expires.
  *
- * Why a JSON scanner of this file's own: src/s3/ sits below src/st/'s
- * parser (check-layers), and the two it has (creds.c, azure_config.c) are
- * private to their files; the key file and the token answer are flat
- * objects of strings and numbers, all this one reads.
+ * The key file and the token answer are flat objects of strings and
+ * numbers, read by src/s3/'s own reader (jsonflat.c: src/s3/ sits below
+ * src/st/'s parser).
  *
  * Secrets: the private key, the JWT and the access token are wiped when
  * freed and never formatted into a message; a message names the variable,
@@ -23,7 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/s3/fetch_internal.h"
 #include "src/s3/gcs.h"
+#include "src/s3/jsonflat_internal.h"
 
 #define SA_FILE_MAX ((size_t)64 << 10)
 #define SA_SCOPE "https://www.googleapis.com/auth/devstorage.read_only"
@@ -62,116 +63,21 @@ void pinio__gcs_sa_free(pinio__gcs_sa *sa)
 
 /* ---- a flat JSON object's string and number members --------------------- */
 
-typedef struct {
-    const char *p, *end;
-} scan;
-
-static void ws(scan *s)
-{
-    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
-        s->p++;
-}
-
-/* A string at s->p, decoded (\uXXXX of the BMP to UTF-8; no surrogates). */
-static bool jstring(scan *s, char **out)
-{
-    *out = NULL;
-    if (s->p >= s->end || *s->p != '"')
-        return false;
-    s->p++;
-    char *o = malloc((size_t)(s->end - s->p) + 1);
-    size_t w = 0;
-    while (o && s->p < s->end && *s->p != '"') {
-        char ch = *s->p++;
-        if ((unsigned char)ch < 0x20)
-            break;
-        if (ch != '\\') {
-            o[w++] = ch;
-            continue;
-        }
-        if (s->p >= s->end)
-            break;
-        ch = *s->p++;
-        const char *simple = strchr("\"\\/bfnrt", ch);
-        if (simple && ch) {
-            o[w++] = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
-            continue;
-        }
-        unsigned v = 0;
-        if (ch != 'u' || s->end - s->p < 4 || sscanf(s->p, "%4x", &v) != 1 || (v >= 0xd800 && v < 0xe000))
-            break;
-        s->p += 4;
-        if (v < 0x80) {
-            o[w++] = (char)v;
-        } else if (v < 0x800) {
-            o[w++] = (char)(0xc0 | v >> 6);
-            o[w++] = (char)(0x80 | (v & 0x3f));
-        } else {
-            o[w++] = (char)(0xe0 | v >> 12);
-            o[w++] = (char)(0x80 | (v >> 6 & 0x3f));
-            o[w++] = (char)(0x80 | (v & 0x3f));
-        }
-    }
-    if (!o || s->p >= s->end || *s->p != '"' || memchr(o, '\0', w)) {
-        if (o)
-            OPENSSL_cleanse(o, w);
-        free(o);
-        return false;
-    }
-    s->p++;
-    o[w] = '\0';
-    *out = o;
-    return true;
-}
-
-/* Reads a flat object; for each member named in names[], its value (a
- * string, or a number's text) into vals[] (malloc'ed). false: not a flat
- * JSON object of strings, numbers, booleans and nulls. */
+/* For each member named in names[] (at most 4), its value (a string, or a
+ * number's or literal's text) into vals[] (malloc'ed). false: not one flat
+ * JSON object of strings, numbers, booleans and nulls; nothing nested (no
+ * key file or token answer has it). */
 static bool jobject(const char *text, size_t len, const char *const *names, char **vals,
                     size_t n)
 {
-    scan s = { text, text + len };
-    ws(&s);
-    if (s.p >= s.end || *s.p++ != '{')
+    pinio__s3_jfield f[4] = {{0}};
+    for (size_t i = 0; i < n && i < 4; i++)
+        f[i].name = names[i];
+    if (n > 4 || pinio__s3_jflat(text, len, f, n, 0))
         return false;
-    ws(&s);
-    bool first = true;
-    while (s.p < s.end && *s.p != '}') {
-        char *name = NULL, *val = NULL;
-        if (!first && *s.p++ != ',')
-            return false;
-        first = false;
-        ws(&s);
-        if (!jstring(&s, &name))
-            return false;
-        ws(&s);
-        bool ok = s.p < s.end && *s.p++ == ':';
-        ws(&s);
-        if (ok && s.p < s.end && *s.p == '"') {
-            ok = jstring(&s, &val);
-        } else if (ok) {
-            const char *a = s.p;
-            while (s.p < s.end && strchr("+-.0123456789eEtrufalsn", *s.p))
-                s.p++;
-            ok = s.p > a && (val = strndup(a, (size_t)(s.p - a)));
-        }
-        for (size_t i = 0; ok && i < n; i++)
-            if (strcmp(name, names[i]) == 0) {
-                wipe_free(vals[i]);
-                vals[i] = val;
-                val = NULL;
-            }
-        free(name);
-        wipe_free(val);
-        if (!ok)
-            return false;
-        ws(&s);
-    }
-    if (s.p >= s.end)
-        return false;
-    s.p++;
-    ws(&s);
-    return s.p == s.end;
+    for (size_t i = 0; i < n; i++)
+        vals[i] = f[i].val;
+    return true;
 }
 
 /* ---- the key file -------------------------------------------------------- */
@@ -309,30 +215,6 @@ static int jwt_make(const pinio__gcs_sa *sa, time_t now, char **out, pinio_diag 
     return rc;
 }
 
-typedef struct {
-    char *buf;
-    size_t len;
-    bool big;
-} body;
-
-static size_t on_data(char *p, size_t sz, size_t nm, void *ud)
-{
-    body *b = ud;
-    size_t n = sz * nm;
-    if (b->len + n > SA_FILE_MAX) {
-        b->big = true;
-        return 0;
-    }
-    char *nb = realloc(b->buf, b->len + n + 1);
-    if (!nb)
-        return 0;
-    memcpy(nb + b->len, p, n);
-    b->buf = nb;
-    b->len += n;
-    nb[b->len] = '\0';
-    return n;
-}
-
 /* One exchange of a fresh JWT for an access token, or one GET of the
  * metadata server's. 1: the metadata server did not answer at all and
  * `probe` (not on GCE: the chain goes on). */
@@ -347,42 +229,41 @@ static int exchange(pinio__gcs_sa *sa, time_t now, bool probe, pinio_diag *diag)
                  "&assertion=%s", jwt) < 0)
         form = NULL;
     wipe_free(jwt);
-    CURL *h = form || sa->metadata ? curl_easy_init() : NULL;
     struct curl_slist *hl = sa->metadata ? curl_slist_append(NULL, "Metadata-Flavor: Google")
                                          : NULL;
-    if (!h || (sa->metadata && !hl)) {
-        curl_easy_cleanup(h);
+    if (!(form || sa->metadata) || (sa->metadata && !hl)) {
         wipe_free(form);
         return -ENOMEM;
     }
-    body b = {0};
-    curl_easy_setopt(h, CURLOPT_URL, sa->token_uri);
-    if (form)
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, form);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     /* The metadata server is on the host's own link: a machine where it
      * does not answer within a second is not on GCE (one try, as Google's
      * libraries' ping). */
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, sa->metadata ? 1000L : 10000L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, sa->metadata ? 5000L : 30000L);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    CURLcode cc = curl_easy_perform(h);
-    long st = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
-    curl_easy_cleanup(h);
+    pinio__s3_fetch_req q = {
+        .url = sa->token_uri,
+        .body = form,
+        .headers = hl,
+        .connect_timeout_ms = sa->metadata ? 1000L : 10000L,
+        .timeout_ms = sa->metadata ? 5000L : 30000L,
+        .cap = SA_FILE_MAX,
+    };
+    pinio__s3_fetch_resp b;
+    char ferr[CURL_ERROR_SIZE];
+    CURLcode cc = pinio__s3_fetch(&q, &b, ferr, sizeof(ferr));
+    long st = b.status;
     curl_slist_free_all(hl);
     wipe_free(form);
+    if (cc == CURLE_OUT_OF_MEMORY) {
+        pinio__s3_fetch_resp_free(&b);
+        return -ENOMEM;
+    }
     if (probe && (cc == CURLE_COULDNT_RESOLVE_HOST || cc == CURLE_COULDNT_CONNECT ||
                   cc == CURLE_OPERATION_TIMEDOUT)) {
-        free(b.buf);
+        pinio__s3_fetch_resp_free(&b);
         return 1;
     }
     static const char *const names[] = { "access_token", "expires_in", "error" };
     char *v[3] = {0};
-    bool parsed = cc == CURLE_OK && b.buf && jobject(b.buf, b.len, names, v, 3);
+    bool parsed = cc == CURLE_OK && b.body && jobject(b.body, b.len, names, v, 3);
     long long expires = v[1] ? strtoll(v[1], NULL, 10) : 0;
     /* The endpoint's error code (invalid_grant, ...) goes into our message:
      * its own characters only, anything else shown as '?'. */
@@ -414,9 +295,7 @@ static int exchange(pinio__gcs_sa *sa, time_t now, bool probe, pinio_diag *diag)
     wipe_free(v[0]);
     free(v[1]);
     free(v[2]);
-    if (b.buf)
-        OPENSSL_cleanse(b.buf, b.len);
-    free(b.buf);
+    pinio__s3_fetch_resp_free(&b);
     return rc;
 }
 
