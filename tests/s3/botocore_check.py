@@ -6,7 +6,7 @@ usage: botocore_check.py SIGN_TOOL      (exit 0: all agree; 1: a difference; 77:
 
 --creds prints what botocore's default credential chain resolves from this
 environment, as "METHOD ACCESS_KEY SHA256(SECRET)[:16] SHA256(TOKEN)[:16]"
-("none" when nothing), for tests/s3/s3_creds_test.sh to hold beside what
+("none" when nothing, "error CLASS" when botocore raises), for tests/s3/s3_creds_test.sh to hold beside what
 pinio fetched from the same endpoints. botocore 1.29 reads no
 AWS_ENDPOINT_URL_STS nor AWS_REGION: both are passed on to it here.
 
@@ -35,6 +35,7 @@ if sys.argv[1:2] in (["-h"], ["--help"]) or len(sys.argv) != 2:
 
 try:
     import botocore.auth
+    import botocore.exceptions
     import botocore.session
     from botocore import UNSIGNED
     from botocore.config import Config
@@ -57,7 +58,10 @@ def resolve_creds():
         return create(self, service_name, *args, **kwargs)
 
     botocore.session.Session.create_client = create_client
-    c = botocore.session.Session().get_credentials()
+    try:
+        c = botocore.session.Session().get_credentials()
+    except botocore.exceptions.BotoCoreError as e:
+        return f"error {type(e).__name__}"
     if c is None:
         return "none"
     f = c.get_frozen_credentials()

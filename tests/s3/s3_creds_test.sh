@@ -2,17 +2,19 @@
 # The AWS credential chain against s3rver: `pinio load s3://...` byte-exact
 # (--sha256) with keys from web identity (environment and profile: STS
 # AssumeRoleWithWebIdentity), an assumed role (role_arn + source_profile:
-# AssumeRole signed with the source's keys), credential_process, the
+# AssumeRole signed with the source's keys, or with credential_source's:
+# the container endpoint's or IMDS's), credential_process, the
 # container endpoint (full URI, token file) and IMDSv2 (the token checked),
 # all served by credserver.py handing out s3rver's keys; credentials that
 # expire within the refresh window fetched again during the load, long-lived
 # ones once; a configured source that fails (STS 403, a malformed answer, a
 # missing token file, a process exiting 1, a refused container token, a
-# container host not allowed) an error naming the source; no instance
+# container host not allowed, a credential_source with no keys or of a name
+# botocore does not take) an error naming the source; no instance
 # metadata (nothing listening, or a server that never answers: one try)
 # anonymous; no token ever printed.
 # usage: s3_creds_test.sh PINIO SRC_ROOT
-[ "${1:-}" = --help ] && { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[ "${1:-}" = --help ] && { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 PINIO=$1
 SRC=$2
 . "$SRC/tests/s3/s3env.sh"
@@ -157,6 +159,60 @@ load_ok "credential_process"
 boto_same "credential_process" "custom-process S3RVER $(hash16 S3RVER) $(hash16 tok-NeverPrint)"
 export AWS_PROFILE=procfail
 load_fails "credential_process exits 1" "credential_process ($DIR/config \[procfail\]): credential_process exited with status 1: no credentials for two words"
+
+# --- role_arn + credential_source (botocore's canonical names) ---------------
+# The role's AssumeRole is signed with the keys the named source hands out
+# (credserver.py's S3RVER keys and session token, the signature checked
+# against botocore's).
+creds_clear
+cred_start --verify-secret S3RVER
+export AWS_ENDPOINT_URL_STS=$CRED_URL AWS_CONFIG_FILE=$DIR/config
+cat >"$DIR/config" <<EOF
+[profile ecs]
+role_arn = arn:aws:iam::123456789012:role/from-ecs
+credential_source = EcsContainer
+[profile ec2]
+role_arn = arn:aws:iam::123456789012:role/from-ec2
+credential_source = Ec2InstanceMetadata
+[profile envsrc]
+role_arn = arn:aws:iam::123456789012:role/from-env
+credential_source = Environment
+[profile bogus]
+role_arn = arn:aws:iam::123456789012:role/bogus
+credential_source = ec2instancemetadata
+[profile both]
+role_arn = arn:aws:iam::123456789012:role/both
+credential_source = Environment
+source_profile = ecs
+EOF
+export AWS_PROFILE=ecs AWS_CONTAINER_CREDENTIALS_FULL_URI=$CRED_URL/container/creds
+load_ok "credential_source EcsContainer"
+has "$DIR/cred.log" "^GET /container/creds " "EcsContainer: the container endpoint asked"
+has "$DIR/cred.log" "Action=AssumeRole RoleArn=arn:aws:iam::123456789012:role/from-ecs .*Credential=S3RVER/[0-9]*/us-east-1/sts/aws4_request" "EcsContainer: AssumeRole signed with the container's keys"
+boto_same "credential_source EcsContainer" "assume-role $SRV"
+unset AWS_CONTAINER_CREDENTIALS_FULL_URI
+load_fails "credential_source EcsContainer, no container" "$DIR/config: \[ecs\] credential_source EcsContainer: no credentials found there"
+boto_same "credential_source EcsContainer, no container" "error CredentialRetrievalError"
+export AWS_PROFILE=ec2 AWS_EC2_METADATA_SERVICE_ENDPOINT=$CRED_URL
+unset AWS_EC2_METADATA_DISABLED
+: >"$DIR/cred.log"
+load_ok "credential_source Ec2InstanceMetadata"
+has "$DIR/cred.log" "^PUT /latest/api/token ttl=21600" "Ec2InstanceMetadata: IMDSv2's token"
+has "$DIR/cred.log" "Action=AssumeRole RoleArn=arn:aws:iam::123456789012:role/from-ec2 .*Credential=S3RVER/" "Ec2InstanceMetadata: AssumeRole signed with the instance's keys"
+boto_same "credential_source Ec2InstanceMetadata" "assume-role $SRV"
+export AWS_EC2_METADATA_DISABLED=true
+load_fails "credential_source Ec2InstanceMetadata, IMDS off" "\[ec2\] credential_source Ec2InstanceMetadata: no credentials found there"
+# Environment: keys in the environment come first in the chain (botocore's
+# too), so the role is reached only without them: an error, not anonymous.
+export AWS_PROFILE=envsrc
+load_fails "credential_source Environment, no keys" "\[envsrc\] credential_source Environment: no credentials found there"
+boto_same "credential_source Environment, no keys" "error CredentialRetrievalError"
+export AWS_PROFILE=bogus
+load_fails "credential_source unknown" "\[bogus\] credential_source is not Environment, EcsContainer or Ec2InstanceMetadata"
+boto_same "credential_source unknown" "error InvalidConfigError"
+export AWS_PROFILE=both
+load_fails "credential_source and source_profile" "\[both\] has role_arn but both source_profile and credential_source"
+boto_same "credential_source and source_profile" "error InvalidConfigError"
 
 # --- the container endpoint -------------------------------------------------
 creds_clear

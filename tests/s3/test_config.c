@@ -301,7 +301,8 @@ Test(s3_config, half_keys_and_unsupported_sources)
     load_fails(-ENOTSUP, "[sso] gets credentials through sso_start_url", &d);
     cr_expect_str_eq(d.path, conf);
     put(conf, "[profile sso]\nrole_arn = arn:aws:iam::1:role/r\ncredential_source = Environment\n");
-    load_fails(-ENOTSUP, "credential_source", &d);
+    load_fails(-ENOENT, "[sso] credential_source Environment: no credentials found there", &d);
+    cr_expect_str_eq(d.path, conf);
 }
 
 Test(s3_config, bad_values_are_refused_without_echo)
