@@ -279,10 +279,11 @@ static const char *env(const char *name)
     return v && *v ? v : NULL;
 }
 
-/* $VAR, else ~/REL; a leading "~/" expanded as botocore's expanduser does. */
+/* $VAR (when var is not NULL), else ~/REL; a leading "~/" expanded as
+ * botocore's expanduser does. */
 static char *file_path(const char *var, const char *rel)
 {
-    const char *v = env(var);
+    const char *v = var ? env(var) : NULL;
     const char *home = env("HOME");
     char *out = NULL;
     struct passwd pw, *res = NULL;
@@ -932,10 +933,98 @@ static int imds(loader *L, pinio__s3_creds **out, char *src, size_t sn)
     return open_into(L, &s, out);
 }
 
+/* One SSO setting: the profile's, else its sso-session section's (botocore
+ * merges the two and refuses a setting they give differently). NULL when
+ * neither has it; *bad set when they differ. */
+static const char *sso_get(loader *L, const char *ssect, const char *key, const char **bad)
+{
+    const char *file, *v = prof(L, key, &file);
+    const char *sv = ssect ? ini_get(&L->conf, ssect, key) : NULL;
+    if (sv && !*sv)
+        sv = NULL;
+    if (v && sv && strcmp(v, sv) != 0 && !*bad)
+        *bad = key;
+    return v ? v : sv;
+}
+
+/* IAM Identity Center: a profile with sso_role_name or sso_account_id
+ * (botocore's SSOProvider), its start URL and region there or in the
+ * [sso-session NAME] it names; the token `aws sso login` cached in
+ * ~/.aws/sso/cache/SHA1(NAME or the start URL).json; GetRoleCredentials
+ * at AWS_ENDPOINT_URL_SSO (or the other endpoint settings, as for STS),
+ * else portal.sso.REGION.amazonaws.com. 1: not an SSO profile. */
+static int sso(loader *L)
+{
+    const char *file, *f2;
+    if (!prof(L, "sso_role_name", &file) && !prof(L, "sso_account_id", &file))
+        return 1;
+    const char *sname = prof(L, "sso_session", &f2), *ssect = NULL, *bad = NULL;
+    if (sname && !(ssect = ini_section2(&L->conf, "sso-session", sname))) {
+        pinio_diag_set_at(L->diag, -EINVAL, L->conf.path, PINIO_DIAG_NO_OFFSET,
+                          "[%s] sso_session %s: there is no [sso-session %s]", L->profile, sname,
+                          sname);
+        return -EINVAL;
+    }
+    static const char *const keys[] = {"sso_role_name", "sso_account_id", "sso_start_url",
+                                       "sso_region"};
+    const char *v[4];
+    char missing[96] = "";
+    for (size_t i = 0; i < 4; i++) {
+        v[i] = sso_get(L, ssect, keys[i], &bad);
+        if (!v[i])
+            snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%s%s",
+                     missing[0] ? ", " : "", keys[i]);
+    }
+    if (bad || missing[0]) {
+        if (bad)
+            pinio_diag_set_at(L->diag, -EINVAL, file, PINIO_DIAG_NO_OFFSET,
+                              "[%s] %s differs from [sso-session %s]'s", L->profile, bad, sname);
+        else
+            pinio_diag_set_at(L->diag, -EINVAL, file, PINIO_DIAG_NO_OFFSET,
+                              "[%s] is configured for SSO but has no %s", L->profile, missing);
+        return -EINVAL;
+    }
+    if (!valid_region(v[3]) || !printable(v[0], true) || !printable(v[1], true)) {
+        pinio_diag_set_at(L->diag, -EINVAL, file, PINIO_DIAG_NO_OFFSET,
+                          "[%s] sso_region is not a region name, or sso_role_name or "
+                          "sso_account_id has a control character", L->profile);
+        return -EINVAL;
+    }
+    char what[PINIO_DIAG_PATH_MAX + 96], nested[1024], url[1024];
+    const char *from;
+    const char *ep = service_endpoint(L, "sso", "AWS_ENDPOINT_URL_SSO", nested, sizeof(nested),
+                                      what, sizeof(what), &from);
+    int rc;
+    if (ep) {
+        if ((rc = endpoint_url(L, ep, from, url, sizeof(url))) < 0)
+            return rc;
+    } else {
+        snprintf(url, sizeof(url), "https://portal.sso.%s.amazonaws.com%s", v[3],
+                 strncmp(v[3], "cn-", 3) == 0 ? ".cn" : "");
+    }
+    char *dir = file_path(NULL, ".aws/sso/cache"), src[PINIO_DIAG_PATH_MAX + 1200];
+    if (!dir) {
+        pinio_diag_set(L->diag, -ENOENT, "SSO: no home folder for ~/.aws/sso/cache");
+        return -ENOENT;
+    }
+    if (sname)
+        snprintf(src, sizeof(src), "SSO (%s [%s] sso_session %s, role %s in account %s)", file,
+                 L->profile, sname, v[0], v[1]);
+    else
+        snprintf(src, sizeof(src), "SSO (%s [%s] sso_start_url %s, role %s in account %s)", file,
+                 L->profile, v[2], v[0], v[1]);
+    pinio__s3_creds_spec s = {.kind = PINIO__S3_CREDS_SSO, .source = src, .url = url,
+                              .sso_role = v[0], .sso_account = v[1], .sso_cache_dir = dir,
+                              .sso_key = sname ? sname : v[2]};
+    rc = open_source(L, &s);
+    free(dir);
+    return rc;
+}
+
 /* The chain in botocore 1.29's order (credentials.py,
  * create_credential_resolver): environment keys; the profile's assumed
  * role (role_arn + source_profile); web identity (environment, then the
- * profile); SSO (refused); the credentials file's keys; credential_process;
+ * profile); SSO; the credentials file's keys; credential_process;
  * the config file's keys; container credentials; EC2 instance metadata.
  * A source that is configured and fails is the error: never a silent
  * fall to unsigned requests. Nothing configured: anonymous. */
@@ -968,18 +1057,8 @@ static int set_credentials(loader *L)
     int rc = web_identity(L);
     if (rc <= 0)
         return rc;
-    /* SSO needs a browser login and its token cache: failing beats
-     * sending the requests unsigned and reading 403s. */
-    const char *sso[] = {"sso_start_url", "sso_session"};
-    for (size_t i = 0; i < 2; i++) {
-        if (!prof(L, sso[i], &file))
-            continue;
-        pinio_diag_set_at(L->diag, -ENOTSUP, file, PINIO_DIAG_NO_OFFSET,
-                          "[%s] gets credentials through %s, which pinio does not support: "
-                          "export AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN "
-                          "(aws configure export-credentials)", L->profile, sso[i]);
-        return -ENOTSUP;
-    }
+    if ((rc = sso(L)) <= 0)
+        return rc;
     rc = L->csect ? keys_from(L, &L->cred, L->csect) : 1;
     if (rc <= 0)
         return rc;
