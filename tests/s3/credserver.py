@@ -9,7 +9,8 @@ One server answers as every endpoint pinio's credential chain calls:
           be "pinio-test-web-identity-token") and Action=AssumeRole (signed:
           an Authorization header with Credential=SOURCE_AK/.../sts/aws4_request);
           XML answers as STS gives them.
-  GET /container/...  the container credentials endpoint (JSON); with
+  GET /container/..., /v2/credentials/...  the container credentials
+          endpoint (JSON; the second as ECS's relative URIs are); with
           --container-auth, the Authorization header must be TOKEN (else 401).
   PUT /latest/api/token, GET /latest/meta-data/iam/security-credentials/[ROLE]
           IMDSv2: the token PUT must carry x-aws-ec2-metadata-token-ttl-seconds,
@@ -161,7 +162,7 @@ class H(http.server.BaseHTTPRequestHandler):
             if self.path == base + "pinio-test-role":
                 return self.creds_json()
             return self.send(404, "no such role", "text/plain")
-        if self.path.startswith("/container/"):
+        if self.path.startswith(("/container/", "/v2/credentials/")):
             if a.container_auth and auth != a.container_auth:
                 return self.send(401, '{"message": "bad authorization"}')
             return self.creds_json()
