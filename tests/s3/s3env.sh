@@ -78,6 +78,9 @@ s3_start() {
     # The legacy provider: s3rver 3.7 makes its continuation tokens with DES,
     # which OpenSSL 3 (Node >= 17) has only there; without it every listing
     # past one page (1000 keys) is a 500, and pagination goes untested.
+    # The log made here, not only by the background job's redirection,
+    # which may come after the first read below (sed: can't read).
+    : >"$S3_DATA.log"
     NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--openssl-legacy-provider" \
         "$S3RVER" -d "$S3_DATA" -a 127.0.0.1 -p 0 >"$S3_DATA.log" 2>&1 &
     S3_PID=$!
