@@ -31,9 +31,7 @@ if [ "${3:-}" != --in-netns ]; then
 fi
 netns_setup || { echo "FAIL: cannot put $ECS on the namespace's loopback"; exit 1; }
 . "$SRC/tests/s3/s3env.sh"
-s3_scratch s3credsns || exit 1
-s3_start || { s3_cleanup; exit 1; }
-s3_bucket models || exit 1
+s3_test s3credsns models
 "$PINIO" gen "$DIR/one.safetensors" --size 4M --seed 5 >/dev/null || exit 1
 s3_put models one.safetensors "$DIR/one.safetensors" || exit 1
 SUM=$(sha256sum "$DIR/one.safetensors" | cut -d' ' -f1)

@@ -19,9 +19,7 @@
 PINIO=$1
 SRC=$2
 . "$SRC/tests/s3/s3env.sh"
-s3_scratch s3creds || exit 1
-s3_start || { s3_cleanup; exit 1; }
-s3_bucket models || exit 1
+s3_test s3creds models
 "$PINIO" gen "$DIR/one.safetensors" --size 4M --seed 3 >/dev/null || exit 1
 s3_put models one.safetensors "$DIR/one.safetensors" || exit 1
 SUM=$(sha256sum "$DIR/one.safetensors" | cut -d' ' -f1)
