@@ -279,10 +279,11 @@ static const char *env(const char *name)
     return v && *v ? v : NULL;
 }
 
-/* $VAR, else ~/REL; a leading "~/" expanded as botocore's expanduser does. */
+/* $VAR (when var is not NULL), else ~/REL; a leading "~/" expanded as
+ * botocore's expanduser does. */
 static char *file_path(const char *var, const char *rel)
 {
-    const char *v = env(var);
+    const char *v = var ? env(var) : NULL;
     const char *home = env("HOME");
     char *out = NULL;
     struct passwd pw, *res = NULL;
@@ -691,30 +692,112 @@ static bool container_host_ok(const char *url)
            c < 256 && d < 256;
 }
 
-static int open_source(loader *L, pinio__s3_creds_spec *s)
+/* A fetched source into *out (the chain's or an assumed role's base),
+ * with the configuration's CA settings. */
+static int open_into(loader *L, pinio__s3_creds_spec *s, pinio__s3_creds **out)
 {
     s->cainfo = L->c->cainfo;
     s->capath = L->c->capath;
-    int rc = pinio__s3_creds_open(&L->c->creds, s, L->diag);
+    return pinio__s3_creds_open(out, s, L->diag);
+}
+
+static int open_source(loader *L, pinio__s3_creds_spec *s)
+{
+    int rc = open_into(L, s, &L->c->creds);
     if (rc == 0 && !(L->c->source = strdup(s->source)))
         rc = -ENOMEM;
     return rc;
 }
 
-/* role_arn + source_profile: STS AssumeRole signed with the source
- * profile's static keys (botocore's AssumeRoleProvider). */
+static int container(loader *L, pinio__s3_creds **out, char *name, size_t nn);
+static int imds(loader *L, pinio__s3_creds **out, char *name, size_t nn);
+
+/* credential_source's keys for an assumed role, botocore's
+ * CanonicalNameCredentialSourcer: Environment, EcsContainer or
+ * Ec2InstanceMetadata, case and all (botocore validates the name exactly
+ * though it looks it up in any case). A source with no keys is the error, as
+ * botocore's "No credentials found in credential_source". */
+static int credential_source(loader *L, const char *csrc, const char *file, pinio__s3_creds **out)
+{
+    char name[2300];
+    int rc = 1;
+    if (strcmp(csrc, "Environment") == 0) {
+        const char *ak = env("AWS_ACCESS_KEY_ID"), *sk = env("AWS_SECRET_ACCESS_KEY");
+        const char *tok = env("AWS_SESSION_TOKEN");
+        if (ak && sk) {
+            pinio__s3_creds_spec s = {.kind = PINIO__S3_CREDS_STATIC, .source = "environment",
+                                      .access_key = ak, .secret_key = sk,
+                                      .session_token = tok ? tok : env("AWS_SECURITY_TOKEN")};
+            rc = pinio__s3_creds_open(out, &s, L->diag);
+        }
+    } else if (strcmp(csrc, "EcsContainer") == 0) {
+        rc = container(L, out, name, sizeof(name));
+    } else if (strcmp(csrc, "Ec2InstanceMetadata") == 0) {
+        rc = imds(L, out, name, sizeof(name));
+    } else {
+        pinio_diag_set_at(L->diag, -EINVAL, file, PINIO_DIAG_NO_OFFSET,
+                          "[%s] credential_source is not Environment, EcsContainer or "
+                          "Ec2InstanceMetadata", L->profile);
+        return -EINVAL;
+    }
+    if (rc == 1) {
+        pinio_diag_set_at(L->diag, -ENOENT, file, PINIO_DIAG_NO_OFFSET,
+                          "[%s] credential_source %s: no credentials found there", L->profile,
+                          csrc);
+        rc = -ENOENT;
+    }
+    return rc;
+}
+
+/* STS AssumeRole of the profile's role_arn, signed with `base`'s keys
+ * (taken over whatever this returns); `from` names the source. */
+static int assume_role_with(loader *L, const char *arn, const char *from, pinio__s3_creds *base)
+{
+    const char *f2;
+    char sts[1024], region[64], name[128];
+    int rc = sts_endpoint(L, sts, sizeof(sts), region, sizeof(region));
+    if (rc < 0) {
+        pinio__s3_creds_free(base);
+        return rc;
+    }
+    const char *sn = prof(L, "role_session_name", &f2);
+    if (!sn) {
+        snprintf(name, sizeof(name), "pinio-session-%lld", (long long)time(NULL));
+        sn = name;
+    }
+    const char *dur = prof(L, "duration_seconds", &f2);
+    pinio__s3_creds_spec s = {.kind = PINIO__S3_CREDS_ASSUME_ROLE, .source = from,
+                              .role_arn = arn, .session_name = sn,
+                              .external_id = prof(L, "external_id", &f2), .sts_url = sts,
+                              .sts_region = region, .duration_s = dur ? (unsigned)atoi(dur) : 0,
+                              .base = base};
+    return open_source(L, &s);
+}
+
+/* role_arn + source_profile (static keys there) or credential_source:
+ * STS AssumeRole signed with those keys (botocore's AssumeRoleProvider). */
 static int assume_role(loader *L, const char *arn, const char *file)
 {
-    const char *sp = prof(L, "source_profile", &file), *f2;
+    const char *f1, *f2;
+    const char *sp = prof(L, "source_profile", &f1);
     const char *csrc = prof(L, "credential_source", &f2);
     char from[PINIO_DIAG_PATH_MAX + 600];
-    if (!sp) {
-        pinio_diag_set_at(L->diag, csrc ? -ENOTSUP : -EINVAL, file, PINIO_DIAG_NO_OFFSET,
+    if (!sp == !csrc) {
+        pinio_diag_set_at(L->diag, -EINVAL, file, PINIO_DIAG_NO_OFFSET,
                           "[%s] has role_arn but %s", L->profile,
-                          csrc ? "gets its source credentials through credential_source, which "
-                                 "pinio does not support: give a source_profile"
-                               : "neither source_profile nor web_identity_token_file");
-        return csrc ? -ENOTSUP : -EINVAL;
+                          sp ? "both source_profile and credential_source (give one)"
+                             : "neither source_profile, credential_source nor "
+                               "web_identity_token_file");
+        return -EINVAL;
+    }
+    pinio__s3_creds *base = NULL;
+    int rc;
+    if (csrc) {
+        if ((rc = credential_source(L, csrc, f2, &base)) < 0)
+            return rc;
+        snprintf(from, sizeof(from), "assume role (%s [%s] role_arn=%s, credential_source %s)",
+                 file, L->profile, arn, csrc);
+        return assume_role_with(L, arn, from, base);
     }
     const char *cs = ini_section(&L->cred, sp), *ps = ini_section2(&L->conf, "profile", sp);
     if (!ps && strcmp(sp, "default") == 0)
@@ -731,31 +814,13 @@ static int assume_role(loader *L, const char *arn, const char *file)
     }
     const char *tok = ini_get(kf, ks, "aws_session_token");
     snprintf(from, sizeof(from), "%s [%s]", kf->path, ks);
-    pinio__s3_creds *base = NULL;
     pinio__s3_creds_spec bs = {.kind = PINIO__S3_CREDS_STATIC, .source = from, .access_key = ak,
                                .secret_key = sk, .session_token = tok};
-    int rc = pinio__s3_creds_open(&base, &bs, L->diag);
-    if (rc < 0)
+    if ((rc = pinio__s3_creds_open(&base, &bs, L->diag)) < 0)
         return rc;
-    char sts[1024], region[64], name[128];
-    if ((rc = sts_endpoint(L, sts, sizeof(sts), region, sizeof(region))) < 0) {
-        pinio__s3_creds_free(base);
-        return rc;
-    }
-    const char *sn = prof(L, "role_session_name", &f2);
-    if (!sn) {
-        snprintf(name, sizeof(name), "pinio-session-%lld", (long long)time(NULL));
-        sn = name;
-    }
-    const char *dur = prof(L, "duration_seconds", &f2);
     snprintf(from, sizeof(from), "assume role (%s [%s] role_arn=%s, source_profile %s)", file,
              L->profile, arn, sp);
-    pinio__s3_creds_spec s = {.kind = PINIO__S3_CREDS_ASSUME_ROLE, .source = from,
-                              .role_arn = arn, .session_name = sn,
-                              .external_id = prof(L, "external_id", &f2), .sts_url = sts,
-                              .sts_region = region, .duration_s = dur ? (unsigned)atoi(dur) : 0,
-                              .base = base};
-    return open_source(L, &s);
+    return assume_role_with(L, arn, from, base);
 }
 
 /* AssumeRoleWithWebIdentity: each setting from the environment, else the
@@ -797,12 +862,13 @@ static int web_identity(loader *L)
     return open_source(L, &s);
 }
 
-/* AWS_CONTAINER_CREDENTIALS_RELATIVE_URI / _FULL_URI; 1: not configured. */
-static int container(loader *L)
+/* AWS_CONTAINER_CREDENTIALS_RELATIVE_URI / _FULL_URI into *out, its name
+ * in from[fn]; 1: not configured. */
+static int container(loader *L, pinio__s3_creds **out, char *from, size_t fn)
 {
     const char *rel = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
     const char *full = env("AWS_CONTAINER_CREDENTIALS_FULL_URI");
-    char url[2048], from[2200];
+    char url[2048];
     if (!rel && !full)
         return 1;
     /* Checked before the URL goes into the source's name (and messages). */
@@ -810,10 +876,10 @@ static int container(loader *L)
                              url, sizeof(url)) < 0)
         return -EINVAL;
     if (rel)
-        snprintf(from, sizeof(from), "container credentials "
+        snprintf(from, fn, "container credentials "
                  "(AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=%s)", rel);
     else
-        snprintf(from, sizeof(from), "container credentials "
+        snprintf(from, fn, "container credentials "
                  "(AWS_CONTAINER_CREDENTIALS_FULL_URI=%s)", full);
     if (!printable(from, true) || (rel && rel[0] != '/')) {
         pinio_diag_set(L->diag, -EINVAL, "container credentials: the URI is not a URL path or "
@@ -837,17 +903,18 @@ static int container(loader *L)
     pinio__s3_creds_spec s = {.kind = PINIO__S3_CREDS_CONTAINER, .source = from, .url = url,
                               .auth_token = env("AWS_CONTAINER_AUTHORIZATION_TOKEN"),
                               .auth_token_file = env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")};
-    return open_source(L, &s);
+    return open_into(L, &s, out);
 }
 
-/* EC2 instance metadata unless AWS_EC2_METADATA_DISABLED; 1: none answered. */
-static int imds(loader *L)
+/* EC2 instance metadata unless AWS_EC2_METADATA_DISABLED, into *out, its
+ * name in src[sn]; 1: none answered. */
+static int imds(loader *L, pinio__s3_creds **out, char *src, size_t sn)
 {
     const char *off = env("AWS_EC2_METADATA_DISABLED"), *file;
     if (off && strcasecmp(off, "true") == 0)
         return 1;
     const char *from = "AWS_EC2_METADATA_SERVICE_ENDPOINT", *v = env(from);
-    char url[1024], what[PINIO_DIAG_PATH_MAX + 96], src[1200];
+    char url[1024], what[PINIO_DIAG_PATH_MAX + 96];
     if (!v && (v = prof(L, "ec2_metadata_service_endpoint", &file))) {
         snprintf(what, sizeof(what), "%s [%s] ec2_metadata_service_endpoint", file, L->profile);
         from = what;
@@ -861,20 +928,103 @@ static int imds(loader *L)
     int rc = endpoint_url(L, v, from, url, sizeof(url));
     if (rc < 0)
         return rc;
-    snprintf(src, sizeof(src), "EC2 instance metadata (%s)", url);
+    snprintf(src, sn, "EC2 instance metadata (%s)", url);
     pinio__s3_creds_spec s = {.kind = PINIO__S3_CREDS_IMDS, .source = src, .url = url};
-    s.cainfo = L->c->cainfo;
-    s.capath = L->c->capath;
-    rc = pinio__s3_creds_open(&L->c->creds, &s, L->diag);
-    if (rc == 0 && !(L->c->source = strdup(src)))
-        rc = -ENOMEM;
+    return open_into(L, &s, out);
+}
+
+/* One SSO setting: the profile's, else its sso-session section's (botocore
+ * merges the two and refuses a setting they give differently). NULL when
+ * neither has it; *bad set when they differ. */
+static const char *sso_get(loader *L, const char *ssect, const char *key, const char **bad)
+{
+    const char *file, *v = prof(L, key, &file);
+    const char *sv = ssect ? ini_get(&L->conf, ssect, key) : NULL;
+    if (sv && !*sv)
+        sv = NULL;
+    if (v && sv && strcmp(v, sv) != 0 && !*bad)
+        *bad = key;
+    return v ? v : sv;
+}
+
+/* IAM Identity Center: a profile with sso_role_name or sso_account_id
+ * (botocore's SSOProvider), its start URL and region there or in the
+ * [sso-session NAME] it names; the token `aws sso login` cached in
+ * ~/.aws/sso/cache/SHA1(NAME or the start URL).json; GetRoleCredentials
+ * at AWS_ENDPOINT_URL_SSO (or the other endpoint settings, as for STS),
+ * else portal.sso.REGION.amazonaws.com. 1: not an SSO profile. */
+static int sso(loader *L)
+{
+    const char *file, *f2;
+    if (!prof(L, "sso_role_name", &file) && !prof(L, "sso_account_id", &file))
+        return 1;
+    const char *sname = prof(L, "sso_session", &f2), *ssect = NULL, *bad = NULL;
+    if (sname && !(ssect = ini_section2(&L->conf, "sso-session", sname))) {
+        pinio_diag_set_at(L->diag, -EINVAL, L->conf.path, PINIO_DIAG_NO_OFFSET,
+                          "[%s] sso_session %s: there is no [sso-session %s]", L->profile, sname,
+                          sname);
+        return -EINVAL;
+    }
+    static const char *const keys[] = {"sso_role_name", "sso_account_id", "sso_start_url",
+                                       "sso_region"};
+    const char *v[4];
+    char missing[96] = "";
+    for (size_t i = 0; i < 4; i++) {
+        v[i] = sso_get(L, ssect, keys[i], &bad);
+        if (!v[i])
+            snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%s%s",
+                     missing[0] ? ", " : "", keys[i]);
+    }
+    if (bad || missing[0]) {
+        if (bad)
+            pinio_diag_set_at(L->diag, -EINVAL, file, PINIO_DIAG_NO_OFFSET,
+                              "[%s] %s differs from [sso-session %s]'s", L->profile, bad, sname);
+        else
+            pinio_diag_set_at(L->diag, -EINVAL, file, PINIO_DIAG_NO_OFFSET,
+                              "[%s] is configured for SSO but has no %s", L->profile, missing);
+        return -EINVAL;
+    }
+    if (!valid_region(v[3]) || !printable(v[0], true) || !printable(v[1], true)) {
+        pinio_diag_set_at(L->diag, -EINVAL, file, PINIO_DIAG_NO_OFFSET,
+                          "[%s] sso_region is not a region name, or sso_role_name or "
+                          "sso_account_id has a control character", L->profile);
+        return -EINVAL;
+    }
+    char what[PINIO_DIAG_PATH_MAX + 96], nested[1024], url[1024];
+    const char *from;
+    const char *ep = service_endpoint(L, "sso", "AWS_ENDPOINT_URL_SSO", nested, sizeof(nested),
+                                      what, sizeof(what), &from);
+    int rc;
+    if (ep) {
+        if ((rc = endpoint_url(L, ep, from, url, sizeof(url))) < 0)
+            return rc;
+    } else {
+        snprintf(url, sizeof(url), "https://portal.sso.%s.amazonaws.com%s", v[3],
+                 strncmp(v[3], "cn-", 3) == 0 ? ".cn" : "");
+    }
+    char *dir = file_path(NULL, ".aws/sso/cache"), src[PINIO_DIAG_PATH_MAX + 1200];
+    if (!dir) {
+        pinio_diag_set(L->diag, -ENOENT, "SSO: no home folder for ~/.aws/sso/cache");
+        return -ENOENT;
+    }
+    if (sname)
+        snprintf(src, sizeof(src), "SSO (%s [%s] sso_session %s, role %s in account %s)", file,
+                 L->profile, sname, v[0], v[1]);
+    else
+        snprintf(src, sizeof(src), "SSO (%s [%s] sso_start_url %s, role %s in account %s)", file,
+                 L->profile, v[2], v[0], v[1]);
+    pinio__s3_creds_spec s = {.kind = PINIO__S3_CREDS_SSO, .source = src, .url = url,
+                              .sso_role = v[0], .sso_account = v[1], .sso_cache_dir = dir,
+                              .sso_key = sname ? sname : v[2]};
+    rc = open_source(L, &s);
+    free(dir);
     return rc;
 }
 
 /* The chain in botocore 1.29's order (credentials.py,
  * create_credential_resolver): environment keys; the profile's assumed
  * role (role_arn + source_profile); web identity (environment, then the
- * profile); SSO (refused); the credentials file's keys; credential_process;
+ * profile); SSO; the credentials file's keys; credential_process;
  * the config file's keys; container credentials; EC2 instance metadata.
  * A source that is configured and fails is the error: never a silent
  * fall to unsigned requests. Nothing configured: anonymous. */
@@ -907,18 +1057,8 @@ static int set_credentials(loader *L)
     int rc = web_identity(L);
     if (rc <= 0)
         return rc;
-    /* SSO needs a browser login and its token cache: failing beats
-     * sending the requests unsigned and reading 403s. */
-    const char *sso[] = {"sso_start_url", "sso_session"};
-    for (size_t i = 0; i < 2; i++) {
-        if (!prof(L, sso[i], &file))
-            continue;
-        pinio_diag_set_at(L->diag, -ENOTSUP, file, PINIO_DIAG_NO_OFFSET,
-                          "[%s] gets credentials through %s, which pinio does not support: "
-                          "export AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN "
-                          "(aws configure export-credentials)", L->profile, sso[i]);
-        return -ENOTSUP;
-    }
+    if ((rc = sso(L)) <= 0)
+        return rc;
     rc = L->csect ? keys_from(L, &L->cred, L->csect) : 1;
     if (rc <= 0)
         return rc;
@@ -930,10 +1070,13 @@ static int set_credentials(loader *L)
         return open_source(L, &s);
     }
     rc = L->psect ? keys_from(L, &L->conf, L->psect) : 1;
+    char name[2300];
     if (rc == 1)
-        rc = container(L);
+        rc = container(L, &c->creds, name, sizeof(name));
     if (rc == 1)
-        rc = imds(L);
+        rc = imds(L, &c->creds, name, sizeof(name));
+    if (rc == 0 && c->creds && !c->source && !(c->source = strdup(name)))
+        return -ENOMEM;
     if (rc <= 0)
         return rc;
     c->anonymous = true;

@@ -49,6 +49,7 @@ struct pinio__s3_creds {
     char *source;
     char *command, *role_arn, *session_name, *external_id, *token_file;
     char *sts_url, *sts_region, *url, *auth_token, *auth_token_file, *cainfo, *capath;
+    char *sso_role, *sso_account, *sso_cache_dir, *sso_key;
     unsigned duration_s;
     pinio__s3_creds *base;
     char *ak, *sk, *tok;
@@ -120,7 +121,8 @@ static CURLcode http_do(const pinio__s3_creds *c, const char *method, const char
 
 /* ---- answers ---------------------------------------------------------- */
 
-/* "2026-12-07T20:00:00Z", with fractional seconds or a +hh:mm offset. */
+/* "2026-12-07T20:00:00Z", with fractional seconds or a +hh:mm offset;
+ * "...UTC" too, as older AWS CLI v2 releases wrote an SSO token's expiry. */
 static bool parse_time(const char *s, time_t *out)
 {
     struct tm tm = {0};
@@ -135,6 +137,8 @@ static bool parse_time(const char *s, time_t *out)
     long off = 0;
     if (*p == 'Z' || *p == 'z') {
         p++;
+    } else if (strcmp(p, "UTC") == 0) {
+        p += 3;
     } else if (*p == '+' || *p == '-') {
         int hh, mm;
         if (sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2)
@@ -417,12 +421,13 @@ static int fetch_web_identity(pinio__s3_creds *c, pinio_diag *diag)
     return rc;
 }
 
-static void sha256_hex(const char *s, char out[65])
+/* The digest of s in lower-case hex into out (2 * its size + 1 bytes). */
+static void digest_hex(const char *s, const EVP_MD *type, char *out)
 {
-    unsigned char md[32];
+    unsigned char md[EVP_MAX_MD_SIZE];
     unsigned mdlen = 0;
-    EVP_Digest(s, strlen(s), md, &mdlen, EVP_sha256(), NULL);
-    for (unsigned i = 0; i < 32; i++)
+    EVP_Digest(s, strlen(s), md, &mdlen, type, NULL);
+    for (unsigned i = 0; i < mdlen; i++)
         snprintf(out + 2 * i, 3, "%02x", md[i]);
 }
 
@@ -450,7 +455,7 @@ static int fetch_assume_role(pinio__s3_creds *c, time_t now, pinio_diag *diag)
     struct curl_slist *hl = NULL;
     char *lines[5] = {0};
     if (rc == 0) {
-        sha256_hex(body, hash);
+        digest_hex(body, EVP_sha256(), hash);
         const char *ctype = "application/x-www-form-urlencoded; charset=utf-8";
         pinio__sigv4_header sh[4] = {
             {"content-type", ctype}, {"host", host}, {"x-amz-date", amz_date},
@@ -602,6 +607,150 @@ static int fetch_imds(pinio__s3_creds *c, pinio_diag *diag)
     curl_slist_free_all(hl);
     wipe(&tline);
     free(role);
+    return rc;
+}
+
+/* ---- IAM Identity Center (SSO) ---------------------------------------- */
+
+/* The AWS CLI's cached token (`aws sso login` writes it): accessToken
+ * while expiresAt is ahead, else why not, for the message. Read afresh at
+ * each fetch, so a login while a long load runs is taken. */
+static int sso_token(pinio__s3_creds *c, const char *path, time_t now, char **out,
+                     pinio_diag *diag)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = -errno;
+        pinio_diag_set(diag, e, "%s: %s %s: run `aws sso login` with "
+                       "this profile", c->source, e == -ENOENT ? "no cached SSO token"
+                       : "cannot read the cached SSO token", path);
+        return e;
+    }
+    char *buf = malloc(BODY_MAX + 1);
+    size_t n = 0;
+    ssize_t got = 1;
+    while (buf && n < BODY_MAX && (got = read(fd, buf + n, BODY_MAX - n)) > 0)
+        n += (size_t)got;
+    char extra;
+    bool big = buf && n == BODY_MAX && read(fd, &extra, 1) > 0;
+    close(fd);
+    if (!buf)
+        return -ENOMEM;
+    buf[n] = '\0';
+    pinio__s3_jfield f[] = {{"accessToken"}, {"expiresAt"}};
+    const char *why = big ? "over 64 KiB" : got < 0 ? "a read error"
+                                              : pinio__s3_jflat(buf, n, f, 2, PINIO__S3_JFLAT_NESTED);
+    explicit_bzero(buf, n);
+    free(buf);
+    if (why && strcmp(why, "out of memory") == 0)
+        return -ENOMEM;
+    time_t exp = 0;
+    if (!why && (!f[0].val || !f[0].str || !*f[0].val))
+        why = "no accessToken";
+    else if (!why && (!f[1].val || !f[1].str || !parse_time(f[1].val, &exp)))
+        why = "no expiresAt as an ISO 8601 time";
+    else if (!why && strpbrk(f[0].val, "\r\n"))
+        why = "an accessToken with a line break";
+    if (why) {
+        pinio__s3_jflat_clear(f, 2);
+        pinio_diag_set(diag, -EPROTO, "%s: the cached SSO token %s is not valid (%s): run "
+                       "`aws sso login` with this profile", c->source, path, why);
+        return -EPROTO;
+    }
+    if (exp <= now) {
+        pinio_diag_set(diag, -EKEYEXPIRED, "%s: the SSO token cached in %s expired at %s: run "
+                       "`aws sso login` with this profile", c->source, path, f[1].val);
+        pinio__s3_jflat_clear(f, 2);
+        return -EKEYEXPIRED;
+    }
+    *out = f[0].val;
+    f[0].val = NULL;
+    pinio__s3_jflat_clear(f, 2);
+    return 0;
+}
+
+/* GetRoleCredentials's answer: {"roleCredentials": {accessKeyId,
+ * secretAccessKey, sessionToken, expiration (ms since the epoch)}}. */
+static int sso_keys(pinio__s3_creds *c, const http_resp *r, pinio_diag *diag)
+{
+    pinio__s3_jfield outer[] = {{"roleCredentials"}};
+    pinio__s3_jfield f[] = {{"accessKeyId"}, {"secretAccessKey"}, {"sessionToken"},
+                            {"expiration"}};
+    const char *why = pinio__s3_jflat(r->body ? r->body : "", r->len, outer, 1,
+                                      PINIO__S3_JFLAT_NESTED);
+    if (!why && (!outer[0].val || outer[0].str || outer[0].val[0] != '{'))
+        why = "no roleCredentials object";
+    if (!why)
+        why = pinio__s3_jflat(outer[0].val, strlen(outer[0].val), f, 4, 0);
+    pinio__s3_jflat_clear(outer, 1);
+    if (why && strcmp(why, "out of memory") == 0)
+        return -ENOMEM;
+    char *end = NULL;
+    long long ms = !why && f[3].val && !f[3].str ? strtoll(f[3].val, &end, 10) : 0;
+    if (!why && (!f[0].str || !f[1].str || !f[2].str))
+        why = "no accessKeyId, secretAccessKey and sessionToken strings";
+    else if (!why && (!end || *end || ms <= 0))
+        why = "no expiration in milliseconds";
+    if (why) {
+        pinio__s3_jflat_clear(f, 4);
+        pinio_diag_set(diag, -EPROTO, "%s: a malformed answer from GetRoleCredentials (%s)",
+                       c->source, why);
+        return -EPROTO;
+    }
+    free(f[3].val);
+    return take_keys(c, &f[0].val, &f[1].val, &f[2].val, (time_t)(ms / 1000), diag);
+}
+
+/* GET /federation/credentials, unsigned: the cached token in
+ * x-amz-sso_bearer_token is the authority (botocore's sso client). */
+static int fetch_sso(pinio__s3_creds *c, time_t now, pinio_diag *diag)
+{
+    char key[41], *path = NULL, *token = NULL, *line = NULL, *url = NULL;
+    char err[CURL_ERROR_SIZE + 64];
+    digest_hex(c->sso_key, EVP_sha1(), key);
+    if (asprintf(&path, "%s/%s.json", c->sso_cache_dir, key) < 0)
+        return -ENOMEM;
+    int rc = sso_token(c, path, now, &token, diag);
+    free(path);
+    if (rc < 0)
+        return rc;
+    char *role = pinio__s3_uri_encode(c->sso_role, strlen(c->sso_role), false);
+    char *acct = pinio__s3_uri_encode(c->sso_account, strlen(c->sso_account), false);
+    struct curl_slist *hl = NULL;
+    if (!role || !acct ||
+        asprintf(&url, "%s/federation/credentials?role_name=%s&account_id=%s", c->url, role,
+                 acct) < 0 ||
+        asprintf(&line, "x-amz-sso_bearer_token: %s", token) < 0 ||
+        !(hl = curl_slist_append(NULL, line)))
+        rc = -ENOMEM;
+    free(role);
+    free(acct);
+    http_resp r = {0};
+    if (rc == 0) {
+        CURLcode cc = http_do(c, "GET", url, hl, NULL, 10000, &r, err, sizeof(err));
+        if (cc != CURLE_OK) {
+            pinio_diag_set(diag, -EIO, "%s: GetRoleCredentials at %s failed: %s", c->source,
+                           c->url, err);
+            rc = -EIO;
+        } else if (r.status == 401) {
+            /* botocore's UnauthorizedSSOTokenError: the portal no longer
+             * takes the login, whatever the cached expiry says. */
+            pinio_diag_set(diag, -EACCES, "%s: GetRoleCredentials answered HTTP 401: the SSO "
+                           "session has expired or is not valid: run `aws sso login` with "
+                           "this profile", c->source);
+            rc = -EACCES;
+        } else if (r.status != 200) {
+            rc = http_fail(c, "GetRoleCredentials", &r, diag);
+        } else {
+            rc = sso_keys(c, &r, diag);
+        }
+    }
+    pinio__s3_fetch_resp_free(&r);
+    curl_slist_free_all(hl);
+    free(url);
+    wipe(&line);
+    wipe(&token);
     return rc;
 }
 
@@ -810,6 +959,8 @@ static int fetch(pinio__s3_creds *c, time_t now, pinio_diag *diag)
         return fetch_container(c, diag);
     case PINIO__S3_CREDS_IMDS:
         return fetch_imds(c, diag);
+    case PINIO__S3_CREDS_SSO:
+        return fetch_sso(c, now, diag);
     case PINIO__S3_CREDS_STATIC:
         break;
     }
@@ -839,10 +990,12 @@ int pinio__s3_creds_open(pinio__s3_creds **out, const pinio__s3_creds_spec *s, p
     int rc = 0;
     const char *const src[] = {s->source, s->command, s->role_arn, s->session_name,
                                s->external_id, s->token_file, s->sts_url, s->sts_region,
-                               s->url, s->auth_token, s->auth_token_file, s->cainfo, s->capath};
+                               s->url, s->auth_token, s->auth_token_file, s->cainfo, s->capath,
+                               s->sso_role, s->sso_account, s->sso_cache_dir, s->sso_key};
     char **dst[] = {&c->source, &c->command, &c->role_arn, &c->session_name, &c->external_id,
                     &c->token_file, &c->sts_url, &c->sts_region, &c->url, &c->auth_token,
-                    &c->auth_token_file, &c->cainfo, &c->capath};
+                    &c->auth_token_file, &c->cainfo, &c->capath, &c->sso_role,
+                    &c->sso_account, &c->sso_cache_dir, &c->sso_key};
     for (size_t i = 0; rc == 0 && i < sizeof(dst) / sizeof(*dst); i++)
         rc = dup_opt(dst[i], src[i]);
     if (rc == 0 && !c->source)
@@ -892,7 +1045,8 @@ void pinio__s3_creds_free(pinio__s3_creds *c)
     pinio__s3_creds_free(c->base);
     char **s[] = {&c->source, &c->command, &c->role_arn, &c->session_name, &c->external_id,
                   &c->token_file, &c->sts_url, &c->sts_region, &c->url, &c->auth_token,
-                  &c->auth_token_file, &c->cainfo, &c->capath, &c->ak, &c->sk, &c->tok};
+                  &c->auth_token_file, &c->cainfo, &c->capath, &c->sso_role, &c->sso_account,
+                  &c->sso_cache_dir, &c->sso_key, &c->ak, &c->sk, &c->tok};
     for (size_t i = 0; i < sizeof(s) / sizeof(*s); i++)
         wipe(s[i]);
     pthread_mutex_destroy(&c->mu);

@@ -1,10 +1,11 @@
 /*
  * The credential sources of the AWS credential chain that pinio fetches
  * (src/s3/config.c picks which one, in botocore's order): static keys, a
- * credential_process, STS AssumeRoleWithWebIdentity and AssumeRole, the
- * container credentials endpoint (ECS, EKS Pod Identity) and the EC2
- * instance metadata service (IMDSv2); each holds its current keys and
- * fetches new ones before they expire.
+ * credential_process, STS AssumeRoleWithWebIdentity and AssumeRole, IAM
+ * Identity Center (SSO: GetRoleCredentials with the AWS CLI's cached
+ * token), the container credentials endpoint (ECS, EKS Pod Identity) and
+ * the EC2 instance metadata service (IMDSv2); each holds its current keys
+ * and fetches new ones before they expire.
  *
  * Library-internal (not installed). No function here prints; no message
  * or diagnostic contains a secret key, a session token or a web identity
@@ -29,6 +30,10 @@ enum pinio__s3_creds_kind {
     PINIO__S3_CREDS_ASSUME_ROLE,  /**< role_arn, session_name, external_id, sts_*, base */
     PINIO__S3_CREDS_CONTAINER,    /**< url, auth_token, auth_token_file */
     PINIO__S3_CREDS_IMDS,         /**< url (the service's base URL) */
+    /** url (the SSO portal's scheme://host[:port]), sso_role, sso_account,
+     *  sso_cache_dir, sso_key (the sso_session's name, or the legacy
+     *  sso_start_url: the cached token is SSO_CACHE_DIR/SHA1(KEY).json) */
+    PINIO__S3_CREDS_SSO,
 };
 
 /** What a source needs; strings are copied, NULL when not used. */
@@ -44,6 +49,7 @@ typedef struct pinio__s3_creds_spec {
     const char *sts_region; /**< AssumeRole's signing region */
     unsigned duration_s;    /**< 0: STS's default */
     const char *url, *auth_token, *auth_token_file;
+    const char *sso_role, *sso_account, *sso_cache_dir, *sso_key;
     const char *cainfo, *capath; /**< CURLOPT_CAINFO / CAPATH for https, NULL: libcurl's */
     /** ASSUME_ROLE: the source profile's credentials; taken over by
      *  pinio__s3_creds_open() whatever it returns. */
@@ -62,8 +68,9 @@ typedef struct pinio__s3_keys {
  * @return 0; 1 for IMDS when no instance metadata service answers (not on
  *         EC2: the chain goes on, botocore's way); else a negative code with
  *         `diag` naming the source (-EACCES refused, -EPROTO a malformed
- *         answer, -ENOENT a missing token file, -EIO unreachable, -EINVAL a
- *         bad setting, -ENOMEM).
+ *         answer, -ENOENT a missing token file, -EKEYEXPIRED an SSO token
+ *         past its time (the message says to run `aws sso login`), -EIO
+ *         unreachable, -EINVAL a bad setting, -ENOMEM).
  */
 int pinio__s3_creds_open(pinio__s3_creds **out, const pinio__s3_creds_spec *spec,
                          pinio_diag *diag);

@@ -13,17 +13,14 @@
 PINIO=$1
 SRC=$2
 . "$SRC/tests/s3/s3env.sh"
-s3_scratch gcs || exit 1
 GP_PID=""
 gp_stop() { [ -n "$GP_PID" ] && { kill "$GP_PID" 2>/dev/null; wait "$GP_PID" 2>/dev/null; }; GP_PID=""; }
-trap 'gp_stop; s3_cleanup' EXIT
-trap 'gp_stop; s3_cleanup; exit 1' INT TERM
-s3_start || exit 1
+s3_on_exit gp_stop
+s3_test gcs models
 unset GOOGLE_HMAC_ACCESS_ID GOOGLE_HMAC_SECRET GOOGLE_APPLICATION_CREDENTIALS STORAGE_EMULATOR_HOST \
     GCE_METADATA_HOST
 # The machine's own metadata server (on GCE) must not answer a test.
 export NO_GCE_CHECK=True
-s3_bucket models || exit 1
 
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 "$PINIO" gen "$DIR/one.safetensors" --size 20M --seed 7 >/dev/null || exit 1

@@ -15,21 +15,18 @@
 PINIO=$1
 SRC=$2
 . "$SRC/tests/s3/s3env.sh"
-s3_scratch gcsoauth || exit 1
 GP_PID="" TS_PID=""
 srv_stop() {
     for p in $GP_PID $TS_PID; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
     GP_PID="" TS_PID=""
 }
-trap 'srv_stop; s3_cleanup' EXIT
-trap 'srv_stop; s3_cleanup; exit 1' INT TERM
+s3_on_exit srv_stop
+s3_test gcsoauth models
 /usr/bin/python3 -c 'import cryptography' 2>/dev/null ||
     s3_skip "Python's cryptography module is not installed (Debian's python3-cryptography)"
 command -v openssl >/dev/null 2>&1 || s3_skip "openssl is not installed"
-s3_start || exit 1
 unset GOOGLE_HMAC_ACCESS_ID GOOGLE_HMAC_SECRET GOOGLE_APPLICATION_CREDENTIALS STORAGE_EMULATOR_HOST \
     GCE_METADATA_HOST NO_GCE_CHECK
-s3_bucket models || exit 1
 "$PINIO" gen "$DIR/m.safetensors" --size 20M --seed 5 >/dev/null || exit 1
 SUM=$(sha256sum "$DIR/m.safetensors" | cut -d' ' -f1)
 s3_put models m.safetensors "$DIR/m.safetensors" || exit 1

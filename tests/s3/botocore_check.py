@@ -6,9 +6,10 @@ usage: botocore_check.py SIGN_TOOL      (exit 0: all agree; 1: a difference; 77:
 
 --creds prints what botocore's default credential chain resolves from this
 environment, as "METHOD ACCESS_KEY SHA256(SECRET)[:16] SHA256(TOKEN)[:16]"
-("none" when nothing), for tests/s3/s3_creds_test.sh to hold beside what
+("none" when nothing, "error CLASS" when botocore raises), for tests/s3/s3_creds_test.sh to hold beside what
 pinio fetched from the same endpoints. botocore 1.29 reads no
-AWS_ENDPOINT_URL_STS nor AWS_REGION: both are passed on to it here.
+AWS_ENDPOINT_URL_STS, AWS_ENDPOINT_URL_SSO (the service-specific endpoint
+variables came in 1.31) nor AWS_REGION: they are passed on to it here.
 
 For each case, the same request (GET with Range, HEAD, If-Match, ListObjectsV2
 with prefix/continuation-token, keys with spaces, + = & ~ % and UTF-8, a
@@ -35,6 +36,7 @@ if sys.argv[1:2] in (["-h"], ["--help"]) or len(sys.argv) != 2:
 
 try:
     import botocore.auth
+    import botocore.exceptions
     import botocore.session
     from botocore import UNSIGNED
     from botocore.config import Config
@@ -45,22 +47,26 @@ except ImportError as e:
 
 def resolve_creds():
     import hashlib
-    sts_url = os.environ.get("AWS_ENDPOINT_URL_STS")
+    urls = {"sts": os.environ.get("AWS_ENDPOINT_URL_STS"),
+            "sso": os.environ.get("AWS_ENDPOINT_URL_SSO")}
     # botocore 1.29 reads AWS_DEFAULT_REGION only; later ones AWS_REGION too.
     if "AWS_REGION" in os.environ:
         os.environ.setdefault("AWS_DEFAULT_REGION", os.environ["AWS_REGION"])
     create = botocore.session.Session.create_client
 
     def create_client(self, service_name, *args, **kwargs):
-        if service_name == "sts" and sts_url:
-            kwargs["endpoint_url"] = sts_url
+        if urls.get(service_name):
+            kwargs["endpoint_url"] = urls[service_name]
         return create(self, service_name, *args, **kwargs)
 
     botocore.session.Session.create_client = create_client
-    c = botocore.session.Session().get_credentials()
-    if c is None:
-        return "none"
-    f = c.get_frozen_credentials()
+    try:  # deferred sources (SSO, assume-role) fetch at get_frozen_credentials
+        c = botocore.session.Session().get_credentials()
+        if c is None:
+            return "none"
+        f = c.get_frozen_credentials()
+    except botocore.exceptions.BotoCoreError as e:
+        return f"error {type(e).__name__}"
     h = lambda v: hashlib.sha256(v.encode()).hexdigest()[:16] if v else "-"
     return f"{c.method} {f.access_key} {h(f.secret_key)} {h(f.token)}"
 

@@ -9,11 +9,16 @@ One server answers as every endpoint pinio's credential chain calls:
           be "pinio-test-web-identity-token") and Action=AssumeRole (signed:
           an Authorization header with Credential=SOURCE_AK/.../sts/aws4_request);
           XML answers as STS gives them.
-  GET /container/...  the container credentials endpoint (JSON); with
+  GET /container/..., /v2/credentials/...  the container credentials
+          endpoint (JSON; the second as ECS's relative URIs are); with
           --container-auth, the Authorization header must be TOKEN (else 401).
   PUT /latest/api/token, GET /latest/meta-data/iam/security-credentials/[ROLE]
           IMDSv2: the token PUT must carry x-aws-ec2-metadata-token-ttl-seconds,
           each GET the token handed out (else 401).
+  GET /federation/credentials?role_name=R&account_id=A  IAM Identity Center's
+          GetRoleCredentials: x-amz-sso_bearer_token must be
+          "pinio-sso-access-NeverPrint" (else 401 UnauthorizedException);
+          JSON roleCredentials with the expiration in milliseconds.
 Every answer hands out AK/SK (default s3rver's S3RVER/S3RVER, so that the
 data requests signed with them verify) with the session token
 "pinio-test-session-NeverPrint", expiring in S seconds (default 3600).
@@ -21,9 +26,10 @@ data requests signed with them verify) with the session token
 --verify-secret SECRET: an AssumeRole's signature must be the one botocore's
 SigV4Auth computes with SECRET for the same request (else 403
 SignatureDoesNotMatch). --malformed gives an answer without the secret; --hang accepts and never
-answers. LOG gets one line per request: "METHOD PATH NAME=VALUE..." (the
-STS form's Action, RoleArn, RoleSessionName; never a token). The first line
-on stdout is "port N".
+answers. --listen HOST:PORT binds there (default 127.0.0.1, a free port).
+LOG gets one line per request: "METHOD PATH NAME=VALUE..." (the STS form's
+Action, RoleArn, RoleSessionName; whether each token was the right one,
+never a token). The first line on stdout is "port N".
 """
 import argparse
 import datetime
@@ -36,6 +42,7 @@ import urllib.parse
 
 TOKEN = "pinio-test-session-NeverPrint"
 IMDS_TOKEN = "pinio-imds-token-0123"
+SSO_TOKEN = "pinio-sso-access-NeverPrint"
 WEB_TOKEN = "pinio-test-web-identity-token"
 
 p = argparse.ArgumentParser()
@@ -47,6 +54,7 @@ p.add_argument("--malformed", action="store_true")
 p.add_argument("--hang", action="store_true")
 p.add_argument("--container-auth")
 p.add_argument("--verify-secret")
+p.add_argument("--listen", default="127.0.0.1:0")
 a = p.parse_args()
 lock = threading.Lock()
 
@@ -121,13 +129,30 @@ class H(http.server.BaseHTTPRequestHandler):
             return self.send(400, "bad token request", "text/plain")
         self.send(200, IMDS_TOKEN, "text/plain")
 
+    def sso_json(self):
+        sso = self.headers.get("x-amz-sso_bearer_token")
+        if sso != SSO_TOKEN:
+            return self.send(401, '{"__type": "UnauthorizedException", '
+                             '"message": "Session token not found or invalid"}')
+        if a.fail:
+            return self.send(int(a.fail[0]), '{"message": "refused by the test"}')
+        ms = int((time.time() + a.expire_in) * 1000)
+        d = {"accessKeyId": a.keys[0], "sessionToken": TOKEN, "expiration": ms}
+        if not a.malformed:
+            d["secretAccessKey"] = a.keys[1]
+        self.send(200, json.dumps({"roleCredentials": d}))
+
     def do_GET(self):
         tok = self.headers.get("x-aws-ec2-metadata-token")
         auth = self.headers.get("Authorization")
+        sso = self.headers.get("x-amz-sso_bearer_token")
         log(f"GET {self.path} token={'ok' if tok == IMDS_TOKEN else tok} "
-            f"auth={'ok' if auth and auth == a.container_auth else auth}")
+            f"auth={'ok' if auth and auth == a.container_auth else auth} "
+            f"sso={'ok' if sso == SSO_TOKEN else 'none' if sso is None else 'wrong'}")
         if self.hang():
             return
+        if self.path.startswith("/federation/credentials?"):
+            return self.sso_json()
         base = "/latest/meta-data/iam/security-credentials/"
         if self.path.startswith(base):
             if tok != IMDS_TOKEN:
@@ -137,7 +162,7 @@ class H(http.server.BaseHTTPRequestHandler):
             if self.path == base + "pinio-test-role":
                 return self.creds_json()
             return self.send(404, "no such role", "text/plain")
-        if self.path.startswith("/container/"):
+        if self.path.startswith(("/container/", "/v2/credentials/")):
             if a.container_auth and auth != a.container_auth:
                 return self.send(401, '{"message": "bad authorization"}')
             return self.creds_json()
@@ -177,7 +202,8 @@ class H(http.server.BaseHTTPRequestHandler):
                   f"</Credentials></{action}Result></{action}Response>", "text/xml")
 
 
-srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+host, _, port = a.listen.rpartition(":")
+srv = http.server.ThreadingHTTPServer((host, int(port)), H)
 srv.daemon_threads = True
 print(f"port {srv.server_address[1]}", flush=True)
 srv.serve_forever()

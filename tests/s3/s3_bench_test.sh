@@ -15,10 +15,7 @@
 PINIO=$1
 SRC=$2
 . "$SRC/tests/s3/s3env.sh"
-s3_scratch s3bench || exit 1
-s3_start || { s3_cleanup; exit 1; }
-trap 's3_proxy_stop; s3_cleanup' EXIT
-s3_bucket bench || exit 1
+s3_test s3bench bench
 UPSTREAM=$AWS_ENDPOINT_URL
 SIZE=$((16 << 20))
 BS=$((1 << 20))

@@ -10,9 +10,7 @@
 PINIO=$1
 SRC=$2
 . "$SRC/tests/s3/s3env.sh"
-s3_scratch s3cli || exit 1
-s3_start || { s3_cleanup; exit 1; }
-s3_bucket models || exit 1
+s3_test s3cli models
 
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 # one_line FILE WHAT: counts a failure unless FILE holds exactly one line.

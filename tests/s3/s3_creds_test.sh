@@ -2,23 +2,24 @@
 # The AWS credential chain against s3rver: `pinio load s3://...` byte-exact
 # (--sha256) with keys from web identity (environment and profile: STS
 # AssumeRoleWithWebIdentity), an assumed role (role_arn + source_profile:
-# AssumeRole signed with the source's keys), credential_process, the
+# AssumeRole signed with the source's keys, or with credential_source's: the
+# container endpoint's or IMDS's), credential_process, SSO (an sso_session
+# and the legacy start URL: GetRoleCredentials with the cached token), the
 # container endpoint (full URI, token file) and IMDSv2 (the token checked),
 # all served by credserver.py handing out s3rver's keys; credentials that
 # expire within the refresh window fetched again during the load, long-lived
 # ones once; a configured source that fails (STS 403, a malformed answer, a
 # missing token file, a process exiting 1, a refused container token, a
-# container host not allowed) an error naming the source; no instance
-# metadata (nothing listening, or a server that never answers: one try)
-# anonymous; no token ever printed.
+# container host not allowed, a credential_source with no keys or of a name
+# botocore does not take, an expired or refused SSO token) an error naming
+# the source; no instance metadata (nothing listening, or a server that
+# never answers: one try) anonymous; no token ever printed.
 # usage: s3_creds_test.sh PINIO SRC_ROOT
-[ "${1:-}" = --help ] && { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[ "${1:-}" = --help ] && { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 PINIO=$1
 SRC=$2
 . "$SRC/tests/s3/s3env.sh"
-s3_scratch s3creds || exit 1
-s3_start || { s3_cleanup; exit 1; }
-s3_bucket models || exit 1
+s3_test s3creds models
 "$PINIO" gen "$DIR/one.safetensors" --size 4M --seed 3 >/dev/null || exit 1
 s3_put models one.safetensors "$DIR/one.safetensors" || exit 1
 SUM=$(sha256sum "$DIR/one.safetensors" | cut -d' ' -f1)
@@ -157,6 +158,138 @@ load_ok "credential_process"
 boto_same "credential_process" "custom-process S3RVER $(hash16 S3RVER) $(hash16 tok-NeverPrint)"
 export AWS_PROFILE=procfail
 load_fails "credential_process exits 1" "credential_process ($DIR/config \[procfail\]): credential_process exited with status 1: no credentials for two words"
+
+# --- role_arn + credential_source (botocore's canonical names) ---------------
+# The role's AssumeRole is signed with the keys the named source hands out
+# (credserver.py's S3RVER keys and session token, the signature checked
+# against botocore's).
+creds_clear
+cred_start --verify-secret S3RVER
+export AWS_ENDPOINT_URL_STS=$CRED_URL AWS_CONFIG_FILE=$DIR/config
+cat >"$DIR/config" <<EOF
+[profile ecs]
+role_arn = arn:aws:iam::123456789012:role/from-ecs
+credential_source = EcsContainer
+[profile ec2]
+role_arn = arn:aws:iam::123456789012:role/from-ec2
+credential_source = Ec2InstanceMetadata
+[profile envsrc]
+role_arn = arn:aws:iam::123456789012:role/from-env
+credential_source = Environment
+[profile bogus]
+role_arn = arn:aws:iam::123456789012:role/bogus
+credential_source = ec2instancemetadata
+[profile both]
+role_arn = arn:aws:iam::123456789012:role/both
+credential_source = Environment
+source_profile = ecs
+EOF
+export AWS_PROFILE=ecs AWS_CONTAINER_CREDENTIALS_FULL_URI=$CRED_URL/container/creds
+load_ok "credential_source EcsContainer"
+has "$DIR/cred.log" "^GET /container/creds " "EcsContainer: the container endpoint asked"
+has "$DIR/cred.log" "Action=AssumeRole RoleArn=arn:aws:iam::123456789012:role/from-ecs .*Credential=S3RVER/[0-9]*/us-east-1/sts/aws4_request" "EcsContainer: AssumeRole signed with the container's keys"
+boto_same "credential_source EcsContainer" "assume-role $SRV"
+unset AWS_CONTAINER_CREDENTIALS_FULL_URI
+load_fails "credential_source EcsContainer, no container" "$DIR/config: \[ecs\] credential_source EcsContainer: no credentials found there"
+boto_same "credential_source EcsContainer, no container" "error CredentialRetrievalError"
+export AWS_PROFILE=ec2 AWS_EC2_METADATA_SERVICE_ENDPOINT=$CRED_URL
+unset AWS_EC2_METADATA_DISABLED
+: >"$DIR/cred.log"
+load_ok "credential_source Ec2InstanceMetadata"
+has "$DIR/cred.log" "^PUT /latest/api/token ttl=21600" "Ec2InstanceMetadata: IMDSv2's token"
+has "$DIR/cred.log" "Action=AssumeRole RoleArn=arn:aws:iam::123456789012:role/from-ec2 .*Credential=S3RVER/" "Ec2InstanceMetadata: AssumeRole signed with the instance's keys"
+boto_same "credential_source Ec2InstanceMetadata" "assume-role $SRV"
+export AWS_EC2_METADATA_DISABLED=true
+load_fails "credential_source Ec2InstanceMetadata, IMDS off" "\[ec2\] credential_source Ec2InstanceMetadata: no credentials found there"
+# Environment: keys in the environment come first in the chain (botocore's
+# too), so the role is reached only without them: an error, not anonymous.
+export AWS_PROFILE=envsrc
+load_fails "credential_source Environment, no keys" "\[envsrc\] credential_source Environment: no credentials found there"
+boto_same "credential_source Environment, no keys" "error CredentialRetrievalError"
+export AWS_PROFILE=bogus
+load_fails "credential_source unknown" "\[bogus\] credential_source is not Environment, EcsContainer or Ec2InstanceMetadata"
+boto_same "credential_source unknown" "error InvalidConfigError"
+export AWS_PROFILE=both
+load_fails "credential_source and source_profile" "\[both\] has role_arn but both source_profile and credential_source"
+boto_same "credential_source and source_profile" "error InvalidConfigError"
+
+# --- SSO (IAM Identity Center): the AWS CLI's cached token --------------------
+# GetRoleCredentials at AWS_ENDPOINT_URL_SSO (credserver.py) with the token
+# `aws sso login` cached in ~/.aws/sso/cache/SHA1(session name or start
+# URL).json; an expired token, one the portal refuses (401), a missing
+# cache and a half SSO profile are errors saying what to do; never the token.
+creds_clear
+sso_start() { cred_start "$@"; export AWS_ENDPOINT_URL_SSO=$CRED_URL; }
+sso_start
+OLD_HOME=$HOME
+export HOME=$DIR/home AWS_CONFIG_FILE=$DIR/config
+mkdir -p "$HOME/.aws/sso/cache"
+sha1() { printf %s "$1" | sha1sum | cut -d' ' -f1; }
+SSO_URL=https://pinio-test.awsapps.com/start
+sso_cache() {  # sso_cache KEY TOKEN EXPIRES-AT
+    printf '{"startUrl": "%s", "region": "us-east-1", "accessToken": "%s", "expiresAt": "%s", "clientId": "x"}\n' \
+        "$SSO_URL" "$2" "$3" >"$HOME/.aws/sso/cache/$(sha1 "$1").json"
+}
+cat >"$DIR/config" <<EOF
+[profile sso]
+sso_session = pinio-sso
+sso_account_id = 123456789012
+sso_role_name = ReadModels
+[sso-session pinio-sso]
+sso_start_url = $SSO_URL
+sso_region = us-east-1
+[profile ssolegacy]
+sso_start_url = $SSO_URL
+sso_region = eu-west-1
+sso_account_id = 210987654321
+sso_role_name = Legacy
+[profile ssohalf]
+sso_account_id = 123456789012
+sso_role_name = ReadModels
+[profile ssoclash]
+sso_session = pinio-sso
+sso_region = us-west-2
+sso_account_id = 123456789012
+sso_role_name = ReadModels
+EOF
+sso_cache pinio-sso pinio-sso-access-NeverPrint 2099-01-01T00:00:00Z
+export AWS_PROFILE=sso
+load_ok "SSO session"
+has "$DIR/cred.log" "^GET /federation/credentials?role_name=ReadModels&account_id=123456789012 .*sso=ok" "SSO: GetRoleCredentials with the cached token"
+boto_same "SSO session" "sso $SRV"
+check 0 "doctor, SSO" "$PINIO" doctor "$URL"
+has "$DIR/out" "^credentials  SSO ($DIR/config \[sso\] sso_session pinio-sso, role ReadModels in account 123456789012)$" "doctor: the SSO source"
+no_secret "doctor, SSO"
+export AWS_PROFILE=ssolegacy
+sso_cache "$SSO_URL" pinio-sso-access-NeverPrint 2099-01-01T00:00:00UTC
+load_ok "SSO legacy start URL"
+has "$DIR/cred.log" "^GET /federation/credentials?role_name=Legacy&account_id=210987654321 .*sso=ok" "SSO legacy: the start URL's cached token"
+boto_same "SSO legacy start URL" "sso $SRV"
+export AWS_PROFILE=sso
+sso_start --expire-in 300
+load_ok "SSO, expiring credentials"
+n=$(log_count /federation/credentials)
+[ "$n" -ge 2 ] || { echo "FAIL: expiring SSO credentials fetched $n times, want a refresh"; fails=$((fails + 1)); }
+sso_start --malformed
+load_fails "SSO, malformed answer" "SSO ($DIR/config \[sso\] sso_session pinio-sso, role ReadModels in account 123456789012): a malformed answer from GetRoleCredentials (no accessKeyId, secretAccessKey and sessionToken strings)"
+sso_start
+sso_cache pinio-sso pinio-sso-access-NeverPrint 2020-01-01T00:00:00Z
+load_fails "SSO, expired token" "SSO ($DIR/config \[sso\] sso_session pinio-sso, role ReadModels in account 123456789012): the SSO token cached in $HOME/.aws/sso/cache/$(sha1 pinio-sso).json expired at 2020-01-01T00:00:00Z: run \`aws sso login\`"
+boto_same "SSO, expired token" "error TokenRetrievalError"
+[ -s "$DIR/cred.log" ] && { echo "FAIL: an expired SSO token was sent:"; cat "$DIR/cred.log"; fails=$((fails + 1)); }
+sso_cache pinio-sso wrong-NeverPrint 2099-01-01T00:00:00Z
+load_fails "SSO, token refused" "GetRoleCredentials answered HTTP 401: the SSO session has expired or is not valid: run \`aws sso login\`"
+boto_same "SSO, token refused" "error UnauthorizedSSOTokenError"
+rm -f "$HOME/.aws/sso/cache/$(sha1 pinio-sso).json"
+load_fails "SSO, no cached token" "no cached SSO token $HOME/.aws/sso/cache/$(sha1 pinio-sso).json: run \`aws sso login\`"
+export AWS_PROFILE=ssohalf
+load_fails "SSO, half a profile" "\[ssohalf\] is configured for SSO but has no sso_start_url, sso_region"
+boto_same "SSO, half a profile" "error InvalidConfigError"
+export AWS_PROFILE=ssoclash
+load_fails "SSO, profile and session differ" "\[ssoclash\] sso_region differs from \[sso-session pinio-sso\]'s"
+boto_same "SSO, profile and session differ" "error InvalidConfigError"
+export HOME=$OLD_HOME
+unset AWS_ENDPOINT_URL_SSO
 
 # --- the container endpoint -------------------------------------------------
 creds_clear

@@ -16,10 +16,7 @@
 PINIO=$1
 SRC=$2
 . "$SRC/tests/s3/s3env.sh"
-s3_scratch s3faults || exit 1
-s3_start || { s3_cleanup; exit 1; }
-trap 's3_proxy_stop; s3_cleanup' EXIT
-s3_bucket models || exit 1
+s3_test s3faults models
 UPSTREAM=$AWS_ENDPOINT_URL
 
 # 20 MiB: the data goes as two ranges and more, so a fault hits one of many.

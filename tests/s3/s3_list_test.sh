@@ -11,10 +11,7 @@
 PINIO=$1
 SRC=$2
 . "$SRC/tests/s3/s3env.sh"
-s3_scratch s3list || exit 1
-s3_start || { s3_cleanup; exit 1; }
-trap 's3_proxy_stop; s3_cleanup' EXIT
-s3_bucket models || exit 1
+s3_test s3list models
 UPSTREAM=$AWS_ENDPOINT_URL
 
 sha() { sha256sum "$1" | cut -d' ' -f1; }

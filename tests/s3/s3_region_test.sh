@@ -9,9 +9,7 @@
 PINIO=$1
 SRC=$2
 . "$SRC/tests/s3/s3env.sh"
-s3_scratch s3region || exit 1
-s3_start || { s3_cleanup; exit 1; }
-s3_bucket models || exit 1
+s3_test s3region models
 "$PINIO" gen "$DIR/one.safetensors" --size 4M --seed 9 >/dev/null || exit 1
 s3_put models one.safetensors "$DIR/one.safetensors" || exit 1
 SUM=$(sha256sum "$DIR/one.safetensors" | cut -d' ' -f1)

@@ -9,10 +9,8 @@
 PINIO=$1
 SRC=$2
 . "$SRC/tests/s3/s3env.sh"
-s3_scratch s3tls || exit 1
+s3_test s3tls models
 command -v openssl >/dev/null 2>&1 || s3_skip "openssl is not installed (Debian's openssl)"
-s3_start || { s3_cleanup; exit 1; }
-s3_bucket models || exit 1
 "$PINIO" gen "$DIR/one.safetensors" --size 2M --seed 5 >/dev/null || exit 1
 s3_put models one.safetensors "$DIR/one.safetensors" || exit 1
 SUM=$(sha256sum "$DIR/one.safetensors" | cut -d' ' -f1)

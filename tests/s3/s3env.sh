@@ -2,6 +2,10 @@
 # port with a temporary data folder, stopped and removed on exit, failure
 # and skip alike.
 #
+#   s3_test NAME [BUCKET]  a test's start: s3_scratch NAME, s3_start, BUCKET
+#                   made; a failure there ends the test (exit 1, cleaned up)
+#   s3_on_exit FUNC FUNC (a test's own stop function) runs when the test
+#                   ends, before s3rver stops: on exit, failure, skip, signal
 #   s3_start        starts it; exports AWS_ENDPOINT_URL and s3rver's fixed
 #                   credentials (S3RVER / S3RVER: it checks signatures)
 #   s3_bucket NAME  creates a bucket
@@ -38,8 +42,13 @@ s3_stop() {
     fi
 }
 
+S3_ON_EXIT=""
+s3_on_exit() { S3_ON_EXIT="$S3_ON_EXIT $1"; }
+
 # The folder of the caller's scratch files, removed by s3_cleanup too.
 s3_cleanup() {
+    for _s3_f in $S3_ON_EXIT; do "$_s3_f"; done
+    s3_proxy_stop
     cred_stop
     s3_stop
     [ -n "${S3_EXTRA_CLEAN:-}" ] && rm -rf $S3_EXTRA_CLEAN
@@ -78,6 +87,9 @@ s3_start() {
     # The legacy provider: s3rver 3.7 makes its continuation tokens with DES,
     # which OpenSSL 3 (Node >= 17) has only there; without it every listing
     # past one page (1000 keys) is a 500, and pagination goes untested.
+    # The log made here, not only by the background job's redirection,
+    # which may come after the first read below (sed: can't read).
+    : >"$S3_DATA.log"
     NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--openssl-legacy-provider" \
         "$S3RVER" -d "$S3_DATA" -a 127.0.0.1 -p 0 >"$S3_DATA.log" 2>&1 &
     S3_PID=$!
@@ -106,6 +118,12 @@ s3_start() {
     # No ~/.aws of the machine's user may change what the tests see.
     export AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
     return 0
+}
+
+s3_test() {
+    s3_scratch "$1" || exit 1
+    s3_start || { s3_cleanup; exit 1; }
+    [ -z "${2:-}" ] || s3_bucket "$2" || exit 1
 }
 
 s3_bucket() {

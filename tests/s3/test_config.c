@@ -297,11 +297,13 @@ Test(s3_config, half_keys_and_unsupported_sources)
     put(conf, "[profile sso]\nrole_arn = arn:aws:iam::123456789012:role/" SECRET "\nsource_profile = x\n");
     setenv("AWS_PROFILE", "sso", 1);
     load_fails(-EINVAL, "[sso] source_profile x has no aws_access_key_id", &d);
-    put(conf, "[profile sso]\nsso_start_url = https://example.awsapps.com/start\n");
-    load_fails(-ENOTSUP, "[sso] gets credentials through sso_start_url", &d);
+    put(conf, "[profile sso]\nsso_start_url = https://example.awsapps.com/start\n"
+              "sso_account_id = 123456789012\n");
+    load_fails(-EINVAL, "[sso] is configured for SSO but has no sso_role_name, sso_region", &d);
     cr_expect_str_eq(d.path, conf);
     put(conf, "[profile sso]\nrole_arn = arn:aws:iam::1:role/r\ncredential_source = Environment\n");
-    load_fails(-ENOTSUP, "credential_source", &d);
+    load_fails(-ENOENT, "[sso] credential_source Environment: no credentials found there", &d);
+    cr_expect_str_eq(d.path, conf);
 }
 
 Test(s3_config, bad_values_are_refused_without_echo)
