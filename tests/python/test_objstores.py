@@ -286,6 +286,9 @@ def test_vllm_load_format(store, venv, tmp):
     out = test_engine_vllm.drive(venv, ref, model=url + "model.safetensors.index.json",
                                  env=store.env)
     test_engine_vllm.exact(out, 1)
+    # a revision (vLLM's --revision) is the hub's: an object URL has none
+    test_engine_vllm.exact(test_engine_vllm.drive(venv, ref, model=url, revision="main",
+                                                  env=store.env), 1)
     nothing = f"{store.scheme}://models/nothing/"
     out = test_engine_vllm.drive(venv, ref, model=nothing, env=store.env)
     assert nothing in out.get("error", ""), out
