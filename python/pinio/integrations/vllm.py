@@ -40,7 +40,7 @@ The contract mirrored, from vllm-project/vllm:
       embeddings and the LM head shard a padded vocabulary: whole tensors.
 
 What it does: download_model resolves the model offline (a local folder,
-a hub repo id in load_config.download_dir or the hub cache, an s3:// URL)
+a hub repo id in load_config.download_dir or the hub cache, an s3://, gs:// or az:// URL)
 and downloads nothing; load_weights calls model.load_weights() once with
 pinio.weights_iterator(...) over the safetensors files, read in batches
 freed as the model copies them. Under tensor parallelism (vLLM's TP group
@@ -120,8 +120,13 @@ def resolve(model, revision=None, download_dir=None, ignore_patterns=None):
     """What pinio reads for vLLM's model_config.model: a local folder (its
     index when it has one, else its *.safetensors less ignore_patterns), a
     hub repo id from download_dir or the hub cache (offline: nothing is
-    downloaded) or an s3:// URL. RuntimeError when there are no weights."""
-    if model.startswith("s3://"):
+    downloaded) or an object URL (s3://, gs://, az://, https://ACCOUNT.
+    blob.core.windows.net/), which takes no revision. RuntimeError when
+    there are no weights."""
+    from pinio.safetensors._object import is_url
+
+    # before the hub's rules: a URL is no folder, and "URL@REV" no object
+    if is_url(model):
         return model
     folder = model if os.path.isdir(model) else None
     if folder is None and download_dir:

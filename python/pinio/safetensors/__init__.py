@@ -252,8 +252,8 @@ class safe_open:
     def __new__(cls, filename, *args, **kwargs):
         from . import _object
 
-        if _object.is_url(filename):  # an s3:// object: the subclass that reads one
-            cls = _object.ObjectOpen
+        if _object.is_url(filename):  # an object: the subclass that reads one
+            cls = _object.object_class(cls)
         return super().__new__(cls)
 
     def __init__(self, filename, framework, device="cpu", *, backend="mmap", allocator=None,

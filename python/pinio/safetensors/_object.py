@@ -306,3 +306,24 @@ class ObjectOpen(safe_open):
             self.pinio_requests += rep["requests"]
             self.pinio_loads += 1
             i = j
+
+
+def object_class(cls):
+    """The class safe_open makes for an object URL when asked for `cls`:
+    ObjectOpen for safe_open itself; for a subclass of it (transformers'
+    patch makes one that overrides get_slice) a class deriving from both,
+    made once per subclass. Why not ObjectOpen there: Python runs __init__
+    only on an instance of the class asked for, so a plain ObjectOpen came
+    back uninitialised, and without the subclass's overrides."""
+    if issubclass(cls, ObjectOpen):
+        return cls
+    if cls is safe_open:
+        return ObjectOpen
+    # kept on the subclass itself, not in a table here: a patch undone
+    # drops its class, and this one with it
+    both = cls.__dict__.get("_pinio_object_class")
+    if both is None:
+        both = type(cls.__name__, (cls, ObjectOpen), {"__module__": cls.__module__,
+                                                     "__qualname__": cls.__qualname__})
+        cls._pinio_object_class = both
+    return both
