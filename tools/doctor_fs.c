@@ -159,7 +159,7 @@ void doctor_fs_advise(const struct doctor_mount *m, const pinio_fs *fs, doctor_n
     } else if (is(m, "ceph") || (!m->found && strcmp(name, "ceph") == 0)) {
         if (!opt(m, "rasize", v, sizeof(v)) || strtol(v, NULL, 10) < (64L << 20))
             note(ctx, "ceph_rasize", "mount with rasize=67108864 for buffered and mapped reads "
-                 "(pinio's cold reads ask for 16 MiB at a time themselves)",
+                 "(pinio's cold reads ask for up to 16 MiB at a time themselves)",
                  "CephFS readahead below 64 MiB");
     } else if (is(m, "fuse") || (!m->found && strcmp(name, "fuse") == 0)) {
         const char *daemon = strncmp(m->fstype, "fuse.", 5) == 0 ? m->fstype + 5 : m->source;
@@ -176,15 +176,16 @@ void doctor_fs_advise(const struct doctor_mount *m, const pinio_fs *fs, doctor_n
     } else if (is(m, "gpfs") || is(m, "beegfs")) {
         snprintf(msg, sizeof(msg), "%s: a parallel file system; its block or chunk size sets "
                  "how many servers one request reaches", name);
-        note(ctx, "parallel_fs", "pinio reads cold files there with 16 MiB requests, 32 in "
-             "flight; a checkpoint striped over more targets (BeeGFS: beegfs-ctl "
+        note(ctx, "parallel_fs", "pinio reads cold files there with requests of whole "
+             "blocks (st_blksize), 16 MiB for large loads, 32 to 128 in flight; a checkpoint striped over more targets (BeeGFS: beegfs-ctl "
              "--setpattern --numtargets) reads faster", msg);
         return;
     } else if (!network) {
         return;
     }
     snprintf(msg, sizeof(msg), "%s is a network or FUSE file system: pinio reads cold files "
-             "with 16 MiB requests, 32 in flight, each rank or process starting at its own "
-             "place in each file (PINIO_READ_ORDER=staggered)", name);
+             "with requests of whole units of it (st_blksize, else 1 MiB), 16 MiB for large "
+             "loads, 32 to 128 in flight, each rank or process starting at its own place in "
+             "each file (PINIO_READ_ORDER=staggered)", name);
     note(ctx, "network_file_system", NULL, msg);
 }

@@ -3,7 +3,9 @@
  * rotation covers every piece once with a different start per rank; loads
  * in either order are byte-exact, land each read once and in plan order
  * (the hasher relies on it, checked through --verify's digests), and a
- * bad PINIO_READ_ORDER is refused by name. */
+ * bad PINIO_READ_ORDER is refused by name. The request size and depth for
+ * network file systems follow their rule from the file system's unit and
+ * the load's size. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -42,6 +44,44 @@ Test(order, the_stagger_is_a_rotation_with_a_start_per_rank)
     /* Independent processes: any number, taken modulo the pieces. */
     cr_assert_eq(pinio__stagger_first(16, 12345, 0), 12345u % 16);
     cr_assert_eq(pinio__stagger_first(1, 12345, 0), 0u);
+}
+
+/* Request sizes for network and FUSE file systems (exec.c's rule): whole
+ * units of the file system, 16 MiB when the load gives 32 of them, halved
+ * down to the unit for smaller loads with the depth raised to keep the
+ * bytes outstanding; st_blksize below 64 KiB (a FUSE daemon's 4096, a
+ * local-looking answer) is no unit and 1 MiB stands in. */
+Test(order, network_requests_are_whole_units_sized_to_the_load)
+{
+    static const struct {
+        uint64_t blksize, bytes;
+        size_t req;
+        unsigned depth;
+    } cases[] = {
+        { 4096, 1ull << 40, 16u << 20, 32 },          /* FUSE default: a large load */
+        { 4096, 512ull << 20, 16u << 20, 32 },        /* 32 requests of 16 MiB exactly */
+        { 4096, 511ull << 20, 8u << 20, 64 },         /* one byte short: halved */
+        { 4096, 256ull << 20, 8u << 20, 64 },         /* bench/shared_fs's checkpoint */
+        { 4096, 100ull << 20, 2u << 20, 128 },        /* depth capped at 128 */
+        { 4096, 4096, 1u << 20, 128 },                /* never below the 1 MiB unit */
+        { 0, 0, 1u << 20, 128 },                      /* nothing stated, nothing to read */
+        { 1u << 20, 64ull << 20, 2u << 20, 128 },     /* NFS rsize/wsize 1 MiB */
+        { 4u << 20, 64ull << 20, 4u << 20, 128 },     /* a 4 MiB object: never a part of one */
+        { 4u << 20, 8ull << 30, 16u << 20, 32 },      /* four objects per request */
+        { 3u << 20, 64ull << 20, 2u << 20, 128 },     /* not a power of two: rounded down */
+        { 64u << 20, 1u << 20, 16u << 20, 32 },       /* a 64 MiB stripe: 16 MiB pieces of it */
+        { 65536, 1u << 20, 64u << 10, 128 },          /* the smallest unit taken: 64 KiB */
+        { 65535, 1u << 20, 1u << 20, 128 },           /* below it: 1 MiB */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        unsigned depth = 0;
+        size_t req = pinio__netfs_sizes(cases[i].blksize, cases[i].bytes, &depth);
+        cr_assert_eq(req, cases[i].req, "case %zu: blksize %llu, %llu bytes: %zu-byte requests",
+                     i, (unsigned long long)cases[i].blksize,
+                     (unsigned long long)cases[i].bytes, req);
+        cr_assert_eq(depth, cases[i].depth, "case %zu: depth %u", i, depth);
+        cr_assert_eq(req & (req - 1), 0u, "case %zu: the engine takes powers of two", i);
+    }
 }
 
 typedef struct dest {
