@@ -486,6 +486,16 @@ uint64_t pinio__stagger_first(uint64_t n, uint64_t rank, uint32_t ranks)
     return ranks ? (rank % ranks) * n / ranks : rank % n;
 }
 
+size_t pinio__file_at(size_t k, size_t nfiles, uint64_t rank, uint32_t ranks)
+{
+    /* Files are rotated as a read's pieces are, and for the same reason at
+     * a coarser grain: N readers of a checkpoint of many files on shared
+     * storage each start on another file (another server, OST or object
+     * set) instead of all queueing on the first; with node-local sharing,
+     * each reads one while the others read theirs, then maps the others'. */
+    return nfiles ? (size_t)((pinio__stagger_first(nfiles, rank, ranks) + k) % nfiles) : 0;
+}
+
 /* The read order asked for (option, else PINIO_READ_ORDER). */
 static int read_order_of(const pinio_exec_opts *o, pinio_read_order *out, pinio_diag *diag)
 {
@@ -508,6 +518,17 @@ static int read_order_of(const pinio_exec_opts *o, pinio_read_order *out, pinio_
     pinio_diag_set(diag, -EINVAL,
                    "PINIO_READ_ORDER=%.64s: expected \"staggered\" or \"sequential\"", e);
     return -EINVAL;
+}
+
+bool pinio__files_rotated(const pinio_exec_opts *o, uint64_t *rank, uint32_t *ranks)
+{
+    pinio_read_order order;
+    pinio_diag d = { 0 }; /* a bad PINIO_READ_ORDER is the execution's error to give */
+    if (read_order_of(o, &order, &d) < 0 || order != PINIO_READ_ORDER_STAGGERED)
+        return false;
+    *rank = o->stagger_ranks ? o->stagger_rank : (uint64_t)getpid();
+    *ranks = o->stagger_ranks;
+    return true;
 }
 
 uint64_t pinio__batch_bytes_default(uint64_t total)
