@@ -6,6 +6,8 @@
  *
  *   slowfs BACKING_DIR MOUNTPOINT [FUSE options, e.g. -f -o max_threads=16]
  *   SLOWFS_DELAY_US   delay per read request in microseconds (default 500)
+ *   SLOWFS_MAX_BACKGROUND  the mount's max_background (default: the kernel's,
+ *                     12): asynchronous requests the kernel sends at once
  *   SLOWFS_BW_MBPS    bandwidth shared by all requests, in MB/s (default 0:
  *                     none): a request of n bytes takes its turn on one
  *                     pipe of that rate (a shared link or a server's
@@ -97,7 +99,15 @@ static int full(const char *path, char *out)
 
 static void *sf_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
-    (void)conn;
+    /* The kernel sends a mount's asynchronous requests (readahead, O_DIRECT
+     * through io_uring) max_background at a time, 12 by default; a daemon
+     * may raise it (SLOWFS_MAX_BACKGROUND) to see whether that limit is
+     * what bounds the callers' depth. */
+    const char *mb = getenv("SLOWFS_MAX_BACKGROUND");
+    if (mb && atoi(mb) > 0) {
+        conn->max_background = (unsigned)atoi(mb);
+        conn->congestion_threshold = conn->max_background * 3 / 4;
+    }
     cfg->kernel_cache = 1;
     cfg->use_ino = 1;
     /* Sizes asked for every time (no delay on them): a file changed in the
