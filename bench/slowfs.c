@@ -6,6 +6,8 @@
  *
  *   slowfs BACKING_DIR MOUNTPOINT [FUSE options, e.g. -f -o max_threads=16]
  *   SLOWFS_DELAY_US   delay per read request in microseconds (default 500)
+ *   SLOWFS_MAX_BACKGROUND  the mount's max_background (default: the kernel's,
+ *                     12): asynchronous requests the kernel sends at once
  *   SLOWFS_BW_MBPS    bandwidth shared by all requests, in MB/s (default 0:
  *                     none): a request of n bytes takes its turn on one
  *                     pipe of that rate (a shared link or a server's
@@ -17,9 +19,14 @@
  * kept across opens (kernel_cache), so "cold" is the caller's business
  * (posix_fadvise DONTNEED through the mount), as on a local disk.
  *
- * At unmount it prints the number of read requests and their mean size to
- * stderr: the kernel's readahead decides the sizes, which decide what the
- * delay costs. */
+ * At unmount it prints to stderr the number of read requests and their
+ * mean size (the kernel's readahead or FUSE's max_read decides the sizes,
+ * which decide what the delay costs), the most requests inside the daemon
+ * at once (how deep the callers' reads reach it through FUSE: the kernel
+ * sends at most max_background, 12 by default, of a mount's asynchronous
+ * requests at a time), its CPU seconds, and the time from the first
+ * request to the last reply (the rate while serving, apart from the
+ * callers' own start). */
 #define FUSE_USE_VERSION 31
 #include <dirent.h>
 #include <errno.h>
@@ -31,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -40,6 +48,12 @@ static const char *backing;
 static long delay_us = 500;
 static double bw_bps;                 /* bytes per second, 0 = no cap */
 static _Atomic unsigned long long nreads, nbytes;
+/* Requests inside sf_read now, and the most at once: how deep the callers'
+ * reads reach the file system through FUSE (bench/shared_fs prints it). */
+static _Atomic unsigned inflight, inflight_max;
+/* The first request's arrival and the last reply (CLOCK_MONOTONIC s, under
+ * pipe_mu): the rate while serving, apart from the callers' own setup. */
+static double first_req, last_reply;
 /* The pipe: when it is free next (CLOCK_MONOTONIC seconds). */
 static pthread_mutex_t pipe_mu = PTHREAD_MUTEX_INITIALIZER;
 static double pipe_free;
@@ -85,7 +99,15 @@ static int full(const char *path, char *out)
 
 static void *sf_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
-    (void)conn;
+    /* The kernel sends a mount's asynchronous requests (readahead, O_DIRECT
+     * through io_uring) max_background at a time, 12 by default; a daemon
+     * may raise it (SLOWFS_MAX_BACKGROUND) to see whether that limit is
+     * what bounds the callers' depth. */
+    const char *mb = getenv("SLOWFS_MAX_BACKGROUND");
+    if (mb && atoi(mb) > 0) {
+        conn->max_background = (unsigned)atoi(mb);
+        conn->congestion_threshold = conn->max_background * 3 / 4;
+    }
     cfg->kernel_cache = 1;
     cfg->use_ino = 1;
     /* Sizes asked for every time (no delay on them): a file changed in the
@@ -98,8 +120,14 @@ static void sf_destroy(void *p)
 {
     (void)p;
     unsigned long long n = nreads, b = nbytes;
-    fprintf(stderr, "slowfs: %llu read requests, %llu bytes, %.0f bytes per request\n", n, b,
-            n ? (double)b / (double)n : 0.0);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+                 (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+    fprintf(stderr, "slowfs: %llu read requests, %llu bytes, %.0f bytes per request, "
+            "%u in flight at most, %.3f s CPU, %.3f s from the first request to the last "
+            "reply\n", n, b, n ? (double)b / (double)n : 0.0, (unsigned)inflight_max, cpu,
+            last_reply > first_req ? last_reply - first_req : 0.0);
 }
 
 static int sf_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
@@ -151,13 +179,27 @@ static int sf_open(const char *path, struct fuse_file_info *fi)
 static int sf_read(const char *path, char *buf, size_t size, off_t off, struct fuse_file_info *fi)
 {
     (void)path;
+    pthread_mutex_lock(&pipe_mu);
+    if (first_req == 0)
+        first_req = now_s();
+    pthread_mutex_unlock(&pipe_mu);
+    unsigned now = ++inflight, seen = inflight_max;
+    while (now > seen && !atomic_compare_exchange_weak(&inflight_max, &seen, now))
+        ;
     struct timespec ts = { delay_us / 1000000, (delay_us % 1000000) * 1000 };
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
         ;
     ssize_t n = pread((int)fi->fh, buf, size, off);
-    if (n < 0)
-        return -errno;
+    if (n < 0) {
+        int e = errno;
+        inflight--;
+        return -e;
+    }
     pipe_take((size_t)n);
+    pthread_mutex_lock(&pipe_mu);
+    last_reply = now_s();
+    pthread_mutex_unlock(&pipe_mu);
+    inflight--;
     nreads++;
     nbytes += (unsigned long long)n;
     return (int)n;

@@ -159,7 +159,7 @@ void doctor_fs_advise(const struct doctor_mount *m, const pinio_fs *fs, doctor_n
     } else if (is(m, "ceph") || (!m->found && strcmp(name, "ceph") == 0)) {
         if (!opt(m, "rasize", v, sizeof(v)) || strtol(v, NULL, 10) < (64L << 20))
             note(ctx, "ceph_rasize", "mount with rasize=67108864 for buffered and mapped reads "
-                 "(pinio's cold reads ask for 16 MiB at a time themselves)",
+                 "(pinio's cold reads ask for up to 16 MiB at a time themselves)",
                  "CephFS readahead below 64 MiB");
     } else if (is(m, "fuse") || (!m->found && strcmp(name, "fuse") == 0)) {
         const char *daemon = strncmp(m->fstype, "fuse.", 5) == 0 ? m->fstype + 5 : m->source;
@@ -167,8 +167,13 @@ void doctor_fs_advise(const struct doctor_mount *m, const pinio_fs *fs, doctor_n
                  "that daemon", daemon[0] ? daemon : "?");
         note(ctx, "fuse_daemon", "O_DIRECT may be refused or bypass the daemon's cache (pinio "
              "then reads buffered); a checkpoint loaded again is faster from the page cache "
-             "(pinio load --cache hot, or mapped memory); mount with a large max_read and "
-             "many daemon threads", msg);
+             "(pinio load --cache hot, or mapped memory). The kernel cuts reads into requests "
+             "of at most max_pages (256 pages, 1 MiB, by fs.fuse.max_pages_limit; 128 KiB "
+             "where the daemon does not ask for more) and sends a mount's asynchronous ones "
+             "max_background at a time (12 unless the daemon raises it): 12 x 1 MiB at 50 ms "
+             "is 250 MB/s whatever the readers ask, so a daemon in front of a network needs "
+             "a larger max_background (libfuse: conn->max_background) and as many threads",
+             msg);
     } else if (is(m, "cifs") || is(m, "smb")) {
         note(ctx, "smb_rsize", "mount with rsize=4194304 and multichannel,max_channels=4 "
              "(Linux 5.17+) where the server allows", "SMB/CIFS: reads bounded by rsize and "
@@ -176,15 +181,16 @@ void doctor_fs_advise(const struct doctor_mount *m, const pinio_fs *fs, doctor_n
     } else if (is(m, "gpfs") || is(m, "beegfs")) {
         snprintf(msg, sizeof(msg), "%s: a parallel file system; its block or chunk size sets "
                  "how many servers one request reaches", name);
-        note(ctx, "parallel_fs", "pinio reads cold files there with 16 MiB requests, 32 in "
-             "flight; a checkpoint striped over more targets (BeeGFS: beegfs-ctl "
+        note(ctx, "parallel_fs", "pinio reads cold files there with requests of whole "
+             "blocks (st_blksize), 16 MiB for large loads, 32 to 128 in flight; a checkpoint striped over more targets (BeeGFS: beegfs-ctl "
              "--setpattern --numtargets) reads faster", msg);
         return;
     } else if (!network) {
         return;
     }
     snprintf(msg, sizeof(msg), "%s is a network or FUSE file system: pinio reads cold files "
-             "with 16 MiB requests, 32 in flight, each rank or process starting at its own "
-             "place in each file (PINIO_READ_ORDER=staggered)", name);
+             "with requests of whole units of it (st_blksize, else 1 MiB), 16 MiB for large "
+             "loads, 32 to 128 in flight, each rank or process starting at its own place in "
+             "each file (PINIO_READ_ORDER=staggered)", name);
     note(ctx, "network_file_system", NULL, msg);
 }

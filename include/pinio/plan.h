@@ -520,7 +520,9 @@ typedef enum pinio_read_order {
      *  `stagger_ranks` starts at piece rank * n / ranks and wraps around, so
      *  readers of shared storage spread over the file instead of queueing
      *  on one region (vLLM #39030, SGLang #26937). The bytes and the order
-     *  of `claim` and `landed` are the same; only the reads' order changes. */
+     *  of `claim` and `landed` are the same; only the reads' order changes.
+     *  pinio_load() also takes a checkpoint's files in turn from its own
+     *  on: file pid mod nfiles first (each file's reads still in order). */
     PINIO_READ_ORDER_STAGGERED,
 } pinio_read_order;
 

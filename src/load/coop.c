@@ -651,9 +651,21 @@ int pinio__coop_run(pinio_plan *plan, const pinio_load_opts *o, const pinio_exec
                     pinio_load_report *rep, pinio_diag *diag)
 {
     int rc = 0;
-    for (size_t f = 0; f < plan->nfiles && rc == 0; f++)
+    /* The coop files in the staggered order (exec.c, pinio__file_at). */
+    size_t ncoop = 0, *order = malloc((plan->nfiles ? plan->nfiles : 1) * sizeof(*order));
+    if (!order)
+        return -ENOMEM;
+    for (size_t f = 0; f < plan->nfiles; f++)
         if (fm[f].coop)
-            rc = one_file(plan, (uint32_t)f, o, eo, &fm[f], tally, first, rep, diag);
+            order[ncoop++] = f;
+    uint64_t rank = 0;
+    uint32_t ranks = 0;
+    bool rotated = pinio__files_rotated(eo, &rank, &ranks);
+    for (size_t k = 0; k < ncoop && rc == 0; k++) {
+        size_t f = order[rotated ? pinio__file_at(k, ncoop, rank, ranks) : k];
+        rc = one_file(plan, (uint32_t)f, o, eo, &fm[f], tally, first, rep, diag);
+    }
+    free(order);
     share_line(plan, fm, rep);
     return rc;
 }

@@ -16,7 +16,8 @@ void pinio__coop_select(const pinio_plan *plan, const pinio_load_opts *o, pinio_
 typedef void (*pinio__exec_tally_fn)(const pinio_exec_report *er, pinio_load_report *rep,
                                      bool *first);
 
-/* Each coop file of `plan` in plan order: another process's complete
+/* Each coop file of `plan`, in the staggered order of `eo` (exec.c's
+ * pinio__file_at; plan order when sequential): another process's complete
  * segment mapped (waiting while one is read), else read through the engine
  * (`eo`, its reads alone) into a segment of its own that others may map
  * (or, where the segment does not fit, into private memory, said in the

@@ -70,6 +70,7 @@ typedef struct exec_state {
     uint32_t ranks;
     uint64_t rotated;         /* reads of more than one piece, issued rotated */
     char fs_why[96];          /* cold ring: request size and depth chosen for its file system */
+    uint64_t cold_bytes;      /* bytes this execution reads on the O_DIRECT ring */
 } exec_state;
 
 void pinio_exec_opts_init(pinio_exec_opts *opts, size_t size)
@@ -84,24 +85,64 @@ void pinio_exec_opts_init(pinio_exec_opts *opts, size_t size)
 /* Request size and depth for cold reads from a network or FUSE file
  * system: each request there pays a round trip (and a FUSE daemon's
  * thread), so small ones leave the link idle: 64 KiB reads took 5 minutes
- * where 64 MiB reads took 47 s (xinfer #392). 16 MiB, 32 in flight: 512
- * MiB outstanding, enough to fill a 10 GB/s link at 50 ms. Values the
- * caller set are kept. */
+ * where 64 MiB reads took 47 s (xinfer #392).
+ *
+ * Why this rule (pinio__netfs_sizes), from what the file system states
+ * and the load's size, with no timing: the file system moves its own unit
+ * per wire request (NFS rsize, a CephFS object, a Lustre stripe, FUSE's
+ * max_read, 1 MiB at the kernel's default 256 pages), and cuts larger
+ * reads into those units, sent in parallel. So a request of whole units
+ * costs one round trip per unit in parallel, never a partial unit, and the
+ * depth times the size is what is outstanding: 16 MiB x 32 = 512 MiB, a 10
+ * GB/s link at 50 ms. A load too small to give 32 such requests gets
+ * smaller ones (halved, never below the unit) and a deeper queue for the
+ * same bytes outstanding, so that the depth is used and the tail, where
+ * fewer requests than the depth are left, is short: 256 MiB is 32 requests
+ * of 8 MiB, not 16 of 16 MiB. The unit is st_blksize where the file
+ * system states one of 64 KiB or more (NFS sets it from wsize, CephFS and
+ * Lustre from the file's object or stripe layout), else 1 MiB; the
+ * engine's requests are powers of two, so it is rounded down to one. A
+ * request or depth the caller set is kept. */
 #define NETFS_REQUEST ((size_t)16 << 20)
 #define NETFS_DEPTH 32u
+#define NETFS_DEPTH_MAX 128u
+#define NETFS_UNIT_MIN ((uint64_t)64 << 10)
+#define NETFS_UNIT_DEFAULT ((size_t)1 << 20)
+
+size_t pinio__netfs_sizes(uint64_t blksize, uint64_t bytes, unsigned *depth)
+{
+    size_t unit = NETFS_UNIT_DEFAULT;
+    if (blksize >= NETFS_UNIT_MIN) {
+        unit = NETFS_REQUEST; /* a unit past 16 MiB: one request still takes part of it */
+        while ((uint64_t)unit > blksize)
+            unit >>= 1;
+    }
+    size_t req = NETFS_REQUEST;
+    while (req > unit && bytes < (uint64_t)req * NETFS_DEPTH)
+        req >>= 1;
+    uint64_t d = ((uint64_t)NETFS_REQUEST * NETFS_DEPTH) / req;
+    *depth = d > NETFS_DEPTH_MAX ? NETFS_DEPTH_MAX : (unsigned)d;
+    return req;
+}
 
 static void netfs_sizes(exec_state *s, int fd, pinio_ring_opts *ro)
 {
     pinio_fs fs;
-    if (pinio__fs_probe_fd(fd, &fs) != 0 || !fs.network)
+    struct stat st;
+    if (pinio__fs_probe_fd(fd, &fs) != 0 || !fs.network || fstat(fd, &st) != 0)
         return;
-    if (!s->o->request_size && ro->request_size < NETFS_REQUEST)
-        ro->request_size = NETFS_REQUEST;
-    if (!s->o->queue_depth && ro->queue_depth < NETFS_DEPTH)
-        ro->queue_depth = NETFS_DEPTH;
-    snprintf(s->fs_why, sizeof(s->fs_why), "%s: %zu MiB requests, %u in flight (%s)", fs.name,
-             ro->request_size >> 20, ro->queue_depth,
-             s->o->request_size || s->o->queue_depth ? "as asked" : "network file system");
+    unsigned depth;
+    size_t req = pinio__netfs_sizes((uint64_t)st.st_blksize, s->cold_bytes, &depth);
+    if (!s->o->request_size)
+        ro->request_size = req;
+    if (!s->o->queue_depth)
+        ro->queue_depth = depth;
+    bool rs = s->o->request_size != 0, qd = s->o->queue_depth != 0;
+    snprintf(s->fs_why, sizeof(s->fs_why), "%s: %zu %s requests, %u in flight (%s)", fs.name,
+             ro->request_size >> (ro->request_size < ((size_t)1 << 20) ? 10 : 20),
+             ro->request_size < ((size_t)1 << 20) ? "KiB" : "MiB", ro->queue_depth,
+             rs && qd ? "as asked" : rs ? "size as asked" : qd ? "depth as asked"
+                                                             : "network file system");
 }
 
 static int ring_for(exec_state *s, bool hot, const pinio__pfile *f, pinio_diag *diag)
@@ -445,6 +486,16 @@ uint64_t pinio__stagger_first(uint64_t n, uint64_t rank, uint32_t ranks)
     return ranks ? (rank % ranks) * n / ranks : rank % n;
 }
 
+size_t pinio__file_at(size_t k, size_t nfiles, uint64_t rank, uint32_t ranks)
+{
+    /* Files are rotated as a read's pieces are, and for the same reason at
+     * a coarser grain: N readers of a checkpoint of many files on shared
+     * storage each start on another file (another server, OST or object
+     * set) instead of all queueing on the first; with node-local sharing,
+     * each reads one while the others read theirs, then maps the others'. */
+    return nfiles ? (size_t)((pinio__stagger_first(nfiles, rank, ranks) + k) % nfiles) : 0;
+}
+
 /* The read order asked for (option, else PINIO_READ_ORDER). */
 static int read_order_of(const pinio_exec_opts *o, pinio_read_order *out, pinio_diag *diag)
 {
@@ -467,6 +518,17 @@ static int read_order_of(const pinio_exec_opts *o, pinio_read_order *out, pinio_
     pinio_diag_set(diag, -EINVAL,
                    "PINIO_READ_ORDER=%.64s: expected \"staggered\" or \"sequential\"", e);
     return -EINVAL;
+}
+
+bool pinio__files_rotated(const pinio_exec_opts *o, uint64_t *rank, uint32_t *ranks)
+{
+    pinio_read_order order;
+    pinio_diag d = { 0 }; /* a bad PINIO_READ_ORDER is the execution's error to give */
+    if (read_order_of(o, &order, &d) < 0 || order != PINIO_READ_ORDER_STAGGERED)
+        return false;
+    *rank = o->stagger_ranks ? o->stagger_rank : (uint64_t)getpid();
+    *ranks = o->stagger_ranks;
+    return true;
 }
 
 uint64_t pinio__batch_bytes_default(uint64_t total)
@@ -596,6 +658,8 @@ int pinio_plan_execute(pinio_plan *p, const pinio_dest_ops *ops, void *ctx,
     for (size_t i = a; i < b; i++) {
         total += p->layout.reads[i].len;
         any[pass_of(p, p->layout.reads[i].file)] = true;
+        if (pass_of(p, p->layout.reads[i].file) == 0)
+            s.cold_bytes += p->layout.reads[i].len;
     }
     /* The cold ring first: regions are registered with it before any read. */
     for (int hot = 0; hot < 2 && rc == 0; hot++)

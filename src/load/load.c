@@ -325,9 +325,55 @@ static void tally_exec(const pinio_exec_report *er, pinio_load_report *rep, bool
 }
 
 /* The pinned files' reads form runs of consecutive reads (a file's reads
- * are consecutive): each run is one execution into the arena. Most loads
- * have one run; mixed modes may have more. Shared files (coop) are not in
+ * are consecutive): each run is one execution into the arena, or two when
+ * the staggered order starts it at a later file. Most loads have one run;
+ * mixed modes may have more. Shared files (coop) are not in
  * the arena: execute_shared() reads or maps them. */
+/* Reads [a, b) of the plan into the arena: one execution. */
+static int execute_into_arena(pinio_plan *plan, pinio__arena *arena, const pinio_load_opts *o,
+                              size_t a, size_t b, pinio_load_report *rep, bool *first,
+                              pinio_diag *diag)
+{
+    pinio_exec_opts eo;
+    exec_opts_of(o, arena->verify != NULL, rep->arena_bytes, &eo);
+    eo.first_read = a;
+    eo.nreads = b - a;
+    eo.regions = arena->regions;
+    eo.nregions = arena->nregions;
+    eo.regions_lazy = true;
+    pinio_exec_report er;
+    int rc = pinio_plan_execute(plan, &pinio__arena_dest, arena, &eo, &er, diag);
+    if (rc == 0 && er.regions_registered > arena->nregistered)
+        arena->nregistered = er.regions_registered;
+    if (rc == 0)
+        tally_exec(&er, rep, first);
+    return rc;
+}
+
+/* Where a run [i, j) of several files starts in the staggered order: the
+ * first read of its file pinio__file_at(0, ...) (a file's reads are
+ * consecutive), so that the run is read as [s, j) then [i, s). */
+static size_t run_start(const pinio_plan *plan, const pinio_load_opts *o, size_t i, size_t j)
+{
+    const pinio_plan_read *r = plan->layout.reads;
+    size_t nf = 1;
+    for (size_t k = i + 1; k < j; k++)
+        nf += r[k].file != r[k - 1].file;
+    pinio_exec_opts eo;
+    exec_opts_of(o, false, 0, &eo);
+    uint64_t rank;
+    uint32_t ranks;
+    if (nf < 2 || !pinio__files_rotated(&eo, &rank, &ranks))
+        return i;
+    size_t want = pinio__file_at(0, nf, rank, ranks), s = i;
+    for (size_t f = 0; f < want; f++) {
+        uint32_t cur = r[s].file;
+        while (s < j && r[s].file == cur)
+            s++;
+    }
+    return s;
+}
+
 static int execute_pinned(pinio_plan *plan, pinio__arena *arena, const pinio_load_opts *o,
                           pinio_load_report *rep, bool *first, pinio_diag *diag)
 {
@@ -343,19 +389,12 @@ static int execute_pinned(pinio_plan *plan, pinio__arena *arena, const pinio_loa
         while (j < n && arena->files[plan->layout.reads[j].file].mode == PINIO_MEMORY_PINNED &&
                !arena->files[plan->layout.reads[j].file].coop)
             j++;
-        pinio_exec_opts eo;
-        exec_opts_of(o, arena->verify != NULL, rep->arena_bytes, &eo);
-        eo.first_read = i;
-        eo.nreads = j - i;
-        eo.regions = arena->regions;
-        eo.nregions = arena->nregions;
-        eo.regions_lazy = true;
-        pinio_exec_report er;
-        rc = pinio_plan_execute(plan, &pinio__arena_dest, arena, &eo, &er, diag);
-        if (rc == 0 && er.regions_registered > arena->nregistered)
-            arena->nregistered = er.regions_registered;
-        if (rc == 0)
-            tally_exec(&er, rep, first);
+        /* Its files in the staggered order (exec.c, pinio__file_at): two
+         * executions when it does not start at its first file. */
+        size_t s = run_start(plan, o, i, j);
+        rc = execute_into_arena(plan, arena, o, s, j, rep, first, diag);
+        if (rc == 0 && s > i)
+            rc = execute_into_arena(plan, arena, o, i, s, rep, first, diag);
         i = j;
     }
     return rc;

@@ -208,6 +208,23 @@ const char *pinio__obj_pinned_by(const pinio_plan *p);
  * modulo n). Piece k of the read is then issued as (first + k) % n. */
 uint64_t pinio__stagger_first(uint64_t n, uint64_t rank, uint32_t ranks);
 
+/* exec.c: the k-th file (of `nfiles`) that reader `rank` of `ranks` reads
+ * in the staggered order: from pinio__stagger_first(nfiles, rank, ranks)
+ * on, wrapping around (ranks 0: `rank` is a per-process number). Each
+ * file once for k in [0, nfiles). */
+size_t pinio__file_at(size_t k, size_t nfiles, uint64_t rank, uint32_t ranks);
+
+/* exec.c: whether execution options `o` ask for the staggered order
+ * (PINIO_READ_ORDER resolved; an invalid value is no), and then this
+ * reader's rank and ranks as pinio__file_at() takes them. */
+bool pinio__files_rotated(const pinio_exec_opts *o, uint64_t *rank, uint32_t *ranks);
+
+/* exec.c: the request size for cold reads of `bytes` from a network or
+ * FUSE file system whose files state st_blksize `blksize`, and in *depth
+ * the requests in flight (the rule is beside it): a power of two, 1 to 16
+ * MiB, never below the file system's unit; depth 32 to 128. */
+size_t pinio__netfs_sizes(uint64_t blksize, uint64_t bytes, unsigned *depth);
+
 /* exec.c: the batch size a progress callback gets for `total` bytes: 1/16
  * of them, 16 MiB to 1 GiB. */
 uint64_t pinio__batch_bytes_default(uint64_t total);

@@ -154,25 +154,29 @@ Test(fill_fuse, truncated_between_plan_and_fill_is_echanged, .init = fuse_setup,
 }
 
 /* A cold pinned load from a FUSE mount reads with requests that suit a
- * network file system (16 MiB, 32 in flight) and says so; sizes the caller
- * chose are kept. On local disk the line has no such part. */
+ * network file system and its size (exec.c's rule: 6 MiB is 1 MiB
+ * requests, 128 in flight) and says so; a size or depth the caller chose
+ * is kept and said to be. On local disk the line has no such part. */
 Test(fill_fuse, a_network_file_system_gets_large_requests_and_says_so, .init = fuse_setup,
      .fini = fuse_teardown)
 {
     char b[400], m[400];
     fuse_file(b, m);
-    for (int asked = 0; asked < 3; asked++) {
+    for (int asked = 0; asked < 4; asked++) {
         pinio_load_opts o;
         pinio_load_opts_default(&o);
         o.memory = PINIO_MEMORY_PINNED;
         o.cache = PINIO_CACHE_COLD;
         if (asked == 1)
-            o.request_size = 1u << 20;
+            o.request_size = 2u << 20;
+        if (asked == 3)
+            o.queue_depth = 8;
         pinio_load_report r;
         pinio_checkpoint *cp = load_ok(asked == 2 ? b : m, &o, &r);
         check_all(cp, 23);
-        const char *want = asked == 0 ? "fuse: 16 MiB requests, 32 in flight (network file system)"
-                           : asked == 1 ? "fuse: 1 MiB requests, 32 in flight (as asked)"
+        const char *want = asked == 0   ? "fuse: 1 MiB requests, 128 in flight (network file system)"
+                           : asked == 1 ? "fuse: 2 MiB requests, 128 in flight (size as asked)"
+                           : asked == 3 ? "fuse: 1 MiB requests, 8 in flight (depth as asked)"
                                         : NULL;
         if (want)
             cr_assert_not_null(strstr(r.io_path, want), "%s", r.io_path);
