@@ -21,12 +21,13 @@ srv_stop() {
     for p in $GP_PID $TS_PID; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
     GP_PID="" TS_PID=""
 }
-trap 'srv_stop; s3_cleanup' EXIT
-trap 'srv_stop; s3_cleanup; exit 1' INT TERM
 /usr/bin/python3 -c 'import cryptography' 2>/dev/null ||
     s3_skip "Python's cryptography module is not installed (Debian's python3-cryptography)"
 command -v openssl >/dev/null 2>&1 || s3_skip "openssl is not installed"
 s3_start || exit 1
+# After s3_start, whose own traps would leave the token server and the proxy running.
+trap 'srv_stop; s3_cleanup' EXIT
+trap 'srv_stop; s3_cleanup; exit 1' INT TERM
 unset GOOGLE_HMAC_ACCESS_ID GOOGLE_HMAC_SECRET GOOGLE_APPLICATION_CREDENTIALS STORAGE_EMULATOR_HOST \
     GCE_METADATA_HOST NO_GCE_CHECK
 s3_bucket models || exit 1
