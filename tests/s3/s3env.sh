@@ -150,6 +150,15 @@ s3_proxy_start() {
     PROXY_PID=$PY_PID
     export AWS_ENDPOINT_URL="http://127.0.0.1:$PY_PORT"
 }
+# s3_proxy_faults KIND: how many faults of KIND the proxy has injected so
+# far; s3_proxy_wait KIND N waits (60 s at most) until it has N.
+s3_proxy_faults() { grep -c "^fault $1 " "$DIR/proxy.err"; }
+s3_proxy_wait() {
+    n_=0
+    while [ $n_ -lt 600 ] && [ "$(s3_proxy_faults "$1")" -lt "$2" ]; do
+        sleep 0.1; n_=$((n_ + 1))
+    done
+}
 
 # py_server_start NAME SCRIPT ARGS...: starts tests/s3/SCRIPT ARGS in the
 # background, its stdout in $DIR/NAME.port ("port N" first), and waits for
