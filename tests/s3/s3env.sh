@@ -198,3 +198,15 @@ cred_start() {
     CRED_PID=$PY_PID
     CRED_URL="http://127.0.0.1:$PY_PORT"
 }
+
+# doctor_json WANT WHAT ARGS...: `$PINIO doctor ARGS --json` as check() runs
+# it, its output checked against doc/json/doctor.schema.json, and every
+# output kept in $DIR/all (for a test's look for secrets).
+doctor_json() {
+    want_=$1 what_=$2
+    shift 2
+    check "$want_" "$what_" "$PINIO" doctor "$@" --json
+    /usr/bin/python3 "$SRC/tests/tools/json_validate.py" "$SRC/doc/json" doctor "$DIR/out" ||
+        { echo "FAIL: $what_: not the schema's"; fails=$((fails + 1)); }
+    cat "$DIR/out" "$DIR/err" >>"$DIR/all"
+}
