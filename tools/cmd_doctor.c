@@ -707,15 +707,80 @@ static void json(const struct facts *f)
     jw_finish(&w); /* a failed write is main.c's to report */
 }
 
-/* ---- s3:// -------------------------------------------------------------- */
+/* ---- object stores: s3://, gs://, az:// ---------------------------------- */
+
+/* Whether PATH names an object rather than a local path; the https:// form
+ * is Azure's (https://ACCOUNT.blob.core.windows.net/...), and the probe says
+ * so when it is not. */
+static bool object_url(const char *p)
+{
+    return !strncmp(p, "s3://", 5) || !strncmp(p, "gs://", 5) || !strncmp(p, "az://", 5) ||
+           !strncmp(p, "https://", 8);
+}
+
+/* The store a URL names; NULL for an https:// URL that is no Azure account's. */
+static const char *store_of(const char *url)
+{
+    if (!strncmp(url, "https://", 8))
+        return strstr(url, ".blob.core.windows.net/") ? "azure" : NULL;
+    return !strncmp(url, "s3://", 5) ? "s3" : !strncmp(url, "gs://", 5) ? "gcs" : "azure";
+}
+
+static void object_json(const char *url, const pinio_s3_probe *p, const char *expires)
+{
+    jw w;
+    jw_init(&w, stdout);
+    jw_begin(&w, "doctor");
+    jw_kstr(&w, "path", url);
+    jw_kstr(&w, "store", store_of(url));
+    jw_kstr(&w, "verdict", p->config_rc || p->head_rc ? "not_reachable" : "reachable");
+    jw_key(&w, "credentials");
+    jw_obj(&w);
+    jw_kstr(&w, "source", p->config_rc ? NULL : p->source);
+    jw_kstr(&w, "key_id_last4", p->key_hint[0] ? p->key_hint : NULL);
+    jw_kstr(&w, "expires", expires);
+    jw_kstr(&w, "error", p->config_rc ? p->config_msg : NULL);
+    jw_obj_end(&w);
+    bool cfg = !p->config_rc;
+    jw_kstr(&w, "region", cfg && p->region[0] ? p->region : NULL);
+    jw_kstr(&w, "endpoint", cfg && p->endpoint[0] ? p->endpoint : NULL);
+    jw_kstr(&w, "addressing", cfg && p->addressing[0] ? p->addressing : NULL);
+    jw_key(&w, "tls_trust");
+    jw_obj(&w);
+    jw_kstr(&w, "cainfo", cfg && p->cainfo[0] ? p->cainfo : NULL);
+    jw_kstr(&w, "capath", cfg && p->capath[0] ? p->capath : NULL);
+    jw_obj_end(&w);
+    jw_key(&w, "object");
+    jw_obj(&w);
+    jw_kbool(&w, "reachable", cfg && !p->head_rc);
+    jw_key(&w, "size_bytes");
+    if (cfg && !p->head_rc)
+        jw_u64(&w, p->size);
+    else
+        jw_null(&w);
+    jw_kstr(&w, "etag", cfg && !p->head_rc && p->etag[0] ? p->etag : NULL);
+    jw_kstr(&w, "error", cfg && p->head_rc ? p->head_msg : NULL);
+    jw_obj_end(&w);
+    jw_obj_end(&w);
+    jw_finish(&w);
+}
 
 /* The store as a load would meet it: which credential source answered
- * (the key id's last 4 characters at most), region, endpoint, TLS trust,
- * and the object's HEAD. Exit 0 reachable, 1 not. */
-static int doctor_s3(const char *url)
+ * (never a secret; an access key id's last 4 characters at most), region,
+ * endpoint, TLS trust, and the object's HEAD. Exit 0 reachable, 1 not. */
+static int doctor_object(const char *url, bool as_json)
 {
     pinio_s3_probe p;
     int rc = pinio_s3_probe_object(url, &p);
+    char when[64] = "never";
+    time_t t = (time_t)p.expires;
+    struct tm tm;
+    if (p.expires && gmtime_r(&t, &tm))
+        strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (as_json) {
+        object_json(url, &p, p.key_hint[0] && p.expires ? when : NULL);
+        return rc ? 1 : 0;
+    }
     printf("object       %s\n", url);
     if (p.config_rc) {
         printf("credentials  FAILED: %s\n", p.config_msg);
@@ -724,16 +789,12 @@ static int doctor_s3(const char *url)
     }
     printf("credentials  %s%s\n", p.source,
            strcmp(p.source, "none") == 0 ? ": anonymous (unsigned requests)" : "");
-    if (p.key_hint[0]) {
-        char when[64] = "never";
-        time_t t = (time_t)p.expires;
-        struct tm tm;
-        if (p.expires && gmtime_r(&t, &tm))
-            strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (p.key_hint[0])
         printf("key id       ...%s (expires %s)\n", p.key_hint, when);
-    }
-    printf("region       %s\n", p.region);
-    printf("endpoint     %s (addressing %s)\n", p.endpoint, p.addressing);
+    if (p.region[0])
+        printf("region       %s\n", p.region);
+    printf("endpoint     %s (addressing %s)\n", p.endpoint[0] ? p.endpoint : "(none)",
+           p.addressing);
     printf("tls trust    %s%s%s\n", p.cainfo[0] ? p.cainfo : p.capath[0] ? "" : "libcurl's default",
            p.cainfo[0] && p.capath[0] ? ", " : "", p.capath);
     if (p.head_rc) {
@@ -767,10 +828,12 @@ static void help(void)
            "reason (io_uring blocked, O_DIRECT refused, memory that cannot be registered,\n"
            "...) and what to do about it. Notes give advice that does not change it.\n"
            "\n"
-           "PATH s3://BUCKET/KEY reports the store instead: which credential source\n"
-           "answered (the key id's last 4 characters at most, never a secret), the\n"
-           "region, endpoint and TLS trust used, and the object's HEAD (size, ETag);\n"
-           "exit 0 when it is reachable, 1 with the failure otherwise. Text only.\n"
+           "PATH s3://BUCKET/KEY, gs://BUCKET/OBJECT or az://CONTAINER/BLOB (or\n"
+           "https://ACCOUNT.blob.core.windows.net/CONTAINER/BLOB) reports the store\n"
+           "instead: which credential source answered (an access key id's last 4\n"
+           "characters at most, never a secret or a token), the region, endpoint and\n"
+           "TLS trust used, and the object's HEAD (size, ETag); exit 0 when it is\n"
+           "reachable, 1 with the failure otherwise (--json: the same as one object).\n"
            "\n"
            "  --json       one JSON object (doc/json/doctor.schema.json)\n"
            "  --root DIR   read the /proc and /sys facts from DIR/proc and DIR/sys (a\n"
@@ -813,11 +876,10 @@ static int run_doctor(int argc, char **argv)
     f.path = optind < argc ? argv[optind] : ".";
     /* Every probe here is of a local path (its file system, O_DIRECT, the
      * block queue, its NUMA node); an object has none of them. */
-    if (strncmp(f.path, "s3://", 5) == 0) {
-        if (as_json || root)
-            return cli_usage("doctor", "%s: an s3:// report is text only, without --root",
-                             f.path);
-        return doctor_s3(f.path);
+    if (object_url(f.path)) {
+        if (root)
+            return cli_usage("doctor", "%s: an object store's report takes no --root", f.path);
+        return doctor_object(f.path, as_json);
     }
     /* Non-blocking open + fstat: a FIFO's open() would wait for a writer
      * forever, and the probes below open the path again (O_DIRECT). Only

@@ -175,24 +175,33 @@ PINIO_API int pinio_file_residency(int fd, uint64_t offset, uint64_t len, pinio_
  */
 PINIO_API int pinio_file_drop_cache(int fd);
 
-/** What `pinio doctor s3://BUCKET/KEY` reports: the store as pinio reaches
- *  it. No field ever holds a secret key, a session token or more than the
- *  last 4 characters of the access key id. */
+/** What `pinio doctor s3://BUCKET/KEY` (or gs://BUCKET/OBJECT,
+ *  az://CONTAINER/BLOB) reports: the store as pinio reaches it. No field
+ *  ever holds a secret key, a session token, an HMAC secret, an OAuth or
+ *  SAS token, or more than the last 4 characters of an access key id. */
 typedef struct pinio_s3_probe {
     /** 0, or the configuration's failure (a credential source that is
      *  configured and failed, a malformed file): `config_msg` says which. */
     int config_rc;
     char config_msg[PINIO_DIAG_MSG_MAX];
-    /** Which credential source answered: "environment", "FILE [SECTION]",
-     *  "web identity (...)", "assume role (...)", "credential_process (...)",
-     *  "container credentials (...)", "EC2 instance metadata (URL)",
-     *  "AWS_NO_SIGN_REQUEST" or "none" (anonymous). */
+    /** Which credential source answered. s3://: "environment", "FILE
+     *  [SECTION]", "web identity (...)", "assume role (...)",
+     *  "credential_process (...)", "container credentials (...)", "EC2
+     *  instance metadata (URL)", "AWS_NO_SIGN_REQUEST" or "none" (anonymous).
+     *  gs://: "an HMAC key (GOOGLE_HMAC_ACCESS_ID ...LAST4)", "service
+     *  account EMAIL's token (GOOGLE_APPLICATION_CREDENTIALS)", "the GCE
+     *  metadata server's token" or "no credentials (anonymous)". az://:
+     *  "SharedKey of account A (VARIABLE)", "a SAS token (VARIABLE)", "a
+     *  workload identity bearer token (...)" or "no credentials (anonymous)".
+     *  "" when config_rc is not 0. */
     char source[512];
-    char key_hint[8];    /**< the access key id's last 4 characters; "" when anonymous */
-    int64_t expires;     /**< when the credentials expire, Unix seconds; 0: never */
-    char region[64];
-    char endpoint[256];  /**< scheme://host[:port] */
-    char addressing[16]; /**< "auto", "path" or "virtual" */
+    char key_hint[8];    /**< s3://: the access key id's last 4 characters; "" when anonymous,
+                              and for gs:// and az:// (`source` names the key) */
+    int64_t expires;     /**< s3://: when the credentials expire, Unix seconds; 0: never
+                              (and for gs:// and az://) */
+    char region[64];     /**< s3://'s region; "auto" for gs://, "" for az:// */
+    char endpoint[256];  /**< scheme://host[:port]; Azurite's with the account's path */
+    char addressing[16]; /**< "auto", "path" or "virtual"; "path" for gs:// and az:// */
     char cainfo[256];    /**< the CA file used ("" libcurl's own) */
     char capath[256];    /**< the CA folder used ("" none) */
     /** 0 when the HEAD of the object succeeded, else its failure (`head_msg`). */
@@ -203,15 +212,16 @@ typedef struct pinio_s3_probe {
 } pinio_s3_probe;
 
 /**
- * Reads the S3 configuration the way a load does (the credential chain
+ * Reads the store's configuration the way a load does (the credential chain
  * included: a configured source is asked for its keys) and HEADs the object.
- * @param url "s3://BUCKET/KEY".
+ * @param url "s3://BUCKET/KEY", "gs://BUCKET/OBJECT", "az://CONTAINER/BLOB"
+ *        or "https://ACCOUNT.blob.core.windows.net/CONTAINER/BLOB".
  * @param out filled in every case but -EINVAL: config_rc and head_rc say
  *        what failed, each with its message (the HEAD is not tried after
  *        a configuration failure: head_rc is then -ECANCELED).
  * @return 0 when the object is reachable; the first failure's code
- *         otherwise; -EINVAL for a NULL argument or a URL that is not
- *         s3://BUCKET/KEY (then config_msg says why).
+ *         otherwise; -EINVAL for a NULL argument or a URL that names no
+ *         object of one of those forms (then config_msg says why).
  */
 PINIO_API int pinio_s3_probe_object(const char *url, pinio_s3_probe *out);
 

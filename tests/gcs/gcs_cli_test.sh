@@ -12,15 +12,8 @@
 [ "${1:-}" = --help ] && { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 PINIO=$1
 SRC=$2
-. "$SRC/tests/s3/s3env.sh"
-GP_PID=""
-gp_stop() { [ -n "$GP_PID" ] && { kill "$GP_PID" 2>/dev/null; wait "$GP_PID" 2>/dev/null; }; GP_PID=""; }
-s3_on_exit gp_stop
-s3_test gcs models
-unset GOOGLE_HMAC_ACCESS_ID GOOGLE_HMAC_SECRET GOOGLE_APPLICATION_CREDENTIALS STORAGE_EMULATOR_HOST \
-    GCE_METADATA_HOST
-# The machine's own metadata server (on GCE) must not answer a test.
-export NO_GCE_CHECK=True
+. "$SRC/tests/gcs/gcsenv.sh"
+gcs_begin gcs
 
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 "$PINIO" gen "$DIR/one.safetensors" --size 20M --seed 7 >/dev/null || exit 1
@@ -32,15 +25,6 @@ ONE=gs://models/one/model.safetensors
 ID=GOOG1EPINIOTESTACCESSID0000000000000000000000000000000007Q2
 SECRET="pinio-test-secret/$(head -c 18 /dev/urandom | base64 | tr '+/' 'xy')"
 
-# proxy AUTH: (re)starts gcsproxy.py checking AUTH, its log emptied; points
-# STORAGE_EMULATOR_HOST at it.
-proxy() {
-    gp_stop
-    : >"$DIR/gcs.log"
-    py_server_start gcs ../gcs/gcsproxy.py "$S3_URL" "$DIR/gcs.log" --auth "$1"
-    GP_PID=$PY_PID
-    export STORAGE_EMULATOR_HOST="http://127.0.0.1:$PY_PORT"
-}
 # all_ok WHAT: every request the proxy saw passed its check, and there were some GETs.
 all_ok() {
     if grep -q auth-bad "$DIR/gcs.log" || ! grep -q '^GET .* auth-ok' "$DIR/gcs.log"; then
@@ -68,11 +52,11 @@ every_source() {
 }
 
 # --- anonymous (a public bucket) --------------------------------------------
-proxy anon
+gcs_proxy anon
 every_source anonymous
 
 # --- an HMAC key --------------------------------------------------------------
-proxy "hmac:$ID:$SECRET"
+gcs_proxy "hmac:$ID:$SECRET"
 export GOOGLE_HMAC_ACCESS_ID=$ID GOOGLE_HMAC_SECRET=$SECRET
 every_source "HMAC key"
 # A process on a GCE machine or with a service account file set keeps the
@@ -142,7 +126,7 @@ has "$DIR/err" "gs://models/new.safetensors: writing to Google Cloud Storage is 
 [ -e gs: ] && { echo "FAIL: a local gs: folder was made"; rm -rf gs:; fails=$((fails + 1)); }
 
 # --- no secret printed, anywhere -------------------------------------------------
-proxy "hmac:$ID:$SECRET"
+gcs_proxy "hmac:$ID:$SECRET"
 export GOOGLE_HMAC_ACCESS_ID=$ID GOOGLE_HMAC_SECRET=$SECRET
 for a in "load $ONE --json" "load gs://models/none.safetensors" "info gs://models/sharded/ --json"; do
     # shellcheck disable=SC2086

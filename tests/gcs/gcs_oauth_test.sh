@@ -8,8 +8,8 @@
 # endpoint, an unreachable one, a bad key file and a key of another account
 # named in one line; the GCE metadata server (GCE_METADATA_HOST: the same
 # stand-in, Metadata-Flavor required) the same way, a configured one that
-# refuses or does not answer named; neither the private key nor a token
-# printed.
+# refuses or does not answer named; pinio doctor names the account or the
+# metadata server; neither the private key nor a token printed.
 # usage: gcs_oauth_test.sh PINIO SRC_ROOT
 [ "${1:-}" = --help ] && { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 PINIO=$1
@@ -84,6 +84,11 @@ no_secret "a load"
 one_token token
 check 0 "info with a service account" "$PINIO" info "$URL" --json
 check 0 "load gs://models/ (a listing)" "$PINIO" load gs://models/ --verify
+# pinio doctor names the account whose token answered; the HEAD carried it.
+check 0 "doctor with a service account" "$PINIO" doctor "$URL" --json
+json "doctor: the account named" "j['verdict'] == 'reachable' and j['credentials']['source'] == \
+\"service account $EMAIL's token (GOOGLE_APPLICATION_CREDENTIALS)\""
+no_secret "doctor"
 
 # A token that expires within the refresh margin (5 min) is fetched again
 # before the next request, never used past its life.
@@ -141,6 +146,9 @@ export GCE_METADATA_HOST="127.0.0.1:$TS_PORT"
 check 0 "load with the metadata server's token" "$PINIO" load "$URL" --sha256 "$SUM"
 no_secret "a metadata load"
 one_token metadata
+check 0 "doctor with the metadata server" "$PINIO" doctor "$URL"
+has "$DIR/out" "^credentials  the GCE metadata server's token$" "doctor: the metadata server named"
+no_secret "doctor"
 servers --expires-in 120
 unset GOOGLE_APPLICATION_CREDENTIALS
 export GCE_METADATA_HOST="127.0.0.1:$TS_PORT"

@@ -18,7 +18,9 @@ Listens on 127.0.0.1 at a free port and prints "port N" on its first line.
 
 A request that passes is forwarded to UPSTREAM_URL (s3rver) without its
 signature (the upstream's own keys are not Google's), and the answer sent
-back unchanged; one that fails gets 403 AccessDenied and is not forwarded.
+back unchanged (its body as it comes: one the upstream cuts or resets is
+cut or reset here too, so tests/s3/faultproxy.py can stand behind this
+proxy); one that fails gets 403 AccessDenied and is not forwarded.
 Each request is logged to LOG as "METHOD PATH auth-ok" or "METHOD PATH
 auth-bad WHY". Stops on SIGTERM; writes nothing else.
 """
@@ -27,6 +29,8 @@ import hashlib
 import hmac
 import http.client
 import http.server
+import socket
+import struct
 import sys
 import threading
 import urllib.parse
@@ -138,16 +142,45 @@ def main():
             c = http.client.HTTPConnection(up.hostname, up.port, timeout=60)
             c.request(self.command, self.path, headers=fwd)
             r = c.getresponse()
-            body = r.read()
+            n = r.getheader("Content-Length")
+            body = b"" if n is not None and n.isdigit() else r.read()
             self.send_response(r.status)
             for k, v in r.getheaders():
                 if k.lower() not in ("connection", "transfer-encoding", "content-length", "date", "server"):
                     self.send_header(k, v)
-            self.send_header("Content-Length", r.getheader("Content-Length", str(len(body))))
+            self.send_header("Content-Length", n if n is not None and n.isdigit() else str(len(body)))
             self.end_headers()
-            if self.command != "HEAD":
+            if self.command == "HEAD":
+                c.close()
+                return
+            if body:
                 self.wfile.write(body)
+            else:
+                self.relay(r, int(n))
             c.close()
+
+        def relay(self, r, left):
+            """The body as it comes, so that an answer the upstream cuts (a
+            fault proxy behind this one) reaches the client cut the same
+            way: a reset stays a reset, a short body a short body."""
+            reset = False
+            try:
+                while left:
+                    chunk = r.read(min(left, 1 << 20))
+                    if not chunk:
+                        break
+                    self.wfile.write(chunk)
+                    left -= len(chunk)
+            except ConnectionResetError:
+                reset = True
+            except (http.client.IncompleteRead, OSError):
+                pass
+            if left:
+                self.wfile.flush()
+                if reset:  # SO_LINGER 0: the close sends a RST
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                               struct.pack("ii", 1, 0))
+                self.close_connection = True
 
         do_GET = do_HEAD = handle_one
 

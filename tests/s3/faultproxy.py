@@ -13,6 +13,9 @@ first ranged GET of an object is its header's), --count of them (default 1;
 0: all):
 
   503        503 SlowDown with Retry-After: 1 (or --retry-after S)
+  429        429 Too Many Requests with Retry-After: 1 (or --retry-after S)
+             and no error code in the body: a rate limit said by the status
+             alone, as Cloud Storage's may be (tests/gcs)
   reset      the headers and half the body, then a TCP reset
   short      Content-Length of the whole range, half the body, then close
   badrange   the bytes of the range one byte on (back, at the end), with
@@ -298,6 +301,9 @@ def main():
             if hit and fault == "503":
                 return self.error(503, "ServerBusy" if azure else "SlowDown",
                                   [("Retry-After", opt["--retry-after"])])
+            if hit and fault == "429":
+                return self.send(429, [("Content-Type", "text/plain"),
+                                       ("Retry-After", opt["--retry-after"])], b"Too Many Requests")
             if hit and fault == "412":
                 return self.error(412, "PreconditionFailed")
             if hit and fault == "403":

@@ -1,6 +1,6 @@
 #!/bin/sh
 # s3:// as a destination: pinio reads objects and never writes them. gen and
-# stage to s3://, and doctor --json of s3://, fail saying so (never "no such file or
+# stage to s3://, and doctor --root of s3://, fail saying so (never "no such file or
 # directory"), and write nothing even where a local "s3:" folder would take
 # the path (cwd holding s3:/b/). Needs no server.
 # usage: s3_write_test.sh PINIO SRC_ROOT
@@ -20,8 +20,8 @@ check 1 "gen to s3://" "$PINIO" gen s3://b/x.safetensors --size 1M
 has "$DIR/err" "s3://b/x.safetensors: writing to s3:// is not supported" "gen says what is supported"
 check 2 "stage to s3://" "$PINIO" stage "$DIR/m.safetensors" s3://b/p/
 has "$DIR/err" "s3://b/p/: writing to s3:// is not supported: stage copies from s3://" "stage says what is supported"
-check 2 "doctor --json of s3://" "$PINIO" doctor s3://b/k --json
-has "$DIR/err" "s3://b/k: an s3:// report is text only" "doctor says what it does"
+check 2 "doctor --root of s3://" "$PINIO" doctor s3://b/k --root /
+has "$DIR/err" "s3://b/k: an object store's report takes no --root" "doctor says what it does"
 if [ -n "$(ls -A "$DIR/cwd/s3:/b")" ] || [ "$(ls -A "$DIR/cwd")" != "s3:" ]; then
     echo "FAIL: a local file written for an s3:// URL:"; find "$DIR/cwd"; fails=$((fails + 1))
 fi

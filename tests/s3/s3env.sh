@@ -168,6 +168,15 @@ s3_proxy_start() {
     PROXY_PID=$PY_PID
     export AWS_ENDPOINT_URL="http://127.0.0.1:$PY_PORT"
 }
+# s3_proxy_faults KIND: how many faults of KIND the proxy has injected so
+# far; s3_proxy_wait KIND N waits (60 s at most) until it has N.
+s3_proxy_faults() { grep -c "^fault $1 " "$DIR/proxy.err"; }
+s3_proxy_wait() {
+    n_=0
+    while [ $n_ -lt 600 ] && [ "$(s3_proxy_faults "$1")" -lt "$2" ]; do
+        sleep 0.1; n_=$((n_ + 1))
+    done
+}
 
 # py_server_start NAME SCRIPT ARGS...: starts tests/s3/SCRIPT ARGS in the
 # background, its stdout in $DIR/NAME.port ("port N" first), and waits for
@@ -206,4 +215,16 @@ cred_start() {
     py_server_start cred credserver.py "$DIR/cred.log" "$@"
     CRED_PID=$PY_PID
     CRED_URL="http://127.0.0.1:$PY_PORT"
+}
+
+# doctor_json WANT WHAT ARGS...: `$PINIO doctor ARGS --json` as check() runs
+# it, its output checked against doc/json/doctor.schema.json, and every
+# output kept in $DIR/all (for a test's look for secrets).
+doctor_json() {
+    want_=$1 what_=$2
+    shift 2
+    check "$want_" "$what_" "$PINIO" doctor "$@" --json
+    /usr/bin/python3 "$SRC/tests/tools/json_validate.py" "$SRC/doc/json" doctor "$DIR/out" ||
+        { echo "FAIL: $what_: not the schema's"; fails=$((fails + 1)); }
+    cat "$DIR/out" "$DIR/err" >>"$DIR/all"
 }
