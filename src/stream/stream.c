@@ -180,6 +180,17 @@ static int check_opts(const pinio_stream_opts *o, const pinio_sink *sink, pinio_
     return 0;
 }
 
+/* Every file of the plan is an object (s3://, gs://, az://). */
+static bool all_objects(const pinio_plan *plan)
+{
+    pinio_plan_info pi;
+    pinio_plan_get_info(plan, &pi);
+    bool objects = pi.files > 0;
+    for (size_t i = 0; i < pi.files && objects; i++)
+        objects = pinio_plan_file_at(plan, i)->object;
+    return objects;
+}
+
 /* The ring: one pool on the files' node (or the sink's device's), a
  * region per slot (ring.c). Registration with io_uring is left to the
  * execution (its `regions`), which owns the ring the reads go through. */
@@ -200,6 +211,16 @@ static int ring_create(stream *s, pinio_pool **pool, pinio_view *views, const pi
         po.placement = PINIO_POOL_FILE_NODE;
         po.file = pinio_plan_file_at(plan, 0)->path;
     }
+    /* Objects: the ring's pages are faulted by the bytes that land in
+     * them, not all before the first request. No read reaches them by
+     * O_DIRECT or READ_FIXED (the client copies each answer in), so none
+     * needs them present; faulting the 256 MiB ring of an s3:// stage
+     * ahead took 0.03 to 2.1 s on the shared VM with every ranged GET
+     * waiting behind it, and faulted a ring larger than the object whole
+     * (doc/measurements.md, "Issue 38: S3 stage and load against boto3
+     * (after)"). */
+    if (all_objects(plan))
+        po.prefault = false;
     uint8_t **bases = calloc(o->slots, sizeof(*bases));
     if (!bases)
         return -ENOMEM;
@@ -236,13 +257,8 @@ static void exec_opts_of(const pinio_stream_opts *o, const stream *s,
      * the sink's slot that a claim waits for is the oldest, not half the
      * ring. --verify's thread rereads objects' gaps and the stream waits
      * for it, so with it the objects go in batches (object_batches). */
-    pinio_plan_info pi;
-    pinio_plan_get_info(s->plan, &pi);
-    bool objects = pi.files > 0;
-    for (size_t i = 0; i < pi.files && objects; i++)
-        objects = pinio_plan_file_at(s->plan, i)->object;
     eo->object_batches = s->verify != NULL;
-    if (objects && !s->verify)
+    if (all_objects(s->plan) && !s->verify)
         eo->batch_reads = o->slots - 1;
     eo->regions = regions;
     eo->nregions = o->slots;
