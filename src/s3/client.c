@@ -39,7 +39,7 @@
  * escape or a line break in it must not reach the user's terminal or split
  * the one-line message.
  *
- * Retries (the AWS SDKs' "standard" mode, in spirit): 5xx, 429, SlowDown /
+ * Retries (the AWS SDKs' "standard" mode, in spirit): 5xx, 408, 429, SlowDown /
  * RequestTimeout, timeouts, resets and short bodies are retried after a
  * full-jitter exponential backoff (a random wait under base * 2^attempt,
  * capped), at least the server's Retry-After; bounded in count and in time
@@ -917,7 +917,9 @@ static int judge(pinio__s3 *c, xfer *x, CURLcode cc, char *why, size_t wn, pinio
     if (st == 416)
         return changed(diag, url, at, "HTTP 416: bytes %llu-%llu are past its end now",
                        (unsigned long long)x->off, (unsigned long long)(x->off + x->len - 1));
-    if (st == 429 || st >= 500 || strcmp(code, "SlowDown") == 0 ||
+    /* 408: a store that timed the request out (Cloud Storage lists it
+     * among the answers to retry); it says nothing about the object. */
+    if (st == 408 || st == 429 || st >= 500 || strcmp(code, "SlowDown") == 0 ||
         strcmp(code, "RequestTimeout") == 0 || strcmp(code, "InternalError") == 0 ||
         strcmp(code, "ServerBusy") == 0 || strcmp(code, "OperationTimedOut") == 0) {
         /* Counted apart: a store pushing back wants fewer requests in

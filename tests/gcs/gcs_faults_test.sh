@@ -69,6 +69,7 @@ badrange 2 a wrong Content-Range
 wholebody 1 a 200 with the whole object
 503 3 503 with Retry-After: 1
 429 3 429 with Retry-After: 1
+408 2 408 Request Timeout
 CASES
 
 # Throttling, Cloud Storage's way: 429 (the status alone, no error code)

@@ -304,6 +304,8 @@ def main():
             if hit and fault == "429":
                 return self.send(429, [("Content-Type", "text/plain"),
                                        ("Retry-After", opt["--retry-after"])], b"Too Many Requests")
+            if hit and fault == "408":
+                return self.send(408, [("Content-Type", "text/plain")], b"Request Timeout")
             if hit and fault == "412":
                 return self.error(412, "PreconditionFailed")
             if hit and fault == "403":
