@@ -232,6 +232,28 @@ static int io_args_parse(io_args *a, PyObject *paths, PyObject *filters, PyObjec
 
 /* --------------------------------------------------------------- load */
 
+/* PINIO_FIRST_TOUCH_GBPS: the first-touch figure of pinio_load's cold rule
+ * (pinio_load_opts::first_touch_gbps), given instead of measured (tests, a
+ * machine whose figure is known); 0 when unset (the library measures).
+ * Read here, not in the library, as the CLI reads it. */
+static int env_first_touch(double *touch)
+{
+    const char *v = getenv("PINIO_FIRST_TOUCH_GBPS");
+    *touch = 0;
+    if (!v || !*v)
+        return 0;
+    char *end;
+    errno = 0;
+    double g = strtod(v, &end);
+    if (*end || errno || !(g > 0 && g < 1e9)) {
+        PyErr_Format(PyExc_ValueError,
+                     "PINIO_FIRST_TOUCH_GBPS wants a rate in GB/s above 0, not '%s'", v);
+        return -1;
+    }
+    *touch = g;
+    return 0;
+}
+
 static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
 {
     (void)mod;
@@ -248,12 +270,14 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     const char *fill = "auto", *consumer = "host", *share = "auto";
     int verify = 0, map_private = 1, exact = 0;
     uint32_t rank = 0, world = 1;
-    double max_overread = 0.0;
+    double max_overread = 0.0, touch = 0.0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Osssp$spOOsOO&O&OdsOps", kwlist, &paths,
                                      &filters, &backend, &cache, &direct, &verify, &memory,
                                      &map_private, &arena_o, &expected, &fill, &split,
                                      conv_rank, &rank, conv_world, &world, &slices,
                                      &max_overread, &consumer, &source_o, &exact, &share))
+        return NULL;
+    if (env_first_touch(&touch))
         return NULL;
     if (strcmp(share, "auto") && strcmp(share, "off")) {
         PyErr_Format(PyExc_ValueError, "share %s is invalid (auto, off)", share);
@@ -296,6 +320,7 @@ static PyObject *py_load(PyObject *mod, PyObject *args, PyObject *kw)
     o.mapped_fill = (uint8_t)f;
     o.consumer = (pinio_consumer)c;
     o.share = (uint8_t)(strcmp(share, "off") ? PINIO_SHARE_AUTO : PINIO_SHARE_OFF);
+    o.first_touch_gbps = touch;
     o.verify = verify || a.sha;
     o.expected_sha256 = a.sha;
     o.nexpected = a.nsha;

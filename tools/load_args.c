@@ -260,6 +260,25 @@ static int one(cli_load_args *a, int c, const char *arg)
     return 2;
 }
 
+/* PINIO_FIRST_TOUCH_GBPS: the first-touch rate the library's cold rule
+ * compares with the storage (pinio_load_opts::first_touch_gbps), given
+ * instead of measured: tests, and machines whose figure is known. The
+ * library reads no environment for it; the CLI passes it as an option. */
+static int env_first_touch(pinio_load_opts *o)
+{
+    const char *v = getenv("PINIO_FIRST_TOUCH_GBPS");
+    if (!v || !*v)
+        return 0;
+    char *end;
+    errno = 0;
+    double g = strtod(v, &end);
+    if (*end || errno || !(g > 0 && g < 1e9))
+        return cli_usage("load", "PINIO_FIRST_TOUCH_GBPS wants a rate in GB/s above 0, not '%s'",
+                         v);
+    o->first_touch_gbps = g;
+    return 0;
+}
+
 int cli_load_parse(int argc, char **argv, cli_load_args *a)
 {
     memset(a, 0, sizeof(*a));
@@ -293,6 +312,9 @@ int cli_load_parse(int argc, char **argv, cli_load_args *a)
     }
     if (a->help)
         return 0;
+    int erc = env_first_touch(&a->load);
+    if (erc)
+        return erc;
     a->first_path = optind;
     if (optind >= argc)
         return cli_usage("load", "no checkpoint given");

@@ -79,7 +79,19 @@ extern "C" {
  *   cached file costs page-table work only (a hot 256 MiB file: 0.020-0.036 s
  *   mapped against 0.24-3.2 s read into a fresh arena, 5 alternating runs
  *   on a shared 2-CPU VM), and the tensors then are the page cache itself;
- * - **pinned** when the file is cold (O_DIRECT into the arena runs at the
+ * - **mapped** too when the file is cold and the kernel's work of a first
+ *   touch of fresh memory (the fault and the zeroing of each page) is
+ *   slower than the storage (pinio_load_opts::first_touch_gbps against
+ *   storage_gbps, measured or given): O_DIRECT into a fresh arena pays
+ *   it for every page, filling the page cache does not. The host's
+ *   backing of a VM's page is not part of the figure: the page cache
+ *   pays it too, at the first read of a mapped tensor (on the development
+ *   VM a first touch measured 0.24-0.94 GB/s with it and 10-23 GB/s
+ *   without, so auto reads cold files O_DIRECT there). Not when something
+ *   below asks for pinned memory, nor with `verify`, a NUMA `node`,
+ *   `register_arena`, slices, or a selection that leaves more than an
+ *   eighth of the file's mapped range unread;
+ * - **pinned** when the file is cold otherwise (O_DIRECT into the arena runs at the
  *   storage's speed, with no page cache filled and no copy), when a DMA
  *   consumer waits (`consumer` #PINIO_CONSUMER_DMA: a GPU upload needs
  *   pinned memory, and from a mapping it would be staged through pinned
@@ -348,6 +360,22 @@ typedef struct pinio_load_opts {
     /** Optional: called at each step of a shared read (tests); NULL = none. */
     pinio_share_hook_fn share_hook;
     void *share_hook_ctx;
+    /** #PINIO_MEMORY_AUTO's rule for a cold file compares these two (see
+     *  #pinio_memory_mode). The kernel's work of a first touch of fresh
+     *  memory, GB/s: 0 = measured, once per process (up to 8 MiB advised
+     *  for huge pages, as the arena is, faulted in, dropped and faulted
+     *  in again, the second time timed; 40 ms at most; run the first
+     *  time a cold file of a load of 256 MiB or more is decided, smaller
+     *  loads keep O_DIRECT until then); > 0:
+     *  this figure, for tests and callers that know their machine (the
+     *  CLI and the Python binding take PINIO_FIRST_TOUCH_GBPS). Negative
+     *  or not finite: -EINVAL. */
+    double first_touch_gbps;
+    /** The storage's expected read rate, GB/s: 0 = the last cold read of
+     *  64 MiB or more this process measured (a mapped fill or an O_DIRECT
+     *  read), else 1.7 assumed (a local SSD's order); > 0: this figure.
+     *  Negative or not finite: -EINVAL. */
+    double storage_gbps;
 } pinio_load_opts;
 
 /** Fills `*opts` with the defaults described field by field above. */

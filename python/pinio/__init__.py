@@ -629,7 +629,10 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     fixed_direct, direct, buffered or pread (a rung of the engine's ladder).
     cache: auto (buffered when the page cache holds the file), cold, hot.
     memory: "auto" (default: files in the page cache mapped, the others read
-    into one pinned arena with O_DIRECT: the library's rule, load.h),
+    into one pinned arena with O_DIRECT, or mapped with their page cache
+    filled where the kernel's first touch of fresh memory, measured or
+    given by PINIO_FIRST_TOUCH_GBPS in GB/s, is slower than the storage:
+    the library's rule, load.h; report()["modes"] says which and why),
     "pinned" or "mapped". Mappings are private (copy-on-write, as upstream
     maps a file), so every tensor is writable and a write is never seen by
     the file or another load. map_private=False maps shared and read-only

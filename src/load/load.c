@@ -25,6 +25,7 @@
 #include "src/base/opts.h"
 #include "src/load/arena_internal.h"
 #include "src/load/coop_internal.h"
+#include "src/load/touch_internal.h"
 
 void pinio_load_opts_init(pinio_load_opts *opts, size_t size)
 {
@@ -93,6 +94,7 @@ static int load(const char *const *paths, size_t npaths, const pinio_plan *base,
         return rc;
     }
     pinio__checkpoint_ready(L.cp, pinio__now_s() - t_call - L.rep.drop_seconds);
+    pinio__storage_note(&L.rep);
     *out = L.cp;
     return 0;
 }
@@ -132,6 +134,14 @@ static int check_opts(load_run *L, bool have_paths, size_t ninputs, const pinio_
                        : o.tensor_align > 4096 || (o.tensor_align & (o.tensor_align - 1))
                            ? "tensor_align must be a power of two, at most 4096"
                            : "invalid arguments");
+        return -EINVAL;
+    }
+    /* Written so that a NaN fails too. */
+    if (!(o.first_touch_gbps >= 0 && o.first_touch_gbps < 1e9) ||
+        !(o.storage_gbps >= 0 && o.storage_gbps < 1e9)) {
+        pinio_diag_set(diag, -EINVAL, "pinio_load: %s must be 0 (measure) or a rate in GB/s",
+                       !(o.first_touch_gbps >= 0 && o.first_touch_gbps < 1e9)
+                           ? "first_touch_gbps" : "storage_gbps");
         return -EINVAL;
     }
     return 0;

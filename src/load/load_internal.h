@@ -6,6 +6,8 @@
  *   modes.c       pinned or mapped, per file, and why             (report.modes)
  *   mapped.c      mapped files: page cache filled, mapped, checked (report.mapped_bytes)
  *   fill.c        cold mapped files: read ahead at depth first, or not
+ *   touch.c       first touch of fresh memory against the storage's rate:
+ *                 the figures modes.c's cold rule compares (touch_internal.h)
  *   arena.c       the destination: one NUMA-placed arena (or a kept one), faulted
  *                 ahead of the reads, placement checked and locked after them
  *                 (its own header, arena_internal.h: load.c uses it, never the

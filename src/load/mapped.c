@@ -24,8 +24,9 @@
  * which the others do not. Where each request waits on a network or a
  * FUSE daemon, the fault path's one window in flight is the limit, and
  * fill.c reads ahead at depth first (its comment has the rule and the
- * measurements). (pinned mode, O_DIRECT into the arena, is what auto
- * picks for a cold file.)
+ * measurements). (Auto picks pinned mode, O_DIRECT into the arena, for
+ * a cold file, unless fresh memory's first touch is slower than the
+ * storage: modes.c.)
  */
 #include <errno.h>
 #include <stdio.h>

@@ -6,10 +6,13 @@
  * Why hot files are mapped by default: a file in the page cache is already
  * in RAM; reading it into a fresh arena pays a page fault and a kernel
  * zeroing per page plus a copy, while a populated mapping pays page-table
- * work only (load.h states the measured figures). Why cold files are not:
- * O_DIRECT into the arena reads at the storage's speed once, where mapping
- * would first fill the page cache (the same read) and keep the pages
- * reclaimable rather than locked.
+ * work only (load.h states the measured figures). Why cold files are not,
+ * as a rule: O_DIRECT into the arena reads at the storage's speed once,
+ * where mapping would first fill the page cache (the same read) and keep
+ * the pages reclaimable rather than locked. The exception is measured,
+ * not assumed: where the kernel faults and zeroes fresh memory slower
+ * than the storage reads (touch.c), the arena's page faults set the pace,
+ * and filling the page cache, which zeroes nothing, is the faster path.
  *
  * The arena holds the pinned files' reads back to back: a file's reads are
  * consecutive in the plan's destination, so each file keeps its internal
@@ -19,6 +22,7 @@
 #include <string.h>
 
 #include "src/load/coop_internal.h"
+#include "src/load/touch_internal.h"
 
 /* Tensors of file `f` whose file offset is not a multiple of `align`: a
  * mapping places file offset x at an address congruent to x modulo the
@@ -42,6 +46,76 @@ static size_t slices_in_file(const pinio_plan *plan, uint32_t f, bool strided)
         n += plan->tensors[i].file == f && plan->tensors[i].sliced &&
              (!strided || plan->tensors[i].runs > 1);
     return n;
+}
+
+/* Bytes of the selected tensors of file `f`, and the file range they span. */
+static uint64_t selected_bytes(const pinio_plan *plan, uint32_t f, uint64_t *span)
+{
+    uint64_t n = 0, lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < plan->ntensors; i++) {
+        const pinio_plan_tensor *t = &plan->tensors[i];
+        if (t->file != f || !t->nbytes)
+            continue;
+        n += t->nbytes;
+        lo = t->file_offset < lo ? t->file_offset : lo;
+        hi = t->file_offset + t->nbytes > hi ? t->file_offset + t->nbytes : hi;
+    }
+    *span = hi > lo ? hi - lo : 0;
+    return n;
+}
+
+/* What keeps a cold file off the mapped path whatever the rates say
+ * (NULL: nothing). Each of these is a reason the arena was asked for, or
+ * a mapping would read or hold what the arena does not. */
+static const char *cold_needs_arena(const pinio_plan *plan, uint32_t f, const pinio_load_opts *o,
+                                    size_t mis, size_t sliced)
+{
+    uint64_t span, sel = selected_bytes(plan, f, &span);
+    if (mis)
+        return "tensors not aligned as asked in the file";
+    if (sliced)
+        return "slices: a mapping would read every page between them";
+    if (o->verify)
+        return "verify hashes the reads as they land";
+    if (o->node >= 0)
+        return "a NUMA node was asked for";
+    if (o->register_arena)
+        return "register_arena";
+    /* The populate reads every page of the span: holes of unselected
+     * tensors would be read from storage for nothing. */
+    if (sel < span - span / 8)
+        return "the selection leaves gaps a mapping would read";
+    return NULL;
+}
+
+/* A cold file under AUTO, nothing else deciding: mapped with its page
+ * cache filled when fresh memory takes its first touch slower than the
+ * storage reads (touch.c says why that is the pace of O_DIRECT into a
+ * fresh arena), else O_DIRECT into the arena. The mapped pages are
+ * the node's page cache, so other processes loading the file share them
+ * without coop.c. */
+static pinio_memory_mode decide_cold(const pinio_plan *plan, uint32_t f, const pinio_load_opts *o,
+                                     size_t mis, size_t sliced, char *why, size_t wsize)
+{
+    const pinio_plan_file *pf = &plan->files[f].pub;
+    const char *cw = pf->cache_why && pf->cache_why[0] ? pf->cache_why : "not in page cache";
+    const char *no = cold_needs_arena(plan, f, o, mis, sliced);
+    pinio_plan_info pi;
+    pinio__rates r;
+    pinio_plan_get_info(plan, &pi); /* the probe's threshold is the load's, not a shard's */
+    if (no) { /* the cache line says how cold: room here for the reason */
+        snprintf(why, wsize, "cold: O_DIRECT into the arena (%s)", no);
+        return PINIO_MEMORY_PINNED;
+    }
+    if (!pinio__rates_get(o, pi.bytes, &r)) {
+        snprintf(why, wsize, "cold (%s): O_DIRECT into the arena", cw);
+        return PINIO_MEMORY_PINNED;
+    }
+    bool slow = r.touch_gbps < r.storage_gbps;
+    snprintf(why, wsize, "cold: first touch %.2f GB/s %s %s storage ~%.2f GB/s %s: %s",
+             r.touch_gbps, r.touch_from, slow ? "<" : ">=", r.storage_gbps, r.storage_from,
+             slow ? "page cache filled, mapped" : "O_DIRECT into the arena");
+    return slow ? PINIO_MEMORY_MAPPED : PINIO_MEMORY_PINNED;
 }
 
 static pinio_memory_mode decide(const pinio_plan *plan, uint32_t f, const pinio_load_opts *o,
@@ -95,11 +169,8 @@ static pinio_memory_mode decide(const pinio_plan *plan, uint32_t f, const pinio_
                  pinio_backend_name(o->backend));
         return PINIO_MEMORY_PINNED;
     }
-    if (!pf->hot) {
-        snprintf(why, wsize, "cold (%s): O_DIRECT into the arena",
-                 pf->cache_why && pf->cache_why[0] ? pf->cache_why : "not in page cache");
-        return PINIO_MEMORY_PINNED;
-    }
+    if (!pf->hot)
+        return decide_cold(plan, f, o, mis, sliced, why, wsize);
     if (mis) {
         snprintf(why, wsize, "hot, but %zu tensors are not %llu-aligned in the file", mis,
                  (unsigned long long)o->tensor_align);

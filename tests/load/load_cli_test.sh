@@ -39,6 +39,14 @@ check 0 "auto hot --json" "$PINIO" load "$M" --cache hot --json
 json "auto maps a hot file" 'j["files"][0]["memory"] == "mapped" and j["mapped_file_count"] == 1 and "hot" in j["files"][0]["memory_why"]'
 check 0 "auto cold --json" "$PINIO" load "$M" --cache cold --json
 json "auto reads a cold file pinned" 'j["files"][0]["memory"] == "pinned" and "cold" in j["files"][0]["memory_why"] and j["mapped_bytes"] == 0'
+# The cold rule's first-touch figure from the environment (issue 40): slow,
+# the file mapped with its page cache filled; fast, O_DIRECT; bad, exit 2.
+check 0 "PINIO_FIRST_TOUCH_GBPS slow" env PINIO_FIRST_TOUCH_GBPS=0.001 "$PINIO" load "$M" --cache cold --json
+json "a slow first touch maps a cold file, the why names the figure" 'j["files"][0]["memory"] == "mapped" and "first touch 0.00 GB/s given < storage" in j["files"][0]["memory_why"] and j["filled_file_count"] == 1 and j["read_bytes"] == 0'
+check 0 "PINIO_FIRST_TOUCH_GBPS fast" env PINIO_FIRST_TOUCH_GBPS=1000 "$PINIO" load "$M" --cache cold --json
+json "a fast first touch reads a cold file O_DIRECT" 'j["files"][0]["memory"] == "pinned" and "first touch 1000.00 GB/s given >= storage" in j["files"][0]["memory_why"] and j["mapped_bytes"] == 0'
+check 2 "PINIO_FIRST_TOUCH_GBPS bad" env PINIO_FIRST_TOUCH_GBPS=fast "$PINIO" load "$M" --cache cold
+has "$DIR/err" "PINIO_FIRST_TOUCH_GBPS wants a rate in GB/s above 0, not 'fast'" "a bad figure is named"
 check 0 "--align 64 --json" "$PINIO" load "$M" --memory mapped --align 64 --json
 json "--align moves tensors, the file read pinned" 'j["align_bytes"] == 64 and j["realigned_tensor_count"] > 0 and j["misaligned_tensor_count"] == 0 and j["pinned_file_count"] == 1 and "aligned" in j["files"][0]["memory_why"]'
 # O_DIRECT refused by the file system at the first read (PINIO_FAULTS=
