@@ -199,7 +199,11 @@ PINIO_API size_t pinio_arena_size(const pinio_arena *a);
  * identity: another file at the same path, or the same path rewritten, has
  * another name and never shares. The others wait for the reader and map the
  * segment: their tensors view the same memory (mlock'ed within
- * RLIMIT_MEMLOCK, then #PINIO_PROP_PINNED), and they read nothing.
+ * RLIMIT_MEMLOCK, then #PINIO_PROP_PINNED), and they read nothing. A process
+ * that comes while the segment is read maps it then and populates and locks
+ * its pages behind the reader, so that it is ready moments after the reader
+ * (the report's `share` line says "mapped while it read"); it takes no byte
+ * of it before the completion marker, as below.
  *
  * Safety: a fcntl OFD lock on the segment's first byte is held while it is
  * claimed, allocated and read, and released by the kernel when the holder
@@ -232,6 +236,9 @@ typedef enum pinio_share_stage {
                                   held */
     PINIO_SHARE_JOINING,     /**< another process's complete segment found, lock held, not yet
                                   mapped */
+    PINIO_SHARE_EARLY,       /**< another process's segment, still being read, mapped by this
+                                  one and its first pages populated (its bytes are used only
+                                  once it is complete) */
 } pinio_share_stage;
 
 /** Called at each #pinio_share_stage of a file (`path`) on the loading
