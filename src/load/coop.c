@@ -1,13 +1,14 @@
 /*
- * Node-local sharing: processes that load the same local file at the same
- * time read it from storage once. No daemon: the registry is a folder
- * (/dev/shm), a segment's name is the file's identity, and the locks are
- * fcntl OFD locks on the segment itself, which the kernel drops when their
- * holder dies.
+ * Node-local sharing: processes that load the same local file, or the same
+ * version of an s3:// object, at the same time read it from storage once.
+ * No daemon: the registry is a folder (/dev/shm), a segment's name is the
+ * file's identity, and the locks are fcntl OFD locks on the segment itself,
+ * which the kernel drops when their holder dies.
  *
  *   segment  pinio-share-<dev>-<ino>-<size>-<mtime s>.<ns>
  *            [0, 4096) header: magic, identity, file range [lo, hi),
- *                      state (FILLING, then COMPLETE), reader's pid, claim
+ *                      state (FILLING, then COMPLETE), reader's pid, claim;
+ *                      an object's identity text at 512
  *            [4096, 4096 + hi - lo) the file's bytes [lo, hi)
  *   byte 0   exclusive while the segment is claimed, allocated and read;
  *            taken briefly by a joiner, a last user and a sweeper, so that
@@ -15,9 +16,9 @@
  *   byte 1   shared by every process using the segment
  *
  * Why the name carries the identity: a file replaced or rewritten at the
- * same path has another inode or modification time, so its readers meet
- * another segment and never the old bytes; the header repeats it, checked
- * before a byte is mapped.
+ * same path has another inode or modification time (an object replaced,
+ * another ETag), so its readers meet another segment and never the old
+ * bytes; the header repeats it, checked before a byte is mapped.
  *
  * Why no partial bytes are ever seen: COMPLETE is stored (release order)
  * only after the engine's reads landed and it checked the file unchanged;
@@ -72,6 +73,9 @@
 #include "src/load/coop_internal.h"
 
 #define HEAD 4096u
+/* An object's identity text (ident_text()) in the header page, from here. */
+#define IDENT_AT 512u
+#define IDENT_MAX (HEAD - IDENT_AT)
 #define PREFIX "pinio-share-"
 #define MAGIC "PINIOSH1"
 #define STATE_FILLING 0u
@@ -201,6 +205,44 @@ static bool fits(const char *dir, uint64_t need, char *why, size_t n)
     return true;
 }
 
+/* ---- identity --------------------------------------------------------- */
+
+/* An object's identity, the version its reads are pinned to (If-Match):
+ * the store's endpoint, bucket, key, ETag and size, as text (n bytes at
+ * most, NUL included). -1 when it does not fit. Why the ETag: a replaced
+ * object has another one, so its loads meet another segment, as a
+ * rewritten file's do through its modification time. */
+static int ident_text(const pinio__pfile *pf, char *t, size_t n)
+{
+    int k = snprintf(t, n, "s3 %s\nbucket %s\nkey %s\netag %s\nsize %llu",
+                     pinio__s3_endpoint(pf->s3), pf->bucket, pf->key, pf->ver.etag,
+                     (unsigned long long)pf->ver.size);
+    return k < 0 || (size_t)k >= n ? -1 : 0;
+}
+
+static uint64_t fnv1a(const char *t, uint64_t h)
+{
+    for (; *t; t++)
+        h = (h ^ (uint8_t)*t) * 0x100000001b3ull;
+    return h;
+}
+
+/* The identity a segment's name and header carry: a local file's own; an
+ * object's text hashed into the same fields (device 0, which no local file
+ * has), the text itself in the header, compared before a byte is mapped
+ * (head_mismatch()), so a collision of the hashes shares nothing. */
+static void ident_of(const pinio__pfile *pf, const char *text, pinio__file_id *id)
+{
+    if (!pf->pub.object) {
+        *id = pf->id;
+        return;
+    }
+    memset(id, 0, sizeof(*id));
+    id->ino = fnv1a(text, 0xcbf29ce484222325ull);
+    id->mtime_s = (int64_t)(fnv1a(text, 0x84222325cbf29ce4ull) >> 1);
+    id->size = pf->ver.size;
+}
+
 /* ---- selection -------------------------------------------------------- */
 
 /* File f's reads, [*first, *end) of the plan's (a file's reads are
@@ -229,8 +271,13 @@ static const char *refused(const pinio_plan *plan, uint32_t f, const pinio_load_
         return "sharing off (the share option)";
     if (share_env_off())
         return "sharing off (PINIO_SHARE=0)";
-    if (plan->files[f].pub.object)
-        return "an object: sharing is for local files only";
+    if (plan->files[f].pub.object) {
+        char t[IDENT_MAX];
+        if (!plan->files[f].ver.etag[0])
+            return "an object the store sent no ETag for: nothing names its version";
+        if (ident_text(&plan->files[f], t, sizeof(t)) < 0)
+            return "an object whose name is too long for a segment's header";
+    }
     if (o->arena)
         return "a kept arena was given";
     if (o->node >= 0)
@@ -290,6 +337,8 @@ typedef struct coop_file {
     const pinio_plan *plan;
     uint32_t f;
     const pinio_load_opts *o;
+    pinio__file_id id;     /* the file's identity (ident_of()) */
+    char text[IDENT_MAX];  /* an object's identity text, else "" */
     uint64_t lo, hi;       /* the file range this load reads (its reads' extent) */
     uint64_t seg_lo;       /* the range the memory holds starts here */
     uint8_t *mem;          /* the mapping (header included for a segment) */
@@ -339,14 +388,21 @@ static bool may_lock(size_t len)
     return si.registrable == PINIO_UNLIMITED || si.registrable >= len;
 }
 
-/* Why a segment's header `h` (of a segment `st` describes) is not file
- * c->f's with this load's range, or NULL. */
-static const char *head_mismatch(const coop_file *c, const seg_head *h, const struct stat *st)
+/* Why a segment's header `h` (of the segment `fd`, which `st` describes)
+ * is not file c->f's with this load's range, or NULL. */
+static const char *head_mismatch(const coop_file *c, int fd, const seg_head *h,
+                                 const struct stat *st)
 {
-    const pinio__file_id *id = &c->plan->files[c->f].id;
+    const pinio__file_id *id = &c->id;
     if (h->dev != id->dev || h->ino != id->ino || h->size != id->size ||
         h->mtime_s != id->mtime_s || h->mtime_ns != id->mtime_ns)
         return "describes another file";
+    if (c->text[0]) {
+        char t[IDENT_MAX];
+        size_t n = strlen(c->text) + 1;
+        if (pread(fd, t, n, IDENT_AT) != (ssize_t)n || memcmp(t, c->text, n) != 0)
+            return "describes another object";
+    }
     if (c->lo < h->lo || c->hi > h->hi || h->hi - h->lo > (uint64_t)st->st_size - HEAD)
         return "holds another range of the file";
     return NULL;
@@ -383,7 +439,7 @@ static bool early(coop_file *c, int fd)
         seg_head h;
         if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < HEAD ||
             pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
-            memcmp(h.magic, MAGIC, sizeof(h.magic)) != 0 || head_mismatch(c, &h, &st))
+            memcmp(h.magic, MAGIC, sizeof(h.magic)) != 0 || head_mismatch(c, fd, &h, &st))
             return false; /* not allocated yet, or not this load's: looked at again */
         size_t len = HEAD + (size_t)(h.hi - h.lo);
         void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
@@ -453,7 +509,7 @@ static int wrap_seg(coop_file *c, int fd, const char *path, uint8_t *p, size_t l
  * of this very file. Returns 1 when mapped (`fd` then owned by the view). */
 static int join(coop_file *c, int fd, const char *path, const seg_head *h, struct stat *st)
 {
-    const char *bad = head_mismatch(c, h, st);
+    const char *bad = head_mismatch(c, fd, h, st);
     if (bad) {
         why_set(c, "the segment %s %s", path, bad);
         return 0;
@@ -543,8 +599,9 @@ static int claim(coop_file *c, int fd, const char *dir, const char *path)
      * written: the header, then reads without a gap): no second pass over
      * them once read. */
     c->locked = may_lock((size_t)need) && mlock2(p, (size_t)need, MLOCK_ONFAULT) == 0;
-    const pinio__file_id *id = &c->plan->files[c->f].id;
+    const pinio__file_id *id = &c->id;
     seg_head *h = p;
+    memcpy((uint8_t *)p + IDENT_AT, c->text, strlen(c->text) + 1);
     h->dev = id->dev;
     h->ino = id->ino;
     h->size = id->size;
@@ -574,15 +631,19 @@ static int claim(coop_file *c, int fd, const char *dir, const char *path)
  * (PRIVATE with c->why when it cannot be shared), or -ECANCELED. */
 static int acquire(coop_file *c)
 {
-    const pinio__file_id *id = &c->plan->files[c->f].id;
+    const pinio__file_id *id = &c->id;
     const char *dir = share_dir();
     char name[160], path[4096 + 160];
     snprintf(name, sizeof(name), PREFIX "%llx-%llx-%llx-%llx.%09u", (unsigned long long)id->dev,
              (unsigned long long)id->ino, (unsigned long long)id->size,
              (unsigned long long)id->mtime_s, id->mtime_ns);
     snprintf(path, sizeof(path), "%s/%s", dir, name);
-    sweep(dir, name);
     c->got = GOT_PRIVATE;
+    if (c->plan->files[c->f].pub.object && !c->text[0]) {
+        why_set(c, "the object's identity does not fit a segment's header");
+        return 0;
+    }
+    sweep(dir, name);
     for (int attempt = 0; attempt < ATTEMPTS; attempt++) {
         int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0) {
@@ -731,6 +792,9 @@ static int one_file(pinio_plan *plan, uint32_t f, const pinio_load_opts *o,
     size_t a, b;
     file_reads(plan, f, &a, &b);
     coop_file c = { .plan = plan, .f = f, .o = o };
+    if (plan->files[f].pub.object && ident_text(&plan->files[f], c.text, sizeof(c.text)) < 0)
+        c.text[0] = '\0'; /* refused() did not select it: acquire() says so */
+    ident_of(&plan->files[f], c.text, &c.id);
     c.lo = plan->layout.reads[a].offset;
     c.hi = plan->layout.reads[b - 1].offset + plan->layout.reads[b - 1].len;
     int rc = acquire(&c);
