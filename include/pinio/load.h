@@ -196,22 +196,29 @@ PINIO_API size_t pinio_arena_size(const pinio_arena *a);
 
 /**
  * Node-local sharing (pinio_load_opts::share): processes on one node that
- * load the same local file at the same time read it from storage once.
+ * load the same local file, or the same version of an s3:// object, at the
+ * same time read it from storage once.
  *
  * A file is shared when it is read pinned and nothing asks for private
  * memory (no kept `arena`, `register_arena`, `verify`, forced `backend`,
  * `node` (a segment is not NUMA-placed), slices, `tensor_align` its
  * tensors miss), every tensor of the file is selected (a filter or a
  * safe_open read of a part is private), its reads cover one contiguous
- * range, and it is a local file (s3:// objects load privately: sharing
- * keys on the file's identity, device, inode, size and modification time
- * in ns). The first process to claim it reads it (the normal engine, O_DIRECT
- * for a cold file) into a segment in `/dev/shm` (PINIO_SHARE_DIR overrides
- * the folder), found by the others through its name, which is the file's
- * identity: another file at the same path, or the same path rewritten, has
+ * range. Sharing keys on the file's identity: a local file's device, inode,
+ * size and modification time in ns; an object's endpoint, bucket, key, ETag
+ * (the version its range GETs are pinned to) and size, an object the store
+ * sends no ETag for loading privately. The first process to claim it reads
+ * it (the normal engine: O_DIRECT for a cold file, range GETs for an object)
+ * into a segment in `/dev/shm` (PINIO_SHARE_DIR overrides the folder), found
+ * by the others through its name, which is the file's identity: another
+ * file at the same path, the same path rewritten, or an object replaced, has
  * another name and never shares. The others wait for the reader and map the
  * segment: their tensors view the same memory (mlock'ed within
- * RLIMIT_MEMLOCK, then #PINIO_PROP_PINNED), and they read nothing.
+ * RLIMIT_MEMLOCK, then #PINIO_PROP_PINNED), and they read nothing. A process
+ * that comes while the segment is read maps it then and populates and locks
+ * its pages behind the reader, so that it is ready moments after the reader
+ * (the report's `share` line says "mapped while it read"); it takes no byte
+ * of it before the completion marker, as below.
  *
  * Safety: a fcntl OFD lock on the segment's first byte is held while it is
  * claimed, allocated and read, and released by the kernel when the holder
@@ -244,6 +251,9 @@ typedef enum pinio_share_stage {
                                   held */
     PINIO_SHARE_JOINING,     /**< another process's complete segment found, lock held, not yet
                                   mapped */
+    PINIO_SHARE_EARLY,       /**< another process's segment, still being read, mapped by this
+                                  one and its first pages populated (its bytes are used only
+                                  once it is complete) */
 } pinio_share_stage;
 
 /** Called at each #pinio_share_stage of a file (`path`) on the loading

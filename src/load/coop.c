@@ -1,13 +1,14 @@
 /*
- * Node-local sharing: processes that load the same local file at the same
- * time read it from storage once. No daemon: the registry is a folder
- * (/dev/shm), a segment's name is the file's identity, and the locks are
- * fcntl OFD locks on the segment itself, which the kernel drops when their
- * holder dies.
+ * Node-local sharing: processes that load the same local file, or the same
+ * version of an s3:// object, at the same time read it from storage once.
+ * No daemon: the registry is a folder (/dev/shm), a segment's name is the
+ * file's identity, and the locks are fcntl OFD locks on the segment itself,
+ * which the kernel drops when their holder dies.
  *
  *   segment  pinio-share-<dev>-<ino>-<size>-<mtime s>.<ns>
  *            [0, 4096) header: magic, identity, file range [lo, hi),
- *                      state (FILLING, then COMPLETE), reader's pid
+ *                      state (FILLING, then COMPLETE), reader's pid, claim;
+ *                      an object's identity text at 512
  *            [4096, 4096 + hi - lo) the file's bytes [lo, hi)
  *   byte 0   exclusive while the segment is claimed, allocated and read;
  *            taken briefly by a joiner, a last user and a sweeper, so that
@@ -15,15 +16,23 @@
  *   byte 1   shared by every process using the segment
  *
  * Why the name carries the identity: a file replaced or rewritten at the
- * same path has another inode or modification time, so its readers meet
- * another segment and never the old bytes; the header repeats it, checked
- * before a byte is mapped.
+ * same path has another inode or modification time (an object replaced,
+ * another ETag), so its readers meet another segment and never the old
+ * bytes; the header repeats it, checked before a byte is mapped.
  *
  * Why no partial bytes are ever seen: COMPLETE is stored (release order)
  * only after the engine's reads landed and it checked the file unchanged;
  * a joiner reads the state holding byte 0, which a reader holds from its
  * claim to its marker. A reader that dies leaves FILLING behind and byte 0
  * free: the next process to take byte 0 reads the file again over it.
+ *
+ * Why a joiner is ready moments after its reader: while it waits for byte
+ * 0 it maps the segment being read and populates and locks its pages
+ * (early()), so that little is left at the marker, not a pass over the
+ * whole segment (a quarter second per GiB here, per joiner).
+ * It takes no byte before it holds byte 0 and sees COMPLETE, as any joiner;
+ * a takeover meanwhile (a new `claim` in the header) only means it
+ * populates again what the truncation took out of its mapping.
  *
  * Why nothing is left behind: the last user (byte 1 exclusive, taken while
  * holding byte 0, so no joiner slips in between) unlinks the segment; where
@@ -64,6 +73,9 @@
 #include "src/load/coop_internal.h"
 
 #define HEAD 4096u
+/* An object's identity text (ident_text()) in the header page, from here. */
+#define IDENT_AT 512u
+#define IDENT_MAX (HEAD - IDENT_AT)
 #define PREFIX "pinio-share-"
 #define MAGIC "PINIOSH1"
 #define STATE_FILLING 0u
@@ -71,6 +83,13 @@
 /* A name taken away by a sweeper between open and lock is tried again;
  * more than this many times in a row is contention worth a private read. */
 #define ATTEMPTS 16
+/* What a joiner populates of a segment being read between two looks at
+ * byte 0: a few milliseconds of page-table work, so that the marker is
+ * noticed about as soon as the 5 ms poll would. */
+#define EARLY_STEP ((size_t)32 << 20)
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
 
 typedef struct seg_head {
     char magic[8];
@@ -80,6 +99,10 @@ typedef struct seg_head {
     _Atomic uint32_t state;
     uint64_t lo, hi;
     int32_t pid;
+    /* New at every claim (0 in a segment of an older pinio): a joiner that
+     * mapped the segment while it was read learns from it whether a
+     * takeover truncated the pages it populated meanwhile. */
+    uint64_t claim;
 } seg_head;
 
 /* What the view's free callback needs to let go of a segment. */
@@ -182,6 +205,44 @@ static bool fits(const char *dir, uint64_t need, char *why, size_t n)
     return true;
 }
 
+/* ---- identity --------------------------------------------------------- */
+
+/* An object's identity, the version its reads are pinned to (If-Match):
+ * the store's endpoint, bucket, key, ETag and size, as text (n bytes at
+ * most, NUL included). -1 when it does not fit. Why the ETag: a replaced
+ * object has another one, so its loads meet another segment, as a
+ * rewritten file's do through its modification time. */
+static int ident_text(const pinio__pfile *pf, char *t, size_t n)
+{
+    int k = snprintf(t, n, "s3 %s\nbucket %s\nkey %s\netag %s\nsize %llu",
+                     pinio__s3_endpoint(pf->s3), pf->bucket, pf->key, pf->ver.etag,
+                     (unsigned long long)pf->ver.size);
+    return k < 0 || (size_t)k >= n ? -1 : 0;
+}
+
+static uint64_t fnv1a(const char *t, uint64_t h)
+{
+    for (; *t; t++)
+        h = (h ^ (uint8_t)*t) * 0x100000001b3ull;
+    return h;
+}
+
+/* The identity a segment's name and header carry: a local file's own; an
+ * object's text hashed into the same fields (device 0, which no local file
+ * has), the text itself in the header, compared before a byte is mapped
+ * (head_mismatch()), so a collision of the hashes shares nothing. */
+static void ident_of(const pinio__pfile *pf, const char *text, pinio__file_id *id)
+{
+    if (!pf->pub.object) {
+        *id = pf->id;
+        return;
+    }
+    memset(id, 0, sizeof(*id));
+    id->ino = fnv1a(text, 0xcbf29ce484222325ull);
+    id->mtime_s = (int64_t)(fnv1a(text, 0x84222325cbf29ce4ull) >> 1);
+    id->size = pf->ver.size;
+}
+
 /* ---- selection -------------------------------------------------------- */
 
 /* File f's reads, [*first, *end) of the plan's (a file's reads are
@@ -210,8 +271,13 @@ static const char *refused(const pinio_plan *plan, uint32_t f, const pinio_load_
         return "sharing off (the share option)";
     if (share_env_off())
         return "sharing off (PINIO_SHARE=0)";
-    if (plan->files[f].pub.object)
-        return "an object: sharing is for local files only";
+    if (plan->files[f].pub.object) {
+        char t[IDENT_MAX];
+        if (!plan->files[f].ver.etag[0])
+            return "an object the store sent no ETag for: nothing names its version";
+        if (ident_text(&plan->files[f], t, sizeof(t)) < 0)
+            return "an object whose name is too long for a segment's header";
+    }
     if (o->arena)
         return "a kept arena was given";
     if (o->node >= 0)
@@ -271,6 +337,8 @@ typedef struct coop_file {
     const pinio_plan *plan;
     uint32_t f;
     const pinio_load_opts *o;
+    pinio__file_id id;     /* the file's identity (ident_of()) */
+    char text[IDENT_MAX];  /* an object's identity text, else "" */
     uint64_t lo, hi;       /* the file range this load reads (its reads' extent) */
     uint64_t seg_lo;       /* the range the memory holds starts here */
     uint8_t *mem;          /* the mapping (header included for a segment) */
@@ -281,6 +349,18 @@ typedef struct coop_file {
     int pid;               /* shared: the process that read it */
     seg_head *head;        /* reader: the header in the mapping */
     bool reading_seen;
+    bool locked;           /* the memory is mlocked already (see lock_mem) */
+    /* Another process's segment mapped while it is read (early()):
+     * [0, done) populated, `claim` its header's claim then. */
+    struct {
+        uint8_t *p;
+        size_t len, done;
+        uint64_t claim;
+        bool locked;       /* mlock2 MLOCK_ONFAULT: locked as populated */
+        bool off;          /* the kernel cannot: not tried again */
+        bool said;         /* PINIO_SHARE_EARLY told */
+    } pre;
+    bool early_used;       /* shared: the early mapping became the view */
     char why[160];         /* private: why */
 } coop_file;
 
@@ -300,17 +380,109 @@ static void hook(const coop_file *c, pinio_share_stage st)
         c->o->share_hook(c->o->share_hook_ctx, c->plan->files[c->f].path, st);
 }
 
-static int wait_lock0(int fd, const pinio_load_opts *o)
+/* Whether RLIMIT_MEMLOCK leaves room to lock `len` bytes. */
+static bool may_lock(size_t len)
+{
+    pinio_sysinfo si;
+    pinio_sys_probe(&si);
+    return si.registrable == PINIO_UNLIMITED || si.registrable >= len;
+}
+
+/* Why a segment's header `h` (of the segment `fd`, which `st` describes)
+ * is not file c->f's with this load's range, or NULL. */
+static const char *head_mismatch(const coop_file *c, int fd, const seg_head *h,
+                                 const struct stat *st)
+{
+    const pinio__file_id *id = &c->id;
+    if (h->dev != id->dev || h->ino != id->ino || h->size != id->size ||
+        h->mtime_s != id->mtime_s || h->mtime_ns != id->mtime_ns)
+        return "describes another file";
+    if (c->text[0]) {
+        char t[IDENT_MAX];
+        size_t n = strlen(c->text) + 1;
+        if (pread(fd, t, n, IDENT_AT) != (ssize_t)n || memcmp(t, c->text, n) != 0)
+            return "describes another object";
+    }
+    if (c->lo < h->lo || c->hi > h->hi || h->hi - h->lo > (uint64_t)st->st_size - HEAD)
+        return "holds another range of the file";
+    return NULL;
+}
+
+static void pre_drop(coop_file *c)
+{
+    if (c->pre.p)
+        munmap(c->pre.p, c->pre.len);
+    bool off = c->pre.off;
+    memset(&c->pre, 0, sizeof(c->pre));
+    c->pre.off = off;
+}
+
+/* While another process reads the file into the segment `fd`: the segment
+ * mapped and populated a step at a time, locked as it is populated, so that
+ * the page-table work (a quarter second per GiB here, per process) is done
+ * by the time the reader marks it complete, not after. Not behind the
+ * reader's progress: its reads land per read, and one read may be the whole
+ * file. Ahead of the reader is right too: the pages exist from its
+ * fallocate on, the first fault of each (the reader's or this one's) zeroes
+ * it under the page's lock before either maps it, and a shared mapping
+ * shows the reads as they land. Not a byte is
+ * looked at here: join() checks the complete segment under byte 0 as for
+ * any joiner, and a takeover's truncation only takes pages out of this
+ * mapping (a populate over them fails with EFAULT, never SIGBUS).
+ * Returns whether it populated a step (then the poll needs no sleep). */
+static bool early(coop_file *c, int fd)
+{
+    if (c->pre.off)
+        return false;
+    if (!c->pre.p) {
+        struct stat st;
+        seg_head h;
+        if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < HEAD ||
+            pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+            memcmp(h.magic, MAGIC, sizeof(h.magic)) != 0 || head_mismatch(c, fd, &h, &st))
+            return false; /* not allocated yet, or not this load's: looked at again */
+        size_t len = HEAD + (size_t)(h.hi - h.lo);
+        void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            c->pre.off = true;
+            return false;
+        }
+        c->pre.p = p;
+        c->pre.len = len;
+        c->pre.claim = h.claim;
+        c->pre.locked = may_lock(len) && mlock2(p, len, MLOCK_ONFAULT) == 0;
+    }
+    if (c->pre.done == c->pre.len)
+        return false;
+    size_t n = c->pre.len - c->pre.done < EARLY_STEP ? c->pre.len - c->pre.done : EARLY_STEP;
+    if (madvise(c->pre.p + c->pre.done, n, MADV_POPULATE_READ) != 0) {
+        /* EFAULT: truncated by a takeover, mapped again once reallocated;
+         * anything else (an older kernel): the join populates instead. */
+        if (errno != EFAULT)
+            c->pre.off = true;
+        pre_drop(c);
+        return false;
+    }
+    c->pre.done += n;
+    if (!c->pre.said) {
+        c->pre.said = true;
+        hook(c, PINIO_SHARE_EARLY);
+    }
+    return true;
+}
+
+static int wait_lock0(coop_file *c, int fd)
 {
     for (;;) {
         int rc = ofd_lock(fd, F_WRLCK, 0, false);
         if (rc != -EAGAIN && rc != -EACCES)
             return rc;
-        if (o->stop && o->stop(o->stop_ctx))
+        if (c->o->stop && c->o->stop(c->o->stop_ctx))
             return -ECANCELED;
         /* Another process is reading the file (seconds): a 5 ms poll
          * costs nothing beside it and keeps the stop request honoured. */
-        nanosleep(&(struct timespec){ .tv_nsec = 5000000 }, NULL);
+        if (!early(c, fd))
+            nanosleep(&(struct timespec){ .tv_nsec = 5000000 }, NULL);
     }
 }
 
@@ -337,14 +509,9 @@ static int wrap_seg(coop_file *c, int fd, const char *path, uint8_t *p, size_t l
  * of this very file. Returns 1 when mapped (`fd` then owned by the view). */
 static int join(coop_file *c, int fd, const char *path, const seg_head *h, struct stat *st)
 {
-    const pinio__file_id *id = &c->plan->files[c->f].id;
-    if (h->dev != id->dev || h->ino != id->ino || h->size != id->size ||
-        h->mtime_s != id->mtime_s || h->mtime_ns != id->mtime_ns) {
-        why_set(c, "the segment %s describes another file", path);
-        return 0;
-    }
-    if (c->lo < h->lo || c->hi > h->hi || h->hi - h->lo > (uint64_t)st->st_size - HEAD) {
-        why_set(c, "the segment holds another range of the file");
+    const char *bad = head_mismatch(c, fd, h, st);
+    if (bad) {
+        why_set(c, "the segment %s %s", path, bad);
         return 0;
     }
     hook(c, PINIO_SHARE_JOINING);
@@ -354,11 +521,33 @@ static int join(coop_file *c, int fd, const char *path, const seg_head *h, struc
         return 0;
     }
     size_t len = HEAD + (size_t)(h->hi - h->lo);
-    void *p = mmap(NULL, len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
-    if (p == MAP_FAILED) {
-        why_set(c, "cannot map the segment: %s", pinio_strerror(-errno));
-        return 0;
+    uint8_t *p;
+    size_t from = 0;
+    if (c->pre.p && c->pre.len == len) {
+        /* Mapped while it was read: what a takeover since then truncated
+         * (another claim) is populated again, the rest is in place. */
+        p = c->pre.p;
+        from = h->claim && h->claim == c->pre.claim ? c->pre.done : 0;
+        c->locked = c->pre.locked;
+        c->pre.p = NULL;
+        c->early_used = true;
+    } else {
+        pre_drop(c);
+        p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            why_set(c, "cannot map the segment: %s", pinio_strerror(-errno));
+            return 0;
+        }
+        /* mlock populates as it locks: one pass over the page tables,
+         * where MAP_POPULATE and then mlock made two. */
+        c->locked = may_lock(len) && mlock(p, len) == 0;
+        if (c->locked)
+            from = len;
     }
+    /* Unpopulated pages would only fault on touch (correct bytes still);
+     * the lock is what would be missing, so it is not claimed then. */
+    if (from < len && madvise(p + from, len - from, MADV_POPULATE_READ) != 0)
+        c->locked = false;
     if (wrap_seg(c, fd, path, p, len, true) < 0) {
         munmap(p, len);
         why_set(c, "out of memory");
@@ -377,6 +566,7 @@ static int join(coop_file *c, int fd, const char *path, const seg_head *h, struc
 static int claim(coop_file *c, int fd, const char *dir, const char *path)
 {
     hook(c, PINIO_SHARE_CLAIMED);
+    pre_drop(c); /* a dead reader's segment, mapped while it read */
     uint64_t need = HEAD + (c->hi - c->lo);
     int rc = 0;
     /* A stale segment's pages are given back before the room is counted. */
@@ -405,9 +595,13 @@ static int claim(coop_file *c, int fd, const char *dir, const char *path)
         why_set(c, "out of memory");
         return 0;
     }
-    const pinio__file_id *id = &c->plan->files[c->f].id;
+    /* Locked as the header and the reads fault the pages in (every page is
+     * written: the header, then reads without a gap): no second pass over
+     * them once read. */
+    c->locked = may_lock((size_t)need) && mlock2(p, (size_t)need, MLOCK_ONFAULT) == 0;
+    const pinio__file_id *id = &c->id;
     seg_head *h = p;
-    memcpy(h->magic, MAGIC, sizeof(h->magic));
+    memcpy((uint8_t *)p + IDENT_AT, c->text, strlen(c->text) + 1);
     h->dev = id->dev;
     h->ino = id->ino;
     h->size = id->size;
@@ -416,6 +610,15 @@ static int claim(coop_file *c, int fd, const char *dir, const char *path)
     h->lo = c->lo;
     h->hi = c->hi;
     h->pid = (int32_t)getpid();
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    h->claim = ((uint64_t)getpid() << 40) ^
+               ((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec);
+    h->claim += !h->claim;
+    /* The magic last: a joiner mapping early (early()) takes a header with
+     * it as filled in. */
+    atomic_thread_fence(memory_order_release);
+    memcpy(h->magic, MAGIC, sizeof(h->magic));
     atomic_store_explicit(&h->state, STATE_FILLING, memory_order_relaxed);
     c->head = h;
     c->seg_lo = c->lo;
@@ -428,23 +631,28 @@ static int claim(coop_file *c, int fd, const char *dir, const char *path)
  * (PRIVATE with c->why when it cannot be shared), or -ECANCELED. */
 static int acquire(coop_file *c)
 {
-    const pinio__file_id *id = &c->plan->files[c->f].id;
+    const pinio__file_id *id = &c->id;
     const char *dir = share_dir();
     char name[160], path[4096 + 160];
     snprintf(name, sizeof(name), PREFIX "%llx-%llx-%llx-%llx.%09u", (unsigned long long)id->dev,
              (unsigned long long)id->ino, (unsigned long long)id->size,
              (unsigned long long)id->mtime_s, id->mtime_ns);
     snprintf(path, sizeof(path), "%s/%s", dir, name);
-    sweep(dir, name);
     c->got = GOT_PRIVATE;
+    if (c->plan->files[c->f].pub.object && !c->text[0]) {
+        why_set(c, "the object's identity does not fit a segment's header");
+        return 0;
+    }
+    sweep(dir, name);
     for (int attempt = 0; attempt < ATTEMPTS; attempt++) {
         int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0) {
             why_set(c, "cannot open %s: %s", path, pinio_strerror(-errno));
             return 0;
         }
-        int rc = wait_lock0(fd, c->o);
+        int rc = wait_lock0(c, fd);
         if (rc < 0) {
+            pre_drop(c);
             close(fd);
             if (rc == -ECANCELED)
                 return rc;
@@ -452,6 +660,7 @@ static int acquire(coop_file *c)
             return 0;
         }
         if (!still_named(fd, path)) { /* removed while we waited: another round */
+            pre_drop(c);
             close(fd);
             continue;
         }
@@ -460,6 +669,7 @@ static int acquire(coop_file *c)
             /* Another user's file of that name could hold any bytes: it
              * is never mapped, nor written. */
             why_set(c, "%s belongs to another user", path);
+            pre_drop(c);
             close(fd);
             return 0;
         }
@@ -474,6 +684,7 @@ static int acquire(coop_file *c)
         /* Not usable: a claimed segment is removed (nobody else holds it,
          * we hold byte 0 and it is still named); another's complete one is
          * left to its users. */
+        pre_drop(c);
         if (!complete && still_named(fd, path))
             unlink(path);
         close(fd);
@@ -500,7 +711,9 @@ static int coop_landed(void *ctx, size_t i, const pinio_plan_read *r, void *mem)
     (void)r;
     (void)mem;
     coop_file *c = ctx;
-    if (c->got == GOT_READER && !c->reading_seen) {
+    if (c->got != GOT_READER)
+        return 0;
+    if (!c->reading_seen) {
         c->reading_seen = true;
         hook(c, PINIO_SHARE_READING);
     }
@@ -548,14 +761,12 @@ static void mark_failed(coop_file *c)
 
 /* Locks the file's memory when RLIMIT_MEMLOCK leaves room: mlock of a
  * shared mapping locks the segment's pages for this process as it does an
- * arena's. */
+ * arena's. A segment is locked already (join(), claim()) where it could. */
 static bool lock_mem(const coop_file *c)
 {
-    pinio_sysinfo si;
-    pinio_sys_probe(&si);
-    if (si.registrable != PINIO_UNLIMITED && si.registrable < c->len)
-        return false;
-    return mlock(c->mem, c->len) == 0;
+    if (c->got != GOT_PRIVATE)
+        return c->locked;
+    return may_lock(c->len) && mlock(c->mem, c->len) == 0;
 }
 
 /* Reads [a, b) of the plan into c's memory (a segment being read or
@@ -581,6 +792,9 @@ static int one_file(pinio_plan *plan, uint32_t f, const pinio_load_opts *o,
     size_t a, b;
     file_reads(plan, f, &a, &b);
     coop_file c = { .plan = plan, .f = f, .o = o };
+    if (plan->files[f].pub.object && ident_text(&plan->files[f], c.text, sizeof(c.text)) < 0)
+        c.text[0] = '\0'; /* refused() did not select it: acquire() says so */
+    ident_of(&plan->files[f], c.text, &c.id);
     c.lo = plan->layout.reads[a].offset;
     c.hi = plan->layout.reads[b - 1].offset + plan->layout.reads[b - 1].len;
     int rc = acquire(&c);
@@ -616,7 +830,8 @@ static int one_file(pinio_plan *plan, uint32_t f, const pinio_load_opts *o,
         if (c.got == GOT_SHARED) {
             m->shared_in = true;
             rep->files_shared++;
-            snprintf(m->share_why, sizeof(m->share_why), "shared: read by process %d", c.pid);
+            snprintf(m->share_why, sizeof(m->share_why), "shared: read by process %d%s", c.pid,
+                     c.early_used ? ", mapped while it read" : "");
         } else {
             rep->files_share_read++;
             snprintf(m->share_why, sizeof(m->share_why), "read here, for the node's other loads");

@@ -4,15 +4,17 @@
  * "off", checks every tensor's bytes against the generator, and prints
  *   read_bytes=N shared=S read_here=R share_bytes=B pid=P
  *   share=<the report's share line>
+ *   memory=<the report's memory line>
  * Exit 0; 1 with the library's message; 3 when a byte is wrong.
  *
  * The test's fault point, compiled into this program only: the load's
  * share hook reads SHARE_TEST_AT="STAGE:kill" or "STAGE:wait:FILE"
- * (STAGE: claimed, allocated, reading, complete, joining). At that stage
+ * (STAGE: claimed, allocated, reading, complete, joining, early). At that stage
  * of the first file, "kill" sends SIGKILL to this process; "wait" creates
  * FILE.reached, then waits until FILE exists. SHARE_TEST_HOLD=FILE: the
  * same wait once the load is checked and printed, the checkpoint still
- * held, so that processes "at once" overlap whatever the machine's load. */
+ * held, so that processes "at once" overlap whatever the machine's load
+ * (empty: no wait). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +26,7 @@
 #include "pinio/load.h"
 
 static const char *const stages[] = { "", "claimed", "allocated", "reading", "complete",
-                                      "joining" };
+                                      "joining", "early" };
 
 /* Creates FILE.reached, then waits until FILE exists. Bounded: a test that
  * never releases it fails on its counts, not by hanging its run. */
@@ -87,12 +89,14 @@ int main(int argc, char **argv)
     }
     pinio_load_report r;
     pinio_checkpoint_report(cp, &r);
-    printf("read_bytes=%llu shared=%zu read_here=%zu share_bytes=%llu pid=%d\nshare=%s\n",
+    printf("read_bytes=%llu shared=%zu read_here=%zu share_bytes=%llu pid=%d\nshare=%s\n"
+           "memory=%s\n",
            (unsigned long long)r.read_bytes, r.files_shared, r.files_share_read,
-           (unsigned long long)r.share_bytes, (int)getpid(), r.share);
+           (unsigned long long)r.share_bytes, (int)getpid(), r.share, r.memory);
     fflush(stdout);
-    if (getenv("SHARE_TEST_HOLD"))
-        wait_for(getenv("SHARE_TEST_HOLD"));
+    const char *hold = getenv("SHARE_TEST_HOLD");
+    if (hold && *hold)
+        wait_for(hold);
     pinio_checkpoint_release(cp);
     return bad ? 3 : 0;
 }

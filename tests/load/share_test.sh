@@ -127,6 +127,83 @@ for stage in claimed allocated reading complete; do
     empty "reader killed at $stage"
 done
 
+# --- a loader that comes while the reader reads maps the segment then and
+# populates it behind the reader (so that it is ready as soon as the reader
+# is), yet takes its bytes only once complete: every byte right, and said.
+# Then the same with the reader killed after the loader mapped it: the
+# loader's mapping goes with the takeover, it reads the file itself; and a
+# loader that mapped a dead reader's segment while a third process took it
+# over and read it again maps the new one, every byte right.
+# until_reached FILE PID: waits for the fault point's FILE.reached while
+# PID lives (no timing: the stage is reached or the process ends).
+until_reached() { while [ ! -e "$1.reached" ] && kill -0 "$2" 2>/dev/null; do sleep 0.05; done; }
+# seg_locked PID OUT: where OUT's memory line says the segment is locked,
+# every page of PID's mapping of it is present and locked (smaps: Rss =
+# Size, and Locked, the locked pages' proportional share, = Pss).
+seg_locked() {
+    grep -q "memory=.*segments of their own.*locked in RAM" "$2" || return 0
+    got=$(awk -v d="$SEGS/$PREFIX" 'index($0, d) { m = 1; next }
+        /^[0-9a-f]+-[0-9a-f]+ / { m = 0 }
+        m && /^Size:/ { s += $2 } m && /^Rss:/ { r += $2 }
+        m && /^Pss:/ { p += $2 } m && /^Locked:/ { l += $2 }
+        END { print (s > 0 && r == s && l == p) ? "locked" : \
+              "Size " s " Rss " r " Pss " p " Locked " l " (kB)" }' "/proc/$1/smaps")
+    [ "$got" = locked ] || FAIL "process $1's segment is said locked, smaps: $got"
+}
+PREFIX=pinio-share-
+# early_pair [hold]: a reader ($a) stopped at its first read, and a loader
+# ($b) stopped once it mapped the reader's segment early; with "hold" both
+# keep their checkpoint once loaded, until $DIR/holda and $DIR/holdb exist.
+# The reader's stop is bounded: a loader that never maps early fails here.
+early_pair() {
+    rm -f "$DIR"/go* "$DIR"/early* "$DIR"/hold*
+    ha= hb=
+    [ "${1:-}" = hold ] && ha=$DIR/holda hb=$DIR/holdb
+    SHARE_TEST_HOLD=$ha SHARE_TEST_AT="reading:wait:$DIR/go" "$LOADER" "$M" >"$DIR/a.out" 2>&1 &
+    a=$!
+    until_reached "$DIR/go" "$a"
+    SHARE_TEST_HOLD=$hb SHARE_TEST_AT="early:wait:$DIR/early" "$LOADER" "$M" >"$DIR/b.out" 2>&1 &
+    b=$!
+    until_reached "$DIR/early" "$b"
+    [ -e "$DIR/early.reached" ] || FAIL "a loader waiting for a reader never mapped its segment early: $(cat "$DIR/b.out")"
+}
+early_pair hold
+touch "$DIR/early" "$DIR/go"
+until_reached "$DIR/holda" "$a"
+until_reached "$DIR/holdb" "$b"
+seg_locked "$a" "$DIR/a.out"
+seg_locked "$b" "$DIR/b.out"
+touch "$DIR/holda" "$DIR/holdb"
+wait "$a" || FAIL "the reader mapped early by another: $(cat "$DIR/a.out")"
+wait "$b" || FAIL "the loader that mapped early: $(cat "$DIR/b.out")"
+has "$DIR/b.out" "share=shared: read by process [0-9]*, mapped while it read" "the early mapping is said"
+[ "$(field read_bytes "$DIR/b.out")" = 0 ] || FAIL "the loader that mapped early read $(field read_bytes "$DIR/b.out")"
+empty "mapped early"
+
+early_pair
+kill -9 "$a"
+wait "$a"
+touch "$DIR/early"
+wait "$b" || FAIL "mapped early, then the reader killed: $(cat "$DIR/b.out")"
+has "$DIR/b.out" "share=read here" "the early mapper of a killed reader takes over"
+[ "$(field read_bytes "$DIR/b.out")" = "$ONE" ] || FAIL "the early mapper's takeover read $(field read_bytes "$DIR/b.out")"
+empty "mapped early, reader killed"
+
+early_pair
+kill -9 "$a"
+wait "$a"
+SHARE_TEST_HOLD="$DIR/holdc" "$LOADER" "$M" >"$DIR/c.out" 2>&1 &
+c=$!
+until_reached "$DIR/holdc" "$c"
+touch "$DIR/early"
+wait "$b" || FAIL "mapped early, the segment read again by a third: $(cat "$DIR/b.out")"
+touch "$DIR/holdc"
+wait "$c" || FAIL "the third loader that took over: $(cat "$DIR/c.out")"
+has "$DIR/c.out" "share=read here" "the third loader took over"
+has "$DIR/b.out" "share=shared: read by process $c" "the early mapper maps the new reader's segment"
+[ "$(field read_bytes "$DIR/b.out")" = 0 ] || FAIL "the early mapper read $(field read_bytes "$DIR/b.out") after a takeover"
+empty "mapped early, taken over by a third"
+
 # --- the reader's reads fail (PINIO_FAULTS, the engine's fault point):
 # its load fails naming the offset, its segment is removed, and a loader
 # waiting for it reads the file itself.

@@ -40,7 +40,8 @@ first ranged GET of an object is its header's), --count of them (default 1;
 the GETs' only, with --strip-from get): a store that sends no validator.
 The upstream (s3rver) ignores If-Match and If-Unmodified-Since, as such a
 store may. --stats FILE keeps FILE up to date with {"requests": N,
-"connections": M}: the requests and TCP connections pinio made.
+"connections": M, "get_bytes": B}: the requests and TCP connections pinio
+made, and the body bytes of the GETs answered (what the store sent).
 
 Faults of the listings (ListObjectsV2, every page; --count and --skip do not
 apply):
@@ -101,16 +102,16 @@ def main():
     strip = {h.strip().lower() for h in opt["--strip"].split(",") if h.strip()}
     lock = threading.Lock()
     seen = {}  # key -> ranged GETs so far
-    state = {"faults": 0, "requests": 0, "connections": 0}
+    state = {"faults": 0, "requests": 0, "connections": 0, "get_bytes": 0}
 
-    def tally(what):
-        """Counts a request or a connection, the file rewritten whole."""
+    def tally(what, n=1):
+        """Counts a request, a connection or GET bytes, the file rewritten whole."""
         with lock:
-            state[what] += 1
+            state[what] += n
             if opt["--stats"]:
                 tmp = opt["--stats"] + ".tmp"
                 with open(tmp, "w") as f:
-                    json.dump({k: state[k] for k in ("requests", "connections")}, f)
+                    json.dump({k: state[k] for k in ("requests", "connections", "get_bytes")}, f)
                 os.replace(tmp, opt["--stats"])
 
     def stripped(headers, method):
@@ -223,6 +224,7 @@ def main():
                     break
                 self.wfile.write(buf[:k])
                 left -= k
+            tally("get_bytes", int(n) - left)
             c.close()
 
         def send(self, status, headers, body, head=False):
@@ -234,6 +236,8 @@ def main():
             self.end_headers()
             if not head:
                 self.wfile.write(body)
+                if self.command == "GET":
+                    tally("get_bytes", len(body))
 
         def error(self, status, code, extra=()):
             body = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
