@@ -316,6 +316,7 @@ class safe_open:
         #: tests count
         self.pinio_bytes_read = 0
         self.pinio_loads = 0
+        self._how = set()  # how its bytes came (pinio._how's words): pinio_how
         self._prefetched = _prefetch.Prefetched()
         if prefetch:
             self.prefetch()
@@ -419,6 +420,7 @@ class safe_open:
             raise self._error(e) from None
         rep = raw.report()
         self.pinio_bytes_read += rep["read_bytes"]
+        self._how |= _pinio_pkg._how(rep)
         self._mapped = rep["files_mapped"] > 0
         self.pinio_loads += 1
         return raw
@@ -507,6 +509,7 @@ class safe_open:
         # as a mapped window: the page cache's bytes are not counted as read,
         # and a hot file's next window (keys in order) is mapped whole
         self._mapped = resident
+        self._how.add("mapped" if resident else "read")
         if not resident:
             self.pinio_bytes_read += length
         self.pinio_loads += 1
@@ -601,6 +604,7 @@ class safe_open:
         except _pinio.Error as e:
             raise self._error(e) from None
         self.pinio_bytes_read += rep["read_bytes"]
+        self._how |= _pinio_pkg._how(rep)
         return tensors
 
     def prefetch(self, plan=None):
@@ -613,6 +617,14 @@ class safe_open:
         """(name, tensor) of every prefetched tensor, in file order
         (prefetching every tensor first when nothing was)."""
         return _prefetch.tensor_stream(self)
+
+    @property
+    def pinio_how(self):
+        """How the bytes this handle handed out came (pinio's own): "read"
+        (from the file), "shared", "mapped" (the page cache mapped in
+        place), joined by "+"; "" before any read."""
+        # an object's handle (_object) reads every byte it hands out
+        return _pinio_pkg._how_text(getattr(self, "_how", {"read"}))
 
     @property
     def pinio_prefetch_bytes(self):
@@ -666,6 +678,7 @@ class safe_open:
         with self._file.use() as fd:
             buf = _pinio.read(fd, self._data_offset + offset, length)
         self.pinio_bytes_read += length
+        self._how.add("read")
         return buf
 
 
@@ -693,13 +706,14 @@ class _Window:
         self.raw.close()  # tensors handed out keep their own references
 
 
-def _load_whole(filename, framework, *, backend="mmap", arena=None):
+def _load_whole(filename, framework, *, backend="mmap", arena=None, report=None):
     """load_file's CPU path: {name: tensor} of the whole file, in file order,
     as safe_open(...).get_tensors() returns it, from one engine run whose
     plan parses the header once (safe_open's own parse then the load's was
     a third of load_file's instructions at 20,000 tensors). The errors are
     safe_open's: the same checks first, and a failed load names the header
-    when the header is what failed."""
+    when the header is what failed. `report`, a dict: filled with the load's
+    report (pinio.Checkpoint.report(), the tensors made)."""
     fw = _framework(framework)
     if backend not in _BACKENDS:
         raise SafetensorError(f"backend {backend} is invalid (mmap or pread)")
@@ -726,7 +740,10 @@ def _load_whole(filename, framework, *, backend="mmap", arena=None):
         _os.close(fd)
     ck = _pinio_pkg.Checkpoint(raw, fw)
     try:
-        return ck.tensors()
+        out = ck.tensors()
+        if report is not None:
+            report.update(ck.report())
+        return out
     finally:
         ck.close()
 
