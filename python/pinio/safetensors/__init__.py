@@ -538,7 +538,14 @@ class safe_open:
         if self._window is not None:
             self._window.close()  # its tensors keep their own references
             self._window = None
+        hot = self._resident(want)
         raw = self._load_counted(want, "mapped" if self._ahead > _AHEAD_MAX else "auto")
+        if hot is False:
+            # mapped but read in from the disk (the engine maps a cold file
+            # where the first touch of fresh memory is the slower path): not
+            # the hot file whose next window may map it all, populating
+            # every byte, the unasked ones too
+            self._mapped = False
         # The whole file: its tensors are the header's, in its order (the
         # handle's offset index); else the window's own names.
         whole = want is None and len(raw) == len(self._order)
@@ -549,6 +556,24 @@ class safe_open:
             raise SafetensorError(f"File does not contain tensor {name}")
         self._window = w
         return _tensor_of(raw, i, name, entry[1], entry[2], entry[4] - entry[3], self._fw)
+
+    def _resident(self, names):
+        """Whether the file bytes `names` span (None: all of them) are all in
+        the page cache now, before a window reads them; None when that is
+        not known (no kept mapping to ask, or nothing to span)."""
+        if not self._kept:
+            return None
+        if names is None:
+            lo, hi = 0, self._data_bytes
+        else:
+            ents = [self._info[n] for n in names]
+            lo, hi = min(e[3] for e in ents), max(e[4] for e in ents)
+        if hi <= lo:
+            return None
+        try:
+            return self._src.view(self._data_offset + lo, hi - lo)[1]
+        except (ValueError, _pinio.Error):  # closed, changed: the load says so
+            return None
 
     def _window_names(self, name, order):
         """`name` and the names after it in `order`, up to the window's size."""
