@@ -69,12 +69,13 @@ def _replacement(original):
         """pinio.safetensors.safe_open whose slices take `[...]`, logging
         pinio's line at close()."""
 
-        def __init__(self, *args, **kwargs):
+        def __init__(self, filename, *args, **kwargs):
             self._pinio_t_call = time.perf_counter()
+            self._pinio_name = str(filename)  # a path or an object's URL
             self._pinio_lock = threading.Lock()  # transformers slices from a thread pool
             self._pinio_bytes = 0  # handed out: tensors and slices
             self._pinio_logged = False
-            super().__init__(*args, **kwargs)
+            super().__init__(filename, *args, **kwargs)
 
         def _handed(self, t):
             with self._pinio_lock:
@@ -92,8 +93,8 @@ def _replacement(original):
             with self._pinio_lock:
                 logged, self._pinio_logged = self._pinio_logged, True
             if not logged:
-                _log.ready("transformers", self._path, self._pinio_bytes, self._pinio_t_call,
-                           self.pinio_how)
+                _log.ready("transformers", self._pinio_name, self._pinio_bytes,
+                           self._pinio_t_call, self.pinio_how)
 
     return safe_open
 
