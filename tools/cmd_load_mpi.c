@@ -258,10 +258,16 @@ static void print_json_gpu(jw *w, const cli_mpi_gpu *g)
     jw_obj_end(w);
 }
 
-static void print_json(const pinio_mpi_report *all, int n, const pinio_mpi_checkpoint *cp,
-                       const cli_load_args *a, const cli_mpi_gpu *gpus)
+/* `ready[r]`: rank r's time to ready (see pinio_cli_load_mpi()); the job's
+ * is its last rank's. */
+static void print_json(const pinio_mpi_report *all, const double *ready, int n,
+                       const pinio_mpi_checkpoint *cp, const cli_load_args *a,
+                       const cli_mpi_gpu *gpus)
 {
     const pinio_mpi_report *r0 = &all[0];
+    double last_ready = 0;
+    for (int r = 0; r < n; r++)
+        last_ready = ready[r] > last_ready ? ready[r] : last_ready;
     double vs;
     uint64_t landed, reread;
     verify_totals(all, n, &vs, &landed, &reread);
@@ -279,6 +285,7 @@ static void print_json(const pinio_mpi_report *all, int n, const pinio_mpi_check
     jw_ku64(&w, "node_bytes", r0->node_bytes);
     jw_kbool(&w, "node_locked", r0->locked);
     jw_kf64(&w, "elapsed_s", r0->max_seconds);
+    jw_kf64(&w, "ready_s", last_ready);
     jw_kf64(&w, "gb_per_s",
             r0->max_seconds > 0 ? (double)r0->plan_read_bytes / r0->max_seconds / 1e9 : 0);
     jw_kbool(&w, "verified", r0->verified);
@@ -317,6 +324,7 @@ static void print_json(const pinio_mpi_report *all, int n, const pinio_mpi_check
         jw_ku64(&w, "verify_landed_bytes", all[r].verify_landed_bytes);
         jw_ku64(&w, "verify_reread_bytes", all[r].verify_reread_bytes);
         jw_kf64(&w, "elapsed_s", all[r].seconds);
+        jw_kf64(&w, "ready_s", ready[r]);
         print_json_gpu(&w, gpus ? &gpus[r] : NULL);
         jw_obj_end(&w);
     }
@@ -344,14 +352,14 @@ static void print_gpus(const cli_mpi_gpu *g, int n, const cli_load_args *a)
                (unsigned long long)g[r].copies);
 }
 
-static void print_report(const pinio_mpi_report *all, int n, bool json,
+static void print_report(const pinio_mpi_report *all, const double *ready, int n, bool json,
                          const pinio_mpi_checkpoint *cp, const cli_load_args *a,
                          const cli_mpi_gpu *gpus)
 {
     const pinio_mpi_report *r0 = &all[0];
     uint64_t job = r0->job_read_bytes;
     if (json) {
-        print_json(all, n, cp, a, gpus);
+        print_json(all, ready, n, cp, a, gpus);
         return;
     }
     char b1[32], b2[32];
@@ -540,6 +548,11 @@ int pinio_cli_load_mpi(int argc, char **argv, cli_load_args *a, bool finalize)
     pinio_mpi_checkpoint *cp = NULL;
     pinio_mpi_report rep;
     pinio_diag d = { .offset = PINIO_DIAG_NO_OFFSET };
+    /* Time to ready, each rank on its own clock: from its call until its
+     * tensors are usable where it asked (with --device, on its GPU); the
+     * job's is the last rank's. The load is collective, so a rank that
+     * comes early counts its wait for the others, as its caller would. */
+    double t_call = cli_now_s();
     int lrc = pinio_mpi_load(MPI_COMM_WORLD, (const char *const *)argv + a->first_path,
                              (size_t)(argc - a->first_path), &o, &cp, &rep, &d);
     cli_progress_end(&pg);
@@ -566,6 +579,7 @@ int pinio_cli_load_mpi(int argc, char **argv, cli_load_args *a, bool finalize)
     if (lrc == 0 && a->dev.set)
         lrc = cli_mpi_to_device(MPI_COMM_WORLD, a, (const char *const *)argv + a->first_path,
                                 (size_t)(argc - a->first_path), cp, &gpu, &d);
+    double ready = cli_now_s() - t_call;
     /* The same status on every rank (a digest count is a usage error). */
     rc = lrc == PINIO_EDIGESTS ? 2 : lrc < 0 ? 1 : 0;
     if (lrc < 0) {
@@ -574,13 +588,16 @@ int pinio_cli_load_mpi(int argc, char **argv, cli_load_args *a, bool finalize)
     } else {
         pinio_mpi_report *all = rank == 0 ? calloc((size_t)n, sizeof(*all)) : NULL;
         cli_mpi_gpu *gpus = rank == 0 && a->dev.set ? calloc((size_t)n, sizeof(*gpus)) : NULL;
+        double *readys = rank == 0 ? calloc((size_t)n, sizeof(*readys)) : NULL;
         MPI_Gather(&rep, (int)sizeof(rep), MPI_BYTE, all, (int)sizeof(rep), MPI_BYTE, 0,
                    MPI_COMM_WORLD);
+        MPI_Gather(&ready, 1, MPI_DOUBLE, readys, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
         if (a->dev.set)
             MPI_Gather(&gpu, (int)sizeof(gpu), MPI_BYTE, gpus, (int)sizeof(gpu), MPI_BYTE, 0,
                        MPI_COMM_WORLD);
-        if (rank == 0 && all && (gpus || !a->dev.set) && !quiet)
-            print_report(all, n, json, cp, a, gpus);
+        if (rank == 0 && all && readys && (gpus || !a->dev.set) && !quiet)
+            print_report(all, readys, n, json, cp, a, gpus);
+        free(readys);
         free(gpus);
         free(all);
     }

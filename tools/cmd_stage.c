@@ -241,7 +241,9 @@ static int stage(int argc, char **argv, const char **shas, cli_sums *sums)
     cli_stop_install();
     pinio_stream_report r;
     pinio_diag d = { .offset = PINIO_DIAG_NO_OFFSET };
+    double t_call = cli_now_s(); /* ready_s: until every copy is in place */
     int rc = pinio_stream(&src, 1, &o, &pinio_sink_file, &fc, &r, &d);
+    double ready_s = cli_now_s() - t_call;
     cli_progress_end(&pg);
     if (rc < 0) {
         cli_shas_free(&digests);
@@ -259,7 +261,7 @@ static int stage(int argc, char **argv, const char **shas, cli_sums *sums)
         jw_begin(&w, "stage");
         jw_kstr(&w, "src", src);
         jw_kstr(&w, "dst", fc.dir);
-        cli_stream_json(&w, &r);
+        cli_stream_json(&w, &r, ready_s);
         jw_kf64(&w, "gb_per_s", gbs);
         jw_kbool(&w, "copies_verified", fc.verify);
         cli_shas_json(&w, &digests, &r);

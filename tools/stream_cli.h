@@ -46,8 +46,10 @@ void cli_shas_json(jw *w, const cli_shas *s, const pinio_stream_report *r);
 void cli_load_json_begin(jw *w, const char *kind, const char *const *paths, size_t n);
 
 /** The JSON members load --device and stage share: counts, bytes, times,
- *  the ring, "io_path". */
-void cli_stream_json(jw *w, const pinio_stream_report *r);
+ *  the ring, "io_path", and "ready_s": `ready_s`, the seconds from the
+ *  pinio_stream() call until it returned (every tensor in its sink, every
+ *  staged file in place), measured by the caller around the call. */
+void cli_stream_json(jw *w, const pinio_stream_report *r, double ready_s);
 /** The summary lines `sha256    HEX  PATH` and `verify    ...`, as pinio load
  *  --verify prints them; nothing when the stream was not verified. */
 void cli_shas_text(const cli_shas *s, const pinio_stream_report *r);

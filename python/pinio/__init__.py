@@ -422,7 +422,9 @@ class DeviceCheckpoint(Checkpoint):
         return list(self._report["paths"])
 
     def report(self):
-        """What the stream did (bytes, seconds, I/O path, copies, sha256 when verified)."""
+        """What the stream did (bytes, seconds, I/O path, copies, sha256 when
+        verified); ready_seconds: the time to ready, from the call of
+        pinio.open() (or load()) until it returned with every copy done."""
         return dict(self._report)
 
     def close(self):
@@ -558,7 +560,8 @@ def load_to_device(paths, filter=None, device="cuda", *, allocator=None, verify=
     read through within max_overread of the slices' bytes, 0 = 1/32, and
     never copied). report["split"] says what was sliced and over-read;
     verify still hashes each whole file (the other ranks' bytes read
-    again)."""
+    again). report["ready_seconds"]: from this call until it returned."""
+    t_call = _time.perf_counter()
     split = _split_rules(split)
     if split is not None:
         if isinstance(rank, bool) or isinstance(world, bool) or not isinstance(rank, int) \
@@ -570,6 +573,7 @@ def load_to_device(paths, filter=None, device="cuda", *, allocator=None, verify=
     tensors, _, report = _stream(paths, filter, device, allocator, verify, expected_sha256,
                                  backend, cache, direct, slot_size, slots, split, rank, world,
                                  max_overread)
+    report["ready_seconds"] = _time.perf_counter() - t_call
     return tensors, report
 
 
@@ -710,7 +714,11 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
     creates on first use (a collective of the whole job: every rank of
     the job must be in the load, or torch >= 2.1; otherwise ValueError
     asking for host_group=) and reuses for every later load over it.
-    Raises pinio.Error (an OSError naming the file, offset or tensor)."""
+    Raises pinio.Error (an OSError naming the file, offset or tensor).
+
+    report()["ready_seconds"], on every path: the time to ready, from this
+    call until every tensor is usable (see Checkpoint.report())."""
+    t_call = _time.perf_counter()
     if share not in ("auto", "off"):
         raise ValueError(f"share={share!r} is invalid (auto, off)")
     try:
@@ -728,18 +736,20 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
         from . import _dist
 
         if on_device:
-            return _dist.open_group_device(paths, rules, process_group, device,
-                                           allocator=allocator, rank=rank, world=world,
-                                           filter=filter, backend=backend, cache=cache,
-                                           direct=direct, max_overread=max_overread,
-                                           round_bytes=round_bytes, exchange=exchange,
-                                           slot_size=slot_size, slots=slots,
-                                           host_group=host_group)
-        return _dist.open_group(paths, framework, rules, process_group, rank=rank, world=world,
-                                filter=filter, backend=backend, cache=cache, direct=direct,
-                                memory=memory, max_overread=max_overread,
-                                round_bytes=round_bytes, exchange=exchange,
-                                host_group=host_group)
+            ck = _dist.open_group_device(paths, rules, process_group, device,
+                                         allocator=allocator, rank=rank, world=world,
+                                         filter=filter, backend=backend, cache=cache,
+                                         direct=direct, max_overread=max_overread,
+                                         round_bytes=round_bytes, exchange=exchange,
+                                         slot_size=slot_size, slots=slots,
+                                         host_group=host_group)
+        else:
+            ck = _dist.open_group(paths, framework, rules, process_group, rank=rank,
+                                  world=world, filter=filter, backend=backend, cache=cache,
+                                  direct=direct, memory=memory, max_overread=max_overread,
+                                  round_bytes=round_bytes, exchange=exchange,
+                                  host_group=host_group)
+        return _ready(t_call, ck)
     if rules is not None or rank is not None or world is not None:
         if rules is None:
             raise ValueError("rank=/world= need split= (the rules that slice the tensors)")
@@ -752,8 +762,7 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
         tensors, infos, report = _stream(paths, filter, device, allocator, verify,
                                          expected_sha256, backend, cache, direct, slot_size,
                                          slots, rules, rank, world, max_overread)
-        return DeviceCheckpoint(tensors, infos, report)
-    t_call = _time.perf_counter()
+        return _ready(t_call, DeviceCheckpoint(tensors, infos, report))
     filters = _filters(filter)
     paths = _as_paths(paths)
     sliced = {} if rules is None else dict(split=rules, rank=rank, world=world,
@@ -769,6 +778,34 @@ def open(paths, framework="pt", *, filter=None, device="cpu", allocator=None, ba
         raw.close()
         raise
     return Checkpoint(raw, framework, t_call)
+
+
+def _ready(t_call, ck):
+    """`ck`, a checkpoint whose tensors were usable when it was returned (a
+    device's copies done, a group's exchange over), its report's
+    ready_seconds set: from `t_call` until now."""
+    ck._report["ready_seconds"] = _time.perf_counter() - t_call
+    return ck
+
+
+def _how(rep):
+    """How the bytes of a load's report reached this process, a subset of
+    "read" (it read some from storage), "shared" (another process's read
+    mapped, or a group's exchange) and "mapped" (the page cache mapped in
+    place): what the engine plugins' log lines say."""
+    how = set()
+    if rep.get("read_bytes"):
+        how.add("read")
+    if (rep.get("share") or {}).get("files_shared") or rep.get("received_bytes"):
+        how.add("shared")
+    if rep.get("files_mapped"):
+        how.add("mapped")
+    return how
+
+
+def _how_text(how):
+    """A set of _how()'s words as one: "read", "read+mapped", ... ("" for none)."""
+    return "+".join(h for h in ("read", "shared", "mapped") if h in how)
 
 
 def load(paths, filter=None, device="cpu", framework="pt", *, allocator=None, **kw):

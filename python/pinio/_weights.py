@@ -17,7 +17,7 @@ name exactly the selected tensors (or slices) and nothing else."""
 import errno
 import threading
 
-from . import Error, _as_paths, _filters, _pinio, _split_rules
+from . import Error, _as_paths, _filters, _how, _how_text, _pinio, _split_rules
 
 # the default batch: large enough that each open() reads at depth, small
 # enough that two of them are little next to a model
@@ -144,6 +144,8 @@ class WeightsIterator:
         self.total_bytes = sum(r[3] for r in rows)
         self.tensors = len(rows)
         self._read_bytes = 0
+        self._io_seconds = 0.0
+        self._how = set()  # pinio._how() of the batches' loads
         self._done_bytes = 0
         self._batches_read = 0
         # read ahead in a thread (pinio releases the GIL while it reads);
@@ -198,6 +200,8 @@ class WeightsIterator:
                         pending = (thread, box)
                     rep = ck.report()
                     self._read_bytes += rep.get("read_bytes", 0)
+                    self._io_seconds += rep.get("io_seconds", 0.0)
+                    self._how |= _how(rep)
                     self._batches_read += 1
                     # the tensors hold their own references: the checkpoint
                     # is closed before the first is handed out, so the batch's
@@ -254,10 +258,14 @@ class WeightsIterator:
         return dict(self._headers)
 
     def report(self):
-        """What was read so far: batches, bytes read, bytes handed out."""
+        """What was read so far: batches, bytes read, bytes handed out,
+        io_seconds (the batches' reads), how (the bytes came: "read",
+        "shared", "mapped", joined by "+" in that order; "" before any)."""
         return {"files": len(self._files), "tensors": self.tensors, "batches": len(self._batches),
                 "batches_read": self._batches_read, "bytes": self.total_bytes,
-                "read_bytes": self._read_bytes, "yielded_bytes": self._done_bytes}
+                "read_bytes": self._read_bytes, "yielded_bytes": self._done_bytes,
+                "io_seconds": self._io_seconds,
+                "how": _how_text(self._how)}
 
 
 def weights_iterator(paths, *, device=None, filter=None, split=None, rank=None, world=None,

@@ -143,6 +143,9 @@ def test_every_dtype_every_byte_synchronised(gpu, tmp):
     copies = expect_clean_copies(gpu, before)
     assert copies == rep["copies"] and copies >= len(tensors) - 1, (copies, rep)
     assert rep["tensors"] == len(tensors) and rep["slots_registered"] >= 1, rep
+    # time to ready: the call until it returned, every copy done
+    assert rep["ready_seconds"] >= rep["seconds"] >= 0, rep
+    assert rep["ready_seconds"] >= rep["io_seconds"], rep
     # the tensors are the allocator's: nothing was copied on the way out
     assert len(gpu.calls) == len(tensors)
     assert all(d == "cuda:0" for _, _, d in gpu.calls)
@@ -333,6 +336,7 @@ def test_open_on_cuda_is_a_checkpoint(gpu, tmp):
         assert (dt, shape, nbytes, f) == ("I16", [33, 64], 33 * 64 * 2, 1) and off > 8
         rep = ck.report()
         assert rep["tensors"] == len(want) and rep["files"] == 2 and not rep["verified"], rep
+        assert rep["ready_seconds"] >= rep["seconds"] >= 0, rep
         assert rep["sha256"] == [None, None]
         with pytest.raises(TypeError, match="'model.layers.0.w' is on cuda:0: it has no host"):
             ck.buffer("model.layers.0.w")

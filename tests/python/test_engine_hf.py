@@ -9,7 +9,10 @@ Each patch works imported before or after the engine, is idempotent and
 counted, undoes on a context manager's exit (every binding back to the
 engine's own function), refuses unknown keywords; what it loads is byte
 for byte the checkpoint (whole, row and column slices, materialised from
-threads after the handles are closed); bad input names the file or key."""
+threads after the handles are closed); bad input names the file or key;
+each load logs pinio's one line (logger pinio.<engine>: bytes, time to
+ready, how)."""
+import logging
 import os
 import sys
 
@@ -17,6 +20,7 @@ import numpy as np
 import pytest
 import torch
 
+from engines import ready
 from pinio.safetensors.numpy import save_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -177,3 +181,43 @@ def test_diffusers_load_state_dict_in_both_bindings(engines, tmp, order):
     assert mu.load_model_file(files[0]) == {"__diffusers_original__": files[0]}
     assert mlu._load_shard_file(files[0]) == {"__diffusers_original__": files[0]}
     assert not pd.patched()
+
+
+def ready_lines(caplog, engine, nbytes):
+    """pinio's end-of-load lines on logger pinio.<engine>, one per entry of
+    `nbytes` ({path: bytes handed out}), each as engines.ready checks it."""
+    lines = [ready.of_record(r) for r in caplog.records if r.name == "pinio." + engine]
+    got = {}
+    for x, (n, how) in zip(lines, ready.check(lines)):
+        assert how, x["message"]
+        got.setdefault(next(p for p in nbytes if p in x["message"]), []).append(n)
+    assert got == {p: [n] for p, n in nbytes.items()}
+
+
+def test_transformers_logs_one_ready_line_per_handle(engines, tmp, caplog):
+    pt, _ = engines
+    files, want = shards(tmp)
+    import transformers.modeling_utils as mu
+
+    caplog.set_level(logging.INFO, logger="pinio")
+    with pt.patch():
+        check_transformers_load(mu, files, want)  # the handles closed: each logged
+    # what each handle handed out: the plan's slices, the other tensors whole
+    a = want["embed.weight"].nbytes + want["layers.0.q.weight"][8:16].nbytes
+    b = want["layers.0.o.weight"][:, 8:16].nbytes + want["norm.weight"].nbytes + \
+        want["scale"].nbytes
+    ready_lines(caplog, "transformers", {files[0]: a, files[1]: b})
+
+
+def test_diffusers_logs_one_ready_line_per_load(engines, tmp, caplog):
+    _, pd = engines
+    files, want = shards(tmp)
+    import diffusers.models.model_loading_utils as mlu
+
+    caplog.set_level(logging.INFO, logger="pinio")
+    with pd.patch():
+        a = mlu.load_state_dict(files[0])                      # mapped (or read) in place
+        c = mlu.load_state_dict(files[1], disable_mmap=True)   # pinned
+    ready_lines(caplog, "diffusers", {
+        files[0]: sum(t.numel() * t.element_size() for t in a.values()),
+        files[1]: sum(t.numel() * t.element_size() for t in c.values())})

@@ -20,6 +20,7 @@ import os
 import numpy as np
 import pytest
 
+from engines import ready
 from engines.pipvenv import run_driver, run_group, venv  # noqa: F401 (venv: a fixture)
 from pinio.safetensors.numpy import save_file
 
@@ -44,6 +45,12 @@ def drive(venv, ref, env=None, **spec):
     return run_driver(venv, "sglang_driver.py", spec, ref, env)
 
 
+def ready_lines(out):
+    """pinio's end-of-load lines (logger pinio.sglang), as engines.ready checks them."""
+    return ready.check([dict(r[3], level=r[1], message=r[2]) for r in out["records"]
+                        if r[0] == "pinio.sglang"])
+
+
 def test_both_iterators_are_pinio_s_through_stale_bindings(venv, model):
     files, ref, names = model
     out = drive(venv, ref, files=files, plugin_loads=2, env={"SGLANG_PLUGINS": "pinio"})
@@ -55,6 +62,11 @@ def test_both_iterators_are_pinio_s_through_stale_bindings(venv, model):
     assert out["original_calls"] == ["safetensors_weights_iterator"]
     warned = [r for r in out["records"] if r[1] in ("WARNING", "ERROR")]
     assert warned == [], warned  # the second load registered nothing twice
+    # one line per load pinio made, once its last tensor was handed over
+    got = ready_lines(out)
+    assert [n for n, _ in got] == [out["runs"][m]["yielded_bytes"] for m in
+                                   ("buffered", "prefetch")], out["records"]
+    assert all(how for _, how in got), got
 
 
 def test_another_plugin_named_leaves_sglang_s_iterators(venv, model):
@@ -120,6 +132,12 @@ def test_the_tp_group_reads_the_checkpoint_once_each_rank_every_whole_tensor(ven
                 assert "error" not in run, (what, r, mode, run["error"])
                 assert run["names"] == names and run["mismatches"] == [], (what, r, mode, run)
                 assert run["yielded_bytes"] == total, (what, r, mode, run)
+            # each load's line: its bytes; the group's ranks read and
+            # were sent the rest (shared), alone each read every byte
+            got = ready_lines(out)
+            assert [n for n, _ in got] == [total, total], (what, r, got)
+            want = {"read", "shared"} if what == "group" else {"read"}
+            assert all(how == want for _, how in got), (what, r, got)
         for mode in ("buffered", "prefetch"):
             read = sum(out["runs"][mode]["read_bytes"] for out in outs)
             if what == "group":

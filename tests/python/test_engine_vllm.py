@@ -24,6 +24,7 @@ import os
 import numpy as np
 import pytest
 
+from engines import ready
 from engines.pipvenv import run_driver, run_group, venv  # noqa: F401 (venv: a fixture)
 from test_hub import COMMIT
 from pinio.safetensors.numpy import save_file
@@ -82,6 +83,10 @@ def test_the_toy_model_byte_for_byte_at_each_tp_rank(venv, tmp, world):
     out = drive(venv, ref, model=folder, world=world, extra={"batch_bytes": 20000})
     exact(out, world)
     assert out["warnings"] == []
+    # pinio's end-of-load line, once per load_weights: what it handed over
+    got = ready.check(out["ready"])
+    assert len(got) == world and sum(n for n, _ in got) == out["yielded_bytes"], got
+    assert all(how for _, how in got), got
     bars = out["bars"]  # use_tqdm_on_load: one bar per load, filled and closed
     assert len(bars) == world and all(b["n"] == b["total"] > 0 and b["closed"] for b in bars)
     out = drive(venv, ref, model=folder, world=1, tqdm=False)
@@ -195,6 +200,15 @@ def test_the_tp_group_reads_the_checkpoint_once_each_rank_its_slices(venv, tmp, 
             assert out["group_ranks"] == list(range(world))
             assert out["ranks"] == [{"params": 3 + 5 * 16, "mismatches": []}], (what, r, out)
         got[what] = outs
+    for what, outs in got.items():  # each rank's line: its bytes, and how they came
+        for out in outs:
+            lines = ready.check(out["ready"])
+            assert [n for n, _ in lines] == [out["yielded_bytes"]], (what, lines)
+            # a group's rank is sent what others read; alone, a rank reads (or
+            # maps another process's read of the same file: node-local sharing)
+            how = lines[0][1]
+            assert ("shared" in how) if what != "alone" else (how and "mapped" not in how), \
+                (what, lines)
     for out in got["group"] + got["alone"]:
         assert out["yielded_bytes"] == share, (out["yielded_bytes"], share, total)
     for out in got["whole"]:

@@ -82,6 +82,57 @@ def test_every_third_key_reads_no_engine_run_per_key(monkeypatch, tmp, cold, ord
         assert got[k].shape == tensors[k].shape and (got[k] == value_of(k)).all(), k
 
 
+def disk_read_bytes():
+    """Bytes this process had read from storage (/proc/self/io), or None."""
+    try:
+        with open("/proc/self/io") as f:
+            return int(next(line for line in f if line.startswith("read_bytes:")).split()[1])
+    except (OSError, StopIteration):
+        return None
+
+
+@pytest.mark.parametrize("touch", ["0.25", "1000"])  # the engine maps a cold file, or pins it
+def test_a_resident_first_tensor_does_not_map_a_cold_file_whole(tmp, monkeypatch, touch):
+    """Every 2nd key in key order is the file's own order here (save_file
+    puts the F32 w0 tensors, by name, before the F16 w1 ones), so after the
+    first key each is the next in file order: read-ahead windows. The file
+    is cold but its first tensor is in the page cache (as the header's
+    read-ahead leaves it): that view must not make the handle take the
+    file for hot and map it whole, populating every byte from the disk
+    (the w1 half no key asks for). Counted: the windows' tensors and the
+    bytes this process read from storage. And a window the engine mapped
+    cold (a slow first touch: PINIO_FIRST_TOUCH_GBPS, test_firsttouch.py)
+    is not a hot file either."""
+    monkeypatch.setenv("PINIO_FIRST_TOUCH_GBPS", touch)
+    path = os.path.join(tmp, "m.safetensors")
+    n = 384  # 48 MiB of w0 (the keys asked for), 48 MiB of w1
+    stnp.save_file({f"model.layers.{i // 2}.w{i % 2}":
+                    np.full(32768 * (1 + i % 2), i, np.float32 if i % 2 == 0 else np.float16)
+                    for i in range(2 * n)}, path)
+    drop_cache(path)
+    with safe_open(path, "pt") as f:
+        keys = f.keys()[::2]
+        assert keys == f.offset_keys()[:n]  # the premise: key order is file order here
+        begin, end = f._info[keys[0]][3:5]
+        fd = os.open(path, os.O_RDONLY)  # the first tensor alone brought in
+        try:
+            os.pread(fd, end - begin, f._data_offset + begin)
+        finally:
+            os.close(fd)
+        before = disk_read_bytes()
+        got = [f.get_tensor(k) for k in keys]
+        read = None if before is None else disk_read_bytes() - before
+        # windows, never the whole file (pinned or mapped, as the engine
+        # chooses for a cold file on this machine)
+        assert f._window is not None and len(f._window.index) < 2 * n
+    asked = sum(t.numel() * t.element_size() for t in got)
+    assert asked == n * 32768 * 4
+    if read is not None:  # the whole file is 2x; a mapped window's fill reads on past its end
+        assert read <= 1.5 * asked, (read, asked)
+    for k, t in zip(keys, got):
+        assert bool((t == value_of(k)).all()), k
+
+
 def test_random_keys_are_views_of_one_mapping_that_outlive_the_handle(tmp):
     """Two keys read out of order: views into one private mapping, as far
     apart as their bytes in the file, writable (a write is the writer's

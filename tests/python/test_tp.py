@@ -281,6 +281,8 @@ def test_group_gets_torch_chunk_and_reads_once(tmp, world):
             assert got["bad"] == [] and got["missing"] == [], (i, r, got)
             assert got["names"] == sorted(sc["dims"])
         reps = [res[r][i]["report"] for r in range(world)]
+        # time to ready: from each rank's call, so past its load's own time
+        assert all(rep["ready_seconds"] >= rep["seconds"] >= 0 for rep in reps), reps
         group_read = sum(rep["read_bytes"] for rep in reps)
         assert all(rep["group_read_bytes"] == group_read for rep in reps)
         if sc["paths"][0] == big_path:
@@ -542,6 +544,7 @@ def test_group_to_device_gets_torch_chunk_and_reads_once(tmp, world):
             assert got["driver"]["device"] == "cuda:0" and got["report"]["device_name"] == "cuda:0"
             assert got["driver"]["d2h_copies"] >= 1  # the bytes compared came from the driver
         reps = [res[r][i]["report"] for r in range(world)]
+        assert all(rep["ready_seconds"] >= rep["seconds"] >= 0 for rep in reps), reps
         group_read = sum(rep["read_bytes"] for rep in reps)
         assert all(rep["group_read_bytes"] == group_read for rep in reps)
         if i in (2, 3, 4):  # one copy of the data, whoever holds what

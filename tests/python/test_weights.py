@@ -67,6 +67,11 @@ def test_a_shard_folder_byte_for_byte_in_batches(tmp):
         assert np.array_equal(got[k].numpy(), v), k
     rep = it.report()
     assert rep["batches"] > 4 and rep["batches_read"] == rep["batches"]
+    assert isinstance(rep["io_seconds"], float) and rep["io_seconds"] >= 0
+    # how the bytes came: the page cache mapped in place, or read (cold)
+    for kw, how in (({"memory": "mapped"}, "mapped"), ({"cache": "cold"}, "read")):
+        again = pinio.weights_iterator(tmp, batch_bytes=100_000, **kw)
+        assert (sum(1 for _ in again), again.report()["how"]) == (len(want), how), kw
     assert rep["yielded_bytes"] == rep["bytes"] == sum(v.nbytes for v in want.values())
     # one file, and the whole selection in one batch, say the same
     one = dict(pinio.weights_iterator(os.path.join(tmp, "model-00002-of-00002.safetensors")))

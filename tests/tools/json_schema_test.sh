@@ -3,7 +3,7 @@
 # stage, gen, doctor and bench, successes and failures, on odd file names (a quote, a newline, a
 # \xff byte): one line of valid UTF-8 JSON matching doc/json/CMD.schema.json
 # (error.schema.json for a failure, which must also exit 1, or 2 for a usage
-# error).
+# error); a load's or stage's ready_s in order (json_ready.py).
 # usage: json_schema_test.sh PINIO SCHEMA_DIR
 set -u
 PINIO=$1
@@ -33,6 +33,10 @@ valid() {
         fails=$((fails + 1))
     elif [ "$want" -ne 0 ] && ! grep -q '"error":{' "$DIR/out.$n"; then
         echo "FAIL: pinio $cmd $* --json: a failure without an error object"
+        fails=$((fails + 1))
+    elif [ "$want" -eq 0 ] && { [ "$cmd" = load ] || [ "$cmd" = stage ]; } &&
+        ! /usr/bin/python3 "$HERE/json_ready.py" "$DIR/out.$n"; then
+        echo "FAIL: pinio $cmd $* --json: ready_s out of order"
         fails=$((fails + 1))
     fi
 }

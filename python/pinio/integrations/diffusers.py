@@ -19,14 +19,18 @@ src/diffusers/models/modeling_utils.py@3782ec4481e12aa0de6d0199285987e2ded36a0e
 pinio takes the .safetensors files on the CPU or a CUDA device
 (disable_mmap=True: into pinned memory, no mapping); everything else
 (dicts, DDUF entries, other formats, map_location="meta") goes to
-diffusers' own function."""
+diffusers' own function. Each load pinio takes logs pinio's line
+(pinio.integrations._log, logger pinio.diffusers)."""
 import os
+import time
 
+from . import _log
 from ._patch import Handle, Patch
 
 
 def _replacement(original):
     import pinio
+    from pinio.safetensors import _load_whole
     from pinio.safetensors.torch import load_file
 
     def load_state_dict(checkpoint_file, dduf_entries=None, disable_mmap=False,
@@ -37,9 +41,20 @@ def _replacement(original):
                 or not (loc == "cpu" or loc.startswith("cuda"))):
             return original(checkpoint_file, dduf_entries, disable_mmap, map_location,
                             *args, **kwargs)
+        t_call, path, rep = time.perf_counter(), os.fspath(checkpoint_file), {}
         if disable_mmap and loc == "cpu":
-            return pinio.load(os.fspath(checkpoint_file), memory="pinned")
-        return load_file(os.fspath(checkpoint_file), device=loc)
+            with pinio.open(path, memory="pinned") as ck:  # pinio.load(), its report kept
+                out = ck.tensors()
+                rep = ck.report()
+        elif loc == "cpu":
+            out = _load_whole(path, "pt", report=rep)  # load_file's CPU path
+        else:
+            out = load_file(path, device=loc)
+        # a stream to the device reads every byte it copies
+        how = pinio._how_text(pinio._how(rep)) if rep else "read"
+        _log.ready("diffusers", path, sum(_log.nbytes(t) for t in out.values()), t_call, how,
+                   rep.get("io_seconds", 0.0))
+        return out
 
     load_state_dict.__wrapped__ = original
     return load_state_dict

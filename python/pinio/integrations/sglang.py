@@ -54,6 +54,9 @@ import importlib
 import inspect
 import logging
 import os
+import time
+
+from . import _log
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +98,7 @@ def _original(name):
 
 def _make(name):
     def iterator(hf_weights_files, *args, **kwargs):
+        t_call = time.perf_counter()
         if kwargs.get("decryption_key"):
             return _original(name)(hf_weights_files, *args, **kwargs)
         import pinio
@@ -111,10 +115,21 @@ def _make(name):
         tp = _tp_group()
         if tp is not None:
             files, kw = sorted(files), {"process_group": tp.cpu_group}
-        return pinio.weights_iterator(files, progress=progress, **kw)
+        return _logged(pinio.weights_iterator(files, progress=progress, **kw), t_call)
 
     iterator.__name__ = iterator.__qualname__ = f"pinio_{name}"
     return iterator
+
+
+def _logged(it, t_call):
+    """`it`'s (name, tensor) pairs, then pinio's line (pinio.integrations._log)
+    once the last was handed over; closed early, it closes `it` and logs
+    nothing (no load ended)."""
+    with it:
+        yield from it
+    rep = it.report()
+    _log.ready("sglang", _log.files(rep["files"]), rep["yielded_bytes"], t_call, rep["how"],
+               rep["io_seconds"])
 
 
 HOOKS = {name: _make(name) for name in TARGETS}

@@ -20,7 +20,16 @@ engines.md §1.3 and read from the index's copy; its commit is not recorded
 there.) pinio.safetensors.safe_open keeps each of these but `[...]`,
 which its slices refuse: the handle here hands out slices that spell an
 Ellipsis as the full slices it stands for. get_slice of an absent key
-raises naming it."""
+raises naming it.
+
+Each handle logs pinio's line (pinio.integrations._log, logger
+pinio.transformers) when it is closed: the bytes of the tensors and slices
+it handed out, ready from safe_open() until that close (transformers
+closes each handle once every slice of it was made)."""
+import threading
+import time
+
+from . import _log
 from ._patch import Handle, Patch
 
 
@@ -39,15 +48,15 @@ def _expand(index, ndim):
 
 
 class _Slice:
-    """A pinio slice that also takes `...`."""
+    """A pinio slice that also takes `...`, counted by its handle."""
 
-    __slots__ = ("_s",)
+    __slots__ = ("_s", "_f")
 
-    def __init__(self, s):
-        self._s = s
+    def __init__(self, s, f):
+        self._s, self._f = s, f
 
     def __getitem__(self, index):
-        return self._s[_expand(index, len(self._s.get_shape()))]
+        return self._f._handed(self._s[_expand(index, len(self._s.get_shape()))])
 
     def __getattr__(self, name):
         return getattr(self._s, name)
@@ -57,10 +66,35 @@ def _replacement(original):
     from pinio.safetensors import safe_open as pinio_safe_open
 
     class safe_open(pinio_safe_open):
-        """pinio.safetensors.safe_open whose slices take `[...]`."""
+        """pinio.safetensors.safe_open whose slices take `[...]`, logging
+        pinio's line at close()."""
+
+        def __init__(self, filename, *args, **kwargs):
+            self._pinio_t_call = time.perf_counter()
+            self._pinio_name = str(filename)  # a path or an object's URL
+            self._pinio_lock = threading.Lock()  # transformers slices from a thread pool
+            self._pinio_bytes = 0  # handed out: tensors and slices
+            self._pinio_logged = False
+            super().__init__(filename, *args, **kwargs)
+
+        def _handed(self, t):
+            with self._pinio_lock:
+                self._pinio_bytes += _log.nbytes(t)
+            return t
+
+        def get_tensor(self, name):
+            return self._handed(super().get_tensor(name))
 
         def get_slice(self, name):
-            return _Slice(super().get_slice(name))
+            return _Slice(super().get_slice(name), self)
+
+        def close(self):
+            super().close()
+            with self._pinio_lock:
+                logged, self._pinio_logged = self._pinio_logged, True
+            if not logged:
+                _log.ready("transformers", self._pinio_name, self._pinio_bytes,
+                           self._pinio_t_call, self.pinio_how)
 
     return safe_open
 

@@ -64,6 +64,9 @@ model_loader_extra_config takes the keys of EXTRA_CONFIG."""
 import fnmatch
 import glob
 import os
+import time
+
+from . import _log
 
 LOAD_FORMAT = "pinio"
 
@@ -306,6 +309,7 @@ def loader_class():
             pinio.weights_iterator(src).close()
 
         def load_weights(self, model, model_config):
+            t_call = time.perf_counter()
             src = self._source(model_config)
             progress = _show_progress(getattr(self.load_config, "use_tqdm_on_load", False))
             weights_to_load = {name for name, _ in model.named_parameters()}
@@ -349,6 +353,9 @@ def loader_class():
                 if missing:
                     raise ValueError("Following weights were not initialized from "
                                      f"checkpoint: {missing}")
+            rep = it.report()
+            _log.ready("vllm", _log.files(rep["files"]), rep["yielded_bytes"], t_call,
+                       rep["how"], rep["io_seconds"])
 
     PinioModelLoader.__qualname__ = "PinioModelLoader"  # as if defined at the top
     _cls = PinioModelLoader

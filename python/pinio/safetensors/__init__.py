@@ -316,6 +316,7 @@ class safe_open:
         #: tests count
         self.pinio_bytes_read = 0
         self.pinio_loads = 0
+        self._how = set()  # how its bytes came (pinio._how's words): pinio_how
         self._prefetched = _prefetch.Prefetched()
         if prefetch:
             self.prefetch()
@@ -419,6 +420,7 @@ class safe_open:
             raise self._error(e) from None
         rep = raw.report()
         self.pinio_bytes_read += rep["read_bytes"]
+        self._how |= _pinio_pkg._how(rep)
         self._mapped = rep["files_mapped"] > 0
         self.pinio_loads += 1
         return raw
@@ -504,9 +506,15 @@ class safe_open:
                 self._kept = False
                 return False
             raise self._error(e) from None
-        # as a mapped window: the page cache's bytes are not counted as read,
-        # and a hot file's next window (keys in order) is mapped whole
-        self._mapped = resident
+        # as a mapped window, the page cache's bytes are not counted as read;
+        # but a view says nothing of the rest of the file, so it leaves the
+        # next window's size and memory to the engine's run of it: the
+        # header's read-ahead makes a cold file's first tensors resident,
+        # and taking that for a hot file mapped the whole file at the next
+        # key in file order and populated it from the disk (20,000 tensors,
+        # every 2nd key in key order, cold: twice the bytes asked for read,
+        # 0.33x a plain mmap handle)
+        self._how.add("mapped" if resident else "read")
         if not resident:
             self.pinio_bytes_read += length
         self.pinio_loads += 1
@@ -530,7 +538,14 @@ class safe_open:
         if self._window is not None:
             self._window.close()  # its tensors keep their own references
             self._window = None
+        hot = self._resident(want)
         raw = self._load_counted(want, "mapped" if self._ahead > _AHEAD_MAX else "auto")
+        if hot is False:
+            # mapped but read in from the disk (the engine maps a cold file
+            # where the first touch of fresh memory is the slower path): not
+            # the hot file whose next window may map it all, populating
+            # every byte, the unasked ones too
+            self._mapped = False
         # The whole file: its tensors are the header's, in its order (the
         # handle's offset index); else the window's own names.
         whole = want is None and len(raw) == len(self._order)
@@ -541,6 +556,24 @@ class safe_open:
             raise SafetensorError(f"File does not contain tensor {name}")
         self._window = w
         return _tensor_of(raw, i, name, entry[1], entry[2], entry[4] - entry[3], self._fw)
+
+    def _resident(self, names):
+        """Whether the file bytes `names` span (None: all of them) are all in
+        the page cache now, before a window reads them; None when that is
+        not known (no kept mapping to ask, or nothing to span)."""
+        if not self._kept:
+            return None
+        if names is None:
+            lo, hi = 0, self._data_bytes
+        else:
+            ents = [self._info[n] for n in names]
+            lo, hi = min(e[3] for e in ents), max(e[4] for e in ents)
+        if hi <= lo:
+            return None
+        try:
+            return self._src.view(self._data_offset + lo, hi - lo)[1]
+        except (ValueError, _pinio.Error):  # closed, changed: the load says so
+            return None
 
     def _window_names(self, name, order):
         """`name` and the names after it in `order`, up to the window's size."""
@@ -601,6 +634,7 @@ class safe_open:
         except _pinio.Error as e:
             raise self._error(e) from None
         self.pinio_bytes_read += rep["read_bytes"]
+        self._how |= _pinio_pkg._how(rep)
         return tensors
 
     def prefetch(self, plan=None):
@@ -613,6 +647,14 @@ class safe_open:
         """(name, tensor) of every prefetched tensor, in file order
         (prefetching every tensor first when nothing was)."""
         return _prefetch.tensor_stream(self)
+
+    @property
+    def pinio_how(self):
+        """How the bytes this handle handed out came (pinio's own): "read"
+        (from the file), "shared", "mapped" (the page cache mapped in
+        place), joined by "+"; "" before any read."""
+        # an object's handle (_object) reads every byte it hands out
+        return _pinio_pkg._how_text(getattr(self, "_how", {"read"}))
 
     @property
     def pinio_prefetch_bytes(self):
@@ -666,6 +708,7 @@ class safe_open:
         with self._file.use() as fd:
             buf = _pinio.read(fd, self._data_offset + offset, length)
         self.pinio_bytes_read += length
+        self._how.add("read")
         return buf
 
 
@@ -693,13 +736,14 @@ class _Window:
         self.raw.close()  # tensors handed out keep their own references
 
 
-def _load_whole(filename, framework, *, backend="mmap", arena=None):
+def _load_whole(filename, framework, *, backend="mmap", arena=None, report=None):
     """load_file's CPU path: {name: tensor} of the whole file, in file order,
     as safe_open(...).get_tensors() returns it, from one engine run whose
     plan parses the header once (safe_open's own parse then the load's was
     a third of load_file's instructions at 20,000 tensors). The errors are
     safe_open's: the same checks first, and a failed load names the header
-    when the header is what failed."""
+    when the header is what failed. `report`, a dict: filled with the load's
+    report (pinio.Checkpoint.report(), the tensors made)."""
     fw = _framework(framework)
     if backend not in _BACKENDS:
         raise SafetensorError(f"backend {backend} is invalid (mmap or pread)")
@@ -726,7 +770,10 @@ def _load_whole(filename, framework, *, backend="mmap", arena=None):
         _os.close(fd)
     ck = _pinio_pkg.Checkpoint(raw, fw)
     try:
-        return ck.tensors()
+        out = ck.tensors()
+        if report is not None:
+            report.update(ck.report())
+        return out
     finally:
         ck.close()
 

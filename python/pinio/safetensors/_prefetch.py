@@ -241,6 +241,7 @@ def prefetch(f, plan):
         raise f._error(e) from None
     rep = raw.report()
     f.pinio_bytes_read += rep["read_bytes"]
+    f._how |= pinio_pkg._how(rep)
     f.pinio_loads += 1
     ck = pinio_pkg.Checkpoint(raw, f._fw)
     try:

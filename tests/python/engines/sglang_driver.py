@@ -21,7 +21,7 @@ file just written is in the page cache, where pinio would map it and
 count nothing read). Each run's read_bytes and yielded_bytes: what the
 pinio.weights_iterators it made read and handed out (their report()).
 Prints one json line: {pinio_file, records, runs, original_calls,
-group_ranks}."""
+group_ranks}; records: [logger, level, message, {pinio_* attributes}]."""
 import json
 import logging
 import os
@@ -45,7 +45,8 @@ def main():
 
     class Catch(logging.Handler):
         def emit(self, record):
-            records.append([record.name, record.levelname, record.getMessage()])
+            records.append([record.name, record.levelname, record.getMessage(),
+                            {k: v for k, v in vars(record).items() if k.startswith("pinio_")}])
 
     logging.getLogger().addHandler(Catch())
     logging.getLogger().setLevel(logging.INFO)

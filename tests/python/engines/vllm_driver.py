@@ -17,7 +17,8 @@ only its own tensor-parallel rank. read_bytes: what every
 pinio.weights_iterator of the run read (its report()), summed;
 yielded_bytes: what they handed out (a rank's slices, and whole tensors).
 Prints one json line: {pinio_file, loader, warnings, ranks: [{mismatches}],
-bars, read_bytes, yielded_bytes, group_ranks, error}."""
+bars, read_bytes, yielded_bytes, group_ranks, error, ready}; ready: pinio's
+end-of-load log lines (logger pinio.vllm), {level, message, pinio_*}."""
 import datetime
 import json
 import logging
@@ -158,19 +159,26 @@ def main():
     ref = dict(np.load(sys.argv[2]))
     warnings = []
 
+    ready = []  # pinio's end-of-load lines: {level, message, pinio_* attributes}
+
     class Catch(logging.Handler):
         def emit(self, record):
             if record.levelno >= logging.WARNING:
                 warnings.append(record.getMessage())
+            if record.name == "pinio.vllm":
+                ready.append(dict({k: v for k, v in vars(record).items()
+                                   if k.startswith("pinio_")},
+                                  level=record.levelname, message=record.getMessage()))
 
     logging.getLogger().addHandler(Catch())
+    logging.getLogger("pinio").setLevel(logging.INFO)
     import pinio
     import tqdm
     import vllm.plugins
     from vllm.config import LoadConfig, ModelConfig, VllmConfig
     from vllm.model_executor.model_loader import get_model, _LOAD_FORMAT_TO_MODEL_LOADER
 
-    out = {"pinio_file": pinio.__file__, "warnings": warnings, "ranks": []}
+    out = {"pinio_file": pinio.__file__, "warnings": warnings, "ranks": [], "ready": ready}
     iterators, plain = [], pinio.weights_iterator
 
     def counted(*a, **kw):
