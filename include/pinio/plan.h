@@ -522,7 +522,9 @@ typedef enum pinio_read_order {
      *  on one region (vLLM #39030, SGLang #26937). The bytes and the order
      *  of `claim` and `landed` are the same; only the reads' order changes.
      *  pinio_load() also takes a checkpoint's files in turn from its own
-     *  on: file pid mod nfiles first (each file's reads still in order). */
+     *  on: file pid mod nfiles first (each file's reads still in order),
+     *  for the files it reads for the node's shared copy, and for its
+     *  private reads on network and FUSE file systems. */
     PINIO_READ_ORDER_STAGGERED,
 } pinio_read_order;
 

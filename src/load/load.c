@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/base/fs.h"
 #include "src/base/opts.h"
 #include "src/load/arena_internal.h"
 #include "src/load/coop_internal.h"
@@ -362,10 +363,18 @@ static int execute_into_arena(pinio_plan *plan, pinio__arena *arena, const pinio
 
 /* Where a run [i, j) of several files starts in the staggered order: the
  * first read of its file pinio__file_at(0, ...) (a file's reads are
- * consecutive), so that the run is read as [s, j) then [i, s). */
+ * consecutive), so that the run is read as [s, j) then [i, s).
+ * Only where its first file is on a network or FUSE file system: there
+ * readers queue on one file's server or stripe; a local device serves
+ * every file alike, and the split would make two executions of one run
+ * (two rings, a fault plan's read count restarting at the second) for
+ * nothing. */
 static size_t run_start(const pinio_plan *plan, const pinio_load_opts *o, size_t i, size_t j)
 {
     const pinio_plan_read *r = plan->layout.reads;
+    pinio_fs fs;
+    if (i >= j || pinio__fs_probe_fd(plan->files[r[i].file].fd, &fs) != 0 || !fs.network)
+        return i;
     size_t nf = 1;
     for (size_t k = i + 1; k < j; k++)
         nf += r[k].file != r[k - 1].file;

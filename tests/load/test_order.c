@@ -206,29 +206,22 @@ Test(order, shared_files_are_taken_from_this_process_s_own_file_on, .init = shar
                          "staggered, pid %d: the shard taken %zu-th", w[1].pid, k);
 }
 
-/* The same checkpoint read privately (sharing off): the arena's reads run
- * from the pid's file to the last, then from the first: two executions,
- * each with its own total, holding those files' tensors and at most the
- * alignment of each read's two ends besides. Sequential: one. */
-Test(order, private_files_are_read_from_this_process_s_own_file_on, .init = shards_setup,
+/* The same checkpoint read privately (sharing off) from a local disk: one
+ * execution in plan order either way. The files are rotated only on
+ * network and FUSE file systems (load.c's run_start), where readers queue
+ * on one file's server; here a split would be two executions for nothing,
+ * and a fault plan's read count (tests/reliability's fault matrix) would
+ * restart at the second, depending on the pid. */
+Test(order, private_files_on_a_local_disk_are_one_execution_in_plan_order, .init = shards_setup,
      .fini = shards_teardown)
 {
     seen w[2];
     load_twice_in_a_child(false, w);
     for (int stag = 0; stag < 2; stag++) {
-        size_t start = stag ? (size_t)w[stag].pid % 3 : 0;
-        uint64_t want[2] = { 0, 0 };
-        for (size_t f = 0; f < 3; f++)
-            want[f < start] += w[stag].per_file[f];
-        for (int e = 0; e < 2; e++) {
-            uint64_t got = w[stag].totals[e], files = e ? start : 3 - start;
-            cr_assert(got >= want[e] && got <= want[e] + files * 8192,
-                      "%s, pid %d: execution %d read %llu bytes for %llu of tensors",
-                      stag ? "staggered" : "sequential", w[stag].pid, e,
-                      (unsigned long long)got, (unsigned long long)want[e]);
-        }
-        cr_assert_eq(w[stag].totals[0] + w[stag].totals[1], w[stag].read_bytes);
-        cr_assert_eq(w[stag].totals[2], 0u);
+        cr_assert_eq(w[stag].totals[0], w[stag].read_bytes, "%s, pid %d: one execution read it all",
+                     stag ? "staggered" : "sequential", w[stag].pid);
+        cr_assert_eq(w[stag].totals[1], 0u, "%s, pid %d: a second execution",
+                     stag ? "staggered" : "sequential", w[stag].pid);
     }
 }
 
