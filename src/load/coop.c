@@ -615,10 +615,13 @@ static int claim(coop_file *c, int fd, const char *dir, const char *path)
     h->claim = ((uint64_t)getpid() << 40) ^
                ((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec);
     h->claim += !h->claim;
-    /* The magic last: a joiner mapping early (early()) takes a header with
-     * it as filled in. */
-    atomic_thread_fence(memory_order_release);
-    memcpy(h->magic, MAGIC, sizeof(h->magic));
+    /* The magic last, one release store of its 8 bytes (the mapping is
+     * page-aligned): a joiner mapping early (early()) takes a header with
+     * it as filled in. Not a fence and a memcpy: TSan builds refuse
+     * atomic_thread_fence, and a store says what is published. */
+    uint64_t magic;
+    memcpy(&magic, MAGIC, sizeof(magic));
+    __atomic_store_n((uint64_t *)(void *)h->magic, magic, __ATOMIC_RELEASE);
     atomic_store_explicit(&h->state, STATE_FILLING, memory_order_relaxed);
     c->head = h;
     c->seg_lo = c->lo;
