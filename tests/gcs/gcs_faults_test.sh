@@ -83,7 +83,9 @@ for st in 429 503; do
 and j['s3']['throttled'] == 3 and j['s3']['retry_wait_s'] >= 3 * 2"
 done
 
-# Faults that last: bounded retries, then one line naming the object.
+# Faults that last: bounded retries, then one line naming the object. A
+# reset reads as curl's partial file, reset by peer or receive failure,
+# whichever the RST meets first (the recv, or the body's length check).
 while read -r fault attempts msg; do
     proxy --fault "$fault" --count 0
     AWS_MAX_ATTEMPTS=$attempts run 1 "$fault every time" "$PINIO" load "$URL" --sha256 "$SUM"
@@ -91,7 +93,7 @@ while read -r fault attempts msg; do
     one_line "$fault every time"
 done <<'CASES'
 badrange 3 Content-Range
-reset 2 partial file\|reset by peer
+reset 2 partial file\|reset by peer\|receiving data
 503 2 HTTP 503 SlowDown
 429 2 HTTP 429
 CASES
