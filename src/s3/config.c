@@ -947,12 +947,30 @@ static const char *sso_get(loader *L, const char *ssect, const char *key, const 
     return v ? v : sv;
 }
 
+/* An SSO service's URL into out[1024]: its endpoint setting (as for STS),
+ * else https://HOST.REGION.amazonaws.com[.cn]. */
+static int sso_service_url(loader *L, const char *svc, const char *var, const char *host,
+                           const char *region, char *out)
+{
+    char what[PINIO_DIAG_PATH_MAX + 96], nested[1024];
+    const char *from;
+    const char *ep = service_endpoint(L, svc, var, nested, sizeof(nested), what, sizeof(what),
+                                      &from);
+    if (ep)
+        return endpoint_url(L, ep, from, out, 1024);
+    snprintf(out, 1024, "https://%s.%s.amazonaws.com%s", host, region,
+             strncmp(region, "cn-", 3) == 0 ? ".cn" : "");
+    return 0;
+}
+
 /* IAM Identity Center: a profile with sso_role_name or sso_account_id
  * (botocore's SSOProvider), its start URL and region there or in the
  * [sso-session NAME] it names; the token `aws sso login` cached in
  * ~/.aws/sso/cache/SHA1(NAME or the start URL).json; GetRoleCredentials
  * at AWS_ENDPOINT_URL_SSO (or the other endpoint settings, as for STS),
- * else portal.sso.REGION.amazonaws.com. 1: not an SSO profile. */
+ * else portal.sso.REGION.amazonaws.com; an sso_session's token refreshed at
+ * AWS_ENDPOINT_URL_SSO_OIDC (the same way), else oidc.REGION.amazonaws.com.
+ * 1: not an SSO profile. */
 static int sso(loader *L)
 {
     const char *file, *f2;
@@ -990,18 +1008,14 @@ static int sso(loader *L)
                           "sso_account_id has a control character", L->profile);
         return -EINVAL;
     }
-    char what[PINIO_DIAG_PATH_MAX + 96], nested[1024], url[1024];
-    const char *from;
-    const char *ep = service_endpoint(L, "sso", "AWS_ENDPOINT_URL_SSO", nested, sizeof(nested),
-                                      what, sizeof(what), &from);
-    int rc;
-    if (ep) {
-        if ((rc = endpoint_url(L, ep, from, url, sizeof(url))) < 0)
-            return rc;
-    } else {
-        snprintf(url, sizeof(url), "https://portal.sso.%s.amazonaws.com%s", v[3],
-                 strncmp(v[3], "cn-", 3) == 0 ? ".cn" : "");
-    }
+    char url[1024], oidc[1024];
+    int rc = sso_service_url(L, "sso", "AWS_ENDPOINT_URL_SSO", "portal.sso", v[3], url);
+    /* SSO OIDC, where an sso_session's token is refreshed: botocore's
+     * token provider reads only the sso_session form. */
+    if (rc == 0 && sname)
+        rc = sso_service_url(L, "sso_oidc", "AWS_ENDPOINT_URL_SSO_OIDC", "oidc", v[3], oidc);
+    if (rc < 0)
+        return rc;
     char *dir = file_path(NULL, ".aws/sso/cache"), src[PINIO_DIAG_PATH_MAX + 1200];
     if (!dir) {
         pinio_diag_set(L->diag, -ENOENT, "SSO: no home folder for ~/.aws/sso/cache");
@@ -1015,7 +1029,9 @@ static int sso(loader *L)
                  L->profile, v[2], v[0], v[1]);
     pinio__s3_creds_spec s = {.kind = PINIO__S3_CREDS_SSO, .source = src, .url = url,
                               .sso_role = v[0], .sso_account = v[1], .sso_cache_dir = dir,
-                              .sso_key = sname ? sname : v[2]};
+                              .sso_key = sname ? sname : v[2],
+                              .sso_oidc_url = sname ? oidc : NULL, .sso_start_url = v[2],
+                              .sso_region = v[3]};
     rc = open_source(L, &s);
     free(dir);
     return rc;

@@ -40,6 +40,8 @@ extern char **environ;
 /* botocore's RefreshableCredentials windows. */
 #define ADVISORY_S (15 * 60)
 #define MANDATORY_S (10 * 60)
+/* botocore's SSOTokenProvider._REFRESH_WINDOW. */
+#define SSO_REFRESH_S (15 * 60)
 /* What any of these answers may hold: a few KiB. */
 #define BODY_MAX ((size_t)64 << 10)
 
@@ -50,6 +52,7 @@ struct pinio__s3_creds {
     char *command, *role_arn, *session_name, *external_id, *token_file;
     char *sts_url, *sts_region, *url, *auth_token, *auth_token_file, *cainfo, *capath;
     char *sso_role, *sso_account, *sso_cache_dir, *sso_key;
+    char *sso_oidc_url, *sso_start_url, *sso_region;
     unsigned duration_s;
     pinio__s3_creds *base;
     char *ak, *sk, *tok;
@@ -612,9 +615,233 @@ static int fetch_imds(pinio__s3_creds *c, pinio_diag *diag)
 
 /* ---- IAM Identity Center (SSO) ---------------------------------------- */
 
+/* The members of the AWS CLI's cached token that pinio reads; the last
+ * four are what a refresh needs (botocore's SSOTokenProvider refreshes only
+ * when all four are there and the registration has not expired). */
+enum { T_ACCESS, T_EXPIRES, T_REFRESH, T_CLIENT, T_SECRET, T_REGEXP, T_N };
+
+/* s as a JSON string into out (6 * strlen(s) + 3 bytes), escaped as
+ * Python's json.dumps escapes ASCII (botocore writes the cache with it);
+ * other bytes are UTF-8 that JSON takes as they are. */
+static size_t json_quote(char *out, const char *s)
+{
+    size_t o = 0;
+    out[o++] = '"';
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        const char *e = *p == '"' ? "\\\"" : *p == '\\' ? "\\\\" : *p == '\n' ? "\\n"
+                      : *p == '\r' ? "\\r" : *p == '\t' ? "\\t" : *p == '\b' ? "\\b"
+                      : *p == '\f' ? "\\f" : NULL;
+        if (e) {
+            memcpy(out + o, e, 2);
+            o += 2;
+        } else if (*p < 0x20) {
+            o += (size_t)sprintf(out + o, "\\u%04x", *p);
+        } else {
+            out[o++] = (char)*p;
+        }
+    }
+    out[o++] = '"';
+    out[o] = '\0';
+    return o;
+}
+
+/* {"k0": v0, "k1": v1, ...} of n string members, as json.dumps writes a
+ * dict (", " and ": "), malloc'ed; NULL when out of memory. */
+static char *json_object(const char *const *k, const char *const *v, size_t n)
+{
+    size_t cap = 3;
+    for (size_t i = 0; i < n; i++)
+        cap += 6 * (strlen(k[i]) + strlen(v[i])) + 10;
+    char *out = malloc(cap), *o = out;
+    if (!out)
+        return NULL;
+    *o++ = '{';
+    for (size_t i = 0; i < n; i++) {
+        if (i) {
+            memcpy(o, ", ", 2);
+            o += 2;
+        }
+        o += json_quote(o, k[i]);
+        memcpy(o, ": ", 2);
+        o += 2;
+        o += json_quote(o, v[i]);
+    }
+    *o++ = '}';
+    *o = '\0';
+    return out;
+}
+
+/* text as the whole of path, replaced at once: a temporary file of mode
+ * 0600 beside it (the mode botocore creates the cache with), renamed over
+ * it, so that another process reading the cache (a second rank, the AWS
+ * CLI) never sees half a token. 0 or -errno. */
+static int replace_file(const char *path, const char *text)
+{
+    char *tmp = NULL;
+    if (asprintf(&tmp, "%s.XXXXXX", path) < 0)
+        return -ENOMEM;
+    int fd = mkostemp(tmp, O_CLOEXEC), rc = 0;
+    if (fd < 0) {
+        rc = -errno;
+        free(tmp);
+        return rc;
+    }
+    for (size_t n = strlen(text), off = 0; rc == 0 && off < n;) {
+        ssize_t w = write(fd, text + off, n - off);
+        if (w < 0 && errno != EINTR)
+            rc = -errno;
+        else if (w > 0)
+            off += (size_t)w;
+    }
+    if (rc == 0 && fsync(fd) != 0)
+        rc = -errno;
+    if (close(fd) != 0 && rc == 0)
+        rc = -errno;
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = -errno;
+    if (rc < 0)
+        unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
+/* CreateToken's error answer in a few words: its JSON "error" member
+ * (invalid_grant, ...), else the body's first line, escaped. */
+static void oidc_words(const http_resp *r, char *out, size_t cap)
+{
+    pinio__s3_jfield e[] = {{"error"}};
+    if (r->body && !pinio__s3_jflat(r->body, r->len, e, 1, PINIO__S3_JFLAT_NESTED) && e[0].val &&
+        e[0].str)
+        escaped(out, cap, e[0].val, strlen(e[0].val));
+    else
+        answer_words(r, out, cap);
+    pinio__s3_jflat_clear(e, 1);
+}
+
+/* CreateToken's answer (accessToken, expiresIn in seconds, refreshToken
+ * when it hands out a new one) written back to the cache file as botocore's
+ * _attempt_create_token writes it; f[T_ACCESS] and *exp then the new
+ * token's. 0; 1 with why[] when the answer is not a token; < 0 with diag
+ * when the cache cannot be rewritten (botocore fails the same way). */
+static int sso_take_refresh(pinio__s3_creds *c, const char *path, const http_resp *r,
+                            pinio__s3_jfield *f, time_t now, time_t *exp, char *why, size_t wn,
+                            pinio_diag *diag)
+{
+    pinio__s3_jfield a[] = {{"accessToken"}, {"expiresIn"}, {"refreshToken"}};
+    const char *bad = pinio__s3_jflat(r->body ? r->body : "", r->len, a, 3,
+                                      PINIO__S3_JFLAT_NESTED);
+    if (bad && strcmp(bad, "out of memory") == 0)
+        return -ENOMEM;
+    char *end = NULL;
+    long long in = !bad && a[1].val && !a[1].str ? strtoll(a[1].val, &end, 10) : 0;
+    if (!bad && (!a[0].val || !a[0].str || !*a[0].val || strpbrk(a[0].val, "\r\n")))
+        bad = "no accessToken string of one line";
+    else if (!bad && (!end || *end || in <= 0 || in > 10LL * 366 * 86400))
+        bad = "no expiresIn in whole seconds";
+    else if (!bad && a[2].val && !a[2].str)
+        bad = "a refreshToken that is not a string";
+    if (bad) {
+        pinio__s3_jflat_clear(a, 3);
+        snprintf(why, wn, "a malformed answer from SSO OIDC CreateToken (%s)", bad);
+        return 1;
+    }
+    char when[32];
+    time_t t = now + (time_t)in;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    const char *k[] = {"startUrl", "region", "accessToken", "expiresAt", "clientId",
+                       "clientSecret", "registrationExpiresAt", "refreshToken"};
+    const char *v[] = {c->sso_start_url, c->sso_region, a[0].val, when, f[T_CLIENT].val,
+                       f[T_SECRET].val, f[T_REGEXP].val, a[2].val};
+    /* Without a new refreshToken botocore writes none: the next refresh
+     * then needs a login, as it would after botocore's. */
+    char *text = json_object(k, v, a[2].val ? 8 : 7);
+    int rc = text ? replace_file(path, text) : -ENOMEM;
+    if (text) {
+        explicit_bzero(text, strlen(text));
+        free(text);
+    }
+    if (rc == 0) {
+        wipe(&f[T_ACCESS].val);
+        f[T_ACCESS].val = a[0].val;
+        a[0].val = NULL;
+        *exp = t;
+    } else if (rc != -ENOMEM) {
+        pinio_diag_set(diag, rc, "%s: the SSO token was refreshed but cannot be written back to "
+                       "%s: %s", c->source, path, pinio_strerror(rc));
+    }
+    pinio__s3_jflat_clear(a, 3);
+    return rc;
+}
+
+/* botocore's SSOTokenProvider._refresh_access_token: the cached token
+ * exchanged at SSO OIDC's CreateToken (grant refresh_token) for a new one.
+ * 0: refreshed; 1: not, why[] says why (for the caller's message: the old
+ * token is used while it lasts); < 0 a failure of the whole fetch. */
+static int sso_refresh(pinio__s3_creds *c, const char *path, pinio__s3_jfield *f, time_t now,
+                       time_t *exp, char *why, size_t wn, pinio_diag *diag)
+{
+    char missing[96] = "";
+    for (int i = T_REFRESH; i < T_N; i++)
+        if (!f[i].val || !f[i].str)
+            snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%s%s",
+                     missing[0] ? ", " : "", f[i].name);
+    time_t reg = 0;
+    if (missing[0]) {
+        snprintf(why, wn, "the cached token has no %s to refresh it with", missing);
+        return 1;
+    }
+    if (!parse_time(f[T_REGEXP].val, &reg)) {
+        snprintf(why, wn, "its registrationExpiresAt is not an ISO 8601 time");
+        return 1;
+    }
+    if (reg <= now) {
+        char e[64];
+        snprintf(why, wn, "its client registration expired at %s",
+                 escaped(e, sizeof(e), f[T_REGEXP].val, strlen(f[T_REGEXP].val)));
+        return 1;
+    }
+    const char *k[] = {"grantType", "clientId", "clientSecret", "refreshToken"};
+    const char *v[] = {"refresh_token", f[T_CLIENT].val, f[T_SECRET].val, f[T_REFRESH].val};
+    char *body = json_object(k, v, 4), *url = NULL, err[CURL_ERROR_SIZE + 64];
+    struct curl_slist *hl = NULL;
+    int rc = 0;
+    if (!body || asprintf(&url, "%s/token", c->sso_oidc_url) < 0 ||
+        !(hl = curl_slist_append(NULL, "Content-Type: application/json")))
+        rc = -ENOMEM;
+    http_resp r = {0};
+    if (rc == 0) {
+        CURLcode cc = http_do(c, "POST", url, hl, body, 10000, &r, err, sizeof(err));
+        char words[160];
+        if (cc != CURLE_OK) {
+            snprintf(why, wn, "SSO OIDC CreateToken at %s failed: %s", c->sso_oidc_url, err);
+            rc = 1;
+        } else if (r.status != 200) {
+            oidc_words(&r, words, sizeof(words));
+            snprintf(why, wn, "SSO OIDC CreateToken at %s answered HTTP %ld%s%s",
+                     c->sso_oidc_url, r.status, words[0] ? " " : "", words);
+            rc = 1;
+        } else {
+            rc = sso_take_refresh(c, path, &r, f, now, exp, why, wn, diag);
+        }
+    }
+    pinio__s3_fetch_resp_free(&r);
+    curl_slist_free_all(hl);
+    free(url);
+    if (body) {
+        explicit_bzero(body, strlen(body));
+        free(body);
+    }
+    return rc;
+}
+
 /* The AWS CLI's cached token (`aws sso login` writes it): accessToken
  * while expiresAt is ahead, else why not, for the message. Read afresh at
- * each fetch, so a login while a long load runs is taken. */
+ * each fetch, so a login while a long load runs is taken. An sso_session's
+ * token within botocore's refresh window (15 minutes) is refreshed first;
+ * a failed refresh keeps a token that has not expired yet, as botocore
+ * does (it catches the failure and goes on with the cached token). */
 static int sso_token(pinio__s3_creds *c, const char *path, time_t now, char **out,
                      pinio_diag *diag)
 {
@@ -638,9 +865,10 @@ static int sso_token(pinio__s3_creds *c, const char *path, time_t now, char **ou
     if (!buf)
         return -ENOMEM;
     buf[n] = '\0';
-    pinio__s3_jfield f[] = {{"accessToken"}, {"expiresAt"}};
+    pinio__s3_jfield f[T_N] = {{"accessToken"}, {"expiresAt"},    {"refreshToken"},
+                               {"clientId"},    {"clientSecret"}, {"registrationExpiresAt"}};
     const char *why = big ? "over 64 KiB" : got < 0 ? "a read error"
-                                              : pinio__s3_jflat(buf, n, f, 2, PINIO__S3_JFLAT_NESTED);
+                                              : pinio__s3_jflat(buf, n, f, T_N, PINIO__S3_JFLAT_NESTED);
     explicit_bzero(buf, n);
     free(buf);
     if (why && strcmp(why, "out of memory") == 0)
@@ -653,20 +881,33 @@ static int sso_token(pinio__s3_creds *c, const char *path, time_t now, char **ou
     else if (!why && strpbrk(f[0].val, "\r\n"))
         why = "an accessToken with a line break";
     if (why) {
-        pinio__s3_jflat_clear(f, 2);
+        pinio__s3_jflat_clear(f, T_N);
         pinio_diag_set(diag, -EPROTO, "%s: the cached SSO token %s is not valid (%s): run "
                        "`aws sso login` with this profile", c->source, path, why);
         return -EPROTO;
     }
+    char nowhy[PINIO_DIAG_PATH_MAX + 400] = "";
+    if (c->sso_oidc_url && exp - now < SSO_REFRESH_S) {
+        int rc = sso_refresh(c, path, f, now, &exp, nowhy, sizeof(nowhy), diag);
+        if (rc < 0) {
+            pinio__s3_jflat_clear(f, T_N);
+            return rc;
+        }
+    }
     if (exp <= now) {
-        pinio_diag_set(diag, -EKEYEXPIRED, "%s: the SSO token cached in %s expired at %s: run "
-                       "`aws sso login` with this profile", c->source, path, f[1].val);
-        pinio__s3_jflat_clear(f, 2);
+        if (nowhy[0])
+            pinio_diag_set(diag, -EKEYEXPIRED, "%s: the SSO token cached in %s expired at %s and "
+                           "was not refreshed (%s): run `aws sso login` with this profile",
+                           c->source, path, f[1].val, nowhy);
+        else
+            pinio_diag_set(diag, -EKEYEXPIRED, "%s: the SSO token cached in %s expired at %s: "
+                           "run `aws sso login` with this profile", c->source, path, f[1].val);
+        pinio__s3_jflat_clear(f, T_N);
         return -EKEYEXPIRED;
     }
     *out = f[0].val;
     f[0].val = NULL;
-    pinio__s3_jflat_clear(f, 2);
+    pinio__s3_jflat_clear(f, T_N);
     return 0;
 }
 
@@ -991,11 +1232,13 @@ int pinio__s3_creds_open(pinio__s3_creds **out, const pinio__s3_creds_spec *s, p
     const char *const src[] = {s->source, s->command, s->role_arn, s->session_name,
                                s->external_id, s->token_file, s->sts_url, s->sts_region,
                                s->url, s->auth_token, s->auth_token_file, s->cainfo, s->capath,
-                               s->sso_role, s->sso_account, s->sso_cache_dir, s->sso_key};
+                               s->sso_role, s->sso_account, s->sso_cache_dir, s->sso_key,
+                               s->sso_oidc_url, s->sso_start_url, s->sso_region};
     char **dst[] = {&c->source, &c->command, &c->role_arn, &c->session_name, &c->external_id,
                     &c->token_file, &c->sts_url, &c->sts_region, &c->url, &c->auth_token,
                     &c->auth_token_file, &c->cainfo, &c->capath, &c->sso_role,
-                    &c->sso_account, &c->sso_cache_dir, &c->sso_key};
+                    &c->sso_account, &c->sso_cache_dir, &c->sso_key, &c->sso_oidc_url,
+                    &c->sso_start_url, &c->sso_region};
     for (size_t i = 0; rc == 0 && i < sizeof(dst) / sizeof(*dst); i++)
         rc = dup_opt(dst[i], src[i]);
     if (rc == 0 && !c->source)
@@ -1046,7 +1289,8 @@ void pinio__s3_creds_free(pinio__s3_creds *c)
     char **s[] = {&c->source, &c->command, &c->role_arn, &c->session_name, &c->external_id,
                   &c->token_file, &c->sts_url, &c->sts_region, &c->url, &c->auth_token,
                   &c->auth_token_file, &c->cainfo, &c->capath, &c->sso_role, &c->sso_account,
-                  &c->sso_cache_dir, &c->sso_key, &c->ak, &c->sk, &c->tok};
+                  &c->sso_cache_dir, &c->sso_key, &c->sso_oidc_url, &c->sso_start_url,
+                  &c->sso_region, &c->ak, &c->sk, &c->tok};
     for (size_t i = 0; i < sizeof(s) / sizeof(*s); i++)
         wipe(s[i]);
     pthread_mutex_destroy(&c->mu);

@@ -32,7 +32,12 @@ enum pinio__s3_creds_kind {
     PINIO__S3_CREDS_IMDS,         /**< url (the service's base URL) */
     /** url (the SSO portal's scheme://host[:port]), sso_role, sso_account,
      *  sso_cache_dir, sso_key (the sso_session's name, or the legacy
-     *  sso_start_url: the cached token is SSO_CACHE_DIR/SHA1(KEY).json) */
+     *  sso_start_url: the cached token is SSO_CACHE_DIR/SHA1(KEY).json);
+     *  for an sso_session also sso_oidc_url (SSO OIDC's scheme://host[:port]),
+     *  sso_start_url and sso_region: a cached token within 15 minutes of its
+     *  expiry is refreshed there (CreateToken, grant refresh_token) and the
+     *  cache file rewritten (botocore's SSOTokenProvider); sso_oidc_url NULL
+     *  (the legacy form): never refreshed */
     PINIO__S3_CREDS_SSO,
 };
 
@@ -50,6 +55,7 @@ typedef struct pinio__s3_creds_spec {
     unsigned duration_s;    /**< 0: STS's default */
     const char *url, *auth_token, *auth_token_file;
     const char *sso_role, *sso_account, *sso_cache_dir, *sso_key;
+    const char *sso_oidc_url, *sso_start_url, *sso_region;
     const char *cainfo, *capath; /**< CURLOPT_CAINFO / CAPATH for https, NULL: libcurl's */
     /** ASSUME_ROLE: the source profile's credentials; taken over by
      *  pinio__s3_creds_open() whatever it returns. */
@@ -69,7 +75,8 @@ typedef struct pinio__s3_keys {
  *         EC2: the chain goes on, botocore's way); else a negative code with
  *         `diag` naming the source (-EACCES refused, -EPROTO a malformed
  *         answer, -ENOENT a missing token file, -EKEYEXPIRED an SSO token
- *         past its time (the message says to run `aws sso login`), -EIO
+ *         past its time that could not be refreshed (the message says to
+ *         run `aws sso login` and why the refresh failed), -EIO
  *         unreachable, -EINVAL a bad setting, -ENOMEM).
  */
 int pinio__s3_creds_open(pinio__s3_creds **out, const pinio__s3_creds_spec *spec,

@@ -8,8 +8,10 @@ usage: botocore_check.py SIGN_TOOL      (exit 0: all agree; 1: a difference; 77:
 environment, as "METHOD ACCESS_KEY SHA256(SECRET)[:16] SHA256(TOKEN)[:16]"
 ("none" when nothing, "error CLASS" when botocore raises), for tests/s3/s3_creds_test.sh to hold beside what
 pinio fetched from the same endpoints. botocore 1.29 reads no
-AWS_ENDPOINT_URL_STS, AWS_ENDPOINT_URL_SSO (the service-specific endpoint
-variables came in 1.31) nor AWS_REGION: they are passed on to it here.
+AWS_ENDPOINT_URL_STS, AWS_ENDPOINT_URL_SSO, AWS_ENDPOINT_URL_SSO_OIDC (the
+service-specific endpoint variables came in 1.31) nor AWS_REGION: they are
+passed on to it here (so its SSOTokenProvider refreshes a cached SSO token
+at the tests' CreateToken, and writes the cache file as it does).
 
 For each case, the same request (GET with Range, HEAD, If-Match, ListObjectsV2
 with prefix/continuation-token, keys with spaces, + = & ~ % and UTF-8, a
@@ -48,7 +50,8 @@ except ImportError as e:
 def resolve_creds():
     import hashlib
     urls = {"sts": os.environ.get("AWS_ENDPOINT_URL_STS"),
-            "sso": os.environ.get("AWS_ENDPOINT_URL_SSO")}
+            "sso": os.environ.get("AWS_ENDPOINT_URL_SSO"),
+            "sso-oidc": os.environ.get("AWS_ENDPOINT_URL_SSO_OIDC")}
     # botocore 1.29 reads AWS_DEFAULT_REGION only; later ones AWS_REGION too.
     if "AWS_REGION" in os.environ:
         os.environ.setdefault("AWS_DEFAULT_REGION", os.environ["AWS_REGION"])

@@ -3,6 +3,7 @@
 
 usage: credserver.py LOG [--keys AK SK] [--expire-in S] [--fail CODE [ERRCODE]]
                          [--malformed] [--hang] [--container-auth TOKEN]
+                         [--oidc-fail CODE]
 
 One server answers as every endpoint pinio's credential chain calls:
   POST /  STS: Action=AssumeRoleWithWebIdentity (the WebIdentityToken must
@@ -19,6 +20,13 @@ One server answers as every endpoint pinio's credential chain calls:
           GetRoleCredentials: x-amz-sso_bearer_token must be
           "pinio-sso-access-NeverPrint" (else 401 UnauthorizedException);
           JSON roleCredentials with the expiration in milliseconds.
+  POST /token  SSO OIDC's CreateToken: the JSON body must be grantType
+          "refresh_token", clientId "pinio-sso-client", clientSecret
+          "pinio-sso-client-secret-NeverPrint" and refreshToken
+          "pinio-sso-refresh-NeverPrint" (else 400 invalid_grant); answers
+          accessToken "pinio-sso-access-NeverPrint" (the one GetRoleCredentials
+          takes), expiresIn 28800 and refreshToken "pinio-sso-refresh2-NeverPrint";
+          --oidc-fail CODE answers CODE instead.
 Every answer hands out AK/SK (default s3rver's S3RVER/S3RVER, so that the
 data requests signed with them verify) with the session token
 "pinio-test-session-NeverPrint", expiring in S seconds (default 3600).
@@ -43,6 +51,9 @@ import urllib.parse
 TOKEN = "pinio-test-session-NeverPrint"
 IMDS_TOKEN = "pinio-imds-token-0123"
 SSO_TOKEN = "pinio-sso-access-NeverPrint"
+OIDC_WANT = {"grantType": "refresh_token", "clientId": "pinio-sso-client",
+             "clientSecret": "pinio-sso-client-secret-NeverPrint",
+             "refreshToken": "pinio-sso-refresh-NeverPrint"}
 WEB_TOKEN = "pinio-test-web-identity-token"
 
 p = argparse.ArgumentParser()
@@ -54,6 +65,7 @@ p.add_argument("--malformed", action="store_true")
 p.add_argument("--hang", action="store_true")
 p.add_argument("--container-auth")
 p.add_argument("--verify-secret")
+p.add_argument("--oidc-fail", type=int)
 p.add_argument("--listen", default="127.0.0.1:0")
 a = p.parse_args()
 lock = threading.Lock()
@@ -168,9 +180,33 @@ class H(http.server.BaseHTTPRequestHandler):
             return self.creds_json()
         self.send(404, "not here", "text/plain")
 
+    def create_token(self, raw):
+        """SSO OIDC CreateToken, as botocore's sso-oidc client calls it."""
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        ok = isinstance(body, dict) and {k: body.get(k) for k in OIDC_WANT} == OIDC_WANT
+        extra = sorted(set(body) - set(OIDC_WANT)) if isinstance(body, dict) else []
+        log(f"POST /token ctype={self.headers.get('Content-Type')} body={'ok' if ok else 'wrong'}"
+            f"{' extra=' + ','.join(extra) if extra else ''}")
+        if self.hang():
+            return
+        if a.oidc_fail:
+            return self.send(a.oidc_fail, '{"error": "server_error", '
+                             '"error_description": "refused by the test"}')
+        if not ok or extra:
+            return self.send(400, '{"error": "invalid_grant", '
+                             '"error_description": "Invalid refresh token provided"}')
+        self.send(200, json.dumps({"accessToken": SSO_TOKEN, "tokenType": "Bearer",
+                                   "expiresIn": 28800,
+                                   "refreshToken": "pinio-sso-refresh2-NeverPrint"}))
+
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
         raw = self.rfile.read(n)
+        if self.path == "/token":
+            return self.create_token(raw)
         form = urllib.parse.parse_qs(raw.decode())
         f = {k: v[0] for k, v in form.items()}
         auth = self.headers.get("Authorization", "")

@@ -12,10 +12,13 @@
 # missing token file, a process exiting 1, a refused container token, a
 # container host not allowed, a credential_source with no keys or of a name
 # botocore does not take, an expired or refused SSO token) an error naming
-# the source; no instance metadata (nothing listening, or a server that
+# the source; an sso_session's token near or past its expiry refreshed at SSO
+# OIDC (the cache rewritten, the new token used; a refused refresh keeps a
+# token still valid, else the error says why; the legacy form never
+# refreshed); no instance metadata (nothing listening, or a server that
 # never answers: one try) anonymous; no token ever printed.
 # usage: s3_creds_test.sh PINIO SRC_ROOT
-[ "${1:-}" = --help ] && { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[ "${1:-}" = --help ] && { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 PINIO=$1
 SRC=$2
 . "$SRC/tests/s3/s3env.sh"
@@ -219,7 +222,7 @@ boto_same "credential_source and source_profile" "error InvalidConfigError"
 # URL).json; an expired token, one the portal refuses (401), a missing
 # cache and a half SSO profile are errors saying what to do; never the token.
 creds_clear
-sso_start() { cred_start "$@"; export AWS_ENDPOINT_URL_SSO=$CRED_URL; }
+sso_start() { cred_start "$@"; export AWS_ENDPOINT_URL_SSO=$CRED_URL AWS_ENDPOINT_URL_SSO_OIDC=$CRED_URL; }
 sso_start
 OLD_HOME=$HOME
 export HOME=$DIR/home AWS_CONFIG_FILE=$DIR/config
@@ -274,7 +277,7 @@ sso_start --malformed
 load_fails "SSO, malformed answer" "SSO ($DIR/config \[sso\] sso_session pinio-sso, role ReadModels in account 123456789012): a malformed answer from GetRoleCredentials (no accessKeyId, secretAccessKey and sessionToken strings)"
 sso_start
 sso_cache pinio-sso pinio-sso-access-NeverPrint 2020-01-01T00:00:00Z
-load_fails "SSO, expired token" "SSO ($DIR/config \[sso\] sso_session pinio-sso, role ReadModels in account 123456789012): the SSO token cached in $HOME/.aws/sso/cache/$(sha1 pinio-sso).json expired at 2020-01-01T00:00:00Z: run \`aws sso login\`"
+load_fails "SSO, expired token" "SSO ($DIR/config \[sso\] sso_session pinio-sso, role ReadModels in account 123456789012): the SSO token cached in $HOME/.aws/sso/cache/$(sha1 pinio-sso).json expired at 2020-01-01T00:00:00Z and was not refreshed (the cached token has no refreshToken, clientSecret, registrationExpiresAt to refresh it with): run \`aws sso login\`"
 boto_same "SSO, expired token" "error TokenRetrievalError"
 [ -s "$DIR/cred.log" ] && { echo "FAIL: an expired SSO token was sent:"; cat "$DIR/cred.log"; fails=$((fails + 1)); }
 sso_cache pinio-sso wrong-NeverPrint 2099-01-01T00:00:00Z
@@ -288,8 +291,130 @@ boto_same "SSO, half a profile" "error InvalidConfigError"
 export AWS_PROFILE=ssoclash
 load_fails "SSO, profile and session differ" "\[ssoclash\] sso_region differs from \[sso-session pinio-sso\]'s"
 boto_same "SSO, profile and session differ" "error InvalidConfigError"
+
+# --- SSO token refresh (botocore's SSOTokenProvider) --------------------------
+# An sso_session's cached token within 15 minutes of its expiry (or past it)
+# with the refreshToken, clientId, clientSecret and registrationExpiresAt
+# `aws sso login` caches beside it: exchanged at SSO OIDC's CreateToken
+# (AWS_ENDPOINT_URL_SSO_OIDC; credserver.py checks the JSON body), the cache
+# file replaced (mode 0600, botocore's members in its order), then
+# GetRoleCredentials with the NEW token (credserver.py refuses the stale
+# one). A refresh refused (400, 500): a token still valid is used, an
+# expired one is the error naming the profile and the refusal. A legacy
+# sso_start_url profile is never refreshed (nor by botocore). botocore 1.29
+# refreshes the same cache at the same endpoint (botocore_check.py passes
+# AWS_ENDPOINT_URL_SSO_OIDC on to it): it must resolve the same keys and
+# write the same file but for expiresAt (a clock read apart).
+SSO_CACHE=$HOME/.aws/sso/cache/$(sha1 pinio-sso).json
+at() { date -u -d "@$(($(date +%s) + $1))" +%Y-%m-%dT%H:%M:%SZ; }
+sso_refreshable() {  # sso_refreshable FILE TOKEN EXPIRES-AT [REGISTRATION-EXPIRES-AT]
+    printf '{"startUrl": "%s", "region": "us-east-1", "accessToken": "%s", "expiresAt": "%s", "clientId": "pinio-sso-client", "clientSecret": "pinio-sso-client-secret-NeverPrint", "registrationExpiresAt": "%s", "refreshToken": "pinio-sso-refresh-NeverPrint"}\n' \
+        "$SSO_URL" "$2" "$3" "${4:-2099-01-01T00:00:00Z}" >"$1"
+    chmod 644 "$1"
+}
+# cache_refreshed WHAT [BOTOCORE-FILE]: $SSO_CACHE holds the refreshed token
+# as botocore writes it (and as BOTOCORE-FILE, botocore's, but expiresAt);
+# names the members that differ, never their values.
+cache_refreshed() {
+    /usr/bin/python3 - "$SSO_CACHE" "$SSO_URL" "${2:-}" <<'EOF' ||
+import datetime, json, sys
+d = json.load(open(sys.argv[1]))
+want = {"startUrl": sys.argv[2], "region": "us-east-1", "accessToken": "pinio-sso-access-NeverPrint",
+        "clientId": "pinio-sso-client", "clientSecret": "pinio-sso-client-secret-NeverPrint",
+        "registrationExpiresAt": "2099-01-01T00:00:00Z", "refreshToken": "pinio-sso-refresh2-NeverPrint"}
+order = ["startUrl", "region", "accessToken", "expiresAt", "clientId", "clientSecret",
+         "registrationExpiresAt", "refreshToken"]
+bad = [k for k in want if d.get(k) != want[k]]
+if list(d) != order:
+    bad.append("the members or their order: " + ",".join(d))
+exp = datetime.datetime.strptime(d.get("expiresAt", ""), "%Y-%m-%dT%H:%M:%SZ")
+if exp < datetime.datetime.utcnow() + datetime.timedelta(hours=1):
+    bad.append("expiresAt not expiresIn ahead")
+if sys.argv[3]:
+    b = json.load(open(sys.argv[3]))
+    bad += [f"{k} differs from botocore's" for k in set(b) | set(d) if k != "expiresAt" and b.get(k) != d.get(k)]
+    if list(b) != list(d):
+        bad.append("the member order differs from botocore's")
+if bad:
+    print("; ".join(bad))
+    sys.exit(1)
+EOF
+        { echo "FAIL: $1: the rewritten cache file"; fails=$((fails + 1)); }
+}
+export AWS_PROFILE=sso
+sso_start
+sso_refreshable "$SSO_CACHE" pinio-sso-stale-NeverPrint "$(at 300)"
+load_ok "SSO refresh, token within the window"
+has "$DIR/cred.log" "^POST /token ctype=application/json body=ok$" "SSO refresh: CreateToken with the cached refresh token and client"
+has "$DIR/cred.log" "^GET /federation/credentials?role_name=ReadModels&account_id=123456789012 .*sso=ok" "SSO refresh: GetRoleCredentials with the new token"
+grep -q "sso=wrong" "$DIR/cred.log" && { echo "FAIL: SSO refresh: the stale token was sent"; fails=$((fails + 1)); }
+[ "$(stat -c %a "$SSO_CACHE")" = 600 ] || { echo "FAIL: SSO refresh: the cache file's mode is $(stat -c %a "$SSO_CACHE"), want 600"; fails=$((fails + 1)); }
+cp "$SSO_CACHE" "$DIR/pinio-refreshed.json"
+ls -a "$HOME/.aws/sso/cache" | grep -q '\.json\.' && { echo "FAIL: SSO refresh: a temporary file left in the cache"; fails=$((fails + 1)); }
+# The next load finds the refreshed token: no second CreateToken.
+load_ok "SSO refresh, the refreshed token reused"
+[ "$(log_count 'POST /token')" -eq 1 ] || { echo "FAIL: SSO refresh: the refreshed token refreshed again:"; cat "$DIR/cred.log"; fails=$((fails + 1)); }
+if /usr/bin/python3 -c 'import botocore' 2>/dev/null; then
+    sso_refreshable "$SSO_CACHE" pinio-sso-stale-NeverPrint "$(at 300)"
+    : >"$DIR/cred.log"
+    boto_same "SSO refresh" "sso $SRV"
+    has "$DIR/cred.log" "^POST /token ctype=application/json body=ok$" "SSO refresh: botocore's CreateToken, the same body"
+    cp "$SSO_CACHE" "$DIR/boto-refreshed.json"
+    cp "$DIR/pinio-refreshed.json" "$SSO_CACHE"
+    cache_refreshed "SSO refresh" "$DIR/boto-refreshed.json"
+else
+    echo "note: SSO refresh: botocore not installed, not cross-checked"
+    cache_refreshed "SSO refresh"
+fi
+sso_start
+sso_refreshable "$SSO_CACHE" pinio-sso-stale-NeverPrint 2020-01-01T00:00:00Z
+load_ok "SSO refresh, an expired token"
+has "$DIR/cred.log" "^POST /token ctype=application/json body=ok$" "SSO refresh, expired: CreateToken"
+cache_refreshed "SSO refresh, expired"
+for code in 400 500; do
+    sso_start --oidc-fail $code
+    sso_refreshable "$SSO_CACHE" pinio-sso-stale-NeverPrint 2020-01-01T00:00:00Z
+    cp "$SSO_CACHE" "$DIR/before.json"
+    load_fails "SSO refresh answered $code, expired" "SSO ($DIR/config \[sso\] sso_session pinio-sso, role ReadModels in account 123456789012): the SSO token cached in $SSO_CACHE expired at 2020-01-01T00:00:00Z and was not refreshed (SSO OIDC CreateToken at $CRED_URL answered HTTP $code server_error): run \`aws sso login\` with this profile"
+    cmp -s "$SSO_CACHE" "$DIR/before.json" || { echo "FAIL: SSO refresh answered $code: the cache file changed"; fails=$((fails + 1)); }
+    grep -q "^GET /federation" "$DIR/cred.log" && { echo "FAIL: SSO refresh answered $code: an expired token was sent"; fails=$((fails + 1)); }
+    # A token with 14 minutes left: still good, used as it is.
+    sso_refreshable "$SSO_CACHE" pinio-sso-access-NeverPrint "$(at 840)"
+    : >"$DIR/cred.log"
+    load_ok "SSO refresh answered $code, the token still valid"
+    has "$DIR/cred.log" "^POST /token " "SSO refresh answered $code, still valid: the refresh tried"
+    has "$DIR/cred.log" "^GET /federation/credentials?.*sso=ok" "SSO refresh answered $code, still valid: the cached token used"
+done
+# botocore retries a 500 (with a backoff of seconds): cross-checked on 400 only.
+sso_start --oidc-fail 400
+sso_refreshable "$SSO_CACHE" pinio-sso-stale-NeverPrint 2020-01-01T00:00:00Z
+boto_same "SSO refresh answered 400, expired" "error TokenRetrievalError"
+sso_refreshable "$SSO_CACHE" pinio-sso-access-NeverPrint "$(at 840)"
+boto_same "SSO refresh answered 400, the token still valid" "sso $SRV"
+# A refresh the portal's OIDC does not take (another refresh token): the error says so.
+sso_start
+sso_refreshable "$SSO_CACHE" pinio-sso-stale-NeverPrint 2020-01-01T00:00:00Z
+sed -i 's/pinio-sso-refresh-NeverPrint/revoked-NeverPrint/' "$SSO_CACHE"
+load_fails "SSO refresh token refused" "expired at 2020-01-01T00:00:00Z and was not refreshed (SSO OIDC CreateToken at $CRED_URL answered HTTP 400 invalid_grant): run \`aws sso login\`"
+has "$DIR/cred.log" "^POST /token ctype=application/json body=wrong$" "SSO refresh token refused: CreateToken asked"
+# A client registration past its time: not refreshed, not asked (botocore neither).
+sso_start
+sso_refreshable "$SSO_CACHE" pinio-sso-stale-NeverPrint 2020-01-01T00:00:00Z 2020-01-02T00:00:00Z
+load_fails "SSO refresh, registration expired" "expired at 2020-01-01T00:00:00Z and was not refreshed (its client registration expired at 2020-01-02T00:00:00Z): run \`aws sso login\`"
+[ -s "$DIR/cred.log" ] && { echo "FAIL: SSO refresh, registration expired: a request sent:"; cat "$DIR/cred.log"; fails=$((fails + 1)); }
+boto_same "SSO refresh, registration expired" "error TokenRetrievalError"
+# The legacy sso_start_url form: no refresh, its error as before.
+export AWS_PROFILE=ssolegacy
+LEGACY_CACHE=$HOME/.aws/sso/cache/$(sha1 "$SSO_URL").json
+sso_start
+sso_refreshable "$LEGACY_CACHE" pinio-sso-access-NeverPrint "$(at 300)"
+load_ok "SSO legacy within the window"
+boto_same "SSO legacy within the window" "sso $SRV"
+sso_refreshable "$LEGACY_CACHE" pinio-sso-access-NeverPrint 2020-01-01T00:00:00Z
+load_fails "SSO legacy expired" "the SSO token cached in $LEGACY_CACHE expired at 2020-01-01T00:00:00Z: run \`aws sso login\`"
+grep -q "^POST /token" "$DIR/cred.log" && { echo "FAIL: SSO legacy: a refresh asked:"; cat "$DIR/cred.log"; fails=$((fails + 1)); }
 export HOME=$OLD_HOME
-unset AWS_ENDPOINT_URL_SSO
+unset AWS_ENDPOINT_URL_SSO AWS_ENDPOINT_URL_SSO_OIDC
 
 # --- the container endpoint -------------------------------------------------
 creds_clear
