@@ -17,6 +17,14 @@
 #include "sums.h"
 #include "util.h"
 
+/* SRC is in an object store: s3://, gs://, az:// or an Azure account's
+ * https:// URL. */
+static bool object_src(const char *src)
+{
+    return !strncmp(src, "s3://", 5) || !strncmp(src, "gs://", 5) || !strncmp(src, "az://", 5) ||
+           (!strncmp(src, "https://", 8) && strstr(src, ".blob.core.windows.net/"));
+}
+
 static void stage_usage(FILE *out)
 {
     fprintf(out,
@@ -70,9 +78,9 @@ static void stage_usage(FILE *out)
             "                    before a byte is copied\n"
             "  --force           replace files that already exist in DST (the index\n"
             "                    included); without it an existing target fails the copy\n"
-            "  --staging SIZE[xK] the ring: K slots of SIZE bytes (default 32Mx4, and 32Mx8\n"
-            "                    for an s3:// SRC: half the ring is fetched, 16 ranges of\n"
-            "                    8 MiB at once, while the other half is written); SIZE a\n"
+            "  --staging SIZE[xK] the ring: K slots of SIZE bytes (default 32Mx4, and 8Mx16\n"
+            "                    for an s3://, gs:// or az:// SRC: a range of 8 MiB per\n"
+            "                    slot, 15 in flight while the 16th is written); SIZE a\n"
             "                    power of two from 64K to 1G, K from 2 to 1024; a ring\n"
             "                    larger than the memory available is refused\n"
             "  --cache POLICY    auto: buffered reads for files already in the page cache,\n"
@@ -203,13 +211,18 @@ static int stage(int argc, char **argv, const char **shas, cli_sums *sums)
                                   "expected digests");
     const char *src = argv[optind];
     fc.dir = argv[optind + 1];
-    /* The file sink writes one half of the ring while the stream fetches
-     * into the other (half-ring batches): from an object store, a half of
-     * 4 x 32 MiB is 8 ranges of 8 MiB in flight, half the client's 16,
-     * and the fetch lost more than the overlap won (doc/measurements.md,
-     * "Issue 38: stage"). 8 slots keep 16 in flight. */
-    if (!staging && strncmp(src, "s3://", 5) == 0)
-        o.slots = 2 * PINIO_STREAM_SLOTS_DEFAULT;
+    /* From an object store the stream keeps k - 1 reads out while the
+     * oldest slot is written, each read a range of 8 MiB when the slot is
+     * 8 MiB: 16 slots keep 15 ranges in flight (4 x 32 MiB: 12). Every
+     * slot is a fresh page for each byte that lands in it until the ring
+     * is used once round, and zeroing those pages was most of stage's CPU
+     * (doc/measurements.md, "Issue 38: stage's CPU through slow answers"):
+     * 128 MiB instead of 256 halves it for objects past the ring. The
+     * same for every store: the fetch does not differ. */
+    if (!staging && object_src(src)) {
+        o.slot_size = (size_t)8 << 20;
+        o.slots = 16;
+    }
     if (strncmp(fc.dir, "s3://", 5) == 0) /* else mkdir makes a local "s3:" folder */
         return cli_usage("stage", "%s: writing to s3:// is not supported: stage copies from "
                                   "s3:// (SRC) to a local directory (DST)", fc.dir);

@@ -10,7 +10,7 @@
  *   chunk:  the bytes the plan did not read before this chunk (header,
  *           holes) copied from the plan's descriptor, then the chunk
  *           queued to the writer thread, which writes it from its slot;
- *           both folded into the file's checksum
+ *           with verify, both folded into the file's checksum
  *   slot_wait: until every write from that slot is done
  *   finish: the tail, truncate to size, fsync; the index copied the same
  *           way; with verify, every temporary read back and compared;
@@ -55,7 +55,9 @@
  * `wsum`: the writer's), added up once the file's writes are done.
  *
  * The checksum is a position-keyed sum over 64-bit words: the sum of
- * key(word index) x word, with odd keys. It is linear in each word, so a
+ * key(word index) x word, with odd keys. It is taken only with verify,
+ * the one reader of it: it passes over every byte copied, and a stage
+ * without verify paid that on the writer thread for nothing. It is linear in each word, so a
  * word split between a chunk and a hole-fill adds up the same, and the
  * read back can cut the file anywhere. It catches lost, shifted and
  * corrupted words; it is no defence against an adversary (SHA-256 is
@@ -240,7 +242,8 @@ static int fill_to(filesink *s, out_file *f, uint64_t upto, pinio_diag *diag)
         rc = write_all(f->fd, s->buf, (size_t)n, f->written, f->tmp, diag);
         if (rc < 0)
             break;
-        sum_add(&f->sum, f->written, s->buf, (size_t)n);
+        if (s->cfg.verify)
+            sum_add(&f->sum, f->written, s->buf, (size_t)n);
         f->written += (uint64_t)n;
     }
     if (f->direct) {
@@ -302,7 +305,7 @@ static void *writer_main(void *arg)
         out_file *f = &s->f[j.file];
         pinio_diag d = { .offset = PINIO_DIAG_NO_OFFSET };
         int rc = skip ? 0 : write_all(f->fd, j.data, j.wlen, j.off, f->tmp, &d);
-        if (!skip && rc == 0)
+        if (!skip && rc == 0 && s->cfg.verify)
             sum_add(&f->wsum, j.off, j.data, j.len);
         pthread_mutex_lock(&w->mu);
         if (rc < 0 && !w->err) {

@@ -72,7 +72,8 @@ unset AZURE_STORAGE_SAS_TOKEN
 export AZURE_STORAGE_CONNECTION_STRING="$AZ_CS"
 
 # --- stage and info ---------------------------------------------------------
-check 0 "stage a prefix" "$PINIO" stage az://models/sharded/ "$DIR/staged" --verify
+check 0 "stage a prefix" "$PINIO" stage az://models/sharded/ "$DIR/staged" --verify --json
+json "stage's default ring is s3://'s" "j['slot_count'] == 16 and j['slot_size_bytes'] == 8 << 20"
 (cd "$DIR/staged" && sha256sum -c --quiet "$DIR/sums") >"$DIR/cmp" 2>&1 ||
     { echo "FAIL: stage: the staged shards differ:"; cat "$DIR/cmp"; fails=$((fails + 1)); }
 check 0 "info an index URL" "$PINIO" info az://models/sharded/model.safetensors.index.json --json

@@ -45,7 +45,8 @@ every_source() {
     check 0 "$1: info an index URL" "$PINIO" info gs://models/sharded/model.safetensors.index.json --json
     json "$1: info's index" "j['index']['shard_count'] == 3 and j['file_count'] == 3"
     rm -rf "$DIR/staged"
-    check 0 "$1: stage a prefix" "$PINIO" stage gs://models/sharded/ "$DIR/staged" --verify
+    check 0 "$1: stage a prefix" "$PINIO" stage gs://models/sharded/ "$DIR/staged" --verify --json
+    json "$1: stage's default ring is s3://'s" "j['slot_count'] == 16 and j['slot_size_bytes'] == 8 << 20"
     (cd "$DIR/staged" && sha256sum -c --quiet "$DIR/sums") >"$DIR/cmp" 2>&1 ||
         { echo "FAIL: $1: the staged shards differ:"; cat "$DIR/cmp"; fails=$((fails + 1)); }
     all_ok "$1"
