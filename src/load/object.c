@@ -7,8 +7,10 @@
  *            s3://B/P/ (or a key that is neither)   ListObjectsV2 of the
  *                                    "folder": its index when present, else
  *                                    its *.safetensors, in key order
- *   open     HEAD (size, ETag, Last-Modified), then the header's bytes by
- *            ranged GETs pinned to them, validated by the same strict
+ *   open     one ranged GET of the first 64 KiB: the size (Content-
+ *            Range's total), the version (its ETag, Last-Modified), the
+ *            header's bytes (the rest, if longer, by one GET pinned to
+ *            them) and the first tensors', validated by the same strict
  *            parser as a file's header, so the selection and the filters
  *            run before any data byte, exactly as for a file
  *   execute  each read claimed from the destination, cut into ranges of
@@ -20,7 +22,7 @@
  *            order, as soon as its ranges and those of the reads before it
  *            are in
  *
- * Why the version is pinned from the HEAD on: a replaced object must never
+ * Why the version is pinned from the first GET on: a replaced object must never
  * give bytes of two versions. Each request carries If-Match (or, from a
  * store that sends no ETag, If-Unmodified-Since), so a store answers 412
  * once the object changed, which is PINIO_ECHANGED; the client also
@@ -62,9 +64,15 @@
 
 #include "src/load/plan_internal.h"
 
-/* The first GET of an object: its header's 8-byte length and, for all but
- * huge headers, the whole header in the same request. */
-#define HEAD_FIRST ((uint64_t)256 << 10)
+/* The first GET of an object, the one that opens it (no HEAD before it):
+ * its size and version, its header's 8-byte length and, for all but huge
+ * headers, the whole header (an entry is some 106 bytes for names like
+ * model.layers.N.mlp.up_proj.weight: 64 KiB holds about 600 tensors'; a
+ * longer header costs one GET more). Why not more: on a fresh connection TCP's
+ * slow start sends about 14 KB in the first round trip, doubling each
+ * one; 64 KiB arrives in three, 1 MiB would take seven, all before the
+ * header can be parsed and the data GETs start. */
+#define HEAD_FIRST ((uint64_t)64 << 10)
 
 /* Ranges are cut on multiples of this in the destination, and a leftover
  * under it is merged into its neighbour: every range is 8-16 MiB but a
@@ -298,6 +306,24 @@ static int fetch(pinio__s3 *s3, const pinio__pfile *f, void *dst, uint64_t off, 
     return rc;
 }
 
+/* The first answer carried neither an ETag nor a Last-Modified: a store
+ * whose GETs send no validator may still send one to a HEAD, and a pin the
+ * size alone would miss a replacement of the same size. Asked, and when
+ * it gives one, the first bytes are fetched again pinned by it: the bytes
+ * first fetched could be of the version before the HEAD's. Costs what the
+ * HEAD and header GET cost before; only such a store pays it. */
+static int repin(pinio__s3 *s3, pinio__pfile *f, uint8_t *buf, uint64_t have, pinio_diag *diag)
+{
+    pinio__s3_meta m;
+    int rc = pinio__s3_stat(s3, f->bucket, f->key, &m, diag);
+    if (rc == 0)
+        rc = pinio__s3_same(f->path, &f->ver, &m, diag);
+    if (rc < 0 || strcmp(pinio__s3_pinned_by(&m), "size") == 0)
+        return rc;
+    f->ver = m;
+    return have ? fetch(s3, f, buf, 0, have, diag) : 0;
+}
+
 int pinio__obj_open(pinio__s3 *s3, pinio__pfile *f, const void *header, size_t header_len,
                     pinio_diag *diag)
 {
@@ -306,28 +332,33 @@ int pinio__obj_open(pinio__s3 *s3, pinio__pfile *f, const void *header, size_t h
     f->pub.fd = -1;
     f->s3 = s3;
     int rc = pinio__s3_url_split(f->path, &f->bucket, &f->key, diag);
-    if (rc == 0)
-        rc = pinio__s3_stat(s3, f->bucket, f->key, &f->ver, diag);
     if (rc < 0)
         return rc;
-    uint64_t size = f->ver.size;
-    f->pub.size = size;
-    f->id.size = size;
     if (header) {
-        rc = pinio_st_parse(&f->st, header, header_len, size, f->path, 0, diag);
+        /* The caller has the header: a HEAD for the size and the version
+         * costs what a first GET would, and brings no bytes to throw away. */
+        if ((rc = pinio__s3_stat(s3, f->bucket, f->key, &f->ver, diag)) < 0)
+            return rc;
+        f->pub.size = f->id.size = f->ver.size;
+        rc = pinio_st_parse(&f->st, header, header_len, f->ver.size, f->path, 0, diag);
     } else {
-        uint64_t first = size < HEAD_FIRST ? size : HEAD_FIRST;
-        uint8_t *buf = malloc(first ? first : 1);
+        uint8_t *buf = malloc(HEAD_FIRST);
         if (!buf)
             return -ENOMEM;
-        rc = first ? fetch(s3, f, buf, 0, first, diag) : 0;
-        uint64_t have = first;
-        if (rc == 0 && first >= 8) {
+        uint64_t have = 0;
+        rc = pinio__s3_first(s3, f->bucket, f->key, buf, HEAD_FIRST, &f->ver, &have, diag);
+        f->pub.size = f->id.size = f->ver.size;
+        /* An empty object (a 416 carries no validator) is refused below. */
+        if (rc == 0 && f->ver.size && strcmp(pinio__s3_pinned_by(&f->ver), "size") == 0)
+            rc = repin(s3, f, buf, have, diag);
+        uint64_t size = f->ver.size;
+        if (rc == 0 && have >= 8) {
             uint64_t n = 0;
             for (int i = 7; i >= 0; i--)
                 n = n << 8 | buf[i];
             /* A length past the object or the cap is the parser's to
-             * refuse, with the same words as for a file. */
+             * refuse, with the same words as for a file. Else the rest of
+             * a header longer than the first GET: one GET more, pinned. */
             if (n <= PINIO_ST_HEADER_MAX && 8 + n <= size && 8 + n > have) {
                 uint8_t *nb = realloc(buf, 8 + n);
                 if (!nb)
@@ -341,7 +372,8 @@ int pinio__obj_open(pinio__s3 *s3, pinio__pfile *f, const void *header, size_t h
         }
         if (rc == 0)
             rc = pinio_st_parse(&f->st, buf, (size_t)have, size, f->path, 0, diag);
-        /* Kept: the hash and stage read the header's bytes again, and they
+        /* Kept: the hash and stage read the header's bytes again, and the
+         * plan's reads the first tensors' bytes that came with it; they
          * are these (the same version), without another request. */
         f->prefix = buf;
         f->prefix_len = rc == 0 ? have : 0;
@@ -518,10 +550,17 @@ int64_t pinio__obj_pread(const pinio__pfile *f, void *buf, size_t len, uint64_t 
 static int cut(const pinio__pfile *f, const pinio_plan_read *r, size_t ri, uint8_t *mem,
                pinio__s3_range **v, size_t *n, size_t *cap)
 {
-    uint64_t end = r->offset + r->len;
+    uint64_t end = r->offset + r->len, pos = r->offset;
     if (end > f->pub.size)
         end = f->pub.size;
-    for (uint64_t pos = r->offset; pos < end;) {
+    /* Bytes the first GET brought (the same version): copied, not asked
+     * again; a read within them needs no request at all. */
+    if (pos < f->prefix_len) {
+        uint64_t k = (end < f->prefix_len ? end : f->prefix_len) - pos;
+        memcpy(mem, f->prefix + pos, (size_t)k);
+        pos += k;
+    }
+    while (pos < end) {
         uint64_t dpos = r->dest_offset + (pos - r->offset);
         uint64_t next = pos + (RANGE - dpos % RANGE);
         if (next - pos < RANGE) /* a partial first range takes the next one along */

@@ -23,9 +23,10 @@
  * (below).
  *
  * Why the version is pinned by what the store offers: an ETag when the
- * HEAD gave one (If-Match on every request, and each answer's ETag
- * compared), else its Last-Modified (If-Unmodified-Since, and each
- * answer's compared), the size always (Content-Range's total). A store that
+ * object's first GET (pinio__s3_first: the one that opens it, no HEAD
+ * before it) or a HEAD gave one (If-Match on every request, and each
+ * answer's ETag compared), else its Last-Modified (If-Unmodified-Since,
+ * and each answer's compared), the size always (Content-Range's total). A store that
  * ignores the conditions and leaves the validator out of an answer cannot
  * be checked by that answer: it is counted (stats.unconfirmed), and the
  * caller asks again at the end (pinio__s3_stat) whether the object is
@@ -403,6 +404,8 @@ typedef struct xfer {
     const char *etag;           /* If-Match, NULL: none */
     const char *lm;             /* without etag: If-Unmodified-Since, NULL: none */
     bool ranged;
+    bool first;                 /* ranged, the object's first GET: nothing pinned, the
+                                   answer gives the size (pinio__s3_first) */
     uint64_t off, len, size;    /* ranged: the range and the object's size */
     uint8_t *dst;               /* ranged: len bytes */
     size_t max;                 /* whole body: at most this many bytes */
@@ -798,9 +801,65 @@ static int version_check(pinio__s3 *c, const xfer *x, const char *url, uint64_t 
         return moved(diag, url, at, "Last-Modified", x->lm_got, x->lm);
     if (pl && x->lm_got[0])
         return 0;
-    if (x->ranged)
+    if (x->ranged && !x->first)
         c->st.unconfirmed++;
     return 0;
+}
+
+/* A 2xx to an object's first GET (bytes 0 to len - 1, nothing pinned):
+ * 0 with x->size its size, or 1 (retry, `why` said). A 200 is the whole
+ * object, taken when it fits in the range asked (a store that ignores
+ * Range on a small object); a larger one overflowed the range and was
+ * retried before this. A 206 must start at 0, end where the object or the
+ * range does, and say the total, which becomes the size every later
+ * answer is held to. */
+static int judge_first(xfer *x, long st, char *why, size_t wn)
+{
+    unsigned long long last = (unsigned long long)(x->len - 1);
+    if (st == 200 && x->have_clen && x->clen != x->got) {
+        snprintf(why, wn, "a short body: %llu of %llu bytes", (unsigned long long)x->got,
+                 (unsigned long long)x->clen);
+        return 1;
+    }
+    if (st == 200) {
+        x->size = x->got;
+        return 0;
+    }
+    uint64_t a, b, total;
+    char crp[128];
+    pinio__s3_printable(crp, sizeof(crp), x->cr, strlen(x->cr));
+    if (st != 206 || !x->have_cr || !pinio__s3_content_range(x->cr, &a, &b, &total) ||
+        total == UINT64_MAX) {
+        snprintf(why, wn, "a %ld answer to bytes 0-%llu %s%s", st, last,
+                 !x->have_cr ? "without Content-Range" : "with the Content-Range ",
+                 x->have_cr ? crp : "");
+        return 1;
+    }
+    uint64_t want = total < x->len ? total : x->len;
+    if (a != 0 || b != want - 1) {
+        snprintf(why, wn, "Content-Range %s answers bytes 0-%llu", crp, last);
+        return 1;
+    }
+    if (x->got != want) {
+        snprintf(why, wn, "a short body: %llu of %llu bytes", (unsigned long long)x->got,
+                 (unsigned long long)want);
+        return 1;
+    }
+    x->size = total;
+    return 0;
+}
+
+/* Whether an answer to the first GET says the object is empty. Bytes 0 on
+ * are past the end of an empty object only (RFC 9110): a 416, unless its
+ * Content-Range gives another total. s3rver answers a 206 of "bytes
+ * 0-0/0" instead, announcing a byte it never sends: a total of 0 with no
+ * byte is the same answer. Its opener refuses the object of 0 bytes as a
+ * file's header parser would, naming it. */
+static bool says_empty(const xfer *x)
+{
+    const char *sl = x->have_cr ? strrchr(x->cr, '/') : NULL;
+    bool zero = sl && strcmp(sl, "/0") == 0;
+    return x->status == 416 ? !x->have_cr || zero : x->status == 206 && zero && !x->got;
 }
 
 /* What the finished attempt means: 0 accepted; 1 retry; < 0 the error
@@ -824,6 +883,10 @@ static int judge(pinio__s3 *c, xfer *x, CURLcode cc, char *why, size_t wn, pinio
                               "response header larger than libcurl accepts from %s: "
                               "refused (%s)", pinio__s3_endpoint(c), x->method);
         return -EPROTO;
+    }
+    if (x->first && says_empty(x)) {
+        x->size = 0;
+        return 0;
     }
     if (cc != CURLE_OK) {
         if (x->overflow && x->ranged) {
@@ -883,6 +946,8 @@ static int judge(pinio__s3 *c, xfer *x, CURLcode cc, char *why, size_t wn, pinio
         int v = version_check(c, x, url, at, diag);
         if (v < 0 || !x->ranged)
             return v;
+        if (x->first)
+            return judge_first(x, st, why, wn);
         uint64_t a, b, total;
         char crp[128];
         pinio__s3_printable(crp, sizeof(crp), x->cr, strlen(x->cr));
@@ -913,6 +978,13 @@ static int judge(pinio__s3 *c, xfer *x, CURLcode cc, char *why, size_t wn, pinio
         return changed(diag, url, at, "HTTP %ld: its %s is no longer %s", st,
                        x->etag && *x->etag ? "ETag" : "Last-Modified",
                        pinio__s3_printable(e, sizeof(e), pin, strlen(pin)));
+    }
+    if (st == 416 && x->first) {
+        char crp[128];
+        snprintf(why, wn, "HTTP 416 to bytes 0-%llu with the Content-Range %s",
+                 (unsigned long long)(x->len - 1),
+                 pinio__s3_printable(crp, sizeof(crp), x->cr, strlen(x->cr)));
+        return 1;
     }
     if (st == 416)
         return changed(diag, url, at, "HTTP 416: bytes %llu-%llu are past its end now",
@@ -1263,6 +1335,27 @@ int pinio__s3_stat(pinio__s3 *c, const char *bucket, const char *key, pinio__s3_
     }
     if (rc == 0) {
         m->size = x.clen;
+        snprintf(m->etag, sizeof(m->etag), "%s", x.etag_got);
+        snprintf(m->last_modified, sizeof(m->last_modified), "%s", x.lm_got);
+    }
+    return rc;
+}
+
+int pinio__s3_first(pinio__s3 *c, const char *bucket, const char *key, void *dst,
+                    uint64_t max, pinio__s3_meta *m, uint64_t *got, pinio_diag *diag)
+{
+    memset(m, 0, sizeof(*m));
+    *got = 0;
+    xfer x = { .method = "GET", .bucket = bucket, .key = key, .ranged = true, .first = true,
+               .off = 0, .len = max, .dst = dst };
+    if (!max) {
+        pinio_diag_set(diag, -EINVAL, "s3: the first GET of %s/%s asks for no bytes", bucket, key);
+        return -EINVAL;
+    }
+    int rc = run(c, &x, 1, diag);
+    if (rc == 0) {
+        m->size = x.size;
+        *got = x.got;
         snprintf(m->etag, sizeof(m->etag), "%s", x.etag_got);
         snprintf(m->last_modified, sizeof(m->last_modified), "%s", x.lm_got);
     }

@@ -106,7 +106,8 @@ const char *pinio__s3_endpoint(const pinio__s3 *c);
 /* The configuration the client read (owned by it), for a status report. */
 const struct pinio__s3_cfg *pinio__s3_config(const pinio__s3 *c);
 
-/* What identifies an object's version, from a HEAD: its size, and its
+/* What identifies an object's version, from its first GET or a HEAD: its
+ * size, and its
  * ETag (quotes kept, as If-Match wants it) and Last-Modified as sent, each
  * "" when the store sent none or one that cannot be sent back (cut at the
  * buffer, or bytes other than visible ASCII). */
@@ -119,6 +120,21 @@ typedef struct pinio__s3_meta {
 /* HEAD of the object into *m (zeroed on failure). */
 int pinio__s3_stat(pinio__s3 *c, const char *bucket, const char *key, pinio__s3_meta *m,
                    pinio_diag *diag);
+
+/* The GET that opens an object: bytes [0, max) (max >= 1) into dst,
+ * nothing pinned yet, and what pins its version from then on into *m: the
+ * size from Content-Range's total (from the body of a 200, a store that
+ * sent the whole object because it fits in `max`), the ETag and
+ * Last-Modified of that answer ("" when it had none). `*got` is the bytes
+ * landed: min(max, size). An empty object (a 416 to bytes 0 on, or an
+ * answer whose Content-Range total is 0) is size 0, got 0, for the caller
+ * to refuse as a file of 0 bytes. A 206 of another
+ * range, or without a total, a 200 larger than `max`, or a short body is
+ * retried, as a ranged GET's. Why not a HEAD and then a GET: a round trip
+ * less before any byte of data, and the header's bytes come with it.
+ * On failure *m is zeroed, *got 0, dst's bytes undefined. */
+int pinio__s3_first(pinio__s3 *c, const char *bucket, const char *key, void *dst,
+                    uint64_t max, pinio__s3_meta *m, uint64_t *got, pinio_diag *diag);
 
 /* HEAD: the object's size and ETag (pinio__s3_stat's). */
 int pinio__s3_head(pinio__s3 *c, const char *bucket, const char *key, uint64_t *size,

@@ -5,10 +5,12 @@
 # retried (counted) and give the right bytes; lasting ones end after the
 # bounded retries in one line naming the blob; a 403 names the auth method;
 # a blob replaced mid-load is "object changed while loading" (If-Match on
-# its ETag); a List Blobs page cut short is refused naming the prefix;
+# its ETag); a blob is opened by one GET of its first 64 KiB, no HEAD
+# (a small blob, a long header, an empty blob, a blob replaced before and
+# after it); a List Blobs page cut short is refused naming the prefix;
 # SIGTERM ends a stage's retry storm at once.
 # usage: az_faults_test.sh PINIO SRC_ROOT
-[ "${1:-}" = --help ] && { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[ "${1:-}" = --help ] && { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
 PINIO=$1
 SRC=$2
 . "$SRC/tests/az/azenv.sh"
@@ -67,6 +69,47 @@ proxy --fault replace --replace-with "$DIR/other.safetensors"
 check 1 "stage: the blob replaced mid-stage" "$PINIO" stage "$URL" "$DIR/staged"
 has "$DIR/err" "object changed while loading" "stage: the change named"
 [ ! -e "$DIR/staged" ] || [ -z "$(ls -A "$DIR/staged")" ] || { echo "FAIL: a failed stage left files"; ls -A "$DIR/staged"; fails=$((fails + 1)); }
+
+# A blob is opened by one x-ms-range GET of its first 64 KiB, no HEAD
+# (counted at the proxy); under 64 KiB, that is the whole load; a header
+# past it costs one GET more, of its rest; an empty blob is one GET and a
+# one-line error naming it; a blob replaced before the first GET loads whole
+# as the new one, after it (before the header's rest) is a change.
+"$PINIO" gen "$DIR/small.safetensors" --size 16K --seed 5 >/dev/null || exit 1
+"$PINIO" gen "$DIR/long.safetensors" --size 8M --tensors 2000 --seed 6 >/dev/null || exit 1
+"$PINIO" gen "$DIR/long2.safetensors" --size 8M --tensors 2000 --seed 7 >/dev/null || exit 1
+: >"$DIR/empty.safetensors"
+for f in small long empty; do az_tool put models $f.safetensors "$DIR/$f.safetensors" || exit 1; done
+LONG_END=$(python3 -c "import struct,sys; print(8 + struct.unpack('<Q', open(sys.argv[1], 'rb').read(8))[0])" \
+    "$DIR/long.safetensors")
+proxy --stats "$DIR/stats.json"
+check 0 "counted" "$PINIO" load "$URL" --sha256 "$SUM" --json
+s3_proxy_counted "a load: no HEAD, the first GET bytes 0-65535, every request the report's" \
+    "s['heads'] == 0 and s['ranges'][0] == [0, 65535] and s['requests'] == s['gets'] == \
+     j['object_request_count']"
+proxy --stats "$DIR/stats.json"
+check 0 "a blob under 64 KiB" "$PINIO" load az://models/small.safetensors --json \
+    --sha256 "$(sha256sum "$DIR/small.safetensors" | cut -d' ' -f1)"
+s3_proxy_counted "a blob under 64 KiB: one request" "s['requests'] == 1 and j['object_request_count'] == 1"
+proxy --stats "$DIR/stats.json"
+check 0 "a header past 64 KiB" "$PINIO" load az://models/long.safetensors --json \
+    --sha256 "$(sha256sum "$DIR/long.safetensors" | cut -d' ' -f1)"
+s3_proxy_counted "a header past 64 KiB: one GET more, of its rest" \
+    "s['heads'] == 0 and s['ranges'][:2] == [[0, 65535], [65536, $LONG_END - 1]] and \
+     all(a >= $LONG_END for a, b in s['ranges'][2:])"
+proxy --stats "$DIR/stats.json"
+check 1 "an empty blob" "$PINIO" load az://models/empty.safetensors
+has "$DIR/err" "az://models/empty.safetensors.*the file is 0 bytes" "an empty blob: named"
+one_line "$DIR/err" "an empty blob"
+s3_proxy_counted "an empty blob: one GET" "s['requests'] == s['gets'] == 1"
+proxy --fault replace --skip 0 --replace-with "$DIR/other.safetensors"
+check 0 "replaced before the first GET" "$PINIO" load "$URL" \
+    --sha256 "$(sha256sum "$DIR/other.safetensors" | cut -d' ' -f1)"
+az_tool put models long.safetensors "$DIR/long.safetensors" || exit 1
+az_proxy_start --fault replace --skip 1 --replace-with "$DIR/long2.safetensors"
+check 1 "replaced before the header's rest" "$PINIO" load az://models/long.safetensors
+has "$DIR/err" "az://models/long.safetensors.*object changed while loading (" "the header's rest pinned"
+one_line "$DIR/err" "replaced before the header's rest"
 
 # A listing page cut short is refused, never read as the last page.
 proxy --fault listcut

@@ -55,6 +55,17 @@ every_source() {
 # --- anonymous (a public bucket) --------------------------------------------
 gcs_proxy anon
 every_source anonymous
+# An object is opened by its first GET, no HEAD: each request of a load is
+# one of the report's, every one a GET; an object under 64 KiB, one in all.
+"$PINIO" gen "$DIR/small.safetensors" --size 16K --seed 9 >/dev/null || exit 1
+s3_put models small.safetensors "$DIR/small.safetensors" || exit 1
+for obj in "$ONE" gs://models/small.safetensors; do
+    : >"$DIR/gcs.log"
+    check 0 "$obj: counted" "$PINIO" load "$obj" --json
+    json "$obj: every request a GET at the proxy, no HEAD" "j['object_request_count'] == \
+        $(grep -c '^GET ' "$DIR/gcs.log") == $(wc -l <"$DIR/gcs.log") >= 1"
+done
+json "an object under 64 KiB: one request" "j['object_request_count'] == 1"
 
 # --- an HMAC key --------------------------------------------------------------
 gcs_proxy "hmac:$ID:$SECRET"
@@ -99,10 +110,10 @@ check 1 "a missing object" "$PINIO" load gs://models/none.safetensors
 has "$DIR/err" "gs://models/none.safetensors: no such object" "the missing object named"
 one_line "$DIR/err" "a missing object"
 check 1 "a missing bucket" "$PINIO" load gs://nobucket/m.safetensors
-# A HEAD's 404 has no body to tell the bucket from the object.
-has "$DIR/err" "gs://nobucket/m.safetensors: no such object or bucket (404)" "the missing bucket named"
+# The first GET's 404 has the store's code (a HEAD's had none).
+has "$DIR/err" "gs://nobucket/m.safetensors: no such bucket (404 NoSuchBucket)" "the missing bucket named"
 GOOGLE_HMAC_SECRET=wrong-secret check 1 "a wrong secret" "$PINIO" load "$ONE"
-has "$DIR/err" "$ONE: access denied (403) with an HMAC key (GOOGLE_HMAC_ACCESS_ID ...07Q2)" \
+has "$DIR/err" "$ONE: access denied (403 AccessDenied) with an HMAC key (GOOGLE_HMAC_ACCESS_ID ...07Q2)" \
     "the refusal names the key by its last characters"
 grep -q 'auth-bad signature mismatch' "$DIR/gcs.log" ||
     { echo "FAIL: the proxy did not see a bad signature:"; cat "$DIR/gcs.log"; fails=$((fails + 1)); }

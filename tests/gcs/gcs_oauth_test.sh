@@ -167,7 +167,7 @@ has "$DIR/err" "the GCE metadata server (GCE_METADATA_HOST): the token endpoint 
     "the unreachable metadata server named"
 # NO_GCE_CHECK=True without a host: anonymous, which the proxy refuses.
 NO_GCE_CHECK=True check 1 "NO_GCE_CHECK: anonymous" env -u GCE_METADATA_HOST "$PINIO" load "$URL"
-has "$DIR/err" "access denied (403) with no credentials (anonymous)" "anonymous named"
+has "$DIR/err" "access denied (403 AccessDenied) with no credentials (anonymous)" "anonymous named"
 
 [ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "ok"

@@ -40,8 +40,10 @@ first ranged GET of an object is its header's), --count of them (default 1;
 the GETs' only, with --strip-from get): a store that sends no validator.
 The upstream (s3rver) ignores If-Match and If-Unmodified-Since, as such a
 store may. --stats FILE keeps FILE up to date with {"requests": N,
-"connections": M, "get_bytes": B}: the requests and TCP connections pinio
-made, and the body bytes of the GETs answered (what the store sent).
+"connections": M, "get_bytes": B, "heads": H, "gets": G}: the requests
+and TCP connections pinio made, the body bytes of the GETs answered (what
+the store sent), and of the requests the HEADs and the GETs; "ranges"
+lists each ranged GET's range as asked ("A-B"), in the order they came.
 
 Faults of the listings (ListObjectsV2, every page; --count and --skip do not
 apply):
@@ -102,16 +104,22 @@ def main():
     strip = {h.strip().lower() for h in opt["--strip"].split(",") if h.strip()}
     lock = threading.Lock()
     seen = {}  # key -> ranged GETs so far
-    state = {"faults": 0, "requests": 0, "connections": 0, "get_bytes": 0}
+    state = {"faults": 0, "requests": 0, "connections": 0, "get_bytes": 0, "heads": 0,
+             "gets": 0, "ranges": []}
 
     def tally(what, n=1):
-        """Counts a request, a connection or GET bytes, the file rewritten whole."""
+        """Counts a request, a connection or GET bytes (or appends a range
+        asked, `n`, to "ranges"), the file rewritten whole."""
         with lock:
-            state[what] += n
+            if what == "ranges":
+                state[what].append(n)
+            else:
+                state[what] += n
             if opt["--stats"]:
                 tmp = opt["--stats"] + ".tmp"
                 with open(tmp, "w") as f:
-                    json.dump({k: state[k] for k in ("requests", "connections", "get_bytes")}, f)
+                    json.dump({k: state[k] for k in ("requests", "connections", "get_bytes",
+                                                     "heads", "gets", "ranges")}, f)
                 os.replace(tmp, opt["--stats"])
 
     def stripped(headers, method):
@@ -184,6 +192,11 @@ def main():
             ok = super().parse_request()
             if ok:
                 tally("requests")
+                if self.command in ("HEAD", "GET"):
+                    tally(self.command.lower() + "s")
+                rng = self.headers.get("x-ms-range") or self.headers.get("Range")
+                if self.command == "GET" and rng and rng.startswith("bytes="):
+                    tally("ranges", rng[6:])
             return ok
 
         def upstream(self, method, body=None, headers=None):

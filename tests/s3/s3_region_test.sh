@@ -38,7 +38,7 @@ has "$DIR/err" "the store sends region eu-west-1 to region ap-south-1, where it 
 
 rp_start eu-west-1 --deny
 check 1 "refused in the bucket's region" "$PINIO" load "$URL"
-has "$DIR/err" "access denied (403) (in region eu-west-1, where the store redirected from us-east-1)" "both regions named"
+has "$DIR/err" "access denied (403 AccessDenied) (in region eu-west-1, where the store redirected from us-east-1)" "both regions named"
 
 [ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "ok"

@@ -168,6 +168,27 @@ s3_proxy_start() {
     PROXY_PID=$PY_PID
     export AWS_ENDPOINT_URL="http://127.0.0.1:$PY_PORT"
 }
+# s3_proxy_counted WHAT PY: the counts of a proxy started with --stats
+# "$DIR/stats.json" (s: requests, heads, gets, ranges as [[a, b], ...] in
+# arrival order) and the report in $DIR/out (j, parsed as JSON; None when
+# it is none) pass the Python assertion PY; else a failure counted, both shown.
+s3_proxy_counted() {
+    python3 - "$DIR/stats.json" "$DIR/out" "$2" <<'PY' || { echo "FAIL: $1"; fails=$((fails + 1)); }
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["ranges"] = [[int(x) for x in r.split("-")] for r in s["ranges"]]
+try:
+    j = json.load(open(sys.argv[2]))
+except ValueError:
+    j = None
+ok = eval(sys.argv[3])
+if not ok:
+    print("proxy:", s, file=sys.stderr)
+    print("report:", j if j is None else {k: v for k, v in j.items() if "object" in k},
+          file=sys.stderr)
+sys.exit(0 if ok else 1)
+PY
+}
 # s3_proxy_faults KIND: how many faults of KIND the proxy has injected so
 # far; s3_proxy_wait KIND N waits (60 s at most) until it has N.
 s3_proxy_faults() { grep -c "^fault $1 " "$DIR/proxy.err"; }
