@@ -69,10 +69,10 @@ done
 [ "$(ls -A "$DIR/staged" | wc -l)" -eq 4 ] || { echo "FAIL: stage left more than the 4 files:"; ls -A "$DIR/staged"; fails=$((fails + 1)); }
 check 0 "stage an object" "$PINIO" stage s3://models/one/model.safetensors "$DIR/staged1"
 cmp -s "$DIR/one.safetensors" "$DIR/staged1/model.safetensors" || { echo "FAIL: stage: the object differs"; fails=$((fails + 1)); }
-# From an object store the default ring is 8 slots (pinio stage --help):
-# half of it, 16 ranges of 8 MiB, is fetched while the other half is written.
+# From an object store the default ring is 16 slots of 8 MiB (pinio stage
+# --help): a range per slot, 15 in flight while the oldest is written.
 check 0 "stage an object --json" "$PINIO" stage s3://models/one/model.safetensors "$DIR/staged-json" --json
-json "stage's default ring from s3://" "j['slot_count'] == 8 and j['slot_size_bytes'] == 32 << 20"
+json "stage's default ring from s3://" "j['slot_count'] == 16 and j['slot_size_bytes'] == 8 << 20"
 check 0 "stage an object, --staging 16M" "$PINIO" stage s3://models/one/model.safetensors "$DIR/staged-16m" --json --staging 16M
 json "--staging SIZE keeps 4 slots" "j['slot_count'] == 4 and j['slot_size_bytes'] == 16 << 20"
 # The file sink writes while the next ranges are fetched (issue 38): the
