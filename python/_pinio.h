@@ -46,6 +46,9 @@ typedef struct {
     pinio_view map;     /* the whole file mapped private, once view() asked (else empty) */
     int64_t mtime_s;    /* the file's modification time when the header was validated */
     long mtime_ns;
+    unsigned char *chunks; /* per SOURCE_CHUNK of the mapping: SOURCE_HOT, SOURCE_MIXED or 0 */
+    /* view()'s work, for stats(): views made, mincore and fstat calls */
+    unsigned long long nviews, nmincore, nfstat;
 } SourceObject;
 
 extern PyObject *Error; /* pinio._pinio.Error, an OSError */

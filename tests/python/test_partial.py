@@ -153,6 +153,63 @@ def test_random_keys_are_views_of_one_mapping_that_outlive_the_handle(tmp):
         assert bool((f.get_tensor(a) == value_of(a)).all())  # the file unchanged
 
 
+@pytest.mark.parametrize("order", ["shuffled", "threads"])
+def test_hot_keys_ask_the_page_cache_once_a_chunk(tmp, order):
+    """A hot file's random keys (and get_slice(k)[...] from a pool): the
+    residency of the kept mapping is asked once per 2 MiB chunk of the
+    file, not once per key (a mincore a key was half of a view's syscalls
+    where the mmap handle makes none). The file check stays one fstat a
+    key: a file changed between two keys fails the second
+    (test_a_view_of_a_file_changed_under_the_handle_raises). Counted by
+    the Source, never timed."""
+    path = os.path.join(tmp, "m.safetensors")
+    tensors = many(path)
+    with open(path, "rb") as fh:  # hot: every page in the page cache
+        fh.read()
+    chunks = -(-os.path.getsize(path) // (2 << 20))
+    with safe_open(path, "pt") as f:
+        keys = picks(f.keys(), "shuffled")
+        if order == "threads":
+            with ThreadPoolExecutor(8) as ex:
+                got = dict(ex.map(lambda k: (k, f.get_slice(k)[...]), keys))
+        else:
+            got = {k: f.get_tensor(k) for k in keys}
+        st = f._src.stats()
+        assert f.pinio_bytes_read == 0 and f.pinio_how == "mapped"
+    assert st["views"] == len(keys) and st["fstat"] == len(keys), st
+    assert st["mincore"] <= 2 * chunks, (st, chunks)  # the key's own, then its chunk's
+    for k in keys:
+        assert bool((got[k] == value_of(k)).all()) and list(got[k].shape) == \
+            list(tensors[k].shape), k
+
+
+def test_a_resident_key_does_not_make_its_cold_chunk_hot(tmp):
+    """One tensor resident in an otherwise cold chunk: its view is resident,
+    the chunk is not taken for hot, and a cold key in the same chunk still
+    counts its bytes as read (pinio_bytes_read: the bytes the handle found
+    absent from the page cache)."""
+    path = os.path.join(tmp, "m.safetensors")
+    many(path)
+    assert os.path.getsize(path) < 2 << 20  # one chunk
+    drop_cache(path)
+    with safe_open(path, "np") as f:
+        by_offset = f.offset_keys()
+        first, last = by_offset[1], by_offset[-1]  # ~1.5 MiB apart
+        begin, end = f._info[first][3:5]
+        fd = os.open(path, os.O_RDONLY)
+        try:  # that tensor alone brought in: no read-ahead on this descriptor
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+            os.pread(fd, end - begin, f._data_offset + begin)
+        finally:
+            os.close(fd)
+        assert (f.get_tensor(first) == value_of(first)).all()
+        assert f.pinio_bytes_read == 0  # found resident
+        assert (f.get_tensor(last) == value_of(last)).all()
+        n = f._info[last][4] - f._info[last][3]
+        assert f.pinio_bytes_read == n, (f.pinio_bytes_read, n)  # found absent: read
+        assert f._src.stats()["mincore"] == 3  # first's own and its chunk's, last's own
+
+
 def test_a_whole_slice_is_a_view_without_the_index_handling(monkeypatch, tmp):
     """get_slice(k)[...] and [:] of a whole tensor (transformers v5's pool)
     are get_tensor's view of the kept mapping, straight: no engine run, no
