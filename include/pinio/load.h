@@ -233,8 +233,16 @@ PINIO_API size_t pinio_arena_size(const pinio_arena *a);
  * never a SIGBUS. Whatever the reason a file loads privately, the report's
  * `share` line says it.
  *
+ * A reader that is alone reads into memory of its own (huge pages) and
+ * makes the segment only when another process asks for the file while it
+ * reads, copying its bytes there once: a lone load costs what a private one
+ * does, and a process that starts after a lone reader finished reads the
+ * file itself (its report's `share` line says "read here alone").
+ *
  * The environment variable PINIO_SHARE=0 (or off) turns sharing off for
- * every load of the process, as #PINIO_SHARE_OFF does for one.
+ * every load of the process, as #PINIO_SHARE_OFF does for one;
+ * PINIO_SHARE=eager makes every reader's segment at once (processes started
+ * apart, each after the last finished, then read once).
  */
 typedef enum pinio_share_policy {
     PINIO_SHARE_AUTO = 0, /**< share where the rule above allows (the default) */
@@ -245,8 +253,9 @@ typedef enum pinio_share_policy {
 typedef enum pinio_share_stage {
     PINIO_SHARE_CLAIMED = 1, /**< this process reads the file for the others: the lock is held,
                                   the segment not yet allocated */
-    PINIO_SHARE_ALLOCATED,   /**< the segment is allocated, nothing read into it */
-    PINIO_SHARE_READING,     /**< the first read landed in the segment */
+    PINIO_SHARE_ALLOCATED,   /**< the segment is allocated, nothing read (or copied) into it */
+    PINIO_SHARE_READING,     /**< the first read landed (in private memory while the reader is
+                                  alone, see #pinio_share_policy) */
     PINIO_SHARE_COMPLETE,    /**< every byte read and checked, the marker written, the lock still
                                   held */
     PINIO_SHARE_JOINING,     /**< another process's complete segment found, lock held, not yet
@@ -254,6 +263,8 @@ typedef enum pinio_share_stage {
     PINIO_SHARE_EARLY,       /**< another process's segment, still being read, mapped by this
                                   one and its first pages populated (its bytes are used only
                                   once it is complete) */
+    PINIO_SHARE_WANTING,     /**< another process holds the file's claim: this one has asked it
+                                  for a segment and waits */
 } pinio_share_stage;
 
 /** Called at each #pinio_share_stage of a file (`path`) on the loading

@@ -35,10 +35,6 @@
 #include "src/base/mem.h"
 #include "src/load/arena_internal.h"
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
-#endif
-
 /* Slabs registered one by one (register_arena): small enough that the
  * first reads wait little for the helper to fault a whole slab (16 MiB:
  * 4 requests of the default size, which start at multiples of it from the
@@ -48,47 +44,6 @@
 #define SLAB_MIN ((size_t)16 << 20)
 #define SLAB_MAX ((size_t)1 << 30)
 #define SLABS_MAX 512
-
-/* Chunks the helper faults at a time: two huge pages. */
-#define FAULT_CHUNK ((size_t)4 << 20)
-
-/* MADV_POPULATE_WRITE faults pages in without writing to them, so it is
- * safe while reads land in the same pages (a touch loop would not be: it
- * could overwrite bytes a read already placed). Kernels without it answer
- * EINVAL and the reads fault the pages themselves. */
-static void *fault_ahead(void *arg)
-{
-    pinio__faulter *f = arg;
-    for (size_t off = 0; off < f->len; off += FAULT_CHUNK) {
-        if (atomic_load_explicit(&f->stop, memory_order_relaxed))
-            break;
-        size_t n = f->len - off < FAULT_CHUNK ? f->len - off : FAULT_CHUNK;
-        if (madvise(f->base + off, n, MADV_POPULATE_WRITE) != 0)
-            break;
-    }
-    return NULL;
-}
-
-static void faulter_start(pinio__faulter *f, uint8_t *base, size_t len)
-{
-    f->base = base;
-    f->len = len;
-    atomic_init(&f->stop, false);
-    /* Below a few chunks a thread costs more than it saves; without a
-     * second CPU the two would only take turns. */
-    if (len < 4 * FAULT_CHUNK || sysconf(_SC_NPROCESSORS_ONLN) < 2)
-        return;
-    f->running = pthread_create(&f->thread, NULL, fault_ahead, f) == 0;
-}
-
-static void faulter_stop(pinio__faulter *f)
-{
-    if (!f->running)
-        return;
-    atomic_store_explicit(&f->stop, true, memory_order_relaxed);
-    pthread_join(f->thread, NULL);
-    f->running = false;
-}
 
 struct pinio_arena {
     pinio_view view;        /* the memory; the arena's own reference */
@@ -227,7 +182,7 @@ ready:
     /* A kept arena's pages stay faulted in (and locked) between loads:
      * that is what keeping it buys. */
     if (!a->kept || !a->kept->faulted)
-        faulter_start(&a->faulter, a->base, a->used);
+        pinio__faulter_start(&a->faulter, a->base, a->used);
     return 0;
 }
 
@@ -270,7 +225,7 @@ int pinio__arena_realign(pinio__arena *a, const pinio_plan *plan, uint64_t align
 {
     if (align <= 1 || !a->used)
         return 0;
-    faulter_stop(&a->faulter);
+    pinio__faulter_stop(&a->faulter);
     double t0 = pinio__now_s();
     size_t *idx = malloc((plan->ntensors ? plan->ntensors : 1) * sizeof(*idx));
     size_t *to = malloc((plan->ntensors ? plan->ntensors : 1) * sizeof(*to));
@@ -314,10 +269,11 @@ int pinio__arena_realign(pinio__arena *a, const pinio_plan *plan, uint64_t align
 
 void pinio__arena_settle(pinio__arena *a, pinio_load_report *rep)
 {
-    faulter_stop(&a->faulter);
+    pinio__faulter_stop(&a->faulter);
     if (!a->view.len) {
         snprintf(rep->memory, sizeof(rep->memory), "no arena (%s)",
-                 rep->share_bytes    ? "every file read is in a shared segment (see share)"
+                 rep->share_bytes || rep->read_bytes
+                                     ? "every file read is in memory of its own (see share)"
                  : rep->files_mapped ? "every file mapped"
                                      : "nothing to read");
         return;
@@ -367,7 +323,7 @@ void pinio__arena_settle(pinio__arena *a, pinio_load_report *rep)
 
 void pinio__arena_close(pinio__arena *a)
 {
-    faulter_stop(&a->faulter);
+    pinio__faulter_stop(&a->faulter);
     if (a->pool) {
         /* The pool must forget any ring before the ring goes; the slabs live
          * on in the arena's view. */

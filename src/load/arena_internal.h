@@ -10,14 +10,6 @@
 
 /* ---- arena.c ---------------------------------------------------------- */
 
-typedef struct pinio__faulter {
-    uint8_t *base;
-    size_t len;
-    _Atomic bool stop;
-    bool running;
-    pthread_t thread;
-} pinio__faulter;
-
 typedef struct pinio__arena {
     pinio_pool *pool;       /* when the memory was allocated for this load */
     pinio_view view;        /* the arena (a reference of its own) */

@@ -14,6 +14,18 @@
  *            taken briefly by a joiner, a last user and a sweeper, so that
  *            each of them sees the segment's state settled
  *   byte 1   shared by every process using the segment
+ *   byte 2   shared by a process waiting for byte 0: it asks a reader
+ *            that reads alone (state ALONE) for a segment
+ *
+ * Why a reader reads alone first: shared memory gets 4 KiB pages where
+ * private memory gets huge pages (shmem_enabled "never", Debian's
+ * default), and a lone process reading into a segment took twice a
+ * private load. The claimed segment holds only its header (state ALONE)
+ * while the file is read into private memory, faulted ahead of the reads
+ * as the arena is; once the reads landed, a reader that was asked (byte 2
+ * held) makes the segment, copies the bytes into it and marks it COMPLETE;
+ * one that was not removes the claim. PINIO_SHARE=eager makes the segment
+ * at once, for processes started apart.
  *
  * Why the name carries the identity: a file replaced or rewritten at the
  * same path has another inode or modification time (an object replaced,
@@ -80,6 +92,11 @@
 #define MAGIC "PINIOSH1"
 #define STATE_FILLING 0u
 #define STATE_COMPLETE 0x434f4d50u /* "COMP": a zeroed page is never complete */
+/* Claimed and read into the reader's private memory; no segment yet. */
+#define STATE_ALONE 0x414c4f4eu /* "ALON" */
+/* The lock bytes: claimed, used, asked for (see the comment on top). */
+#define BYTE_WANT 2
+#define HUGE ((size_t)2 << 20)
 /* A name taken away by a sweeper between open and lock is tried again;
  * more than this many times in a row is contention worth a private read. */
 #define ATTEMPTS 16
@@ -153,6 +170,14 @@ static void seg_free(void *cookie, void *ptr, size_t len)
     }
     close(s->fd); /* drops both locks at once */
     free(s);
+}
+
+/* PINIO_SHARE=eager: every file this process claims is read into a
+ * segment at once, as if others were waiting (processes started apart). */
+static bool share_env_eager(void)
+{
+    const char *v = getenv("PINIO_SHARE");
+    return v && strcmp(v, "eager") == 0;
 }
 
 static void anon_free(void *cookie, void *ptr, size_t len)
@@ -331,7 +356,9 @@ void pinio__coop_select(const pinio_plan *plan, const pinio_load_opts *o, pinio_
 
 /* ---- one file --------------------------------------------------------- */
 
-typedef enum { GOT_PRIVATE, GOT_SHARED, GOT_READER } got_kind;
+/* ALONE: claimed, read into private memory; becomes READER when another
+ * process asked for the file meanwhile (publish()). */
+typedef enum { GOT_PRIVATE, GOT_SHARED, GOT_READER, GOT_ALONE } got_kind;
 
 typedef struct coop_file {
     const pinio_plan *plan;
@@ -348,6 +375,9 @@ typedef struct coop_file {
     got_kind got;
     int pid;               /* shared: the process that read it */
     seg_head *head;        /* reader: the header in the mapping */
+    int reg_fd;            /* alone: the claimed segment, byte 0 held, header only */
+    char reg_path[4096 + 160];
+    bool publish_failed;   /* alone: asked for, but no segment could be made (why) */
     bool reading_seen;
     bool locked;           /* the memory is mlocked already (see lock_mem) */
     /* Another process's segment mapped while it is read (early()):
@@ -471,12 +501,26 @@ static bool early(coop_file *c, int fd)
     return true;
 }
 
+/* Byte 0 of `fd`, waited for. While another process holds it, byte
+ * BYTE_WANT is held shared: what tells a reader reading alone that this
+ * process asks for the file (wanted()). */
 static int wait_lock0(coop_file *c, int fd)
 {
+    bool want = false;
     for (;;) {
         int rc = ofd_lock(fd, F_WRLCK, 0, false);
-        if (rc != -EAGAIN && rc != -EACCES)
+        if (rc != -EAGAIN && rc != -EACCES) {
+            if (want) {
+                struct flock fl = { .l_type = F_UNLCK, .l_whence = SEEK_SET,
+                                    .l_start = BYTE_WANT, .l_len = 1 };
+                fcntl(fd, F_OFD_SETLK, &fl);
+            }
             return rc;
+        }
+        if (!want && ofd_lock(fd, F_RDLCK, BYTE_WANT, false) == 0) {
+            want = true;
+            hook(c, PINIO_SHARE_WANTING);
+        }
         if (c->o->stop && c->o->stop(c->o->stop_ctx))
             return -ECANCELED;
         /* Another process is reading the file (seconds): a 5 ms poll
@@ -561,24 +605,18 @@ static int join(coop_file *c, int fd, const char *path, const seg_head *h, struc
     return 1;
 }
 
-/* A new or stale segment, lock 0 held: allocated for this load's range.
- * Returns 1 when ready to read into (lock 0 still held). */
-static int claim(coop_file *c, int fd, const char *dir, const char *path)
+/* The segment of a file this process claimed (lock 0 held, its header
+ * written): allocated whole, then mapped as c's memory. Returns 1 when
+ * made, 0 with c->why. */
+static int seg_make(coop_file *c, int fd, const char *path)
 {
-    hook(c, PINIO_SHARE_CLAIMED);
-    pre_drop(c); /* a dead reader's segment, mapped while it read */
     uint64_t need = HEAD + (c->hi - c->lo);
     int rc = 0;
-    /* A stale segment's pages are given back before the room is counted. */
-    if (ftruncate(fd, 0) != 0) {
-        why_set(c, "cannot truncate the stale segment %s: %s", path, pinio_strerror(-errno));
-        return 0;
-    }
-    if (!fits(dir, need, c->why, sizeof(c->why)))
+    if (!fits(share_dir(), need, c->why, sizeof(c->why)))
         return 0;
     if (ftruncate(fd, (off_t)need) != 0 || (rc = posix_fallocate(fd, 0, (off_t)need)) != 0) {
         why_set(c, "cannot allocate the %llu-byte segment in %s: %s",
-                 (unsigned long long)need, dir, strerror(rc ? rc : errno));
+                 (unsigned long long)need, share_dir(), strerror(rc ? rc : errno));
         return 0;
     }
     if ((rc = ofd_lock(fd, F_RDLCK, 1, false)) < 0) {
@@ -595,13 +633,52 @@ static int claim(coop_file *c, int fd, const char *dir, const char *path)
         why_set(c, "out of memory");
         return 0;
     }
-    /* Locked as the header and the reads fault the pages in (every page is
-     * written: the header, then reads without a gap): no second pass over
-     * them once read. */
+    /* Locked as the reads (or the copy) fault the pages in (every page is
+     * written: the header, then the bytes without a gap): no second pass
+     * over them. */
     c->locked = may_lock((size_t)need) && mlock2(p, (size_t)need, MLOCK_ONFAULT) == 0;
-    const pinio__file_id *id = &c->id;
     seg_head *h = p;
-    memcpy((uint8_t *)p + IDENT_AT, c->text, strlen(c->text) + 1);
+    h->pid = (int32_t)getpid();
+    atomic_store_explicit(&h->state, STATE_FILLING, memory_order_relaxed);
+    c->head = h;
+    c->seg_lo = c->lo;
+    c->got = GOT_READER;
+    hook(c, PINIO_SHARE_ALLOCATED);
+    return 1;
+}
+
+/* A new or stale segment, lock 0 held: claimed for this load's range, its
+ * header written (the identity, state ALONE), nothing allocated. The file
+ * is then read into private memory, and a segment made of it only where
+ * another process asked for it meanwhile (publish()). Why not read into the
+ * segment at once: shared memory gets 4 KiB pages where private memory gets
+ * transparent huge pages (shmem_enabled "never", Debian's default), so a
+ * process that turns out to be alone paid an allocation pass
+ * (posix_fallocate), a fault per 4 KiB page under O_DIRECT's page pinning
+ * and their undoing: about twice a private read (doc/measurements.md,
+ * "Issue 40: a lone process through the segment"). PINIO_SHARE=eager makes
+ * the segment at once (processes started apart, each after the last
+ * finished). Returns 1 when claimed (lock 0 still held; `fd` then
+ * c->reg_fd, or the view's once a segment is made). */
+static int claim_alone(coop_file *c, int fd, const char *dir, const char *path)
+{
+    hook(c, PINIO_SHARE_CLAIMED);
+    pre_drop(c); /* a dead reader's segment, mapped while it read */
+    uint64_t need = HEAD + (c->hi - c->lo);
+    /* A stale segment's pages are given back before the room is counted. */
+    if (ftruncate(fd, 0) != 0) {
+        why_set(c, "cannot truncate the stale segment %s: %s", path, pinio_strerror(-errno));
+        return 0;
+    }
+    /* Counted now, though nothing is allocated yet: a segment that could
+     * not be made is said at once, not to the processes that came to wait. */
+    if (!fits(dir, need, c->why, sizeof(c->why)))
+        return 0;
+    _Alignas(8) uint8_t page[HEAD];
+    memset(page, 0, sizeof(page));
+    seg_head *h = (seg_head *)(void *)page;
+    const pinio__file_id *id = &c->id;
+    memcpy(h->magic, MAGIC, sizeof(h->magic));
     h->dev = id->dev;
     h->ino = id->ino;
     h->size = id->size;
@@ -615,18 +692,20 @@ static int claim(coop_file *c, int fd, const char *dir, const char *path)
     h->claim = ((uint64_t)getpid() << 40) ^
                ((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec);
     h->claim += !h->claim;
-    /* The magic last, one release store of its 8 bytes (the mapping is
-     * page-aligned): a joiner mapping early (early()) takes a header with
-     * it as filled in. Not a fence and a memcpy: TSan builds refuse
-     * atomic_thread_fence, and a store says what is published. */
-    uint64_t magic;
-    memcpy(&magic, MAGIC, sizeof(magic));
-    __atomic_store_n((uint64_t *)(void *)h->magic, magic, __ATOMIC_RELEASE);
-    atomic_store_explicit(&h->state, STATE_FILLING, memory_order_relaxed);
-    c->head = h;
-    c->seg_lo = c->lo;
-    c->got = GOT_READER;
-    hook(c, PINIO_SHARE_ALLOCATED);
+    atomic_store_explicit(&h->state, STATE_ALONE, memory_order_relaxed);
+    memcpy(page + IDENT_AT, c->text, strlen(c->text) + 1);
+    /* Written through the file, not a mapping: a process that maps the
+     * segment early (early()) does so only once it has its full size
+     * (seg_make()), when the header is in place. */
+    if (pwrite(fd, page, HEAD, 0) != (ssize_t)HEAD) {
+        why_set(c, "cannot write the segment %s: %s", path, pinio_strerror(-errno));
+        return 0;
+    }
+    if (share_env_eager())
+        return seg_make(c, fd, path);
+    c->reg_fd = fd;
+    snprintf(c->reg_path, sizeof(c->reg_path), "%s", path);
+    c->got = GOT_ALONE;
     return 1;
 }
 
@@ -681,7 +760,7 @@ static int acquire(coop_file *c)
                         pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
                         memcmp(h.magic, MAGIC, sizeof(h.magic)) == 0 &&
                         atomic_load_explicit(&h.state, memory_order_acquire) == STATE_COMPLETE;
-        int got = complete ? join(c, fd, path, &h, &st) : claim(c, fd, dir, path);
+        int got = complete ? join(c, fd, path, &h, &st) : claim_alone(c, fd, dir, path);
         if (got == 1)
             return 0;
         /* Not usable: a claimed segment is removed (nobody else holds it,
@@ -714,7 +793,7 @@ static int coop_landed(void *ctx, size_t i, const pinio_plan_read *r, void *mem)
     (void)r;
     (void)mem;
     coop_file *c = ctx;
-    if (c->got != GOT_READER)
+    if (c->got != GOT_READER && c->got != GOT_ALONE)
         return 0;
     if (!c->reading_seen) {
         c->reading_seen = true;
@@ -729,7 +808,10 @@ static const pinio_dest_ops coop_dest = {
     .landed = coop_landed,
 };
 
-/* Private memory for the file's range, where no segment could be had. */
+/* Private memory for the file's range: where no segment could be had, or
+ * read alone first (claim_alone()). Aligned to and advised for huge pages,
+ * as the arena is: with THP "madvise" an anonymous mapping gets 4 KiB pages
+ * otherwise, the cost claim_alone() avoids. */
 static int private_mem(coop_file *c, pinio_diag *diag)
 {
     size_t len = (size_t)(c->hi - c->lo);
@@ -738,13 +820,23 @@ static int private_mem(coop_file *c, pinio_diag *diag)
         pinio_diag_set_at(diag, -ENOMEM, c->plan->files[c->f].path, c->lo,
                           "reading it needs %zu bytes but only %llu are available (%s), and "
                           "it was not shared (%s): select fewer tensors (--filter) or free "
-                          "memory", len, (unsigned long long)ma.bytes, ma.source, c->why);
+                          "memory", len, (unsigned long long)ma.bytes, ma.source,
+                          c->why[0] ? c->why : "read alone first");
         pinio_diag_set_index(diag, c->f);
         return -ENOMEM;
     }
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t whole = (len + page - 1) & ~(page - 1);
+    uint8_t *raw = mmap(NULL, whole + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                        -1, 0);
+    if (raw == MAP_FAILED)
         return -ENOMEM;
+    uint8_t *p = (uint8_t *)(((uintptr_t)raw + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
+    if (p > raw)
+        munmap(raw, (size_t)(p - raw));
+    if (raw + whole + HUGE > p + whole)
+        munmap(p + whole, (size_t)(raw + whole + HUGE - (p + whole)));
+    (void)madvise(p, whole, MADV_HUGEPAGE); /* advice: 4 KiB pages without THP */
     int rc = pinio_view_wrap(&c->view, p, len, anon_free, NULL, 0);
     if (rc < 0) {
         munmap(p, len);
@@ -754,6 +846,51 @@ static int private_mem(coop_file *c, pinio_diag *diag)
     c->len = len;
     c->seg_lo = c->lo;
     return 0;
+}
+
+/* Whether another process waits for the file this one read alone: it
+ * holds byte BYTE_WANT of the claimed segment (wait_lock0()). */
+static bool wanted(const coop_file *c)
+{
+    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = BYTE_WANT,
+                        .l_len = 1 };
+    return fcntl(c->reg_fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+}
+
+/* Another process asked for the file this one read alone: a segment made
+ * of the private memory, which it then replaces (one copy of the bytes on
+ * the node, not two). The copy is the price of having read privately,
+ * paid only where the file turned out to be shared. False when no
+ * segment could be made (c->why): the private memory stays. */
+static bool publish(coop_file *c)
+{
+    pinio_view priv = c->view;
+    uint8_t *src = c->mem;
+    size_t len = c->len;
+    memset(&c->view, 0, sizeof(c->view));
+    if (seg_make(c, c->reg_fd, c->reg_path) != 1) {
+        c->view = priv;
+        c->mem = src;
+        c->len = len;
+        return false;
+    }
+    c->reg_fd = -1; /* the view's now */
+    memcpy(c->mem + HEAD, src, len);
+    pinio_view_release(&priv);
+    return true;
+}
+
+/* The claim of a file read alone given up, its header-only segment
+ * removed (lock 0 held: only its holder unlinks it), so that a process
+ * that came to wait finds the name gone and claims the file anew. */
+static void reg_drop(coop_file *c)
+{
+    if (c->reg_fd < 0)
+        return;
+    if (still_named(c->reg_fd, c->reg_path))
+        unlink(c->reg_path);
+    close(c->reg_fd);
+    c->reg_fd = -1;
 }
 
 static void mark_failed(coop_file *c)
@@ -767,7 +904,7 @@ static void mark_failed(coop_file *c)
  * arena's. A segment is locked already (join(), claim()) where it could. */
 static bool lock_mem(const coop_file *c)
 {
-    if (c->got != GOT_PRIVATE)
+    if (c->got != GOT_PRIVATE && c->got != GOT_ALONE)
         return c->locked;
     return may_lock(c->len) && mlock(c->mem, c->len) == 0;
 }
@@ -782,7 +919,15 @@ static int read_into(coop_file *c, pinio_plan *plan, const pinio_exec_opts *eo0,
     eo.first_read = a;
     eo.nreads = b - a;
     pinio_exec_report er;
+    /* Private memory is faulted in ahead of the reads, as the arena is:
+     * without it each read faults and zeroes its huge pages on the
+     * engine's thread, one after another, and a lone reader took about
+     * twice the arena's time with the same page count. */
+    pinio__faulter fa = {0};
+    if (c->got == GOT_PRIVATE || c->got == GOT_ALONE)
+        pinio__faulter_start(&fa, c->mem, c->len);
     int rc = pinio_plan_execute(plan, &coop_dest, c, &eo, &er, diag);
+    pinio__faulter_stop(&fa);
     if (rc == 0)
         tally(&er, rep, first);
     return rc;
@@ -794,21 +939,34 @@ static int one_file(pinio_plan *plan, uint32_t f, const pinio_load_opts *o,
 {
     size_t a, b;
     file_reads(plan, f, &a, &b);
-    coop_file c = { .plan = plan, .f = f, .o = o };
+    coop_file c = { .plan = plan, .f = f, .o = o, .reg_fd = -1 };
     if (plan->files[f].pub.object && ident_text(&plan->files[f], c.text, sizeof(c.text)) < 0)
         c.text[0] = '\0'; /* refused() did not select it: acquire() says so */
     ident_of(&plan->files[f], c.text, &c.id);
     c.lo = plan->layout.reads[a].offset;
     c.hi = plan->layout.reads[b - 1].offset + plan->layout.reads[b - 1].len;
     int rc = acquire(&c);
-    if (rc == 0 && c.got == GOT_PRIVATE)
+    if (rc == 0 && (c.got == GOT_PRIVATE || c.got == GOT_ALONE))
         rc = private_mem(&c, diag);
     if (rc == 0 && c.got != GOT_SHARED)
         rc = read_into(&c, plan, eo, a, b, tally, first, rep, diag);
     if (rc < 0) {
         mark_failed(&c);
+        reg_drop(&c);
         pinio_view_release(&c.view);
         return rc;
+    }
+    bool published = false;
+    if (c.got == GOT_ALONE) {
+        /* Every read landed and the engine found the file unchanged. Asked
+         * for meanwhile (a process waits on byte 0): a segment for it. Not
+         * asked for: the claim given up; one that asks from now on reads
+         * the file itself (reads only once with PINIO_SHARE=eager). */
+        if (wanted(&c)) {
+            published = publish(&c);
+            c.publish_failed = !published;
+        }
+        reg_drop(&c);
     }
     if (c.got == GOT_READER) {
         /* Every read landed and the engine found the file unchanged: the
@@ -819,7 +977,7 @@ static int one_file(pinio_plan *plan, uint32_t f, const pinio_load_opts *o,
         fcntl(c.s->fd, F_OFD_SETLK, &fl);
     }
     m->map_pinned = lock_mem(&c);
-    size_t skip = c.got == GOT_PRIVATE ? 0 : HEAD;
+    size_t skip = c.got == GOT_PRIVATE || c.got == GOT_ALONE ? 0 : HEAD;
     rc = pinio_view_slice(&c.view, skip, c.len, &m->map);
     pinio_view_release(&c.view);
     if (rc < 0)
@@ -828,6 +986,15 @@ static int one_file(pinio_plan *plan, uint32_t f, const pinio_load_opts *o,
     if (c.got == GOT_PRIVATE) {
         m->share_why[0] = '\0';
         pinio__appendf(m->share_why, sizeof(m->share_why), "private: %s", c.why);
+    } else if (c.got == GOT_ALONE) {
+        m->alone = true;
+        m->share_why[0] = '\0';
+        if (c.publish_failed)
+            pinio__appendf(m->share_why, sizeof(m->share_why),
+                           "read here alone: asked for, not shared: %s", c.why);
+        else
+            snprintf(m->share_why, sizeof(m->share_why),
+                     "read here alone: no other process asked for it while it read");
     } else {
         rep->share_bytes += c.len;
         if (c.got == GOT_SHARED) {
@@ -837,7 +1004,8 @@ static int one_file(pinio_plan *plan, uint32_t f, const pinio_load_opts *o,
                      c.early_used ? ", mapped while it read" : "");
         } else {
             rep->files_share_read++;
-            snprintf(m->share_why, sizeof(m->share_why), "read here, for the node's other loads");
+            snprintf(m->share_why, sizeof(m->share_why), "read here, for the node's other loads%s",
+                     published ? " (asked for while it read alone)" : "");
         }
     }
     return 0;
@@ -891,24 +1059,28 @@ int pinio__coop_run(pinio_plan *plan, const pinio_load_opts *o, const pinio_exec
 void pinio__coop_memory_line(const pinio_plan *plan, const pinio__fmem *fm,
                              pinio_load_report *rep)
 {
-    uint64_t bytes = 0;
-    bool all = true;
-    for (size_t f = 0; f < plan->nfiles; f++)
-        if (fm[f].coop && fm[f].map.len) {
-            bytes += fm[f].map.len;
-            all = all && fm[f].map_pinned;
-        }
-    if (!bytes)
-        return;
-    pinio_sysinfo si;
-    pinio_sys_probe(&si);
-    const char *lock = all ? "locked in RAM (mlock)"
-                       : si.registrable != PINIO_UNLIMITED && si.registrable < bytes
-                           ? "not locked: RLIMIT_MEMLOCK is smaller than them; raise it with "
-                             "ulimit -l or grant CAP_IPC_LOCK"
-                           : "not locked: mlock failed";
-    pinio__appendf(rep->memory, sizeof(rep->memory),
-                   "; %llu bytes in segments of their own (see share), %s, not registered with "
-                   "io_uring (read by plain O_DIRECT)",
-                   (unsigned long long)bytes, lock);
+    /* Segments, then the files read alone into private memory. */
+    for (int alone = 0; alone < 2; alone++) {
+        uint64_t bytes = 0;
+        bool all = true;
+        for (size_t f = 0; f < plan->nfiles; f++)
+            if (fm[f].coop && fm[f].map.len && fm[f].alone == (alone == 1)) {
+                bytes += fm[f].map.len;
+                all = all && fm[f].map_pinned;
+            }
+        if (!bytes)
+            continue;
+        pinio_sysinfo si;
+        pinio_sys_probe(&si);
+        const char *lock = all ? "locked in RAM (mlock)"
+                           : si.registrable != PINIO_UNLIMITED && si.registrable < bytes
+                               ? "not locked: RLIMIT_MEMLOCK is smaller than them; raise it with "
+                                 "ulimit -l or grant CAP_IPC_LOCK"
+                               : "not locked: mlock failed";
+        pinio__appendf(rep->memory, sizeof(rep->memory),
+                       "; %llu bytes in %s (see share), %s, not registered with io_uring (read "
+                       "by plain O_DIRECT)",
+                       (unsigned long long)bytes,
+                       alone ? "memory of their own, read alone" : "segments of their own", lock);
+    }
 }

@@ -53,6 +53,24 @@ void pinio__fill_run(int fd, uint64_t lo, uint64_t hi, const pinio__fill *f);
 /* ---- modes.c ---------------------------------------------------------- */
 
 /* Where one file's tensors live, decided before any data I/O. */
+/* Fresh memory faulted in on a thread of its own ahead of the reads
+ * (arena.c): with MADV_POPULATE_WRITE, safe while reads land in the same
+ * pages; the reads then find the pages there instead of each faulting and
+ * zeroing its own on the engine's thread. Used by the arena and by a
+ * node-local share's private memory (coop.c). */
+typedef struct pinio__faulter {
+    uint8_t *base;
+    size_t len;
+    _Atomic bool stop;
+    bool running;
+    pthread_t thread;
+} pinio__faulter;
+
+/* Starts faulting [base, base + len) in (nothing where it is too small to
+ * gain or there is one CPU); pinio__faulter_stop() joins it. */
+void pinio__faulter_start(pinio__faulter *f, uint8_t *base, size_t len);
+void pinio__faulter_stop(pinio__faulter *f);
+
 typedef struct pinio__fmem {
     pinio_memory_mode mode;    /* PINNED or MAPPED */
     char why[112];
@@ -66,6 +84,7 @@ typedef struct pinio__fmem {
     bool coop;                 /* pinned, read or mapped through coop.c, not the arena */
     bool map_pinned;           /* coop: the memory is locked (PINIO_PROP_PINNED) */
     bool shared_in;            /* coop: another process read it (nothing read here) */
+    bool alone;                /* coop: read here into private memory, nobody asked for it */
     char share_why[96];        /* pinned and not coop: why not shared ("" when no reads) */
 } pinio__fmem;
 

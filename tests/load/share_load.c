@@ -2,20 +2,24 @@
  *   share_load PATH [off]
  * loads PATH (a file of pinio gen) pinned, with node-local sharing unless
  * "off", checks every tensor's bytes against the generator, and prints
- *   read_bytes=N shared=S read_here=R share_bytes=B pid=P
+ *   read_bytes=N shared=S read_here=R share_bytes=B pid=P minflt=F
  *   share=<the report's share line>
  *   memory=<the report's memory line>
  * Exit 0; 1 with the library's message; 3 when a byte is wrong.
  *
  * The test's fault point, compiled into this program only: the load's
- * share hook reads SHARE_TEST_AT="STAGE:kill" or "STAGE:wait:FILE"
- * (STAGE: claimed, allocated, reading, complete, joining, early). At that stage
- * of the first file, "kill" sends SIGKILL to this process; "wait" creates
- * FILE.reached, then waits until FILE exists. SHARE_TEST_HOLD=FILE: the
+ * share hook reads SHARE_TEST_AT="STAGE:kill" or "STAGE:wait:FILE", or
+ * several of them separated by commas (STAGE: claimed, allocated, reading,
+ * complete, joining, early, wanting). At that stage of the first file, "kill" sends
+ * SIGKILL to this process; "wait" creates FILE.reached, then waits until
+ * FILE exists. SHARE_TEST_LOG=FILE: each stage's name appended to FILE as
+ * it is reached (a test waits for "wanting": the process asked the reader).
+ * F: this process's minor page faults (getrusage), the whole run's. SHARE_TEST_HOLD=FILE: the
  * same wait once the load is checked and printed, the checkpoint still
  * held, so that processes "at once" overlap whatever the machine's load
  * (empty: no wait). */
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +30,7 @@
 #include "pinio/load.h"
 
 static const char *const stages[] = { "", "claimed", "allocated", "reading", "complete",
-                                      "joining", "early" };
+                                      "joining", "early", "wanting" };
 
 /* Creates FILE.reached, then waits until FILE exists. Bounded: a test that
  * never releases it fails on its counts, not by hanging its run. */
@@ -45,15 +49,27 @@ static void at_stage(void *ctx, const char *path, pinio_share_stage st)
 {
     (void)ctx;
     (void)path;
+    const char *log = getenv("SHARE_TEST_LOG");
+    if (log && *log) {
+        FILE *f = fopen(log, "a");
+        if (f) {
+            fprintf(f, "%s\n", stages[st]);
+            fclose(f);
+        }
+    }
     const char *spec = getenv("SHARE_TEST_AT");
     size_t n = strlen(stages[st]);
-    if (!spec || strncmp(spec, stages[st], n) != 0 || spec[n] != ':')
+    for (; spec && *spec; spec = strchr(spec, ',') ? strchr(spec, ',') + 1 : NULL) {
+        if (strncmp(spec, stages[st], n) != 0 || spec[n] != ':')
+            continue;
+        char act[4096];
+        snprintf(act, sizeof(act), "%.*s", (int)strcspn(spec + n + 1, ","), spec + n + 1);
+        if (strcmp(act, "kill") == 0)
+            raise(SIGKILL);
+        if (strncmp(act, "wait:", 5) == 0)
+            wait_for(act + 5);
         return;
-    const char *act = spec + n + 1;
-    if (strcmp(act, "kill") == 0)
-        raise(SIGKILL);
-    if (strncmp(act, "wait:", 5) == 0)
-        wait_for(act + 5);
+    }
 }
 
 int main(int argc, char **argv)
@@ -89,10 +105,12 @@ int main(int argc, char **argv)
     }
     pinio_load_report r;
     pinio_checkpoint_report(cp, &r);
-    printf("read_bytes=%llu shared=%zu read_here=%zu share_bytes=%llu pid=%d\nshare=%s\n"
-           "memory=%s\n",
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("read_bytes=%llu shared=%zu read_here=%zu share_bytes=%llu pid=%d minflt=%ld\n"
+           "share=%s\nmemory=%s\n",
            (unsigned long long)r.read_bytes, r.files_shared, r.files_share_read,
-           (unsigned long long)r.share_bytes, (int)getpid(), r.share, r.memory);
+           (unsigned long long)r.share_bytes, (int)getpid(), ru.ru_minflt, r.share, r.memory);
     fflush(stdout);
     const char *hold = getenv("SHARE_TEST_HOLD");
     if (hold && *hold)

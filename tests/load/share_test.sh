@@ -5,6 +5,11 @@
 # files of one name, a full segment folder and a cgroup limit leave nothing
 # wrong and nothing behind. No timing: each order of events is forced by the
 # fault point of share_load (SHARE_TEST_AT, a stage and "wait" or "kill").
+# First the default (a reader that is alone reads into private memory, and
+# makes a segment only when another process asked for the file while it
+# read), then the same machinery with PINIO_SHARE=eager (the segment at
+# once), which the later sections use so that a process that comes after
+# the reader finished still maps its segment.
 # Usage: share_test.sh PINIO SHARE_LOAD
 set -u
 PINIO=$1
@@ -31,6 +36,7 @@ check 0 "a private load" "$LOADER" "$M" off
 ONE=$(sed -n 's/^read_bytes=\([0-9]*\).*/\1/p' "$DIR/out")
 [ "${ONE:-0}" -gt 0 ] || FAIL "a private load read nothing: $(cat "$DIR/out")"
 has "$DIR/out" "share=private: sharing off (the share option)" "the option's refusal is said"
+OFF_FLT=$(sed -n 's/.* minflt=\([0-9]*\).*/\1/p' "$DIR/out")
 
 # empty WHAT: the segment folder holds nothing.
 empty() {
@@ -41,18 +47,44 @@ empty() {
 # field NAME OUTFILE: a number from share_load's first line.
 field() { sed -n "s/.* *$1=\([0-9]*\).*/\1/p; s/^$1=\([0-9]*\).*/\1/p" "$2" | head -n1; }
 
-# together N FILE WHAT: N loaders of FILE at once; all must succeed with
-# every byte right; prints the bytes they read from storage in total. Each
-# holds its checkpoint until all have loaded (SHARE_TEST_HOLD), so that a
-# late starter on a busy machine still finds the others' segment.
+# until_reached FILE PID: waits for the fault point's FILE.reached while
+# PID lives (no timing: the stage is reached or the process ends).
+until_reached() { while [ ! -e "$1.reached" ] && kill -0 "$2" 2>/dev/null; do sleep 0.05; done; }
+# until_asked LOG PID: waits until PID's SHARE_TEST_LOG says it asked the
+# file's reader for it ("wanting"), or PID ends.
+until_asked() { while ! grep -qx wanting "$1" 2>/dev/null && kill -0 "$2" 2>/dev/null; do sleep 0.05; done; }
+
+# together N FILE WHAT [asked]: N loaders of FILE at once; all must succeed
+# with every byte right; prints the bytes they read from storage in total.
+# Each holds its checkpoint until all have loaded (SHARE_TEST_HOLD), so that
+# a late starter on a busy machine still finds the others' segment (with
+# PINIO_SHARE=eager). "asked": the one that claims the file is held there
+# until each other one has asked it for the file, the order "at once" means
+# for a reader that reads alone first, forced whatever the machine's load.
 together() {
     n=$1 file=$2 what=$3 i=1 pids=
-    rm -f "$DIR"/hold*
+    rm -f "$DIR"/hold* "$DIR"/go* "$DIR"/t*.out "$DIR"/w*.log
     while [ "$i" -le "$n" ]; do
-        SHARE_TEST_HOLD="$DIR/hold$i" "$LOADER" "$file" >"$DIR/t$i.out" 2>"$DIR/t$i.err" &
+        if [ "${4:-}" = asked ]; then
+            SHARE_TEST_AT="claimed:wait:$DIR/go" SHARE_TEST_LOG="$DIR/w$i.log" \
+                SHARE_TEST_HOLD="$DIR/hold$i" "$LOADER" "$file" >"$DIR/t$i.out" 2>"$DIR/t$i.err" &
+        else
+            SHARE_TEST_HOLD="$DIR/hold$i" "$LOADER" "$file" >"$DIR/t$i.out" 2>"$DIR/t$i.err" &
+        fi
         pids="$pids $!"
         i=$((i + 1))
     done
+    if [ "${4:-}" = asked ]; then
+        while :; do
+            asked=$(grep -lx wanting "$DIR"/w*.log 2>/dev/null | wc -l)
+            [ -e "$DIR/go.reached" ] && [ "$asked" -ge $((n - 1)) ] && break
+            alive=0
+            for p in $pids; do kill -0 "$p" 2>/dev/null && alive=$((alive + 1)); done
+            [ "$alive" -eq "$n" ] || break
+            sleep 0.05
+        done
+        touch "$DIR/go"
+    fi
     i=1
     for p in $pids; do
         while [ ! -e "$DIR/hold$i.reached" ] && kill -0 "$p" 2>/dev/null; do sleep 0.05; done
@@ -70,6 +102,76 @@ together() {
     done
     echo "$total"
 }
+
+# --- alone first (the default). A process that is alone reads into private
+# memory (huge pages), not into a segment of 4 KiB shmem pages: its page
+# faults are a private load's, not one per page (OFF_FLT: the private load
+# above; a segment adds a fault per 4 KiB page, ONE / 4096), it says so, and
+# leaves nothing behind.
+check 0 "alone" "$LOADER" "$M"
+has "$DIR/out" "share=read here alone: no other process asked for it" "a lone load says it read alone"
+has "$DIR/out" "read_bytes=$ONE shared=0 read_here=0 share_bytes=0 " "a lone load reads the file once, into no segment"
+has "$DIR/out" "memory=.*bytes in memory of their own, read alone" "a lone load's memory is said"
+flt=$(field minflt "$DIR/out")
+[ "${flt:-999999999}" -lt $((OFF_FLT + ONE / 4096 / 4)) ] ||
+    FAIL "a lone load faulted $flt pages, a private load $OFF_FLT (a segment: + $((ONE / 4096)))"
+empty "alone"
+
+# 2, 3 and 4 at once, the first held at its claim until the others asked it
+# for the file: it reads alone, then copies into a segment for them (one
+# read in all, every byte right), and says so.
+for n in 2 3 4; do
+    got=$(together "$n" "$M" "$n at once, alone first" asked)
+    [ "$got" = "$ONE" ] || FAIL "$n at once, alone first, read $got bytes, one load reads $ONE"
+    [ "$(grep -l "share=read here, for the node's other loads (asked for while it read alone)" "$DIR"/t*.out | wc -l)" = 1 ] ||
+        FAIL "$n at once, alone first: not one reader that published: $(cat "$DIR"/t*.out)"
+    [ "$(grep -l "read_bytes=0 shared=1" "$DIR"/t*.out | wc -l)" = $((n - 1)) ] ||
+        FAIL "$n at once, alone first: not $((n - 1)) sharers: $(cat "$DIR"/t*.out)"
+    empty "$n at once, alone first"
+done
+
+# A reader killed while it reads alone, once it was asked (allocated: while
+# it copies into the segment), and once the segment is complete, while two
+# others ask for the file: one of them reads it and publishes it to the
+# other, or both map the complete segment; nothing left behind.
+for stage in reading allocated complete; do
+    rm -f "$DIR"/go* "$DIR"/w*.log "$DIR"/hold*
+    SHARE_TEST_AT="claimed:wait:$DIR/go0,$stage:wait:$DIR/go" "$LOADER" "$M" >"$DIR/a.out" 2>&1 &
+    a=$!
+    until_reached "$DIR/go0" "$a"
+    SHARE_TEST_LOG="$DIR/wb.log" SHARE_TEST_HOLD="$DIR/holdb" "$LOADER" "$M" >"$DIR/b.out" 2>&1 &
+    b=$!
+    SHARE_TEST_LOG="$DIR/wc.log" SHARE_TEST_HOLD="$DIR/holdc" "$LOADER" "$M" >"$DIR/c.out" 2>&1 &
+    c=$!
+    until_asked "$DIR/wb.log" "$b"
+    until_asked "$DIR/wc.log" "$c"
+    touch "$DIR/go0"
+    until_reached "$DIR/go" "$a"
+    [ -e "$DIR/go.reached" ] || FAIL "alone first, $stage: the reader never reached it: $(cat "$DIR/a.out")"
+    kill -9 "$a"
+    wait "$a"
+    until_reached "$DIR/holdb" "$b"
+    until_reached "$DIR/holdc" "$c"
+    touch "$DIR/holdb" "$DIR/holdc"
+    wait "$b" || FAIL "alone first, $stage: the second loader failed: $(cat "$DIR/b.out")"
+    wait "$c" || FAIL "alone first, $stage: the third loader failed: $(cat "$DIR/c.out")"
+    got=$(( $(field read_bytes "$DIR/b.out") + $(field read_bytes "$DIR/c.out") ))
+    want=$ONE
+    [ "$stage" = complete ] && want=0
+    [ "$got" = "$want" ] || FAIL "alone first, $stage: the survivors read $got bytes, want $want"
+    empty "alone first, reader killed at $stage"
+done
+
+# A lone reader killed: its claim (a header) is swept by the next load.
+SHARE_TEST_AT="reading:kill" "$LOADER" "$M" >/dev/null 2>&1
+[ -n "$(ls -A "$SEGS")" ] || FAIL "the killed lone reader left no claim to sweep"
+O=$DIR/other.safetensors
+check 0 "gen other" "$PINIO" gen "$O" --size 1M --tensors 3 --seed 7 --quiet
+check 0 "a load of another file" "$LOADER" "$O"
+empty "a lone reader's claim swept"
+
+# The rest: the segment made at once (PINIO_SHARE=eager).
+export PINIO_SHARE=eager
 
 # --- 2, 3 and 4 processes at once: one read in all, on ext4 and on tmpfs.
 for n in 2 3 4; do
@@ -134,9 +236,6 @@ done
 # loader's mapping goes with the takeover, it reads the file itself; and a
 # loader that mapped a dead reader's segment while a third process took it
 # over and read it again maps the new one, every byte right.
-# until_reached FILE PID: waits for the fault point's FILE.reached while
-# PID lives (no timing: the stage is reached or the process ends).
-until_reached() { while [ ! -e "$1.reached" ] && kill -0 "$2" 2>/dev/null; do sleep 0.05; done; }
 # seg_locked PID OUT: where OUT's memory line says the segment is locked,
 # every page of PID's mapping of it is present and locked (smaps: Rss =
 # Size, and Locked, the locked pages' proportional share, = Pss).
@@ -235,8 +334,6 @@ empty "sharer killed while mapping"
 SHARE_TEST_AT="reading:kill" "$LOADER" "$M" >/dev/null 2>&1
 SHARE_TEST_AT="complete:kill" "$LOADER" "$M" >/dev/null 2>&1
 [ -n "$(ls -A "$SEGS")" ] || FAIL "the killed reader left no segment to sweep"
-O=$DIR/other.safetensors
-check 0 "gen other" "$PINIO" gen "$O" --size 1M --tensors 3 --seed 7 --quiet
 check 0 "a load of another file" "$LOADER" "$O"
 empty "stale segment swept"
 

@@ -19,6 +19,9 @@ S3_EXTRA_CLEAN="$DIR $SEGS"
 trap 's3_proxy_stop; s3_cleanup' EXIT
 export PINIO_SHARE_DIR="$SEGS"
 unset PINIO_SHARE SHARE_TEST_AT SHARE_TEST_HOLD
+# The segment made at once: the second load below starts once the first has
+# finished (a reader alone by default reads privately and makes none).
+export PINIO_SHARE=eager
 s3_bucket models || exit 1
 UPSTREAM=$AWS_ENDPOINT_URL
 URL=s3://models/m.safetensors
