@@ -50,11 +50,10 @@ void pinio__fill_decide(int fd, pinio_mapped_fill policy, pinio__fill *out);
  * hint: errors leave the rest to the populate. */
 void pinio__fill_run(int fd, uint64_t lo, uint64_t hi, const pinio__fill *f);
 
-/* ---- modes.c ---------------------------------------------------------- */
+/* ---- faulter.c -------------------------------------------------------- */
 
-/* Where one file's tensors live, decided before any data I/O. */
 /* Fresh memory faulted in on a thread of its own ahead of the reads
- * (arena.c): with MADV_POPULATE_WRITE, safe while reads land in the same
+ * (faulter.c): with MADV_POPULATE_WRITE, safe while reads land in the same
  * pages; the reads then find the pages there instead of each faulting and
  * zeroing its own on the engine's thread. Used by the arena and by a
  * node-local share's private memory (coop.c). */
@@ -71,6 +70,9 @@ typedef struct pinio__faulter {
 void pinio__faulter_start(pinio__faulter *f, uint8_t *base, size_t len);
 void pinio__faulter_stop(pinio__faulter *f);
 
+/* ---- modes.c ---------------------------------------------------------- */
+
+/* Where one file's tensors live, decided before any data I/O. */
 typedef struct pinio__fmem {
     pinio_memory_mode mode;    /* PINNED or MAPPED */
     char why[112];
